@@ -1,0 +1,155 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Label is the judge's overall finding for a review window.
+type Label string
+
+// The verdict labels.
+const (
+	LabelAbusive    Label = "abusive"
+	LabelSuspicious Label = "suspicious"
+	LabelClean      Label = "clean"
+)
+
+// Category is the kind of abuse a verdict or a piece of evidence names.
+type Category string
+
+// The abuse categories of DESIGN.md; CategoryClean when there is none.
+const (
+	CategoryPhishingLink    Category = "phishing_link"
+	CategoryOffPlatform     Category = "off_platform"
+	CategoryExternalPayment Category = "external_payment"
+	CategoryTriangleFraud   Category = "triangle_fraud"
+	CategoryFakeProof       Category = "fake_proof"
+	CategoryPersonalInfo    Category = "personal_info"
+	CategoryHarassment      Category = "harassment"
+	CategoryProhibitedItem  Category = "prohibited_item"
+	CategorySpam            Category = "spam"
+	CategoryClean           Category = "clean"
+)
+
+// AbuseCategories lists every category except CategoryClean, in a fixed
+// order used by schemas, prompts and reports.
+var AbuseCategories = []Category{
+	CategoryPhishingLink, CategoryOffPlatform, CategoryExternalPayment, CategoryTriangleFraud,
+	CategoryFakeProof, CategoryPersonalInfo, CategoryHarassment, CategoryProhibitedItem, CategorySpam,
+}
+
+// Valid reports whether c is a known category (including clean).
+func (c Category) Valid() bool {
+	if c == CategoryClean {
+		return true
+	}
+	for _, k := range AbuseCategories {
+		if c == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Action is the moderation action the judge recommends.
+type Action string
+
+// The recommended actions.
+const (
+	ActionNone     Action = "none"
+	ActionWarn     Action = "warn"
+	ActionRestrict Action = "restrict"
+	ActionBan      Action = "ban"
+)
+
+// Status is the lifecycle outcome stored with a verdict row.
+type Status string
+
+// The verdict statuses.
+const (
+	StatusDone    Status = "done"
+	StatusExpired Status = "expired"
+	StatusStopped Status = "stopped"
+	StatusFailed  Status = "failed"
+)
+
+// Pool names which model pool answered a stage.
+type Pool string
+
+// The model pools.
+const (
+	PoolPrimary  Pool = "primary"
+	PoolFallback Pool = "fallback"
+)
+
+// StageName names one of the four pipeline stages.
+type StageName string
+
+// The pipeline stages, in the order they run.
+const (
+	StageTriage  StageName = "triage"
+	StageExtract StageName = "extract"
+	StageVision  StageName = "vision"
+	StageJudge   StageName = "judge"
+)
+
+// Stages lists the stages in the order they run.
+var Stages = []StageName{StageTriage, StageExtract, StageVision, StageJudge}
+
+// StageResult records one stage of one review: who answered, how long it
+// took and what it said (the validated structured output, never chat text).
+type StageResult struct {
+	Stage     StageName       `json:"stage"`
+	Pool      Pool            `json:"pool"`
+	Model     string          `json:"model"`
+	Attempts  int             `json:"attempts"`
+	TTFT      time.Duration   `json:"ttft"`
+	Latency   time.Duration   `json:"latency"`
+	TokensIn  int             `json:"tokens_in"`
+	TokensOut int             `json:"tokens_out"`
+	Output    json.RawMessage `json:"output,omitempty"`
+	Error     string          `json:"error,omitempty"`
+}
+
+// Verdict is the outcome of one review: the row the verdict store keeps
+// under Key. Only a StatusDone verdict carries a meaningful label.
+type Verdict struct {
+	Key              ReviewKey
+	RunID            string
+	Status           Status
+	Label            Label
+	Category         Category
+	Severity         int
+	Confidence       float64
+	Action           Action
+	Rationale        string
+	EvidenceIDs      []string
+	EarlyExit        bool
+	InjectionFlagged bool
+	// Error is the last error of a failed review or the reason of a stopped
+	// one; empty otherwise.
+	Error string
+	// Attempts is how many times the review message was received.
+	Attempts    int
+	Stages      []StageResult
+	PublishedAt time.Time
+	StartedAt   time.Time
+	FinishedAt  time.Time
+}
+
+// ErrVerdictNotFound is returned by VerdictStore.Get when no row has the key.
+var ErrVerdictNotFound = errors.New("verdict not found")
+
+// VerdictStore keeps verdicts and their stage results.
+//
+// Get returns ErrVerdictNotFound when no verdict has the key. Save writes the
+// verdict and all its stage results atomically, replacing any earlier row
+// with the same key (an upsert), so a redelivered review is harmless. Both
+// honour ctx; errors are wrapped with the adapter's prefix.
+type VerdictStore interface {
+	Get(ctx context.Context, key ReviewKey) (Verdict, error)
+	Save(ctx context.Context, v Verdict) error
+}
