@@ -1,0 +1,81 @@
+package cli
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+type conf struct {
+	Addr    string
+	N       int
+	Verbose bool
+	Wait    time.Duration
+	At      time.Time
+}
+
+func setup(t *testing.T) (*FlagSet, *conf) {
+	t.Helper()
+	c := &conf{Addr: ":8080", N: 4, Wait: time.Second}
+	fs := NewFlagSet("demo", "Demo command.")
+	fs.StringVar(&c.Addr, "admin-addr", "admin listen address")
+	fs.IntVar(&c.N, "concurrency", "jobs at once")
+	fs.BoolVar(&c.Verbose, "verbose", "log more")
+	fs.DurationVar(&c.Wait, "wait", "how long to wait")
+	fs.TimeVar(&c.At, "at", "a time")
+	return fs, c
+}
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    conf
+		wantErr []string
+	}{
+		{name: "defaults", want: conf{Addr: ":8080", N: 4, Wait: time.Second}},
+		{name: "env", env: map[string]string{"CHATGUARD_CONCURRENCY": "9", "CHATGUARD_ADMIN_ADDR": ":0"}, want: conf{Addr: ":0", N: 9, Wait: time.Second}},
+		{name: "flag beats env", args: []string{"--concurrency", "3"}, env: map[string]string{"CHATGUARD_CONCURRENCY": "9"}, want: conf{Addr: ":8080", N: 3, Wait: time.Second}},
+		{name: "bool and equals", args: []string{"--verbose", "--wait=2s", "-at=2026-11-01T00:00:00Z"}, want: conf{Addr: ":8080", N: 4, Wait: 2 * time.Second, Verbose: true, At: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)}},
+		{
+			name:    "every bad value named",
+			args:    []string{"--concurrency=x", "--wait", "soon", "--nope"},
+			env:     map[string]string{"CHATGUARD_AT": "yesterday"},
+			wantErr: []string{"CHATGUARD_AT", "--concurrency", "--wait", "--nope: unknown flag"},
+		},
+		{name: "missing value", args: []string{"--wait"}, wantErr: []string{"--wait: needs a value"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			fs, c := setup(t)
+			err := fs.Parse(tc.args, func(k string) string { return tc.env[k] })
+			if len(tc.wantErr) > 0 {
+				require.Error(t, err)
+				for _, w := range tc.wantErr {
+					require.ErrorContains(t, err, w)
+				}
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, *c)
+		})
+	}
+}
+
+func TestHelpListsEnvAndDefault(t *testing.T) {
+	t.Parallel()
+	fs, _ := setup(t)
+	require.ErrorIs(t, fs.Parse([]string{"--help"}, func(string) string { return "" }), ErrHelp)
+	var buf bytes.Buffer
+	fs.Usage(&buf)
+	out := buf.String()
+	require.Contains(t, out, "--concurrency")
+	require.Contains(t, out, "CHATGUARD_CONCURRENCY")
+	require.Contains(t, out, "default 4")
+	require.Contains(t, out, "CHATGUARD_ADMIN_ADDR")
+}

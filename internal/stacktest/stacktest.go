@@ -1,0 +1,231 @@
+// Package stacktest connects integration tests to the local stack
+// (deploy/local): it loads the env file the stack writes, and creates
+// isolated resources per test (queues, databases) through the production
+// clients. A test that needs the stack fails, never skips, when it is not
+// running: CI starts the stack before the tests.
+package stacktest
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/chatguard/chatguard/internal/awsclient"
+)
+
+// EnvFileVar names the variable that points at the stack's env file; by
+// default it is .stack/env at the module root.
+const EnvFileVar = "CHATGUARD_STACK_ENV"
+
+var (
+	loadOnce sync.Once
+	loadErr  error
+)
+
+// Load reads the stack's env file once per process into the environment
+// (variables already set win) and fails t when the stack is not up.
+func Load(t testing.TB) {
+	t.Helper()
+	loadOnce.Do(func() { loadErr = loadEnvFile() })
+	if loadErr != nil {
+		t.Fatalf("stacktest: the local stack is not running (start it with `make stack-up`): %v", loadErr)
+	}
+}
+
+func loadEnvFile() error {
+	path := os.Getenv(EnvFileVar)
+	if path == "" {
+		root, err := moduleRoot()
+		if err != nil {
+			return err
+		}
+		path = filepath.Join(root, ".stack", "env")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		line = strings.TrimPrefix(line, "export ")
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			continue
+		}
+		if uq, err := strconv.Unquote(v); err == nil {
+			v = uq
+		} else {
+			v = strings.Trim(v, "'")
+		}
+		if _, set := os.LookupEnv(k); !set {
+			if err := os.Setenv(k, v); err != nil {
+				return err
+			}
+		}
+	}
+	return sc.Err()
+}
+
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Get returns a stack variable, failing t when it is missing.
+func Get(t testing.TB, key string) string {
+	t.Helper()
+	Load(t)
+	v := os.Getenv(key)
+	if v == "" {
+		t.Fatalf("stacktest: %s is not set by the stack env file", key)
+	}
+	return v
+}
+
+// AWS returns an AWS config resolved exactly as the binaries resolve it,
+// from the stack's variables.
+func AWS(t testing.TB) aws.Config {
+	t.Helper()
+	Load(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cfg, err := awsclient.Load(ctx, awsclient.Options{S3PathStyle: true})
+	if err != nil {
+		t.Fatalf("stacktest: %v", err)
+	}
+	return cfg
+}
+
+// SQS returns an SQS client for the stack.
+func SQS(t testing.TB) *sqs.Client { t.Helper(); return awsclient.SQS(AWS(t)) }
+
+// S3 returns a path-style S3 client for the stack.
+func S3(t testing.TB) *s3.Client {
+	t.Helper()
+	return awsclient.S3(AWS(t), awsclient.Options{S3PathStyle: true})
+}
+
+// Unique returns prefix plus a random suffix, for resource names that must
+// not collide between parallel tests and runs.
+func Unique(prefix string) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return prefix + "-" + hex.EncodeToString(b)
+}
+
+// Queue is a test queue with its dead-letter queue.
+type Queue struct {
+	URL    string
+	DLQURL string
+}
+
+// NewQueue creates a fresh queue and its DLQ (redrive after maxReceive
+// receives) with the given visibility timeout, and deletes both when the
+// test ends.
+func NewQueue(t testing.TB, prefix string, maxReceive int, visibility time.Duration) Queue {
+	t.Helper()
+	c := SQS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	name := Unique(prefix)
+	dlq, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name + "-dlq")})
+	if err != nil {
+		t.Fatalf("stacktest: create dlq: %v", err)
+	}
+	attrs, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: dlq.QueueUrl, AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn}})
+	if err != nil {
+		t.Fatalf("stacktest: dlq arn: %v", err)
+	}
+	arn := attrs.Attributes[string(types.QueueAttributeNameQueueArn)]
+	q, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{
+		QueueName: aws.String(name),
+		Attributes: map[string]string{
+			"VisibilityTimeout": strconv.Itoa(int(visibility / time.Second)),
+			"RedrivePolicy":     fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"%d"}`, arn, maxReceive),
+		},
+	})
+	if err != nil {
+		t.Fatalf("stacktest: create queue: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = c.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl})
+		_, _ = c.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: dlq.QueueUrl})
+	})
+	return Queue{URL: *q.QueueUrl, DLQURL: *dlq.QueueUrl}
+}
+
+// MySQL creates a fresh database on the stack's MySQL server, returns an
+// open handle and its DSN, and drops the database when the test ends.
+func MySQL(t testing.TB) (*sql.DB, string) {
+	t.Helper()
+	base, err := mysql.ParseDSN(Get(t, "CHATGUARD_MYSQL_DSN"))
+	if err != nil {
+		t.Fatalf("stacktest: CHATGUARD_MYSQL_DSN: %v", err)
+	}
+	name := strings.ReplaceAll(Unique("t"), "-", "_")
+	admin := base.Clone()
+	admin.DBName = ""
+	adb, err := sql.Open("mysql", admin.FormatDSN())
+	if err != nil {
+		t.Fatalf("stacktest: open mysql: %v", err)
+	}
+	defer adb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := adb.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("stacktest: create database: %v", err)
+	}
+	cfg := base.Clone()
+	cfg.DBName = name
+	cfg.ParseTime = true
+	dsn := cfg.FormatDSN()
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatalf("stacktest: open mysql: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = db.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if adb, err := sql.Open("mysql", admin.FormatDSN()); err == nil {
+			_, _ = adb.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name)
+			_ = adb.Close()
+		}
+	})
+	return db, dsn
+}
