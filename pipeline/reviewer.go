@@ -1,0 +1,20 @@
+package pipeline
+
+import (
+	"context"
+)
+
+// Reviewer runs the model stages (triage → extract → vision → judge) over one
+// window's chat history and returns the verdict. It is the seam between the
+// job loop (queue, admission, storage) and the engine (prompts, router).
+//
+// Review returns a Verdict with Status StatusDone and its StageResults, or an
+// error the job loop sorts with Classify: *RetryableError for transient model
+// failures, *PermanentError for input no model can review. When ctx is
+// cancelled it returns promptly with context.Cause(ctx) wrapped, so a
+// *StoppedError cause survives. attempt is the message's receive count, for
+// the inference logs. msgs is untrusted chat history in any order.
+type Reviewer interface {
+	PipelineVersion() string
+	Review(ctx context.Context, ev ReviewEvent, msgs []ChatMessage, attempt int) (Verdict, error)
+}
