@@ -1,0 +1,447 @@
+// Package athena is the batch's source: it asks Athena for the chat rooms
+// that had messages in a time window and streams them, page by page, to the
+// caller through a channel, so that a large result never sits in memory.
+package athena
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/athena"
+	"github.com/aws/aws-sdk-go-v2/service/athena/types"
+)
+
+//go:embed rooms.sql
+var roomsQuery string
+
+// RoomsQuery returns the embedded SQL of the rooms query and the execution
+// parameters it takes for the window [start, end), so tests can run the very
+// same statement elsewhere (DuckDB) and compare.
+func RoomsQuery(start, end time.Time) (string, []string) {
+	return roomsQuery, roomsParams(start, end)
+}
+
+// API is the part of the Athena client the source uses; *athena.Client
+// satisfies it.
+type API interface {
+	StartQueryExecution(ctx context.Context, in *athena.StartQueryExecutionInput, opts ...func(*athena.Options)) (*athena.StartQueryExecutionOutput, error)
+	GetQueryExecution(ctx context.Context, in *athena.GetQueryExecutionInput, opts ...func(*athena.Options)) (*athena.GetQueryExecutionOutput, error)
+	GetQueryResults(ctx context.Context, in *athena.GetQueryResultsInput, opts ...func(*athena.Options)) (*athena.GetQueryResultsOutput, error)
+	StopQueryExecution(ctx context.Context, in *athena.StopQueryExecutionInput, opts ...func(*athena.Options)) (*athena.StopQueryExecutionOutput, error)
+}
+
+var _ API = (*athena.Client)(nil)
+
+// Config says where and how the query runs.
+type Config struct {
+	// Database is the Glue/Athena database holding chat_messages.
+	Database string
+	// Workgroup is the Athena workgroup the query runs (and is billed) in.
+	Workgroup string
+	// OutputLocation is the s3:// prefix for query results; empty leaves it
+	// to the workgroup's setting.
+	OutputLocation string
+	// Timeout bounds how long the query may stay queued or running; past it
+	// the query is stopped and Rooms fails with ErrQueryTimeout.
+	Timeout time.Duration
+	// PollMin and PollMax bound the capped exponential backoff between
+	// GetQueryExecution calls.
+	PollMin, PollMax time.Duration
+	// PageSize is GetQueryResults' MaxResults (Athena allows 1000 at most).
+	PageSize int32
+	// StopTimeout bounds the StopQueryExecution call made after a cancel.
+	StopTimeout time.Duration
+}
+
+// DefaultConfig returns the defaults the batch command starts from.
+func DefaultConfig() Config {
+	return Config{
+		Database:    "chatguard",
+		Workgroup:   "primary",
+		Timeout:     10 * time.Minute,
+		PollMin:     200 * time.Millisecond,
+		PollMax:     5 * time.Second,
+		PageSize:    1000,
+		StopTimeout: 10 * time.Second,
+	}
+}
+
+// Validate reports every problem with the configuration at once.
+func (c Config) Validate() error {
+	var errs []error
+	if strings.TrimSpace(c.Database) == "" {
+		errs = append(errs, errors.New("athena database is required"))
+	}
+	if strings.TrimSpace(c.Workgroup) == "" {
+		errs = append(errs, errors.New("athena workgroup is required"))
+	}
+	if c.OutputLocation != "" && !strings.HasPrefix(c.OutputLocation, "s3://") {
+		errs = append(errs, fmt.Errorf("athena output location %q is not an s3:// URL", c.OutputLocation))
+	}
+	if c.Timeout <= 0 {
+		errs = append(errs, errors.New("athena timeout must be positive"))
+	}
+	if c.PollMin <= 0 || c.PollMax < c.PollMin {
+		errs = append(errs, fmt.Errorf("athena poll interval must satisfy 0 < min (%s) <= max (%s)", c.PollMin, c.PollMax))
+	}
+	if c.PageSize < 1 || c.PageSize > 1000 {
+		errs = append(errs, fmt.Errorf("athena page size %d must be within 1..1000", c.PageSize))
+	}
+	if c.StopTimeout <= 0 {
+		errs = append(errs, errors.New("athena stop timeout must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// Room is one row of the rooms query: a room with messages in the window.
+type Room struct {
+	RoomID         string
+	FirstMessageAt time.Time
+	LastMessageAt  time.Time
+	MessageCount   int64
+	HasImages      bool
+}
+
+// Result describes the query run behind a Rooms call.
+type Result struct {
+	// QueryExecutionID is empty when the query never started.
+	QueryExecutionID string
+	// Rows counts the rooms handed to the channel.
+	Rows int64
+}
+
+// ErrQueryTimeout is wrapped by the error of a query that outran
+// Config.Timeout.
+var ErrQueryTimeout = errors.New("athena query timed out")
+
+// QueryError is a query that ended FAILED or CANCELLED; Reason is Athena's
+// own explanation.
+type QueryError struct {
+	QueryExecutionID string
+	State            types.QueryExecutionState
+	Reason           string
+	// Retryable is Athena's hint that resubmitting may succeed.
+	Retryable bool
+}
+
+// Error implements error.
+func (e *QueryError) Error() string {
+	return fmt.Sprintf("query %s %s: %s", e.QueryExecutionID, strings.ToLower(string(e.State)), e.Reason)
+}
+
+// Source runs the rooms query on Athena.
+type Source struct {
+	api API
+	cfg Config
+}
+
+// New returns a Source, or the configuration's problems.
+func New(api API, cfg Config) (*Source, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("athena: %w", err)
+	}
+	return &Source{api: api, cfg: cfg}, nil
+}
+
+// Rooms runs the rooms query for [start, end) and sends every room to out,
+// in room-id order, blocking while out is full; it never closes out. onStart,
+// when not nil, learns the query execution id as soon as Athena assigns it.
+//
+// When ctx ends or the query outruns Config.Timeout while the query is
+// queued or running, Rooms calls StopQueryExecution (on a context of its
+// own, so a cancelled caller still stops the query) and fails. A query that
+// ends FAILED or CANCELLED fails with a *QueryError. The returned Result is
+// valid on failure too.
+func (s *Source) Rooms(ctx context.Context, start, end time.Time, onStart func(id string), out chan<- Room) (Result, error) {
+	var res Result
+	if !end.After(start) {
+		return res, fmt.Errorf("athena: window end %s is not after start %s", end.Format(time.RFC3339), start.Format(time.RFC3339))
+	}
+	in := &athena.StartQueryExecutionInput{
+		QueryString:           aws.String(roomsQuery),
+		ExecutionParameters:   roomsParams(start, end),
+		QueryExecutionContext: &types.QueryExecutionContext{Database: aws.String(s.cfg.Database)},
+		WorkGroup:             aws.String(s.cfg.Workgroup),
+	}
+	if s.cfg.OutputLocation != "" {
+		in.ResultConfiguration = &types.ResultConfiguration{OutputLocation: aws.String(s.cfg.OutputLocation)}
+	}
+	started, err := s.api.StartQueryExecution(ctx, in)
+	if err != nil {
+		return res, fmt.Errorf("athena: start query: %w", err)
+	}
+	res.QueryExecutionID = aws.ToString(started.QueryExecutionId)
+	if onStart != nil {
+		onStart(res.QueryExecutionID)
+	}
+	if err := s.wait(ctx, res.QueryExecutionID); err != nil {
+		return res, err
+	}
+	err = s.page(ctx, res.QueryExecutionID, func(r Room) error {
+		select {
+		case out <- r:
+			res.Rows++
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	})
+	return res, err
+}
+
+// wait polls the query until it succeeds, fails, or must be stopped.
+func (s *Source) wait(ctx context.Context, id string) error {
+	wctx, cancel := context.WithTimeoutCause(ctx, s.cfg.Timeout, ErrQueryTimeout)
+	defer cancel()
+	delay := s.cfg.PollMin
+	timer := time.NewTimer(0) // the first look is immediate
+	defer timer.Stop()
+	state := types.QueryExecutionStateQueued
+	for {
+		select {
+		case <-wctx.Done():
+			return s.stop(ctx, id, state, wctx)
+		case <-timer.C:
+		}
+		out, err := s.api.GetQueryExecution(wctx, &athena.GetQueryExecutionInput{QueryExecutionId: aws.String(id)})
+		if err != nil {
+			if wctx.Err() != nil {
+				return s.stop(ctx, id, state, wctx)
+			}
+			return errors.Join(fmt.Errorf("athena: poll query %s: %w", id, err), s.stopQuery(ctx, id))
+		}
+		var st types.QueryExecutionStatus
+		if out.QueryExecution != nil && out.QueryExecution.Status != nil {
+			st = *out.QueryExecution.Status
+		}
+		state = st.State
+		switch state {
+		case types.QueryExecutionStateSucceeded:
+			return nil
+		case types.QueryExecutionStateFailed, types.QueryExecutionStateCancelled:
+			return fmt.Errorf("athena: %w", queryError(id, st))
+		}
+		timer.Reset(jitter(delay))
+		delay = min(2*delay, s.cfg.PollMax)
+	}
+}
+
+// stop stops a query that the caller cancelled or that timed out and says
+// which of the two happened.
+func (s *Source) stop(ctx context.Context, id string, state types.QueryExecutionState, wctx context.Context) error {
+	cause := context.Cause(wctx)
+	var err error
+	if ctx.Err() == nil && errors.Is(cause, ErrQueryTimeout) {
+		err = fmt.Errorf("athena: query %s still %s after %s, stopped it: %w", id, strings.ToLower(string(state)), s.cfg.Timeout, ErrQueryTimeout)
+	} else {
+		err = fmt.Errorf("athena: query %s cancelled while %s, stopped it: %w", id, strings.ToLower(string(state)), cause)
+	}
+	return errors.Join(err, s.stopQuery(ctx, id))
+}
+
+// stopQuery calls StopQueryExecution on a context detached from the
+// caller's, because the caller's is usually the one that just ended.
+func (s *Source) stopQuery(ctx context.Context, id string) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.StopTimeout)
+	defer cancel()
+	if _, err := s.api.StopQueryExecution(sctx, &athena.StopQueryExecutionInput{QueryExecutionId: aws.String(id)}); err != nil {
+		return fmt.Errorf("athena: stop query %s: %w", id, err)
+	}
+	return nil
+}
+
+func queryError(id string, st types.QueryExecutionStatus) *QueryError {
+	e := &QueryError{QueryExecutionID: id, State: st.State, Reason: aws.ToString(st.StateChangeReason)}
+	if st.AthenaError != nil {
+		e.Retryable = st.AthenaError.Retryable
+		if e.Reason == "" {
+			e.Reason = aws.ToString(st.AthenaError.ErrorMessage)
+		}
+	}
+	if e.Reason == "" {
+		e.Reason = "no reason given"
+	}
+	return e
+}
+
+// page walks GetQueryResults and hands each room to emit, one page in
+// memory at a time.
+func (s *Source) page(ctx context.Context, id string, emit func(Room) error) error {
+	var (
+		token *string
+		cols  map[string]int
+		first = true
+	)
+	for {
+		out, err := s.api.GetQueryResults(ctx, &athena.GetQueryResultsInput{
+			QueryExecutionId: aws.String(id),
+			MaxResults:       aws.Int32(s.cfg.PageSize),
+			NextToken:        token,
+		})
+		if err != nil {
+			return fmt.Errorf("athena: results of query %s: %w", id, err)
+		}
+		var rows []types.Row
+		if out.ResultSet != nil {
+			rows = out.ResultSet.Rows
+			if cols == nil {
+				if cols, err = columns(out.ResultSet.ResultSetMetadata); err != nil {
+					return fmt.Errorf("athena: results of query %s: %w", id, err)
+				}
+			}
+		}
+		if first {
+			// Athena repeats the column names as the first row of the first
+			// page of a SELECT.
+			if len(rows) > 0 && isHeader(rows[0], out.ResultSet.ResultSetMetadata) {
+				rows = rows[1:]
+			}
+			first = false
+		}
+		for _, row := range rows {
+			r, err := parseRoom(row, cols)
+			if err != nil {
+				return fmt.Errorf("athena: results of query %s: %w", id, err)
+			}
+			if err := emit(r); err != nil {
+				return fmt.Errorf("athena: results of query %s: %w", id, err)
+			}
+		}
+		token = out.NextToken
+		if aws.ToString(token) == "" {
+			return nil
+		}
+	}
+}
+
+var wantColumns = []string{"room_id", "first_message_at", "last_message_at", "message_count", "has_images"}
+
+func columns(md *types.ResultSetMetadata) (map[string]int, error) {
+	if md == nil {
+		return nil, errors.New("no result set metadata")
+	}
+	idx := make(map[string]int, len(md.ColumnInfo))
+	for i, c := range md.ColumnInfo {
+		idx[strings.ToLower(aws.ToString(c.Name))] = i
+	}
+	var missing []string
+	for _, w := range wantColumns {
+		if _, ok := idx[w]; !ok {
+			missing = append(missing, w)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("result lacks columns %s", strings.Join(missing, ", "))
+	}
+	return idx, nil
+}
+
+func isHeader(row types.Row, md *types.ResultSetMetadata) bool {
+	if md == nil || len(row.Data) != len(md.ColumnInfo) {
+		return false
+	}
+	for i, d := range row.Data {
+		if !strings.EqualFold(aws.ToString(d.VarCharValue), aws.ToString(md.ColumnInfo[i].Name)) {
+			return false
+		}
+	}
+	return true
+}
+
+func parseRoom(row types.Row, cols map[string]int) (Room, error) {
+	get := func(name string) (string, bool) {
+		i := cols[name]
+		if i >= len(row.Data) || row.Data[i].VarCharValue == nil {
+			return "", false
+		}
+		return *row.Data[i].VarCharValue, true
+	}
+	var (
+		r    Room
+		errs []error
+	)
+	id, ok := get("room_id")
+	if !ok || id == "" {
+		return Room{}, errors.New("row without a room_id")
+	}
+	r.RoomID = id
+	var err error
+	if v, ok := get("first_message_at"); !ok {
+		errs = append(errs, errors.New("first_message_at is null"))
+	} else if r.FirstMessageAt, err = ParseTimestamp(v); err != nil {
+		errs = append(errs, fmt.Errorf("first_message_at: %w", err))
+	}
+	if v, ok := get("last_message_at"); !ok {
+		errs = append(errs, errors.New("last_message_at is null"))
+	} else if r.LastMessageAt, err = ParseTimestamp(v); err != nil {
+		errs = append(errs, fmt.Errorf("last_message_at: %w", err))
+	}
+	if v, ok := get("message_count"); !ok {
+		errs = append(errs, errors.New("message_count is null"))
+	} else if r.MessageCount, err = strconv.ParseInt(v, 10, 64); err != nil {
+		errs = append(errs, fmt.Errorf("message_count %q is not an integer", v))
+	}
+	if v, ok := get("has_images"); ok {
+		if r.HasImages, err = strconv.ParseBool(v); err != nil {
+			errs = append(errs, fmt.Errorf("has_images %q is not a boolean", v))
+		}
+	}
+	if len(errs) > 0 {
+		return Room{}, fmt.Errorf("room %s: %w", id, errors.Join(errs...))
+	}
+	return r, nil
+}
+
+// timestampLayouts are the renderings of a timestamp in query results:
+// Athena's, DuckDB's TIMESTAMP and TIMESTAMPTZ, and RFC 3339.
+var timestampLayouts = []string{
+	"2006-01-02 15:04:05.999999999",
+	"2006-01-02 15:04:05.999999999Z07",
+	"2006-01-02 15:04:05.999999999Z07:00",
+	"2006-01-02 15:04:05.999999999 MST",
+	time.RFC3339Nano,
+}
+
+// ParseTimestamp reads a timestamp as Athena or DuckDB renders it; a value
+// without a zone is UTC. The result is always in UTC.
+func ParseTimestamp(s string) (time.Time, error) {
+	for _, l := range timestampLayouts {
+		if t, err := time.Parse(l, s); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is not a timestamp", s)
+}
+
+// roomsParams renders the window as the query's positional parameters, each
+// an SQL literal as Athena's ExecutionParameters require.
+func roomsParams(start, end time.Time) []string {
+	start, end = start.UTC(), end.UTC()
+	last := end.Add(-time.Nanosecond) // the window is half-open
+	firstDT, firstHour := quote(start.Format(time.DateOnly)), quote(start.Format("15"))
+	lastDT, lastHour := quote(last.Format(time.DateOnly)), quote(last.Format("15"))
+	return []string{
+		firstDT, lastDT,
+		firstDT, firstHour,
+		lastDT, lastHour,
+		timestamp(start), timestamp(end),
+	}
+}
+
+func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+func timestamp(t time.Time) string {
+	return "TIMESTAMP " + quote(t.Format("2006-01-02 15:04:05.000"))
+}
+
+// jitter spreads polls of many concurrent runs by up to a fifth of d.
+func jitter(d time.Duration) time.Duration {
+	return d - time.Duration(rand.Int64N(int64(d)/5+1))
+}
