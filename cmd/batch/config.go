@@ -1,0 +1,172 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/storage/athena"
+	"github.com/chatguard/chatguard/storage/sqspub"
+)
+
+// Config is everything the batch command can be told, by flag or by the
+// CHATGUARD_* variable of the same name.
+type Config struct {
+	WindowStart time.Time
+	WindowEnd   time.Time
+	DryRun      bool
+	MaxEvents   int
+	RunID       string
+
+	ReviewQueueURL     string
+	PublishConcurrency int
+	PublishMaxAttempts int
+
+	AthenaDatabase       string
+	AthenaWorkgroup      string
+	AthenaOutputLocation string
+	AthenaTimeout        time.Duration
+	AthenaPollMax        time.Duration
+
+	MySQLDSN string
+
+	ProgressInterval time.Duration
+	LogLevel         string
+}
+
+// DefaultConfig returns the defaults; the window stays zero until
+// WithDefaultWindow fills it in from the clock.
+func DefaultConfig() Config {
+	a, p := athena.DefaultConfig(), sqspub.DefaultConfig()
+	return Config{
+		PublishConcurrency: p.Concurrency,
+		PublishMaxAttempts: p.MaxAttempts,
+		AthenaDatabase:     a.Database,
+		AthenaWorkgroup:    a.Workgroup,
+		AthenaTimeout:      a.Timeout,
+		AthenaPollMax:      a.PollMax,
+		ProgressInterval:   2 * time.Second,
+		LogLevel:           "info",
+	}
+}
+
+func (c *Config) flags() *cli.FlagSet {
+	fs := cli.NewFlagSet("batch", "Publish one review event per chat room that had messages in a time window:\n"+
+		"Athena query -> SQS review queue. Airflow runs it hourly. Exit 0 on success, 1 on a failed run,\n"+
+		"2 on bad usage; one JSON summary line on stdout, progress on stderr.")
+	fs.TimeVar(&c.WindowStart, "window-start", "window start, RFC 3339 (default: start of the previous full UTC hour)")
+	fs.TimeVar(&c.WindowEnd, "window-end", "window end, exclusive, RFC 3339 (default: end of the previous full UTC hour)")
+	fs.BoolVar(&c.DryRun, "dry-run", "run the query and report, publish nothing and record no run")
+	fs.IntVar(&c.MaxEvents, "max-events", "publish at most this many events (0: no limit)")
+	fs.StringVar(&c.RunID, "run-id", "run id stamped on every event (default: derived from the window, so reruns share it)")
+	fs.StringVar(&c.ReviewQueueURL, "review-queue-url", "SQS review queue URL")
+	fs.IntVar(&c.PublishConcurrency, "publish-concurrency", "SendMessageBatch calls in flight")
+	fs.IntVar(&c.PublishMaxAttempts, "publish-max-attempts", "sends of one message before the run fails, the first included")
+	fs.StringVar(&c.AthenaDatabase, "athena-database", "Athena database holding chat_messages")
+	fs.StringVar(&c.AthenaWorkgroup, "athena-workgroup", "Athena workgroup")
+	fs.StringVar(&c.AthenaOutputLocation, "athena-output-location", "s3:// prefix for query results (empty: the workgroup's)")
+	fs.DurationVar(&c.AthenaTimeout, "athena-timeout", "how long the query may stay queued or running before it is stopped")
+	fs.DurationVar(&c.AthenaPollMax, "athena-poll-max", "longest pause between query status polls")
+	fs.StringVar(&c.MySQLDSN, "mysql-dsn", "MySQL DSN for the batch_runs record (go-sql-driver format)")
+	fs.DurationVar(&c.ProgressInterval, "progress-interval", "how often progress is printed on stderr")
+	fs.StringVar(&c.LogLevel, "log-level", "debug|info|warn|error")
+	return fs
+}
+
+// WithDefaultWindow fills a missing window bound: both missing means the
+// previous full UTC hour before now; one missing means one hour from the
+// other. It also derives the run id from the window when none was given.
+func (c Config) WithDefaultWindow(now time.Time) Config {
+	switch {
+	case c.WindowStart.IsZero() && c.WindowEnd.IsZero():
+		c.WindowEnd = now.UTC().Truncate(time.Hour)
+		c.WindowStart = c.WindowEnd.Add(-time.Hour)
+	case c.WindowStart.IsZero():
+		c.WindowStart = c.WindowEnd.Add(-time.Hour)
+	case c.WindowEnd.IsZero():
+		c.WindowEnd = c.WindowStart.Add(time.Hour)
+	}
+	c.WindowStart, c.WindowEnd = c.WindowStart.UTC(), c.WindowEnd.UTC()
+	if c.RunID == "" {
+		c.RunID = RunIDFor(c.WindowStart, c.WindowEnd)
+	}
+	return c
+}
+
+// RunIDFor is the run id of a window: the same window always gives the same
+// id, so a rerun is recognisable in the batch_runs table and on every event.
+func RunIDFor(start, end time.Time) string {
+	const layout = "20060102T150405Z"
+	return "batch-" + start.UTC().Format(layout) + "-" + end.UTC().Format(layout)
+}
+
+// runIDPattern keeps run ids safe as an SQS attribute, a MySQL key and a
+// log field.
+var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
+
+// maxWindow bounds one run; longer backfills run window by window (Airflow
+// catchup) so that each keeps its own run record.
+const maxWindow = 7 * 24 * time.Hour
+
+// Validate reports every problem at once. It expects WithDefaultWindow to
+// have run.
+func (c Config) Validate() error {
+	var errs []error
+	if c.WindowStart.IsZero() || c.WindowEnd.IsZero() {
+		errs = append(errs, errors.New("window start and end are required"))
+	} else if !c.WindowEnd.After(c.WindowStart) {
+		errs = append(errs, fmt.Errorf("window end %s is not after start %s", c.WindowEnd.Format(time.RFC3339), c.WindowStart.Format(time.RFC3339)))
+	} else if c.WindowEnd.Sub(c.WindowStart) > maxWindow {
+		errs = append(errs, fmt.Errorf("window of %s is longer than %s; backfill window by window", c.WindowEnd.Sub(c.WindowStart), maxWindow))
+	}
+	if c.MaxEvents < 0 {
+		errs = append(errs, fmt.Errorf("max events %d must not be negative", c.MaxEvents))
+	}
+	if !runIDPattern.MatchString(c.RunID) {
+		errs = append(errs, fmt.Errorf("run id %q must be 1-128 letters, digits or _.:- starting with a letter or digit", c.RunID))
+	}
+	if !c.DryRun {
+		if strings.TrimSpace(c.MySQLDSN) == "" {
+			errs = append(errs, errors.New("mysql dsn is required (except with --dry-run)"))
+		}
+		if err := c.publisherConfig().Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := c.athenaConfig().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.ProgressInterval <= 0 {
+		errs = append(errs, errors.New("progress interval must be positive"))
+	}
+	if _, err := c.level(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) athenaConfig() athena.Config {
+	a := athena.DefaultConfig()
+	a.Database, a.Workgroup, a.OutputLocation = c.AthenaDatabase, c.AthenaWorkgroup, c.AthenaOutputLocation
+	a.Timeout, a.PollMax = c.AthenaTimeout, c.AthenaPollMax
+	a.PollMin = min(a.PollMin, c.AthenaPollMax)
+	return a
+}
+
+func (c Config) publisherConfig() sqspub.Config {
+	p := sqspub.DefaultConfig()
+	p.QueueURL, p.Concurrency, p.MaxAttempts = c.ReviewQueueURL, c.PublishConcurrency, c.PublishMaxAttempts
+	return p
+}
+
+func (c Config) level() (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return 0, fmt.Errorf("log level %q must be debug, info, warn or error", c.LogLevel)
+	}
+	return l, nil
+}

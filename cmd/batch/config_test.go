@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestWithDefaultWindow(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 1, 9, 17, 3, 0, time.FixedZone("KST", 9*3600))
+	at := func(h int) time.Time { return time.Date(2026, 11, 1, h, 0, 0, 0, time.UTC) }
+	tests := []struct {
+		name       string
+		in         Config
+		start, end time.Time
+		runID      string
+	}{
+		{name: "previous full UTC hour", start: at(0).Add(-time.Hour), end: at(0), runID: "batch-20261031T230000Z-20261101T000000Z"},
+		{name: "start only", in: Config{WindowStart: at(3)}, start: at(3), end: at(4), runID: "batch-20261101T030000Z-20261101T040000Z"},
+		{name: "end only", in: Config{WindowEnd: at(3)}, start: at(2), end: at(3), runID: "batch-20261101T020000Z-20261101T030000Z"},
+		{name: "explicit run id kept", in: Config{WindowStart: at(1), WindowEnd: at(2), RunID: "manual-1"}, start: at(1), end: at(2), runID: "manual-1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := tc.in.WithDefaultWindow(now)
+			require.Equal(t, tc.start, got.WindowStart)
+			require.Equal(t, tc.end, got.WindowEnd)
+			require.Equal(t, tc.runID, got.RunID)
+		})
+	}
+}
+
+func TestValidateNamesEveryProblem(t *testing.T) {
+	t.Parallel()
+	c := DefaultConfig()
+	c.WindowStart = time.Date(2026, 11, 1, 2, 0, 0, 0, time.UTC)
+	c.WindowEnd = c.WindowStart.Add(-time.Hour)
+	c.RunID = "bad id/with slash"
+	c.MaxEvents = -1
+	c.PublishConcurrency = 0
+	c.AthenaOutputLocation = "bucket/prefix"
+	c.LogLevel = "loud"
+	err := c.Validate()
+	for _, w := range []string{"not after start", "run id", "max events", "mysql dsn", "review queue url", "concurrency", "s3://", "log level"} {
+		require.ErrorContains(t, err, w)
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		args   []string
+		env    map[string]string
+		want   int
+		stdout string
+		stderr string
+	}{
+		{name: "help", args: []string{"--help"}, want: 0, stdout: "CHATGUARD_WINDOW_START"},
+		{name: "unknown flag", args: []string{"--nope"}, want: 2, stderr: "--nope: unknown flag"},
+		{name: "bad time", args: []string{"--window-start", "yesterday"}, want: 2, stderr: "--window-start"},
+		{name: "missing settings", args: []string{"--window-start", "2026-11-01T00:00:00Z"}, want: 2, stderr: "review queue url is required"},
+		{name: "stray argument", args: []string{"now"}, want: 2, stderr: "unexpected arguments"},
+		{name: "bad env", env: map[string]string{"CHATGUARD_MAX_EVENTS": "many"}, want: 2, stderr: "CHATGUARD_MAX_EVENTS"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var out, errb bytes.Buffer
+			code := run(context.Background(), tc.args, func(k string) string { return tc.env[k] }, &out, &errb)
+			require.Equal(t, tc.want, code, errb.String())
+			require.Contains(t, out.String(), tc.stdout)
+			require.Contains(t, errb.String(), tc.stderr)
+		})
+	}
+}
