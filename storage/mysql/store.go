@@ -1,0 +1,470 @@
+// Package mysql is the MySQL/MariaDB verdict store: one verdicts row per
+// review key and one verdict_stages row per stage that ran, written together
+// in one transaction. The schema lives in migrations/ and is applied by
+// `worker migrate`, never by this package.
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/chatguard/chatguard/pipeline"
+)
+
+var _ pipeline.VerdictStore = (*Store)(nil)
+
+// Config says how to reach the database and how big the pool is.
+type Config struct {
+	// DSN is a go-sql-driver DSN; parseTime is forced on and times are UTC.
+	DSN string
+	// MaxOpenConns bounds the pool; it should cover the worker's job
+	// concurrency plus the readiness probe.
+	MaxOpenConns int
+	// MaxIdleConns defaults to MaxOpenConns.
+	MaxIdleConns int
+	// ConnMaxLifetime recycles connections so that a failover or a proxy's
+	// idle cut does not leave dead ones in the pool.
+	ConnMaxLifetime time.Duration
+}
+
+// DefaultConfig returns the defaults used by the worker.
+func DefaultConfig() Config {
+	return Config{MaxOpenConns: 32, ConnMaxLifetime: 5 * time.Minute}
+}
+
+// Validate reports every problem with the configuration.
+func (c Config) Validate() error {
+	var errs []error
+	if c.DSN == "" {
+		errs = append(errs, errors.New("mysql dsn is required"))
+	} else if _, err := mysql.ParseDSN(c.DSN); err != nil {
+		errs = append(errs, fmt.Errorf("mysql dsn: %w", err))
+	}
+	if c.MaxOpenConns < 1 {
+		errs = append(errs, errors.New("mysql max open conns must be at least 1"))
+	}
+	if c.MaxIdleConns < 0 {
+		errs = append(errs, errors.New("mysql max idle conns must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// Store is the MySQL verdict store. It is safe for concurrent use.
+type Store struct {
+	db     *sql.DB
+	ownsDB bool
+}
+
+// New returns a store over an open handle that the caller keeps owning. The
+// handle must have been opened with parseTime=true.
+func New(db *sql.DB) *Store { return &Store{db: db} }
+
+// Open opens a pool from cfg and pings it within ctx. Close releases it.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("mysql: %w", err)
+	}
+	db, err := OpenDB(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("mysql: ping: %w", err)
+	}
+	return &Store{db: db, ownsDB: true}, nil
+}
+
+// OpenDB opens (without connecting) a pool configured from cfg, with
+// parseTime on and UTC times, for callers such as `worker migrate` that need
+// the raw handle.
+func OpenDB(cfg Config) (*sql.DB, error) {
+	dc, err := mysql.ParseDSN(cfg.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: dsn: %w", err)
+	}
+	dc.ParseTime = true
+	dc.Loc = time.UTC
+	if dc.Timeout == 0 {
+		dc.Timeout = 5 * time.Second
+	}
+	conn, err := mysql.NewConnector(dc)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: connector: %w", err)
+	}
+	db := sql.OpenDB(conn)
+	open := max(cfg.MaxOpenConns, 1)
+	idle := cfg.MaxIdleConns
+	if idle == 0 {
+		idle = open
+	}
+	db.SetMaxOpenConns(open)
+	db.SetMaxIdleConns(idle)
+	db.SetConnMaxLifetime(cfg.ConnMaxLifetime)
+	return db, nil
+}
+
+// DB returns the underlying handle.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Ping reports whether the database answers within ctx, for readiness.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("mysql: ping: %w", err)
+	}
+	return nil
+}
+
+// Close closes the pool when the store opened it.
+func (s *Store) Close() error {
+	if !s.ownsDB {
+		return nil
+	}
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("mysql: close: %w", err)
+	}
+	return nil
+}
+
+// verdictCols are the columns an upsert writes, in the order of the
+// placeholders. status is handled separately because it has to be assigned
+// last (MySQL applies ON DUPLICATE KEY UPDATE assignments left to right, and
+// the done-guard of every other column reads the old status).
+var verdictCols = []string{
+	"run_id", "label", "category", "severity", "confidence", "action", "rationale",
+	"evidence_ids", "early_exit", "injection_flagged", "error", "attempts", "pools_used",
+	"fallback_used", "tokens_in", "tokens_out", "latency_ms", "published_at", "started_at",
+	"finished_at",
+}
+
+// upsertSQL inserts a verdict or updates the row with the same key. A done
+// verdict is never overwritten by a non-done one: a late failed, expired or
+// stopped attempt (a redelivery racing a finished one) must not erase a
+// verdict that was paid for. LAST_INSERT_ID(id) makes the driver report the
+// existing row's id on update.
+var upsertSQL = func() string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO verdicts (room_id, window_start, window_end, pipeline_version, status, ")
+	b.WriteString(strings.Join(verdictCols, ", "))
+	b.WriteString(", created_at, updated_at) VALUES (?, ?, ?, ?, ?, ")
+	b.WriteString(strings.TrimSuffix(strings.Repeat("?, ", len(verdictCols)), ", "))
+	b.WriteString(", UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)")
+	const keep = "status = 'done' AND VALUES(status) <> 'done'"
+	for _, c := range append(verdictCols, "updated_at", "status") {
+		fmt.Fprintf(&b, ", %s = IF(%s, %s, VALUES(%s))", c, keep, c, c)
+	}
+	return b.String()
+}()
+
+const selectVerdictSQL = `SELECT id, run_id, status, label, category, severity, confidence, action,
+	COALESCE(rationale, ''), evidence_ids, early_exit, injection_flagged, COALESCE(error, ''), attempts,
+	published_at, started_at, finished_at
+	FROM verdicts WHERE room_id = ? AND window_start = ? AND window_end = ? AND pipeline_version = ?`
+
+const selectStagesSQL = `SELECT stage, pool, model, attempts, ttft_ms, latency_ms, tokens_in, tokens_out,
+	output, COALESCE(error, '')
+	FROM verdict_stages WHERE verdict_id = ?
+	ORDER BY FIELD(stage, 'triage', 'extract', 'vision', 'judge'), stage`
+
+// Get returns the verdict under key with its stage results in pipeline
+// order, or an error wrapping pipeline.ErrVerdictNotFound.
+func (s *Store) Get(ctx context.Context, key pipeline.ReviewKey) (pipeline.Verdict, error) {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return pipeline.Verdict{}, fmt.Errorf("mysql: get: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	ws, we := dbTime(key.WindowStart), dbTime(key.WindowEnd)
+	var (
+		v                    pipeline.Verdict
+		id                   uint64
+		evidence             sql.NullString
+		started, finished    sql.NullTime
+		status, label, cat   string
+		action               string
+		severity, attempts   int
+		published            time.Time
+		earlyExit, injection bool
+	)
+	err = tx.QueryRowContext(ctx, selectVerdictSQL, key.RoomID, ws, we, key.PipelineVersion).Scan(
+		&id, &v.RunID, &status, &label, &cat, &severity, &v.Confidence, &action,
+		&v.Rationale, &evidence, &earlyExit, &injection, &v.Error, &attempts,
+		&published, &started, &finished)
+	if errors.Is(err, sql.ErrNoRows) {
+		return pipeline.Verdict{}, fmt.Errorf("mysql: get %s: %w", key, pipeline.ErrVerdictNotFound)
+	}
+	if err != nil {
+		return pipeline.Verdict{}, fmt.Errorf("mysql: get: %w", err)
+	}
+	v.Key = pipeline.ReviewKey{RoomID: key.RoomID, WindowStart: ws, WindowEnd: we, PipelineVersion: key.PipelineVersion}
+	v.Status, v.Label, v.Category, v.Action = pipeline.Status(status), pipeline.Label(label), pipeline.Category(cat), pipeline.Action(action)
+	v.Severity, v.Attempts = severity, attempts
+	v.EarlyExit, v.InjectionFlagged = earlyExit, injection
+	v.PublishedAt = published.UTC()
+	if started.Valid {
+		v.StartedAt = started.Time.UTC()
+	}
+	if finished.Valid {
+		v.FinishedAt = finished.Time.UTC()
+	}
+	if evidence.Valid && evidence.String != "" {
+		if err := json.Unmarshal([]byte(evidence.String), &v.EvidenceIDs); err != nil {
+			return pipeline.Verdict{}, fmt.Errorf("mysql: get: evidence_ids: %w", err)
+		}
+	}
+	rows, err := tx.QueryContext(ctx, selectStagesSQL, id)
+	if err != nil {
+		return pipeline.Verdict{}, fmt.Errorf("mysql: get stages: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			st             pipeline.StageResult
+			stage, pool    string
+			ttftMs, latMs  float64
+			output         sql.NullString
+			att, tin, tout int
+		)
+		if err := rows.Scan(&stage, &pool, &st.Model, &att, &ttftMs, &latMs, &tin, &tout, &output, &st.Error); err != nil {
+			return pipeline.Verdict{}, fmt.Errorf("mysql: get stages: %w", err)
+		}
+		st.Stage, st.Pool = pipeline.StageName(stage), pipeline.Pool(pool)
+		st.Attempts, st.TokensIn, st.TokensOut = att, tin, tout
+		st.TTFT, st.Latency = fromMillis(ttftMs), fromMillis(latMs)
+		if output.Valid && output.String != "" {
+			st.Output = json.RawMessage(output.String)
+		}
+		v.Stages = append(v.Stages, st)
+	}
+	if err := rows.Err(); err != nil {
+		return pipeline.Verdict{}, fmt.Errorf("mysql: get stages: %w", err)
+	}
+	return v, nil
+}
+
+// Save upserts the verdict and replaces its stage rows in one transaction.
+// A stored done verdict is kept when v is not done (Save then succeeds
+// without changing anything). Errors are retryable unless the verdict cannot
+// be written at all (a *pipeline.PermanentError for data the schema rejects).
+func (s *Store) Save(ctx context.Context, v pipeline.Verdict) error {
+	if err := checkVerdict(v); err != nil {
+		return pipeline.Permanent(fmt.Errorf("mysql: save: %w", err))
+	}
+	args, err := upsertArgs(v)
+	if err != nil {
+		return pipeline.Permanent(fmt.Errorf("mysql: save: %w", err))
+	}
+	// Concurrent upserts of one key can deadlock in InnoDB (gap locks on the
+	// unique index); the loser is rolled back whole, so trying again at once
+	// a bounded number of times is safe and cheaper than a queue round trip.
+	for attempt := 1; ; attempt++ {
+		err = s.save(ctx, v, args)
+		if err == nil || attempt == 3 || !isDeadlock(err) {
+			return err
+		}
+	}
+}
+
+func isDeadlock(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
+}
+
+func (s *Store) save(ctx context.Context, v pipeline.Verdict, args []any) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return classify(fmt.Errorf("mysql: save: begin: %w", err))
+	}
+	defer func() { _ = tx.Rollback() }()
+	res, err := tx.ExecContext(ctx, upsertSQL, args...)
+	if err != nil {
+		return classify(fmt.Errorf("mysql: save verdict: %w", err))
+	}
+	id, err := res.LastInsertId()
+	if err != nil || id == 0 {
+		return classify(fmt.Errorf("mysql: save verdict: no id: %w", err))
+	}
+	var stored string
+	if err := tx.QueryRowContext(ctx, "SELECT status FROM verdicts WHERE id = ?", id).Scan(&stored); err != nil {
+		return classify(fmt.Errorf("mysql: save verdict: read back: %w", err))
+	}
+	if stored == string(v.Status) {
+		if err := replaceStages(ctx, tx, id, v.Stages); err != nil {
+			return classify(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return classify(fmt.Errorf("mysql: save: commit: %w", err))
+	}
+	return nil
+}
+
+func replaceStages(ctx context.Context, tx *sql.Tx, id int64, stages []pipeline.StageResult) error {
+	names := make([]any, 0, len(stages)+1)
+	names = append(names, id)
+	for _, st := range stages {
+		names = append(names, string(st.Stage))
+	}
+	del := "DELETE FROM verdict_stages WHERE verdict_id = ?"
+	if len(stages) > 0 {
+		del += " AND stage NOT IN (" + strings.TrimSuffix(strings.Repeat("?, ", len(stages)), ", ") + ")"
+	}
+	if _, err := tx.ExecContext(ctx, del, names...); err != nil {
+		return fmt.Errorf("mysql: save stages: delete: %w", err)
+	}
+	if len(stages) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString("INSERT INTO verdict_stages (verdict_id, stage, pool, model, attempts, ttft_ms, latency_ms, tokens_in, tokens_out, output, error) VALUES ")
+	args := make([]any, 0, len(stages)*11)
+	for i, st := range stages {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		args = append(args, id, string(st.Stage), string(st.Pool), st.Model, st.Attempts,
+			millis(st.TTFT), millis(st.Latency), st.TokensIn, st.TokensOut, nullJSON(st.Output), nullString(st.Error))
+	}
+	b.WriteString(" ON DUPLICATE KEY UPDATE pool = VALUES(pool), model = VALUES(model), attempts = VALUES(attempts), " +
+		"ttft_ms = VALUES(ttft_ms), latency_ms = VALUES(latency_ms), tokens_in = VALUES(tokens_in), " +
+		"tokens_out = VALUES(tokens_out), output = VALUES(output), error = VALUES(error)")
+	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+		return fmt.Errorf("mysql: save stages: %w", err)
+	}
+	return nil
+}
+
+func upsertArgs(v pipeline.Verdict) ([]any, error) {
+	var evidence any
+	if v.EvidenceIDs != nil {
+		b, err := json.Marshal(v.EvidenceIDs)
+		if err != nil {
+			return nil, fmt.Errorf("evidence_ids: %w", err)
+		}
+		evidence = string(b)
+	}
+	var (
+		tokIn, tokOut int
+		pools         []string
+		fallback      bool
+	)
+	for _, st := range v.Stages {
+		tokIn += st.TokensIn
+		tokOut += st.TokensOut
+		if st.Pool == pipeline.PoolFallback {
+			fallback = true
+		}
+		if st.Pool != "" && !contains(pools, string(st.Pool)) {
+			pools = append(pools, string(st.Pool))
+		}
+	}
+	var latency float64
+	if !v.StartedAt.IsZero() && !v.FinishedAt.IsZero() {
+		latency = millis(v.FinishedAt.Sub(v.StartedAt))
+	}
+	k := v.Key
+	return []any{
+		k.RoomID, dbTime(k.WindowStart), dbTime(k.WindowEnd), k.PipelineVersion, string(v.Status),
+		v.RunID, string(v.Label), string(v.Category), v.Severity, v.Confidence, string(v.Action), nullString(v.Rationale),
+		evidence, v.EarlyExit, v.InjectionFlagged, nullString(v.Error), v.Attempts, strings.Join(pools, ","),
+		fallback, tokIn, tokOut, latency, dbTime(v.PublishedAt), nullTime(v.StartedAt),
+		nullTime(v.FinishedAt),
+	}, nil
+}
+
+// checkVerdict rejects what the schema cannot hold, before any round trip.
+func checkVerdict(v pipeline.Verdict) error {
+	var errs []error
+	k := v.Key
+	if k.RoomID == "" || len(k.RoomID) > 128 {
+		errs = append(errs, errors.New("room id must be 1 to 128 bytes"))
+	}
+	if k.PipelineVersion == "" || len(k.PipelineVersion) > 64 {
+		errs = append(errs, errors.New("pipeline version must be 1 to 64 bytes"))
+	}
+	if k.WindowStart.IsZero() || k.WindowEnd.IsZero() {
+		errs = append(errs, errors.New("window bounds are required"))
+	}
+	switch v.Status {
+	case pipeline.StatusDone, pipeline.StatusExpired, pipeline.StatusStopped, pipeline.StatusFailed:
+	default:
+		errs = append(errs, fmt.Errorf("unknown status %q", v.Status))
+	}
+	if v.Severity < 0 || v.Severity > 255 || v.Attempts < 0 {
+		errs = append(errs, errors.New("severity and attempts must be in range"))
+	}
+	seen := map[pipeline.StageName]bool{}
+	for _, st := range v.Stages {
+		if st.Stage == "" || len(st.Stage) > 16 || seen[st.Stage] {
+			errs = append(errs, fmt.Errorf("stage %q is empty, too long or repeated", st.Stage))
+		}
+		seen[st.Stage] = true
+		if len(st.Output) > 0 && !json.Valid(st.Output) {
+			errs = append(errs, fmt.Errorf("stage %q output is not JSON", st.Stage))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// classify marks database failures retryable: a lost connection, a
+// deadlock or a lock wait timeout all go away on a later attempt, and the
+// upsert makes the retry harmless.
+func classify(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case 1406, 1366, 1264, 3140, 4025: // data too long, bad value, out of range, invalid JSON, CHECK failed
+			return pipeline.Permanent(err)
+		}
+	}
+	return pipeline.Retryable(err, 0)
+}
+
+func dbTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return dbTime(t)
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func nullJSON(b json.RawMessage) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return string(b)
+}
+
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func fromMillis(ms float64) time.Duration {
+	return time.Duration(ms * float64(time.Millisecond)).Round(time.Microsecond)
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}

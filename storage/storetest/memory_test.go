@@ -1,0 +1,12 @@
+package storetest
+
+import (
+	"testing"
+
+	"github.com/chatguard/chatguard/pipeline"
+)
+
+func TestMemoryConformance(t *testing.T) {
+	t.Parallel()
+	RunVerdictStoreConformance(t, func(t *testing.T) pipeline.VerdictStore { return NewMemory() })
+}
