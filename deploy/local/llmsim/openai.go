@@ -14,10 +14,10 @@ import (
 // simulator reads; other fields (temperature, seed, ...) are accepted and
 // ignored, as vLLM accepts and mostly ignores them for a rule engine.
 type chatRequest struct {
-	Model               string        `json:"model"`
-	Messages            []chatMessage `json:"messages"`
-	Stream              bool          `json:"stream"`
-	StreamOptions       *struct {
+	Model         string        `json:"model"`
+	Messages      []chatMessage `json:"messages"`
+	Stream        bool          `json:"stream"`
+	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 	MaxTokens           *int            `json:"max_tokens"`

@@ -13,7 +13,8 @@ import (
 )
 
 // line is a chat message for rule tests: role b(uyer), s(eller), y (system)
-// and either text or, with img set, an image URL.
+// and either text or, with img set, an image file name ("-": an image
+// without a URL in the transcript).
 type line struct {
 	role string
 	text string
@@ -33,7 +34,9 @@ func transcript(ls ...line) string {
 		case "y":
 			m.SenderRole, m.Kind = pipeline.RoleSystem, pipeline.KindSystem
 		}
-		if l.img != "" {
+		if l.img == "-" { // an image message whose URL travels as an image_url part
+			m.Kind, m.Text = pipeline.KindImage, ""
+		} else if l.img != "" {
 			m.Kind, m.ImageURL, m.Text = pipeline.KindImage, "https://img.example-market.test/rooms/r1/"+m.MessageID+"-"+l.img, ""
 		}
 		msgs = append(msgs, m)
