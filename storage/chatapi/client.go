@@ -1,0 +1,265 @@
+// Package chatapi is the HTTP client of the chat-history API
+// (GET /rooms/{room_id}/messages?from=…&to=…). It bounds every exchange,
+// retries 5xx answers, 429s and timeouts a few times with full jitter, and
+// classifies what is left: a missing room is permanent, everything transient
+// is retryable so the job loop can hand the message back.
+package chatapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chatguard/chatguard/pipeline"
+)
+
+var _ pipeline.ChatSource = (*Client)(nil)
+
+// Config configures a Client.
+type Config struct {
+	// BaseURL is the API root, e.g. http://chat.internal:8080.
+	BaseURL string
+	// Timeout bounds one HTTP attempt, body included.
+	Timeout time.Duration
+	// MaxAttempts bounds attempts per History call (1 = no retry).
+	MaxAttempts int
+	// RetryBase and RetryMax shape the full-jitter backoff between attempts.
+	RetryBase, RetryMax time.Duration
+	// MaxBodyBytes bounds the response body; a bigger answer is an error.
+	MaxBodyBytes int64
+	// HTTPClient, when set, replaces the default transport (tests).
+	HTTPClient *http.Client
+	// Registerer, when set, receives the client's metrics.
+	Registerer prometheus.Registerer
+}
+
+// DefaultConfig returns the defaults; BaseURL must still be set.
+func DefaultConfig() Config {
+	return Config{Timeout: 5 * time.Second, MaxAttempts: 3, RetryBase: 100 * time.Millisecond, RetryMax: 2 * time.Second, MaxBodyBytes: 8 << 20}
+}
+
+// Validate reports every problem with the configuration.
+func (c Config) Validate() error {
+	var errs []error
+	if c.BaseURL == "" {
+		errs = append(errs, errors.New("chat api url is required"))
+	} else if u, err := url.Parse(c.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("chat api url %q is not an http(s) URL", c.BaseURL))
+	}
+	if c.Timeout <= 0 {
+		errs = append(errs, errors.New("chat timeout must be positive"))
+	}
+	if c.MaxAttempts < 1 {
+		errs = append(errs, errors.New("chat max attempts must be at least 1"))
+	}
+	if c.RetryBase <= 0 || c.RetryMax < c.RetryBase {
+		errs = append(errs, errors.New("chat retry base must be positive and not above retry max"))
+	}
+	if c.MaxBodyBytes <= 0 {
+		errs = append(errs, errors.New("chat max body bytes must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// Client fetches chat history. It is safe for concurrent use.
+type Client struct {
+	cfg      Config
+	base     *url.URL
+	hc       *http.Client
+	requests *prometheus.CounterVec
+	latency  prometheus.Histogram
+}
+
+// New returns a client for cfg, or the configuration's problems.
+func New(cfg Config) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("chatapi: %w", err)
+	}
+	base, _ := url.Parse(strings.TrimRight(cfg.BaseURL, "/"))
+	hc := cfg.HTTPClient
+	if hc == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 64
+		tr.ResponseHeaderTimeout = cfg.Timeout
+		hc = &http.Client{Transport: tr}
+	}
+	c := &Client{
+		cfg: cfg, base: base, hc: hc,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chatguard_chatapi_requests_total",
+			Help: "Chat-history HTTP attempts by outcome (ok, not_found, client_error, server_error, timeout, error).",
+		}, []string{"outcome"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "chatguard_chatapi_request_duration_seconds",
+			Help:    "Duration of one chat-history HTTP attempt.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
+		}),
+	}
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(c.requests); err != nil {
+			return nil, fmt.Errorf("chatapi: metrics: %w", err)
+		}
+		if err := cfg.Registerer.Register(c.latency); err != nil {
+			return nil, fmt.Errorf("chatapi: metrics: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// History returns the room's messages in [from, to). A 404 is a
+// *pipeline.PermanentError; 5xx, 429, timeouts and transport errors are
+// retried up to MaxAttempts and then returned as *pipeline.RetryableError
+// (with the server's Retry-After, if any); other 4xx are permanent. A
+// cancelled ctx returns its error at once, unwrapped by retry types.
+func (c *Client) History(ctx context.Context, roomID string, from, to time.Time) ([]pipeline.ChatMessage, error) {
+	u := *c.base
+	u.Path = c.base.Path + "/rooms/" + roomID + "/messages"
+	u.RawPath = c.base.EscapedPath() + "/rooms/" + url.PathEscape(roomID) + "/messages"
+	q := url.Values{}
+	q.Set("from", from.UTC().Format(time.RFC3339Nano))
+	q.Set("to", to.UTC().Format(time.RFC3339Nano))
+	u.RawQuery = q.Encode()
+	target := u.String()
+
+	var last error
+	for attempt := 1; ; attempt++ {
+		msgs, after, err := c.once(ctx, target, roomID)
+		if err == nil {
+			return msgs, nil
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("chatapi: history: %w", context.Cause(ctx))
+		}
+		var perm *pipeline.PermanentError
+		if errors.As(err, &perm) {
+			return nil, err
+		}
+		last = err
+		if attempt >= c.cfg.MaxAttempts {
+			break
+		}
+		wait := fullJitter(c.cfg.RetryBase, c.cfg.RetryMax, attempt)
+		if after > wait {
+			if after > c.cfg.RetryMax {
+				// The server asks for longer than this call may wait: hand it
+				// to the job loop, which spaces redeliveries.
+				return nil, pipeline.Retryable(err, after)
+			}
+			wait = after
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("chatapi: history: %w", context.Cause(ctx))
+		case <-t.C:
+		}
+	}
+	var re *pipeline.RetryableError
+	if errors.As(last, &re) {
+		return nil, last
+	}
+	return nil, pipeline.Retryable(last, 0)
+}
+
+// once makes one bounded attempt; it returns the server's Retry-After.
+func (c *Client) once(ctx context.Context, target, roomID string) ([]pipeline.ChatMessage, time.Duration, error) {
+	actx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(actx, http.MethodGet, target, nil)
+	if err != nil {
+		return nil, 0, pipeline.Permanent(fmt.Errorf("chatapi: request: %w", err))
+	}
+	req.Header.Set("Accept", "application/json")
+	start := time.Now()
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		outcome := transportOutcome(err)
+		c.observe(start, outcome)
+		if outcome == "timeout" {
+			return nil, 0, fmt.Errorf("chatapi: get: timeout after %s: %w", c.cfg.Timeout, err)
+		}
+		return nil, 0, fmt.Errorf("chatapi: get: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxBodyBytes+1))
+	if err != nil {
+		c.observe(start, transportOutcome(err))
+		return nil, 0, fmt.Errorf("chatapi: read body: %w", err)
+	}
+	switch {
+	case resp.StatusCode == http.StatusOK:
+	case resp.StatusCode == http.StatusNotFound:
+		c.observe(start, "not_found")
+		return nil, 0, pipeline.Permanent(fmt.Errorf("chatapi: room %q not found", roomID))
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
+		c.observe(start, "server_error")
+		return nil, retryAfter(resp.Header.Get("Retry-After")), fmt.Errorf("chatapi: status %d", resp.StatusCode)
+	default:
+		c.observe(start, "client_error")
+		return nil, 0, pipeline.Permanent(fmt.Errorf("chatapi: status %d", resp.StatusCode))
+	}
+	if int64(len(body)) > c.cfg.MaxBodyBytes {
+		c.observe(start, "error")
+		return nil, 0, pipeline.Permanent(fmt.Errorf("chatapi: response larger than %d bytes", c.cfg.MaxBodyBytes))
+	}
+	var h pipeline.ChatHistory
+	if err := json.Unmarshal(body, &h); err != nil {
+		c.observe(start, "error")
+		return nil, 0, fmt.Errorf("chatapi: decode: %w", err)
+	}
+	if h.RoomID != "" && h.RoomID != roomID {
+		c.observe(start, "error")
+		return nil, 0, fmt.Errorf("chatapi: answer is for another room")
+	}
+	c.observe(start, "ok")
+	return h.Messages, 0, nil
+}
+
+func (c *Client) observe(start time.Time, outcome string) {
+	c.requests.WithLabelValues(outcome).Inc()
+	c.latency.Observe(time.Since(start).Seconds())
+}
+
+func transportOutcome(err error) string {
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		return "timeout"
+	}
+	return "error"
+}
+
+// retryAfter parses a Retry-After header in seconds or as an HTTP date.
+func retryAfter(h string) time.Duration {
+	if h == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(strings.TrimSpace(h)); err == nil && s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(h); err == nil {
+		return max(time.Until(t), 0)
+	}
+	return 0
+}
+
+// fullJitter returns a random wait in [0, min(max, base*2^(attempt-1))].
+func fullJitter(base, ceiling time.Duration, attempt int) time.Duration {
+	d := base
+	for i := 1; i < attempt && d < ceiling; i++ {
+		d *= 2
+	}
+	d = min(d, ceiling)
+	return time.Duration(rand.Int64N(int64(d) + 1))
+}
