@@ -1,0 +1,279 @@
+// Package chatprep turns a window's raw chat history into what the model
+// stages see: messages in chronological order without system noise, the rule
+// signals found by pattern (phone, bank-account and card numbers, messenger
+// ids, URLs), a transcript that fits a token budget, and the images for the
+// vision stage. It is pure and deterministic: no I/O, no clock.
+package chatprep
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/chatguard/chatguard/pipeline"
+)
+
+// Config bounds what Prepare hands to the models. The zero value is usable:
+// Prepare fills zero fields with the defaults below.
+type Config struct {
+	// MaxTokens is the estimated token budget of the transcript.
+	MaxTokens int
+	// KeepFirst is how many of the earliest messages survive a cut: the
+	// opening of a chat says what is being traded and how.
+	KeepFirst int
+	// MaxMessageRunes truncates a single huge message so that one paste
+	// cannot eat the whole budget.
+	MaxMessageRunes int
+	// MaxImages caps the images sent to the vision stage (the most recent
+	// win); the vision schema allows at most 16 findings.
+	MaxImages int
+}
+
+// The defaults Prepare uses for zero Config fields.
+const (
+	DefaultMaxTokens       = 6000
+	DefaultKeepFirst       = 6
+	DefaultMaxMessageRunes = 1000
+	DefaultMaxImages       = 8
+)
+
+// WithDefaults returns c with zero fields set to the defaults.
+func (c Config) WithDefaults() Config {
+	if c.MaxTokens == 0 {
+		c.MaxTokens = DefaultMaxTokens
+	}
+	if c.KeepFirst == 0 {
+		c.KeepFirst = DefaultKeepFirst
+	}
+	if c.MaxMessageRunes == 0 {
+		c.MaxMessageRunes = DefaultMaxMessageRunes
+	}
+	if c.MaxImages == 0 {
+		c.MaxImages = DefaultMaxImages
+	}
+	return c
+}
+
+// Validate reports every out-of-range field at once; zero fields are valid
+// (they take defaults).
+func (c Config) Validate() error {
+	var errs []error
+	if c.MaxTokens < 0 || (c.MaxTokens > 0 && c.MaxTokens < 200) {
+		errs = append(errs, fmt.Errorf("chatprep: max tokens %d is below 200", c.MaxTokens))
+	}
+	if c.KeepFirst < 0 {
+		errs = append(errs, fmt.Errorf("chatprep: keep first %d is negative", c.KeepFirst))
+	}
+	if c.MaxMessageRunes < 0 {
+		errs = append(errs, fmt.Errorf("chatprep: max message runes %d is negative", c.MaxMessageRunes))
+	}
+	if c.MaxImages < 0 || c.MaxImages > 16 {
+		errs = append(errs, fmt.Errorf("chatprep: max images %d is outside 0..16", c.MaxImages))
+	}
+	return errors.Join(errs...)
+}
+
+// Image is one image message for the vision stage.
+type Image struct {
+	MessageID string
+	URL       string
+}
+
+// Cut records what the token budget removed: a contiguous run of messages
+// between the kept opening and the kept most recent messages.
+type Cut struct {
+	// Messages is how many messages were left out (0: nothing was cut).
+	Messages int
+	// Tokens is their estimated token count.
+	Tokens int
+	// FirstID and LastID bound the removed run.
+	FirstID, LastID string
+}
+
+// Window is a prepared review window.
+type Window struct {
+	// Messages are the messages the models see, oldest first.
+	Messages []pipeline.ChatMessage
+	// Signals are the rule signals found in every usable message of the
+	// window, including messages the budget cut.
+	Signals []Signal
+	// Images are the kept image messages for the vision stage.
+	Images []Image
+	// ImagesDropped counts kept image messages beyond the image cap.
+	ImagesDropped int
+	Cut           Cut
+	// NoiseDropped counts system notices, empty and duplicate messages
+	// that were removed.
+	NoiseDropped int
+	// Truncated counts messages whose text was shortened.
+	Truncated int
+	// Tokens is the estimated token count of Messages.
+	Tokens int
+
+	ids map[string]struct{}
+}
+
+// HasMessage reports whether the models saw a message with this id, the
+// check for message ids a model's answer refers to.
+func (w Window) HasMessage(id string) bool {
+	_, ok := w.ids[id]
+	return ok
+}
+
+// HasImage reports whether id is one of the images sent to vision.
+func (w Window) HasImage(id string) bool {
+	for _, im := range w.Images {
+		if im.MessageID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// Prepare builds the models' view of one window. msgs may come in any order
+// and are not modified. An empty result (no usable messages) is valid.
+func Prepare(msgs []pipeline.ChatMessage, cfg Config) Window {
+	cfg = cfg.WithDefaults()
+	w := Window{}
+	kept := make([]pipeline.ChatMessage, 0, len(msgs))
+	seen := make(map[string]struct{}, len(msgs))
+	for _, m := range msgs {
+		if _, dup := seen[m.MessageID]; dup || m.MessageID == "" {
+			w.NoiseDropped++
+			continue
+		}
+		seen[m.MessageID] = struct{}{}
+		if isNoise(m) {
+			w.NoiseDropped++
+			continue
+		}
+		if n := utf8.RuneCountInString(m.Text); n > cfg.MaxMessageRunes {
+			m.Text = truncateRunes(m.Text, cfg.MaxMessageRunes) + " …[truncated]"
+			w.Truncated++
+		}
+		kept = append(kept, m)
+	}
+	// Chat APIs page and retry; order by time, then id, so the transcript is
+	// stable across redeliveries.
+	slices.SortStableFunc(kept, func(a, b pipeline.ChatMessage) int {
+		if c := a.SentAt.Compare(b.SentAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.MessageID, b.MessageID)
+	})
+	for _, m := range kept {
+		if m.Kind != pipeline.KindImage && m.SenderRole != pipeline.RoleSystem {
+			w.Signals = append(w.Signals, FindSignals(m.MessageID, m.Text)...)
+		}
+	}
+	w.Messages, w.Cut = budget(kept, cfg)
+	w.ids = make(map[string]struct{}, len(w.Messages))
+	for _, m := range w.Messages {
+		w.ids[m.MessageID] = struct{}{}
+		w.Tokens += EstimateMessageTokens(m)
+		if m.Kind == pipeline.KindImage {
+			w.Images = append(w.Images, Image{MessageID: m.MessageID, URL: m.ImageURL})
+		}
+	}
+	if len(w.Images) > cfg.MaxImages {
+		w.ImagesDropped = len(w.Images) - cfg.MaxImages
+		w.Images = w.Images[len(w.Images)-cfg.MaxImages:]
+	}
+	return w
+}
+
+// tradeEvents are system notices that carry trade state the judge needs
+// (a tracking number after an in-app payment is innocent); every other
+// system notice (joins, leaves, read receipts) is noise.
+var tradeEvents = []string{
+	"안전결제", "결제", "발송", "배송", "구매확정", "거래완료", "취소", "환불",
+	"payment", "paid", "shipped", "delivered", "purchase confirmed", "cancel", "refund",
+}
+
+func isNoise(m pipeline.ChatMessage) bool {
+	switch {
+	case m.Kind == pipeline.KindImage:
+		return !strings.HasPrefix(m.ImageURL, "https://") && !strings.HasPrefix(m.ImageURL, "http://")
+	case m.Kind == pipeline.KindSystem || m.SenderRole == pipeline.RoleSystem:
+		t := strings.ToLower(m.Text)
+		for _, k := range tradeEvents {
+			if strings.Contains(t, k) {
+				return false
+			}
+		}
+		return true
+	default:
+		return strings.TrimSpace(m.Text) == ""
+	}
+}
+
+func truncateRunes(s string, n int) string {
+	i := 0
+	for pos := range s {
+		if i == n {
+			return s[:pos]
+		}
+		i++
+	}
+	return s
+}
+
+// budget keeps the opening messages and as many of the most recent ones as
+// fit, cutting one contiguous run in between.
+func budget(msgs []pipeline.ChatMessage, cfg Config) ([]pipeline.ChatMessage, Cut) {
+	costs := make([]int, len(msgs))
+	total := 0
+	for i, m := range msgs {
+		costs[i] = EstimateMessageTokens(m)
+		total += costs[i]
+	}
+	if total <= cfg.MaxTokens {
+		return msgs, Cut{}
+	}
+	used := 0
+	head := 0
+	for head < len(msgs) && head < cfg.KeepFirst && used+costs[head] <= cfg.MaxTokens/2 {
+		used += costs[head]
+		head++
+	}
+	tail := len(msgs)
+	for tail > head && used+costs[tail-1] <= cfg.MaxTokens {
+		used += costs[tail-1]
+		tail--
+	}
+	cut := Cut{Messages: tail - head, FirstID: msgs[head].MessageID, LastID: msgs[tail-1].MessageID}
+	for _, c := range costs[head:tail] {
+		cut.Tokens += c
+	}
+	out := make([]pipeline.ChatMessage, 0, head+len(msgs)-tail)
+	out = append(out, msgs[:head]...)
+	out = append(out, msgs[tail:]...)
+	return out, cut
+}
+
+// messageOverhead approximates the JSON keys, id and timestamp a transcript
+// line adds around the text.
+const messageOverhead = 24
+
+// EstimateMessageTokens estimates the tokens one transcript line costs.
+func EstimateMessageTokens(m pipeline.ChatMessage) int {
+	return messageOverhead + EstimateTokens(m.Text) + EstimateTokens(m.ImageURL)
+}
+
+// EstimateTokens is a tokenizer-free estimate that errs high: about four
+// ASCII bytes per token, one token per Hangul syllable or other non-ASCII
+// rune (BPE vocabularies split Korean finely).
+func EstimateTokens(s string) int {
+	ascii, other := 0, 0
+	for _, r := range s {
+		if r < utf8.RuneSelf {
+			ascii++
+		} else {
+			other++
+		}
+	}
+	return (ascii+3)/4 + other
+}
