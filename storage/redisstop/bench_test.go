@@ -1,0 +1,68 @@
+package redisstop
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/chatguard/chatguard/internal/stacktest"
+	"github.com/chatguard/chatguard/pipeline/stop"
+)
+
+// BenchmarkStopCheckPerChunk compares the in-process holder lookup that the
+// worker does on every streamed chunk with the alternative of asking Redis
+// on every chunk. It also reports Redis commands per review for a review of
+// chunksPerReview chunks that is never stopped.
+func BenchmarkStopCheckPerChunk(b *testing.B) {
+	const chunksPerReview = 200
+	addr := stacktest.Get(b, "CHATGUARD_REDIS_ADDR")
+	cfg := DefaultConfig()
+	name := stacktest.Unique("bench-stop")
+	cfg.Channel, cfg.KeyPrefix = name, name+":"
+	counter := &countHook{}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb.AddHook(counter)
+	b.Cleanup(func() { _ = rdb.Close() })
+	holder := stop.NewHolder(nil, nil)
+	now := time.Now().UTC()
+	for i := range 100 { // a realistic number of live stops elsewhere
+		holder.Add(stop.Signal{Scope: stop.ScopeRoom, RoomID: "other-" + string(rune('a'+i%26)) + time.Duration(i).String(), Reason: "x", PublishedAt: now, ExpiresAt: now.Add(time.Hour)})
+	}
+	sub := NewSubscriber(rdb, cfg, holder, nil, nil)
+	target := stop.NewTarget("room-bench", now.Truncate(time.Hour), now.Truncate(time.Hour).Add(time.Hour), "run-bench")
+	ctx := context.Background()
+
+	b.Run("holder", func(b *testing.B) {
+		counter.n.Store(0)
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if i%chunksPerReview == 0 { // each review checks Redis once, when it starts
+				if _, stopped, err := sub.CheckOnce(ctx, target); err != nil || stopped {
+					b.Fatal(err, stopped)
+				}
+			}
+			if _, stopped := holder.Check(target); stopped {
+				b.Fatal("stopped")
+			}
+		}
+		reviews := float64(b.N+chunksPerReview-1) / chunksPerReview
+		b.ReportMetric(float64(counter.n.Load())/reviews, "redis-cmds/review")
+	})
+	b.Run("redis-poll", func(b *testing.B) {
+		counter.n.Store(0)
+		keys := target.Keys()
+		for i, k := range keys {
+			keys[i] = cfg.KeyPrefix + k
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			n, err := rdb.Exists(ctx, keys...).Result()
+			if err != nil || n != 0 {
+				b.Fatal(err, n)
+			}
+		}
+		b.ReportMetric(float64(counter.n.Load())/(float64(b.N)/chunksPerReview), "redis-cmds/review")
+	})
+}

@@ -1,0 +1,350 @@
+// Package redisstop carries stop signals (pipeline/stop) over Redis: each
+// signal is PUBLISHed on one channel for the pods that are listening and
+// stored under a key with a TTL for those that are not (pub/sub is
+// at-most-once). Subscribers load the live keys on start and after every
+// resubscribe, so a pod that missed a publish still honours it.
+package redisstop
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/chatguard/chatguard/pipeline/stop"
+)
+
+// Config names the channel and keys and bounds the work of a subscriber.
+type Config struct {
+	// Channel is the pub/sub channel every pod subscribes to.
+	Channel string
+	// KeyPrefix prefixes each stored signal's key.
+	KeyPrefix string
+	// ScanCount is the COUNT hint per SCAN call.
+	ScanCount int64
+	// MaxScanKeys bounds how many stored signals one load reads.
+	MaxScanKeys int
+	// ReconnectMin and ReconnectMax bound the jittered backoff between
+	// subscribe attempts while Redis is down.
+	ReconnectMin, ReconnectMax time.Duration
+	// SweepEvery is how often expired signals are dropped from the holder.
+	SweepEvery time.Duration
+}
+
+// DefaultConfig returns the production defaults.
+func DefaultConfig() Config {
+	return Config{
+		Channel:      "chatguard:stop",
+		KeyPrefix:    "chatguard:stop:",
+		ScanCount:    500,
+		MaxScanKeys:  100_000,
+		ReconnectMin: 200 * time.Millisecond,
+		ReconnectMax: 10 * time.Second,
+		SweepEvery:   time.Minute,
+	}
+}
+
+// Validate reports every problem with the config, joined.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Channel == "" {
+		errs = append(errs, errors.New("redisstop: channel is empty"))
+	}
+	if c.KeyPrefix == "" {
+		errs = append(errs, errors.New("redisstop: key prefix is empty"))
+	}
+	if c.ScanCount <= 0 || c.MaxScanKeys <= 0 {
+		errs = append(errs, errors.New("redisstop: scan count and max scan keys must be positive"))
+	}
+	if c.ReconnectMin <= 0 || c.ReconnectMax < c.ReconnectMin {
+		errs = append(errs, errors.New("redisstop: reconnect backoff must be positive with max >= min"))
+	}
+	if c.SweepEvery <= 0 {
+		errs = append(errs, errors.New("redisstop: sweep interval must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// Metrics are the stop-signal counters. Create them with NewMetrics.
+type Metrics struct {
+	Published prometheus.Counter
+	Received  *prometheus.CounterVec // by source: pubsub, scan
+	Invalid   prometheus.Counter
+	Up        prometheus.Gauge
+	Reconnect prometheus.Counter
+}
+
+// NewMetrics registers the stop-signal metrics on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Published: prometheus.NewCounter(prometheus.CounterOpts{Name: "chatguard_stop_published_total", Help: "Stop signals published from this process."}),
+		Received:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chatguard_stop_received_total", Help: "Stop signals received, by source (pubsub or scan)."}, []string{"source"}),
+		Invalid:   prometheus.NewCounter(prometheus.CounterOpts{Name: "chatguard_stop_invalid_total", Help: "Stop messages or keys that failed to decode and were ignored."}),
+		Up:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "chatguard_stop_subscriber_up", Help: "1 while subscribed to the stop channel; 0 while stop signals are unavailable."}),
+		Reconnect: prometheus.NewCounter(prometheus.CounterOpts{Name: "chatguard_stop_resubscribes_total", Help: "Subscriptions (re)established to the stop channel."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Published, m.Received, m.Invalid, m.Up, m.Reconnect)
+	}
+	return m
+}
+
+// Publisher stores and broadcasts stop signals.
+type Publisher struct {
+	rdb redis.UniversalClient
+	cfg Config
+	m   *Metrics
+}
+
+// NewPublisher returns a publisher; m may be nil.
+func NewPublisher(rdb redis.UniversalClient, cfg Config, m *Metrics) *Publisher {
+	return &Publisher{rdb: rdb, cfg: cfg, m: m}
+}
+
+// Publish validates s, stores it under its key with its TTL and broadcasts
+// it, in one MULTI/EXEC round trip. It returns the number of subscribers
+// that received the broadcast (0 is not an error: the stored key still
+// reaches pods when they next load). It honours ctx.
+func (p *Publisher) Publish(ctx context.Context, s stop.Signal) (int64, error) {
+	if err := s.Validate(); err != nil {
+		return 0, fmt.Errorf("redisstop: publish: %w", err)
+	}
+	b, err := encode(s)
+	if err != nil {
+		return 0, err
+	}
+	ttl := time.Until(s.ExpiresAt)
+	if ttl <= 0 {
+		return 0, errors.New("redisstop: publish: signal already expired")
+	}
+	var pub *redis.IntCmd
+	_, err = p.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		pipe.Set(ctx, p.cfg.KeyPrefix+s.Key(), b, ttl)
+		pub = pipe.Publish(ctx, p.cfg.Channel, b)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("redisstop: publish: %w", err)
+	}
+	if p.m != nil {
+		p.m.Published.Inc()
+	}
+	return pub.Val(), nil
+}
+
+// Subscriber feeds a stop.Holder from Redis.
+type Subscriber struct {
+	rdb    redis.UniversalClient
+	cfg    Config
+	holder *stop.Holder
+	m      *Metrics
+	log    *slog.Logger
+	up     atomic.Bool
+}
+
+// NewSubscriber returns a subscriber that adds signals to holder; m may be
+// nil and log may be nil.
+func NewSubscriber(rdb redis.UniversalClient, cfg Config, holder *stop.Holder, m *Metrics, log *slog.Logger) *Subscriber {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if m == nil {
+		m = NewMetrics(nil)
+	}
+	return &Subscriber{rdb: rdb, cfg: cfg, holder: holder, m: m, log: log}
+}
+
+// Up reports whether the subscriber is currently subscribed.
+func (s *Subscriber) Up() bool { return s.up.Load() }
+
+// Run subscribes and applies signals until ctx ends, then returns nil. While
+// Redis is down it retries with jittered, capped backoff; reviews go on
+// meanwhile, and the outage is logged once per episode and shown by the
+// chatguard_stop_subscriber_up gauge. Every (re)subscription is followed by a
+// load of the stored signals.
+func (s *Subscriber) Run(ctx context.Context) error {
+	sweep := time.NewTicker(s.cfg.SweepEvery)
+	defer sweep.Stop()
+	backoff := s.cfg.ReconnectMin
+	for ctx.Err() == nil {
+		err := s.session(ctx, sweep.C, func() { backoff = s.cfg.ReconnectMin })
+		s.setUp(false)
+		if ctx.Err() != nil {
+			break
+		}
+		s.log.Warn("stop signals unavailable: redis subscription lost; reviews continue", "err", err, "retry_in", backoff)
+		wait := time.Duration(rand.Int64N(int64(backoff))) + backoff/2
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+		backoff = min(backoff*2, s.cfg.ReconnectMax)
+	}
+	return nil
+}
+
+// session runs one subscription until it fails or ctx ends.
+func (s *Subscriber) session(ctx context.Context, sweep <-chan time.Time, healthy func()) error {
+	ps := s.rdb.Subscribe(ctx, s.cfg.Channel)
+	defer ps.Close()
+	// A blocked read does not watch ctx; closing the subscription does
+	// interrupt it, so shutdown is not held up by the receive timeout.
+	stopClose := context.AfterFunc(ctx, func() { _ = ps.Close() })
+	defer stopClose()
+	for {
+		// A bounded receive lets the loop sweep and notice ctx even when
+		// the channel is quiet; go-redis pings on idle connections.
+		msg, err := ps.ReceiveTimeout(ctx, 5*time.Second)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		select {
+		case <-sweep:
+			s.holder.Sweep()
+		default:
+		}
+		if err != nil {
+			var ne interface{ Timeout() bool }
+			if errors.As(err, &ne) && ne.Timeout() {
+				if _, perr := s.rdb.Ping(ctx).Result(); perr != nil {
+					return fmt.Errorf("redisstop: ping: %w", perr)
+				}
+				continue
+			}
+			return fmt.Errorf("redisstop: receive: %w", err)
+		}
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind != "subscribe" {
+				continue
+			}
+			s.m.Reconnect.Inc()
+			if n, err := s.Load(ctx); err != nil {
+				return err
+			} else if !s.up.Load() {
+				s.log.Info("stop signals available", "loaded", n)
+			}
+			s.setUp(true)
+			healthy()
+		case *redis.Message:
+			sig, err := decode([]byte(m.Payload))
+			if err != nil {
+				s.m.Invalid.Inc()
+				s.log.Warn("ignored an invalid stop message", "err", err)
+				continue
+			}
+			s.m.Received.WithLabelValues("pubsub").Inc()
+			s.holder.Add(sig)
+		}
+	}
+}
+
+func (s *Subscriber) setUp(v bool) {
+	s.up.Store(v)
+	if v {
+		s.m.Up.Set(1)
+	} else {
+		s.m.Up.Set(0)
+	}
+}
+
+// Load reads every stored signal (bounded by MaxScanKeys, SCAN in pages)
+// into the holder and returns how many it added.
+func (s *Subscriber) Load(ctx context.Context) (int, error) {
+	var (
+		cursor uint64
+		seen   int
+		added  int
+	)
+	for {
+		keys, next, err := s.rdb.Scan(ctx, cursor, s.cfg.KeyPrefix+"*", s.cfg.ScanCount).Result()
+		if err != nil {
+			return added, fmt.Errorf("redisstop: scan: %w", err)
+		}
+		if len(keys) > 0 {
+			vals, err := s.rdb.MGet(ctx, keys...).Result()
+			if err != nil {
+				return added, fmt.Errorf("redisstop: mget: %w", err)
+			}
+			for _, v := range vals {
+				str, ok := v.(string)
+				if !ok {
+					continue // expired between SCAN and MGET
+				}
+				sig, err := decode([]byte(str))
+				if err != nil {
+					s.m.Invalid.Inc()
+					continue
+				}
+				if s.holder.Add(sig) {
+					added++
+					s.m.Received.WithLabelValues("scan").Inc()
+				}
+			}
+		}
+		seen += len(keys)
+		cursor = next
+		if cursor == 0 {
+			return added, nil
+		}
+		if seen >= s.cfg.MaxScanKeys {
+			s.log.Warn("stop signal load truncated", "max_keys", s.cfg.MaxScanKeys)
+			return added, nil
+		}
+	}
+}
+
+// CheckOnce asks Redis once (a single MGET) whether a stored signal stops t,
+// and adds what it finds to the holder. A job calls it when it starts, so a
+// signal published just before is honoured even if the broadcast was
+// missed. It honours ctx.
+func (s *Subscriber) CheckOnce(ctx context.Context, t stop.Target) (stop.Signal, bool, error) {
+	keys := t.Keys()
+	for i, k := range keys {
+		keys[i] = s.cfg.KeyPrefix + k
+	}
+	vals, err := s.rdb.MGet(ctx, keys...).Result()
+	if err != nil {
+		return stop.Signal{}, false, fmt.Errorf("redisstop: check: %w", err)
+	}
+	for _, v := range vals {
+		str, ok := v.(string)
+		if !ok {
+			continue
+		}
+		sig, err := decode([]byte(str))
+		if err != nil {
+			s.m.Invalid.Inc()
+			continue
+		}
+		if s.holder.Add(sig) {
+			return sig, true, nil
+		}
+	}
+	return stop.Signal{}, false, nil
+}
+
+func encode(s stop.Signal) ([]byte, error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("redisstop: encode: %w", err)
+	}
+	return b, nil
+}
+
+func decode(b []byte) (stop.Signal, error) {
+	if len(b) > 4096 || !strings.HasPrefix(strings.TrimSpace(string(b)), "{") {
+		return stop.Signal{}, errors.New("redisstop: not a stop signal")
+	}
+	return stop.Decode(b)
+}

@@ -1,0 +1,266 @@
+package redisstop
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/internal/stacktest"
+	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/stop"
+)
+
+type fixture struct {
+	cfg    Config
+	rdb    *redis.Client
+	pub    *Publisher
+	holder *stop.Holder
+}
+
+func setup(t *testing.T) fixture {
+	t.Helper()
+	addr := stacktest.Get(t, "CHATGUARD_REDIS_ADDR")
+	cfg := DefaultConfig()
+	name := stacktest.Unique("test-stop")
+	cfg.Channel = name
+	cfg.KeyPrefix = name + ":"
+	cfg.ReconnectMin = 20 * time.Millisecond
+	cfg.ReconnectMax = 100 * time.Millisecond
+	require.NoError(t, cfg.Validate())
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return fixture{cfg: cfg, rdb: rdb, pub: NewPublisher(rdb, cfg, nil), holder: stop.NewHolder(nil, nil)}
+}
+
+// runSubscriber runs a subscriber over client until the test ends.
+func runSubscriber(t *testing.T, f fixture, client *redis.Client) *Subscriber {
+	t.Helper()
+	sub := NewSubscriber(client, f.cfg, f.holder, nil, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = sub.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("subscriber did not stop")
+		}
+	})
+	require.Eventually(t, sub.Up, 5*time.Second, 5*time.Millisecond)
+	return sub
+}
+
+func roomSignal(room string) stop.Signal {
+	now := time.Now().UTC()
+	return stop.Signal{Scope: stop.ScopeRoom, RoomID: room, Reason: "sanctioned", PublishedAt: now, ExpiresAt: now.Add(time.Minute)}
+}
+
+func TestPublishCancelsWatchedJob(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	runSubscriber(t, f, f.rdb)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	defer f.holder.Watch(stop.NewTarget("room-a", time.Now(), time.Now().Add(time.Hour), "run"), cancel)()
+
+	n, err := f.pub.Publish(context.Background(), roomSignal("room-a"))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n, "one subscriber listening")
+	select {
+	case <-ctx.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("job not cancelled")
+	}
+	var stopped *pipeline.StoppedError
+	require.True(t, errors.As(context.Cause(ctx), &stopped))
+	ttl, err := f.rdb.TTL(context.Background(), f.cfg.KeyPrefix+"room:room-a").Result()
+	require.NoError(t, err)
+	require.Greater(t, ttl, 50*time.Second, "the stored key carries the signal's TTL")
+}
+
+func TestLateSubscriberLoadsStoredSignals(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	_, err := f.pub.Publish(context.Background(), roomSignal("room-late"))
+	require.NoError(t, err)
+	runSubscriber(t, f, f.rdb)
+	_, ok := f.holder.Check(stop.NewTarget("room-late", time.Now(), time.Now().Add(time.Hour), "r"))
+	require.True(t, ok, "a pod started after the publish honours it")
+}
+
+func TestResubscribeAfterOutageLoadsMissedSignals(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	proxy := newProxy(t, f.rdb.Options().Addr)
+	cut := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = cut.Close() })
+	sub := runSubscriber(t, f, cut)
+
+	proxy.SetDown(true)
+	require.Eventually(t, func() bool { return !sub.Up() }, 15*time.Second, 10*time.Millisecond, "subscriber notices the outage")
+	n, err := f.pub.Publish(context.Background(), roomSignal("room-missed"))
+	require.NoError(t, err)
+	require.Zero(t, n, "nobody hears the broadcast while cut off")
+	target := stop.NewTarget("room-missed", time.Now(), time.Now().Add(time.Hour), "r")
+	_, ok := f.holder.Check(target)
+	require.False(t, ok)
+
+	proxy.SetDown(false)
+	require.Eventually(t, func() bool { _, ok := f.holder.Check(target); return ok }, 10*time.Second, 10*time.Millisecond,
+		"the missed stop is honoured after reconnecting")
+}
+
+func TestCheckOnceCostsOneCommand(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	counter := &countHook{}
+	client := redis.NewClient(&redis.Options{Addr: f.rdb.Options().Addr})
+	client.AddHook(counter)
+	t.Cleanup(func() { _ = client.Close() })
+	sub := NewSubscriber(client, f.cfg, f.holder, nil, nil)
+	target := stop.NewTarget("room-c", time.Now().UTC().Truncate(time.Hour), time.Now().UTC().Truncate(time.Hour).Add(time.Hour), "run-c")
+
+	_, stopped, err := sub.CheckOnce(context.Background(), target)
+	require.NoError(t, err)
+	require.False(t, stopped)
+	require.EqualValues(t, 1, counter.n.Load(), "a review that is not stopped costs one Redis command")
+
+	now := time.Now().UTC()
+	_, err = f.pub.Publish(context.Background(), stop.Signal{Scope: stop.ScopeRun, RunID: "run-c", Reason: "bad window", PublishedAt: now, ExpiresAt: now.Add(time.Minute)})
+	require.NoError(t, err)
+	s, stopped, err := sub.CheckOnce(context.Background(), target)
+	require.NoError(t, err)
+	require.True(t, stopped)
+	require.Equal(t, stop.ScopeRun, s.Scope)
+}
+
+func TestPublishRejectsInvalidSignal(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	_, err := f.pub.Publish(context.Background(), stop.Signal{Scope: stop.ScopeRoom})
+	require.ErrorContains(t, err, "room_id")
+}
+
+func TestInvalidBroadcastIsCountedAndIgnored(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	sub := runSubscriber(t, f, f.rdb)
+	require.NoError(t, f.rdb.Publish(context.Background(), f.cfg.Channel, "ignore previous instructions").Err())
+	require.NoError(t, f.rdb.Publish(context.Background(), f.cfg.Channel, `{"scope":"room"}`).Err())
+	require.Eventually(t, func() bool { return testCounter(sub.m.Invalid) == 2 }, 5*time.Second, 5*time.Millisecond)
+	require.Equal(t, 0, f.holder.Len())
+}
+
+type countHook struct{ n atomic.Int64 }
+
+func (h *countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			h.count(c)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// count counts the commands a caller issues, not the connection handshake
+// (HELLO, CLIENT SETINFO, ...) that go-redis sends once per connection.
+func (h *countHook) count(cmd redis.Cmder) {
+	switch cmd.Name() {
+	case "hello", "client", "auth", "select", "ping":
+	default:
+		h.n.Add(1)
+	}
+}
+
+// proxy is a TCP relay that the test can take down, to cut a client off
+// from Redis without touching the server.
+type proxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	down   bool
+	conns  map[net.Conn]struct{}
+	wg     sync.WaitGroup
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.serve()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		p.SetDown(true)
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *proxy) Addr() string { return p.ln.Addr().String() }
+
+func (p *proxy) SetDown(down bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = down
+	if down {
+		for c := range p.conns {
+			_ = c.Close()
+		}
+	}
+}
+
+func (p *proxy) serve() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.down {
+			p.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		up, err := net.DialTimeout("tcp", p.target, time.Second)
+		if err != nil {
+			p.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go p.pipe(c, up)
+		go p.pipe(up, c)
+	}
+}
+
+func (p *proxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	_, _ = io.Copy(dst, src)
+	_ = dst.Close()
+	_ = src.Close()
+	p.mu.Lock()
+	delete(p.conns, dst)
+	delete(p.conns, src)
+	p.mu.Unlock()
+}
