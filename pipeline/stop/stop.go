@@ -175,7 +175,7 @@ type Holder struct {
 	// streamed chunk, so readers load a snapshot without any lock.
 	signals atomic.Pointer[map[string]Signal]
 
-	mu       sync.Mutex // guards watchers and writers of signals
+	mu       sync.Mutex                     // guards watchers and writers of signals
 	watchers map[string]map[*watch]struct{} // by room id
 	// OnApply, when set, is called (outside the lock) each time a signal
 	// cancels a running job; the worker records metrics with it.
