@@ -269,6 +269,9 @@ func readTable[T any](lakeDir, prefix string) ([]T, error) {
 	files := 0
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
+			if p == root && errors.Is(err, fs.ErrNotExist) {
+				return fs.SkipDir
+			}
 			return err
 		}
 		if d.IsDir() || !strings.HasSuffix(p, ".parquet") {
