@@ -170,3 +170,35 @@ func BenchmarkCheck(b *testing.B) {
 		}
 	})
 }
+
+func TestRequestSignal(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		req     Request
+		scope   Scope
+		ttl     time.Duration
+		wantErr string
+	}{
+		{name: "room", req: Request{RoomID: "r1", Reason: "sanctioned"}, scope: ScopeRoom, ttl: DefaultTTL},
+		{name: "run with ttl", req: Request{RunID: "run-1", TTL: "30m"}, scope: ScopeRun, ttl: 30 * time.Minute},
+		{name: "review", req: Request{RoomID: "r1", WindowStart: wStart, WindowEnd: wEnd}, scope: ScopeReview, ttl: DefaultTTL},
+		{name: "nothing", req: Request{}, wantErr: "name a room"},
+		{name: "both", req: Request{RoomID: "r", RunID: "x"}, wantErr: "not both"},
+		{name: "half window", req: Request{RoomID: "r", WindowStart: wStart}, wantErr: "window"},
+		{name: "bad ttl", req: Request{RoomID: "r", TTL: "-5m"}, wantErr: "ttl"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := tc.req.Signal(t0)
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.scope, s.Scope)
+			require.Equal(t, tc.ttl, s.ExpiresAt.Sub(s.PublishedAt))
+		})
+	}
+}
