@@ -1,0 +1,278 @@
+package s3lake
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/chatguard/chatguard/pipeline"
+)
+
+// SupportedSchemaVersions lists, per event type, the payload schema versions
+// this build can decode. A new version means a new decoder here, never a
+// silent reinterpretation of an old one.
+var SupportedSchemaVersions = map[pipeline.EventType][]int{
+	pipeline.EventInferenceLog:      {1},
+	pipeline.EventModeratorFeedback: {1},
+	pipeline.EventVerdict:           {1},
+}
+
+// EventTypes lists the lake event types in a fixed order (tables, metrics).
+var EventTypes = []pipeline.EventType{pipeline.EventInferenceLog, pipeline.EventModeratorFeedback, pipeline.EventVerdict}
+
+// maxFutureSkew bounds how far occurred_at may lie after the receive time:
+// a producer clock that far ahead would scatter events into partitions that
+// no analyst query looks at.
+const maxFutureSkew = 24 * time.Hour
+
+// InvalidEventError reports a "feedback" message body that can never be
+// written to the lake. Reason is stored next to the body under errors/.
+type InvalidEventError struct {
+	Reason string
+	// EventID and EventType are set when the envelope got that far, to help
+	// whoever reads errors/.
+	EventID   string
+	EventType pipeline.EventType
+}
+
+// Error implements error.
+func (e *InvalidEventError) Error() string { return "invalid lake event: " + e.Reason }
+
+// Permanent marks the error as never worth retrying.
+func (e *InvalidEventError) Permanent() bool { return true }
+
+// Event is one decoded, validated lake event: the envelope with a typed
+// payload (pipeline.InferenceLog, pipeline.ModeratorFeedback or
+// pipeline.VerdictEvent, by value) and the time the consumer received it.
+type Event struct {
+	pipeline.LakeEvent
+	ReceivedAt time.Time
+}
+
+type envelope struct {
+	EventID       *string             `json:"event_id"`
+	EventType     *pipeline.EventType `json:"event_type"`
+	OccurredAt    *time.Time          `json:"occurred_at"`
+	SchemaVersion *int                `json:"schema_version"`
+	Payload       json.RawMessage     `json:"payload"`
+}
+
+// Decode parses and validates one "feedback" message body received at
+// receivedAt. Unknown fields, in the envelope or the payload, are rejected so
+// that a producer on a newer schema is noticed instead of half-understood.
+// Every failure is an *InvalidEventError naming every problem found. The
+// event id is returned in canonical lower-case form and every time in UTC.
+func Decode(body []byte, receivedAt time.Time) (Event, error) {
+	var env envelope
+	if err := strictUnmarshal(body, &env); err != nil {
+		return Event{}, &InvalidEventError{Reason: "not a JSON lake event: " + err.Error()}
+	}
+	var (
+		probs []string
+		ev    = Event{ReceivedAt: receivedAt.UTC()}
+	)
+	switch {
+	case env.EventID == nil || *env.EventID == "":
+		probs = append(probs, "event_id is missing")
+	default:
+		id, err := uuid.Parse(*env.EventID)
+		if err != nil || len(*env.EventID) != 36 {
+			probs = append(probs, "event_id is not a UUID")
+		} else {
+			ev.EventID = id.String()
+		}
+	}
+	known := false
+	switch {
+	case env.EventType == nil || *env.EventType == "":
+		probs = append(probs, "event_type is missing")
+	default:
+		ev.EventType = *env.EventType
+		if _, known = SupportedSchemaVersions[ev.EventType]; !known {
+			probs = append(probs, fmt.Sprintf("event_type %q is unknown", clip(string(ev.EventType))))
+			ev.EventType = ""
+		}
+	}
+	switch {
+	case env.OccurredAt == nil || env.OccurredAt.IsZero():
+		probs = append(probs, "occurred_at is missing")
+	case env.OccurredAt.Year() < 2000:
+		probs = append(probs, "occurred_at is before 2000")
+	case env.OccurredAt.After(receivedAt.Add(maxFutureSkew)):
+		probs = append(probs, "occurred_at is more than 24h in the future")
+	default:
+		ev.OccurredAt = env.OccurredAt.UTC()
+	}
+	switch {
+	case env.SchemaVersion == nil:
+		probs = append(probs, "schema_version is missing")
+	case known && !slices.Contains(SupportedSchemaVersions[ev.EventType], *env.SchemaVersion):
+		probs = append(probs, fmt.Sprintf("schema_version %d of %s is not supported", *env.SchemaVersion, ev.EventType))
+	default:
+		ev.SchemaVersion = *env.SchemaVersion
+	}
+	if len(env.Payload) == 0 || string(env.Payload) == "null" {
+		probs = append(probs, "payload is missing")
+	} else if known {
+		p, err := decodePayload(ev.EventType, env.Payload)
+		if err != nil {
+			probs = append(probs, err.Error())
+		}
+		ev.Payload = p
+	}
+	if len(probs) > 0 {
+		return Event{}, &InvalidEventError{Reason: strings.Join(probs, "; "), EventID: ev.EventID, EventType: ev.EventType}
+	}
+	return ev, nil
+}
+
+func decodePayload(t pipeline.EventType, raw json.RawMessage) (any, error) {
+	var (
+		probs []string
+		out   any
+	)
+	switch t {
+	case pipeline.EventInferenceLog:
+		var p pipeline.InferenceLog
+		if err := strictUnmarshal(raw, &p); err != nil {
+			return nil, fmt.Errorf("payload is not an inference_log: %s", err)
+		}
+		probs = identity(p.RoomID, p.WindowStart, p.WindowEnd, p.PipelineVersion)
+		if !slices.Contains(pipeline.Stages, p.Stage) {
+			probs = append(probs, fmt.Sprintf("payload.stage %q is unknown", clip(string(p.Stage))))
+		}
+		if p.Pool != "" && p.Pool != pipeline.PoolPrimary && p.Pool != pipeline.PoolFallback {
+			probs = append(probs, fmt.Sprintf("payload.pool %q is unknown", clip(string(p.Pool))))
+		}
+		if p.Attempt < 0 || p.TokensIn < 0 || p.TokensOut < 0 || p.LatencyMs < 0 || p.TTFTMillis < 0 {
+			probs = append(probs, "payload has a negative count or latency")
+		}
+		p.WindowStart, p.WindowEnd = p.WindowStart.UTC(), p.WindowEnd.UTC()
+		out = p
+	case pipeline.EventModeratorFeedback:
+		var p pipeline.ModeratorFeedback
+		if err := strictUnmarshal(raw, &p); err != nil {
+			return nil, fmt.Errorf("payload is not a moderator_feedback: %s", err)
+		}
+		probs = identity(p.RoomID, p.WindowStart, p.WindowEnd, p.PipelineVersion)
+		if p.ModeratorID == "" {
+			probs = append(probs, "payload.moderator_id is missing")
+		}
+		probs = append(probs, checkLabel("payload.decided_label", p.DecidedLabel, true)...)
+		probs = append(probs, checkLabel("payload.verdict_label", p.VerdictLabel, false)...)
+		probs = append(probs, checkCategory("payload.decided_category", p.DecidedCategory)...)
+		probs = append(probs, checkCategory("payload.verdict_category", p.VerdictCategory)...)
+		probs = append(probs, checkAction("payload.action_taken", p.ActionTaken)...)
+		p.WindowStart, p.WindowEnd = p.WindowStart.UTC(), p.WindowEnd.UTC()
+		out = p
+	case pipeline.EventVerdict:
+		var p pipeline.VerdictEvent
+		if err := strictUnmarshal(raw, &p); err != nil {
+			return nil, fmt.Errorf("payload is not a verdict: %s", err)
+		}
+		probs = identity(p.RoomID, p.WindowStart, p.WindowEnd, p.PipelineVersion)
+		switch p.Status {
+		case pipeline.StatusDone, pipeline.StatusExpired, pipeline.StatusStopped, pipeline.StatusFailed:
+		default:
+			probs = append(probs, fmt.Sprintf("payload.status %q is unknown", clip(string(p.Status))))
+		}
+		probs = append(probs, checkLabel("payload.label", p.Label, p.Status == pipeline.StatusDone)...)
+		probs = append(probs, checkCategory("payload.category", p.Category)...)
+		probs = append(probs, checkAction("payload.action", p.Action)...)
+		if p.Severity < 0 || p.Severity > 5 {
+			probs = append(probs, "payload.severity is outside 0-5")
+		}
+		if p.Confidence < 0 || p.Confidence > 1 {
+			probs = append(probs, "payload.confidence is outside 0-1")
+		}
+		p.WindowStart, p.WindowEnd = p.WindowStart.UTC(), p.WindowEnd.UTC()
+		out = p
+	}
+	if len(probs) > 0 {
+		return nil, fmt.Errorf("%s", strings.Join(probs, "; "))
+	}
+	return out, nil
+}
+
+// identity checks the review key every payload carries; analysts join the
+// three tables on it.
+func identity(roomID string, start, end time.Time, pipelineVersion string) []string {
+	var probs []string
+	if strings.TrimSpace(roomID) == "" {
+		probs = append(probs, "payload.room_id is missing")
+	}
+	if start.IsZero() || end.IsZero() {
+		probs = append(probs, "payload.window_start or window_end is missing")
+	} else if !end.After(start) {
+		probs = append(probs, "payload.window_end is not after window_start")
+	}
+	if strings.TrimSpace(pipelineVersion) == "" {
+		probs = append(probs, "payload.pipeline_version is missing")
+	}
+	return probs
+}
+
+func checkLabel(field string, l pipeline.Label, required bool) []string {
+	switch l {
+	case pipeline.LabelAbusive, pipeline.LabelSuspicious, pipeline.LabelClean:
+		return nil
+	case "":
+		if !required {
+			return nil
+		}
+		return []string{field + " is missing"}
+	}
+	return []string{fmt.Sprintf("%s %q is unknown", field, clip(string(l)))}
+}
+
+func checkCategory(field string, c pipeline.Category) []string {
+	if c == "" || c.Valid() {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s %q is unknown", field, clip(string(c)))}
+}
+
+func checkAction(field string, a pipeline.Action) []string {
+	switch a {
+	case "", pipeline.ActionNone, pipeline.ActionWarn, pipeline.ActionRestrict, pipeline.ActionBan:
+		return nil
+	}
+	return []string{fmt.Sprintf("%s %q is unknown", field, clip(string(a)))}
+}
+
+// strictUnmarshal decodes exactly one JSON object with no unknown fields and
+// nothing after it.
+func strictUnmarshal(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonProblem(err)
+	}
+	if len(bytes.TrimSpace(data[dec.InputOffset():])) > 0 {
+		return fmt.Errorf("trailing data after the JSON object")
+	}
+	return nil
+}
+
+func jsonProblem(err error) error {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Errorf("syntax error at byte %d", se.Offset)
+	}
+	return fmt.Errorf("%s", clip(err.Error()))
+}
+
+// clip bounds attacker-controlled text that ends up in reasons.
+func clip(s string) string {
+	const max = 120
+	if len(s) > max {
+		return s[:max] + "…"
+	}
+	return s
+}
