@@ -1,0 +1,495 @@
+// Package sqsjob is the worker's SQS job loop: it long-polls a queue for
+// only as many messages as it has free slots, runs each through a Handler
+// with a whole-job deadline, keeps running jobs invisible with one batched
+// heartbeat, and settles each message by what the handler decided: delete
+// (batched, failed entries retried), back off (visibility grows with the
+// receive count), copy to the DLQ with a reason and delete, or hand back at
+// once. On shutdown it stops polling, drains in-flight jobs for a bounded
+// time, then cancels the rest and makes their messages visible again.
+package sqsjob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"golang.org/x/sync/semaphore"
+)
+
+// API is the part of the SQS client the loop uses; *sqs.Client satisfies it.
+type API interface {
+	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
+	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
+	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+}
+
+var _ API = (*sqs.Client)(nil)
+
+// Message is one received SQS message as a Handler sees it.
+type Message struct {
+	ID            string
+	ReceiptHandle string
+	Body          []byte
+	// ReceiveCount is ApproximateReceiveCount: 1 on the first delivery.
+	ReceiveCount int
+	// SentAt is when the message entered the queue (zero if unknown).
+	SentAt time.Time
+	// Final is true when this is the last delivery before the queue's
+	// redrive moves the message to the DLQ.
+	Final bool
+}
+
+// Action is how the loop settles a message after its job.
+type Action int
+
+// The actions a Handler can ask for.
+const (
+	// Delete the message: its outcome is committed.
+	Delete Action = iota
+	// Retry later: set the visibility to a backoff that grows with the
+	// receive count (at least Outcome.After).
+	Retry
+	// Poison: copy the message to the DLQ with Outcome.Reason and delete it.
+	Poison
+	// Release: make the message visible again at once (shutdown).
+	Release
+)
+
+// Outcome is a Handler's decision about one message. Label names the
+// outcome in metrics and logs (done, duplicate, expired, failed, ...); it
+// must come from a small fixed set.
+type Outcome struct {
+	Action Action
+	Label  string
+	After  time.Duration
+	Reason string
+	Err    error
+}
+
+// Handler runs one job. It must honour ctx: on a drain or job timeout its
+// context is cancelled with ErrDraining or ErrJobTimeout as the cause. It
+// is called concurrently.
+type Handler interface {
+	Handle(ctx context.Context, m Message) Outcome
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, m Message) Outcome
+
+// Handle calls f.
+func (f HandlerFunc) Handle(ctx context.Context, m Message) Outcome { return f(ctx, m) }
+
+var (
+	// ErrDraining is the cancellation cause of jobs still running when the
+	// drain timeout ends; their messages are handed back with visibility 0.
+	ErrDraining = errors.New("sqsjob: shutting down: drain timeout reached")
+	// ErrJobTimeout is the cancellation cause of a job that ran past the
+	// job timeout; it is a retryable failure.
+	ErrJobTimeout = errors.New("sqsjob: job timeout")
+)
+
+// DLQ message attributes set on poison messages.
+const (
+	AttrErrorReason     = "chatguard_error_reason"
+	AttrSourceMessageID = "chatguard_source_message_id"
+	AttrReceiveCount    = "chatguard_receive_count"
+)
+
+// Config configures a Loop.
+type Config struct {
+	QueueURL string
+	DLQURL   string
+	// Concurrency bounds jobs in flight, and so messages held.
+	Concurrency int
+	// WaitTime is the long-poll wait (SQS allows at most 20 s).
+	WaitTime time.Duration
+	// VisibilityTimeout is asked for on receive and renewed by heartbeats.
+	VisibilityTimeout time.Duration
+	// HeartbeatInterval is how often the heartbeat looks for jobs whose
+	// visibility ends within two intervals; at most a third of
+	// VisibilityTimeout.
+	HeartbeatInterval time.Duration
+	// JobTimeout bounds one job, heartbeats included.
+	JobTimeout time.Duration
+	// DrainTimeout bounds how long shutdown waits for in-flight jobs.
+	DrainTimeout time.Duration
+	// RetryBase and RetryMax shape the backoff of failed attempts:
+	// full jitter over min(RetryMax, RetryBase*2^(receiveCount-1)).
+	RetryBase, RetryMax time.Duration
+	// MaxReceiveCount is the queue's redrive maxReceiveCount.
+	MaxReceiveCount int
+	// CallTimeout bounds each settle call (delete, visibility, DLQ send).
+	CallTimeout time.Duration
+	// DeleteLinger is how long a delete waits for others to share a batch.
+	DeleteLinger time.Duration
+}
+
+// DefaultConfig returns the defaults; the queue URLs must still be set.
+func DefaultConfig() Config {
+	return Config{
+		Concurrency: 16, WaitTime: 20 * time.Second, VisibilityTimeout: 60 * time.Second,
+		HeartbeatInterval: 15 * time.Second, JobTimeout: 10 * time.Minute, DrainTimeout: 25 * time.Second,
+		RetryBase: 5 * time.Second, RetryMax: 5 * time.Minute, MaxReceiveCount: 5,
+		CallTimeout: 10 * time.Second, DeleteLinger: 5 * time.Millisecond,
+	}
+}
+
+// maxVisibility is SQS's ceiling on a message's visibility timeout.
+const maxVisibility = 12 * time.Hour
+
+// Validate reports every problem with the configuration.
+func (c Config) Validate() error {
+	var errs []error
+	if c.QueueURL == "" {
+		errs = append(errs, errors.New("review queue url is required"))
+	}
+	if c.DLQURL == "" {
+		errs = append(errs, errors.New("review dlq url is required"))
+	}
+	if c.Concurrency < 1 || c.Concurrency > 10000 {
+		errs = append(errs, fmt.Errorf("concurrency %d must be in 1..10000", c.Concurrency))
+	}
+	if c.WaitTime < 0 || c.WaitTime > 20*time.Second {
+		errs = append(errs, fmt.Errorf("wait time %s must be in 0..20s", c.WaitTime))
+	}
+	if c.VisibilityTimeout < time.Second || c.VisibilityTimeout > maxVisibility {
+		errs = append(errs, fmt.Errorf("visibility timeout %s must be in 1s..12h", c.VisibilityTimeout))
+	}
+	if c.HeartbeatInterval <= 0 || 3*c.HeartbeatInterval > c.VisibilityTimeout {
+		errs = append(errs, fmt.Errorf("heartbeat interval %s must be positive and at most a third of the visibility timeout %s", c.HeartbeatInterval, c.VisibilityTimeout))
+	}
+	if c.JobTimeout <= 0 || c.JobTimeout > maxVisibility {
+		errs = append(errs, fmt.Errorf("job timeout %s must be in (0, 12h]", c.JobTimeout))
+	}
+	if c.DrainTimeout <= 0 {
+		errs = append(errs, errors.New("drain timeout must be positive"))
+	}
+	if c.RetryBase <= 0 || c.RetryMax < c.RetryBase || c.RetryMax > maxVisibility {
+		errs = append(errs, fmt.Errorf("retry base %s and max %s must satisfy 0 < base <= max <= 12h", c.RetryBase, c.RetryMax))
+	}
+	if c.MaxReceiveCount < 1 {
+		errs = append(errs, errors.New("max receive count must be at least 1"))
+	}
+	if c.CallTimeout <= 0 {
+		errs = append(errs, errors.New("call timeout must be positive"))
+	}
+	if c.DeleteLinger < 0 {
+		errs = append(errs, errors.New("delete linger must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// Loop is the job loop. Create it with New and call Run once.
+type Loop struct {
+	cfg     Config
+	api     API
+	h       Handler
+	m       *Metrics
+	log     *slog.Logger
+	sem     *semaphore.Weighted
+	jobs    sync.WaitGroup
+	hb      *heartbeat
+	deleter *deleter
+	now     func() time.Time
+
+	mu       sync.Mutex
+	draining bool
+}
+
+// New returns a loop; metrics may be nil (then they are not exported) and
+// log may be nil (then nothing is logged).
+func New(cfg Config, api API, h Handler, m *Metrics, log *slog.Logger) (*Loop, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("sqsjob: %w", err)
+	}
+	if m == nil {
+		m = NewMetrics(nil)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	l := &Loop{cfg: cfg, api: api, h: h, m: m, log: log, sem: semaphore.NewWeighted(int64(cfg.Concurrency)), now: time.Now}
+	l.hb = newHeartbeat(l)
+	l.deleter = newDeleter(l)
+	return l, nil
+}
+
+// Draining reports whether Run has stopped polling to shut down.
+func (l *Loop) Draining() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.draining
+}
+
+// Run polls until ctx is cancelled, then drains: it waits up to the drain
+// timeout for in-flight jobs, cancels the rest with ErrDraining (their
+// messages become visible at once) and returns nil once every job has
+// settled. It returns an error only when the queue cannot be polled at all
+// for a long stretch is not a reason: receive errors are retried with
+// backoff, so Run returns nil on shutdown.
+func (l *Loop) Run(ctx context.Context) error {
+	jobBase, cancelJobs := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancelJobs(nil)
+	hbCtx, stopHB := context.WithCancel(context.WithoutCancel(ctx))
+	var bg sync.WaitGroup
+	bg.Add(2)
+	go func() { defer bg.Done(); l.hb.run(hbCtx) }()
+	go func() { defer bg.Done(); l.deleter.run(hbCtx) }()
+
+	l.poll(ctx, jobBase)
+
+	l.mu.Lock()
+	l.draining = true
+	l.mu.Unlock()
+	l.log.Info("sqsjob: draining", "inflight", l.hb.size(), "drain_timeout", l.cfg.DrainTimeout.String())
+	done := make(chan struct{})
+	go func() { l.jobs.Wait(); close(done) }()
+	t := time.NewTimer(l.cfg.DrainTimeout)
+	select {
+	case <-done:
+		t.Stop()
+	case <-t.C:
+		l.log.Warn("sqsjob: drain timeout reached, handing back unfinished jobs", "inflight", l.hb.size())
+		cancelJobs(ErrDraining)
+		// Handlers honour ctx; a handler that does not is still bounded by
+		// the settle calls' own timeouts once it returns.
+		<-done
+	}
+	stopHB()
+	bg.Wait()
+	return nil
+}
+
+// poll receives until ctx ends, only ever holding as many messages as
+// there are free slots.
+func (l *Loop) poll(ctx, jobBase context.Context) {
+	failures := 0
+	for ctx.Err() == nil {
+		if err := l.sem.Acquire(ctx, 1); err != nil {
+			return
+		}
+		n := 1
+		for n < 10 && l.sem.TryAcquire(1) {
+			n++
+		}
+		msgs, err := l.receive(ctx, n)
+		if len(msgs) < n {
+			l.sem.Release(int64(n - len(msgs)))
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			wait := backoff(200*time.Millisecond, 10*time.Second, failures)
+			l.log.Warn("sqsjob: receive failed", "err", err, "retry_in", wait.String())
+			if !sleep(ctx, wait) {
+				return
+			}
+			continue
+		}
+		failures = 0
+		for _, sm := range msgs {
+			l.start(jobBase, sm)
+		}
+	}
+}
+
+func (l *Loop) receive(ctx context.Context, n int) ([]types.Message, error) {
+	out, err := l.api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		QueueUrl:            aws.String(l.cfg.QueueURL),
+		MaxNumberOfMessages: int32(n),
+		WaitTimeSeconds:     int32(l.cfg.WaitTime / time.Second),
+		VisibilityTimeout:   int32(l.cfg.VisibilityTimeout / time.Second),
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{
+			types.MessageSystemAttributeNameApproximateReceiveCount,
+			types.MessageSystemAttributeNameSentTimestamp,
+		},
+		MessageAttributeNames: []string{"All"},
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			l.m.calls.WithLabelValues("receive", "error").Inc()
+		}
+		return nil, fmt.Errorf("sqsjob: receive: %w", err)
+	}
+	l.m.calls.WithLabelValues("receive", "ok").Inc()
+	l.m.received.Add(float64(len(out.Messages)))
+	return out.Messages, nil
+}
+
+// job is one in-flight message. mu orders the heartbeat's extensions
+// before the job's own final visibility change, so that a heartbeat cannot
+// undo a backoff or a hand-back.
+type job struct {
+	msg      Message
+	mu       sync.Mutex
+	ended    bool
+	deadline time.Time // visibility end as last set; guarded by the heartbeat's lock
+}
+
+func (l *Loop) start(jobBase context.Context, sm types.Message) {
+	m := toMessage(sm, l.cfg.MaxReceiveCount)
+	j := &job{msg: m, deadline: l.now().Add(l.cfg.VisibilityTimeout)}
+	if !m.SentAt.IsZero() {
+		l.m.messageAge.Observe(max(l.now().Sub(m.SentAt), 0).Seconds())
+	}
+	l.hb.add(j)
+	l.m.inflight.Inc()
+	l.jobs.Add(1)
+	go func() {
+		defer l.jobs.Done()
+		defer l.sem.Release(1)
+		defer l.m.inflight.Dec()
+		start := l.now()
+		ctx, cancel := context.WithTimeoutCause(jobBase, l.cfg.JobTimeout, ErrJobTimeout)
+		out := l.handle(ctx, m)
+		drained := errors.Is(context.Cause(ctx), ErrDraining)
+		cancel()
+		if drained && out.Action == Retry {
+			out.Action, out.Label = Release, "released"
+		}
+		l.hb.remove(j)
+		l.settle(j, out)
+		l.m.jobs.WithLabelValues(out.Label).Inc()
+		l.m.duration.Observe(l.now().Sub(start).Seconds())
+		attrs := []any{"message_id", m.ID, "receive_count", m.ReceiveCount, "outcome", out.Label, "duration_ms", l.now().Sub(start).Milliseconds()}
+		if out.Err != nil {
+			attrs = append(attrs, "err", out.Err.Error())
+		}
+		l.log.Debug("sqsjob: settled", attrs...)
+	}()
+}
+
+// handle runs the handler, turning a panic into a failed attempt.
+func (l *Loop) handle(ctx context.Context, m Message) (out Outcome) {
+	defer func() {
+		if r := recover(); r != nil {
+			l.m.panics.Inc()
+			l.log.Error("sqsjob: job panicked", "message_id", m.ID, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			out = Outcome{Action: Retry, Label: "panic", Err: fmt.Errorf("sqsjob: job panicked: %v", r)}
+		}
+	}()
+	out = l.h.Handle(ctx, m)
+	if out.Label == "" {
+		out.Label = [...]string{"deleted", "retry", "poison", "released"}[out.Action]
+	}
+	return out
+}
+
+// settle applies the outcome to the message. Every call has its own
+// bounded context: the job's may already be cancelled.
+func (l *Loop) settle(j *job, out Outcome) {
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.CallTimeout)
+	defer cancel()
+	m := j.msg
+	switch out.Action {
+	case Delete:
+		if err := l.deleter.delete(ctx, m.ReceiptHandle); err != nil {
+			l.log.Warn("sqsjob: delete failed; the message will be redelivered and acknowledged as a duplicate", "message_id", m.ID, "err", err)
+		}
+	case Poison:
+		if err := l.toDLQ(ctx, m, out.Reason); err != nil {
+			l.log.Error("sqsjob: copy to dlq failed; retrying later", "message_id", m.ID, "err", err)
+			l.setVisibility(ctx, m, l.retryDelay(m.ReceiveCount, 0))
+			return
+		}
+		l.m.poison.Inc()
+		if err := l.deleter.delete(ctx, m.ReceiptHandle); err != nil {
+			l.log.Warn("sqsjob: delete after dlq copy failed", "message_id", m.ID, "err", err)
+		}
+	case Retry:
+		l.setVisibility(ctx, m, l.retryDelay(m.ReceiveCount, out.After))
+	case Release:
+		l.setVisibility(ctx, m, 0)
+	}
+}
+
+// retryDelay is full jitter over min(RetryMax, RetryBase*2^(n-1)), at
+// least after, at most the SQS ceiling.
+func (l *Loop) retryDelay(receiveCount int, after time.Duration) time.Duration {
+	d := backoff(l.cfg.RetryBase, l.cfg.RetryMax, receiveCount)
+	return min(max(d, after), maxVisibility)
+}
+
+func (l *Loop) setVisibility(ctx context.Context, m Message, d time.Duration) {
+	secs := int32((d + time.Second - 1) / time.Second)
+	_, err := l.api.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+		QueueUrl: aws.String(l.cfg.QueueURL), ReceiptHandle: aws.String(m.ReceiptHandle), VisibilityTimeout: secs,
+	})
+	if err != nil {
+		l.m.calls.WithLabelValues("change_visibility", "error").Inc()
+		l.log.Warn("sqsjob: change visibility failed; the message returns when its visibility ends", "message_id", m.ID, "err", err)
+		return
+	}
+	l.m.calls.WithLabelValues("change_visibility", "ok").Inc()
+}
+
+func (l *Loop) toDLQ(ctx context.Context, m Message, reason string) error {
+	if len(reason) > 1024 {
+		reason = reason[:1024]
+	}
+	if reason == "" {
+		reason = "unknown"
+	}
+	_, err := l.api.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl:    aws.String(l.cfg.DLQURL),
+		MessageBody: aws.String(string(m.Body)),
+		MessageAttributes: map[string]types.MessageAttributeValue{
+			AttrErrorReason:     {DataType: aws.String("String"), StringValue: aws.String(reason)},
+			AttrSourceMessageID: {DataType: aws.String("String"), StringValue: aws.String(m.ID)},
+			AttrReceiveCount:    {DataType: aws.String("Number"), StringValue: aws.String(strconv.Itoa(m.ReceiveCount))},
+		},
+	})
+	if err != nil {
+		l.m.calls.WithLabelValues("send_dlq", "error").Inc()
+		return fmt.Errorf("sqsjob: send to dlq: %w", err)
+	}
+	l.m.calls.WithLabelValues("send_dlq", "ok").Inc()
+	return nil
+}
+
+func toMessage(sm types.Message, maxReceive int) Message {
+	m := Message{ID: aws.ToString(sm.MessageId), ReceiptHandle: aws.ToString(sm.ReceiptHandle), Body: []byte(aws.ToString(sm.Body)), ReceiveCount: 1}
+	if v, err := strconv.Atoi(sm.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)]); err == nil && v > 0 {
+		m.ReceiveCount = v
+	}
+	if v, err := strconv.ParseInt(sm.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64); err == nil && v > 0 {
+		m.SentAt = time.UnixMilli(v).UTC()
+	}
+	m.Final = m.ReceiveCount >= maxReceive
+	return m
+}
+
+// backoff returns full jitter over min(ceiling, base*2^(n-1)).
+func backoff(base, ceiling time.Duration, n int) time.Duration {
+	d := base
+	for i := 1; i < n && d < ceiling; i++ {
+		d *= 2
+	}
+	d = min(d, ceiling)
+	return time.Duration(rand.Int64N(int64(d) + 1))
+}
+
+// sleep waits d or until ctx ends; it reports whether d elapsed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,93 @@
+package sqsjob
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the job loop's and the review handler's Prometheus metrics,
+// named chatguard_worker_*. One Metrics is shared by a Loop and its
+// ReviewHandler.
+type Metrics struct {
+	jobs       *prometheus.CounterVec
+	inflight   prometheus.Gauge
+	calls      *prometheus.CounterVec
+	received   prometheus.Counter
+	deleted    prometheus.Counter
+	extended   prometheus.Counter
+	poison     prometheus.Counter
+	panics     prometheus.Counter
+	messageAge prometheus.Histogram
+	duration   prometheus.Histogram
+
+	eventAge     prometheus.Histogram
+	stageLatency *prometheus.HistogramVec
+	stageTTFT    *prometheus.HistogramVec
+	tokens       *prometheus.CounterVec
+	admissions   *prometheus.CounterVec
+}
+
+// NewMetrics creates the metrics and registers them on reg when it is not
+// nil. Registering twice on one registry panics: use one Metrics per
+// registry.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	latency := []float64{.05, .1, .25, .5, 1, 2, 4, 8, 15, 30, 60, 120}
+	m := &Metrics{
+		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chatguard_worker_jobs_total",
+			Help: "Review jobs by outcome (done, duplicate, expired, failed, failed_final, stopped, retry, released, poison, panic).",
+		}, []string{"outcome"}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "chatguard_worker_inflight_jobs", Help: "Jobs running now.",
+		}),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chatguard_worker_sqs_calls_total",
+			Help: "SQS calls by operation (receive, delete, heartbeat, change_visibility, send_dlq) and outcome (ok, partial, error).",
+		}, []string{"op", "outcome"}),
+		received: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chatguard_worker_messages_received_total", Help: "Review messages received.",
+		}),
+		deleted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chatguard_worker_messages_deleted_total", Help: "Review messages deleted.",
+		}),
+		extended: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chatguard_worker_visibility_extensions_total", Help: "Visibility extensions made by the heartbeat.",
+		}),
+		poison: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chatguard_worker_poison_messages_total", Help: "Messages copied to the DLQ as never processable and deleted.",
+		}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chatguard_worker_job_panics_total", Help: "Jobs that panicked (each counts as a failed attempt).",
+		}),
+		messageAge: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "chatguard_worker_message_age_seconds",
+			Help:    "Time from SQS send to pickup.",
+			Buckets: []float64{.1, 1, 5, 30, 60, 300, 900, 1800, 3600, 7200, 21600, 86400},
+		}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "chatguard_worker_job_duration_seconds", Help: "Wall time of one job, settle included.", Buckets: latency,
+		}),
+		eventAge: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "chatguard_worker_event_age_seconds",
+			Help:    "Age of a review event at pickup, from its published_at.",
+			Buckets: []float64{1, 5, 30, 60, 300, 900, 1800, 3600, 7200, 21600, 86400},
+		}),
+		stageLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "chatguard_worker_stage_latency_seconds", Help: "Latency of the stages of saved verdicts by stage and answering pool.", Buckets: latency,
+		}, []string{"stage", "pool"}),
+		stageTTFT: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "chatguard_worker_stage_ttft_seconds", Help: "Time to first token of the stages of saved verdicts.",
+			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2, 4, 8},
+		}, []string{"stage", "pool"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chatguard_worker_tokens_total", Help: "Tokens of the stages of saved verdicts by stage and direction (in, out).",
+		}, []string{"stage", "direction"}),
+		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chatguard_worker_admission_total", Help: "Admission decisions before any model call (admitted, duplicate, expired, invalid).",
+		}, []string{"decision"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.jobs, m.inflight, m.calls, m.received, m.deleted, m.extended, m.poison, m.panics,
+			m.messageAge, m.duration, m.eventAge, m.stageLatency, m.stageTTFT, m.tokens, m.admissions)
+	}
+	return m
+}

@@ -1,0 +1,257 @@
+package sqsjob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/chatguard/chatguard/pipeline"
+)
+
+// ReviewConfig configures a ReviewHandler.
+type ReviewConfig struct {
+	// MaxAge is the oldest event (by published_at) worth spending model
+	// calls on; older ones are recorded expired. Zero disables the check.
+	MaxAge time.Duration
+	// SaveTimeout bounds writing a failed or expired verdict when the job's
+	// own context is already over.
+	SaveTimeout time.Duration
+}
+
+// ReviewHandler is the Handler for review messages: decode, admission
+// (expired, duplicate), chat history, the Reviewer's stages, the verdict
+// upsert, and the verdict event. It is safe for concurrent use.
+type ReviewHandler struct {
+	cfg      ReviewConfig
+	store    pipeline.VerdictStore
+	chat     pipeline.ChatSource
+	reviewer pipeline.Reviewer
+	events   pipeline.EventSink
+	m        *Metrics
+	log      *slog.Logger
+	now      func() time.Time
+}
+
+// NewReviewHandler wires a handler. events may be nil (no verdict events);
+// m and log may be nil.
+func NewReviewHandler(cfg ReviewConfig, store pipeline.VerdictStore, chat pipeline.ChatSource, reviewer pipeline.Reviewer, events pipeline.EventSink, m *Metrics, log *slog.Logger) *ReviewHandler {
+	if m == nil {
+		m = NewMetrics(nil)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.SaveTimeout <= 0 {
+		cfg.SaveTimeout = 10 * time.Second
+	}
+	return &ReviewHandler{cfg: cfg, store: store, chat: chat, reviewer: reviewer, events: events, m: m, log: log, now: time.Now}
+}
+
+// Handle runs one review message to an Outcome. It never panics out of a
+// Reviewer (a panic is a failed attempt) and logs one line per outcome with
+// the room, window, run id and duration, never chat text.
+func (h *ReviewHandler) Handle(ctx context.Context, m Message) Outcome {
+	start := h.now()
+	ev, err := pipeline.DecodeReviewEvent(m.Body)
+	if err != nil {
+		h.m.admissions.WithLabelValues("invalid").Inc()
+		var inv *pipeline.InvalidEventError
+		reason := err.Error()
+		if errors.As(err, &inv) {
+			reason = inv.Reason
+		}
+		h.log.Warn("review: poison message", "message_id", m.ID, "reason", reason)
+		return Outcome{Action: Poison, Label: "poison", Reason: reason, Err: err}
+	}
+	out := h.review(ctx, m, ev, start)
+	attrs := []any{
+		"room_id", ev.RoomID, "window_start", ev.WindowStart.Format(time.RFC3339), "window_end", ev.WindowEnd.Format(time.RFC3339),
+		"run_id", ev.RunID, "message_id", m.ID, "attempt", m.ReceiveCount, "outcome", out.Label,
+		"duration_ms", h.now().Sub(start).Milliseconds(),
+	}
+	level := slog.LevelInfo
+	if out.Err != nil {
+		attrs = append(attrs, "err", out.Err.Error())
+		if out.Action == Retry {
+			level = slog.LevelWarn
+		}
+	}
+	h.log.Log(context.WithoutCancel(ctx), level, "review: job", attrs...)
+	return out
+}
+
+func (h *ReviewHandler) review(ctx context.Context, m Message, ev pipeline.ReviewEvent, start time.Time) Outcome {
+	age := max(start.Sub(ev.PublishedAt), 0)
+	h.m.eventAge.Observe(age.Seconds())
+	key := ev.Key(h.reviewer.PipelineVersion())
+	base := pipeline.Verdict{Key: key, RunID: ev.RunID, PublishedAt: ev.PublishedAt, StartedAt: start.UTC(), Attempts: m.ReceiveCount}
+
+	old, err := h.store.Get(ctx, key)
+	switch {
+	case err == nil && old.Status == pipeline.StatusDone:
+		h.m.admissions.WithLabelValues("duplicate").Inc()
+		return Outcome{Action: Delete, Label: "duplicate"}
+	case err != nil && !errors.Is(err, pipeline.ErrVerdictNotFound):
+		return h.fail(ctx, m, base, fmt.Errorf("review: look up verdict: %w", err))
+	}
+	if h.cfg.MaxAge > 0 && age > h.cfg.MaxAge {
+		h.m.admissions.WithLabelValues("expired").Inc()
+		v := base
+		v.Status = pipeline.StatusExpired
+		v.Error = fmt.Sprintf("event is %s old, over the %s limit", age.Round(time.Second), h.cfg.MaxAge)
+		v.FinishedAt = h.now().UTC()
+		if err := h.save(ctx, v); err != nil {
+			return Outcome{Action: Retry, Label: "retry", Err: err}
+		}
+		return Outcome{Action: Delete, Label: "expired"}
+	}
+	h.m.admissions.WithLabelValues("admitted").Inc()
+
+	msgs, err := h.chat.History(ctx, ev.RoomID, ev.WindowStart, ev.WindowEnd)
+	if err != nil {
+		return h.fail(ctx, m, base, fmt.Errorf("review: chat history: %w", err))
+	}
+	v, err := h.runReviewer(ctx, ev, msgs, m.ReceiveCount)
+	if err != nil {
+		base.Stages = v.Stages
+		return h.fail(ctx, m, base, fmt.Errorf("review: %w", err))
+	}
+	v.Key, v.RunID, v.PublishedAt, v.StartedAt, v.Attempts = key, ev.RunID, ev.PublishedAt, start.UTC(), m.ReceiveCount
+	v.Status, v.Error = pipeline.StatusDone, ""
+	v.FinishedAt = h.now().UTC()
+	if err := h.store.Save(ctx, v); err != nil {
+		return h.fail(ctx, m, base, fmt.Errorf("review: save verdict: %w", err))
+	}
+	h.observeStages(v)
+	h.publish(v)
+	return Outcome{Action: Delete, Label: "done"}
+}
+
+// runReviewer calls the Reviewer, turning a panic into an error so that it
+// counts as a failed attempt like any other.
+func (h *ReviewHandler) runReviewer(ctx context.Context, ev pipeline.ReviewEvent, msgs []pipeline.ChatMessage, attempt int) (v pipeline.Verdict, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			h.m.panics.Inc()
+			err = fmt.Errorf("reviewer panicked: %v", r)
+		}
+	}()
+	return h.reviewer.Review(ctx, ev, msgs, attempt)
+}
+
+// fail decides what a failed attempt means: a stopped review and a
+// permanent failure are recorded and deleted; a retryable one is handed
+// back with a backoff, and on the last delivery before the DLQ it is
+// recorded as failed first. A drain hands the message back untouched.
+func (h *ReviewHandler) fail(ctx context.Context, m Message, v pipeline.Verdict, err error) Outcome {
+	cause := context.Cause(ctx)
+	if errors.Is(cause, ErrDraining) {
+		return Outcome{Action: Release, Label: "released", Err: err}
+	}
+	if errors.Is(cause, ErrJobTimeout) {
+		err = pipeline.Retryable(fmt.Errorf("%w: %w", ErrJobTimeout, err), 0)
+	}
+	disp, after := pipeline.Classify(err)
+	if disp == pipeline.RetryLater {
+		var stopped *pipeline.StoppedError
+		if errors.As(cause, &stopped) {
+			disp, err = pipeline.Stopped, stopped
+		}
+	}
+	v.FinishedAt = h.now().UTC()
+	v.Error = truncate(err.Error(), 4000)
+	switch disp {
+	case pipeline.Stopped:
+		v.Status = pipeline.StatusStopped
+		var stopped *pipeline.StoppedError
+		if errors.As(err, &stopped) {
+			v.Error = truncate(stopped.Reason, 4000)
+		}
+		if serr := h.save(ctx, v); serr != nil {
+			return Outcome{Action: Retry, Label: "retry", Err: errors.Join(err, serr)}
+		}
+		h.publish(v)
+		return Outcome{Action: Delete, Label: "stopped", Err: err}
+	case pipeline.GiveUp:
+		v.Status = pipeline.StatusFailed
+		if serr := h.save(ctx, v); serr != nil {
+			return Outcome{Action: Retry, Label: "retry", Err: errors.Join(err, serr)}
+		}
+		h.publish(v)
+		return Outcome{Action: Delete, Label: "failed", Err: err}
+	default:
+		if !m.Final {
+			return Outcome{Action: Retry, Label: "retry", After: after, Err: err}
+		}
+		// The queue's redrive takes the message to the DLQ on its next
+		// receive; the row says why.
+		v.Status = pipeline.StatusFailed
+		if serr := h.save(ctx, v); serr != nil {
+			err = errors.Join(err, serr)
+		} else {
+			h.publish(v)
+		}
+		return Outcome{Action: Retry, Label: "failed_final", After: after, Err: err}
+	}
+}
+
+// save writes a verdict with a bounded context of its own, so that a
+// failure caused by the job's deadline can still be recorded.
+func (h *ReviewHandler) save(ctx context.Context, v pipeline.Verdict) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.cfg.SaveTimeout)
+	defer cancel()
+	if err := h.store.Save(sctx, v); err != nil {
+		return fmt.Errorf("review: save %s verdict: %w", v.Status, err)
+	}
+	return nil
+}
+
+func (h *ReviewHandler) observeStages(v pipeline.Verdict) {
+	for _, st := range v.Stages {
+		pool := string(st.Pool)
+		if pool == "" {
+			pool = "none"
+		}
+		h.m.stageLatency.WithLabelValues(string(st.Stage), pool).Observe(st.Latency.Seconds())
+		if st.TTFT > 0 {
+			h.m.stageTTFT.WithLabelValues(string(st.Stage), pool).Observe(st.TTFT.Seconds())
+		}
+		h.m.tokens.WithLabelValues(string(st.Stage), "in").Add(float64(st.TokensIn))
+		h.m.tokens.WithLabelValues(string(st.Stage), "out").Add(float64(st.TokensOut))
+	}
+}
+
+// publish hands the verdict event to the sink; a full sink drops it and
+// counts the drop itself.
+func (h *ReviewHandler) publish(v pipeline.Verdict) {
+	if h.events == nil {
+		return
+	}
+	fallback := false
+	for _, st := range v.Stages {
+		fallback = fallback || st.Pool == pipeline.PoolFallback
+	}
+	var latency float64
+	if !v.StartedAt.IsZero() && !v.FinishedAt.IsZero() {
+		latency = float64(v.FinishedAt.Sub(v.StartedAt)) / float64(time.Millisecond)
+	}
+	h.events.Publish(pipeline.LakeEvent{
+		EventID: uuid.NewString(), EventType: pipeline.EventVerdict, OccurredAt: h.now().UTC(), SchemaVersion: pipeline.LakeEventSchemaVersion,
+		Payload: pipeline.VerdictEvent{
+			RoomID: v.Key.RoomID, WindowStart: v.Key.WindowStart, WindowEnd: v.Key.WindowEnd, PipelineVersion: v.Key.PipelineVersion,
+			RunID: v.RunID, Status: v.Status, Label: v.Label, Category: v.Category, Severity: v.Severity, Confidence: v.Confidence,
+			Action: v.Action, EarlyExit: v.EarlyExit, FallbackUsed: fallback, Attempts: v.Attempts, LatencyMs: latency,
+		},
+	})
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
