@@ -1,0 +1,77 @@
+# chatguard developer entry points. `make help` lists them.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+GO          ?= go
+STACK_BIN   := bin/stack
+STATE_DIR   := .stack
+# Extra flags for the stack, e.g. make stack STACK_FLAGS="--rooms 500".
+STACK_FLAGS ?=
+# How long stack-up waits for every service to answer.
+STACK_WAIT  ?= 3m
+TEST_FLAGS  ?= -race -count=1 -p 2 -timeout 20m
+BINARIES    := batch worker consumer
+
+.PHONY: help
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: deps
+deps: ## install Node 22 and fauxqs into .cache (idempotent)
+	@deploy/local/scripts/install-deps.sh >/dev/null
+
+.PHONY: $(STACK_BIN)
+$(STACK_BIN):
+	@$(GO) build -o $(STACK_BIN) ./deploy/local/cmd/stack
+
+.PHONY: stack
+stack: deps $(STACK_BIN) ## run the local stack in the foreground (Ctrl-C stops it)
+	$(STACK_BIN) up $(STACK_FLAGS)
+
+.PHONY: stack-up
+stack-up: deps $(STACK_BIN) ## start the local stack in the background and wait until it is ready
+	@mkdir -p $(STATE_DIR)
+	@if $(STACK_BIN) status >/dev/null 2>&1; then $(STACK_BIN) status; exit 0; fi; \
+	setsid $(STACK_BIN) up $(STACK_FLAGS) >$(STATE_DIR)/stack.log 2>&1 </dev/null & pid=$$!; \
+	if ! $(STACK_BIN) wait --pid $$pid --timeout $(STACK_WAIT); then \
+		echo "--- $(STATE_DIR)/stack.log"; cat $(STATE_DIR)/stack.log; \
+		echo "--- $(STATE_DIR)/fauxqs.log"; tail -n 50 $(STATE_DIR)/fauxqs.log 2>/dev/null; \
+		kill $$pid 2>/dev/null; exit 1; \
+	fi
+
+.PHONY: stack-down
+stack-down: $(STACK_BIN) ## stop the background stack and wait until every process is gone
+	@$(STACK_BIN) down
+
+.PHONY: stack-status
+stack-status: $(STACK_BIN) ## say whether a stack is running and ready
+	@$(STACK_BIN) status
+
+.PHONY: test
+test: ## run every test (unit and integration; needs `make stack-up` first)
+	$(GO) test $(TEST_FLAGS) ./...
+
+.PHONY: test-integration
+test-integration: ## run only the integration suite against the running stack
+	$(GO) test $(TEST_FLAGS) ./internal/integration/...
+
+.PHONY: vet
+vet: ## go vet every package
+	$(GO) vet ./...
+
+.PHONY: lint
+lint: vet ## gofmt check and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+.PHONY: build
+build: ## build every package and the binaries into bin/
+	$(GO) build ./...
+	@for b in $(BINARIES); do if [ -d cmd/$$b ]; then $(GO) build -o bin/$$b ./cmd/$$b || exit 1; fi; done
+
+.PHONY: bench
+bench: ## run the benchmarks (no tests)
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+.PHONY: clean
+clean: ## remove built binaries (keeps .cache and the stack state)
+	rm -rf bin
