@@ -1,0 +1,216 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/pipeline/llm"
+	"github.com/chatguard/chatguard/pipeline/sqsjob"
+	"github.com/chatguard/chatguard/storage/chatapi"
+	"github.com/chatguard/chatguard/storage/mysql"
+	"github.com/chatguard/chatguard/storage/sqsevents"
+)
+
+// Config is every setting of the worker; each is a flag and a CHATGUARD_
+// environment variable (see --help).
+type Config struct {
+	ReviewQueueURL    string
+	ReviewDLQURL      string
+	FeedbackQueueURL  string
+	Concurrency       int
+	MaxAge            time.Duration
+	VisibilityTimeout time.Duration
+	HeartbeatInterval time.Duration
+	JobTimeout        time.Duration
+	DrainTimeout      time.Duration
+	RetryBase         time.Duration
+	RetryMax          time.Duration
+	MaxReceiveCount   int
+
+	MySQLDSN          string
+	MySQLMaxOpenConns int
+
+	ChatAPIURL      string
+	ChatTimeout     time.Duration
+	ChatMaxAttempts int
+
+	PrimaryBaseURL      string
+	PrimaryModel        string
+	PrimaryAPIKey       string
+	PrimaryConcurrency  int
+	FallbackBaseURL     string
+	FallbackModel       string
+	FallbackAPIKey      string
+	FallbackConcurrency int
+	AttemptTimeout      time.Duration
+	LLMMaxAttempts      int
+
+	EventBuffer   int
+	EventFlushAge time.Duration
+
+	AdminAddr string
+	LogLevel  string
+}
+
+// DefaultConfig returns the defaults shown by --help.
+func DefaultConfig() Config {
+	loop := sqsjob.DefaultConfig()
+	ev := sqsevents.DefaultConfig()
+	chat := chatapi.DefaultConfig()
+	return Config{
+		Concurrency:         loop.Concurrency,
+		MaxAge:              6 * time.Hour,
+		VisibilityTimeout:   loop.VisibilityTimeout,
+		HeartbeatInterval:   loop.HeartbeatInterval,
+		JobTimeout:          loop.JobTimeout,
+		DrainTimeout:        loop.DrainTimeout,
+		RetryBase:           loop.RetryBase,
+		RetryMax:            loop.RetryMax,
+		MaxReceiveCount:     loop.MaxReceiveCount,
+		MySQLMaxOpenConns:   mysql.DefaultConfig().MaxOpenConns,
+		ChatTimeout:         chat.Timeout,
+		ChatMaxAttempts:     chat.MaxAttempts,
+		PrimaryConcurrency:  llm.DefaultMaxConcurrency,
+		FallbackConcurrency: llm.DefaultMaxConcurrency,
+		AttemptTimeout:      llm.DefaultAttemptTimeout,
+		LLMMaxAttempts:      llm.DefaultMaxAttempts,
+		EventBuffer:         ev.Buffer,
+		EventFlushAge:       ev.FlushAge,
+		AdminAddr:           ":9090",
+		LogLevel:            "info",
+	}
+}
+
+func (c *Config) flags() *cli.FlagSet {
+	fs := cli.NewFlagSet("worker", "Reviews chat rooms from the SQS review queue with the LLM stages and stores verdicts in MySQL.\n"+
+		"Subcommand: 'worker migrate --mysql-dsn DSN' applies the schema migrations and exits.")
+	fs.StringVar(&c.ReviewQueueURL, "review-queue-url", "SQS review queue URL")
+	fs.StringVar(&c.ReviewDLQURL, "review-dlq-url", "SQS dead-letter queue of the review queue (poison messages are copied there)")
+	fs.StringVar(&c.FeedbackQueueURL, "feedback-queue-url", "SQS feedback queue URL for inference-log and verdict events")
+	fs.IntVar(&c.Concurrency, "concurrency", "jobs in flight at most (and messages held)")
+	fs.DurationVar(&c.MaxAge, "max-age", "events older than this (by published_at) are recorded expired without a model call; 0 disables")
+	fs.DurationVar(&c.VisibilityTimeout, "visibility-timeout", "visibility asked for on receive and renewed by heartbeats (whole seconds)")
+	fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", "how often visibilities are renewed; at most a third of --visibility-timeout")
+	fs.DurationVar(&c.JobTimeout, "job-timeout", "deadline of one job")
+	fs.DurationVar(&c.DrainTimeout, "drain-timeout", "on SIGTERM, how long in-flight jobs may finish before they are handed back")
+	fs.DurationVar(&c.RetryBase, "retry-base", "backoff of a failed attempt: full jitter over min(retry-max, retry-base*2^(receives-1))")
+	fs.DurationVar(&c.RetryMax, "retry-max", "cap of the failed-attempt backoff")
+	fs.IntVar(&c.MaxReceiveCount, "max-receive-count", "the review queue's redrive maxReceiveCount; the last attempt records a failed verdict")
+	fs.StringVar(&c.MySQLDSN, "mysql-dsn", "MySQL DSN (user:pass@tcp(host:3306)/db)")
+	fs.IntVar(&c.MySQLMaxOpenConns, "mysql-max-open-conns", "MySQL connection pool size")
+	fs.StringVar(&c.ChatAPIURL, "chat-api-url", "chat-history API base URL")
+	fs.DurationVar(&c.ChatTimeout, "chat-timeout", "timeout of one chat-history request")
+	fs.IntVar(&c.ChatMaxAttempts, "chat-max-attempts", "chat-history attempts per job (5xx and timeouts are retried)")
+	fs.StringVar(&c.PrimaryBaseURL, "primary-base-url", "primary (vLLM) OpenAI-compatible base URL, ending in /v1")
+	fs.StringVar(&c.PrimaryModel, "primary-model", "primary model id")
+	fs.StringVar(&c.PrimaryAPIKey, "primary-api-key", "primary API key (empty sends none)")
+	fs.IntVar(&c.PrimaryConcurrency, "primary-concurrency", "calls in flight to the primary pool at most")
+	fs.StringVar(&c.FallbackBaseURL, "fallback-base-url", "fallback (managed API) base URL; empty disables the fallback")
+	fs.StringVar(&c.FallbackModel, "fallback-model", "fallback model id")
+	fs.StringVar(&c.FallbackAPIKey, "fallback-api-key", "fallback API key")
+	fs.IntVar(&c.FallbackConcurrency, "fallback-concurrency", "calls in flight to the fallback pool at most")
+	fs.DurationVar(&c.AttemptTimeout, "attempt-timeout", "timeout of one model call, stream included")
+	fs.IntVar(&c.LLMMaxAttempts, "llm-max-attempts", "model calls per stage across both pools")
+	fs.IntVar(&c.EventBuffer, "event-buffer", "lake events buffered for the feedback queue before drops")
+	fs.DurationVar(&c.EventFlushAge, "event-flush-age", "longest a lake event waits for its batch")
+	fs.StringVar(&c.AdminAddr, "admin-addr", "listen address of /healthz, /readyz, /metrics and /debug/pprof")
+	fs.StringVar(&c.LogLevel, "log-level", "debug|info|warn|error")
+	return fs
+}
+
+// Validate reports every problem at once, naming the flags.
+func (c Config) Validate() error {
+	var errs []error
+	req := func(v, name string) {
+		if v == "" {
+			errs = append(errs, fmt.Errorf("--%s is required", name))
+		}
+	}
+	req(c.ReviewQueueURL, "review-queue-url")
+	req(c.ReviewDLQURL, "review-dlq-url")
+	req(c.FeedbackQueueURL, "feedback-queue-url")
+	req(c.MySQLDSN, "mysql-dsn")
+	req(c.ChatAPIURL, "chat-api-url")
+	req(c.PrimaryBaseURL, "primary-base-url")
+	req(c.PrimaryModel, "primary-model")
+	if c.FallbackBaseURL != "" {
+		req(c.FallbackModel, "fallback-model")
+	}
+	if c.MaxAge < 0 {
+		errs = append(errs, errors.New("--max-age must not be negative"))
+	}
+	if c.VisibilityTimeout%time.Second != 0 {
+		errs = append(errs, errors.New("--visibility-timeout must be whole seconds"))
+	}
+	if c.PrimaryConcurrency < 1 || (c.FallbackBaseURL != "" && c.FallbackConcurrency < 1) {
+		errs = append(errs, errors.New("--primary-concurrency and --fallback-concurrency must be at least 1"))
+	}
+	if c.AttemptTimeout <= 0 || c.AttemptTimeout >= c.JobTimeout {
+		errs = append(errs, fmt.Errorf("--attempt-timeout %s must be positive and below --job-timeout %s", c.AttemptTimeout, c.JobTimeout))
+	}
+	if c.LLMMaxAttempts < 1 || c.LLMMaxAttempts > 20 {
+		errs = append(errs, errors.New("--llm-max-attempts must be in 1..20"))
+	}
+	if c.AdminAddr == "" {
+		errs = append(errs, errors.New("--admin-addr is required"))
+	} else if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
+		errs = append(errs, fmt.Errorf("--admin-addr %q: %v", c.AdminAddr, err))
+	}
+	if _, err := c.level(); err != nil {
+		errs = append(errs, err)
+	}
+	// The parts validate their own ranges; their messages name the setting.
+	errs = append(errs, c.loop().Validate(), c.events().Validate(), c.chat().Validate(), c.mysql().Validate())
+	return errors.Join(errs...)
+}
+
+func (c Config) level() (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return 0, fmt.Errorf("--log-level %q must be debug, info, warn or error", c.LogLevel)
+	}
+	return l, nil
+}
+
+func (c Config) loop() sqsjob.Config {
+	l := sqsjob.DefaultConfig()
+	l.QueueURL, l.DLQURL = c.ReviewQueueURL, c.ReviewDLQURL
+	l.Concurrency = c.Concurrency
+	l.VisibilityTimeout, l.HeartbeatInterval = c.VisibilityTimeout, c.HeartbeatInterval
+	l.JobTimeout, l.DrainTimeout = c.JobTimeout, c.DrainTimeout
+	l.RetryBase, l.RetryMax = c.RetryBase, c.RetryMax
+	l.MaxReceiveCount = c.MaxReceiveCount
+	return l
+}
+
+func (c Config) events() sqsevents.Config {
+	e := sqsevents.DefaultConfig()
+	e.QueueURL, e.Buffer, e.FlushAge = c.FeedbackQueueURL, c.EventBuffer, c.EventFlushAge
+	return e
+}
+
+func (c Config) chat() chatapi.Config {
+	ch := chatapi.DefaultConfig()
+	ch.BaseURL, ch.Timeout, ch.MaxAttempts = c.ChatAPIURL, c.ChatTimeout, c.ChatMaxAttempts
+	return ch
+}
+
+func (c Config) mysql() mysql.Config {
+	m := mysql.DefaultConfig()
+	m.DSN, m.MaxOpenConns = c.MySQLDSN, c.MySQLMaxOpenConns
+	return m
+}
+
+func (c Config) router() llm.Config {
+	return llm.Config{
+		Primary: llm.PoolConfig{BaseURL: c.PrimaryBaseURL, Model: c.PrimaryModel, APIKey: c.PrimaryAPIKey,
+			MaxConcurrency: c.PrimaryConcurrency, AttemptTimeout: c.AttemptTimeout},
+		Fallback: llm.PoolConfig{BaseURL: c.FallbackBaseURL, Model: c.FallbackModel, APIKey: c.FallbackAPIKey,
+			MaxConcurrency: c.FallbackConcurrency, AttemptTimeout: c.AttemptTimeout},
+		MaxAttempts: c.LLMMaxAttempts,
+	}
+}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/cmd/internal/cli"
+)
+
+func validEnv() map[string]string {
+	return map[string]string{
+		"CHATGUARD_REVIEW_QUEUE_URL":   "http://sqs/review",
+		"CHATGUARD_REVIEW_DLQ_URL":     "http://sqs/review-dlq",
+		"CHATGUARD_FEEDBACK_QUEUE_URL": "http://sqs/feedback",
+		"CHATGUARD_MYSQL_DSN":          "root@tcp(127.0.0.1:3306)/chatguard",
+		"CHATGUARD_CHAT_API_URL":       "http://chat:8080",
+		"CHATGUARD_PRIMARY_BASE_URL":   "http://vllm:8000/v1",
+		"CHATGUARD_PRIMARY_MODEL":      "qwen",
+	}
+}
+
+func TestHelpListsEveryFlagWithEnvAndDefault(t *testing.T) {
+	t.Parallel()
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, run(context.Background(), []string{"--help"}, func(string) string { return "" }, &out, &errb))
+	c := DefaultConfig()
+	fs := c.flags()
+	var names []string
+	fsNames(fs, &names)
+	require.NotEmpty(t, names)
+	for _, n := range names {
+		require.Contains(t, out.String(), "--"+n)
+		require.Contains(t, out.String(), cli.EnvName(n))
+	}
+	for _, w := range []string{"--review-queue-url", "--concurrency", "CHATGUARD_DRAIN_TIMEOUT", "default 16", "default :9090", "default 6h0m0s", "worker migrate"} {
+		require.Contains(t, out.String(), w)
+	}
+}
+
+// fsNames lists the flags from the help text itself, so a flag added to
+// the FlagSet without a row would be caught by the row count below.
+func fsNames(fs *cli.FlagSet, names *[]string) {
+	var b bytes.Buffer
+	fs.Usage(&b)
+	for _, line := range strings.Split(b.String(), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "--") {
+			*names = append(*names, strings.Fields(line)[0][2:])
+		}
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	t.Parallel()
+	with := func(kv ...string) map[string]string {
+		env := validEnv()
+		for i := 0; i+1 < len(kv); i += 2 {
+			env[kv[i]] = kv[i+1]
+		}
+		return env
+	}
+	tests := []struct {
+		name   string
+		args   []string
+		env    map[string]string
+		want   int
+		stderr []string
+	}{
+		{name: "unknown flag", args: []string{"--nope"}, env: validEnv(), want: 2, stderr: []string{"--nope: unknown flag"}},
+		{name: "every bad value named", args: []string{"--concurrency=x", "--drain-timeout", "soon"}, env: with("CHATGUARD_MAX_AGE", "old"),
+			want: 2, stderr: []string{"--concurrency", "--drain-timeout", "CHATGUARD_MAX_AGE"}},
+		{name: "missing settings", env: map[string]string{}, want: 2,
+			stderr: []string{"--review-queue-url is required", "--mysql-dsn is required", "--chat-api-url is required", "--primary-base-url is required"}},
+		{name: "bad ranges", env: with("CHATGUARD_CONCURRENCY", "0", "CHATGUARD_HEARTBEAT_INTERVAL", "50s", "CHATGUARD_LOG_LEVEL", "loud",
+			"CHATGUARD_ADMIN_ADDR", "nope", "CHATGUARD_RETRY_BASE", "10m"),
+			want: 2, stderr: []string{"concurrency 0", "heartbeat interval", "--log-level", "--admin-addr", "retry base"}},
+		{name: "fallback without model", env: with("CHATGUARD_FALLBACK_BASE_URL", "http://api/v1"), want: 2, stderr: []string{"--fallback-model is required"}},
+		{name: "stray argument", args: []string{"now"}, env: validEnv(), want: 2, stderr: []string{"unexpected arguments"}},
+		{name: "migrate needs a dsn", args: []string{"migrate"}, env: map[string]string{}, want: 2, stderr: []string{"--mysql-dsn is required"}},
+		{name: "migrate unknown flag", args: []string{"migrate", "--down"}, env: map[string]string{}, want: 2, stderr: []string{"--down: unknown flag"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var out, errb bytes.Buffer
+			code := run(context.Background(), tc.args, func(k string) string { return tc.env[k] }, &out, &errb)
+			require.Equal(t, tc.want, code, errb.String())
+			for _, w := range tc.stderr {
+				require.Contains(t, errb.String(), w)
+			}
+		})
+	}
+}
+
+func TestFlagsAndEnvReachTheParts(t *testing.T) {
+	t.Parallel()
+	c := DefaultConfig()
+	fs := c.flags()
+	env := validEnv()
+	env["CHATGUARD_CONCURRENCY"] = "7"
+	require.NoError(t, fs.Parse([]string{"--max-age=90m", "--max-receive-count", "3", "--event-buffer=12", "--mysql-max-open-conns=9"}, func(k string) string { return env[k] }))
+	require.NoError(t, c.Validate())
+	require.Equal(t, 7, c.loop().Concurrency)
+	require.Equal(t, 3, c.loop().MaxReceiveCount)
+	require.Equal(t, 90*time.Minute, c.MaxAge)
+	require.Equal(t, 12, c.events().Buffer)
+	require.Equal(t, 9, c.mysql().MaxOpenConns)
+	require.Equal(t, "http://chat:8080", c.chat().BaseURL)
+	r := c.router()
+	require.Equal(t, "qwen", r.Primary.Model)
+	require.False(t, r.Fallback.Enabled())
+}

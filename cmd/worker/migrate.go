@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/migrations"
+	"github.com/chatguard/chatguard/storage/mysql"
+)
+
+// runMigrate is `worker migrate`: it applies pending schema migrations and
+// prints what it applied. Exit status: 0 applied or nothing to do, 1 failed,
+// 2 bad usage.
+func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	dsn, timeout := "", 5*time.Minute
+	fs := cli.NewFlagSet("worker migrate", "Applies the embedded MySQL schema migrations that are not applied yet, then exits.")
+	fs.StringVar(&dsn, "mysql-dsn", "MySQL DSN (user:pass@tcp(host:3306)/db)")
+	fs.DurationVar(&timeout, "migrate-timeout", "deadline of the whole migration")
+	if err := fs.Parse(args, getenv); errors.Is(err, cli.ErrHelp) {
+		fs.Usage(stdout)
+		return 0
+	} else if err != nil {
+		return cli.Fail(stderr, "worker migrate", err)
+	}
+	var errs []error
+	if dsn == "" {
+		errs = append(errs, errors.New("--mysql-dsn is required"))
+	}
+	if timeout <= 0 {
+		errs = append(errs, errors.New("--migrate-timeout must be positive"))
+	}
+	if len(fs.Args()) > 0 {
+		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return cli.Fail(stderr, "worker migrate", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	db, err := mysql.OpenDB(mysql.Config{DSN: dsn, MaxOpenConns: 2})
+	if err != nil {
+		fmt.Fprintf(stderr, "worker migrate: %v\n", err)
+		return 1
+	}
+	defer db.Close()
+	applied, err := migrations.Up(ctx, db)
+	for _, r := range applied {
+		fmt.Fprintf(stdout, "applied %s (version %d)\n", r.Name, r.Version)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "worker migrate: %v\n", err)
+		return 1
+	}
+	v, err := migrations.Version(ctx, db)
+	if err != nil {
+		fmt.Fprintf(stderr, "worker migrate: %v\n", err)
+		return 1
+	}
+	if len(applied) == 0 {
+		fmt.Fprintf(stdout, "nothing to apply; schema at version %d\n", v)
+	} else {
+		fmt.Fprintf(stdout, "schema at version %d\n", v)
+	}
+	return 0
+}

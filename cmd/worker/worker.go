@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/chatguard/chatguard/internal/awsclient"
+	"github.com/chatguard/chatguard/migrations"
+	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/sqsjob"
+	"github.com/chatguard/chatguard/storage/chatapi"
+	"github.com/chatguard/chatguard/storage/mysql"
+	"github.com/chatguard/chatguard/storage/sqsevents"
+)
+
+// Main is the worker process without the process: tests boot it in-process
+// with an admin address of 127.0.0.1:0.
+type Main struct {
+	Config Config
+	Log    *slog.Logger
+	Stdout io.Writer
+	// Reviewer, when set, replaces the stage engine built from Config
+	// (tests that count model calls or fake them).
+	Reviewer pipeline.Reviewer
+	// OnReady, when set, is called with the admin listener's address once
+	// the worker is about to poll.
+	OnReady func(adminAddr string)
+	// SchemaWait bounds how long Run waits for MySQL at start (default 30 s).
+	SchemaWait time.Duration
+}
+
+// eventFlushTimeout bounds flushing buffered lake events at shutdown.
+const eventFlushTimeout = 5 * time.Second
+
+// Run starts the worker and blocks until ctx is cancelled (SIGTERM), then
+// drains: it stops polling, lets in-flight jobs finish within the drain
+// timeout, hands the rest back, flushes lake events and returns nil. It
+// returns an error when a dependency cannot be set up at start (bad
+// configuration, MySQL unreachable or not migrated, the admin port taken).
+func (m *Main) Run(ctx context.Context) error {
+	cfg := m.Config
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("worker: config: %w", err)
+	}
+	log := m.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	awsCfg, err := awsclient.Load(ctx, awsclient.Options{HTTPTimeout: 45 * time.Second})
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	sqsc := awsclient.SQS(awsCfg)
+
+	db, err := mysql.OpenDB(cfg.mysql())
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	defer db.Close()
+	wait := m.SchemaWait
+	if wait <= 0 {
+		wait = 30 * time.Second
+	}
+	if err := checkSchema(ctx, db, wait); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	store := mysql.New(db)
+
+	chatCfg := cfg.chat()
+	chatCfg.Registerer = reg
+	chat, err := chatapi.New(chatCfg)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+
+	pub, err := sqsevents.New(cfg.events(), sqsc, reg)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	pub.Start()
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventFlushTimeout)
+		defer cancel()
+		if err := pub.Stop(fctx); err != nil {
+			log.Warn("worker: lake events left unsent at shutdown", "err", err)
+		}
+	}()
+
+	reviewer := m.Reviewer
+	if reviewer == nil {
+		reviewer, err = newReviewer(cfg, pub, reg, log)
+		if err != nil {
+			return fmt.Errorf("worker: %w", err)
+		}
+	}
+
+	metrics := sqsjob.NewMetrics(reg)
+	handler := sqsjob.NewReviewHandler(sqsjob.ReviewConfig{MaxAge: cfg.MaxAge}, store, chat, reviewer, pub, metrics, log)
+	loop, err := sqsjob.New(cfg.loop(), sqsc, handler, metrics, log)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+
+	ln, err := net.Listen("tcp", cfg.AdminAddr)
+	if err != nil {
+		return fmt.Errorf("worker: admin listen: %w", err)
+	}
+	srv := &http.Server{Handler: adminHandler(reg, loop, store), ReadHeaderTimeout: 5 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("worker: admin server", "err", err)
+		}
+	}()
+
+	log.Info("worker: polling", "queue", cfg.ReviewQueueURL, "concurrency", cfg.Concurrency,
+		"pipeline_version", reviewer.PipelineVersion(), "admin_addr", ln.Addr().String())
+	if m.OnReady != nil {
+		m.OnReady(ln.Addr().String())
+	}
+	err = loop.Run(ctx)
+	log.Info("worker: drained", "cause", fmt.Sprint(context.Cause(ctx)))
+	return err
+}
+
+// checkSchema waits (bounded) for MySQL and refuses to start on a schema
+// older than this build: migrations are applied by `worker migrate`, never
+// by a starting pod.
+func checkSchema(ctx context.Context, db *sql.DB, wait time.Duration) error {
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for {
+		pctx, pcancel := context.WithTimeout(wctx, 3*time.Second)
+		err := db.PingContext(pctx)
+		pcancel()
+		if err == nil {
+			break
+		}
+		select {
+		case <-wctx.Done():
+			return fmt.Errorf("mysql unreachable after %s: %w", wait, err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	latest, err := migrations.Latest()
+	if err != nil {
+		return err
+	}
+	v, err := migrations.Version(wctx, db)
+	if err != nil {
+		return fmt.Errorf("reading the schema version (run 'worker migrate'): %w", err)
+	}
+	if v < latest {
+		return fmt.Errorf("the database schema is at version %d, this build needs %d: run 'worker migrate'", v, latest)
+	}
+	return nil
+}
