@@ -64,7 +64,9 @@ func TestS3MultipartUploadThroughManager(t *testing.T) {
 	bucket := stacktest.LakeBucket(t)
 	ctx := ctxFor(t, time.Minute)
 	key := stacktest.Unique("it-multipart") + "/big.bin"
-	t.Cleanup(func() { _, _ = c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)}) })
+	t.Cleanup(func() {
+		_, _ = c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	})
 
 	data := make([]byte, 12<<20+123) // three parts of 5 MiB, the last one short
 	_, err := rand.Read(data)

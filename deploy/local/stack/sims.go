@@ -2,6 +2,11 @@ package stack
 
 import (
 	"context"
+	"fmt"
+	"time"
+
+	"github.com/chatguard/chatguard/deploy/local/chatapi"
+	"github.com/chatguard/chatguard/deploy/local/llmsim"
 )
 
 // startSims starts the in-process stand-ins on their bound listeners: the
@@ -9,9 +14,72 @@ import (
 // simulators (primary like a local vLLM, fallback like a managed API with a
 // key). Each publishes its variables.
 func (s *Stack) startSims(ctx context.Context, listeners map[string]*lazyListener) error {
-	// Slots, wired as the packages land: deploy/local/athenasim,
-	// deploy/local/chatapi, deploy/local/llmsim.
-	_ = ctx
-	_ = listeners
+	if err := s.startAthena(ctx, listeners["athena"]); err != nil {
+		return err
+	}
+	chat, err := chatapi.New(chatapi.Config{LakeDir: s.cfg.LakeDir()})
+	if err != nil {
+		return fmt.Errorf("chat api: %w", err)
+	}
+	url, err := s.serve(ctx, "chat-api", listeners["chat-api"].take(), chat.Handler())
+	if err != nil {
+		return err
+	}
+	s.set("CHATGUARD_CHAT_API_URL", url)
+
+	for _, sim := range []struct {
+		name, prefix string
+		cfg          llmsim.Config
+	}{
+		{"primary", "CHATGUARD_PRIMARY_", primaryConfig()},
+		{"fallback", "CHATGUARD_FALLBACK_", fallbackConfig()},
+	} {
+		srv, err := llmsim.New(sim.cfg)
+		if err != nil {
+			return fmt.Errorf("%s llm: %w", sim.name, err)
+		}
+		s.onStop(sim.name+" llm waits", func(context.Context) error { srv.Close(); return nil })
+		root, err := s.serve(ctx, sim.name, listeners[sim.name].take(), srv.Handler())
+		if err != nil {
+			return err
+		}
+		s.set(
+			sim.prefix+"BASE_URL", root+"/v1",
+			sim.prefix+"MODEL", sim.cfg.Models[0],
+			sim.prefix+"ADMIN_URL", root+"/admin",
+		)
+		if sim.cfg.APIKey != "" {
+			s.set(sim.prefix+"API_KEY", sim.cfg.APIKey)
+		}
+	}
+	s.cfg.logger().Info("stand-ins ready")
+	return nil
+}
+
+// primaryConfig stands in for the vLLM pool: no key, 503 when its queue is
+// full, like vLLM behind a gateway.
+func primaryConfig() llmsim.Config {
+	c := llmsim.DefaultConfig()
+	c.Name = "primary"
+	c.Models = []string{PrimaryModel}
+	return c
+}
+
+// fallbackConfig stands in for the managed API: a key, slower first
+// tokens, 429 when over capacity.
+func fallbackConfig() llmsim.Config {
+	c := llmsim.DefaultConfig()
+	c.Name = "fallback"
+	c.Models = []string{FallbackModel}
+	c.APIKey = FallbackAPIKey
+	c.TTFT = 150 * time.Millisecond
+	c.QueueFullStatus = 429
+	return c
+}
+
+// startAthena is the slot of the Athena stand-in (deploy/local/athenasim),
+// wired when that package lands.
+func (s *Stack) startAthena(ctx context.Context, ll *lazyListener) error {
+	_, _ = ctx, ll
 	return nil
 }

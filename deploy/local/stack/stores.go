@@ -181,4 +181,3 @@ func (s *redisService) stop() {
 		s.mini.Close()
 	}
 }
-
