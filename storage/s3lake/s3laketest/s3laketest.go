@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/storage/s3lake"
 )
 
 // Events returns n lake events of mixed types spread over hours hours
@@ -31,7 +33,7 @@ func Events(n int, seed uint64, start time.Time, hours int) []pipeline.LakeEvent
 	cats := append([]pipeline.Category{pipeline.CategoryClean}, pipeline.AbuseCategories...)
 	actions := []pipeline.Action{pipeline.ActionNone, pipeline.ActionWarn, pipeline.ActionRestrict, pipeline.ActionBan}
 	for i := range out {
-		occurred := start.UTC().Add(time.Duration(r.Int64N(int64(hours)*int64(time.Hour)))).Truncate(time.Millisecond)
+		occurred := start.UTC().Add(time.Duration(r.Int64N(int64(hours) * int64(time.Hour)))).Truncate(time.Millisecond)
 		ws := occurred.Truncate(time.Hour).Add(-time.Hour)
 		we := ws.Add(time.Hour)
 		room := fmt.Sprintf("room-%05d", r.IntN(5000))
@@ -116,4 +118,104 @@ func Client(endpoint string) *s3.Client {
 		UsePathStyle: true,
 		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
 	})
+}
+
+// Lake is what ReadLake reads from: s3lake.Store or an in-memory map.
+type Lake interface {
+	List(ctx context.Context, prefix string) ([]string, error)
+	Get(ctx context.Context, key string) ([]byte, error)
+}
+
+// Contents is a lake read back: every row as its wire envelope (with
+// duplicates), the key of each row, and every error line.
+type Contents struct {
+	Events []pipeline.LakeEvent
+	Keys   []string
+	Errors []s3lake.ErrorLine
+	// Objects counts the objects read.
+	Objects int
+}
+
+// ByID indexes the events by event id and counts copies of each.
+func (c Contents) ByID() (map[string]pipeline.LakeEvent, map[string]int) {
+	byID, copies := map[string]pipeline.LakeEvent{}, map[string]int{}
+	for _, ev := range c.Events {
+		byID[ev.EventID] = ev
+		copies[ev.EventID]++
+	}
+	return byID, copies
+}
+
+// ReadLake reads every Parquet object under eventsPrefix and every errors
+// object under errorsPrefix. It fails when an object is not where its rows
+// belong: a key must be <eventsPrefix>event_type=<t>/dt=<day>/hour=<hh>/
+// with t, day and hour those of each row's occurred_at.
+func ReadLake(ctx context.Context, lake Lake, eventsPrefix, errorsPrefix string) (Contents, error) {
+	var out Contents
+	keys, err := lake.List(ctx, eventsPrefix)
+	if err != nil {
+		return out, err
+	}
+	for _, key := range keys {
+		data, err := lake.Get(ctx, key)
+		if err != nil {
+			return out, err
+		}
+		out.Objects++
+		rest := strings.TrimPrefix(key, eventsPrefix)
+		typ, _, _ := strings.Cut(strings.TrimPrefix(rest, "event_type="), "/")
+		var evs []pipeline.LakeEvent
+		switch pipeline.EventType(typ) {
+		case pipeline.EventInferenceLog:
+			evs, err = rowsOf(data, s3lake.InferenceLogRow.LakeEvent)
+		case pipeline.EventModeratorFeedback:
+			evs, err = rowsOf(data, s3lake.ModeratorFeedbackRow.LakeEvent)
+		case pipeline.EventVerdict:
+			evs, err = rowsOf(data, s3lake.VerdictRow.LakeEvent)
+		default:
+			return out, fmt.Errorf("object %s is not under an event_type partition", key)
+		}
+		if err != nil {
+			return out, fmt.Errorf("object %s: %w", key, err)
+		}
+		for _, ev := range evs {
+			want := eventsPrefix + s3lake.PartitionPath(ev.EventType, s3lake.HourOf(ev.OccurredAt))
+			if !strings.HasPrefix(key, want) {
+				return out, fmt.Errorf("event %s of %s at %s is in %s, want %s", ev.EventID, ev.EventType, ev.OccurredAt, key, want)
+			}
+			out.Events = append(out.Events, ev)
+			out.Keys = append(out.Keys, key)
+		}
+	}
+	if errorsPrefix == "" {
+		return out, nil
+	}
+	keys, err = lake.List(ctx, errorsPrefix)
+	if err != nil {
+		return out, err
+	}
+	for _, key := range keys {
+		data, err := lake.Get(ctx, key)
+		if err != nil {
+			return out, err
+		}
+		lines, err := s3lake.DecodeErrors(data)
+		if err != nil {
+			return out, fmt.Errorf("object %s: %w", key, err)
+		}
+		out.Errors = append(out.Errors, lines...)
+	}
+	return out, nil
+}
+
+func rowsOf[T any](data []byte, conv func(T) pipeline.LakeEvent) ([]pipeline.LakeEvent, error) {
+	rows, err := s3lake.ReadRows[T](data)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]pipeline.LakeEvent, len(rows))
+	for i, r := range rows {
+		out[i] = conv(r)
+	}
+	return out, nil
 }

@@ -1,0 +1,95 @@
+package consumer
+
+import (
+	"encoding/json"
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chatguard/chatguard/storage/s3lake"
+)
+
+type metrics struct {
+	events        *prometheus.CounterVec
+	flushes       *prometheus.CounterVec
+	queueErrors   *prometheus.CounterVec
+	errorsWritten prometheus.Counter
+	objectBytes   prometheus.Histogram
+	flushSeconds  prometheus.Histogram
+	all           []prometheus.Collector
+}
+
+func newMetrics(c *Consumer) *metrics {
+	m := &metrics{
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chatguard_consumer_events_total",
+			Help: "Feedback-queue messages by event type (unknown when it could not be read) and outcome: received, invalid, duplicate (redelivered while buffered), written.",
+		}, []string{"event_type", "outcome"}),
+		flushes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chatguard_consumer_flushes_total",
+			Help: "Object writes by outcome: ok, retry (a failed attempt), abandoned (drain deadline passed), rerouted (could not encode; sent to errors).",
+		}, []string{"outcome"}),
+		queueErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chatguard_consumer_queue_errors_total",
+			Help: "Failed queue operations by op: receive (calls), delete, extend and release (messages).",
+		}, []string{"op"}),
+		errorsWritten: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chatguard_consumer_errors_written_total",
+			Help: "Invalid messages written under the errors prefix.",
+		}),
+		objectBytes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "chatguard_consumer_object_bytes",
+			Help:    "Size of written lake objects.",
+			Buckets: prometheus.ExponentialBuckets(1<<10, 4, 11), // 1 KiB .. 1 GiB
+		}),
+		flushSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "chatguard_consumer_flush_duration_seconds",
+			Help:    "Time to encode and write one object, retries included.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 3, 10),
+		}),
+	}
+	for _, t := range s3lake.EventTypes {
+		for _, o := range []string{"received", "invalid", "duplicate", "written"} {
+			m.events.WithLabelValues(string(t), o)
+		}
+	}
+	m.events.WithLabelValues("unknown", "invalid")
+	for _, o := range []string{"ok", "retry", "abandoned", "rerouted"} {
+		m.flushes.WithLabelValues(o)
+	}
+	for _, o := range []string{"receive", "delete", "extend", "release"} {
+		m.queueErrors.WithLabelValues(o)
+	}
+	m.all = []prometheus.Collector{
+		m.events, m.flushes, m.queueErrors, m.errorsWritten, m.objectBytes, m.flushSeconds,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "chatguard_consumer_buffered_bytes",
+			Help: "Body bytes of messages received and not yet deleted (buffered or being written).",
+		}, func() float64 { return float64(c.bufferedBytes()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "chatguard_consumer_buffered_events",
+			Help: "Messages received and not yet deleted (buffered or being written).",
+		}, func() float64 { return float64(c.bufferedEvents()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "chatguard_consumer_oldest_buffered_age_seconds",
+			Help: "Age of the oldest message received and not yet deleted.",
+		}, func() float64 { return c.oldestAge().Seconds() }),
+	}
+	return m
+}
+
+func (m *metrics) register(r prometheus.Registerer) error {
+	var errs []error
+	for _, col := range m.all {
+		if err := r.Register(col); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// jsonLine renders a decoded event back to its wire JSON for errors/.
+func jsonLine(ev s3lake.Event) (string, error) {
+	b, err := json.Marshal(ev.LakeEvent)
+	return string(b), err
+}
