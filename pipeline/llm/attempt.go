@@ -1,0 +1,213 @@
+package llm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// errTruncated marks an answer cut at the token limit.
+var errTruncated = errors.New("answer truncated at the token limit")
+
+// errNoFinish marks a stream that ended without a finish reason: the
+// connection dropped mid-answer.
+var errNoFinish = errors.New("stream ended without a finish reason")
+
+// attempt makes one streaming call on the leased pool, validates the
+// answer, updates the pool's breaker and cooldown, records metrics and calls
+// OnAttempt.
+func (r *Router) attempt(ctx context.Context, l lease, req *Request, msgs []Message, n int, repair bool, resp *Response) Attempt {
+	p := l.p
+	a := Attempt{N: n, Pool: p.cfg.Name, Model: p.cfg.Model, Repair: repair}
+	meta := &attemptMeta{}
+	actx, cancel := context.WithTimeout(context.WithValue(ctx, metaKey{}, meta), p.cfg.AttemptTimeout)
+	defer cancel()
+	start := r.now()
+	content, finish, err := r.stream(actx, p, req, msgs, &a, start)
+	a.Latency = r.now().Sub(start)
+	a.Content = content
+
+	neutral, failed := false, false
+	switch {
+	case err == nil && finish == string(openai.FinishReasonLength):
+		a.Outcome, a.Err = OutcomeTruncated, errTruncated
+	case err == nil && finish == "":
+		a.Outcome, a.Err, failed = OutcomeDropped, errNoFinish, true
+	case err == nil:
+		a.Outcome = OutcomeOK
+		if req.Validate != nil {
+			if verr := req.Validate(content); verr != nil {
+				a.Outcome, a.Err = OutcomeInvalid, verr
+			}
+		}
+	case ctx.Err() != nil:
+		a.Outcome, a.Err, neutral = OutcomeCanceled, context.Cause(ctx), true
+	case errors.Is(actx.Err(), context.DeadlineExceeded):
+		a.Outcome, a.Err, failed = OutcomeTimeout, fmt.Errorf("attempt timed out after %s: %w", p.cfg.AttemptTimeout, err), true
+	default:
+		status := httpStatus(err)
+		switch {
+		case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
+			a.Outcome, a.Err, neutral = OutcomeThrottled, err, true
+			p.cooldown.extend(r.now().Add(cooldownFor(meta.retryAfter, p.cfg, r.now())))
+		case status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge || status == http.StatusUnprocessableEntity:
+			// The request itself is wrong; another pool or attempt will not
+			// make it right.
+			a.Outcome, a.Err, neutral = OutcomeRejected, err, true
+		case status >= 400:
+			// 5xx, 408, and 401/403/404 (a misconfigured pool): the pool
+			// is unhealthy for us.
+			a.Outcome, a.Err, failed = OutcomeServerError, err, true
+		case isDecodeError(err):
+			a.Outcome, a.Err, failed = OutcomeDropped, err, true
+		default:
+			a.Outcome, a.Err, failed = OutcomeTransport, err, true
+		}
+	}
+	p.breaker.done(r.now(), l.probe, failed, neutral && !failed)
+
+	st, pl := string(req.Stage), string(p.cfg.Name)
+	r.m.attempts.WithLabelValues(st, pl, a.Outcome).Inc()
+	r.m.latency.WithLabelValues(st, pl).Observe(a.Latency.Seconds())
+	if a.TTFT > 0 {
+		r.m.ttft.WithLabelValues(st, pl).Observe(a.TTFT.Seconds())
+	}
+	if a.TokensIn > 0 {
+		r.m.tokens.WithLabelValues(st, pl, "in").Add(float64(a.TokensIn))
+	}
+	if a.TokensOut > 0 {
+		r.m.tokens.WithLabelValues(st, pl, "out").Add(float64(a.TokensOut))
+	}
+	resp.TokensIn += a.TokensIn
+	resp.TokensOut += a.TokensOut
+	if req.OnAttempt != nil {
+		req.OnAttempt(a)
+	}
+	return a
+}
+
+// stream sends the request and reads the streamed answer. It returns the
+// content, the finish reason ("" when the stream ended without one) and
+// the first error.
+func (r *Router) stream(ctx context.Context, p *pool, req *Request, msgs []Message, a *Attempt, start time.Time) ([]byte, string, error) {
+	creq := openai.ChatCompletionRequest{
+		Model:         p.cfg.Model,
+		Messages:      toOpenAI(msgs),
+		MaxTokens:     req.MaxTokens,
+		Stream:        true,
+		StreamOptions: &openai.StreamOptions{IncludeUsage: true},
+	}
+	if req.Schema != nil {
+		creq.ResponseFormat = &openai.ChatCompletionResponseFormat{
+			Type: openai.ChatCompletionResponseFormatTypeJSONSchema,
+			JSONSchema: &openai.ChatCompletionResponseFormatJSONSchema{
+				Name: string(req.Stage), Schema: req.Schema, Strict: true,
+			},
+		}
+	}
+	s, err := p.client.CreateChatCompletionStream(ctx, creq)
+	if err != nil {
+		return nil, "", err
+	}
+	defer s.Close()
+	var buf bytes.Buffer
+	finish := ""
+	for {
+		chunk, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			if ctx.Err() != nil {
+				// A cancelled body read can surface as EOF.
+				return buf.Bytes(), "", ctx.Err()
+			}
+			return buf.Bytes(), finish, nil
+		}
+		if err != nil {
+			return buf.Bytes(), "", err
+		}
+		if chunk.Usage != nil {
+			a.TokensIn, a.TokensOut = chunk.Usage.PromptTokens, chunk.Usage.CompletionTokens
+		}
+		for _, c := range chunk.Choices {
+			if c.Index != 0 {
+				continue
+			}
+			if c.Delta.Content != "" {
+				if a.TTFT == 0 {
+					a.TTFT = max(r.now().Sub(start), time.Nanosecond)
+				}
+				buf.WriteString(c.Delta.Content)
+			}
+			if c.FinishReason != "" {
+				finish = string(c.FinishReason)
+			}
+		}
+	}
+}
+
+func toOpenAI(msgs []Message) []openai.ChatCompletionMessage {
+	out := make([]openai.ChatCompletionMessage, len(msgs))
+	for i, m := range msgs {
+		out[i].Role = string(m.Role)
+		if len(m.ImageURLs) == 0 {
+			out[i].Content = m.Text
+			continue
+		}
+		parts := make([]openai.ChatMessagePart, 0, 1+len(m.ImageURLs))
+		parts = append(parts, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText, Text: m.Text})
+		for _, u := range m.ImageURLs {
+			parts = append(parts, openai.ChatMessagePart{
+				Type:     openai.ChatMessagePartTypeImageURL,
+				ImageURL: &openai.ChatMessageImageURL{URL: u, Detail: openai.ImageURLDetailLow},
+			})
+		}
+		out[i].MultiContent = parts
+	}
+	return out
+}
+
+func httpStatus(err error) int {
+	var apiErr *openai.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.HTTPStatusCode
+	}
+	var reqErr *openai.RequestError
+	if errors.As(err, &reqErr) {
+		return reqErr.HTTPStatusCode
+	}
+	return 0
+}
+
+func isDecodeError(err error) bool {
+	var se *json.SyntaxError
+	var ue *json.UnmarshalTypeError
+	return errors.As(err, &se) || errors.As(err, &ue) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, openai.ErrTooManyEmptyStreamMessages) || strings.HasPrefix(err.Error(), "error, ")
+}
+
+// cooldownFor turns a Retry-After value (seconds, an HTTP date, or our
+// "ms:" form from retry-after-ms) into a cooldown, capped at MaxCooldown.
+func cooldownFor(v string, cfg PoolConfig, now time.Time) time.Duration {
+	d := cfg.DefaultCooldown
+	switch {
+	case strings.HasPrefix(v, "ms:"):
+		if ms, err := strconv.ParseInt(v[3:], 10, 64); err == nil && ms > 0 {
+			d = time.Duration(ms) * time.Millisecond
+		}
+	case v != "":
+		if s, err := strconv.ParseFloat(v, 64); err == nil && s > 0 {
+			d = time.Duration(s * float64(time.Second))
+		} else if t, err := http.ParseTime(v); err == nil && t.After(now) {
+			d = t.Sub(now)
+		}
+	}
+	return min(d, cfg.MaxCooldown)
+}

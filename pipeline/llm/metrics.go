@@ -1,0 +1,88 @@
+package llm
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the router's Prometheus series. Label values come from small
+// fixed sets: stage names, pool names, outcomes and reasons defined here.
+type metrics struct {
+	requests  *prometheus.CounterVec
+	attempts  *prometheus.CounterVec
+	ttft      *prometheus.HistogramVec
+	latency   *prometheus.HistogramVec
+	tokens    *prometheus.CounterVec
+	fallbacks *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer, r *Router) (*metrics, error) {
+	latencyBuckets := []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120}
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chatguard_llm_requests_total",
+			Help: "Stage calls through the router by the pool that answered (none when every attempt failed) and outcome (ok, failed, canceled, rejected).",
+		}, []string{"stage", "pool", "outcome"}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chatguard_llm_attempts_total",
+			Help: "Single calls to a pool by outcome (ok, invalid, truncated, throttled, timeout, server_error, dropped, transport, rejected, canceled).",
+		}, []string{"stage", "pool", "outcome"}),
+		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "chatguard_llm_ttft_seconds",
+			Help:    "Time to the first streamed token of an attempt.",
+			Buckets: latencyBuckets,
+		}, []string{"stage", "pool"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "chatguard_llm_latency_seconds",
+			Help:    "Duration of an attempt, stream included.",
+			Buckets: latencyBuckets,
+		}, []string{"stage", "pool"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chatguard_llm_tokens_total",
+			Help: "Tokens by direction (in, out) as the pool reported them.",
+		}, []string{"stage", "pool", "direction"}),
+		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chatguard_llm_fallbacks_total",
+			Help: "Attempts sent to the fallback pool by why the primary was passed over (cooldown, breaker_open, gate_full, last_attempt).",
+		}, []string{"stage", "reason"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	cs := []prometheus.Collector{m.requests, m.attempts, m.ttft, m.latency, m.tokens, m.fallbacks}
+	for _, p := range r.pools() {
+		labels := prometheus.Labels{"pool": string(p.cfg.Name)}
+		cs = append(cs,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "chatguard_llm_cooldown_active", Help: "1 while the pool is cooling down after a 429/503.", ConstLabels: labels,
+			}, func() float64 {
+				if p.cooldown.active(time.Now()) {
+					return 1
+				}
+				return 0
+			}),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "chatguard_llm_breaker_state", Help: "The pool's circuit breaker: 0 closed, 1 half-open, 2 open.", ConstLabels: labels,
+			}, func() float64 { return float64(p.breaker.current(time.Now())) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "chatguard_llm_gate_in_use", Help: "Calls in flight to the pool from this process.", ConstLabels: labels,
+			}, func() float64 { return float64(p.gate.used()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "chatguard_llm_gate_capacity", Help: "The pool's concurrency limit in this process.", ConstLabels: labels,
+			}, func() float64 { return float64(p.cfg.MaxConcurrency) }),
+		)
+	}
+	var errs []error
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("llm: register metrics: %w", err)
+	}
+	return m, nil
+}

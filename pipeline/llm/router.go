@@ -1,0 +1,430 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chatguard/chatguard/pipeline"
+)
+
+// Role is a chat message's role in a request.
+type Role string
+
+// The roles a stage request uses.
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+)
+
+// Message is one message of a stage request. ImageURLs become image_url
+// parts (low detail) after the text.
+type Message struct {
+	Role      Role
+	Text      string
+	ImageURLs []string
+}
+
+// Request is one stage call.
+type Request struct {
+	Stage pipeline.StageName
+	Class Class
+	// Messages are the prompt.
+	Messages []Message
+	// Schema is sent as response_format json_schema named after Stage.
+	Schema json.RawMessage
+	// MaxTokens bounds the answer; 0 leaves it to the server.
+	MaxTokens int
+	// Validate checks an answer; an error makes it invalid. Nil accepts
+	// any answer.
+	Validate func(content []byte) error
+	// Repair returns the messages to append to Messages for the one repair
+	// try an invalid or truncated answer gets; nil means no repair.
+	Repair func(content []byte, problem error) []Message
+	// OnAttempt, when set, is called after every attempt (repair tries
+	// included) on the caller's goroutine: the hook for inference logs.
+	OnAttempt func(Attempt)
+}
+
+// Attempt outcomes, as reported in Attempt.Outcome and the attempts metric.
+const (
+	OutcomeOK          = "ok"
+	OutcomeInvalid     = "invalid"
+	OutcomeTruncated   = "truncated"
+	OutcomeThrottled   = "throttled"
+	OutcomeTimeout     = "timeout"
+	OutcomeServerError = "server_error"
+	OutcomeDropped     = "dropped"
+	OutcomeTransport   = "transport"
+	OutcomeRejected    = "rejected"
+	OutcomeCanceled    = "canceled"
+)
+
+// Fallback reasons, as counted in chatguard_llm_fallbacks_total.
+const (
+	reasonCooldown    = "cooldown"
+	reasonBreakerOpen = "breaker_open"
+	reasonGateFull    = "gate_full"
+	reasonLastAttempt = "last_attempt"
+)
+
+// Attempt describes one call to a pool.
+type Attempt struct {
+	// N counts the stage's attempts from 1.
+	N      int
+	Pool   pipeline.Pool
+	Model  string
+	Repair bool
+	// Outcome is one of the Outcome constants.
+	Outcome string
+	// Err is the attempt's error (nil when Outcome is ok).
+	Err       error
+	TTFT      time.Duration
+	Latency   time.Duration
+	TokensIn  int
+	TokensOut int
+	// Content is the answer as streamed (ok, invalid and truncated
+	// outcomes); it is model output and may quote chat text.
+	Content []byte
+}
+
+// Response is a stage's validated answer.
+type Response struct {
+	Content []byte
+	// Pool and Model answered.
+	Pool  pipeline.Pool
+	Model string
+	// Attempts counts every call made for the stage, repair tries included.
+	Attempts int
+	// TTFT is the answering attempt's time to first token.
+	TTFT time.Duration
+	// Latency is the stage's whole duration, waits and retries included.
+	Latency time.Duration
+	// TokensIn and TokensOut sum every attempt: what the stage cost.
+	TokensIn, TokensOut int
+}
+
+// Router sends stage calls to the pools. It is safe for concurrent use and
+// meant to be shared by every caller in the process: its gates, cooldowns
+// and breakers only work when shared.
+type Router struct {
+	cfg      Config
+	primary  *pool
+	fallback *pool // nil when not configured
+	m        *metrics
+	now      func() time.Time
+}
+
+// New builds a router from cfg (defaults applied, then validated) and
+// registers its metrics on reg (nil registers nothing). It makes no network
+// calls.
+func New(cfg Config, reg prometheus.Registerer) (*Router, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &Router{cfg: cfg, primary: newPool(cfg.Primary), now: time.Now}
+	if cfg.Fallback.Enabled() {
+		r.fallback = newPool(cfg.Fallback)
+	}
+	m, err := newMetrics(reg, r)
+	if err != nil {
+		return nil, err
+	}
+	r.m = m
+	return r, nil
+}
+
+func (r *Router) pools() []*pool {
+	if r.fallback == nil {
+		return []*pool{r.primary}
+	}
+	return []*pool{r.primary, r.fallback}
+}
+
+// Models returns the model ids of the primary and fallback pools (fallback
+// empty when not configured), for the pipeline version.
+func (r *Router) Models() (primary, fallback string) {
+	if r.fallback != nil {
+		fallback = r.fallback.cfg.Model
+	}
+	return r.primary.cfg.Model, fallback
+}
+
+// PoolState is a pool's shared state at one moment.
+type PoolState struct {
+	Pool         pipeline.Pool
+	CoolingUntil time.Time // zero or past when not cooling
+	Breaker      BreakerState
+	InUse, Limit int
+}
+
+// State returns every pool's state, for health pages and tests.
+func (r *Router) State() []PoolState {
+	now := r.now()
+	var out []PoolState
+	for _, p := range r.pools() {
+		s := PoolState{Pool: p.cfg.Name, Breaker: p.breaker.current(now), InUse: p.gate.used(), Limit: p.cfg.MaxConcurrency}
+		if p.cooldown.active(now) {
+			s.CoolingUntil = p.cooldown.end()
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// Complete runs one stage call to a validated answer. It returns:
+//   - the wrapped context.Cause(ctx) when ctx ends (a *pipeline.StoppedError
+//     cause survives errors.As);
+//   - a *pipeline.PermanentError when a pool rejected the request itself
+//     (400, 413, 422): no retry can fix the prompt;
+//   - a *pipeline.RetryableError when every attempt failed or no pool could
+//     take the call before the deadline; After is when the primary's
+//     cooldown ends, if it is cooling.
+func (r *Router) Complete(ctx context.Context, req Request) (Response, error) {
+	start := r.now()
+	st := string(req.Stage)
+	var (
+		resp      Response
+		lastErr   error
+		lastPool  *pool
+		failRun   int // consecutive failures, for the backoff
+		msgs      = req.Messages
+		attempted = 0
+	)
+	finish := func(pool, outcome string) {
+		r.m.requests.WithLabelValues(st, pool, outcome).Inc()
+	}
+	for attempted < r.cfg.MaxAttempts {
+		last := attempted == r.cfg.MaxAttempts-1
+		l, reason, err := r.acquire(ctx, req.Class, lastPool, last)
+		if err != nil {
+			if ctx.Err() != nil {
+				finish("none", OutcomeCanceled)
+				return resp, fmt.Errorf("llm: %s: %w", st, context.Cause(ctx))
+			}
+			finish("none", "failed")
+			return resp, pipeline.Retryable(fmt.Errorf("llm: %s: %w", st, errors.Join(err, lastErr)), r.primaryWait())
+		}
+		if l.p == lastPool && failRun > 0 {
+			// The pool that just failed again: back off with full jitter,
+			// without holding its slot while we sleep. A switch to the
+			// other pool skips this: never wait out a pool's backoff
+			// before trying the other.
+			l.release()
+			if !sleepCtx(ctx, r.backoff(failRun)) {
+				finish("none", OutcomeCanceled)
+				return resp, fmt.Errorf("llm: %s: %w", st, context.Cause(ctx))
+			}
+			// Choose again: the world may have changed while we slept.
+			if l, reason, err = r.acquire(ctx, req.Class, lastPool, last); err != nil {
+				if ctx.Err() != nil {
+					finish("none", OutcomeCanceled)
+					return resp, fmt.Errorf("llm: %s: %w", st, context.Cause(ctx))
+				}
+				finish("none", "failed")
+				return resp, pipeline.Retryable(fmt.Errorf("llm: %s: %w", st, errors.Join(err, lastErr)), r.primaryWait())
+			}
+		}
+		p := l.p
+		if p == r.fallback && reason != "" {
+			r.m.fallbacks.WithLabelValues(st, reason).Inc()
+		}
+		a, content := r.attemptWithRepair(ctx, l, &req, msgs, &attempted, &resp)
+		l.release()
+		lastPool = p
+		if a.Outcome == OutcomeOK {
+			resp.Content = content
+			resp.Pool = p.cfg.Name
+			resp.Model = p.cfg.Model
+			resp.TTFT = a.TTFT
+			resp.Attempts = attempted
+			resp.Latency = r.now().Sub(start)
+			finish(string(p.cfg.Name), OutcomeOK)
+			return resp, nil
+		}
+		lastErr = a.Err
+		failRun++
+		switch a.Outcome {
+		case OutcomeCanceled:
+			finish("none", OutcomeCanceled)
+			return resp, fmt.Errorf("llm: %s: %w", st, context.Cause(ctx))
+		case OutcomeRejected:
+			finish("none", OutcomeRejected)
+			return resp, pipeline.Permanent(fmt.Errorf("llm: %s: %w", st, a.Err))
+		}
+	}
+	resp.Attempts = attempted
+	finish("none", "failed")
+	return resp, pipeline.Retryable(fmt.Errorf("llm: %s: %d attempts failed, last: %w", st, attempted, lastErr), r.primaryWait())
+}
+
+// attemptWithRepair makes one attempt on p (whose slot the caller holds)
+// and, when the answer is invalid or truncated and attempts remain, one
+// repair try on the same pool. It returns the last attempt.
+func (r *Router) attemptWithRepair(ctx context.Context, l lease, req *Request, msgs []Message, attempted *int, resp *Response) (Attempt, []byte) {
+	a := r.attempt(ctx, l, req, msgs, *attempted+1, false, resp)
+	*attempted++
+	if (a.Outcome != OutcomeInvalid && a.Outcome != OutcomeTruncated) || req.Repair == nil || *attempted >= r.cfg.MaxAttempts {
+		return a, a.Content
+	}
+	fix := req.Repair(a.Content, a.Err)
+	repaired := make([]Message, 0, len(msgs)+len(fix))
+	repaired = append(append(repaired, msgs...), fix...)
+	a = r.attempt(ctx, l, req, repaired, *attempted+1, true, resp)
+	*attempted++
+	return a, a.Content
+}
+
+// primaryWait is how long until the primary is worth calling again, as a
+// hint for the job loop's redelivery delay.
+func (r *Router) primaryWait() time.Duration {
+	if d := r.primary.cooldown.end().Sub(r.now()); d > 0 {
+		return d
+	}
+	return 0
+}
+
+func (r *Router) backoff(n int) time.Duration {
+	ceil := r.cfg.BaseBackoff << min(n-1, 20)
+	if ceil > r.cfg.MaxBackoff || ceil <= 0 {
+		ceil = r.cfg.MaxBackoff
+	}
+	return rand.N(ceil + 1)
+}
+
+var errNoPool = errors.New("no pool can take the call before the deadline")
+
+// lease is a taken gate slot, and a breaker probe slot when the pool was
+// half-open.
+type lease struct {
+	p     *pool
+	probe bool
+}
+
+func (l lease) release() { l.p.gate.release() }
+
+// take acquires p's slot (waiting up to wait) and asks its breaker.
+func (p *pool) take(ctx context.Context, class Class, wait time.Duration, now func() time.Time) (lease, bool) {
+	if !p.gate.acquire(ctx, class, wait) {
+		return lease{}, false
+	}
+	// The pool may have been throttled while we waited for the slot.
+	if p.cooldown.active(now()) {
+		p.gate.release()
+		return lease{}, false
+	}
+	ok, probe := p.breaker.allow(now(), true)
+	if !ok {
+		p.gate.release()
+		return lease{}, false
+	}
+	return lease{p: p, probe: probe}, true
+}
+
+// acquire picks a pool and takes a slot on its gate. The primary is passed
+// over at once when it is cooling down or its breaker is open; a full
+// primary gate is waited for only GateWait. On the last attempt after a
+// primary failure the fallback is preferred. When no pool can take the
+// call, a batch caller waits for the first gate release, cooldown end or
+// breaker probe, bounded by ctx; an interactive caller is refused at once.
+func (r *Router) acquire(ctx context.Context, class Class, lastPool *pool, last bool) (lease, string, error) {
+	preferFallback := last && lastPool == r.primary && r.fallback != nil
+	for {
+		// Take the wake channels before looking, so a release between the
+		// look and the wait is not missed.
+		primWake := r.primary.gate.waitCh()
+		var fbWake <-chan struct{}
+		if r.fallback != nil {
+			fbWake = r.fallback.gate.waitCh()
+		}
+		now := r.now()
+		why, primUntil := r.primary.unavailable(now)
+		if why == "" && !preferFallback {
+			wait := r.primary.cfg.GateWait
+			if r.fallback == nil || class == ClassInteractive {
+				wait = 0
+			}
+			if l, ok := r.primary.take(ctx, class, wait, r.now); ok {
+				return l, "", nil
+			}
+			why = reasonGateFull
+		}
+		if preferFallback && why == "" {
+			why = reasonLastAttempt
+		}
+		timeBlocked := why == reasonCooldown || why == reasonBreakerOpen
+		var fbUntil time.Time
+		if r.fallback != nil {
+			var fbWhy string
+			fbWhy, fbUntil = r.fallback.unavailable(now)
+			if fbWhy == "" {
+				if l, ok := r.fallback.take(ctx, class, 0, r.now); ok {
+					return l, why, nil
+				}
+			}
+			timeBlocked = timeBlocked && fbWhy != ""
+		}
+		if preferFallback && why == reasonLastAttempt {
+			// The fallback cannot take it: the primary beats waiting.
+			if l, ok := r.primary.take(ctx, class, 0, r.now); ok {
+				return l, "", nil
+			}
+		}
+		if class == ClassInteractive {
+			return lease{}, "", errors.New("every pool is full, cooling down or open")
+		}
+		next := earliest(now, primUntil, fbUntil)
+		if dl, ok := ctx.Deadline(); ok && timeBlocked && !next.IsZero() && next.After(dl) {
+			return lease{}, "", errNoPool
+		}
+		// Gate releases wake us sooner; the cap bounds a missed wake-up.
+		sleep := time.Second
+		if !next.IsZero() {
+			sleep = min(next.Sub(now), sleep)
+		}
+		t := time.NewTimer(max(sleep, time.Millisecond))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return lease{}, "", ctx.Err()
+		case <-t.C:
+		case <-primWake:
+			t.Stop()
+		case <-fbWake:
+			t.Stop()
+		}
+		preferFallback = false
+	}
+}
+
+// earliest returns the soonest future time among ts, zero when none is.
+func earliest(now time.Time, ts ...time.Time) time.Time {
+	var best time.Time
+	for _, t := range ts {
+		if t.After(now) && (best.IsZero() || t.Before(best)) {
+			best = t
+		}
+	}
+	return best
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,626 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/pipeline"
+)
+
+// sentRequest is what a fake endpoint received.
+type sentRequest struct {
+	Model          string `json:"model"`
+	Stream         bool   `json:"stream"`
+	MaxTokens      int    `json:"max_tokens"`
+	StreamOptions  *struct{ IncludeUsage bool `json:"include_usage"` } `json:"stream_options"`
+	ResponseFormat *struct {
+		Type       string `json:"type"`
+		JSONSchema struct {
+			Name   string          `json:"name"`
+			Schema json.RawMessage `json:"schema"`
+			Strict bool            `json:"strict"`
+		} `json:"json_schema"`
+	} `json:"response_format"`
+	Messages []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+}
+
+// fake is an OpenAI-compatible endpoint whose every answer a test scripts.
+type fake struct {
+	srv   *httptest.Server
+	calls atomic.Int64
+	mu    sync.Mutex
+	reqs  []sentRequest
+	// handle answers call n (from 1).
+	handle func(w http.ResponseWriter, r *http.Request, n int)
+}
+
+func newFake(t *testing.T, handle func(w http.ResponseWriter, r *http.Request, n int)) *fake {
+	t.Helper()
+	f := &fake{handle: handle}
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := int(f.calls.Add(1))
+		var sr sentRequest
+		b, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(b, &sr)
+		f.mu.Lock()
+		f.reqs = append(f.reqs, sr)
+		f.mu.Unlock()
+		f.handle(w, r, n)
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fake) url() string { return f.srv.URL + "/v1" }
+
+func (f *fake) requests() []sentRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]sentRequest(nil), f.reqs...)
+}
+
+// writeSSE streams content in three chunks, then finish and usage.
+func writeSSE(w http.ResponseWriter, content, finish string) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	fl, _ := w.(http.Flusher)
+	third := len(content) / 3
+	for _, part := range []string{content[:third], content[third : 2*third], content[2*third:]} {
+		b, _ := json.Marshal(part)
+		fmt.Fprintf(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":%s},\"finish_reason\":null}]}\n\n", b)
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+	fmt.Fprintf(w, "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":%q}]}\n\n", finish)
+	fmt.Fprint(w, "data: {\"id\":\"c\",\"choices\":[],\"usage\":{\"prompt_tokens\":100,\"completion_tokens\":20,\"total_tokens\":120}}\n\n")
+	fmt.Fprint(w, "data: [DONE]\n\n")
+}
+
+const okAnswer = `{"risk":"none","categories":[],"reason":"ok"}`
+
+func answer(content string) func(http.ResponseWriter, *http.Request, int) {
+	return func(w http.ResponseWriter, _ *http.Request, _ int) { writeSSE(w, content, "stop") }
+}
+
+func status(code int, retryAfter string) func(http.ResponseWriter, *http.Request, int) {
+	return func(w http.ResponseWriter, _ *http.Request, _ int) {
+		if retryAfter != "" {
+			w.Header().Set("Retry-After", retryAfter)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		fmt.Fprintf(w, `{"error":{"message":"status %d","type":"x"}}`, code)
+	}
+}
+
+type setupOpts struct {
+	primary, fallback *fake
+	tweak             func(*Config)
+}
+
+func setup(t *testing.T, o setupOpts) (*Router, *prometheus.Registry) {
+	t.Helper()
+	cfg := Config{
+		Primary:     PoolConfig{BaseURL: o.primary.url(), Model: "prim-model", MaxConcurrency: 4, AttemptTimeout: 2 * time.Second},
+		MaxAttempts: 4,
+		BaseBackoff: time.Millisecond,
+		MaxBackoff:  5 * time.Millisecond,
+	}
+	if o.fallback != nil {
+		cfg.Fallback = PoolConfig{BaseURL: o.fallback.url(), APIKey: "k", Model: "fb-model", MaxConcurrency: 4, AttemptTimeout: 2 * time.Second}
+	}
+	if o.tweak != nil {
+		o.tweak(&cfg)
+	}
+	reg := prometheus.NewRegistry()
+	r, err := New(cfg, reg)
+	require.NoError(t, err)
+	return r, reg
+}
+
+func triageReq() Request {
+	return Request{
+		Stage:     pipeline.StageTriage,
+		Messages:  []Message{{Role: RoleSystem, Text: "sys"}, {Role: RoleUser, Text: "user"}},
+		Schema:    json.RawMessage(`{"type":"object"}`),
+		MaxTokens: 300,
+		Validate: func(b []byte) error {
+			var v map[string]any
+			return json.Unmarshal(b, &v)
+		},
+	}
+}
+
+func TestCompleteStreamsAndRecords(t *testing.T) {
+	t.Parallel()
+	prim := newFake(t, answer(okAnswer))
+	r, reg := setup(t, setupOpts{primary: prim})
+	req := triageReq()
+	req.Messages = append(req.Messages, Message{Role: RoleUser, Text: "look", ImageURLs: []string{"https://img.test/a.jpg"}})
+	var seen []Attempt
+	req.OnAttempt = func(a Attempt) { seen = append(seen, a) }
+	resp, err := r.Complete(t.Context(), req)
+	require.NoError(t, err)
+	require.JSONEq(t, okAnswer, string(resp.Content))
+	require.Equal(t, pipeline.PoolPrimary, resp.Pool)
+	require.Equal(t, "prim-model", resp.Model)
+	require.Equal(t, 1, resp.Attempts)
+	require.Equal(t, 100, resp.TokensIn)
+	require.Equal(t, 20, resp.TokensOut)
+	require.Positive(t, resp.TTFT)
+	require.GreaterOrEqual(t, resp.Latency, resp.TTFT)
+	require.Len(t, seen, 1)
+	require.Equal(t, OutcomeOK, seen[0].Outcome)
+
+	sent := prim.requests()[0]
+	require.True(t, sent.Stream)
+	require.True(t, sent.StreamOptions.IncludeUsage)
+	require.Equal(t, 300, sent.MaxTokens)
+	require.Equal(t, "json_schema", sent.ResponseFormat.Type)
+	require.Equal(t, "triage", sent.ResponseFormat.JSONSchema.Name)
+	require.True(t, sent.ResponseFormat.JSONSchema.Strict)
+	require.JSONEq(t, `{"type":"object"}`, string(sent.ResponseFormat.JSONSchema.Schema))
+	require.JSONEq(t, `"sys"`, string(sent.Messages[0].Content))
+	require.JSONEq(t, `[{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"https://img.test/a.jpg","detail":"low"}}]`, string(sent.Messages[2].Content))
+
+	require.Equal(t, 1.0, testutil.ToFloat64(r.m.attempts.WithLabelValues("triage", "primary", "ok")))
+	require.Equal(t, 120.0, testutil.ToFloat64(r.m.tokens.WithLabelValues("triage", "primary", "in"))+testutil.ToFloat64(r.m.tokens.WithLabelValues("triage", "primary", "out")))
+	n, err := testutil.GatherAndCount(reg, "chatguard_llm_breaker_state", "chatguard_llm_cooldown_active")
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+}
+
+func TestThrottledPrimaryFallsBackAtOnceAndCoolsForEveryone(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable} {
+		t.Run(fmt.Sprint(code), func(t *testing.T) {
+			t.Parallel()
+			prim := newFake(t, status(code, "2"))
+			fb := newFake(t, answer(okAnswer))
+			// A large backoff proves the switch does not wait it out.
+			r, _ := setup(t, setupOpts{primary: prim, fallback: fb, tweak: func(c *Config) {
+				c.BaseBackoff, c.MaxBackoff = 10*time.Second, 10*time.Second
+			}})
+			start := time.Now()
+			resp, err := r.Complete(t.Context(), triageReq())
+			require.NoError(t, err)
+			require.Less(t, time.Since(start), 5*time.Second, "fallback must not wait out the primary's backoff")
+			require.Equal(t, pipeline.PoolFallback, resp.Pool)
+			require.Equal(t, 2, resp.Attempts)
+			require.Equal(t, int64(1), prim.calls.Load())
+
+			st := r.State()[0]
+			require.WithinDuration(t, time.Now().Add(2*time.Second), st.CoolingUntil, 500*time.Millisecond)
+			// Every other caller skips the primary while it cools.
+			for range 5 {
+				resp, err := r.Complete(t.Context(), triageReq())
+				require.NoError(t, err)
+				require.Equal(t, pipeline.PoolFallback, resp.Pool)
+				require.Equal(t, 1, resp.Attempts)
+			}
+			require.Equal(t, int64(1), prim.calls.Load(), "primary called during its cooldown")
+			require.Equal(t, 6.0, testutil.ToFloat64(r.m.fallbacks.WithLabelValues("triage", "cooldown")))
+		})
+	}
+}
+
+func TestCooldownEndsThenPrimaryIsUsedAgain(t *testing.T) {
+	t.Parallel()
+	prim := newFake(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if n == 1 {
+			w.Header().Set("retry-after-ms", "150")
+			status(http.StatusTooManyRequests, "1")(w, r, n)
+			return
+		}
+		writeSSE(w, okAnswer, "stop")
+	})
+	r, _ := setup(t, setupOpts{primary: prim})
+	// No fallback: the router waits the cooldown out, bounded by ctx.
+	start := time.Now()
+	resp, err := r.Complete(t.Context(), triageReq())
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, time.Since(start), 150*time.Millisecond)
+	require.Equal(t, pipeline.PoolPrimary, resp.Pool)
+	require.Equal(t, 2, resp.Attempts)
+}
+
+func TestAllCoolingBeyondDeadlineIsRetryable(t *testing.T) {
+	t.Parallel()
+	prim := newFake(t, status(http.StatusTooManyRequests, "30"))
+	fb := newFake(t, status(http.StatusServiceUnavailable, "30"))
+	r, _ := setup(t, setupOpts{primary: prim, fallback: fb})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := r.Complete(ctx, triageReq())
+	require.Error(t, err)
+	require.Less(t, time.Since(start), time.Second, "must not sleep until a deadline it cannot make")
+	var re *pipeline.RetryableError
+	require.ErrorAs(t, err, &re)
+	require.Greater(t, re.After, 25*time.Second)
+	d, after := pipeline.Classify(err)
+	require.Equal(t, pipeline.RetryLater, d)
+	require.Equal(t, re.After, after)
+}
+
+func TestCooldownNeverShortens(t *testing.T) {
+	t.Parallel()
+	var c cooldown
+	now := time.Now()
+	c.extend(now.Add(10 * time.Second))
+	c.extend(now.Add(time.Second))
+	require.Equal(t, now.Add(10*time.Second).UnixNano(), c.end().UnixNano())
+	c.extend(now.Add(20 * time.Second))
+	require.Equal(t, now.Add(20*time.Second).UnixNano(), c.end().UnixNano())
+}
+
+func TestServerErrorsRetryThenSucceed(t *testing.T) {
+	t.Parallel()
+	prim := newFake(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if n <= 2 {
+			status(http.StatusInternalServerError, "")(w, r, n)
+			return
+		}
+		writeSSE(w, okAnswer, "stop")
+	})
+	r, _ := setup(t, setupOpts{primary: prim})
+	resp, err := r.Complete(t.Context(), triageReq())
+	require.NoError(t, err)
+	require.Equal(t, 3, resp.Attempts)
+	require.Equal(t, 2.0, testutil.ToFloat64(r.m.attempts.WithLabelValues("triage", "primary", OutcomeServerError)))
+}
+
+func TestLastAttemptPrefersFallbackAfterPrimaryFailures(t *testing.T) {
+	t.Parallel()
+	prim := newFake(t, status(http.StatusInternalServerError, ""))
+	fb := newFake(t, answer(okAnswer))
+	r, _ := setup(t, setupOpts{primary: prim, fallback: fb, tweak: func(c *Config) { c.Primary.BreakerFailures = 10 }})
+	resp, err := r.Complete(t.Context(), triageReq())
+	require.NoError(t, err)
+	require.Equal(t, pipeline.PoolFallback, resp.Pool)
+	require.Equal(t, 4, resp.Attempts)
+	require.Equal(t, int64(3), prim.calls.Load())
+	require.Equal(t, 1.0, testutil.ToFloat64(r.m.fallbacks.WithLabelValues("triage", "last_attempt")))
+}
+
+func TestBreakerOpensThenProbes(t *testing.T) {
+	t.Parallel()
+	var healthy atomic.Bool
+	prim := newFake(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if healthy.Load() {
+			writeSSE(w, okAnswer, "stop")
+			return
+		}
+		status(http.StatusBadGateway, "")(w, r, n)
+	})
+	fb := newFake(t, answer(okAnswer))
+	r, _ := setup(t, setupOpts{primary: prim, fallback: fb, tweak: func(c *Config) {
+		c.Primary.BreakerFailures = 2
+		c.Primary.BreakerOpenFor = 300 * time.Millisecond
+		c.MaxAttempts = 2
+	}})
+	// Two calls, each failing on the primary once, open the breaker.
+	for range 2 {
+		resp, err := r.Complete(t.Context(), triageReq())
+		require.NoError(t, err)
+		require.Equal(t, pipeline.PoolFallback, resp.Pool)
+	}
+	require.Equal(t, int64(2), prim.calls.Load())
+	require.Equal(t, BreakerOpen, r.State()[0].Breaker)
+	resp, err := r.Complete(t.Context(), triageReq())
+	require.NoError(t, err)
+	require.Equal(t, pipeline.PoolFallback, resp.Pool)
+	require.Equal(t, 1, resp.Attempts)
+	require.Equal(t, int64(2), prim.calls.Load(), "open breaker must not call the primary")
+
+	time.Sleep(350 * time.Millisecond)
+	require.Equal(t, BreakerHalfOpen, r.State()[0].Breaker)
+	healthy.Store(true)
+	resp, err = r.Complete(t.Context(), triageReq())
+	require.NoError(t, err)
+	require.Equal(t, pipeline.PoolPrimary, resp.Pool, "half-open probe goes to the primary")
+	require.Equal(t, BreakerClosed, r.State()[0].Breaker)
+}
+
+func TestBreakerHalfOpenFailureReopens(t *testing.T) {
+	t.Parallel()
+	b := &breaker{threshold: 1, openFor: time.Minute, probes: 1}
+	now := time.Now()
+	b.done(now, false, true, false)
+	require.Equal(t, BreakerOpen, b.current(now))
+	later := now.Add(time.Minute)
+	ok, probe := b.allow(later, true)
+	require.True(t, ok)
+	require.True(t, probe)
+	ok, _ = b.allow(later, true)
+	require.False(t, ok, "only one probe at a time")
+	b.done(later, true, true, false)
+	require.Equal(t, BreakerOpen, b.current(later))
+	require.Equal(t, later.Add(time.Minute), b.until())
+}
+
+func TestHangTimesOutAndFallsBack(t *testing.T) {
+	t.Parallel()
+	prim := newFake(t, func(w http.ResponseWriter, r *http.Request, _ int) { <-r.Context().Done() })
+	fb := newFake(t, answer(okAnswer))
+	r, _ := setup(t, setupOpts{primary: prim, fallback: fb, tweak: func(c *Config) {
+		c.Primary.AttemptTimeout = 100 * time.Millisecond
+		c.Primary.BreakerFailures = 1
+	}})
+	resp, err := r.Complete(t.Context(), triageReq())
+	require.NoError(t, err)
+	require.Equal(t, pipeline.PoolFallback, resp.Pool)
+	require.Equal(t, 1.0, testutil.ToFloat64(r.m.attempts.WithLabelValues("triage", "primary", OutcomeTimeout)))
+}
+
+func TestDroppedStreamIsAFailure(t *testing.T) {
+	t.Parallel()
+	prim := newFake(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if n == 1 {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"{\\\"ri\"},\"finish_reason\":null}]}\n\n")
+			w.(http.Flusher).Flush()
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				_ = conn.Close()
+			}
+			return
+		}
+		writeSSE(w, okAnswer, "stop")
+	})
+	r, _ := setup(t, setupOpts{primary: prim})
+	var outcomes []string
+	req := triageReq()
+	req.OnAttempt = func(a Attempt) { outcomes = append(outcomes, a.Outcome) }
+	resp, err := r.Complete(t.Context(), req)
+	require.NoError(t, err)
+	require.Equal(t, 2, resp.Attempts)
+	require.Contains(t, []string{OutcomeDropped, OutcomeTransport}, outcomes[0])
+	require.Equal(t, OutcomeOK, outcomes[1])
+}
+
+func TestInvalidAnswerGetsOneRepair(t *testing.T) {
+	t.Parallel()
+	prim := newFake(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if n == 1 {
+			writeSSE(w, `{"risk" "none"}`, "stop")
+			return
+		}
+		writeSSE(w, okAnswer, "stop")
+	})
+	r, _ := setup(t, setupOpts{primary: prim})
+	req := triageReq()
+	var got []Attempt
+	req.OnAttempt = func(a Attempt) { got = append(got, a) }
+	req.Repair = func(content []byte, problem error) []Message {
+		return []Message{{Role: RoleAssistant, Text: string(content)}, {Role: RoleUser, Text: "fix: " + problem.Error()}}
+	}
+	resp, err := r.Complete(t.Context(), req)
+	require.NoError(t, err)
+	require.Equal(t, 2, resp.Attempts)
+	require.Len(t, got, 2)
+	require.Equal(t, OutcomeInvalid, got[0].Outcome)
+	require.False(t, got[0].Repair)
+	require.True(t, got[1].Repair)
+	reqs := prim.requests()
+	require.Len(t, reqs[1].Messages, 4)
+	require.Equal(t, "assistant", reqs[1].Messages[2].Role)
+	require.Equal(t, 200, resp.TokensIn, "tokens sum every attempt")
+}
+
+func TestTruncatedTwiceCountsAsOneFailedAttemptThenRetries(t *testing.T) {
+	t.Parallel()
+	prim := newFake(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if n <= 2 {
+			writeSSE(w, `{"risk":"no`, "length")
+			return
+		}
+		writeSSE(w, okAnswer, "stop")
+	})
+	r, _ := setup(t, setupOpts{primary: prim})
+	req := triageReq()
+	req.Repair = func([]byte, error) []Message { return []Message{{Role: RoleUser, Text: "shorter"}} }
+	resp, err := r.Complete(t.Context(), req)
+	require.NoError(t, err)
+	require.Equal(t, 3, resp.Attempts)
+	require.Equal(t, 2.0, testutil.ToFloat64(r.m.attempts.WithLabelValues("triage", "primary", OutcomeTruncated)))
+}
+
+func TestRejectedRequestIsPermanent(t *testing.T) {
+	t.Parallel()
+	prim := newFake(t, status(http.StatusBadRequest, ""))
+	fb := newFake(t, answer(okAnswer))
+	r, _ := setup(t, setupOpts{primary: prim, fallback: fb})
+	_, err := r.Complete(t.Context(), triageReq())
+	var pe *pipeline.PermanentError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, int64(1), prim.calls.Load())
+	require.Equal(t, int64(0), fb.calls.Load())
+}
+
+func TestExhaustedAttemptsAreRetryable(t *testing.T) {
+	t.Parallel()
+	prim := newFake(t, status(http.StatusInternalServerError, ""))
+	r, _ := setup(t, setupOpts{primary: prim, tweak: func(c *Config) { c.Primary.BreakerFailures = 20 }})
+	resp, err := r.Complete(t.Context(), triageReq())
+	var re *pipeline.RetryableError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, 4, resp.Attempts)
+	require.Equal(t, int64(4), prim.calls.Load())
+	require.ErrorContains(t, err, "4 attempts failed")
+}
+
+func TestStopCauseSurvives(t *testing.T) {
+	t.Parallel()
+	prim := newFake(t, func(w http.ResponseWriter, r *http.Request, _ int) { <-r.Context().Done() })
+	r, _ := setup(t, setupOpts{primary: prim})
+	ctx, cancel := context.WithCancelCause(t.Context())
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		cancel(&pipeline.StoppedError{Reason: "operator"})
+	}()
+	start := time.Now()
+	_, err := r.Complete(ctx, triageReq())
+	require.Less(t, time.Since(start), time.Second)
+	var se *pipeline.StoppedError
+	require.ErrorAs(t, err, &se)
+	d, _ := pipeline.Classify(err)
+	require.Equal(t, pipeline.Stopped, d)
+	require.Equal(t, BreakerClosed, r.State()[0].Breaker)
+	require.Equal(t, 0.0, testutil.ToFloat64(r.m.attempts.WithLabelValues("triage", "primary", OutcomeTimeout)))
+}
+
+func TestFullPrimaryGateFallsBack(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	prim := newFake(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if n == 1 {
+			<-release
+		}
+		writeSSE(w, okAnswer, "stop")
+	})
+	fb := newFake(t, answer(okAnswer))
+	r, _ := setup(t, setupOpts{primary: prim, fallback: fb, tweak: func(c *Config) {
+		c.Primary.MaxConcurrency = 1
+		c.Primary.GateWait = 20 * time.Millisecond
+	}})
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Complete(context.Background(), triageReq())
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return r.State()[0].InUse == 1 }, 2*time.Second, 5*time.Millisecond)
+	resp, err := r.Complete(t.Context(), triageReq())
+	require.NoError(t, err)
+	require.Equal(t, pipeline.PoolFallback, resp.Pool)
+	require.Equal(t, 1.0, testutil.ToFloat64(r.m.fallbacks.WithLabelValues("triage", "gate_full")))
+	close(release)
+	require.NoError(t, <-done)
+}
+
+func TestGateReservesInteractiveSlots(t *testing.T) {
+	t.Parallel()
+	g := newGate(2, 1)
+	require.True(t, g.tryAcquire(ClassBatch))
+	require.False(t, g.tryAcquire(ClassBatch), "batch may not take the reserved slot")
+	require.True(t, g.tryAcquire(ClassInteractive))
+	require.False(t, g.tryAcquire(ClassInteractive))
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	require.False(t, g.acquire(ctx, ClassBatch, time.Second), "waits are bounded by ctx")
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		g.release()
+	}()
+	require.True(t, g.acquire(t.Context(), ClassInteractive, time.Second))
+}
+
+func TestInteractiveIsRefusedAtOnceWhenFull(t *testing.T) {
+	t.Parallel()
+	prim := newFake(t, status(http.StatusTooManyRequests, "30"))
+	r, _ := setup(t, setupOpts{primary: prim})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	_, err := r.Complete(ctx, triageReq())
+	require.Error(t, err)
+	require.False(t, r.State()[0].CoolingUntil.IsZero())
+	req := triageReq()
+	req.Class = ClassInteractive
+	start := time.Now()
+	_, err = r.Complete(t.Context(), req)
+	require.Error(t, err)
+	require.Less(t, time.Since(start), 100*time.Millisecond)
+}
+
+func TestBackoffIsFullJitterWithinBounds(t *testing.T) {
+	t.Parallel()
+	r := &Router{cfg: Config{BaseBackoff: 100 * time.Millisecond, MaxBackoff: time.Second}}
+	for n := 1; n <= 40; n++ {
+		ceil := min(time.Second, 100*time.Millisecond<<min(n-1, 20))
+		for range 50 {
+			d := r.backoff(n)
+			require.GreaterOrEqual(t, d, time.Duration(0))
+			require.LessOrEqual(t, d, ceil)
+		}
+	}
+}
+
+func TestCooldownFor(t *testing.T) {
+	t.Parallel()
+	cfg := PoolConfig{DefaultCooldown: 5 * time.Second, MaxCooldown: time.Minute}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		v    string
+		want time.Duration
+	}{
+		{"", 5 * time.Second},
+		{"3", 3 * time.Second},
+		{"ms:1500", 1500 * time.Millisecond},
+		{"3600", time.Minute},
+		{"garbage", 5 * time.Second},
+		{now.Add(10 * time.Second).Format(http.TimeFormat), 10 * time.Second},
+	}
+	for _, tc := range tests {
+		require.Equal(t, tc.want, cooldownFor(tc.v, cfg, now), tc.v)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	_, err := New(Config{Primary: PoolConfig{BaseURL: "ftp://x", ReservedInteractive: 100}, Fallback: PoolConfig{BaseURL: "http://fb/v1"}, MaxAttempts: 50}, nil)
+	require.Error(t, err)
+	for _, want := range []string{"primary pool: base URL", "primary pool: model is missing", "reserved interactive", "fallback pool: model is missing", "max attempts"} {
+		require.ErrorContains(t, err, want)
+	}
+	r, err := New(Config{Primary: PoolConfig{BaseURL: "http://p/v1", Model: "m"}}, nil)
+	require.NoError(t, err)
+	p, f := r.Models()
+	require.Equal(t, "m", p)
+	require.Empty(t, f)
+	require.Len(t, r.State(), 1)
+}
+
+func TestConcurrentCallersShareOneCooldown(t *testing.T) {
+	t.Parallel()
+	var primCalls atomic.Int64
+	prim := newFake(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		primCalls.Add(1)
+		time.Sleep(20 * time.Millisecond)
+		status(http.StatusTooManyRequests, "5")(w, r, n)
+	})
+	fb := newFake(t, answer(okAnswer))
+	r, _ := setup(t, setupOpts{primary: prim, fallback: fb, tweak: func(c *Config) { c.Primary.MaxConcurrency = 2 }})
+	var wg sync.WaitGroup
+	errs := make(chan error, 50)
+	for range 50 {
+		wg.Go(func() {
+			_, err := r.Complete(t.Context(), triageReq())
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	// Only the calls already in flight when the first 429 landed reach
+	// the primary.
+	require.LessOrEqual(t, primCalls.Load(), int64(2))
+	require.False(t, r.State()[0].CoolingUntil.IsZero(), "cooldown set")
+	require.Equal(t, int64(50), fb.calls.Load())
+}
