@@ -21,10 +21,12 @@ import (
 
 // sentRequest is what a fake endpoint received.
 type sentRequest struct {
-	Model          string `json:"model"`
-	Stream         bool   `json:"stream"`
-	MaxTokens      int    `json:"max_tokens"`
-	StreamOptions  *struct{ IncludeUsage bool `json:"include_usage"` } `json:"stream_options"`
+	Model         string `json:"model"`
+	Stream        bool   `json:"stream"`
+	MaxTokens     int    `json:"max_tokens"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
 	ResponseFormat *struct {
 		Type       string `json:"type"`
 		JSONSchema struct {
