@@ -1,0 +1,139 @@
+package stages
+
+import (
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strings"
+	"text/template"
+
+	"github.com/chatguard/chatguard/pipeline"
+)
+
+//go:embed prompts/*.tmpl
+var promptFS embed.FS
+
+// Canary is a confidential marker in every system prompt. The model is told
+// never to repeat it, so an answer that contains it means the chat talked
+// the model into echoing its instructions: a prompt injection.
+const Canary = "CGX-7Q2F-K9VD-41RM"
+
+func jsonFunc(v any) (string, error) {
+	// encoding/json escapes <, > and &, so no value can close a block.
+	b, err := json.Marshal(v)
+	return string(b), err
+}
+
+var (
+	funcs        = template.FuncMap{"json": jsonFunc}
+	userTmpl     = template.Must(template.New("user.tmpl").Funcs(funcs).ParseFS(promptFS, "prompts/user.tmpl"))
+	repairTmpl   = template.Must(template.New("repair.tmpl").Funcs(funcs).ParseFS(promptFS, "prompts/repair.tmpl"))
+	systemByName = func() map[pipeline.StageName]string {
+		out := map[pipeline.StageName]string{}
+		for _, st := range pipeline.Stages {
+			t := template.Must(template.New("system.tmpl").Funcs(funcs).ParseFS(promptFS, "prompts/system.tmpl", "prompts/"+string(st)+".tmpl"))
+			var b strings.Builder
+			if err := t.Execute(&b, map[string]string{"Stage": string(st), "Canary": Canary}); err != nil {
+				panic(fmt.Sprintf("stages: render system prompt for %s: %v", st, err))
+			}
+			out[st] = b.String()
+		}
+		return out
+	}()
+)
+
+// SystemPrompt returns the system prompt of a stage (rendered once at
+// start-up). It panics on an unknown stage: the set is fixed.
+func SystemPrompt(stage pipeline.StageName) string {
+	s, ok := systemByName[stage]
+	if !ok {
+		panic(fmt.Sprintf("stages: no system prompt for stage %q", stage))
+	}
+	return s
+}
+
+// SignalLine is one rule signal as the models see it; Value is masked.
+type SignalLine struct {
+	Kind      string `json:"kind"`
+	MessageID string `json:"message_id"`
+	Value     string `json:"value"`
+}
+
+// Findings are the earlier stages' answers passed to a later stage.
+type Findings struct {
+	Triage   *TriageOutput `json:"triage,omitempty"`
+	Evidence []Evidence    `json:"evidence,omitempty"`
+	Vision   *VisionOutput `json:"vision,omitempty"`
+}
+
+// PromptInput is what a stage's user message carries.
+type PromptInput struct {
+	// Transcript is the FormatTranscript block of the window's messages.
+	Transcript string
+	// Messages is how many messages the transcript holds.
+	Messages int
+	// Omitted, OmittedFrom and OmittedTo describe the run of messages the
+	// token budget cut.
+	Omitted                int
+	OmittedFrom, OmittedTo string
+	Signals                []SignalLine
+	// Findings are passed to extract (triage) and judge (all).
+	Findings *Findings
+	// ImageIDs name the image parts of a vision request, in order.
+	ImageIDs []string
+}
+
+// UserPrompt renders a stage's user message. The transcript comes last and
+// is the only chat_transcript block in the prompt; every other
+// chat-derived value is JSON-encoded so it cannot open or close a block.
+func UserPrompt(stage pipeline.StageName, in PromptInput) (string, error) {
+	var b strings.Builder
+	data := struct {
+		PromptInput
+		Stage pipeline.StageName
+	}{in, stage}
+	if err := userTmpl.Execute(&b, data); err != nil {
+		return "", fmt.Errorf("stages: render %s prompt: %w", stage, err)
+	}
+	return b.String(), nil
+}
+
+// RepairPrompt renders the follow-up message of a repair try. problem is
+// our own validation error text, never chat text.
+func RepairPrompt(problem string, truncated bool) string {
+	var b strings.Builder
+	// Execute cannot fail on this fixed template with plain fields.
+	_ = repairTmpl.Execute(&b, map[string]any{"Problem": problem, "Truncated": truncated})
+	return strings.TrimSpace(b.String())
+}
+
+// Fingerprint returns the pipeline version: a short hex SHA-256 over every
+// prompt template, every output schema, the canary and the given model
+// names. Any change to what the models are asked, or by whom, changes it.
+func Fingerprint(models ...string) string {
+	h := sha256.New()
+	for _, fsys := range []embed.FS{promptFS, schemaFS} {
+		var names []string
+		_ = fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				names = append(names, p)
+			}
+			return nil
+		})
+		slices.Sort(names)
+		for _, n := range names {
+			b, _ := fsys.ReadFile(n)
+			fmt.Fprintf(h, "%s\x00%d\x00", n, len(b))
+			h.Write(b)
+		}
+	}
+	h.Write([]byte(Canary))
+	for _, m := range models {
+		fmt.Fprintf(h, "\x00model:%s", m)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12]
+}
