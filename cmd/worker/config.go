@@ -22,6 +22,7 @@ type Config struct {
 	ReviewDLQURL      string
 	FeedbackQueueURL  string
 	Concurrency       int
+	WaitTime          time.Duration
 	MaxAge            time.Duration
 	VisibilityTimeout time.Duration
 	HeartbeatInterval time.Duration
@@ -30,6 +31,7 @@ type Config struct {
 	RetryBase         time.Duration
 	RetryMax          time.Duration
 	MaxReceiveCount   int
+	BusyRetry         time.Duration
 
 	MySQLDSN          string
 	MySQLMaxOpenConns int
@@ -63,6 +65,7 @@ func DefaultConfig() Config {
 	chat := chatapi.DefaultConfig()
 	return Config{
 		Concurrency:         loop.Concurrency,
+		WaitTime:            loop.WaitTime,
 		MaxAge:              6 * time.Hour,
 		VisibilityTimeout:   loop.VisibilityTimeout,
 		HeartbeatInterval:   loop.HeartbeatInterval,
@@ -71,6 +74,7 @@ func DefaultConfig() Config {
 		RetryBase:           loop.RetryBase,
 		RetryMax:            loop.RetryMax,
 		MaxReceiveCount:     loop.MaxReceiveCount,
+		BusyRetry:           10 * time.Second,
 		MySQLMaxOpenConns:   mysql.DefaultConfig().MaxOpenConns,
 		ChatTimeout:         chat.Timeout,
 		ChatMaxAttempts:     chat.MaxAttempts,
@@ -92,6 +96,7 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.StringVar(&c.ReviewDLQURL, "review-dlq-url", "SQS dead-letter queue of the review queue (poison messages are copied there)")
 	fs.StringVar(&c.FeedbackQueueURL, "feedback-queue-url", "SQS feedback queue URL for inference-log and verdict events")
 	fs.IntVar(&c.Concurrency, "concurrency", "jobs in flight at most (and messages held)")
+	fs.DurationVar(&c.WaitTime, "wait-time", "SQS long-poll wait (at most 20s); keep --drain-timeout above it")
 	fs.DurationVar(&c.MaxAge, "max-age", "events older than this (by published_at) are recorded expired without a model call; 0 disables")
 	fs.DurationVar(&c.VisibilityTimeout, "visibility-timeout", "visibility asked for on receive and renewed by heartbeats (whole seconds)")
 	fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", "how often visibilities are renewed; at most a third of --visibility-timeout")
@@ -100,6 +105,7 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.DurationVar(&c.RetryBase, "retry-base", "backoff of a failed attempt: full jitter over min(retry-max, retry-base*2^(receives-1))")
 	fs.DurationVar(&c.RetryMax, "retry-max", "cap of the failed-attempt backoff")
 	fs.IntVar(&c.MaxReceiveCount, "max-receive-count", "the review queue's redrive maxReceiveCount; the last attempt records a failed verdict")
+	fs.DurationVar(&c.BusyRetry, "busy-retry", "delay before a copy of an event whose review is running in this process is seen again")
 	fs.StringVar(&c.MySQLDSN, "mysql-dsn", "MySQL DSN (user:pass@tcp(host:3306)/db)")
 	fs.IntVar(&c.MySQLMaxOpenConns, "mysql-max-open-conns", "MySQL connection pool size")
 	fs.StringVar(&c.ChatAPIURL, "chat-api-url", "chat-history API base URL")
@@ -140,6 +146,9 @@ func (c Config) Validate() error {
 	if c.FallbackBaseURL != "" {
 		req(c.FallbackModel, "fallback-model")
 	}
+	if c.BusyRetry <= 0 {
+		errs = append(errs, errors.New("--busy-retry must be positive"))
+	}
 	if c.MaxAge < 0 {
 		errs = append(errs, errors.New("--max-age must not be negative"))
 	}
@@ -179,7 +188,7 @@ func (c Config) level() (slog.Level, error) {
 func (c Config) loop() sqsjob.Config {
 	l := sqsjob.DefaultConfig()
 	l.QueueURL, l.DLQURL = c.ReviewQueueURL, c.ReviewDLQURL
-	l.Concurrency = c.Concurrency
+	l.Concurrency, l.WaitTime = c.Concurrency, c.WaitTime
 	l.VisibilityTimeout, l.HeartbeatInterval = c.VisibilityTimeout, c.HeartbeatInterval
 	l.JobTimeout, l.DrainTimeout = c.JobTimeout, c.DrainTimeout
 	l.RetryBase, l.RetryMax = c.RetryBase, c.RetryMax

@@ -108,7 +108,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 
 	metrics := sqsjob.NewMetrics(reg)
-	handler := sqsjob.NewReviewHandler(sqsjob.ReviewConfig{MaxAge: cfg.MaxAge}, store, chat, reviewer, pub, metrics, log)
+	handler := sqsjob.NewReviewHandler(sqsjob.ReviewConfig{MaxAge: cfg.MaxAge, BusyRetry: cfg.BusyRetry}, store, chat, reviewer, pub, metrics, log)
 	loop, err := sqsjob.New(cfg.loop(), sqsc, handler, metrics, log)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)

@@ -232,38 +232,49 @@ func (l *Loop) Draining() bool {
 	return l.draining
 }
 
-// Run polls until ctx is cancelled, then drains: it waits up to the drain
-// timeout for in-flight jobs, cancels the rest with ErrDraining (their
-// messages become visible at once) and returns nil once every job has
-// settled. It returns an error only when the queue cannot be polled at all
-// for a long stretch is not a reason: receive errors are retried with
-// backoff, so Run returns nil on shutdown.
+// Run polls until ctx is cancelled, then drains: it stops polling, waits up
+// to the drain timeout for in-flight jobs, cancels the rest with
+// ErrDraining (their messages become visible at once) and returns nil once
+// every job has settled. Receive errors are retried with backoff, never
+// returned.
+//
+// The long poll in flight at shutdown is not cut short but allowed to end
+// (within the drain timeout): a poll abandoned by its client can still take
+// messages on the server, including the ones handed back here, and hide
+// them for a whole visibility timeout. Messages it returns after shutdown
+// began are handed back at once. Keep the drain timeout above the wait time.
 func (l *Loop) Run(ctx context.Context) error {
 	jobBase, cancelJobs := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelJobs(nil)
+	pollCtx, cancelPoll := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelPoll()
 	hbCtx, stopHB := context.WithCancel(context.WithoutCancel(ctx))
 	var bg sync.WaitGroup
 	bg.Add(2)
 	go func() { defer bg.Done(); l.hb.run(hbCtx) }()
 	go func() { defer bg.Done(); l.deleter.run(hbCtx) }()
 
-	l.poll(ctx, jobBase)
+	pollDone := make(chan struct{})
+	go func() { defer close(pollDone); l.poll(ctx, pollCtx, jobBase) }()
+	<-ctx.Done()
 
 	l.mu.Lock()
 	l.draining = true
 	l.mu.Unlock()
 	l.log.Info("sqsjob: draining", "inflight", l.hb.size(), "drain_timeout", l.cfg.DrainTimeout.String())
 	done := make(chan struct{})
-	go func() { l.jobs.Wait(); close(done) }()
+	go func() { <-pollDone; l.jobs.Wait(); close(done) }()
 	t := time.NewTimer(l.cfg.DrainTimeout)
 	select {
 	case <-done:
 		t.Stop()
 	case <-t.C:
 		l.log.Warn("sqsjob: drain timeout reached, handing back unfinished jobs", "inflight", l.hb.size())
+		// The poll first, so that it is over before messages are handed back.
+		cancelPoll()
+		<-pollDone
 		cancelJobs(ErrDraining)
-		// Handlers honour ctx; a handler that does not is still bounded by
-		// the settle calls' own timeouts once it returns.
+		// Handlers honour ctx; settle calls have their own timeouts.
 		<-done
 	}
 	stopHB()
@@ -271,30 +282,34 @@ func (l *Loop) Run(ctx context.Context) error {
 	return nil
 }
 
-// poll receives until ctx ends, only ever holding as many messages as
-// there are free slots.
-func (l *Loop) poll(ctx, jobBase context.Context) {
+// poll receives until stop ends, only ever holding as many messages as
+// there are free slots. Calls run under callCtx, which outlives stop.
+func (l *Loop) poll(stop, callCtx, jobBase context.Context) {
 	failures := 0
-	for ctx.Err() == nil {
-		if err := l.sem.Acquire(ctx, 1); err != nil {
+	for stop.Err() == nil {
+		if err := l.sem.Acquire(stop, 1); err != nil {
 			return
 		}
 		n := 1
 		for n < 10 && l.sem.TryAcquire(1) {
 			n++
 		}
-		msgs, err := l.receive(ctx, n)
+		msgs, err := l.receive(callCtx, n)
 		if len(msgs) < n {
 			l.sem.Release(int64(n - len(msgs)))
 		}
+		if stop.Err() != nil {
+			l.handBack(msgs)
+			return
+		}
 		if err != nil {
-			if ctx.Err() != nil {
+			if callCtx.Err() != nil {
 				return
 			}
 			failures++
 			wait := backoff(200*time.Millisecond, 10*time.Second, failures)
 			l.log.Warn("sqsjob: receive failed", "err", err, "retry_in", wait.String())
-			if !sleep(ctx, wait) {
+			if !sleep(stop, wait) {
 				return
 			}
 			continue
@@ -303,6 +318,21 @@ func (l *Loop) poll(ctx, jobBase context.Context) {
 		for _, sm := range msgs {
 			l.start(jobBase, sm)
 		}
+	}
+}
+
+// handBack makes messages received during shutdown visible again at once.
+func (l *Loop) handBack(msgs []types.Message) {
+	if len(msgs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.CallTimeout)
+	defer cancel()
+	for _, sm := range msgs {
+		m := toMessage(sm, l.cfg.MaxReceiveCount)
+		l.setVisibility(ctx, m, 0)
+		l.m.jobs.WithLabelValues("released").Inc()
+		l.sem.Release(1)
 	}
 }
 

@@ -355,3 +355,25 @@ func TestConfigValidate(t *testing.T) {
 		require.ErrorContains(t, err, w)
 	}
 }
+
+func TestLoopHandsBackWhatTheLastPollBrings(t *testing.T) {
+	t.Parallel()
+	var ran atomic.Int32
+	h := HandlerFunc(func(ctx context.Context, m Message) Outcome { ran.Add(1); return Outcome{Action: Delete} })
+	f := newFakeSQS(5)
+	f.maxLongPollMs = 2000
+	l, err := New(testConfig(), f, h, nil, nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	eventually(t, func() bool { _, _, asks, _ := f.snapshot(); return len(asks) == 1 }, "a poll in flight")
+	cancel()
+	id := f.send("late")
+	require.NoError(t, <-done)
+	require.Zero(t, ran.Load(), "a message received after shutdown began was run")
+	m := f.msg(id)
+	require.False(t, m.deleted)
+	require.Equal(t, 1, m.receives)
+	require.False(t, m.visibleAt.After(time.Now()), "not handed back at once")
+}

@@ -34,7 +34,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "chatguard_worker_jobs_total",
-			Help: "Review jobs by outcome (done, duplicate, expired, failed, failed_final, stopped, retry, released, poison, panic).",
+			Help: "Review jobs by outcome (done, duplicate, busy, expired, failed, failed_final, stopped, retry, released, poison, panic).",
 		}, []string{"outcome"}),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "chatguard_worker_inflight_jobs", Help: "Jobs running now.",
@@ -82,7 +82,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "chatguard_worker_tokens_total", Help: "Tokens of the stages of saved verdicts by stage and direction (in, out).",
 		}, []string{"stage", "direction"}),
 		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "chatguard_worker_admission_total", Help: "Admission decisions before any model call (admitted, duplicate, expired, invalid).",
+			Name: "chatguard_worker_admission_total", Help: "Admission decisions before any model call (admitted, duplicate, busy, expired, invalid).",
 		}, []string{"decision"}),
 	}
 	if reg != nil {

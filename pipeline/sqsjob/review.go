@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -20,6 +21,10 @@ type ReviewConfig struct {
 	// SaveTimeout bounds writing a failed or expired verdict when the job's
 	// own context is already over.
 	SaveTimeout time.Duration
+	// BusyRetry is the delay before a message whose review is already
+	// running in this process is seen again (by then the verdict exists
+	// and it is acknowledged as a duplicate, without model calls).
+	BusyRetry time.Duration
 }
 
 // ReviewHandler is the Handler for review messages: decode, admission
@@ -34,6 +39,9 @@ type ReviewHandler struct {
 	m        *Metrics
 	log      *slog.Logger
 	now      func() time.Time
+
+	mu     sync.Mutex
+	active map[pipeline.ReviewKey]struct{}
 }
 
 // NewReviewHandler wires a handler. events may be nil (no verdict events);
@@ -48,7 +56,11 @@ func NewReviewHandler(cfg ReviewConfig, store pipeline.VerdictStore, chat pipeli
 	if cfg.SaveTimeout <= 0 {
 		cfg.SaveTimeout = 10 * time.Second
 	}
-	return &ReviewHandler{cfg: cfg, store: store, chat: chat, reviewer: reviewer, events: events, m: m, log: log, now: time.Now}
+	if cfg.BusyRetry <= 0 {
+		cfg.BusyRetry = 10 * time.Second
+	}
+	return &ReviewHandler{cfg: cfg, store: store, chat: chat, reviewer: reviewer, events: events, m: m, log: log, now: time.Now,
+		active: map[pipeline.ReviewKey]struct{}{}}
 }
 
 // Handle runs one review message to an Outcome. It never panics out of a
@@ -90,6 +102,14 @@ func (h *ReviewHandler) review(ctx context.Context, m Message, ev pipeline.Revie
 	key := ev.Key(h.reviewer.PipelineVersion())
 	base := pipeline.Verdict{Key: key, RunID: ev.RunID, PublishedAt: ev.PublishedAt, StartedAt: start.UTC(), Attempts: m.ReceiveCount}
 
+	// Two copies of one event in one receive batch (a republished run)
+	// would both miss the duplicate check and pay twice for the models.
+	if !h.claim(key) {
+		h.m.admissions.WithLabelValues("busy").Inc()
+		return Outcome{Action: Retry, Label: "busy", After: h.cfg.BusyRetry}
+	}
+	defer h.unclaim(key)
+
 	old, err := h.store.Get(ctx, key)
 	switch {
 	case err == nil && old.Status == pipeline.StatusDone:
@@ -129,6 +149,22 @@ func (h *ReviewHandler) review(ctx context.Context, m Message, ev pipeline.Revie
 	h.observeStages(v)
 	h.publish(v)
 	return Outcome{Action: Delete, Label: "done"}
+}
+
+func (h *ReviewHandler) claim(k pipeline.ReviewKey) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, busy := h.active[k]; busy {
+		return false
+	}
+	h.active[k] = struct{}{}
+	return true
+}
+
+func (h *ReviewHandler) unclaim(k pipeline.ReviewKey) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.active, k)
 }
 
 // runReviewer calls the Reviewer, turning a panic into an error so that it

@@ -203,6 +203,27 @@ func TestReviewAdmission(t *testing.T) {
 		out := r.h.Handle(context.Background(), msg(r.body(t), 1, 5))
 		require.Equal(t, "done", out.Label)
 	})
+	t.Run("same key already running here", func(t *testing.T) {
+		t.Parallel()
+		r := setupReview(t)
+		entered, release := make(chan struct{}), make(chan struct{})
+		r.rev.review = func(ctx context.Context, ev pipeline.ReviewEvent, msgs []pipeline.ChatMessage, attempt int) (pipeline.Verdict, error) {
+			close(entered)
+			<-release
+			return abusive(), nil
+		}
+		first := make(chan Outcome, 1)
+		go func() { first <- r.h.Handle(context.Background(), msg(r.body(t), 1, 5)) }()
+		<-entered
+		out := r.h.Handle(context.Background(), msg(r.body(t), 1, 5))
+		require.Equal(t, Retry, out.Action)
+		require.Equal(t, "busy", out.Label)
+		require.Equal(t, 10*time.Second, out.After)
+		close(release)
+		require.Equal(t, "done", (<-first).Label)
+		require.Equal(t, "duplicate", r.h.Handle(context.Background(), msg(r.body(t), 2, 5)).Label)
+		require.Equal(t, int32(1), r.rev.calls.Load())
+	})
 	t.Run("store down", func(t *testing.T) {
 		t.Parallel()
 		r := setupReview(t)
