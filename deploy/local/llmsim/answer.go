@@ -13,18 +13,39 @@ import (
 
 // stageAnswer renders the answer to one stage request as the JSON the
 // stage's schema asks for. The prompt is every text of the request joined;
-// imageURLs are the request's image_url parts in order. A prompt without a
-// transcript block is answered as an empty chat, as a model would answer
-// something anyway.
+// imageURLs are the request's image_url parts in order.
 func stageAnswer(stage pipeline.StageName, prompt string, imageURLs []string) string {
-	lines, err := stages.ParseTranscript(prompt)
+	return renderStage(stage, analyzePrompt(transcriptBlock(prompt), imageURLs))
+}
+
+// transcriptBlock returns the transcript block of a prompt, delimiters
+// included, or "" when there is none. The rules read nothing else, so the
+// block (with the image URLs) is what answers are cached by.
+func transcriptBlock(prompt string) string {
+	start := strings.Index(prompt, stages.TranscriptOpen)
+	if start < 0 {
+		return ""
+	}
+	end := strings.Index(prompt[start:], stages.TranscriptClose)
+	if end < 0 {
+		return ""
+	}
+	return prompt[start : start+end+len(stages.TranscriptClose)]
+}
+
+// analyzePrompt parses a transcript block and applies the rules. A prompt
+// without a transcript is analysed as an empty chat, as a model would answer
+// something anyway.
+func analyzePrompt(block string, imageURLs []string) Analysis {
+	lines, err := stages.ParseTranscript(block)
 	if err != nil {
 		lines = nil
 	}
-	if stage == pipeline.StageVision {
-		lines = attachImageParts(lines, imageURLs)
-	}
-	a := Analyze(lines)
+	return Analyze(attachImageParts(lines, imageURLs))
+}
+
+// renderStage renders an analysis as one stage's JSON answer.
+func renderStage(stage pipeline.StageName, a Analysis) string {
 	var v any
 	switch stage {
 	case pipeline.StageTriage:

@@ -5,9 +5,10 @@ import (
 	"sync"
 )
 
-// answerCache keeps rendered answers by prompt hash, bounded, least
-// recently used out first: load tests replay the same rooms, and a hit
-// skips the rule engine.
+// answerCache keeps rule analyses by transcript hash, bounded, least
+// recently used out first: the four stages of a review share one
+// transcript, and load tests replay the same rooms, so a hit skips parsing
+// and the rule engine and leaves only rendering the stage's JSON.
 type answerCache struct {
 	mu    sync.Mutex
 	size  int
@@ -17,30 +18,30 @@ type answerCache struct {
 
 type cacheKey struct {
 	hash uint64
-	n    int // prompt length: a cheap second check against hash collisions
+	n    int // transcript length: a cheap second check against hash collisions
 }
 
 type cacheEntry struct {
 	key    cacheKey
-	answer string
+	answer Analysis // shared: readers must not modify it
 }
 
 func newAnswerCache(size int) *answerCache {
 	return &answerCache{size: size, items: make(map[cacheKey]*list.Element)}
 }
 
-func (c *answerCache) get(k cacheKey) (string, bool) {
+func (c *answerCache) get(k cacheKey) (Analysis, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.items[k]
 	if !ok {
-		return "", false
+		return Analysis{}, false
 	}
 	c.order.MoveToFront(e)
 	return e.Value.(*cacheEntry).answer, true
 }
 
-func (c *answerCache) put(k cacheKey, answer string) {
+func (c *answerCache) put(k cacheKey, answer Analysis) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.size <= 0 {

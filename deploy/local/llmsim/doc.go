@@ -15,6 +15,30 @@
 // enough to exercise the pipeline end to end and to make the sample data's
 // hard negatives come out clean; they say nothing about real model quality.
 //
+// Endpoints (clients use http://host:port/v1 as their base URL):
+//
+//	POST /v1/chat/completions  streaming (SSE, usage chunk with
+//	                           stream_options.include_usage) or not;
+//	                           response_format json_schema named triage,
+//	                           extract, vision or judge picks the stage;
+//	                           max_tokens / max_completion_tokens cut the
+//	                           JSON with finish_reason "length"
+//	GET  /v1/models
+//	GET  /metrics              vllm:num_requests_running, vllm:num_requests_waiting,
+//	                           vllm:time_to_first_token_seconds, vllm:e2e_request_latency_seconds,
+//	                           vllm:request_queue_time_seconds, vllm:prompt_tokens_total,
+//	                           vllm:generation_tokens_total, vllm:request_success_total,
+//	                           chatguard_llmsim_requests_total{outcome}
+//	GET  /health
+//	GET  /admin/config         the configuration (the API key is never shown)
+//	PUT  /admin/config         a partial JSON patch, e.g. {"faults":{"429":1},"ttft":"200ms"}
+//	GET  /admin/stats          requests by endpoint, model, stage and outcome
+//	DELETE /admin/stats        zero the counters
+//
+// Per-request headers for deterministic tests: X-Sim-Fault
+// (429|500|503|hang|drop|malformed|truncate|none), X-Sim-TTFT-Ms and
+// X-Sim-ITL-Ms (a slow stream for stop-signal tests).
+//
 // Run it in-process with New and Handler, or on a port with Start; the
 // standalone binary is cmd/llmsim.
 package llmsim

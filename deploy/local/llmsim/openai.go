@@ -28,11 +28,17 @@ type chatRequest struct {
 type responseFormat struct {
 	Type       string `json:"type"`
 	JSONSchema *struct {
-		Name   string          `json:"name"`
-		Schema json.RawMessage `json:"schema"`
-		Strict bool            `json:"strict"`
+		Name string `json:"name"`
+		// The schema is not read: the stage name picks the answer, and the
+		// answers are built to the stages' schemas.
+		Schema ignored `json:"schema"`
 	} `json:"json_schema"`
 }
+
+// ignored accepts any JSON value without keeping it.
+type ignored struct{}
+
+func (*ignored) UnmarshalJSON([]byte) error { return nil }
 
 type chatMessage struct {
 	Role    string  `json:"role"`

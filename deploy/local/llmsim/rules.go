@@ -38,6 +38,8 @@ type keywordRule struct {
 	// askable: in a message with a question mark the rule is only weak, as
 	// a buyer asking "계좌이체 해드릴까요?" is not pushing anyone anywhere.
 	askable bool
+
+	list wordList // words, compiled at init
 }
 
 // keywordRules is the keyword table. Order matters only for rationales.
@@ -116,16 +118,45 @@ var injectionWords = []string{
 
 // Context cues used by the number and URL detectors.
 var (
-	bankCues      = []string{"은행", "뱅크", "농협", "계좌", "예금주", "bank", "account"}
-	courierCues   = []string{"송장", "운송장", "택배", "대한통운", "tracking", "courier", "logistics", "hanjin", "korea post", "shipped"}
-	cardCues      = []string{"카드", "card"}
-	offCues       = []string{"문자로", "문자 주", "카톡", "텔레", "연락 주세요", "연락주세요", "sms", "text me", "kakao", "telegram", "whatsapp"}
-	meetupCues    = []string{"직거래", "뵐게요", "도착", "만나", "만날", "meet", "see you", "i'm here", "arrive"}
-	inAppPaidCues = []string{"안전결제가 완료", "결제가 완료", "안전결제 완료", "safe payment completed", "payment completed", "payment confirmed"}
-	negations     = []string{"말고", "대신", "안돼", "안되", "안 돼", "안 되", "싫", "금지", "는 안", "은 안", "안해", "안 해"}
+	bankCues      = compileWords("은행", "뱅크", "농협", "계좌", "예금주", "bank", "account")
+	courierCues   = compileWords("송장", "운송장", "택배", "대한통운", "tracking", "courier", "logistics", "hanjin", "korea post", "shipped")
+	cardCues      = compileWords("카드", "card")
+	offCues       = compileWords("문자로", "문자 주", "카톡", "텔레", "연락 주세요", "연락주세요", "sms", "text me", "kakao", "telegram", "whatsapp")
+	meetupCues    = compileWords("직거래", "뵐게요", "도착", "만나", "만날", "meet", "see you", "i'm here", "arrive")
+	inAppPaidCues = compileWords("안전결제가 완료", "결제가 완료", "안전결제 완료", "safe payment completed", "payment completed", "payment confirmed")
+	idCues        = compileWords("아이디", "id")
+	paymentCues   = compileWords("결제", "입금", "pay", "payment", "link", "링크")
+	injections    = compileWords(injectionWords...)
+	// negations right after a Hangul keyword, squeezed like the text.
+	negations     = compileWords("말고", "대신", "안돼", "안되", "싫", "금지", "는 안", "은 안", "안해").hangul
 	asciiNegation = []string{"not ", "no ", "n't ", "instead of ", "never "}
-	idCues        = []string{"아이디", "id"}
 )
+
+func init() {
+	for i := range keywordRules {
+		keywordRules[i].list = compileWords(keywordRules[i].words...)
+	}
+}
+
+// wordList is a keyword list split for matching: ASCII words as whole words
+// in the lower-cased text, Hangul words squeezed against the squeezed text.
+type wordList struct {
+	ascii  []string
+	hangul []string
+}
+
+func compileWords(words ...string) wordList {
+	var l wordList
+	for _, w := range words {
+		w = strings.ToLower(w)
+		if isASCII(w) {
+			l.ascii = append(l.ascii, w)
+		} else {
+			l.hangul = append(l.hangul, squeeze(w))
+		}
+	}
+	return l
+}
 
 // Platform hosts: links to these are the platform's own and never a signal.
 var platformHosts = []string{
@@ -219,16 +250,24 @@ const (
 // the chat only as data.
 func Analyze(lines []stages.TranscriptLine) Analysis {
 	a := Analysis{Messages: len(lines)}
+	isSystem := func(l stages.TranscriptLine) bool {
+		return l.Role == string(pipeline.RoleSystem) || l.Kind == string(pipeline.KindSystem)
+	}
+	msgs := make([]msg, len(lines))
 	inAppPaid, meetup := false, false
-	for _, l := range lines {
-		low := strings.ToLower(l.Text)
-		if l.Role == string(pipeline.RoleSystem) || l.Kind == string(pipeline.KindSystem) {
-			inAppPaid = inAppPaid || containsAny(low, squeeze(low), inAppPaidCues)
+	for i, l := range lines {
+		if l.Text == "" {
 			continue
 		}
-		meetup = meetup || containsAny(low, squeeze(low), meetupCues)
+		m := newMsg(l.Text)
+		msgs[i] = m
+		if isSystem(l) {
+			inAppPaid = inAppPaid || m.has(inAppPaidCues)
+		} else {
+			meetup = meetup || m.has(meetupCues)
+		}
 	}
-	for _, l := range lines {
+	for i, l := range lines {
 		if len(l.ID) > maxIDLen || l.ID == "" {
 			continue // cannot be cited within the schemas
 		}
@@ -239,11 +278,11 @@ func Analyze(lines []stages.TranscriptLine) Analysis {
 				a.addSignal(sig)
 			}
 		}
-		if l.Text == "" || l.Role == string(pipeline.RoleSystem) || l.Kind == string(pipeline.KindSystem) {
+		if l.Text == "" || isSystem(l) {
 			continue
 		}
-		m := newMsg(l.Text)
-		if m.hasAny(injectionWords) {
+		m := msgs[i]
+		if m.has(injections) {
 			a.Injections = append(a.Injections, l.ID)
 		}
 		for _, s := range analyzeText(m, inAppPaid, meetup) {
@@ -280,7 +319,20 @@ func newMsg(text string) msg {
 	return msg{text: text, low: low, squeezed: squeeze(low), question: strings.ContainsAny(text, "?？")}
 }
 
-func (m msg) hasAny(words []string) bool { return containsAny(m.low, m.squeezed, words) }
+// has reports whether any word of the list occurs.
+func (m msg) has(l wordList) bool {
+	for _, w := range l.ascii {
+		if m.hasASCIIWord(w, false) {
+			return true
+		}
+	}
+	for _, w := range l.hangul {
+		if strings.Contains(m.squeezed, w) {
+			return true
+		}
+	}
+	return false
+}
 
 // analyzeText runs every text rule on one message.
 func analyzeText(m msg, inAppPaid, meetup bool) []Signal {
@@ -302,7 +354,7 @@ func analyzeText(m msg, inAppPaid, meetup bool) []Signal {
 		}
 	}
 	handle := handleRE.MatchString(m.low)
-	hasID := handle || m.hasWord(idCues) || strings.Contains(m.low, "open.kakao.com")
+	hasID := handle || m.has(idCues) || strings.Contains(m.low, "open.kakao.com")
 	for _, n := range numberRuns(m.text) {
 		switch kind := classifyNumber(n, m); kind {
 		case numCard:
@@ -316,7 +368,7 @@ func analyzeText(m msg, inAppPaid, meetup bool) []Signal {
 		case numPhone:
 			hasID = true
 			switch {
-			case m.hasAny(offCues):
+			case m.has(offCues):
 				out = append(out, Signal{Category: pipeline.CategoryOffPlatform, Severity: 3, Rule: "phone_with_messenger"})
 			case !meetup:
 				out = append(out, Signal{Category: pipeline.CategoryOffPlatform, Severity: 1, Rule: "phone_number"})
@@ -336,21 +388,19 @@ func analyzeText(m msg, inAppPaid, meetup bool) []Signal {
 }
 
 func (m msg) matchRule(r keywordRule) bool {
-	for _, w := range r.words {
-		if isASCII(w) {
-			if m.hasASCIIWord(w, r.negatable) {
-				return true
-			}
-			continue
+	for _, w := range r.list.ascii {
+		if m.hasASCIIWord(w, r.negatable) {
+			return true
 		}
-		sw := squeeze(w)
+	}
+	for _, w := range r.list.hangul {
 		rest := m.squeezed
 		for {
-			i := strings.Index(rest, sw)
+			i := strings.Index(rest, w)
 			if i < 0 {
 				break
 			}
-			after := rest[i+len(sw):]
+			after := rest[i+len(w):]
 			if !r.negatable || !negatedAfter(after) {
 				return true
 			}
@@ -365,16 +415,7 @@ func (m msg) matchRule(r keywordRule) bool {
 func negatedAfter(s string) bool {
 	s = prefixRunes(s, 4)
 	for _, n := range negations {
-		if strings.Contains(s, squeeze(n)) {
-			return true
-		}
-	}
-	return false
-}
-
-func (m msg) hasWord(words []string) bool {
-	for _, w := range words {
-		if m.hasASCIIWord(w, false) {
+		if strings.Contains(s, n) {
 			return true
 		}
 	}
@@ -384,9 +425,6 @@ func (m msg) hasWord(words []string) bool {
 // hasASCIIWord reports a whole-word occurrence of w in the lower-cased
 // message, optionally skipping ones right after a negation ("no bank transfer").
 func (m msg) hasASCIIWord(w string, negatable bool) bool {
-	if !isASCII(w) {
-		return strings.Contains(m.squeezed, squeeze(w))
-	}
 	s := m.low
 	off := 0
 	for {
@@ -438,7 +476,7 @@ func analyzeURLs(m msg) []Signal {
 		case hostIn(host, platformHosts):
 		case containsAnyPlain(host, phishHostWords):
 			out = append(out, Signal{Category: pipeline.CategoryPhishingLink, Severity: 5, Rule: "lookalike_payment_domain"})
-		case m.hasAny([]string{"결제", "입금", "pay", "payment", "link", "링크"}):
+		case m.has(paymentCues):
 			out = append(out, Signal{Category: pipeline.CategoryPhishingLink, Severity: 4, Rule: "payment_link_off_platform"})
 		}
 	}
@@ -610,11 +648,11 @@ func classifyNumber(n numberRun, m msg) numKind {
 	switch {
 	case looksLikeDate(d):
 		return numNone
-	case len(d) >= 15 && len(d) <= 19 && (len(d) == 16 || m.hasAny(cardCues)):
+	case len(d) >= 15 && len(d) <= 19 && (len(d) == 16 || m.has(cardCues)):
 		return numCard
-	case m.hasAny(bankCues) && len(d) >= 10 && len(d) <= 14:
+	case m.has(bankCues) && len(d) >= 10 && len(d) <= 14:
 		return numAccount
-	case m.hasAny(courierCues) && len(d) >= 10 && len(d) <= 14:
+	case m.has(courierCues) && len(d) >= 10 && len(d) <= 14:
 		return numTracking
 	case (len(d) == 10 || len(d) == 11) && strings.HasPrefix(d, "01") && strings.ContainsRune("016789", rune(d[2])):
 		return numPhone
@@ -629,33 +667,33 @@ func classifyNumber(n numberRun, m msg) numKind {
 // squeeze drops spaces and the filler punctuation used to split words
 // ("카.톡", "선 입 금").
 func squeeze(s string) string {
-	if !strings.ContainsAny(s, " .-_·~,*'\"\t\n") {
+	i := 0
+	for i < len(s) && !isSqueezed(s, i) {
+		i++
+	}
+	if i == len(s) {
 		return s
 	}
-	var b strings.Builder
-	b.Grow(len(s))
-	for _, r := range s {
-		switch r {
-		case ' ', '.', '-', '_', '·', '~', ',', '*', '\'', '"', '\t', '\n':
+	b := make([]byte, i, len(s))
+	copy(b, s[:i])
+	for ; i < len(s); i++ {
+		if isSqueezed(s, i) {
+			if s[i] == 0xC2 {
+				i++ // the two bytes of '·'
+			}
 			continue
 		}
-		b.WriteRune(r)
+		b = append(b, s[i])
 	}
-	return b.String()
+	return string(b)
 }
 
-// containsAny matches ASCII words as whole words in low and Hangul words in
-// squeezed.
-func containsAny(low, squeezed string, words []string) bool {
-	m := msg{low: low, squeezed: squeezed}
-	for _, w := range words {
-		if isASCII(w) {
-			if m.hasASCIIWord(w, false) {
-				return true
-			}
-		} else if strings.Contains(squeezed, squeeze(w)) {
-			return true
-		}
+func isSqueezed(s string, i int) bool {
+	switch s[i] {
+	case ' ', '.', '-', '_', '~', ',', '*', '\'', '"', '\t', '\n':
+		return true
+	case 0xC2:
+		return i+1 < len(s) && s[i+1] == 0xB7 // '·'
 	}
 	return false
 }

@@ -395,8 +395,8 @@ func (s *Server) generate(ctx context.Context, w http.ResponseWriter, c *call) {
 	s.metrics.e2e.Observe(time.Since(c.arrived).Seconds())
 }
 
-// answer returns the content for the request, from the cache when the same
-// stage and prompt were answered before.
+// answer returns the content for the request. The analysis comes from the
+// cache when the same transcript and images were seen before.
 func (s *Server) answer(c *call) string {
 	if c.stage == stageOther {
 		if rf := c.req.ResponseFormat; rf != nil && (rf.Type == "json_object" || rf.Type == "json_schema") {
@@ -405,29 +405,28 @@ func (s *Server) answer(c *call) string {
 		return "llmsim is a rule-based stand-in, not a model: it answers the chatguard stages " +
 			"(response_format json_schema named triage, extract, vision or judge)."
 	}
-	var prompt strings.Builder
+	block := ""
 	var images []string
 	for _, m := range c.req.Messages {
-		prompt.WriteString(m.Content.text)
-		prompt.WriteByte('\n')
+		if block == "" {
+			block = transcriptBlock(m.Content.text)
+		}
 		images = append(images, m.Content.images...)
 	}
 	var h maphash.Hash
 	h.SetSeed(s.seed)
-	h.WriteString(c.stage)
-	h.WriteByte(0)
-	h.WriteString(prompt.String())
+	h.WriteString(block)
 	for _, u := range images {
 		h.WriteByte(0)
 		h.WriteString(u)
 	}
-	key := cacheKey{hash: h.Sum64(), n: prompt.Len()}
-	if a, ok := s.cache.get(key); ok {
-		return a
+	key := cacheKey{hash: h.Sum64(), n: len(block)}
+	a, ok := s.cache.get(key)
+	if !ok {
+		a = analyzePrompt(block, images)
+		s.cache.put(key, a)
 	}
-	a := stageAnswer(pipeline.StageName(c.stage), prompt.String(), images)
-	s.cache.put(key, a)
-	return a
+	return renderStage(pipeline.StageName(c.stage), a)
 }
 
 func jittered(d time.Duration, j float64) time.Duration {
@@ -490,10 +489,8 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, c *call, con
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
+	// The headers go out with the first chunk: one write fewer per stream.
 	w.WriteHeader(http.StatusOK)
-	if rc.Flush() != nil {
-		return false
-	}
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	if !s.sleep(ctx, t, jittered(c.ttft, c.cfg.Jitter)) {
