@@ -1,0 +1,190 @@
+// Package athena holds the Athena side of the lake that cmd/consumer
+// writes: the table DDL with partition projection (tables/), a view per
+// table that returns each event once (views/), and the analysts' queries
+// (queries/). The SQL lives in .sql files, embedded here so that tests run
+// it and tools can apply it; see README.md for applying it by hand.
+package athena
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsathena "github.com/aws/aws-sdk-go-v2/service/athena"
+	"github.com/aws/aws-sdk-go-v2/service/athena/types"
+)
+
+//go:embed tables/*.sql views/*.sql queries/*.sql
+var files embed.FS
+
+// Tables lists the lake tables, one per event type.
+var Tables = []string{"inference_log", "moderator_feedback", "verdict"}
+
+// Queries lists the analysts' queries by name (the file name without .sql).
+var Queries = []string{"verdicts_by_label_category_day", "fallback_rate_latency_hour", "moderator_agreement"}
+
+// LocationPlaceholder stands for the lake root in the table DDL.
+const LocationPlaceholder = "{{lake_location}}"
+
+func read(name string) (string, error) {
+	b, err := files.ReadFile(name)
+	if err != nil {
+		return "", fmt.Errorf("athena: %w", err)
+	}
+	return string(b), nil
+}
+
+// TableDDL returns the CREATE EXTERNAL TABLE statement of table with the
+// lake root filled in; location is like "s3://chatguard-lake/events/" and
+// must end in a slash.
+func TableDDL(table, location string) (string, error) {
+	if !strings.HasPrefix(location, "s3://") || !strings.HasSuffix(location, "/") {
+		return "", fmt.Errorf("athena: location %q must be s3://bucket/prefix/", location)
+	}
+	s, err := read(path.Join("tables", table+".sql"))
+	if err != nil {
+		return "", err
+	}
+	return strings.ReplaceAll(s, LocationPlaceholder, location), nil
+}
+
+// View returns the CREATE OR REPLACE VIEW statement of table's dedup view,
+// named <table>_dedup.
+func View(table string) (string, error) {
+	return read(path.Join("views", table+"_dedup.sql"))
+}
+
+// ViewSelect returns the SELECT that defines table's dedup view, for engines
+// where the view cannot be created (the local stand-in runs reads only).
+func ViewSelect(table string) (string, error) {
+	s, err := View(table)
+	if err != nil {
+		return "", err
+	}
+	head := "CREATE OR REPLACE VIEW " + table + "_dedup AS\n"
+	_, body, ok := strings.Cut(s, head)
+	if !ok {
+		return "", fmt.Errorf("athena: view of %s does not start with %q", table, head)
+	}
+	return strings.TrimSpace(body), nil
+}
+
+// Query returns the SQL of a named analyst query. Each takes two positional
+// parameters, the first and last day ('YYYY-MM-DD' literals).
+func Query(name string) (string, error) {
+	return read(path.Join("queries", name+".sql"))
+}
+
+// WithDedupViews prefixes query with the dedup views as common table
+// expressions, so that it runs where the views do not exist.
+func WithDedupViews(query string) (string, error) {
+	ctes := make([]string, 0, len(Tables))
+	for _, t := range Tables {
+		sel, err := ViewSelect(t)
+		if err != nil {
+			return "", err
+		}
+		ctes = append(ctes, t+"_dedup AS (\n"+sel+"\n)")
+	}
+	return "WITH " + strings.Join(ctes, ",\n") + "\n" + stripComments(query), nil
+}
+
+// ForDuckDB rewrites the one Trino function the queries use that DuckDB
+// names differently, for the DuckDB-backed local stand-in.
+func ForDuckDB(query string) string {
+	return strings.ReplaceAll(query, "approx_percentile(", "approx_quantile(")
+}
+
+func stripComments(q string) string {
+	var out []string
+	for _, l := range strings.Split(q, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "--") {
+			continue
+		}
+		out = append(out, l)
+	}
+	return strings.Join(out, "\n")
+}
+
+// API is the part of the Athena client RunQuery uses.
+type API interface {
+	StartQueryExecution(ctx context.Context, in *awsathena.StartQueryExecutionInput, optFns ...func(*awsathena.Options)) (*awsathena.StartQueryExecutionOutput, error)
+	GetQueryExecution(ctx context.Context, in *awsathena.GetQueryExecutionInput, optFns ...func(*awsathena.Options)) (*awsathena.GetQueryExecutionOutput, error)
+	GetQueryResults(ctx context.Context, in *awsathena.GetQueryResultsInput, optFns ...func(*awsathena.Options)) (*awsathena.GetQueryResultsOutput, error)
+}
+
+// Where says where a query runs.
+type Where struct {
+	Database       string
+	WorkGroup      string
+	OutputLocation string
+}
+
+// RunQuery runs sql with positional parameters (SQL literals), waits for it
+// (polling, bounded by ctx) and returns the rows as strings, header row
+// first; NULL is "". It is for tools and tests with small results.
+func RunQuery(ctx context.Context, api API, where Where, sql string, params ...string) ([][]string, error) {
+	in := &awsathena.StartQueryExecutionInput{
+		QueryString:           aws.String(sql),
+		QueryExecutionContext: &types.QueryExecutionContext{Database: aws.String(where.Database)},
+	}
+	if where.WorkGroup != "" {
+		in.WorkGroup = aws.String(where.WorkGroup)
+	}
+	if where.OutputLocation != "" {
+		in.ResultConfiguration = &types.ResultConfiguration{OutputLocation: aws.String(where.OutputLocation)}
+	}
+	if len(params) > 0 {
+		in.ExecutionParameters = params
+	}
+	out, err := api.StartQueryExecution(ctx, in)
+	if err != nil {
+		return nil, fmt.Errorf("athena: start query: %w", err)
+	}
+	id := aws.ToString(out.QueryExecutionId)
+	for wait := 50 * time.Millisecond; ; wait = min(wait*2, time.Second) {
+		qe, err := api.GetQueryExecution(ctx, &awsathena.GetQueryExecutionInput{QueryExecutionId: aws.String(id)})
+		if err != nil {
+			return nil, fmt.Errorf("athena: query %s: %w", id, err)
+		}
+		st := qe.QueryExecution.Status
+		switch st.State {
+		case types.QueryExecutionStateSucceeded:
+			return results(ctx, api, id)
+		case types.QueryExecutionStateFailed, types.QueryExecutionStateCancelled:
+			return nil, fmt.Errorf("athena: query %s %s: %s", id, st.State, aws.ToString(st.StateChangeReason))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("athena: query %s: %w", id, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+}
+
+func results(ctx context.Context, api API, id string) ([][]string, error) {
+	var rows [][]string
+	p := awsathena.NewGetQueryResultsPaginator(api, &awsathena.GetQueryResultsInput{QueryExecutionId: aws.String(id)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("athena: results of %s: %w", id, err)
+		}
+		for _, r := range page.ResultSet.Rows {
+			row := make([]string, len(r.Data))
+			for i, d := range r.Data {
+				row[i] = aws.ToString(d.VarCharValue)
+			}
+			rows = append(rows, row)
+		}
+	}
+	if len(rows) == 0 {
+		return nil, errors.New("athena: no header row")
+	}
+	return rows, nil
+}

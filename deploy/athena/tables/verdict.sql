@@ -1,0 +1,43 @@
+-- The verdict table over the Parquet objects that cmd/consumer writes under
+-- {{lake_location}}event_type=verdict/dt=YYYY-MM-DD/hour=HH/. Partition projection
+-- computes the partitions from the key layout, so no MSCK REPAIR TABLE or
+-- crawler is ever needed. Replace {{lake_location}} with the lake root, for
+-- example s3://chatguard-lake/events/ (see README.md).
+CREATE EXTERNAL TABLE IF NOT EXISTS verdict (
+  event_id         string    COMMENT 'UUID; duplicates are possible, see the _dedup view',
+  event_type       string,
+  occurred_at      timestamp COMMENT 'UTC, millisecond precision; the partition is its hour',
+  schema_version   int,
+  received_at      timestamp COMMENT 'when the consumer received the message (UTC)',
+  room_id          string,
+  window_start     timestamp,
+  window_end       timestamp,
+  pipeline_version string,
+  run_id           string,
+  status           string    COMMENT 'done | expired | stopped | failed',
+  label            string    COMMENT 'abusive | suspicious | clean',
+  category         string,
+  severity         int,
+  confidence       double,
+  action           string,
+  early_exit       boolean,
+  fallback_used    boolean,
+  attempts         int,
+  latency_ms       double
+)
+PARTITIONED BY (`dt` string, `hour` string)
+STORED AS PARQUET
+LOCATION '{{lake_location}}event_type=verdict/'
+TBLPROPERTIES (
+  'projection.enabled' = 'true',
+  'projection.dt.type' = 'date',
+  'projection.dt.format' = 'yyyy-MM-dd',
+  'projection.dt.range' = '2025-01-01,NOW',
+  'projection.dt.interval' = '1',
+  'projection.dt.interval.unit' = 'DAYS',
+  'projection.hour.type' = 'integer',
+  'projection.hour.range' = '0,23',
+  'projection.hour.digits' = '2',
+  'storage.location.template' = '{{lake_location}}event_type=verdict/dt=${dt}/hour=${hour}/',
+  'parquet.compression' = 'ZSTD'
+)
