@@ -13,10 +13,19 @@ import (
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/chatguard/chatguard/pipeline"
 )
 
-// errTruncated marks an answer cut at the token limit.
-var errTruncated = errors.New("answer truncated at the token limit")
+// ErrTruncated is the Attempt.Err (and the problem a Repair hook gets) of
+// an answer cut at the token limit.
+var ErrTruncated = errors.New("llm: answer truncated at the token limit")
+
+// stopError carries a pipeline.CheckStop result out of a stream.
+type stopError struct{ err error }
+
+func (e *stopError) Error() string { return e.err.Error() }
+func (e *stopError) Unwrap() error { return e.err }
 
 // errNoFinish marks a stream that ended without a finish reason: the
 // connection dropped mid-answer.
@@ -39,7 +48,7 @@ func (r *Router) attempt(ctx context.Context, l lease, req *Request, msgs []Mess
 	neutral, failed := false, false
 	switch {
 	case err == nil && finish == string(openai.FinishReasonLength):
-		a.Outcome, a.Err = OutcomeTruncated, errTruncated
+		a.Outcome, a.Err = OutcomeTruncated, ErrTruncated
 	case err == nil && finish == "":
 		a.Outcome, a.Err, failed = OutcomeDropped, errNoFinish, true
 	case err == nil:
@@ -51,6 +60,8 @@ func (r *Router) attempt(ctx context.Context, l lease, req *Request, msgs []Mess
 		}
 	case ctx.Err() != nil:
 		a.Outcome, a.Err, neutral = OutcomeCanceled, context.Cause(ctx), true
+	case errors.As(err, new(*stopError)):
+		a.Outcome, a.Err, neutral = OutcomeCanceled, errors.Unwrap(err), true
 	case errors.Is(actx.Err(), context.DeadlineExceeded):
 		a.Outcome, a.Err, failed = OutcomeTimeout, fmt.Errorf("attempt timed out after %s: %w", p.cfg.AttemptTimeout, err), true
 	default:
@@ -132,6 +143,11 @@ func (r *Router) stream(ctx context.Context, p *pool, req *Request, msgs []Messa
 		}
 		if err != nil {
 			return buf.Bytes(), "", err
+		}
+		// An operator's stop must end a long stream now, not at its end;
+		// the check is an in-process lookup.
+		if serr := pipeline.CheckStop(ctx); serr != nil {
+			return buf.Bytes(), "", &stopError{serr}
 		}
 		if chunk.Usage != nil {
 			a.TokensIn, a.TokensOut = chunk.Usage.PromptTokens, chunk.Usage.CompletionTokens

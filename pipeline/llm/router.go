@@ -180,8 +180,9 @@ func (r *Router) State() []PoolState {
 }
 
 // Complete runs one stage call to a validated answer. It returns:
-//   - the wrapped context.Cause(ctx) when ctx ends (a *pipeline.StoppedError
-//     cause survives errors.As);
+//   - the wrapped context.Cause(ctx) when ctx ends, or the wrapped result of
+//     pipeline.CheckStop(ctx), which is checked before every attempt and on
+//     every streamed chunk (a *pipeline.StoppedError survives errors.As);
 //   - a *pipeline.PermanentError when a pool rejected the request itself
 //     (400, 413, 422): no retry can fix the prompt;
 //   - a *pipeline.RetryableError when every attempt failed or no pool could
@@ -202,6 +203,10 @@ func (r *Router) Complete(ctx context.Context, req Request) (Response, error) {
 		r.m.requests.WithLabelValues(st, pool, outcome).Inc()
 	}
 	for attempted < r.cfg.MaxAttempts {
+		if serr := pipeline.CheckStop(ctx); serr != nil {
+			finish("none", OutcomeCanceled)
+			return resp, fmt.Errorf("llm: %s: %w", st, serr)
+		}
 		last := attempted == r.cfg.MaxAttempts-1
 		l, reason, err := r.acquire(ctx, req.Class, lastPool, last)
 		if err != nil {
@@ -239,6 +244,7 @@ func (r *Router) Complete(ctx context.Context, req Request) (Response, error) {
 		a, content := r.attemptWithRepair(ctx, l, &req, msgs, &attempted, &resp)
 		l.release()
 		lastPool = p
+		resp.Attempts = attempted
 		if a.Outcome == OutcomeOK {
 			resp.Content = content
 			resp.Pool = p.cfg.Name
@@ -254,7 +260,7 @@ func (r *Router) Complete(ctx context.Context, req Request) (Response, error) {
 		switch a.Outcome {
 		case OutcomeCanceled:
 			finish("none", OutcomeCanceled)
-			return resp, fmt.Errorf("llm: %s: %w", st, context.Cause(ctx))
+			return resp, fmt.Errorf("llm: %s: %w", st, a.Err)
 		case OutcomeRejected:
 			finish("none", OutcomeRejected)
 			return resp, pipeline.Permanent(fmt.Errorf("llm: %s: %w", st, a.Err))

@@ -626,3 +626,23 @@ func TestConcurrentCallersShareOneCooldown(t *testing.T) {
 	require.False(t, r.State()[0].CoolingUntil.IsZero(), "cooldown set")
 	require.Equal(t, int64(50), fb.calls.Load())
 }
+
+func TestStopCheckEndsStreamMidway(t *testing.T) {
+	t.Parallel()
+	prim := newFake(t, answer(okAnswer))
+	r, _ := setup(t, setupOpts{primary: prim})
+	var chunks atomic.Int64
+	ctx := pipeline.WithStopCheck(t.Context(), func() error {
+		if chunks.Add(1) > 2 {
+			return &pipeline.StoppedError{Reason: "operator pressed stop"}
+		}
+		return nil
+	})
+	resp, err := r.Complete(ctx, triageReq())
+	var se *pipeline.StoppedError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, "operator pressed stop", se.Reason)
+	require.Equal(t, 1, resp.Attempts)
+	require.Equal(t, int64(1), prim.calls.Load())
+	require.Equal(t, 1.0, testutil.ToFloat64(r.m.attempts.WithLabelValues("triage", "primary", OutcomeCanceled)))
+}
