@@ -101,6 +101,10 @@ func (s *Server) Config() Config { return s.cfg.Load().clone() }
 func (s *Server) SetConfig(cfg Config) error {
 	s.cfgMu.Lock()
 	defer s.cfgMu.Unlock()
+	return s.setConfigLocked(cfg)
+}
+
+func (s *Server) setConfigLocked(cfg Config) error {
 	cfg = cfg.clone()
 	cfg.Name = s.name
 	if err := cfg.Validate(); err != nil {
@@ -116,10 +120,10 @@ func (s *Server) SetConfig(cfg Config) error {
 // result if it is valid, atomically with respect to other updates.
 func (s *Server) UpdateConfig(fn func(*Config)) error {
 	s.cfgMu.Lock()
+	defer s.cfgMu.Unlock()
 	cfg := s.cfg.Load().clone()
-	s.cfgMu.Unlock()
 	fn(&cfg)
-	return s.SetConfig(cfg)
+	return s.setConfigLocked(cfg)
 }
 
 // SetFaults replaces the fault rates, or returns their problems.
@@ -137,8 +141,9 @@ func (s *Server) Stats() Stats {
 func (s *Server) ResetStats() { s.stats.reset() }
 
 // Close ends every hang and every wait in the queue at once (those requests
-// are dropped or refused); requests already generating finish normally. It
-// is idempotent and does not stop an http.Server serving the Handler.
+// are dropped or refused with 503); requests already generating finish
+// normally, bounded by their TTFT and ITL. It is idempotent and does not
+// stop an http.Server serving the Handler.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() { close(s.closed) })
 }
@@ -183,13 +188,16 @@ func (s *Server) handlePutConfig(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "", "read config: "+err.Error())
 		return
 	}
-	s.cfgMu.Lock()
-	next, err := patchConfig(s.cfg.Load().clone(), body)
-	s.cfgMu.Unlock()
-	if err == nil {
-		err = s.SetConfig(next)
-	}
-	if err != nil {
+	var patchErr error
+	err = s.UpdateConfig(func(c *Config) {
+		next, err := patchConfig(*c, body)
+		if err != nil {
+			patchErr = err // leave c as it was: nothing changes
+			return
+		}
+		*c = next
+	})
+	if err = errors.Join(patchErr, err); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "", err.Error())
 		return
 	}
@@ -437,7 +445,7 @@ func jittered(d time.Duration, j float64) time.Duration {
 }
 
 // sleep waits d on t (reused across a request's waits), or returns false
-// when the client goes away or the server closes.
+// when the client goes away.
 func (s *Server) sleep(ctx context.Context, t *time.Timer, d time.Duration) bool {
 	if d <= 0 {
 		return ctx.Err() == nil
@@ -447,9 +455,6 @@ func (s *Server) sleep(ctx context.Context, t *time.Timer, d time.Duration) bool
 	case <-t.C:
 		return true
 	case <-ctx.Done():
-		t.Stop()
-		return false
-	case <-s.closed:
 		t.Stop()
 		return false
 	}

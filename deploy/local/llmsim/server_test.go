@@ -569,6 +569,33 @@ func TestCloseEndsHangs(t *testing.T) {
 	}
 }
 
+func TestMaxHangDropsTheConnection(t *testing.T) {
+	t.Parallel()
+	cfg := fastConfig()
+	cfg.MaxHang = 50 * time.Millisecond
+	fx := setup(t, cfg, map[string]string{HeaderFault: "hang"})
+	start := time.Now()
+	_, err := fx.client.CreateChatCompletion(t.Context(), stageRequest(pipeline.StageTriage, testChat))
+	require.Error(t, err)
+	var apiErr *openai.APIError
+	require.False(t, errors.As(err, &apiErr), "no answer at all: %v", err)
+	require.GreaterOrEqual(t, time.Since(start), cfg.MaxHang)
+}
+
+func TestConcurrentConfigUpdatesAreNotLost(t *testing.T) {
+	t.Parallel()
+	s, err := New(fastConfig())
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			require.NoError(t, s.UpdateConfig(func(c *Config) { c.MaxRunning++ }))
+		})
+	}
+	wg.Wait()
+	require.Equal(t, fastConfig().MaxRunning+50, s.Config().MaxRunning)
+}
+
 func TestBadSimHeaders(t *testing.T) {
 	t.Parallel()
 	for _, h := range []map[string]string{{HeaderFault: "explode"}, {HeaderITL: "-1"}, {HeaderTTFT: "soon"}} {
