@@ -167,3 +167,17 @@ func FuzzFindSignals(f *testing.F) {
 		require.Equal(t, masked, MaskNumbers(masked))
 	})
 }
+
+func BenchmarkPrepare(b *testing.B) {
+	var in []pipeline.ChatMessage
+	for i := range 60 {
+		in = append(in, msg(fmt.Sprintf("m%03d", i), 60-i, pipeline.RoleBuyer, pipeline.KindText, "안녕하세요 국민은행 123456-12-123456 으로 선입금 해주세요 카톡 아이디 deal8282 https://kaka0-pay.com/pay"))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		w := Prepare(in, Config{})
+		if len(w.Signals) == 0 {
+			b.Fatal("no signals")
+		}
+	}
+}
