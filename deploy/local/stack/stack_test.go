@@ -1,0 +1,291 @@
+package stack
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/deploy/local/sampledata"
+)
+
+// envKeys are the variables every binary or test may rely on
+// (deploy/local/README.md).
+var envKeys = []string{
+	"AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+	"AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL_S3",
+	"CHATGUARD_S3_PATH_STYLE",
+	"CHATGUARD_REVIEW_QUEUE_URL", "CHATGUARD_REVIEW_DLQ_URL",
+	"CHATGUARD_FEEDBACK_QUEUE_URL", "CHATGUARD_FEEDBACK_DLQ_URL",
+	"CHATGUARD_MAX_RECEIVE_COUNT", "CHATGUARD_MYSQL_DSN", "CHATGUARD_REDIS_ADDR",
+	"CHATGUARD_CHAT_API_URL", "CHATGUARD_LAKE_BUCKET", "CHATGUARD_LAKE_DIR", "CHATGUARD_TRUTH_DIR",
+	"CHATGUARD_PRIMARY_BASE_URL", "CHATGUARD_PRIMARY_MODEL", "CHATGUARD_PRIMARY_ADMIN_URL",
+	"CHATGUARD_FALLBACK_BASE_URL", "CHATGUARD_FALLBACK_MODEL", "CHATGUARD_FALLBACK_API_KEY", "CHATGUARD_FALLBACK_ADMIN_URL",
+	"CHATGUARD_SAMPLE_WINDOW_START", "CHATGUARD_SAMPLE_WINDOW_END", "CHATGUARD_STACK_PID",
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("../../..")
+	require.NoError(t, err)
+	_, err = os.Stat(filepath.Join(root, "go.mod"))
+	require.NoError(t, err)
+	return root
+}
+
+// freePorts returns n ports that were free a moment ago.
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var lns []net.Listener
+	var ports []int
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return ports
+}
+
+// setup returns a configuration for a private stack: its own state dir and
+// ports, the repository's cache, and the embedded MySQL and miniredis.
+func setup(t *testing.T) Config {
+	t.Helper()
+	cfg := Defaults(repoRoot(t))
+	cfg.StateDir = t.TempDir()
+	p := freePorts(t, 8)
+	cfg.SQSPort, cfg.S3Port, cfg.AthenaPort, cfg.ChatAPIPort = p[0], p[1], p[2], p[3]
+	cfg.PrimaryPort, cfg.FallbackPort, cfg.MySQLPort, cfg.RedisPort = p[4], p[5], p[6], p[7]
+	cfg.ExternalMySQL, cfg.ExternalRedis = "", ""
+	cfg.Rooms = 40
+	cfg.MaxReceiveCount = 3
+	return cfg
+}
+
+// startStale leaves behind what a killed run would: an env file and a
+// process that carries the fauxqs marker, recorded in the pid file.
+func startStale(t *testing.T, cfg Config) *exec.Cmd {
+	t.Helper()
+	require.NoError(t, os.WriteFile(cfg.EnvFile(), []byte("CHATGUARD_STACK_PID='1'\n"), 0o644))
+	cmd := exec.Command("bash", "-c", "sleep 300; true", fauxqsMarker)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
+	require.NoError(t, os.WriteFile(cfg.FauxqsPIDFile(), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644))
+	return cmd
+}
+
+func TestStackStartsCleansUpAfterKilledRunAndStopsEverything(t *testing.T) {
+	cfg := setup(t)
+	stale := startStale(t, cfg)
+	staleExited := make(chan struct{})
+	go func() { _ = stale.Wait(); close(staleExited) }()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, err := Start(ctx, cfg)
+	require.NoError(t, err)
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = s.Stop(context.Background())
+		}
+	})
+	select {
+	case <-staleExited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the orphaned fauxqs of the killed run survived the start")
+	}
+
+	env, err := ReadEnvFile(cfg.EnvFile())
+	require.NoError(t, err)
+	for _, k := range envKeys {
+		require.NotEmpty(t, env[k], "env file lacks %s", k)
+	}
+	require.Equal(t, strconv.Itoa(os.Getpid()), env["CHATGUARD_STACK_PID"], "the stale env file was replaced")
+	require.Equal(t, "3", env["CHATGUARD_MAX_RECEIVE_COUNT"])
+	require.Equal(t, cfg.LakeDir(), env["CHATGUARD_LAKE_DIR"])
+	require.Equal(t, os.Getpid(), Running(cfg))
+	_, err = WaitReady(ctx, cfg, 0, time.Second)
+	require.NoError(t, err)
+
+	rooms, err := sampledata.LoadRooms(env["CHATGUARD_LAKE_DIR"])
+	require.NoError(t, err)
+	require.Len(t, rooms, cfg.Rooms)
+
+	// A second stack on the same state fails fast, naming the first.
+	_, err = Start(ctx, cfg)
+	require.ErrorIs(t, err, ErrRunning)
+	require.ErrorContains(t, err, strconv.Itoa(os.Getpid()))
+
+	// The embedded MySQL takes the upsert the verdict store uses.
+	db, err := sql.Open("mysql", env["CHATGUARD_MYSQL_DSN"])
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.ExecContext(ctx, "CREATE TABLE v (k VARCHAR(32) PRIMARY KEY, n INT NOT NULL)")
+	require.NoError(t, err)
+	for range 2 {
+		_, err = db.ExecContext(ctx, "INSERT INTO v (k, n) VALUES ('a', 1) ON DUPLICATE KEY UPDATE n = n + 1")
+		require.NoError(t, err)
+	}
+	var n int
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT n FROM v WHERE k = 'a'").Scan(&n))
+	require.Equal(t, 2, n)
+	require.NoError(t, db.Close())
+
+	// miniredis carries pub/sub.
+	rc := redis.NewClient(&redis.Options{Addr: env["CHATGUARD_REDIS_ADDR"]})
+	defer rc.Close()
+	sub := rc.Subscribe(ctx, "stop")
+	_, err = sub.Receive(ctx)
+	require.NoError(t, err)
+	require.NoError(t, rc.Publish(ctx, "stop", "x").Err())
+	msg, err := sub.ReceiveMessage(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "x", msg.Payload)
+	require.NoError(t, sub.Close())
+	require.NoError(t, rc.Close())
+
+	pidData, err := os.ReadFile(cfg.FauxqsPIDFile())
+	require.NoError(t, err)
+	fauxqsPID, err := strconv.Atoi(string(pidData[:len(pidData)-1]))
+	require.NoError(t, err)
+	require.True(t, cmdlineHas(fauxqsPID, fauxqsMarker))
+
+	stopped = true
+	require.NoError(t, s.Stop(ctx))
+
+	require.False(t, processAlive(fauxqsPID), "fauxqs survived the stop")
+	for _, p := range cfg.ports() {
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p.port))
+		require.NoError(t, err, "port %s (%d) still taken after stop", p.name, p.port)
+		ln.Close()
+	}
+	_, err = os.Stat(cfg.EnvFile())
+	require.True(t, errors.Is(err, os.ErrNotExist), "env file left behind")
+	require.Zero(t, Running(cfg))
+
+	// The lake survives for the next start; the state can start again.
+	s2, err := Start(ctx, cfg)
+	require.NoError(t, err)
+	require.NoError(t, s2.Stop(ctx))
+}
+
+func TestStartFailsFastOnATakenPort(t *testing.T) {
+	t.Parallel()
+	cfg := setup(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(cfg.ChatAPIPort))
+	require.NoError(t, err)
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = Start(ctx, cfg)
+	require.ErrorContains(t, err, "--chat-api-port")
+	require.Zero(t, Running(cfg), "a failed start releases the lock")
+	_, err = os.Stat(cfg.FauxqsPIDFile())
+	require.True(t, errors.Is(err, os.ErrNotExist), "no fauxqs was started")
+}
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		edit  func(*Config)
+		wants []string
+	}{
+		{"defaults", func(*Config) {}, nil},
+		{"duplicate port", func(c *Config) { c.S3Port = c.SQSPort }, []string{"--sqs-port and --s3-port are both"}},
+		{"bad port", func(c *Config) { c.RedisPort = 70000 }, []string{"--redis-port 70000"}},
+		{"several", func(c *Config) { c.MaxReceiveCount = 0; c.Rooms = 0; c.VisibilityTimeout = 1500 * time.Millisecond },
+			[]string{"max receive count", "rooms", "visibility timeout"}},
+		{"no root", func(c *Config) { c.Root, c.StateDir, c.CacheDir = "", "", "" }, []string{"root", "state dir", "cache dir"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := Defaults("/repo")
+			tt.edit(&cfg)
+			err := cfg.Validate()
+			if tt.wants == nil {
+				require.NoError(t, err)
+				return
+			}
+			for _, w := range tt.wants {
+				require.ErrorContains(t, err, w)
+			}
+		})
+	}
+}
+
+func TestEnvRoundTrip(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		env     Env
+		wantErr bool
+	}{
+		{"dsn with shell characters", Env{"CHATGUARD_MYSQL_DSN": "root@tcp(127.0.0.1:3306)/chatguard?parseTime=true&x=y", "A": "b c"}, false},
+		{"empty value", Env{"K": "", "L": "x"}, false},
+		{"quote", Env{"K": "it's"}, true},
+		{"newline", Env{"K": "a\nb"}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "env")
+			err := tt.env.WriteFile(path)
+			if tt.wantErr {
+				require.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			got, err := ReadEnvFile(path)
+			require.NoError(t, err)
+			require.Equal(t, tt.env, got)
+			// A shell reads the same values.
+			for k, v := range tt.env {
+				out, err := exec.Command("bash", "-c", "set -a; . "+path+"; printf %s \"$"+k+"\"").Output()
+				require.NoError(t, err)
+				require.Equal(t, v, string(out), k)
+			}
+		})
+	}
+}
+
+func TestBusiestHour(t *testing.T) {
+	t.Parallel()
+	at := func(h, m int) sampledata.RoomRow {
+		return sampledata.RoomRow{FirstMessageAt: time.Date(2026, 11, 1, h, m, 0, 0, time.UTC)}
+	}
+	tests := []struct {
+		name  string
+		rooms []sampledata.RoomRow
+		want  time.Time
+		n     int
+	}{
+		{"none", nil, time.Time{}, 0},
+		{"most rooms wins", []sampledata.RoomRow{at(1, 5), at(2, 0), at(2, 59), at(3, 1)}, time.Date(2026, 11, 1, 2, 0, 0, 0, time.UTC), 2},
+		{"earliest on a tie", []sampledata.RoomRow{at(5, 1), at(4, 1)}, time.Date(2026, 11, 1, 4, 0, 0, 0, time.UTC), 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, n := busiestHour(tt.rooms)
+			require.Equal(t, tt.n, n)
+			require.True(t, tt.want.Equal(got), "got %s", got)
+		})
+	}
+}
