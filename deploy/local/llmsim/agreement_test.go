@@ -21,7 +21,7 @@ func TestAgreementWithSampleData(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	lake, truthDir := filepath.Join(dir, "lake"), filepath.Join(dir, "truth")
-	_, err := sampledata.Generate(t.Context(), sampledata.Options{LakeDir: lake, TruthDir: truthDir, Seed: 7, Rooms: 1000})
+	_, err := sampledata.Generate(t.Context(), sampledata.Options{LakeDir: lake, TruthDir: truthDir, Seed: 7, Rooms: 600})
 	require.NoError(t, err)
 	rooms, err := sampledata.LoadMessages(lake)
 	require.NoError(t, err)

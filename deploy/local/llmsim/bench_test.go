@@ -284,3 +284,53 @@ func BenchmarkRules(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHandler measures the server alone (no sockets, no client):
+// decode, analysis (cached for 3 of 4 stages), render, encode; and for
+// streams the chunk writes.
+func BenchmarkHandler(b *testing.B) {
+	for _, tc := range []struct {
+		stream bool
+		cache  int
+	}{{false, 0}, {false, 4096}, {true, 4096}} {
+		stream := tc.stream
+		name := fmt.Sprintf("stream=%v", stream)
+		if tc.cache == 0 {
+			name += "/cold"
+		}
+		b.Run(name, func(b *testing.B) {
+			cfg := DefaultConfig()
+			cfg.TTFT, cfg.ITL, cfg.CacheSize = 0, 0, tc.cache
+			s, err := New(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			h := s.Handler()
+			bodies := benchBodies(b, 4096, stream)
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := cpuTime(b)
+			i := 0
+			for b.Loop() {
+				req, _ := http.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(bodies[i%len(bodies)]))
+				w := &discardWriter{h: http.Header{}}
+				h.ServeHTTP(w, req)
+				if w.status != http.StatusOK {
+					b.Fatalf("status %d", w.status)
+				}
+				i++
+			}
+			b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/float64(i), "cpu_us/req")
+		})
+	}
+}
+
+type discardWriter struct {
+	h      http.Header
+	status int
+}
+
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w *discardWriter) WriteHeader(s int)           { w.status = s }
+func (w *discardWriter) Flush()                      {}
