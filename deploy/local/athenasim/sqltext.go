@@ -22,7 +22,7 @@ type scanned struct {
 }
 
 // scanSQL tokenizes just enough SQL to find placeholders and identifiers:
-// single-quoted strings (with ” escapes), double-quoted identifiers, line
+// single-quoted strings (a doubled quote escapes one), double-quoted identifiers, line
 // and block comments. An unterminated string or comment is an error.
 func scanSQL(q string) (scanned, error) {
 	var s scanned
@@ -166,7 +166,7 @@ var timestampLayouts = []string{
 }
 
 // parseLiteral parses one Athena execution parameter: a SQL literal written
-// as a string ('text' with ” for a quote, 42, -1.5, 1e3, true, false,
+// as a string ('text', a doubled quote for a quote, 42, -1.5, 1e3, true, false,
 // NULL, DATE 'YYYY-MM-DD', TIMESTAMP 'YYYY-MM-DD HH:MM:SS[.fff]'). Anything
 // else, including a literal followed by more SQL, is an error: parameters
 // are values, never SQL text.

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -25,6 +27,9 @@ func main() {
 	defer stop()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	m, err := parseMain(os.Args[1:], os.Stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
 	if err == nil {
 		err = m.Run(ctx)
 	}
@@ -35,7 +40,7 @@ func main() {
 	}
 }
 
-// Main is the genlake command.
+// Main is the genlake command: it writes the lake once and returns.
 type Main struct {
 	Opts sampledata.Options
 	Out  io.Writer
@@ -52,19 +57,25 @@ func parseMain(args []string, out io.Writer) (*Main, error) {
 	fs := flag.NewFlagSet("genlake", flag.ContinueOnError)
 	lake := fs.String("lake-dir", env("lake-dir", "./tmp/lake"), "lake root (the S3 bucket); env CHATGUARD_LAKE_DIR")
 	truth := fs.String("truth-dir", env("truth-dir", "./tmp/truth"), "ground-truth directory, outside the lake; env CHATGUARD_TRUTH_DIR")
-	seed := fs.Int64("seed", 1, "random seed; the same seed gives byte-identical files")
-	rooms := fs.Int("rooms", sampledata.DefaultRooms, "number of chat rooms")
-	days := fs.Int("days", sampledata.DefaultDays, "number of days of chats")
-	start := fs.String("start", sampledata.DefaultStart.Format(time.RFC3339), "first instant of the data (RFC 3339)")
+	seed := fs.String("seed", env("seed", "1"), "random seed; the same seed gives byte-identical files; env CHATGUARD_SEED")
+	rooms := fs.String("rooms", env("rooms", strconv.Itoa(sampledata.DefaultRooms)), "number of chat rooms; env CHATGUARD_ROOMS")
+	days := fs.String("days", env("days", strconv.Itoa(sampledata.DefaultDays)), "number of days of chats; env CHATGUARD_DAYS")
+	start := fs.String("start", env("start", sampledata.DefaultStart.Format(time.RFC3339)), "first instant of the data (RFC 3339); env CHATGUARD_START")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	sd, err1 := strconv.ParseInt(*seed, 10, 64)
+	rn, err2 := strconv.Atoi(*rooms)
+	dn, err3 := strconv.Atoi(*days)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return nil, fmt.Errorf("genlake: %w", err)
 	}
 	st, err := time.Parse(time.RFC3339, *start)
 	if err != nil {
 		return nil, fmt.Errorf("genlake: --start: %w", err)
 	}
 	return &Main{Out: out, Opts: sampledata.Options{
-		LakeDir: *lake, TruthDir: *truth, Seed: *seed, Rooms: *rooms, Days: *days, Start: st,
+		LakeDir: *lake, TruthDir: *truth, Seed: sd, Rooms: rn, Days: dn, Start: st,
 	}}, nil
 }
 
