@@ -646,7 +646,7 @@ func TestConfigValidate(t *testing.T) {
 
 func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
 	t.Parallel()
-	for _, s := range []string{"", "plain", `quote " back \ slash`, "<tag>&amp;", "탭\t줄\n바꿈\r", "\x00\x1f", "\u2028\u2029", "bad \xff utf8"} {
+	for _, s := range []string{"", "plain", `quote " back \ slash`, "<tag>&amp;", "탭\t줄\n바꿈\r", "\x00\x1f\b\f", "\u2028\u2029", "bad \xff utf8"} {
 		want, err := json.Marshal(s)
 		require.NoError(t, err)
 		require.Equal(t, string(want), string(appendJSONString(nil, s)))
