@@ -308,6 +308,12 @@ func TestExecutionParametersAreTyped(t *testing.T) {
 	}
 	require.Equal(t, []string{"varchar", "bigint", "double", "boolean", "date", "timestamp", "integer", "double"}[:6], ty[:6])
 
+	// Trino functions provided as macros.
+	r = e.run(t, "SELECT to_iso8601(?) AS a, from_iso8601_timestamp('2026-11-01T09:00:00+09:00') AS b, to_unixtime(?) AS c, from_unixtime(1793491200) AS d",
+		"TIMESTAMP '2026-11-01 00:00:00.123'", "TIMESTAMP '2026-11-01 00:00:00'")
+	require.Equal(t, []string{"2026-11-01T00:00:00.123", "2026-11-01 00:00:00.000", "1.7934912E9", "2026-11-01 00:00:00.000"},
+		[]string{str(r.rows[0][0]), str(r.rows[0][1]), str(r.rows[0][2]), str(r.rows[0][3])})
+
 	// A placeholder inside a string literal or a comment is not a parameter.
 	r = e.run(t, "SELECT '?' AS q, ? AS p -- trailing ?\n", "'x'")
 	require.Equal(t, "?", str(r.rows[0][0]))

@@ -15,7 +15,9 @@
 //
 // What differs: the SQL dialect is DuckDB's, not Trino's (the common subset
 // — SELECT, WHERE, GROUP BY, aggregates, CASE, CAST, TIMESTAMP and DATE
-// literals — behaves the same); only read-only statements run; one database
+// literals — behaves the same, and to_iso8601, from_iso8601_timestamp,
+// to_unixtime and from_unixtime are provided as macros); only read-only
+// statements run; one database
 // (default "chatguard") whose tables come from Config.Tables; results stay in
 // memory and nothing is written to the output location; there is no auth.
 //

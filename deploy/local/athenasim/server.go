@@ -140,8 +140,15 @@ func setupDB(db *sql.DB, cfg Config) error {
 	for _, d := range slices.Sorted(maps.Keys(dirs)) {
 		quoted = append(quoted, sqlString(d+string(filepath.Separator)))
 	}
+	schema := quoteIdent(cfg.Database)
 	for _, stmt := range []string{
-		"CREATE SCHEMA IF NOT EXISTS " + quoteIdent(cfg.Database),
+		"CREATE SCHEMA IF NOT EXISTS " + schema,
+		// A few Trino functions the batch's SQL may use, so that the same
+		// text runs here and on Athena.
+		"CREATE MACRO " + schema + ".to_iso8601(ts) AS strftime(CAST(ts AS TIMESTAMP), '%Y-%m-%dT%H:%M:%S.%g')",
+		"CREATE MACRO " + schema + ".from_iso8601_timestamp(s) AS CAST(CAST(s AS TIMESTAMPTZ) AS TIMESTAMP)",
+		"CREATE MACRO " + schema + ".to_unixtime(ts) AS epoch(CAST(ts AS TIMESTAMP))",
+		"CREATE MACRO " + schema + ".from_unixtime(x) AS CAST(to_timestamp(x) AS TIMESTAMP)",
 		"SET allowed_directories = [" + strings.Join(quoted, ", ") + "]",
 		"SET enable_external_access = false",
 	} {
