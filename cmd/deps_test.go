@@ -102,7 +102,7 @@ func TestStandInCheckCatchesTheStack(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"github.com/dolthub/", "github.com/johannesboyne/gofakes3", "github.com/alicebob/miniredis", module + "/deploy/local"} {
+	for _, want := range []string{"github.com/duckdb/", "github.com/dolthub/", "github.com/johannesboyne/gofakes3", "github.com/alicebob/miniredis", module + "/deploy/local"} {
 		require.True(t, found[want], "the scan misses %s in the stack's dependencies", want)
 	}
 }

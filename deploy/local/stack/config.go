@@ -50,6 +50,10 @@ const (
 	FallbackAPIKey = "local-fallback-key"
 	PrimaryModel   = "chatguard-sim-primary"
 	FallbackModel  = "chatguard-sim-fallback"
+
+	AthenaDatabase       = "chatguard"
+	AthenaWorkgroup      = "primary"
+	AthenaOutputLocation = "s3://lake/athena-results/"
 )
 
 // Config says where the stack keeps its state and which ports it binds.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/chatguard/chatguard/deploy/local/athenasim"
 	"github.com/chatguard/chatguard/deploy/local/chatapi"
 	"github.com/chatguard/chatguard/deploy/local/llmsim"
 )
@@ -77,9 +78,28 @@ func fallbackConfig() llmsim.Config {
 	return c
 }
 
-// startAthena is the slot of the Athena stand-in (deploy/local/athenasim),
-// wired when that package lands.
+// startAthena serves the Athena stand-in (DuckDB over the lake directory).
 func (s *Stack) startAthena(ctx context.Context, ll *lazyListener) error {
-	_, _ = ctx, ll
+	srv, err := athenasim.New(athenasim.Config{
+		LakeDir:        s.cfg.LakeDir(),
+		Bucket:         LakeBucket,
+		Database:       AthenaDatabase,
+		OutputLocation: AthenaOutputLocation,
+	})
+	if err != nil {
+		return fmt.Errorf("athena: %w", err)
+	}
+	s.onStop("athena engine", func(context.Context) error { return srv.Close() })
+	url, err := s.serve(ctx, "athena", ll.take(), srv.Handler())
+	if err != nil {
+		return err
+	}
+	s.set(
+		"AWS_ENDPOINT_URL_ATHENA", url,
+		"CHATGUARD_ATHENA_DATABASE", AthenaDatabase,
+		"CHATGUARD_ATHENA_WORKGROUP", AthenaWorkgroup,
+		"CHATGUARD_ATHENA_OUTPUT_LOCATION", AthenaOutputLocation,
+		"CHATGUARD_ATHENA_ADMIN_URL", url+"/admin",
+	)
 	return nil
 }
