@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -88,11 +89,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	began := now()
 	sum := Summary{WindowStart: cfg.WindowStart, WindowEnd: cfg.WindowEnd, RunID: cfg.RunID, DryRun: cfg.DryRun}
 	var (
-		rec   batchruns.Run
-		store RunStore
-		rows  atomic.Int64
-		pub   *sqspub.Publisher
-		qid   atomic.Value // string
+		rec       batchruns.Run
+		store     RunStore
+		closeDeps = func() {}
+		rows      atomic.Int64
+		pub       *sqspub.Publisher
+		qid       atomic.Value // string
 	)
 	defer func() {
 		sum.Rows = rows.Load()
@@ -117,6 +119,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			}
 			cancel()
 		}
+		closeDeps() // after Finish, which needs the database
 		sum.DurationSeconds = now().Sub(began).Seconds()
 		m.report(sum)
 	}()
@@ -125,7 +128,6 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	defer closeDeps()
 	src, err := athena.New(athenaAPI, cfg.athenaConfig())
 	if err != nil {
 		return err
@@ -149,46 +151,25 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	defer cutSource(nil)
 	rooms := make(chan athena.Room, cfg.athenaConfig().PageSize)
 	events := make(chan pipeline.ReviewEvent, sqspub.MaxBatch*cfg.PublishConcurrency)
+	// Each part keeps its own error: when one fails the others fail in
+	// consequence, and the source's error (which names the query and
+	// whether it was stopped) is the one worth reporting first.
+	var srcErr, convErr, pubErr error
 	g.Go(func() error {
 		defer close(rooms)
-		_, err := src.Rooms(srcCtx, cfg.WindowStart, cfg.WindowEnd, func(id string) {
-			qid.Store(id)
-			m.Log.Info("athena query started", "run_id", cfg.RunID, "query_execution_id", id)
-		}, rooms)
-		if err != nil && errors.Is(context.Cause(srcCtx), errMaxEvents) && gctx.Err() == nil {
-			return nil
-		}
-		return err
+		srcErr = m.source(srcCtx, gctx, src, &qid, rooms)
+		return srcErr
 	})
 	g.Go(func() error {
 		defer close(events)
-		for r := range rooms {
-			n := rows.Add(1)
-			if !cfg.DryRun {
-				ev := pipeline.ReviewEvent{RoomID: r.RoomID, WindowStart: cfg.WindowStart, WindowEnd: cfg.WindowEnd, RunID: cfg.RunID, SchemaVersion: pipeline.ReviewSchemaVersion}
-				select {
-				case events <- ev:
-				case <-gctx.Done():
-					return context.Cause(gctx)
-				}
-			}
-			if cfg.MaxEvents > 0 && n >= int64(cfg.MaxEvents) {
-				cutSource(errMaxEvents)
-				return nil
-			}
-		}
-		return nil
+		convErr = convert(gctx, cfg, rooms, events, &rows, cutSource)
+		return convErr
 	})
-	if pub != nil {
-		g.Go(func() error { return pub.Run(gctx, events) })
-	} else {
-		g.Go(func() error {
-			for range events { // dry run: nothing is ever sent on events
-			}
-			return nil
-		})
+	if pub != nil { // a dry run sends nothing on events
+		g.Go(func() error { pubErr = pub.Run(gctx, events); return pubErr })
 	}
-	if err := g.Wait(); err != nil {
+	_ = g.Wait()
+	if err := cmp.Or(srcErr, convErr, pubErr); err != nil {
 		// A signal is the root cause of whatever the parts reported.
 		if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
 			err = fmt.Errorf("%w: %w", cause, err)
@@ -197,6 +178,42 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("batch: %w", err)
 	}
 	m.Log.Info("batch run succeeded", "run_id", cfg.RunID, "attempt", rec.Attempt, "rows", rows.Load())
+	return nil
+}
+
+// source runs the query into rooms. Being cut short by --max-events is not
+// an error.
+func (m *Main) source(srcCtx, gctx context.Context, src *athena.Source, qid *atomic.Value, rooms chan<- athena.Room) error {
+	cfg := m.Config
+	_, err := src.Rooms(srcCtx, cfg.WindowStart, cfg.WindowEnd, func(id string) {
+		qid.Store(id)
+		m.Log.Info("athena query started", "run_id", cfg.RunID, "query_execution_id", id)
+	}, rooms)
+	if err != nil && errors.Is(context.Cause(srcCtx), errMaxEvents) && gctx.Err() == nil {
+		return nil
+	}
+	return err
+}
+
+// convert turns rooms into review events of the run, counting rows and
+// cutting the source short once --max-events rooms have been read. In a dry
+// run it only counts.
+func convert(ctx context.Context, cfg Config, rooms <-chan athena.Room, events chan<- pipeline.ReviewEvent, rows *atomic.Int64, cutSource context.CancelCauseFunc) error {
+	for r := range rooms {
+		n := rows.Add(1)
+		if !cfg.DryRun {
+			ev := pipeline.ReviewEvent{RoomID: r.RoomID, WindowStart: cfg.WindowStart, WindowEnd: cfg.WindowEnd, RunID: cfg.RunID, SchemaVersion: pipeline.ReviewSchemaVersion}
+			select {
+			case events <- ev:
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		}
+		if cfg.MaxEvents > 0 && n >= int64(cfg.MaxEvents) {
+			cutSource(errMaxEvents)
+			return nil
+		}
+	}
 	return nil
 }
 

@@ -140,7 +140,25 @@ type fixture struct {
 	sqs    *fakeSQS
 	runs   *fakeRuns
 	stdout bytes.Buffer
-	stderr bytes.Buffer
+	stderr syncBuffer
+}
+
+// syncBuffer is a bytes.Buffer safe to read while the run writes to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 var (
@@ -259,11 +277,12 @@ func TestCancelStopsQueryAndRecordsFailure(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
 	require.Eventually(t, func() bool { f.athena.mu.Lock(); defer f.athena.mu.Unlock(); return f.athena.polls > 2 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return strings.Contains(f.stderr.String(), "rows read 0") }, 5*time.Second, time.Millisecond,
+		"progress is printed while the query runs")
 	cancel(fmt.Errorf("received terminated"))
 	err := <-done
 	require.ErrorContains(t, err, "received terminated")
 	require.Equal(t, 1, f.athena.stopped)
 	require.Equal(t, batchruns.StatusFailed, f.runs.runs[0].Status)
 	require.Contains(t, f.runs.runs[0].Error, "received terminated")
-	require.Contains(t, f.stderr.String(), "rows read 0", "progress is printed while the query runs")
 }

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -45,6 +46,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return cli.Fail(stderr, "batch", err)
 	}
 	level, _ := cfg.level()
+	stderr = &lockedWriter{w: stderr}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -67,4 +69,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 1
 	}
 	return 0
+}
+
+// lockedWriter serializes writes, so that log records and progress lines
+// from different goroutines never interleave on stderr.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

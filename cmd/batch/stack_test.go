@@ -1,0 +1,390 @@
+package main
+
+// Acceptance tests on the local stack: the real athena, sqs and mysql
+// clients against an in-process Athena stand-in (so each test controls its
+// query timing and faults), the stack's fauxqs and the stack's MySQL. They
+// go through run(), the whole command, to see exit codes and output as
+// Airflow would. They set AWS_ENDPOINT_URL_ATHENA, so they cannot be
+// parallel.
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	_ "github.com/duckdb/duckdb-go/v2"
+	"github.com/parquet-go/parquet-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/deploy/local/athenasim"
+	"github.com/chatguard/chatguard/deploy/local/sampledata"
+	"github.com/chatguard/chatguard/internal/stacktest"
+	"github.com/chatguard/chatguard/migrations"
+	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/storage/athena"
+	"github.com/chatguard/chatguard/storage/batchruns"
+)
+
+// stackEnv is one test's world: a stand-in over lakeDir, a fresh queue, a
+// fresh migrated database.
+type stackEnv struct {
+	sim     *athenasim.Server
+	lakeDir string
+	queue   stacktest.Queue
+	runs    *batchruns.Store
+	vars    map[string]string
+
+	mu      sync.Mutex
+	targets []string // X-Amz-Target of every Athena call, in order
+}
+
+func setupStack(t *testing.T, lakeDir string) *stackEnv {
+	t.Helper()
+	stacktest.Load(t)
+	e := &stackEnv{lakeDir: lakeDir}
+	sim, err := athenasim.New(athenasim.Config{LakeDir: lakeDir})
+	require.NoError(t, err)
+	h := sim.Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tgt := r.Header.Get("X-Amz-Target"); tgt != "" {
+			e.mu.Lock()
+			e.targets = append(e.targets, strings.TrimPrefix(tgt, "AmazonAthena."))
+			e.mu.Unlock()
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { srv.Close(); _ = sim.Close() })
+	e.sim = sim
+	t.Setenv("AWS_ENDPOINT_URL_ATHENA", srv.URL)
+
+	e.queue = stacktest.NewQueue(t, "batch", 3, 30*time.Second)
+	db, dsn := stacktest.MySQL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = migrations.Up(ctx, db)
+	require.NoError(t, err)
+	e.runs = batchruns.New(db)
+	e.vars = map[string]string{
+		"CHATGUARD_REVIEW_QUEUE_URL":  e.queue.URL,
+		"CHATGUARD_MYSQL_DSN":         dsn,
+		"CHATGUARD_ATHENA_DATABASE":   "chatguard",
+		"CHATGUARD_ATHENA_WORKGROUP":  "primary",
+		"CHATGUARD_ATHENA_POLL_MAX":   "100ms",
+		"CHATGUARD_PROGRESS_INTERVAL": "200ms",
+	}
+	return e
+}
+
+func (e *stackEnv) calls(target string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, t := range e.targets {
+		if t == target {
+			n++
+		}
+	}
+	return n
+}
+
+type outcome struct {
+	code    int
+	summary Summary
+	stderr  string
+}
+
+func (e *stackEnv) run(t *testing.T, ctx context.Context, args ...string) outcome {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(ctx, args, func(k string) string { return e.vars[k] }, &out, &errb)
+	o := outcome{code: code, stderr: errb.String()}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, 1, "one JSON line on stdout; stderr:\n%s", o.stderr)
+	require.NoError(t, json.Unmarshal([]byte(lines[0]), &o.summary))
+	return o
+}
+
+// drain receives and deletes messages until want have come and one more
+// poll finds the queue empty, or until nothing has come for a while.
+func drain(t *testing.T, url string, want int) []pipeline.ReviewEvent {
+	t.Helper()
+	c := stacktest.SQS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var got []pipeline.ReviewEvent
+	for idle := time.Now(); time.Since(idle) < 10*time.Second; {
+		out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+		require.NoError(t, err)
+		if len(out.Messages) == 0 {
+			if len(got) >= want {
+				break
+			}
+			continue
+		}
+		idle = time.Now()
+		var del []sqstypes.DeleteMessageBatchRequestEntry
+		for i, m := range out.Messages {
+			ev, err := pipeline.DecodeReviewEvent([]byte(aws.ToString(m.Body)))
+			require.NoError(t, err, "every published body is a valid review event")
+			got = append(got, ev)
+			del = append(del, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), ReceiptHandle: m.ReceiptHandle})
+		}
+		res, err := c.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: del})
+		require.NoError(t, err)
+		require.Empty(t, res.Failed)
+	}
+	return got
+}
+
+// duckRooms runs the embedded rooms query in DuckDB directly over the lake,
+// with the execution parameters written in as the SQL literals they are.
+func duckRooms(t *testing.T, lakeDir string, start, end time.Time) []string {
+	t.Helper()
+	db, err := sql.Open("duckdb", "")
+	require.NoError(t, err)
+	defer db.Close()
+	db.SetMaxOpenConns(1) // the session settings below hold per connection
+	glob := filepath.Join(lakeDir, "chat", "messages", "*", "*", "*.parquet")
+	for _, stmt := range []string{
+		"SET TimeZone = 'UTC'",
+		"CREATE VIEW chat_messages AS SELECT * FROM read_parquet('" + glob + "', hive_partitioning = true, hive_types_autocast = false)",
+	} {
+		_, err := db.Exec(stmt)
+		require.NoError(t, err, stmt)
+	}
+	q, params := athena.RoomsQuery(start, end)
+	for _, p := range params {
+		q = strings.Replace(q, "?", p, 1)
+	}
+	rows, err := db.Query(q)
+	require.NoError(t, err)
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var (
+			id          string
+			first, last any
+			n           int64
+			img         bool
+		)
+		require.NoError(t, rows.Scan(&id, &first, &last, &n, &img))
+		ids = append(ids, id)
+	}
+	require.NoError(t, rows.Err())
+	return ids
+}
+
+func TestSampleWindowPublishesTheRoomsDuckDBFinds(t *testing.T) {
+	start, err := time.Parse(time.RFC3339, stacktest.Get(t, "CHATGUARD_SAMPLE_WINDOW_START"))
+	require.NoError(t, err)
+	end, err := time.Parse(time.RFC3339, stacktest.Get(t, "CHATGUARD_SAMPLE_WINDOW_END"))
+	require.NoError(t, err)
+	e := setupStack(t, stacktest.Get(t, "CHATGUARD_LAKE_DIR"))
+	want := duckRooms(t, e.lakeDir, start, end)
+	require.NotEmpty(t, want, "the sample window has rooms")
+
+	args := []string{"--window-start", start.Format(time.RFC3339), "--window-end", end.Format(time.RFC3339)}
+	o := e.run(t, context.Background(), args...)
+	require.Equal(t, 0, o.code, o.stderr)
+	require.Equal(t, "succeeded", o.summary.Status)
+	require.Equal(t, int64(len(want)), o.summary.Rows)
+	require.Equal(t, int64(len(want)), o.summary.Published)
+	require.Zero(t, o.summary.Failed)
+	require.Equal(t, RunIDFor(start, end), o.summary.RunID)
+	require.Equal(t, 1, o.summary.Attempt)
+	t.Logf("sample window %s: %d rooms, %d calls (%.2f msgs/call)", RunIDFor(start, end), o.summary.Rows, o.summary.Calls, o.summary.MessagesPerCall)
+
+	evs := drain(t, e.queue.URL, len(want))
+	var got []string
+	for _, ev := range evs {
+		got = append(got, ev.RoomID)
+		require.Equal(t, o.summary.RunID, ev.RunID)
+		require.True(t, ev.WindowStart.Equal(start) && ev.WindowEnd.Equal(end))
+	}
+	slices.Sort(got)
+	require.Equal(t, want, got, "exactly the rooms the same SQL returns in DuckDB")
+
+	// A rerun of the window: same run id, a new attempt row.
+	o2 := e.run(t, context.Background(), args...)
+	require.Equal(t, 0, o2.code, o2.stderr)
+	require.Equal(t, o.summary.RunID, o2.summary.RunID)
+	require.Equal(t, 2, o2.summary.Attempt)
+	attempts, err := e.runs.Attempts(context.Background(), o.summary.RunID)
+	require.NoError(t, err)
+	require.Len(t, attempts, 2)
+	for i, a := range attempts {
+		require.Equal(t, i+1, a.Attempt)
+		require.Equal(t, batchruns.StatusSucceeded, a.Status)
+		require.Equal(t, int64(len(want)), a.Published)
+		require.True(t, a.WindowStart.Equal(start) && a.WindowEnd.Equal(end))
+		require.NotEmpty(t, a.QueryExecutionID)
+	}
+	require.Equal(t, len(want), len(drain(t, e.queue.URL, len(want))))
+
+	// A dry run reads the same rooms and publishes and records nothing.
+	o3 := e.run(t, context.Background(), append(args, "--dry-run")...)
+	require.Equal(t, 0, o3.code, o3.stderr)
+	require.Equal(t, int64(len(want)), o3.summary.Rows)
+	require.Zero(t, o3.summary.Published)
+	require.Empty(t, drain(t, e.queue.URL, 0))
+	attempts, err = e.runs.Attempts(context.Background(), o.summary.RunID)
+	require.NoError(t, err)
+	require.Len(t, attempts, 2)
+}
+
+// failedRun checks what every failed run must leave: exit 1, a clear
+// message, and a failed attempt row carrying it.
+func (e *stackEnv) failedRun(t *testing.T, o outcome, msg string) {
+	t.Helper()
+	require.Equal(t, 1, o.code, o.stderr)
+	require.Equal(t, "failed", o.summary.Status)
+	require.Contains(t, o.summary.Error, msg)
+	require.Contains(t, o.stderr, msg)
+	attempts, err := e.runs.Attempts(context.Background(), o.summary.RunID)
+	require.NoError(t, err)
+	require.Len(t, attempts, 1)
+	require.Equal(t, batchruns.StatusFailed, attempts[0].Status)
+	require.Contains(t, attempts[0].Error, msg)
+	require.False(t, attempts[0].FinishedAt.IsZero())
+}
+
+var failWindow = []string{"--window-start", "2026-11-01T00:00:00Z", "--window-end", "2026-11-01T01:00:00Z"}
+
+func TestQueryErrorFailsTheRun(t *testing.T) {
+	e := setupStack(t, stacktest.Get(t, "CHATGUARD_LAKE_DIR"))
+	e.sim.FailNext(1, "SYNTAX_ERROR: line 3:5: Column 'sent_at' cannot be resolved", false)
+	o := e.run(t, context.Background(), failWindow...)
+	e.failedRun(t, o, "SYNTAX_ERROR: line 3:5: Column 'sent_at' cannot be resolved")
+	t.Logf("query error: %s", o.summary.Error)
+	require.Zero(t, e.calls("StopQueryExecution"), "a failed query needs no stop")
+}
+
+func TestAthenaTimeoutStopsTheQuery(t *testing.T) {
+	e := setupStack(t, stacktest.Get(t, "CHATGUARD_LAKE_DIR"))
+	e.sim.SetMinRunTime(time.Minute)
+	o := e.run(t, context.Background(), append(failWindow, "--athena-timeout", "1s")...)
+	e.failedRun(t, o, "athena query timed out")
+	t.Logf("timeout: %s", o.summary.Error)
+	require.Equal(t, 1, e.calls("StopQueryExecution"))
+	require.Eventually(t, func() bool { return e.sim.Stats().Cancelled == 1 }, 5*time.Second, 10*time.Millisecond, "the stand-in saw the query cancelled")
+}
+
+func TestSIGTERMStopsTheQuery(t *testing.T) {
+	e := setupStack(t, stacktest.Get(t, "CHATGUARD_LAKE_DIR"))
+	e.sim.SetMinRunTime(time.Minute)
+	e.vars["CHATGUARD_PROGRESS_INTERVAL"] = "20ms"
+	done := make(chan outcome, 1)
+	go func() { done <- e.run(t, context.Background(), failWindow...) }()
+	// run() listens for SIGTERM before it starts the query, so once the
+	// query is being polled the signal reaches run, not the test binary.
+	require.Eventually(t, func() bool { return e.calls("GetQueryExecution") >= 3 }, 30*time.Second, 10*time.Millisecond)
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
+	var o outcome
+	select {
+	case o = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("batch did not end after SIGTERM")
+	}
+	e.failedRun(t, o, "received terminated")
+	require.Contains(t, o.summary.Error, "stopped it", "the message says the query was stopped")
+	t.Logf("SIGTERM: %s", o.summary.Error)
+	require.Equal(t, 1, e.calls("StopQueryExecution"))
+	require.Eventually(t, func() bool { return e.sim.Stats().Cancelled == 1 }, 5*time.Second, 10*time.Millisecond)
+	require.Contains(t, o.stderr, "rows read 0", "progress was printed while the query ran")
+}
+
+// writeSyntheticLake writes rooms rooms with one message each into one hour
+// partition of a fresh lake and returns the lake directory.
+func writeSyntheticLake(t testing.TB, rooms int, hour time.Time) string {
+	t.Helper()
+	dir := t.TempDir()
+	part := filepath.Join(dir, "chat", "messages", "dt="+hour.Format(time.DateOnly), "hour="+hour.Format("15"))
+	require.NoError(t, os.MkdirAll(part, 0o755))
+	f, err := os.Create(filepath.Join(part, "part-00000.parquet"))
+	require.NoError(t, err)
+	w := parquet.NewGenericWriter[sampledata.MessageRow](f)
+	batch := make([]sampledata.MessageRow, 0, 10_000)
+	for i := range rooms {
+		batch = append(batch, sampledata.MessageRow{
+			RoomID: fmt.Sprintf("syn-%07d", i), MessageID: fmt.Sprintf("m-%07d", i), SenderID: "u1", SenderRole: "buyer",
+			SentAt: hour.Add(time.Duration(i%3600) * time.Second), Kind: "text", Text: "hello",
+		})
+		if len(batch) == cap(batch) || i == rooms-1 {
+			_, err := w.Write(batch)
+			require.NoError(t, err)
+			batch = batch[:0]
+		}
+	}
+	require.NoError(t, w.Close())
+	require.NoError(t, f.Close())
+	return dir
+}
+
+func TestSyntheticRowsPublishInFullBatches(t *testing.T) {
+	hour := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	const rooms = 5_003
+	e := setupStack(t, writeSyntheticLake(t, rooms, hour))
+	o := e.run(t, context.Background(), failWindow...)
+	require.Equal(t, 0, o.code, o.stderr)
+	require.Equal(t, int64(rooms), o.summary.Published)
+	require.GreaterOrEqual(t, o.summary.MessagesPerCall, 9.5)
+	require.Equal(t, int64(501), o.summary.Calls, "ten per call, one call for the last three")
+	require.Equal(t, rooms, len(drain(t, e.queue.URL, rooms)))
+
+	// --max-events cuts the run short without failing it.
+	o = e.run(t, context.Background(), append(failWindow, "--max-events", "25")...)
+	require.Equal(t, 0, o.code, o.stderr)
+	require.Equal(t, int64(25), o.summary.Published)
+	require.Equal(t, 2, o.summary.Attempt)
+	require.Equal(t, 25, len(drain(t, e.queue.URL, 25)))
+}
+
+// BenchmarkBatchEndToEnd publishes 100,000 synthetic rooms through the
+// whole command (Athena stand-in, fauxqs, MySQL) and reports messages per
+// SendMessageBatch call and messages per second:
+//
+//	go test ./cmd/batch -run '^$' -bench EndToEnd -benchtime=1x
+func BenchmarkBatchEndToEnd(b *testing.B) {
+	hour := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	const rooms = 100_000
+	stacktest.Load(b)
+	lake := writeSyntheticLake(b, rooms, hour)
+	sim, err := athenasim.New(athenasim.Config{LakeDir: lake})
+	require.NoError(b, err)
+	srv := httptest.NewServer(sim.Handler())
+	defer func() { srv.Close(); _ = sim.Close() }()
+	b.Setenv("AWS_ENDPOINT_URL_ATHENA", srv.URL)
+	db, dsn := stacktest.MySQL(b)
+	_, err = migrations.Up(context.Background(), db)
+	require.NoError(b, err)
+	q := stacktest.NewQueue(b, "batch-bench", 3, 30*time.Second)
+	vars := map[string]string{"CHATGUARD_REVIEW_QUEUE_URL": q.URL, "CHATGUARD_MYSQL_DSN": dsn, "CHATGUARD_ATHENA_POLL_MAX": "100ms", "CHATGUARD_PROGRESS_INTERVAL": "5s"}
+	var sum Summary
+	b.ResetTimer()
+	for range b.N {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), failWindow, func(k string) string { return vars[k] }, &out, &errb); code != 0 {
+			b.Fatalf("exit %d: %s", code, errb.String())
+		}
+		require.NoError(b, json.Unmarshal(out.Bytes(), &sum))
+	}
+	b.StopTimer()
+	require.Equal(b, int64(rooms), sum.Published)
+	b.ReportMetric(sum.MessagesPerCall, "msgs/call")
+	b.ReportMetric(float64(sum.Published)/sum.DurationSeconds, "msgs/s")
+}
