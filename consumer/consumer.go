@@ -116,44 +116,45 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports every problem with the configuration at once.
+// Validate reports every problem with the configuration at once, naming
+// each setting as cmd/consumer's flag of the same meaning.
 func (c Config) Validate() error {
 	var errs []error
 	if c.FlushBytes <= 0 {
-		errs = append(errs, errors.New("flush bytes must be positive"))
+		errs = append(errs, errors.New("flush-bytes must be positive"))
 	}
 	if c.FlushRows <= 0 {
-		errs = append(errs, errors.New("flush rows must be positive"))
+		errs = append(errs, errors.New("flush-rows must be positive"))
 	}
 	if c.FlushAge <= 0 {
-		errs = append(errs, errors.New("flush age must be positive"))
+		errs = append(errs, errors.New("flush-age must be positive"))
 	}
 	if c.MaxBufferedBytes < c.FlushBytes {
-		errs = append(errs, fmt.Errorf("max buffered bytes %d must be at least flush bytes %d", c.MaxBufferedBytes, c.FlushBytes))
+		errs = append(errs, fmt.Errorf("max-buffered-bytes %d must be at least flush-bytes %d", c.MaxBufferedBytes, c.FlushBytes))
 	}
 	if c.MaxBufferedEvents < 10*c.ReceiveConcurrency || c.MaxBufferedEvents > 120_000 {
-		errs = append(errs, fmt.Errorf("max buffered events %d must be between 10 per receiver and SQS's 120000 in-flight limit", c.MaxBufferedEvents))
+		errs = append(errs, fmt.Errorf("max-buffered-events %d must be between 10 per receiver and SQS's 120000 in-flight limit", c.MaxBufferedEvents))
 	}
 	if c.VisibilityTimeout < 3*time.Second || c.VisibilityTimeout > 12*time.Hour || c.VisibilityTimeout%time.Second != 0 {
-		errs = append(errs, fmt.Errorf("visibility timeout %s must be whole seconds between 3s and 12h", c.VisibilityTimeout))
+		errs = append(errs, fmt.Errorf("visibility-timeout %s must be whole seconds between 3s and 12h", c.VisibilityTimeout))
 	}
 	if c.ReceiveConcurrency < 1 {
-		errs = append(errs, errors.New("receive concurrency must be at least 1"))
+		errs = append(errs, errors.New("receive-concurrency must be at least 1"))
 	}
 	if c.FlushConcurrency < 1 {
-		errs = append(errs, errors.New("flush concurrency must be at least 1"))
+		errs = append(errs, errors.New("flush-concurrency must be at least 1"))
 	}
 	if c.DrainTimeout <= 0 {
-		errs = append(errs, errors.New("drain timeout must be positive"))
+		errs = append(errs, errors.New("drain-timeout must be positive"))
 	}
 	if c.RetryInitial <= 0 || c.RetryMax < c.RetryInitial {
-		errs = append(errs, errors.New("retry initial must be positive and at most retry max"))
+		errs = append(errs, errors.New("write-retry-base must be positive and at most write-retry-max"))
 	}
 	if c.PauseAfterWrite < 0 {
-		errs = append(errs, errors.New("pause after write must not be negative"))
+		errs = append(errs, errors.New("debug-pause-after-write must not be negative"))
 	}
 	if c.EventsPrefix == c.ErrorsPrefix || strings.HasPrefix(c.EventsPrefix, c.ErrorsPrefix) || strings.HasPrefix(c.ErrorsPrefix, c.EventsPrefix) {
-		errs = append(errs, fmt.Errorf("events prefix %q and errors prefix %q must not overlap", c.EventsPrefix, c.ErrorsPrefix))
+		errs = append(errs, fmt.Errorf("lake-prefix %q and errors-prefix %q must not overlap", c.EventsPrefix, c.ErrorsPrefix))
 	}
 	return errors.Join(errs...)
 }
@@ -569,27 +570,40 @@ func (c *Consumer) reroute(b *part, cause error) {
 }
 
 // deleteBatch deletes the messages of a written batch, retrying failed
-// entries a few times. A message that still fails is redelivered later and
-// written again: a duplicate, which the views remove.
+// entries a few times, each time with the message's latest receipt (a
+// message redelivered while held has a new one). A message that still
+// fails is redelivered later and written again: a duplicate, which the
+// views remove.
 func (c *Consumer) deleteBatch(ctx context.Context, b *part) {
-	c.mu.Lock()
-	receipts := make([]string, 0, len(b.items))
-	for _, it := range b.items {
-		if p := c.pending[it.msgID]; p != nil {
-			receipts = append(receipts, p.receipt)
-		}
+	left := make([]string, len(b.items))
+	for i, it := range b.items {
+		left[i] = it.msgID
 	}
-	c.mu.Unlock()
 	var err error
-	for attempt := 0; len(receipts) > 0 && attempt < 5; attempt++ {
+	for attempt := 0; len(left) > 0 && attempt < 5; attempt++ {
 		if attempt > 0 && sleep(ctx, c.backoff(attempt, 100*time.Millisecond)) != nil {
 			break
 		}
-		receipts, err = c.q.Delete(ctx, receipts)
+		byReceipt := make(map[string]string, len(left))
+		receipts := make([]string, 0, len(left))
+		c.mu.Lock()
+		for _, id := range left {
+			if p := c.pending[id]; p != nil {
+				byReceipt[p.receipt] = id
+				receipts = append(receipts, p.receipt)
+			}
+		}
+		c.mu.Unlock()
+		var failed []string
+		failed, err = c.q.Delete(ctx, receipts)
+		left = left[:0]
+		for _, r := range failed {
+			left = append(left, byReceipt[r])
+		}
 	}
-	if len(receipts) > 0 {
-		c.m.queueErrors.WithLabelValues("delete").Add(float64(len(receipts)))
-		c.log.Warn("delete written messages; they will be written again", "failed", len(receipts), "err", err)
+	if len(left) > 0 {
+		c.m.queueErrors.WithLabelValues("delete").Add(float64(len(left)))
+		c.log.Warn("delete written messages; they will be written again", "failed", len(left), "err", err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -341,7 +341,7 @@ func TestConfigValidateJoinsEveryProblem(t *testing.T) {
 	cfg.ErrorsPrefix = "events/"
 	cfg.MaxBufferedEvents = 200_000
 	err := cfg.Validate()
-	for _, want := range []string{"flush rows", "visibility timeout", "must not overlap", "max buffered events"} {
+	for _, want := range []string{"flush-rows", "visibility-timeout", "must not overlap", "max-buffered-events"} {
 		require.ErrorContains(t, err, want)
 	}
 	require.NoError(t, consumer.DefaultConfig().Validate())
@@ -361,4 +361,20 @@ func TestInvalidBodyKeepsItsBytes(t *testing.T) {
 	require.Equal(t, string(b), got.Errors[0].Body)
 	require.Equal(t, pipeline.EventVerdict, got.Errors[0].EventType)
 	require.Contains(t, got.Errors[0].Reason, "schema_version 2 of verdict is not supported")
+}
+
+func TestRedeliveredWhileHeldIsWrittenOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	e.q.failExtend.Store(true)
+	e.store.failing.Store(true)
+	want := e.sendEvents(t, s3laketest.Events(60, 8, t0, 1))
+	waitFor(t, "redeliveries of held messages", func() bool { return e.q.receives.Load() >= 120 })
+	require.Positive(t, metric(t, e.reg, "chatguard_consumer_events_total", map[string]string{"event_type": "verdict", "outcome": "duplicate"}))
+	require.Equal(t, 60.0, metric(t, e.reg, "chatguard_consumer_buffered_events", nil), "a redelivery is not buffered twice")
+	e.store.failing.Store(false)
+	waitFor(t, "the queue to empty", func() bool { left, _ := e.q.stats(); return left == 0 })
+	require.NoError(t, e.stop())
+	e.requireLake(t, want)
+	require.Zero(t, metric(t, e.reg, "chatguard_consumer_queue_errors_total", map[string]string{"op": "delete"}), "deletes use the latest receipt")
 }

@@ -24,6 +24,9 @@ type fakeQueue struct {
 	seq      int
 	deleted  int
 	receives atomic.Int64 // messages handed out, redeliveries included
+	// failExtend makes every visibility change fail, so that held messages
+	// are redelivered when their timeout runs out.
+	failExtend atomic.Bool
 }
 
 type fakeMsg struct {
@@ -115,6 +118,9 @@ func (q *fakeQueue) Delete(_ context.Context, receipts []string) ([]string, erro
 }
 
 func (q *fakeQueue) ChangeVisibility(_ context.Context, receipts []string, vis time.Duration) ([]string, error) {
+	if q.failExtend.Load() && vis > 0 {
+		return receipts, errors.New("injected: visibility change failed")
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var failed []string

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/consumer"
+	"github.com/chatguard/chatguard/storage/s3lake"
+)
+
+// Config is every setting of the consumer; each is a flag and a CHATGUARD_
+// environment variable (see --help). AWS settings come from the SDK's chain.
+type Config struct {
+	FeedbackQueueURL string
+	LakeBucket       string
+	LakePrefix       string
+	ErrorsPrefix     string
+	S3PathStyle      bool
+	S3PartSize       int64
+
+	FlushBytes         int64
+	FlushRows          int
+	FlushAge           time.Duration
+	MaxBufferedBytes   int64
+	MaxBufferedEvents  int
+	VisibilityTimeout  time.Duration
+	WaitTime           time.Duration
+	ReceiveConcurrency int
+	FlushConcurrency   int
+	DrainTimeout       time.Duration
+	WriteRetryBase     time.Duration
+	WriteRetryMax      time.Duration
+
+	AdminAddr string
+	LogLevel  string
+
+	// DebugPauseAfterWrite is a test hook (see consumer.Config.PauseAfterWrite).
+	DebugPauseAfterWrite time.Duration
+}
+
+// DefaultConfig returns the defaults shown by --help.
+func DefaultConfig() Config {
+	e := consumer.DefaultConfig()
+	return Config{
+		LakePrefix:         e.EventsPrefix,
+		ErrorsPrefix:       e.ErrorsPrefix,
+		S3PartSize:         s3lake.DefaultPartSize,
+		FlushBytes:         e.FlushBytes,
+		FlushRows:          e.FlushRows,
+		FlushAge:           e.FlushAge,
+		MaxBufferedBytes:   e.MaxBufferedBytes,
+		MaxBufferedEvents:  e.MaxBufferedEvents,
+		VisibilityTimeout:  e.VisibilityTimeout,
+		WaitTime:           20 * time.Second,
+		ReceiveConcurrency: e.ReceiveConcurrency,
+		FlushConcurrency:   e.FlushConcurrency,
+		DrainTimeout:       e.DrainTimeout,
+		WriteRetryBase:     e.RetryInitial,
+		WriteRetryMax:      e.RetryMax,
+		AdminAddr:          ":9091",
+		LogLevel:           "info",
+	}
+}
+
+func (c *Config) flags() *cli.FlagSet {
+	fs := cli.NewFlagSet("consumer", "Drains the SQS feedback queue into the S3 Parquet lake: <lake-prefix>event_type=<t>/dt=YYYY-MM-DD/hour=HH/*.parquet,\n"+
+		"invalid messages as JSON lines with their reason under <errors-prefix>dt=YYYY-MM-DD/hour=HH/. A message is deleted only after its object is written.")
+	fs.StringVar(&c.FeedbackQueueURL, "feedback-queue-url", "SQS feedback queue URL")
+	fs.StringVar(&c.LakeBucket, "lake-bucket", "S3 bucket of the lake")
+	fs.StringVar(&c.LakePrefix, "lake-prefix", "key prefix of the Parquet tables (the Athena tables point at it)")
+	fs.StringVar(&c.ErrorsPrefix, "errors-prefix", "key prefix of invalid messages")
+	fs.BoolVar(&c.S3PathStyle, "s3-path-style", "address S3 path-style (local S3 servers)")
+	fs.Int64Var(&c.S3PartSize, "s3-part-size", "multipart part size in bytes; larger objects are uploaded in parts (at least 5 MiB)")
+	fs.Int64Var(&c.FlushBytes, "flush-bytes", "write a partition when its buffered message bytes reach this")
+	fs.IntVar(&c.FlushRows, "flush-rows", "write a partition when it holds this many events")
+	fs.DurationVar(&c.FlushAge, "flush-age", "write a partition when its oldest event was received this long ago")
+	fs.Int64Var(&c.MaxBufferedBytes, "max-buffered-bytes", "stop receiving and write the largest partitions when this many message bytes are held (buffered or being written)")
+	fs.IntVar(&c.MaxBufferedEvents, "max-buffered-events", "the same bound in messages; keep it under SQS's 120000 in-flight messages")
+	fs.DurationVar(&c.VisibilityTimeout, "visibility-timeout", "visibility asked for on receive and renewed while a message is held (whole seconds)")
+	fs.DurationVar(&c.WaitTime, "wait-time", "long-poll wait of one receive (whole seconds, at most 20s)")
+	fs.IntVar(&c.ReceiveConcurrency, "receive-concurrency", "long polls in flight")
+	fs.IntVar(&c.FlushConcurrency, "flush-concurrency", "partitions written at once")
+	fs.DurationVar(&c.DrainTimeout, "drain-timeout", "on SIGTERM, how long writing the buffered events may take before the rest is handed back")
+	fs.DurationVar(&c.WriteRetryBase, "write-retry-base", "backoff of a failed object write: full jitter over min(write-retry-max, base*2^attempt); writes are retried until they succeed")
+	fs.DurationVar(&c.WriteRetryMax, "write-retry-max", "cap of the write backoff")
+	fs.StringVar(&c.AdminAddr, "admin-addr", "listen address of /healthz, /readyz and /metrics")
+	fs.StringVar(&c.LogLevel, "log-level", "debug|info|warn|error")
+	fs.DurationVar(&c.DebugPauseAfterWrite, "debug-pause-after-write", "TEST HOOK, never in production: wait this long between writing an object and deleting its messages")
+	return fs
+}
+
+// Validate reports every problem at once, naming the flags.
+func (c Config) Validate() error {
+	var errs []error
+	if c.FeedbackQueueURL == "" {
+		errs = append(errs, errors.New("--feedback-queue-url is required"))
+	}
+	if c.LakeBucket == "" {
+		errs = append(errs, errors.New("--lake-bucket is required"))
+	}
+	if c.S3PartSize < 5<<20 {
+		errs = append(errs, fmt.Errorf("--s3-part-size %d must be at least 5 MiB", c.S3PartSize))
+	}
+	if c.WaitTime < 0 || c.WaitTime > 20*time.Second || c.WaitTime%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("--wait-time %s must be whole seconds in 0s..20s", c.WaitTime))
+	}
+	if c.AdminAddr == "" {
+		errs = append(errs, errors.New("--admin-addr is required"))
+	} else if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
+		errs = append(errs, fmt.Errorf("--admin-addr %q: %v", c.AdminAddr, err))
+	}
+	if _, err := c.level(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.engine().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) level() (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return 0, fmt.Errorf("--log-level %q must be debug, info, warn or error", c.LogLevel)
+	}
+	return l, nil
+}
+
+// engine maps the flags onto the engine's configuration; the engine's
+// Validate names the settings in its own words, which match the flags.
+func (c Config) engine() consumer.Config {
+	return consumer.Config{
+		EventsPrefix:       c.LakePrefix,
+		ErrorsPrefix:       c.ErrorsPrefix,
+		FlushBytes:         c.FlushBytes,
+		FlushRows:          c.FlushRows,
+		FlushAge:           c.FlushAge,
+		MaxBufferedBytes:   c.MaxBufferedBytes,
+		MaxBufferedEvents:  c.MaxBufferedEvents,
+		VisibilityTimeout:  c.VisibilityTimeout,
+		ReceiveConcurrency: c.ReceiveConcurrency,
+		FlushConcurrency:   c.FlushConcurrency,
+		DrainTimeout:       c.DrainTimeout,
+		RetryInitial:       c.WriteRetryBase,
+		RetryMax:           c.WriteRetryMax,
+		PauseAfterWrite:    c.DebugPauseAfterWrite,
+	}
+}
