@@ -21,6 +21,7 @@ type fakeQueue struct {
 	mu       sync.Mutex
 	msgs     map[string]*fakeMsg
 	order    []string
+	next     int // order[:next] were received at least once
 	seq      int
 	deleted  int
 	receives atomic.Int64 // messages handed out, redeliveries included
@@ -71,18 +72,30 @@ func (q *fakeQueue) take(max int, vis time.Duration) []consumer.Message {
 	defer q.mu.Unlock()
 	now := time.Now()
 	var out []consumer.Message
-	for _, id := range q.order {
-		m := q.msgs[id]
-		if m == nil || now.Before(m.visibleAt) {
-			continue
-		}
+	hand := func(id string, m *fakeMsg) bool {
 		q.seq++
 		m.receipt = fmt.Sprintf("%s#%d", id, q.seq)
 		m.visibleAt = now.Add(vis)
 		m.received++
 		q.receives.Add(1)
 		out = append(out, consumer.Message{ID: id, ReceiptHandle: m.receipt, Body: m.body})
-		if len(out) == max {
+		return len(out) == max
+	}
+	// Never-received messages first, from a cursor, so that a deep queue
+	// costs O(1) per receive; then redeliveries, by a scan.
+	for q.next < len(q.order) {
+		id := q.order[q.next]
+		q.next++
+		if m := q.msgs[id]; m != nil && hand(id, m) {
+			return out
+		}
+	}
+	for _, id := range q.order[:q.next] {
+		m := q.msgs[id]
+		if m == nil || m.received == 0 || now.Before(m.visibleAt) {
+			continue
+		}
+		if hand(id, m) {
 			break
 		}
 	}
