@@ -72,7 +72,8 @@ func ParseTranscript(prompt string) ([]TranscriptLine, error) {
 	body = body[:end]
 	var out []TranscriptLine
 	sc := bufio.NewScanner(strings.NewReader(body))
-	sc.Buffer(make([]byte, 0, 64*1024), 4*1024*1024)
+	// A nil buffer grows as lines need it, so short transcripts allocate little.
+	sc.Buffer(nil, 4*1024*1024)
 	n := 0
 	for sc.Scan() {
 		n++
