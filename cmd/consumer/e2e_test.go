@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -364,7 +366,8 @@ func TestStackS3OutageDeletesNothingAndLosesNothing(t *testing.T) {
 // re-executed), with its log lines.
 type child struct {
 	cmd    *exec.Cmd
-	paused chan string // keys of objects written, where the child paused before deleting
+	paused chan string // log lines of objects written, where the child paused before deleting
+	admin  chan string // the admin address, once it listens
 	done   chan error
 }
 
@@ -375,11 +378,18 @@ func startChild(t *testing.T, args ...string) *child {
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-	c := &child{cmd: cmd, paused: make(chan string, 64), done: make(chan error, 1)}
+	c := &child{cmd: cmd, paused: make(chan string, 64), admin: make(chan string, 1), done: make(chan error, 1)}
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			line := sc.Text()
+			var rec struct {
+				Msg       string `json:"msg"`
+				AdminAddr string `json:"admin_addr"`
+			}
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "consumer: receiving" {
+				c.admin <- rec.AdminAddr
+			}
 			if strings.Contains(line, `"msg":"paused after write"`) {
 				select {
 				case c.paused <- line:
@@ -410,7 +420,8 @@ func TestStackKill9BetweenWriteAndDeleteLosesNothing(t *testing.T) {
 	t.Parallel()
 	s := setupStack(t)
 	const n = 300
-	want := s.sendEvents(t, s3laketest.Events(n, 23, time.Now().UTC().Add(-2*time.Hour), 2))
+	evs := s3laketest.Events(n, 23, time.Now().UTC().Add(-2*time.Hour), 2)
+	want := s.sendEvents(t, evs[:n/2])
 	args := s.args(s.config())
 
 	// One flusher: when it pauses after a write no other write is half
@@ -424,6 +435,13 @@ func TestStackKill9BetweenWriteAndDeleteLosesNothing(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("no object written within 60s")
 	}
+	// More events for the same partitions, taken in while the flusher is
+	// paused, so that the batches written after the restart differ from
+	// the one written before the kill and its events get second copies (a
+	// batch written again unchanged overwrites its object under the same
+	// key instead).
+	maps.Copy(want, s.sendEvents(t, evs[n/2:]))
+	waitFor(t, "the paused process to take in every message", func() bool { v, f := s.depth(t); return v == 0 && f == n })
 	require.NoError(t, first.cmd.Process.Signal(syscall.SIGKILL))
 	require.Error(t, first.wait(t), "killed, not exited")
 
@@ -432,13 +450,29 @@ func TestStackKill9BetweenWriteAndDeleteLosesNothing(t *testing.T) {
 	v, inflight := s.depth(t)
 	require.Equal(t, n, v+inflight, "but deleted none of their messages")
 
-	second := startChild(t, args...)
-	s.settled(t, n, 0)
+	// The restarted process flushes only at SIGTERM, once it holds every
+	// message, so that each partition's batch has all of its events and
+	// differs from what was written before the kill.
+	second := startChild(t, append(args, "--flush-age", "10m")...)
+	var admin string
+	select {
+	case admin = <-second.admin:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the restarted process did not start within 60s")
+	}
+	waitFor(t, "the restarted process to take in every message", func() bool {
+		_, m := get(t, "http://"+admin+"/metrics")
+		return strings.Contains(m, fmt.Sprintf("\nchatguard_consumer_buffered_events %d\n", n))
+	})
 	require.NoError(t, second.cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, second.wait(t), "SIGTERM drains and exits 0")
+	s.settled(t, n, 0)
 
 	c := s.lake(t)
 	dups := requireEvents(t, want, c, true)
-	require.Positive(t, dups, "the events of the killed process's objects were written again")
+	require.Equal(t, len(written.Events), dups, "exactly the events written before the kill were written again")
+	for _, k := range written.Keys {
+		require.Contains(t, c.Keys, k, "objects are never removed")
+	}
 	requireDedupViews(t, s, want, dups)
 }
