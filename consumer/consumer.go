@@ -52,8 +52,7 @@ type ObjectStore interface {
 	Put(ctx context.Context, key string, body []byte, contentType string) error
 }
 
-// Config tunes the consumer. Zero values take the defaults of
-// DefaultConfig through WithDefaults.
+// Config tunes the consumer; start from DefaultConfig.
 type Config struct {
 	// EventsPrefix and ErrorsPrefix are the key prefixes of Parquet objects
 	// and of invalid-message objects.
@@ -96,8 +95,13 @@ type Config struct {
 	Registerer prometheus.Registerer
 }
 
-// DefaultConfig returns the defaults: objects of up to 128 MiB of JSON
-// (tens of MB of Parquet) or one minute of data.
+// DefaultConfig returns the defaults: a partition is written after one
+// minute, or at 128 MiB of JSON or 50 000 events, whichever comes first.
+// Parquet is about a tenth of the JSON, so at ~500-byte events the row
+// bound comes first (objects of a few MB): SQS keeps at most ~120 000
+// messages in flight per queue, shared by every replica, which is why
+// MaxBufferedEvents is 60 000 (two replicas fit) and objects of tens of MB
+// need larger events or fewer partitions per minute.
 func DefaultConfig() Config {
 	return Config{
 		EventsPrefix:       s3lake.DefaultEventsPrefix,
@@ -106,7 +110,7 @@ func DefaultConfig() Config {
 		FlushRows:          50_000,
 		FlushAge:           time.Minute,
 		MaxBufferedBytes:   512 << 20,
-		MaxBufferedEvents:  100_000,
+		MaxBufferedEvents:  60_000,
 		VisibilityTimeout:  5 * time.Minute,
 		ReceiveConcurrency: 4,
 		FlushConcurrency:   4,

@@ -79,7 +79,7 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.IntVar(&c.FlushRows, "flush-rows", "write a partition when it holds this many events")
 	fs.DurationVar(&c.FlushAge, "flush-age", "write a partition when its oldest event was received this long ago")
 	fs.Int64Var(&c.MaxBufferedBytes, "max-buffered-bytes", "stop receiving and write the largest partitions when this many message bytes are held (buffered or being written)")
-	fs.IntVar(&c.MaxBufferedEvents, "max-buffered-events", "the same bound in messages; keep it under SQS's 120000 in-flight messages")
+	fs.IntVar(&c.MaxBufferedEvents, "max-buffered-events", "the same bound in messages; all replicas together must stay under SQS's ~120000 in-flight messages per queue")
 	fs.DurationVar(&c.VisibilityTimeout, "visibility-timeout", "visibility asked for on receive and renewed while a message is held (whole seconds)")
 	fs.DurationVar(&c.WaitTime, "wait-time", "long-poll wait of one receive (whole seconds, at most 20s)")
 	fs.IntVar(&c.ReceiveConcurrency, "receive-concurrency", "long polls in flight")
