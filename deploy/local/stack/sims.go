@@ -39,8 +39,11 @@ func (s *Stack) startSims(ctx context.Context, listeners map[string]*lazyListene
 		if err != nil {
 			return fmt.Errorf("%s llm: %w", sim.name, err)
 		}
-		s.onStop(sim.name+" llm waits", func(context.Context) error { srv.Close(); return nil })
 		root, err := s.serve(ctx, sim.name, listeners[sim.name].take(), srv.Handler())
+		// Registered after serve so that it runs first on stop: it ends
+		// hanging and queued requests, which the HTTP shutdown then need
+		// not wait out.
+		s.onStop(sim.name+" llm waits", func(context.Context) error { srv.Close(); return nil })
 		if err != nil {
 			return err
 		}

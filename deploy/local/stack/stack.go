@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -296,7 +297,11 @@ func (s *Stack) Stop(ctx context.Context) error {
 		}
 	}
 	if s.lock != nil {
-		_ = s.lock.Close() // releases the flock
+		// Unlock explicitly: a child forked this instant shares the open
+		// file until it execs, and Close alone would leave the lock held
+		// through that share.
+		_ = syscall.Flock(int(s.lock.Fd()), syscall.LOCK_UN)
+		_ = s.lock.Close()
 		s.lock = nil
 	}
 	return errors.Join(errs...)

@@ -75,8 +75,9 @@ func (s *mysqlService) startEmbedded(port int) error {
 	if err != nil {
 		return err
 	}
-	// The engine logs every connection at info level.
-	logrus.SetLevel(logrus.WarnLevel)
+	// The engine logs every connection, and warns about settings that do not
+	// matter on a loopback development server.
+	logrus.SetLevel(logrus.ErrorLevel)
 	pro := memory.NewDBProvider()
 	engine := sqle.NewDefault(pro)
 	srv, err := server.NewServer(server.Config{Protocol: "tcp", Listener: ln, Address: ln.Addr().String()},
