@@ -22,6 +22,7 @@ type Config struct {
 	ReviewDLQURL      string
 	FeedbackQueueURL  string
 	Concurrency       int
+	Pollers           int
 	WaitTime          time.Duration
 	MaxAge            time.Duration
 	VisibilityTimeout time.Duration
@@ -96,6 +97,7 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.StringVar(&c.ReviewDLQURL, "review-dlq-url", "SQS dead-letter queue of the review queue (poison messages are copied there)")
 	fs.StringVar(&c.FeedbackQueueURL, "feedback-queue-url", "SQS feedback queue URL for inference-log and verdict events")
 	fs.IntVar(&c.Concurrency, "concurrency", "jobs in flight at most (and messages held)")
+	fs.IntVar(&c.Pollers, "pollers", "receive calls in flight at once (0: concurrency/10, 1..8)")
 	fs.DurationVar(&c.WaitTime, "wait-time", "SQS long-poll wait (at most 20s); keep --drain-timeout above it")
 	fs.DurationVar(&c.MaxAge, "max-age", "events older than this (by published_at) are recorded expired without a model call; 0 disables")
 	fs.DurationVar(&c.VisibilityTimeout, "visibility-timeout", "visibility asked for on receive and renewed by heartbeats (whole seconds)")
@@ -188,7 +190,7 @@ func (c Config) level() (slog.Level, error) {
 func (c Config) loop() sqsjob.Config {
 	l := sqsjob.DefaultConfig()
 	l.QueueURL, l.DLQURL = c.ReviewQueueURL, c.ReviewDLQURL
-	l.Concurrency, l.WaitTime = c.Concurrency, c.WaitTime
+	l.Concurrency, l.Pollers, l.WaitTime = c.Concurrency, c.Pollers, c.WaitTime
 	l.VisibilityTimeout, l.HeartbeatInterval = c.VisibilityTimeout, c.HeartbeatInterval
 	l.JobTimeout, l.DrainTimeout = c.JobTimeout, c.DrainTimeout
 	l.RetryBase, l.RetryMax = c.RetryBase, c.RetryMax

@@ -72,7 +72,7 @@ var sampleRooms = func() map[string][]pipeline.ChatMessage {
 
 var testWindow = time.Date(2026, 11, 3, 4, 0, 0, 0, time.UTC)
 
-func chatStandIn(t *testing.T) string {
+func chatStandIn(t testing.TB) string {
 	t.Helper()
 	s, err := chatapi.New(chatapi.Config{Messages: sampleRooms})
 	require.NoError(t, err)
@@ -81,7 +81,7 @@ func chatStandIn(t *testing.T) string {
 	return srv.URL
 }
 
-func startRig(t *testing.T, o rigOpts) *rig {
+func startRig(t testing.TB, o rigOpts) *rig {
 	t.Helper()
 	if o.maxReceive == 0 {
 		o.maxReceive = 5
@@ -89,7 +89,7 @@ func startRig(t *testing.T, o rigOpts) *rig {
 	if o.visibility == 0 {
 		o.visibility = 30 * time.Second
 	}
-	r := &rig{t: t, sqs: stacktest.SQS(t), done: make(chan error, 1), logs: &syncBuffer{}}
+	r := &rig{sqs: stacktest.SQS(t), done: make(chan error, 1), logs: &syncBuffer{}}
 	r.queue = stacktest.NewQueue(t, "review", o.maxReceive, o.visibility)
 	r.feedback = stacktest.NewQueue(t, "feedback", 5, 30*time.Second)
 	db, dsn := stacktest.MySQL(t)
@@ -169,7 +169,7 @@ func event(room string, mut ...func(*pipeline.ReviewEvent)) pipeline.ReviewEvent
 	return ev
 }
 
-func (r *rig) send(t *testing.T, bodies ...string) {
+func (r *rig) send(t testing.TB, bodies ...string) {
 	t.Helper()
 	for len(bodies) > 0 {
 		n := min(10, len(bodies))
@@ -184,7 +184,7 @@ func (r *rig) send(t *testing.T, bodies ...string) {
 	}
 }
 
-func (r *rig) sendEvents(t *testing.T, evs ...pipeline.ReviewEvent) {
+func (r *rig) sendEvents(t testing.TB, evs ...pipeline.ReviewEvent) {
 	t.Helper()
 	var bodies []string
 	for _, ev := range evs {
@@ -196,7 +196,7 @@ func (r *rig) sendEvents(t *testing.T, evs ...pipeline.ReviewEvent) {
 }
 
 // queueCounts returns the visible and in-flight message counts of url.
-func (r *rig) queueCounts(t *testing.T, url string) (visible, inflight int) {
+func (r *rig) queueCounts(t testing.TB, url string) (visible, inflight int) {
 	t.Helper()
 	out, err := r.sqs.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
 		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
@@ -207,7 +207,7 @@ func (r *rig) queueCounts(t *testing.T, url string) (visible, inflight int) {
 }
 
 // drainQueue receives every message of url now visible (without deleting).
-func (r *rig) receiveAll(t *testing.T, url string, want int, within time.Duration) []types.Message {
+func (r *rig) receiveAll(t testing.TB, url string, want int, within time.Duration) []types.Message {
 	t.Helper()
 	var got []types.Message
 	deadline := time.Now().Add(within)
@@ -222,20 +222,20 @@ func (r *rig) receiveAll(t *testing.T, url string, want int, within time.Duratio
 	return got
 }
 
-func (r *rig) verdict(t *testing.T, room string, pv string) (pipeline.Verdict, error) {
+func (r *rig) verdict(t testing.TB, room string, pv string) (pipeline.Verdict, error) {
 	t.Helper()
 	ev := event(room)
 	return r.store.Get(context.Background(), ev.Key(pv))
 }
 
-func (r *rig) countRows(t *testing.T, q string, args ...any) int {
+func (r *rig) countRows(t testing.TB, q string, args ...any) int {
 	t.Helper()
 	var n int
 	require.NoError(t, r.db.QueryRowContext(context.Background(), q, args...).Scan(&n))
 	return n
 }
 
-func (r *rig) get(t *testing.T, path string) (int, string) {
+func (r *rig) get(t testing.TB, path string) (int, string) {
 	t.Helper()
 	resp, err := http.Get("http://" + r.addr + path)
 	require.NoError(t, err)
@@ -246,7 +246,7 @@ func (r *rig) get(t *testing.T, path string) (int, string) {
 }
 
 // metric returns the value of one sample line of /metrics, 0 when absent.
-func (r *rig) metric(t *testing.T, series string) float64 {
+func (r *rig) metric(t testing.TB, series string) float64 {
 	t.Helper()
 	_, body := r.get(t, "/metrics")
 	for _, line := range strings.Split(body, "\n") {

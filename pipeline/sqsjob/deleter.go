@@ -100,8 +100,10 @@ func (d *deleter) flush(batch []delReq) {
 			entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(r.receipt)}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), d.l.cfg.CallTimeout)
+		start := time.Now()
 		out, err := d.l.api.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(d.l.cfg.QueueURL), Entries: entries})
 		cancel()
+		d.l.m.callTime.WithLabelValues("delete").Observe(time.Since(start).Seconds())
 		if err != nil {
 			d.l.m.calls.WithLabelValues("delete", "error").Inc()
 			lastErr = fmt.Errorf("sqsjob: delete batch: %w", err)

@@ -108,6 +108,7 @@ func (h *heartbeat) extend(ctx context.Context, batch []*job) {
 	defer cancel()
 	sent := h.l.now()
 	out, err := h.l.api.ChangeMessageVisibilityBatch(cctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(h.l.cfg.QueueURL), Entries: entries})
+	h.l.m.callTime.WithLabelValues("heartbeat").Observe(h.l.now().Sub(sent).Seconds())
 	if err != nil {
 		h.l.m.calls.WithLabelValues("heartbeat", "error").Inc()
 		h.l.log.Warn("sqsjob: heartbeat failed; retrying next interval", "jobs", len(live), "err", err)

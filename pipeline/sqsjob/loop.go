@@ -112,6 +112,11 @@ type Config struct {
 	DLQURL   string
 	// Concurrency bounds jobs in flight, and so messages held.
 	Concurrency int
+	// Pollers is how many receive calls may be in flight at once, each
+	// asking only for slots it holds; zero picks concurrency/10, at least
+	// one and at most eight. One poller caps throughput at ten messages per
+	// round trip, and SQS often returns fewer than asked.
+	Pollers int
 	// WaitTime is the long-poll wait (SQS allows at most 20 s).
 	WaitTime time.Duration
 	// VisibilityTimeout is asked for on receive and renewed by heartbeats.
@@ -159,6 +164,9 @@ func (c Config) Validate() error {
 	}
 	if c.Concurrency < 1 || c.Concurrency > 10000 {
 		errs = append(errs, fmt.Errorf("concurrency %d must be in 1..10000", c.Concurrency))
+	}
+	if c.Pollers < 0 || c.Pollers > 64 {
+		errs = append(errs, fmt.Errorf("pollers %d must be in 0..64", c.Pollers))
 	}
 	if c.WaitTime < 0 || c.WaitTime > 20*time.Second {
 		errs = append(errs, fmt.Errorf("wait time %s must be in 0..20s", c.WaitTime))
@@ -254,8 +262,17 @@ func (l *Loop) Run(ctx context.Context) error {
 	go func() { defer bg.Done(); l.hb.run(hbCtx) }()
 	go func() { defer bg.Done(); l.deleter.run(hbCtx) }()
 
+	pollers := l.cfg.Pollers
+	if pollers == 0 {
+		pollers = min(max(l.cfg.Concurrency/10, 1), 8)
+	}
+	var pollWG sync.WaitGroup
+	for range pollers {
+		pollWG.Add(1)
+		go func() { defer pollWG.Done(); l.poll(ctx, pollCtx, jobBase) }()
+	}
 	pollDone := make(chan struct{})
-	go func() { defer close(pollDone); l.poll(ctx, pollCtx, jobBase) }()
+	go func() { pollWG.Wait(); close(pollDone) }()
 	<-ctx.Done()
 
 	l.mu.Lock()
@@ -270,7 +287,7 @@ func (l *Loop) Run(ctx context.Context) error {
 		t.Stop()
 	case <-t.C:
 		l.log.Warn("sqsjob: drain timeout reached, handing back unfinished jobs", "inflight", l.hb.size())
-		// The poll first, so that it is over before messages are handed back.
+		// The polls first, so that they are over before messages are handed back.
 		cancelPoll()
 		<-pollDone
 		cancelJobs(ErrDraining)
@@ -337,6 +354,8 @@ func (l *Loop) handBack(msgs []types.Message) {
 }
 
 func (l *Loop) receive(ctx context.Context, n int) ([]types.Message, error) {
+	start := time.Now()
+	defer func() { l.m.callTime.WithLabelValues("receive").Observe(time.Since(start).Seconds()) }()
 	out, err := l.api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 		QueueUrl:            aws.String(l.cfg.QueueURL),
 		MaxNumberOfMessages: int32(n),

@@ -11,6 +11,7 @@ type Metrics struct {
 	jobs       *prometheus.CounterVec
 	inflight   prometheus.Gauge
 	calls      *prometheus.CounterVec
+	callTime   *prometheus.HistogramVec
 	received   prometheus.Counter
 	deleted    prometheus.Counter
 	extended   prometheus.Counter
@@ -43,6 +44,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "chatguard_worker_sqs_calls_total",
 			Help: "SQS calls by operation (receive, delete, heartbeat, change_visibility, send_dlq) and outcome (ok, partial, error).",
 		}, []string{"op", "outcome"}),
+		callTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "chatguard_worker_sqs_call_duration_seconds",
+			Help:    "Duration of SQS calls by operation; receive includes the long-poll wait.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 20},
+		}, []string{"op"}),
 		received: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "chatguard_worker_messages_received_total", Help: "Review messages received.",
 		}),
@@ -86,7 +92,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"decision"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.jobs, m.inflight, m.calls, m.received, m.deleted, m.extended, m.poison, m.panics,
+		reg.MustRegister(m.jobs, m.inflight, m.calls, m.callTime, m.received, m.deleted, m.extended, m.poison, m.panics,
 			m.messageAge, m.duration, m.eventAge, m.stageLatency, m.stageTTFT, m.tokens, m.admissions)
 	}
 	return m

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/chatguard/chatguard/pipeline"
+)
+
+// benchThroughput runs perIter fresh events per iteration through a worker
+// and reports events per second next to the model-bound limit.
+func benchThroughput(b *testing.B, concurrency int, rev pipeline.Reviewer, chatURL string, rooms []string, stageLatency time.Duration, stages int) {
+	b.Helper()
+	b.StopTimer()
+	r := startRig(b, rigOpts{reviewer: rev, chatURL: chatURL, mut: func(c *Config) {
+		c.Concurrency = concurrency
+		if v := os.Getenv("BENCH_POLLERS"); v != "" {
+			c.Pollers, _ = strconv.Atoi(v)
+		}
+		c.MySQLMaxOpenConns = concurrency + 4
+		c.LogLevel = "warn"
+		c.PrimaryConcurrency, c.FallbackConcurrency = concurrency*4, concurrency*4
+	}})
+	const perIter = 200
+	done := 0
+	var elapsed time.Duration
+	for i := 0; i < b.N; i++ {
+		var evs []pipeline.ReviewEvent
+		for j := range perIter {
+			room := rooms[j%len(rooms)]
+			evs = append(evs, event(room, func(e *pipeline.ReviewEvent) {
+				// A distinct window per event keeps every review a new key.
+				e.WindowStart = e.WindowStart.Add(time.Duration(i*perIter+j) * time.Microsecond)
+			}))
+		}
+		start := time.Now()
+		b.StartTimer()
+		r.sendEvents(b, evs...)
+		if testing.Verbose() {
+			b.Logf("sent %d in %s", perIter, time.Since(start))
+		}
+		for deadline := time.Now().Add(2 * time.Minute); ; {
+			n := r.countRows(b, "SELECT COUNT(*) FROM verdicts WHERE status = 'done'")
+			if n >= done+perIter {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("only %d of %d events done after 2 minutes", n-done, perIter)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		b.StopTimer()
+		elapsed += time.Since(start)
+		done += perIter
+	}
+	if testing.Verbose() {
+		b.Logf("receive time: sum %.1fs count %.0f; delete time: sum %.1fs count %.0f",
+			r.metric(b, `chatguard_worker_sqs_call_duration_seconds_sum{op="receive"}`), r.metric(b, `chatguard_worker_sqs_call_duration_seconds_count{op="receive"}`),
+			r.metric(b, `chatguard_worker_sqs_call_duration_seconds_sum{op="delete"}`), r.metric(b, `chatguard_worker_sqs_call_duration_seconds_count{op="delete"}`))
+		b.Logf("job duration: sum %.1fs count %.0f; receive calls %.0f; received %.0f; deletes %.0f",
+			r.metric(b, "chatguard_worker_job_duration_seconds_sum"), r.metric(b, "chatguard_worker_job_duration_seconds_count"),
+			r.metric(b, `chatguard_worker_sqs_calls_total{op="receive",outcome="ok"}`), r.metric(b, "chatguard_worker_messages_received_total"),
+			r.metric(b, `chatguard_worker_sqs_calls_total{op="delete",outcome="ok"}`))
+	}
+	tput := float64(done) / elapsed.Seconds()
+	limit := float64(concurrency) / (stageLatency * time.Duration(stages)).Seconds()
+	b.ReportMetric(tput, "events/s")
+	b.ReportMetric(limit, "limit-events/s")
+	b.ReportMetric(100*tput/limit, "%-of-limit")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkLoopThroughput measures the job loop, SQS, the chat API and
+// MySQL around a stand-in engine with a fixed model-bound latency (4 stages
+// of 50 ms), next to the model-bound limit concurrency / 200 ms.
+func BenchmarkLoopThroughput(b *testing.B) {
+	for _, conc := range []int{8, 32} {
+		b.Run(fmt.Sprintf("concurrency=%d", conc), func(b *testing.B) {
+			const stageLatency, stages = 50 * time.Millisecond, 4
+			rev := newFakeReviewer(func(ctx context.Context, ev pipeline.ReviewEvent, attempt int) (pipeline.Verdict, error) {
+				select {
+				case <-time.After(stageLatency * stages):
+				case <-ctx.Done():
+					return pipeline.Verdict{}, ctx.Err()
+				}
+				return cleanVerdict(), nil
+			})
+			var rooms []string
+			for i := range 40 {
+				rooms = append(rooms, fmt.Sprintf("room-%02d", i))
+			}
+			benchThroughput(b, conc, rev, "", rooms, stageLatency, stages)
+		})
+	}
+}
