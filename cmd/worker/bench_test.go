@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/deploy/local/llmsim"
+	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -94,6 +98,63 @@ func BenchmarkLoopThroughput(b *testing.B) {
 				rooms = append(rooms, fmt.Sprintf("room-%02d", i))
 			}
 			benchThroughput(b, conc, rev, "", rooms, stageLatency, stages)
+		})
+	}
+}
+
+// BenchmarkSimThroughput measures the whole worker (queue, chat API, the
+// real stage engine over the simulator at a fixed latency, MySQL, lake
+// events) and reports events/s next to the model-bound limit: concurrency
+// divided by the mean total stage latency of the verdicts it produced.
+func BenchmarkSimThroughput(b *testing.B) {
+	for _, conc := range []int{16, 64} {
+		b.Run(fmt.Sprintf("concurrency=%d", conc), func(b *testing.B) {
+			b.StopTimer()
+			fixed := func(c *llmsim.Config) {
+				c.TTFT, c.ITL, c.Jitter, c.TokensPerChunk, c.CacheSize = 100*time.Millisecond, 2*time.Millisecond, 0, 8, 0
+			}
+			_, pURL := simInProc(b, "primary", "sim-p", "", fixed)
+			_, fURL := simInProc(b, "fallback", "sim-f", "k", fixed)
+			r := startRig(b, rigOpts{chatURL: stacktest.ChatAPIURL(b), mut: func(c *Config) {
+				withSims(pURL, "sim-p", fURL, "sim-f", "k")(c)
+				c.Concurrency = conc
+				c.MySQLMaxOpenConns = conc + 4
+				c.PrimaryConcurrency, c.FallbackConcurrency = conc*4, conc*4
+				c.LogLevel = "warn"
+			}})
+			const perIter = 200
+			all := sampleReviews(b, 1000, false)
+			done := 0
+			var elapsed time.Duration
+			for i := 0; i < b.N; i++ {
+				var evs []pipeline.ReviewEvent
+				for j := range perIter {
+					ev := all[(i*perIter+j)%len(all)]
+					// A fresh key per event: shift the window start by a microsecond.
+					ev.WindowStart = ev.WindowStart.Add(-time.Duration(i*perIter+j/len(all)+1) * time.Microsecond)
+					evs = append(evs, ev)
+				}
+				start := time.Now()
+				b.StartTimer()
+				r.sendEvents(b, evs...)
+				waitDone(b, r, done+perIter, 5*time.Minute)
+				b.StopTimer()
+				elapsed += time.Since(start)
+				done += perIter
+			}
+			var stageMs float64
+			require.NoError(b, r.db.QueryRow(`SELECT AVG(t) FROM (SELECT SUM(s.latency_ms) AS t FROM verdict_stages s
+				JOIN verdicts v ON v.id = s.verdict_id WHERE v.status = 'done' GROUP BY v.id) x`).Scan(&stageMs))
+			var stagesPer float64
+			require.NoError(b, r.db.QueryRow(`SELECT COUNT(*) / COUNT(DISTINCT verdict_id) FROM verdict_stages`).Scan(&stagesPer))
+			tput := float64(done) / elapsed.Seconds()
+			limit := float64(conc) / (stageMs / 1000)
+			b.ReportMetric(tput, "events/s")
+			b.ReportMetric(limit, "limit-events/s")
+			b.ReportMetric(100*tput/limit, "%-of-limit")
+			b.ReportMetric(stageMs, "stage-ms/event")
+			b.ReportMetric(stagesPer, "stages/event")
+			b.ReportMetric(0, "ns/op")
 		})
 	}
 }

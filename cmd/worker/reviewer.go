@@ -1,16 +1,29 @@
 package main
 
 import (
-	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/llm"
+	"github.com/chatguard/chatguard/pipeline/review"
 )
 
-// newReviewer builds the stage engine (router, prompts, validation) from
-// the configuration; its metrics go on reg and its inference logs to events.
+// newReviewer builds the stage engine: one router shared by every job (its
+// gates, cooldowns and breakers only work when shared) and the stage runner
+// over it. Their metrics go on reg and the inference logs to events.
 func newReviewer(cfg Config, events pipeline.EventSink, reg prometheus.Registerer, log *slog.Logger) (pipeline.Reviewer, error) {
-	return nil, errors.New("the stage engine (pipeline/review) is not wired yet")
+	router, err := llm.New(cfg.router(), reg)
+	if err != nil {
+		return nil, fmt.Errorf("router: %w", err)
+	}
+	rev, err := review.New(review.Config{Class: llm.ClassBatch}, router, events, reg)
+	if err != nil {
+		return nil, fmt.Errorf("reviewer: %w", err)
+	}
+	prim, fb := router.Models()
+	log.Info("worker: stage engine ready", "primary_model", prim, "fallback_model", fb, "pipeline_version", rev.PipelineVersion())
+	return rev, nil
 }

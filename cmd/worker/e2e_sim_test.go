@@ -1,0 +1,275 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/deploy/local/llmsim"
+	"github.com/chatguard/chatguard/internal/stacktest"
+	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/chatprep"
+	"github.com/chatguard/chatguard/stages"
+	"github.com/chatguard/chatguard/storage/chatapi"
+)
+
+// These tests run the real stage engine (router + reviewer) against the
+// LLM simulator, with the stack's chat API serving the sample lake.
+
+type truthRow struct {
+	RoomID string    `json:"room_id"`
+	Label  string    `json:"label"`
+	Images int       `json:"images"`
+	First  time.Time `json:"first_message_at"`
+	Last   time.Time `json:"last_message_at"`
+}
+
+// sampleReviews returns up to n (room, window) pairs from the sample lake's
+// ground truth, each window the hour of the room's first message, so every
+// review has chat in it. The truth file is read only to find rooms; the
+// verdicts are checked against the simulator, never against the labels.
+func sampleReviews(t testing.TB, n int, noImages bool) []pipeline.ReviewEvent {
+	t.Helper()
+	f, err := os.Open(filepath.Join(stacktest.TruthDir(t), "groundtruth.jsonl"))
+	require.NoError(t, err)
+	defer f.Close()
+	var out []pipeline.ReviewEvent
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() && len(out) < n {
+		var r truthRow
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &r))
+		if noImages && r.Images > 0 {
+			continue
+		}
+		ws := r.First.UTC().Truncate(time.Hour)
+		out = append(out, event(r.RoomID, func(e *pipeline.ReviewEvent) { e.WindowStart, e.WindowEnd = ws, ws.Add(time.Hour) }))
+	}
+	require.NoError(t, sc.Err())
+	require.Len(t, out, n)
+	return out
+}
+
+// simInProc runs a private simulator so that fault injection and call
+// counts do not touch (or see) other tests' traffic.
+func simInProc(t testing.TB, name, model, key string, mut func(*llmsim.Config)) (*llmsim.Server, string) {
+	t.Helper()
+	cfg := llmsim.DefaultConfig()
+	cfg.Name, cfg.Models, cfg.APIKey = name, []string{model}, key
+	cfg.TTFT, cfg.ITL = 20*time.Millisecond, time.Millisecond
+	cfg.RetryAfter = 30 * time.Second
+	if mut != nil {
+		mut(&cfg)
+	}
+	s, err := llmsim.New(cfg)
+	require.NoError(t, err)
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(func() { srv.Close(); s.Close() })
+	return s, srv.URL + "/v1"
+}
+
+func withSims(primaryURL, primaryModel, fallbackURL, fallbackModel, fallbackKey string) func(*Config) {
+	return func(c *Config) {
+		c.PrimaryBaseURL, c.PrimaryModel = primaryURL, primaryModel
+		c.FallbackBaseURL, c.FallbackModel, c.FallbackAPIKey = fallbackURL, fallbackModel, fallbackKey
+		c.AttemptTimeout = 20 * time.Second
+		c.JobTimeout = 2 * time.Minute
+	}
+}
+
+// oracleJudge asks a simulator for the judge stage's answer on the chat as
+// the engine prepares it; the rules read only the transcript block, so this
+// is the verdict the simulator's rules give for that chat.
+func oracleJudge(t testing.TB, baseURL, model, key string, msgs []pipeline.ChatMessage) stages.JudgeOutput {
+	t.Helper()
+	w := chatprep.Prepare(msgs, chatprep.Config{})
+	prompt, err := stages.UserPrompt(pipeline.StageJudge, stages.PromptInput{Transcript: stages.FormatTranscript(w.Messages), Messages: len(w.Messages)})
+	require.NoError(t, err)
+	body, err := json.Marshal(map[string]any{
+		"model":           model,
+		"messages":        []map[string]string{{"role": "user", "content": prompt}},
+		"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "judge", "schema": json.RawMessage(stages.Schema(pipeline.StageJudge))}},
+	})
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, baseURL+"/chat/completions", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(llmsim.HeaderFault, "none")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var out struct {
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	require.NotEmpty(t, out.Choices)
+	var j stages.JudgeOutput
+	require.NoError(t, json.Unmarshal([]byte(out.Choices[0].Message.Content), &j))
+	return j
+}
+
+func history(t testing.TB, chatURL string, ev pipeline.ReviewEvent) []pipeline.ChatMessage {
+	t.Helper()
+	cfg := chatapi.DefaultConfig()
+	cfg.BaseURL = chatURL
+	c, err := chatapi.New(cfg)
+	require.NoError(t, err)
+	msgs, err := c.History(context.Background(), ev.RoomID, ev.WindowStart, ev.WindowEnd)
+	require.NoError(t, err)
+	return msgs
+}
+
+func waitDone(t testing.TB, r *rig, n int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		got := r.countRows(t, "SELECT COUNT(*) FROM verdicts WHERE status = 'done'")
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			var statuses []string
+			rows, err := r.db.Query("SELECT CONCAT(room_id, ' ', status, ' ', COALESCE(error, '')) FROM verdicts WHERE status <> 'done'")
+			if err == nil {
+				for rows.Next() {
+					var s string
+					_ = rows.Scan(&s)
+					statuses = append(statuses, s)
+				}
+				rows.Close()
+			}
+			t.Fatalf("%d of %d verdicts done after %s; others: %v", got, n, within, statuses)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestE2ESampleRoomsMatchTheSimulator(t *testing.T) {
+	t.Parallel()
+	prim, fb := stacktest.Primary(t), stacktest.Fallback(t)
+	chatURL := stacktest.ChatAPIURL(t)
+	r := startRig(t, rigOpts{chatURL: chatURL, mut: withSims(prim.BaseURL, prim.Model, fb.BaseURL, fb.Model, fb.APIKey)})
+	evs := sampleReviews(t, 12, true)
+	r.sendEvents(t, evs...)
+	waitDone(t, r, len(evs), 2*time.Minute)
+	require.Eventually(t, func() bool { vis, inf := r.queueCounts(t, r.queue.URL); return vis+inf == 0 }, 10*time.Second, 50*time.Millisecond, "messages deleted")
+	pv := r.countRows(t, "SELECT COUNT(DISTINCT pipeline_version) FROM verdicts")
+	require.Equal(t, 1, pv)
+	labels := map[pipeline.Label]int{}
+	for _, ev := range evs {
+		var version string
+		require.NoError(t, r.db.QueryRow("SELECT pipeline_version FROM verdicts WHERE room_id = ?", ev.RoomID).Scan(&version))
+		v, err := r.store.Get(context.Background(), ev.Key(version))
+		require.NoError(t, err)
+		want := oracleJudge(t, prim.BaseURL, prim.Model, "", history(t, chatURL, ev))
+		require.Equal(t, want.Label, v.Label, "room %s", ev.RoomID)
+		require.Equal(t, want.Category, v.Category, "room %s", ev.RoomID)
+		labels[v.Label]++
+		require.NotEmpty(t, v.Stages)
+		require.LessOrEqual(t, len(v.Stages), 4)
+		require.Equal(t, pipeline.StageTriage, v.Stages[0].Stage)
+		if v.EarlyExit {
+			require.Len(t, v.Stages, 1, "an early exit runs triage only")
+		} else {
+			require.Equal(t, pipeline.StageJudge, v.Stages[len(v.Stages)-1].Stage)
+		}
+		n := r.countRows(t, "SELECT COUNT(*) FROM verdict_stages s JOIN verdicts v ON v.id = s.verdict_id WHERE v.room_id = ?", ev.RoomID)
+		require.Equal(t, len(v.Stages), n)
+	}
+	t.Logf("labels of %d sample rooms: %v", len(evs), labels)
+	require.Greater(t, len(labels), 1, "the sample should not be all one label")
+	// Inference logs reach the feedback queue.
+	require.Eventually(t, func() bool { return r.metric(t, "chatguard_worker_events_published_total") >= float64(len(evs)) }, 10*time.Second, 50*time.Millisecond)
+}
+
+func TestE2EDuplicateMakesOneSetOfModelCalls(t *testing.T) {
+	t.Parallel()
+	primary, pURL := simInProc(t, "primary", "sim-p", "", nil)
+	_, fURL := simInProc(t, "fallback", "sim-f", "k", nil)
+	chatURL := stacktest.ChatAPIURL(t)
+	r := startRig(t, rigOpts{chatURL: chatURL, mut: withSims(pURL, "sim-p", fURL, "sim-f", "k")})
+	ev := sampleReviews(t, 1, true)[0]
+	r.sendEvents(t, ev)
+	waitDone(t, r, 1, time.Minute)
+	calls := primary.Stats().ChatRequests("")
+	require.Positive(t, calls)
+	r.sendEvents(t, ev)
+	require.Eventually(t, func() bool { return r.metric(t, `chatguard_worker_jobs_total{outcome="duplicate"}`) == 1 }, 30*time.Second, 50*time.Millisecond)
+	require.Equal(t, calls, primary.Stats().ChatRequests(""), "the duplicate called a model")
+	require.Equal(t, 1, r.countRows(t, "SELECT COUNT(*) FROM verdicts"))
+}
+
+func TestE2EPrimaryThrottledFallsBack(t *testing.T) {
+	t.Parallel()
+	primary, pURL := simInProc(t, "primary", "sim-p", "", func(c *llmsim.Config) {
+		c.Faults.Status429 = 1
+		c.RetryAfter = time.Minute
+	})
+	fallback, fURL := simInProc(t, "fallback", "sim-f", "k", nil)
+	chatURL := stacktest.ChatAPIURL(t)
+	r := startRig(t, rigOpts{chatURL: chatURL, mut: withSims(pURL, "sim-p", fURL, "sim-f", "k")})
+	evs := sampleReviews(t, 3, true)
+	r.sendEvents(t, evs[0])
+	waitDone(t, r, 1, time.Minute)
+	var version string
+	require.NoError(t, r.db.QueryRow("SELECT pipeline_version FROM verdicts LIMIT 1").Scan(&version))
+	v, err := r.store.Get(context.Background(), evs[0].Key(version))
+	require.NoError(t, err)
+	require.Equal(t, pipeline.StatusDone, v.Status)
+	first := v.Stages[0]
+	require.Equal(t, pipeline.PoolFallback, first.Pool)
+	require.LessOrEqual(t, first.Attempts, 2, "answered by the fallback within one extra attempt")
+	for _, st := range v.Stages {
+		require.Equal(t, pipeline.PoolFallback, st.Pool, "stage %s", st.Stage)
+	}
+	require.Equal(t, int64(1), primary.Stats().ChatRequests(""), "the primary was called again during its cooldown")
+
+	// More work inside the cooldown never touches the primary.
+	r.sendEvents(t, evs[1:]...)
+	waitDone(t, r, 3, time.Minute)
+	require.Equal(t, int64(1), primary.Stats().ChatRequests(""))
+	require.Positive(t, fallback.Stats().ChatRequests(""))
+}
+
+func TestE2EPrimaryRandomFaults(t *testing.T) {
+	t.Parallel()
+	primary, pURL := simInProc(t, "primary", "sim-p", "", func(c *llmsim.Config) {
+		c.Faults = llmsim.FaultRates{Status429: 0.05, Status500: 0.1, Status503: 0.05, Drop: 0.05, Malformed: 0.05}
+		c.RetryAfter = time.Second
+	})
+	_, fURL := simInProc(t, "fallback", "sim-f", "k", nil)
+	chatURL := stacktest.ChatAPIURL(t)
+	r := startRig(t, rigOpts{chatURL: chatURL, mut: func(c *Config) {
+		withSims(pURL, "sim-p", fURL, "sim-f", "k")(c)
+		c.Concurrency = 32
+		c.MySQLMaxOpenConns = 40
+	}})
+	const n = 200
+	evs := sampleReviews(t, n, false)
+	r.sendEvents(t, evs...)
+	waitDone(t, r, n, 5*time.Minute)
+	require.Equal(t, n, r.countRows(t, "SELECT COUNT(*) FROM verdicts WHERE status = 'done'"))
+	require.Zero(t, r.countRows(t, "SELECT COUNT(*) FROM verdicts WHERE status <> 'done'"))
+	st := primary.Stats()
+	faults := st.ChatRequests("") - st.ChatRequests(llmsim.OutcomeOK)
+	t.Logf("primary: %d calls, %d faulted; fallback stages: %d", st.ChatRequests(""), faults,
+		r.countRows(t, "SELECT COUNT(*) FROM verdict_stages WHERE pool = 'fallback'"))
+	require.Positive(t, faults, "the faults were injected")
+}
