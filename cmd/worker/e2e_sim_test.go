@@ -246,6 +246,18 @@ func TestE2EPrimaryThrottledFallsBack(t *testing.T) {
 	waitDone(t, r, 3, time.Minute)
 	require.Equal(t, int64(1), primary.Stats().ChatRequests(""))
 	require.Positive(t, fallback.Stats().ChatRequests(""))
+
+	// The router's and the worker's metrics share the admin endpoint.
+	_, body := r.get(t, "/metrics")
+	for _, name := range []string{
+		`chatguard_llm_cooldown_active{pool="primary"} 1`, "chatguard_llm_breaker_state", "chatguard_llm_fallbacks_total",
+		"chatguard_llm_attempts_total", "chatguard_llm_ttft_seconds_bucket", "chatguard_llm_tokens_total",
+		"chatguard_worker_stage_latency_seconds_bucket", "chatguard_worker_stage_ttft_seconds_bucket", "chatguard_worker_tokens_total",
+		"chatguard_worker_inflight_jobs", "chatguard_worker_event_age_seconds_bucket", "chatguard_worker_events_buffered",
+		`chatguard_worker_sqs_calls_total{op="delete",outcome="ok"}`, "chatguard_worker_sqs_call_duration_seconds_bucket",
+	} {
+		require.Contains(t, body, name)
+	}
 }
 
 func TestE2EPrimaryRandomFaults(t *testing.T) {
