@@ -174,8 +174,21 @@ func (c Config) Validate() error {
 	if _, err := c.level(); err != nil {
 		errs = append(errs, err)
 	}
-	// The parts validate their own ranges; their messages name the setting.
-	errs = append(errs, c.loop().Validate(), c.events().Validate(), c.chat().Validate(), c.mysql().Validate())
+	// The parts validate their own ranges; a missing required value is
+	// already reported above by its flag name, so stand-ins keep the parts
+	// from reporting it twice.
+	p := c
+	fill := func(v *string, placeholder string) {
+		if *v == "" {
+			*v = placeholder
+		}
+	}
+	fill(&p.ReviewQueueURL, "http://placeholder/review")
+	fill(&p.ReviewDLQURL, "http://placeholder/review-dlq")
+	fill(&p.FeedbackQueueURL, "http://placeholder/feedback")
+	fill(&p.ChatAPIURL, "http://placeholder")
+	fill(&p.MySQLDSN, "placeholder@tcp(placeholder:3306)/placeholder")
+	errs = append(errs, p.loop().Validate(), p.events().Validate(), p.chat().Validate(), p.mysql().Validate())
 	return errors.Join(errs...)
 }
 

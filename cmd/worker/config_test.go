@@ -97,6 +97,14 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
+func TestMissingValuesReportedOnce(t *testing.T) {
+	t.Parallel()
+	var out, errb bytes.Buffer
+	require.Equal(t, 2, run(context.Background(), nil, func(string) string { return "" }, &out, &errb))
+	require.Equal(t, 1, strings.Count(strings.ToLower(strings.ReplaceAll(errb.String(), "-", " ")), "review queue url"), errb.String())
+	require.Equal(t, 1, strings.Count(strings.ToLower(strings.ReplaceAll(errb.String(), "-", " ")), "mysql dsn"), errb.String())
+}
+
 func TestFlagsAndEnvReachTheParts(t *testing.T) {
 	t.Parallel()
 	c := DefaultConfig()
