@@ -25,6 +25,17 @@ type ReviewConfig struct {
 	// running in this process is seen again (by then the verdict exists
 	// and it is acknowledged as a duplicate, without model calls).
 	BusyRetry time.Duration
+	// Stops, when set, ties each review to operator stop signals: a
+	// stopped review is cancelled at once, recorded stopped and deleted.
+	Stops StopGuard
+}
+
+// StopGuard registers a running review for stop signals (pipeline/stop.Guard
+// implements it). Begin returns the job's context, cancelled with a
+// *pipeline.StoppedError cause when a matching stop arrives, and a release
+// to call when the review ends.
+type StopGuard interface {
+	Begin(ctx context.Context, ev pipeline.ReviewEvent) (context.Context, func())
 }
 
 // ReviewHandler is the Handler for review messages: decode, admission
@@ -109,6 +120,15 @@ func (h *ReviewHandler) review(ctx context.Context, m Message, ev pipeline.Revie
 		return Outcome{Action: Retry, Label: "busy", After: h.cfg.BusyRetry}
 	}
 	defer h.unclaim(key)
+
+	if h.cfg.Stops != nil {
+		var release func()
+		ctx, release = h.cfg.Stops.Begin(ctx, ev)
+		defer release()
+		if ctx.Err() != nil { // stopped before it started: no lookups, no model calls
+			return h.fail(ctx, m, base, fmt.Errorf("review: %w", context.Cause(ctx)))
+		}
+	}
 
 	old, err := h.store.Get(ctx, key)
 	switch {

@@ -202,3 +202,61 @@ func TestRequestSignal(t *testing.T) {
 		})
 	}
 }
+
+type fakeChecker struct {
+	h   *Holder
+	sig *Signal
+	err error
+	n   int
+}
+
+func (f *fakeChecker) CheckOnce(ctx context.Context, t Target) (Signal, bool, error) {
+	f.n++
+	if f.err != nil {
+		return Signal{}, false, f.err
+	}
+	if f.sig != nil && f.h.Add(*f.sig) {
+		return *f.sig, true, nil
+	}
+	return Signal{}, false, nil
+}
+
+func TestGuard(t *testing.T) {
+	t.Parallel()
+	ev := pipeline.ReviewEvent{RoomID: "r1", WindowStart: wStart, WindowEnd: wEnd, RunID: "run-1"}
+	t.Run("stored signal found at start", func(t *testing.T) {
+		t.Parallel()
+		h, _, _ := setup(t)
+		s := sig(ScopeRun, time.Hour)
+		g := &Guard{Holder: h, Checker: &fakeChecker{h: h, sig: &s}}
+		ctx, release := g.Begin(context.Background(), ev)
+		defer release()
+		require.Error(t, ctx.Err())
+		var stopped *pipeline.StoppedError
+		require.ErrorAs(t, context.Cause(ctx), &stopped)
+	})
+	t.Run("signal while running stops the chunk check and the context", func(t *testing.T) {
+		t.Parallel()
+		h, _, _ := setup(t)
+		fc := &fakeChecker{h: h}
+		g := &Guard{Holder: h, Checker: fc}
+		ctx, release := g.Begin(context.Background(), ev)
+		defer release()
+		require.Equal(t, 1, fc.n, "one store check per review")
+		require.NoError(t, pipeline.CheckStop(ctx))
+		h.Add(sig(ScopeReview, time.Hour))
+		require.Error(t, ctx.Err())
+		require.Error(t, pipeline.CheckStop(ctx))
+	})
+	t.Run("store down: the review goes on", func(t *testing.T) {
+		t.Parallel()
+		h, _, _ := setup(t)
+		var reported error
+		g := &Guard{Holder: h, Checker: &fakeChecker{h: h, err: errors.New("redis down")}, OnCheckError: func(err error) { reported = err }}
+		ctx, release := g.Begin(context.Background(), ev)
+		require.NoError(t, ctx.Err())
+		require.ErrorContains(t, reported, "redis down")
+		release()
+		require.Error(t, ctx.Err(), "release ends the job context")
+	})
+}

@@ -1,0 +1,72 @@
+package sqsjob
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/stop"
+)
+
+func setupStoppable(t *testing.T) (*reviewRig, *stop.Holder) {
+	t.Helper()
+	r := setupReview(t)
+	holder := stop.NewHolder(nil, nil)
+	r.h.cfg.Stops = &stop.Guard{Holder: holder}
+	return r, holder
+}
+
+func roomStop(room, reason string) stop.Signal {
+	now := time.Now().UTC()
+	return stop.Signal{Scope: stop.ScopeRoom, RoomID: room, Reason: reason, PublishedAt: now, ExpiresAt: now.Add(time.Hour)}
+}
+
+func TestReviewStoppedBeforeStart(t *testing.T) {
+	t.Parallel()
+	r, holder := setupStoppable(t)
+	holder.Add(roomStop("room-1", "already sanctioned"))
+	out := r.h.Handle(context.Background(), msg(r.body(t), 1, 5))
+	require.Equal(t, Delete, out.Action)
+	require.Equal(t, "stopped", out.Label)
+	require.Zero(t, r.chat.calls.Load(), "no chat fetch for a stopped review")
+	require.Zero(t, r.rev.calls.Load(), "no model call for a stopped review")
+	v, err := r.store.Get(context.Background(), r.key())
+	require.NoError(t, err)
+	require.Equal(t, pipeline.StatusStopped, v.Status)
+	require.Contains(t, v.Error, "already sanctioned")
+}
+
+func TestReviewStoppedWhileRunning(t *testing.T) {
+	t.Parallel()
+	r, holder := setupStoppable(t)
+	started := make(chan struct{})
+	r.rev.review = func(ctx context.Context, ev pipeline.ReviewEvent, msgs []pipeline.ChatMessage, attempt int) (pipeline.Verdict, error) {
+		close(started)
+		select {
+		case <-ctx.Done():
+			return pipeline.Verdict{}, fmt.Errorf("judge: %w", context.Cause(ctx))
+		case <-time.After(30 * time.Second):
+			return abusive(), nil
+		}
+	}
+	other, otherCancel := context.WithCancelCause(context.Background())
+	defer otherCancel(nil)
+	defer holder.Watch(stop.NewTarget("room-2", r.window, r.window.Add(time.Hour), "run-1"), otherCancel)()
+
+	go func() {
+		<-started
+		holder.Add(roomStop("room-1", "moderator took over"))
+	}()
+	out := r.h.Handle(context.Background(), msg(r.body(t), 1, 5))
+	require.Equal(t, Delete, out.Action)
+	require.Equal(t, "stopped", out.Label)
+	v, err := r.store.Get(context.Background(), r.key())
+	require.NoError(t, err)
+	require.Equal(t, pipeline.StatusStopped, v.Status)
+	require.Contains(t, v.Error, "moderator took over")
+	require.NoError(t, other.Err(), "a review of another room is unaffected")
+}
