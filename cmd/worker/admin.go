@@ -17,8 +17,12 @@ import (
 //     while draining, so the endpoint leaves the Service during shutdown.
 //   - /metrics: the worker's private registry in Prometheus text format.
 //   - /debug/pprof/: the runtime profiles.
-func adminHandler(reg *prometheus.Registry, loop interface{ Draining() bool }, db interface{ Ping(context.Context) error }) http.Handler {
+//   - POST /v1/stop: publish an operator stop signal (see stopHandler).
+func adminHandler(reg *prometheus.Registry, loop interface{ Draining() bool }, db interface{ Ping(context.Context) error }, stops http.Handler) http.Handler {
 	mux := http.NewServeMux()
+	if stops != nil {
+		mux.Handle("POST /v1/stop", stops)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})

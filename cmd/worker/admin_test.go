@@ -32,7 +32,7 @@ func TestAdminProbes(t *testing.T) {
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "chatguard_worker_test_total", Help: "t"})
 	reg.MustRegister(c)
 	c.Inc()
-	srv := httptest.NewServer(adminHandler(reg, loop, db))
+	srv := httptest.NewServer(adminHandler(reg, loop, db, stopHandler(nil)))
 	t.Cleanup(srv.Close)
 	status := func(path string) int {
 		resp, err := http.Get(srv.URL + path)

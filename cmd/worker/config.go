@@ -12,6 +12,7 @@ import (
 	"github.com/chatguard/chatguard/pipeline/sqsjob"
 	"github.com/chatguard/chatguard/storage/chatapi"
 	"github.com/chatguard/chatguard/storage/mysql"
+	"github.com/chatguard/chatguard/storage/redisstop"
 	"github.com/chatguard/chatguard/storage/sqsevents"
 )
 
@@ -55,6 +56,15 @@ type Config struct {
 	EventBuffer   int
 	EventFlushAge time.Duration
 
+	// RedisAddr is the Redis that carries stop signals; empty disables
+	// them (reviews run, but cannot be stopped by an operator).
+	RedisAddr        string
+	RedisPassword    string
+	RedisDB          int
+	StopChannel      string
+	StopKeyPrefix    string
+	StopCheckTimeout time.Duration
+
 	AdminAddr string
 	LogLevel  string
 }
@@ -85,6 +95,9 @@ func DefaultConfig() Config {
 		LLMMaxAttempts:      llm.DefaultMaxAttempts,
 		EventBuffer:         ev.Buffer,
 		EventFlushAge:       ev.FlushAge,
+		StopChannel:         redisstop.DefaultConfig().Channel,
+		StopKeyPrefix:       redisstop.DefaultConfig().KeyPrefix,
+		StopCheckTimeout:    250 * time.Millisecond,
 		AdminAddr:           ":9090",
 		LogLevel:            "info",
 	}
@@ -125,7 +138,8 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.IntVar(&c.LLMMaxAttempts, "llm-max-attempts", "model calls per stage across both pools")
 	fs.IntVar(&c.EventBuffer, "event-buffer", "lake events buffered for the feedback queue before drops")
 	fs.DurationVar(&c.EventFlushAge, "event-flush-age", "longest a lake event waits for its batch")
-	fs.StringVar(&c.AdminAddr, "admin-addr", "listen address of /healthz, /readyz, /metrics and /debug/pprof")
+	c.stopFlags(fs)
+	fs.StringVar(&c.AdminAddr, "admin-addr", "listen address of /healthz, /readyz, /metrics, /debug/pprof and POST /v1/stop")
 	fs.StringVar(&c.LogLevel, "log-level", "debug|info|warn|error")
 	return fs
 }
@@ -174,6 +188,7 @@ func (c Config) Validate() error {
 	if _, err := c.level(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, c.validateStops())
 	// The parts validate their own ranges; a missing required value is
 	// already reported above by its flag name, so stand-ins keep the parts
 	// from reporting it twice.

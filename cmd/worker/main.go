@@ -5,6 +5,8 @@
 //
 //	worker [flags]                       run the worker
 //	worker migrate --mysql-dsn DSN       apply the schema migrations and exit
+//	worker stop --room R | --run ID | --review ROOM,START,END [--ttl D] [--reason TEXT]
+//	                                     stop in-flight and future reviews on every pod
 //
 // Exit status: 0 after a clean drain, 1 on a start-up failure, 2 on bad
 // usage. See --help for the flags and their CHATGUARD_ variables.
@@ -33,6 +35,9 @@ func main() {
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "migrate" {
 		return runMigrate(ctx, args[1:], getenv, stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "stop" {
+		return runStop(ctx, args[1:], getenv, stdout, stderr)
 	}
 	cfg := DefaultConfig()
 	fs := cfg.flags()

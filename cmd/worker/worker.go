@@ -20,6 +20,7 @@ import (
 	"github.com/chatguard/chatguard/pipeline/sqsjob"
 	"github.com/chatguard/chatguard/storage/chatapi"
 	"github.com/chatguard/chatguard/storage/mysql"
+	"github.com/chatguard/chatguard/storage/redisstop"
 	"github.com/chatguard/chatguard/storage/sqsevents"
 )
 
@@ -107,8 +108,22 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 	}
 
+	// The subscriber outlives the loop's drain, so stops still reach jobs
+	// that are finishing; it ends when Run returns.
+	stopCtx, stopSubscriber := context.WithCancel(context.WithoutCancel(ctx))
+	stops := startStops(stopCtx, cfg, reg, log)
+	defer func() {
+		stopSubscriber()
+		stops.wait(5 * time.Second)
+	}()
+	reviewCfg := sqsjob.ReviewConfig{MaxAge: cfg.MaxAge, BusyRetry: cfg.BusyRetry}
+	var stopPub *redisstop.Publisher
+	if stops != nil {
+		reviewCfg.Stops, stopPub = stops.guard, stops.pub
+	}
+
 	metrics := sqsjob.NewMetrics(reg)
-	handler := sqsjob.NewReviewHandler(sqsjob.ReviewConfig{MaxAge: cfg.MaxAge, BusyRetry: cfg.BusyRetry}, store, chat, reviewer, pub, metrics, log)
+	handler := sqsjob.NewReviewHandler(reviewCfg, store, chat, reviewer, pub, metrics, log)
 	loop, err := sqsjob.New(cfg.loop(), sqsc, handler, metrics, log)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
@@ -118,7 +133,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("worker: admin listen: %w", err)
 	}
-	srv := &http.Server{Handler: adminHandler(reg, loop, store), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: adminHandler(reg, loop, store, stopHandler(stopPub)), ReadHeaderTimeout: 5 * time.Second}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	defer func() {

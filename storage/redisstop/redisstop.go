@@ -80,6 +80,10 @@ type Metrics struct {
 	Invalid   prometheus.Counter
 	Up        prometheus.Gauge
 	Reconnect prometheus.Counter
+	Applied   prometheus.Counter
+	// Latency is the time from a signal's publish to the cancellation of a
+	// running review it stopped.
+	Latency prometheus.Histogram
 }
 
 // NewMetrics registers the stop-signal metrics on reg.
@@ -90,11 +94,23 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Invalid:   prometheus.NewCounter(prometheus.CounterOpts{Name: "chatguard_stop_invalid_total", Help: "Stop messages or keys that failed to decode and were ignored."}),
 		Up:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "chatguard_stop_subscriber_up", Help: "1 while subscribed to the stop channel; 0 while stop signals are unavailable."}),
 		Reconnect: prometheus.NewCounter(prometheus.CounterOpts{Name: "chatguard_stop_resubscribes_total", Help: "Subscriptions (re)established to the stop channel."}),
+		Applied:   prometheus.NewCounter(prometheus.CounterOpts{Name: "chatguard_stop_applied_total", Help: "Running reviews cancelled by a stop signal."}),
+		Latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "chatguard_stop_publish_to_cancel_seconds", Help: "Time from a stop's publish to the cancellation of a review it stopped.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .2, .5, 1, 2.5, 5, 30},
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Published, m.Received, m.Invalid, m.Up, m.Reconnect)
+		reg.MustRegister(m.Published, m.Received, m.Invalid, m.Up, m.Reconnect, m.Applied, m.Latency)
 	}
 	return m
+}
+
+// ObserveApplied records that s cancelled a running review; pass it as the
+// holder's onApply callback.
+func (m *Metrics) ObserveApplied(s stop.Signal) {
+	m.Applied.Inc()
+	m.Latency.Observe(max(time.Since(s.PublishedAt), 0).Seconds())
 }
 
 // Publisher stores and broadcasts stop signals.

@@ -1,0 +1,282 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/deploy/local/llmsim"
+	"github.com/chatguard/chatguard/internal/stacktest"
+	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/storage/mysql"
+)
+
+var (
+	binOnce sync.Once
+	binDir  string
+	binPath string
+	binErr  error
+)
+
+// workerBinary builds the worker once per test process; TestMain removes it.
+func workerBinary(t testing.TB) string {
+	t.Helper()
+	binOnce.Do(func() {
+		binDir, binErr = os.MkdirTemp("", "chatguard-worker-")
+		if binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "worker")
+		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build: %v: %s", err, out)
+		}
+	})
+	require.NoError(t, binErr)
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+// proc is one worker process.
+type proc struct {
+	cmd    *exec.Cmd
+	admin  string
+	stderr *syncBuffer
+	exited chan error
+}
+
+func startProc(t *testing.T, bin string, env []string) *proc {
+	t.Helper()
+	p := &proc{admin: freeAddr(t), stderr: &syncBuffer{}, exited: make(chan error, 1)}
+	p.cmd = exec.Command(bin)
+	p.cmd.Env = append(append(os.Environ(), env...), "CHATGUARD_ADMIN_ADDR="+p.admin)
+	p.cmd.Stderr = p.stderr
+	require.NoError(t, p.cmd.Start())
+	go func() { p.exited <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-p.exited:
+		case <-time.After(30 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+		if t.Failed() {
+			t.Logf("worker %s stderr:\n%s", p.admin, p.stderr.tail(6000))
+		}
+	})
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + p.admin + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 60*time.Second, 50*time.Millisecond, "worker %s ready", p.admin)
+	return p
+}
+
+func (p *proc) metric(t testing.TB, series string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + p.admin + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			require.NoError(t, err)
+			return f
+		}
+	}
+	return 0
+}
+
+// roomsByLabel picks sample rooms without images from the ground truth:
+// the truth is read only to choose rooms, never by the worker.
+func roomsByLabel(t testing.TB, label string, n int) []pipeline.ReviewEvent {
+	t.Helper()
+	f, err := os.Open(filepath.Join(stacktest.TruthDir(t), "groundtruth.jsonl"))
+	require.NoError(t, err)
+	defer f.Close()
+	var out []pipeline.ReviewEvent
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() && len(out) < n {
+		var r truthRow
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &r))
+		if r.Label != label || r.Images > 0 {
+			continue
+		}
+		ws := r.First.UTC().Truncate(time.Hour)
+		out = append(out, event(r.RoomID, func(e *pipeline.ReviewEvent) { e.WindowStart, e.WindowEnd = ws, ws.Add(time.Hour) }))
+	}
+	require.Len(t, out, n)
+	return out
+}
+
+// TestE2EStopAcrossProcesses runs two worker processes and publishes a stop
+// with `worker stop` as a third: the long review on one process stops, is
+// recorded stopped and deleted, while the other process keeps reviewing.
+func TestE2EStopAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	bin := workerBinary(t)
+	// Streaming slowly: one token every 60 ms makes an abusive room's four
+	// stages take many seconds, so the stop lands mid-stream.
+	primary, pURL := simInProc(t, "primary", "sim-p", "", func(c *llmsim.Config) {
+		c.TTFT, c.ITL, c.TokensPerChunk, c.Jitter = 20*time.Millisecond, 60*time.Millisecond, 1, 0
+	})
+	queue := stacktest.NewQueue(t, "review", 5, 30*time.Second)
+	feedback := stacktest.NewQueue(t, "feedback", 5, 30*time.Second)
+	db, dsn := stacktest.MySQL(t)
+	r := &rig{sqs: stacktest.SQS(t), queue: queue, feedback: feedback, db: db, store: mysql.New(db)}
+	mig := exec.Command(bin, "migrate")
+	mig.Env = append(os.Environ(), "CHATGUARD_MYSQL_DSN="+dsn)
+	out, err := mig.CombinedOutput()
+	require.NoError(t, err, string(out))
+
+	channel := stacktest.Unique("stop-e2e")
+	redisAddr := stacktest.Get(t, "CHATGUARD_REDIS_ADDR")
+	stopEnv := []string{"CHATGUARD_REDIS_ADDR=" + redisAddr, "CHATGUARD_STOP_CHANNEL=" + channel, "CHATGUARD_STOP_KEY_PREFIX=" + channel + ":"}
+	env := append([]string{
+		"CHATGUARD_REVIEW_QUEUE_URL=" + queue.URL, "CHATGUARD_REVIEW_DLQ_URL=" + queue.DLQURL,
+		"CHATGUARD_FEEDBACK_QUEUE_URL=" + feedback.URL, "CHATGUARD_MYSQL_DSN=" + dsn,
+		"CHATGUARD_CHAT_API_URL=" + stacktest.ChatAPIURL(t),
+		"CHATGUARD_PRIMARY_BASE_URL=" + pURL, "CHATGUARD_PRIMARY_MODEL=sim-p", "CHATGUARD_FALLBACK_BASE_URL=",
+		"CHATGUARD_WAIT_TIME=1s", "CHATGUARD_CONCURRENCY=1", "CHATGUARD_ATTEMPT_TIMEOUT=2m", "CHATGUARD_JOB_TIMEOUT=5m",
+		"CHATGUARD_DRAIN_TIMEOUT=5s", "CHATGUARD_MAX_AGE=0s",
+	}, stopEnv...)
+	procs := []*proc{startProc(t, bin, env), startProc(t, bin, env)}
+
+	long := roomsByLabel(t, "abusive", 1)[0]
+	r.sendEvents(t, long)
+	require.Eventually(t, func() bool { return primary.Stats().Running >= 1 }, 30*time.Second, 10*time.Millisecond, "the long review is streaming")
+	var running, idle *proc
+	require.Eventually(t, func() bool {
+		for i, p := range procs {
+			if p.metric(t, "chatguard_worker_inflight_jobs") >= 1 {
+				running, idle = p, procs[1-i]
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 20*time.Millisecond)
+
+	// The operator's command, as a third process.
+	stopCmd := exec.Command(bin, "stop", "--room", long.RoomID, "--reason", "a moderator sanctioned the seller", "--ttl", "10m")
+	stopCmd.Env = append(os.Environ(), stopEnv...)
+	var stdout, stderr bytes.Buffer
+	stopCmd.Stdout, stopCmd.Stderr = &stdout, &stderr
+	require.NoError(t, stopCmd.Run(), stderr.String())
+	var published struct {
+		Signal struct {
+			PublishedAt time.Time `json:"published_at"`
+		} `json:"signal"`
+		Receivers int `json:"receivers"`
+	}
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &published), stdout.String())
+	require.Equal(t, 2, published.Receivers, "both worker processes are subscribed")
+
+	var (
+		status, reason string
+		finished       time.Time
+	)
+	require.Eventually(t, func() bool {
+		err := r.db.QueryRow("SELECT status, error, finished_at FROM verdicts WHERE room_id = ?", long.RoomID).Scan(&status, &reason, &finished)
+		return err == nil && status == string(pipeline.StatusStopped)
+	}, 30*time.Second, 10*time.Millisecond, "the review is recorded stopped")
+	require.Contains(t, reason, "a moderator sanctioned the seller")
+	latency := finished.Sub(published.Signal.PublishedAt)
+	t.Logf("publish to stopped verdict: %s (target 200ms; the cancel itself is in chatguard_stop_publish_to_cancel_seconds)", latency.Round(time.Millisecond))
+	require.Equal(t, 1.0, running.metric(t, "chatguard_stop_applied_total"))
+	require.Zero(t, idle.metric(t, "chatguard_stop_applied_total"))
+	require.Eventually(t, func() bool {
+		visible, inflight := r.queueCounts(t, queue.URL)
+		return visible == 0 && inflight == 0
+	}, 10*time.Second, 50*time.Millisecond, "the stopped review's message is deleted")
+
+	// The other process (and this one) go on reviewing other rooms.
+	others := roomsByLabel(t, "clean", 2)
+	r.sendEvents(t, others...)
+	waitDone(t, r, 2, 2*time.Minute)
+	for _, p := range procs {
+		select {
+		case err := <-p.exited:
+			t.Fatalf("worker %s exited: %v", p.admin, err)
+		default:
+		}
+	}
+
+	// A later window of the stopped room is stopped too, without model calls.
+	before := primary.Stats().ChatRequests("")
+	later := long
+	later.WindowStart, later.WindowEnd = long.WindowEnd, long.WindowEnd.Add(time.Hour)
+	r.sendEvents(t, later)
+	require.Eventually(t, func() bool {
+		return r.countRows(t, "SELECT COUNT(*) FROM verdicts WHERE room_id = ? AND status = 'stopped'", long.RoomID) == 2
+	}, 30*time.Second, 20*time.Millisecond)
+	require.Equal(t, before, primary.Stats().ChatRequests(""), "a stopped room costs no model call")
+}
+
+// TestE2EStopPublishedBeforeStart: a worker started after the publish loads
+// the stored stop and honours it; POST /v1/stop publishes too.
+func TestE2EStopPublishedBeforeStart(t *testing.T) {
+	t.Parallel()
+	channel := stacktest.Unique("stop-late")
+	redisAddr := stacktest.Get(t, "CHATGUARD_REDIS_ADDR")
+	var out, errb bytes.Buffer
+	env := map[string]string{"CHATGUARD_REDIS_ADDR": redisAddr, "CHATGUARD_STOP_CHANNEL": channel, "CHATGUARD_STOP_KEY_PREFIX": channel + ":"}
+	code := run(context.Background(), []string{"stop", "--room", "room-07", "--reason", "fraud ring"}, func(k string) string { return env[k] }, &out, &errb)
+	require.Equal(t, 0, code, errb.String())
+
+	rev := newFakeReviewer(nil)
+	r := startRig(t, rigOpts{reviewer: rev, mut: func(c *Config) {
+		c.RedisAddr, c.StopChannel, c.StopKeyPrefix = redisAddr, channel, channel+":"
+	}})
+	r.sendEvents(t, event("room-07"), event("room-08"))
+	waitRows := func(q string, n int) {
+		require.Eventually(t, func() bool { return r.countRows(t, q) == n }, 30*time.Second, 20*time.Millisecond, q)
+	}
+	waitRows("SELECT COUNT(*) FROM verdicts WHERE room_id = 'room-07' AND status = 'stopped'", 1)
+	waitRows("SELECT COUNT(*) FROM verdicts WHERE room_id = 'room-08' AND status = 'done'", 1)
+	require.Zero(t, rev.callsFor("room-07"), "a stopped review calls no model")
+
+	// The admin endpoint publishes with the same validation.
+	resp, err := http.Post("http://"+r.addr+"/v1/stop", "application/json", strings.NewReader(`{"run_id":"run-x","ttl":"5m","reason":"wrong window"}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+	resp, err = http.Post("http://"+r.addr+"/v1/stop", "application/json", strings.NewReader(`{"ttl":"5m"}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+}
