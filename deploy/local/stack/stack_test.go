@@ -77,23 +77,28 @@ func setup(t *testing.T) Config {
 }
 
 // startStale leaves behind what a killed run would: an env file and a
-// process that carries the fauxqs marker, recorded in the pid file.
-func startStale(t *testing.T, cfg Config) *exec.Cmd {
+// process that carries the fauxqs marker, recorded in the pid file. The
+// returned channel closes when that process has exited.
+func startStale(t *testing.T, cfg Config) (int, <-chan struct{}) {
 	t.Helper()
 	require.NoError(t, os.WriteFile(cfg.EnvFile(), []byte("CHATGUARD_STACK_PID='1'\n"), 0o644))
 	cmd := exec.Command("bash", "-c", "sleep 300; true", fauxqsMarker)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); <-exited })
+	// Start returns when the child begins its exec, a moment before the
+	// kernel shows the new command line.
+	require.Eventually(t, func() bool { return cmdlineHas(cmd.Process.Pid, fauxqsMarker) }, 10*time.Second, 10*time.Millisecond,
+		"the stand-in for a stale fauxqs carries the marker")
 	require.NoError(t, os.WriteFile(cfg.FauxqsPIDFile(), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644))
-	return cmd
+	return cmd.Process.Pid, exited
 }
 
 func TestStackStartsCleansUpAfterKilledRunAndStopsEverything(t *testing.T) {
 	cfg := setup(t)
-	stale := startStale(t, cfg)
-	staleExited := make(chan struct{})
-	go func() { _ = stale.Wait(); close(staleExited) }()
+	stalePID, staleExited := startStale(t, cfg)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -107,8 +112,9 @@ func TestStackStartsCleansUpAfterKilledRunAndStopsEverything(t *testing.T) {
 	})
 	select {
 	case <-staleExited:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the orphaned fauxqs of the killed run survived the start")
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the orphaned fauxqs (pid %d) of the killed run survived the start (marker on its command line: %v)",
+			stalePID, cmdlineHas(stalePID, fauxqsMarker))
 	}
 
 	env, err := ReadEnvFile(cfg.EnvFile())
