@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/chatguard/chatguard/internal/stacktest"
 )
@@ -181,4 +182,55 @@ func TestSQSStackQueuesHaveRedrivePolicy(t *testing.T) {
 		}
 		require.Equal(t, want, n, pair[0])
 	}
+}
+
+// The batch publisher sends many batches at once; the emulator must keep
+// every message, exactly once.
+func TestSQSConcurrentBatchSendsLoseNothing(t *testing.T) {
+	t.Parallel()
+	const n = 2003
+	c := stacktest.SQS(t)
+	q := stacktest.NewQueue(t, "it-concurrent", 3, 60*time.Second)
+	ctx := ctxFor(t, 2*time.Minute)
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for start := 0; start < n; start += 10 {
+		g.Go(func() error {
+			var entries []types.SendMessageBatchRequestEntry
+			for i := start; i < min(start+10, n); i++ {
+				entries = append(entries, types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(strconv.Itoa(i))})
+			}
+			out, err := c.SendMessageBatch(gctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(q.URL), Entries: entries})
+			if err != nil {
+				return err
+			}
+			if len(out.Failed) > 0 {
+				return fmt.Errorf("%d entries failed: %s", len(out.Failed), aws.ToString(out.Failed[0].Message))
+			}
+			return nil
+		})
+	}
+	require.NoError(t, g.Wait())
+
+	seen := map[string]int{}
+	for len(seen) < n {
+		out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.URL), MaxNumberOfMessages: 10, WaitTimeSeconds: 2})
+		require.NoError(t, err)
+		require.NotEmpty(t, out.Messages, "the queue ran dry after %d of %d messages", len(seen), n)
+		del := make([]types.DeleteMessageBatchRequestEntry, len(out.Messages))
+		for i, m := range out.Messages {
+			seen[aws.ToString(m.Body)]++
+			del[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle}
+		}
+		res, err := c.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(q.URL), Entries: del})
+		require.NoError(t, err)
+		require.Empty(t, res.Failed)
+	}
+	for body, k := range seen {
+		require.Equal(t, 1, k, "message %s received %d times", body, k)
+	}
+	out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.URL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+	require.NoError(t, err)
+	require.Empty(t, out.Messages, "nothing beyond what was sent")
 }
