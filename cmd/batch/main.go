@@ -9,14 +9,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
@@ -32,14 +29,8 @@ func main() {
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	cfg := DefaultConfig()
 	fs := cfg.flags()
-	if err := fs.Parse(args, getenv); errors.Is(err, cli.ErrHelp) {
-		fs.Usage(stdout)
-		return 0
-	} else if err != nil {
-		return cli.Fail(stderr, "batch", err)
-	}
-	if len(fs.Args()) > 0 {
-		return cli.Fail(stderr, "batch", fmt.Errorf("unexpected arguments %q", fs.Args()))
+	if code, done := fs.ParseCommand(args, getenv, stdout, stderr); done {
+		return code
 	}
 	cfg = cfg.WithDefaultWindow(time.Now())
 	if err := cfg.Validate(); err != nil {
@@ -49,19 +40,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	stderr = &lockedWriter{w: stderr}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
-	defer signal.Stop(sigs)
-	go func() {
-		select {
-		case s := <-sigs:
-			log.Warn("signal received, stopping the run", "signal", s.String())
-			cancel(fmt.Errorf("received %s", s))
-		case <-ctx.Done():
-		}
-	}()
+	ctx, stop := cli.SignalContext(ctx, log, "batch")
+	defer stop()
 
 	m := &Main{Config: cfg, Log: log, Stdout: stdout, Stderr: stderr}
 	if err := m.Run(ctx); err != nil {

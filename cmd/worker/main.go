@@ -14,13 +14,9 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
 )
@@ -41,14 +37,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	cfg := DefaultConfig()
 	fs := cfg.flags()
-	if err := fs.Parse(args, getenv); errors.Is(err, cli.ErrHelp) {
-		fs.Usage(stdout)
-		return 0
-	} else if err != nil {
-		return cli.Fail(stderr, "worker", err)
-	}
-	if len(fs.Args()) > 0 {
-		return cli.Fail(stderr, "worker", fmt.Errorf("unexpected arguments %q", fs.Args()))
+	if code, done := fs.ParseCommand(args, getenv, stdout, stderr); done {
+		return code
 	}
 	if err := cfg.Validate(); err != nil {
 		return cli.Fail(stderr, "worker", err)
@@ -56,19 +46,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	level, _ := cfg.level()
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
-	defer signal.Stop(sigs)
-	go func() {
-		select {
-		case s := <-sigs:
-			log.Info("worker: signal received, draining", "signal", s.String())
-			cancel(fmt.Errorf("received %s", s))
-		case <-ctx.Done():
-		}
-	}()
+	ctx, stop := cli.SignalContext(ctx, log, "worker")
+	defer stop()
 
 	m := &Main{Config: cfg, Log: log, Stdout: stdout}
 	if err := m.Run(ctx); err != nil {
