@@ -39,6 +39,12 @@ type truthRow struct {
 // verdicts are checked against the simulator, never against the labels.
 func sampleReviews(t testing.TB, n int, noImages bool) []pipeline.ReviewEvent {
 	t.Helper()
+	return truthReviews(t, n, func(r truthRow) bool { return !noImages || r.Images == 0 })
+}
+
+// truthReviews returns n reviews of the sample rooms that keep accepts.
+func truthReviews(t testing.TB, n int, keep func(truthRow) bool) []pipeline.ReviewEvent {
+	t.Helper()
 	f, err := os.Open(filepath.Join(stacktest.TruthDir(t), "groundtruth.jsonl"))
 	require.NoError(t, err)
 	defer f.Close()
@@ -48,7 +54,7 @@ func sampleReviews(t testing.TB, n int, noImages bool) []pipeline.ReviewEvent {
 	for sc.Scan() && len(out) < n {
 		var r truthRow
 		require.NoError(t, json.Unmarshal(sc.Bytes(), &r))
-		if noImages && r.Images > 0 {
+		if !keep(r) {
 			continue
 		}
 		ws := r.First.UTC().Truncate(time.Hour)

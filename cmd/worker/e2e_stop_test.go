@@ -121,27 +121,11 @@ func (p *proc) metric(t testing.TB, series string) float64 {
 	return 0
 }
 
-// roomsByLabel picks sample rooms without images from the ground truth:
-// the truth is read only to choose rooms, never by the worker.
+// roomsByLabel picks sample rooms without images by their ground-truth
+// label: the truth is read only to choose rooms, never by the worker.
 func roomsByLabel(t testing.TB, label string, n int) []pipeline.ReviewEvent {
 	t.Helper()
-	f, err := os.Open(filepath.Join(stacktest.TruthDir(t), "groundtruth.jsonl"))
-	require.NoError(t, err)
-	defer f.Close()
-	var out []pipeline.ReviewEvent
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() && len(out) < n {
-		var r truthRow
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &r))
-		if r.Label != label || r.Images > 0 {
-			continue
-		}
-		ws := r.First.UTC().Truncate(time.Hour)
-		out = append(out, event(r.RoomID, func(e *pipeline.ReviewEvent) { e.WindowStart, e.WindowEnd = ws, ws.Add(time.Hour) }))
-	}
-	require.Len(t, out, n)
-	return out
+	return truthReviews(t, n, func(r truthRow) bool { return r.Label == label && r.Images == 0 })
 }
 
 // TestE2EStopAcrossProcesses runs two worker processes and publishes a stop
