@@ -1,0 +1,145 @@
+// Command demo runs the whole chatguard pipeline once on the local stack
+// and prints a summary (see package deploy/local/demo). `make demo` runs
+// it; flags pass through DEMO_FLAGS.
+//
+//	demo [--keep-stack] [--timeout 10m] [--workers 2] [--window-start T --window-end T]
+//
+// Exit status: 0 when the run drained and every process exited 0, 1 when
+// it failed or timed out, 2 on bad usage. Every flag has a CHATGUARD_
+// variable of the same name (--keep-stack ↔ CHATGUARD_KEEP_STACK).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/chatguard/chatguard/deploy/local/demo"
+)
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+type timeFlag struct{ t *time.Time }
+
+func (f timeFlag) String() string {
+	if f.t == nil || f.t.IsZero() {
+		return ""
+	}
+	return f.t.Format(time.RFC3339)
+}
+
+func (f timeFlag) Set(s string) error {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return err
+	}
+	*f.t = t
+	return nil
+}
+
+// run is main without the process.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	cfg := demo.Config{StartStack: true}
+	var noStart bool
+	var stackArgs string
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.Root, "root", "", "module root (default: the nearest folder above the working directory holding go.mod)")
+	fs.BoolVar(&cfg.KeepStack, "keep-stack", false, "leave a stack the demo started running afterwards, for exploring")
+	fs.BoolVar(&noStart, "no-start", false, "fail instead of starting a stack when none is running")
+	fs.StringVar(&stackArgs, "stack-flags", "", "extra flags for `stack up` when the demo starts it, space-separated")
+	fs.StringVar(&cfg.Database, "database", demo.DefaultDatabase, "MySQL database of the run, dropped and recreated")
+	fs.StringVar(&cfg.RunID, "run-id", "", "run id stamped on every event (default demo-<UTC time>)")
+	fs.Var(timeFlag{&cfg.WindowStart}, "window-start", "window start, RFC 3339 (default: the stack's sample window)")
+	fs.Var(timeFlag{&cfg.WindowEnd}, "window-end", "window end, exclusive, RFC 3339")
+	fs.StringVar(&cfg.LakePrefix, "lake-prefix", "events/", "where the consumer writes in the lake bucket (the Athena tables read events/)")
+	fs.StringVar(&cfg.ErrorsPrefix, "errors-prefix", "errors/", "where the consumer writes invalid messages")
+	fs.IntVar(&cfg.Workers, "workers", 2, "worker processes")
+	fs.DurationVar(&cfg.FlushAge, "flush-age", 5*time.Second, "the consumer's --flush-age")
+	fs.DurationVar(&cfg.Timeout, "timeout", 10*time.Minute, "bound of the whole run, stack start included")
+	fs.DurationVar(&cfg.Progress, "progress-interval", 2*time.Second, "how often a progress line is printed")
+	fs.DurationVar(&cfg.StackWait, "stack-wait", 4*time.Minute, "how long a stack the demo starts may take to become ready")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: demo [flags]\n\nRuns batch, two workers and the consumer on the local stack over a window of the sample lake,\n"+
+			"waits until the review queue is drained and the lake holds every inference log, stops them and prints a summary.\n\nFlags (each also as CHATGUARD_<FLAG> with - as _):")
+		fs.PrintDefaults()
+	}
+	if err := parse(fs, args, getenv); errors.Is(err, flag.ErrHelp) {
+		return 0
+	} else if err != nil {
+		fmt.Fprintf(stderr, "demo: %v\n", err)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "demo: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	cfg.StartStack = !noStart
+	cfg.StackArgs = strings.Fields(stackArgs)
+	if cfg.Root == "" {
+		root, err := moduleRoot()
+		if err != nil {
+			fmt.Fprintf(stderr, "demo: %v\n", err)
+			return 2
+		}
+		cfg.Root = root
+	}
+	cfg.Out = stdout
+
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if _, err := demo.Run(ctx, cfg); err != nil {
+		fmt.Fprintf(stderr, "%v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// parse parses args, taking CHATGUARD_<FLAG> for every flag not given.
+func parse(fs *flag.FlagSet, args []string, getenv func(string) string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if given[f.Name] {
+			return
+		}
+		env := "CHATGUARD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := getenv(env); v != "" {
+			if err := f.Value.Set(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %w", env, v, err))
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory: run from the repository or pass --root")
+		}
+		dir = parent
+	}
+}
