@@ -28,6 +28,9 @@ type Config struct {
 	// BinDir receives the built batch, worker and consumer (default
 	// Root/bin). The stack binary is always Root/bin/stack.
 	BinDir string
+	// BuildFlags are extra `go build` flags for the three binaries (a test
+	// built with -race passes -race, which also reuses its build cache).
+	BuildFlags []string
 	// LogDir receives one log file per child process (default
 	// Root/.stack/demo/<run id>).
 	LogDir string

@@ -70,6 +70,9 @@ type Report struct {
 	Lake LakeView
 	// Missing are stage calls without an inference-log row (empty on success).
 	Missing []StageCall
+	// Extra are inference-log rows beyond one per recorded stage call (see
+	// ExtraLogs).
+	Extra []StageCall
 	// FinalDepths are the four queues after every process stopped, by URL.
 	FinalDepths map[string]Depth
 	// Children are every process the demo started, batch included.
@@ -235,7 +238,9 @@ func (r *runner) build(ctx context.Context) error {
 	if err := os.MkdirAll(r.cfg.BinDir, 0o755); err != nil {
 		return err
 	}
-	_, err := runCmd(ctx, r.cfg.Root, os.Environ(), "go", "build", "-o", r.cfg.BinDir+string(filepath.Separator), "./cmd/batch", "./cmd/worker", "./cmd/consumer")
+	args := append([]string{"build"}, r.cfg.BuildFlags...)
+	args = append(args, "-o", r.cfg.BinDir+string(filepath.Separator), "./cmd/batch", "./cmd/worker", "./cmd/consumer")
+	_, err := runCmd(ctx, r.cfg.Root, os.Environ(), "go", args...)
 	return err
 }
 
@@ -516,6 +521,7 @@ func (r *runner) finish(ctx context.Context) error {
 		return err
 	}
 	r.rep.Missing = MissingLogs(r.rep.Stages, lr.view)
+	r.rep.Extra = ExtraLogs(r.rep.Stages, lr.view)
 	for _, u := range []string{r.rep.Queues.Review, r.rep.Queues.ReviewDLQ, r.rep.Queues.Feedback, r.rep.Queues.FeedbackDLQ} {
 		d, err := depth(fctx, r.sqs, u)
 		if err != nil {

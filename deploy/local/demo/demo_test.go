@@ -172,6 +172,9 @@ func TestMissingLogs(t *testing.T) {
 	require.Equal(t, []StageCall{{RoomID: "r1", Stage: "triage", Attempt: 2}}, MissingLogs(stages, view))
 	view.Logs["e4"] = s3lake.InferenceLogRow{RoomID: "r1", Stage: "triage", Attempt: 2}
 	require.Empty(t, MissingLogs(stages, view))
+	require.Equal(t, []StageCall{{RoomID: "r9", Stage: "triage", Attempt: 2}}, ExtraLogs(stages, view), "a call no stage row records")
+	view.Logs["e5"] = s3lake.InferenceLogRow{RoomID: "r1", Stage: "judge", Attempt: 1}
+	require.Equal(t, []StageCall{{RoomID: "r1", Stage: "judge", Attempt: 1}, {RoomID: "r9", Stage: "triage", Attempt: 2}}, ExtraLogs(stages, view), "a second row of one call")
 }
 
 func sampleRun() ([]VerdictRow, []StageRow, map[string]sampledata.Truth) {

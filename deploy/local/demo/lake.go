@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -138,4 +139,31 @@ func MissingLogs(stages []StageRow, view LakeView) []StageCall {
 		}
 	}
 	return missing
+}
+
+// ExtraLogs returns the inference-log rows beyond one per recorded stage
+// call: a second row for the same call, or a row of a call no stage row
+// records. At-least-once delivery makes them possible (a review event
+// delivered twice runs twice; the verdict upsert keeps one verdict), so
+// they are reported, not failed on.
+func ExtraLogs(stages []StageRow, view LakeView) []StageCall {
+	want := map[StageCall]bool{}
+	for _, s := range stages {
+		for n := 1; n <= s.Attempts; n++ {
+			want[StageCall{RoomID: s.RoomID, Stage: s.Stage, Attempt: n}] = true
+		}
+	}
+	seen := map[StageCall]bool{}
+	var extra []StageCall
+	for _, r := range view.Logs {
+		c := StageCall{RoomID: r.RoomID, Stage: r.Stage, Attempt: int(r.Attempt)}
+		if !want[c] || seen[c] {
+			extra = append(extra, c)
+		}
+		seen[c] = true
+	}
+	slices.SortFunc(extra, func(a, b StageCall) int {
+		return cmp.Or(cmp.Compare(a.RoomID, b.RoomID), cmp.Compare(a.Stage, b.Stage), cmp.Compare(a.Attempt, b.Attempt))
+	})
+	return extra
 }

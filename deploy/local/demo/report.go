@@ -47,6 +47,13 @@ func (r *Report) Print(w io.Writer) {
 	}
 	tw.Flush()
 	p("  (latency: the whole stage, retries included; TTFT: time to the first streamed token of the answering call)")
+	if n := len(r.Extra); n > 0 {
+		rooms := map[string]bool{}
+		for _, c := range r.Extra {
+			rooms[c.RoomID] = true
+		}
+		p("  %d inference-log rows beyond one per recorded call, in %d rooms: reviews that ran twice (at-least-once delivery; the verdict upsert kept one verdict)", n, len(rooms))
+	}
 
 	a := s.Agreement
 	p("")
