@@ -75,3 +75,11 @@ bench: ## run the benchmarks (no tests)
 .PHONY: clean
 clean: ## remove built binaries (keeps .cache and the stack state)
 	rm -rf bin
+
+# Flags for the demo, e.g. make demo DEMO_FLAGS="--keep-stack" (bin/demo --help lists them).
+DEMO_FLAGS ?=
+
+.PHONY: demo
+demo: deps $(STACK_BIN) ## run batch, two workers and the consumer over the sample window, then print a summary (starts and stops the stack unless one runs)
+	@$(GO) build -o bin/demo ./deploy/local/demo/cmd/demo
+	@bin/demo --stack-flags "$(STACK_FLAGS)" $(DEMO_FLAGS)
