@@ -143,9 +143,10 @@ func MissingLogs(stages []StageRow, view LakeView) []StageCall {
 
 // ExtraLogs returns the inference-log rows beyond one per recorded stage
 // call: a second row for the same call, or a row of a call no stage row
-// records. At-least-once delivery makes them possible (a review event
-// delivered twice runs twice; the verdict upsert keeps one verdict), so
-// they are reported, not failed on.
+// records. At-least-once processing makes them possible (a job retried
+// after a failed save, or an event delivered twice, runs its stages again;
+// the verdict upsert keeps one verdict), so they are reported, not failed
+// on.
 func ExtraLogs(stages []StageRow, view LakeView) []StageCall {
 	want := map[StageCall]bool{}
 	for _, s := range stages {

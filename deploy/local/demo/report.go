@@ -52,7 +52,8 @@ func (r *Report) Print(w io.Writer) {
 		for _, c := range r.Extra {
 			rooms[c.RoomID] = true
 		}
-		p("  %d inference-log rows beyond one per recorded call, in %d rooms: reviews that ran twice (at-least-once delivery; the verdict upsert kept one verdict)", n, len(rooms))
+		p("  %d inference-log rows beyond one per recorded call, in %d rooms: reviews that ran again after a failed attempt", n, len(rooms))
+		p("  (the workers' logs say why: outcome \"retry\"; the verdict upsert kept one verdict per room)")
 	}
 
 	a := s.Agreement
