@@ -41,7 +41,8 @@ type Config struct {
 	// KeepStack leaves a stack the demo started running for exploring. A
 	// stack that was already running is never stopped.
 	KeepStack bool
-	// StackArgs are extra flags for `stack up` (other ports, --rooms).
+	// StackArgs are extra flags for `stack up`, `wait` and `down` (other
+	// ports, --rooms, --state-dir with a matching EnvFile).
 	StackArgs []string
 	// StackWait bounds the start of a stack.
 	StackWait time.Duration

@@ -207,7 +207,8 @@ func (r *runner) stack(ctx context.Context) error {
 	r.rep.StackPID = cmd.Process.Pid
 	wctx, cancel := context.WithTimeout(ctx, r.cfg.StackWait+10*time.Second)
 	defer cancel()
-	if _, err := runCmd(wctx, r.cfg.Root, os.Environ(), stackBin, "wait", "--pid", strconv.Itoa(cmd.Process.Pid), "--timeout", r.cfg.StackWait.String()); err != nil {
+	if _, err := runCmd(wctx, r.cfg.Root, os.Environ(), stackBin,
+		append([]string{"wait", "--pid", strconv.Itoa(cmd.Process.Pid), "--timeout", r.cfg.StackWait.String()}, r.cfg.StackArgs...)...); err != nil {
 		return fmt.Errorf("the stack did not become ready: %w\nlast lines of %s:\n%s", err, logPath, tail(logPath, 20))
 	}
 	if r.env, err = ReadStackEnv(r.cfg.EnvFile); err != nil {
@@ -576,7 +577,8 @@ func (r *runner) cleanup() error {
 	if r.rep.StackStarted && !r.cfg.KeepStack {
 		r.step("stopping the stack the demo started")
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		_, err := runCmd(ctx, r.cfg.Root, os.Environ(), filepath.Join(r.cfg.Root, "bin", "stack"), "down", "--timeout", "60s")
+		_, err := runCmd(ctx, r.cfg.Root, os.Environ(), filepath.Join(r.cfg.Root, "bin", "stack"),
+			append([]string{"down", "--timeout", "60s"}, r.cfg.StackArgs...)...)
 		cancel()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("cleanup: %w", err))
