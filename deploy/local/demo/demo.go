@@ -456,7 +456,10 @@ func (r *runner) watch(ctx context.Context, batch *proc) error {
 		}
 		for _, p := range r.procs {
 			if p != batch && p.exited() {
-				return fmt.Errorf("%s stopped on its own: %w", p.Name, errors.Join(p.result(), errors.New("exit 0 before SIGTERM")))
+				if err := p.result(); err != nil {
+					return fmt.Errorf("stopped on its own: %w", err)
+				}
+				return fmt.Errorf("%s (pid %d) exited 0 before it was asked to stop; log %s", p.Name, p.PID, p.Log)
 			}
 		}
 		p, err := r.look(ctx, lr)
