@@ -335,3 +335,27 @@ func TestLakeReaderReadsEachObjectOnceAndKeepsOnlyItsRun(t *testing.T) {
 	}
 	require.Zero(t, m.reads["p/"+s3lake.PartitionPath(pipeline.EventInferenceLog, at.Add(-3*time.Hour))+"old.parquet"])
 }
+
+func TestRunWithoutAStackFailsAtOnceNamingTheFix(t *testing.T) {
+	t.Parallel()
+	cases := map[string]string{
+		"no env file": "",
+		"stale env file, its stack is gone": "CHATGUARD_STACK_PID='999999999'\n",
+	}
+	for name, body := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			env := filepath.Join(dir, "env")
+			if body != "" {
+				require.NoError(t, os.WriteFile(env, []byte(body), 0o644))
+			}
+			var out bytes.Buffer
+			rep, err := Run(context.Background(), Config{Root: dir, EnvFile: env, LogDir: filepath.Join(dir, "logs"), Out: &out})
+			require.ErrorContains(t, err, "no local stack is running")
+			require.ErrorContains(t, err, "make stack-up")
+			require.Empty(t, rep.Children, "nothing was started")
+			require.False(t, rep.StackStarted)
+		})
+	}
+}
