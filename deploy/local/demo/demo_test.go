@@ -339,7 +339,7 @@ func TestLakeReaderReadsEachObjectOnceAndKeepsOnlyItsRun(t *testing.T) {
 func TestRunWithoutAStackFailsAtOnceNamingTheFix(t *testing.T) {
 	t.Parallel()
 	cases := map[string]string{
-		"no env file": "",
+		"no env file":                       "",
 		"stale env file, its stack is gone": "CHATGUARD_STACK_PID='999999999'\n",
 	}
 	for name, body := range cases {
