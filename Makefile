@@ -48,8 +48,15 @@ stack-status: $(STACK_BIN) ## say whether a stack is running and ready
 	@$(STACK_BIN) status
 
 .PHONY: test
-test: ## run every test (unit and integration; needs `make stack-up` first)
-	$(GO) test $(TEST_FLAGS) ./...
+test: deps $(STACK_BIN) ## run every test; uses the running stack, or starts one for the run and stops it after
+	@if $(STACK_BIN) status >/dev/null 2>&1; then \
+		$(GO) test $(TEST_FLAGS) ./...; \
+	else \
+		$(MAKE) --no-print-directory stack-up || exit 1; \
+		rc=0; $(GO) test $(TEST_FLAGS) ./... || rc=$$?; \
+		$(MAKE) --no-print-directory stack-down || rc=1; \
+		exit $$rc; \
+	fi
 
 .PHONY: test-integration
 test-integration: ## run only the integration suite against the running stack
