@@ -1,0 +1,63 @@
+package cmd_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestReadmeDocumentsEveryFlag keeps the README's configuration tables
+// honest: every flag that a binary's --help lists (with its environment
+// variable and default) has a row in README.md, and the README names no flag
+// that the binaries no longer have.
+func TestReadmeDocumentsEveryFlag(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	require.NoError(t, err)
+	dir := t.TempDir()
+	row := regexp.MustCompile(`(?m)^\s+(--[a-z0-9-]+)\s+(CHATGUARD_[A-Z0-9_]+)\s+default (\S+)`)
+	documented := regexp.MustCompile("(?m)^\\| `(--[a-z0-9-]+)` \\| `(CHATGUARD_[A-Z0-9_]+)` \\| `([^`]*)` \\|")
+	want := map[string]bool{}
+	for _, bin := range []struct {
+		name string
+		args []string
+	}{
+		{"batch", nil}, {"worker", nil}, {"consumer", nil},
+		{"worker", []string{"stop"}}, {"worker", []string{"migrate"}},
+	} {
+		path := filepath.Join(dir, bin.name)
+		if _, err := os.Stat(path); err != nil {
+			out, err := exec.Command("go", "build", "-o", path, "./"+bin.name).CombinedOutput()
+			require.NoError(t, err, string(out))
+		}
+		out, err := exec.Command(path, append(bin.args, "--help")...).Output()
+		require.NoError(t, err)
+		flags := row.FindAllStringSubmatch(string(out), -1)
+		require.NotEmpty(t, flags, "%s %v --help lists no flags", bin.name, bin.args)
+		for _, f := range flags {
+			want[f[1]+" "+f[2]+" "+f[3]] = true
+		}
+	}
+	got := map[string]bool{}
+	for _, m := range documented.FindAllStringSubmatch(string(readme), -1) {
+		got[m[1]+" "+m[2]+" "+m[3]] = true
+	}
+	var missing, stale []string
+	for k := range want {
+		if !got[k] {
+			missing = append(missing, k)
+		}
+	}
+	for k := range got {
+		if !want[k] {
+			stale = append(stale, k)
+		}
+	}
+	require.Empty(t, missing, "flags missing from README.md (flag, variable, default):\n%s", strings.Join(missing, "\n"))
+	require.Empty(t, stale, "README.md documents flags or defaults the binaries no longer have:\n%s", strings.Join(stale, "\n"))
+}
