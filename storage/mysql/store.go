@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -63,7 +64,9 @@ type Store struct {
 }
 
 // New returns a store over an open handle that the caller keeps owning. The
-// handle must have been opened with parseTime=true.
+// handle must have been opened with parseTime=true and without
+// clientFoundRows (OpenDB ensures both): Save tells a new row from an
+// updated one by the affected-row count, which that flag changes.
 func New(db *sql.DB) *Store { return &Store{db: db} }
 
 // Open opens a pool from cfg and pings it within ctx. Close releases it.
@@ -92,6 +95,7 @@ func OpenDB(cfg Config) (*sql.DB, error) {
 	}
 	dc.ParseTime = true
 	dc.Loc = time.UTC
+	dc.ClientFoundRows = false
 	if dc.Timeout == 0 {
 		dc.Timeout = 5 * time.Second
 	}
@@ -251,8 +255,11 @@ func (s *Store) Get(ctx context.Context, key pipeline.ReviewKey) (pipeline.Verdi
 
 // Save upserts the verdict and replaces its stage rows in one transaction.
 // A stored done verdict is kept when v is not done (Save then succeeds
-// without changing anything). Errors are retryable unless the verdict cannot
-// be written at all (a *pipeline.PermanentError for data the schema rejects).
+// without changing anything). A deadlock or lock wait timeout is retried
+// here a few times after a short random pause; Save stops early, returning
+// an error that wraps ctx's, when ctx ends. Errors are retryable unless the
+// verdict cannot be written at all (a *pipeline.PermanentError for data the
+// schema rejects).
 func (s *Store) Save(ctx context.Context, v pipeline.Verdict) error {
 	if err := checkVerdict(v); err != nil {
 		return pipeline.Permanent(fmt.Errorf("mysql: save: %w", err))
@@ -261,24 +268,68 @@ func (s *Store) Save(ctx context.Context, v pipeline.Verdict) error {
 	if err != nil {
 		return pipeline.Permanent(fmt.Errorf("mysql: save: %w", err))
 	}
-	// Concurrent upserts of one key can deadlock in InnoDB (gap locks on the
-	// unique index); the loser is rolled back whole, so trying again at once
-	// a bounded number of times is safe and cheaper than a queue round trip.
+	// Concurrent saves of one key can still deadlock on the unique index;
+	// InnoDB rolls the loser back whole, so trying again is safe, and far
+	// cheaper than a queue round trip that pays for the model calls again.
+	// The random pause keeps the losers from colliding again in lockstep.
 	for attempt := 1; ; attempt++ {
 		err = s.save(ctx, v, args)
-		if err == nil || attempt == 3 || !isDeadlock(err) {
+		if err == nil || attempt == saveAttempts || !isLockConflict(err) {
 			return err
+		}
+		if werr := sleepCtx(ctx, retryPause(attempt)); werr != nil {
+			return fmt.Errorf("mysql: save: %w (after %d attempts, last: %v)", werr, attempt, err)
 		}
 	}
 }
 
-func isDeadlock(err error) bool {
+const (
+	// saveAttempts bounds how often Save tries one verdict before handing
+	// the failure to the queue.
+	saveAttempts = 5
+	// retryBase and retryCap shape the pause before attempt n+1: uniform in
+	// [0, min(retryCap, retryBase*2^n)), so at most ~0.3 s over all attempts.
+	retryBase = 10 * time.Millisecond
+	retryCap  = 160 * time.Millisecond
+)
+
+// retryPause is the full-jitter pause after the given failed attempt.
+func retryPause(attempt int) time.Duration {
+	ceil := min(retryCap, retryBase<<min(attempt, 16))
+	return rand.N(ceil) + time.Millisecond
+}
+
+// sleepCtx waits d, or returns ctx's error as soon as ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// isLockConflict reports a deadlock (1213) or lock wait timeout (1205):
+// another transaction's locks, not this verdict, made the save fail.
+func isLockConflict(err error) bool {
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
 }
 
+// saveTx runs at READ COMMITTED: under REPEATABLE READ, InnoDB takes gap
+// locks on every index range a write scans, and concurrent saves of
+// different verdicts, whose stage rows sit next to each other at the end of
+// the verdict_stages primary key, then deadlock on each other's gaps. No
+// statement here needs a repeatable snapshot: the upsert locks the verdict
+// row, so saves of one key are serialised by that row lock, and the
+// done-guard is evaluated inside the upsert itself. (On MySQL with binary
+// logging, this needs binlog_format ROW or MIXED, the defaults.)
+var saveTx = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+
 func (s *Store) save(ctx context.Context, v pipeline.Verdict, args []any) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.db.BeginTx(ctx, saveTx)
 	if err != nil {
 		return classify(fmt.Errorf("mysql: save: begin: %w", err))
 	}
@@ -291,13 +342,28 @@ func (s *Store) save(ctx context.Context, v pipeline.Verdict, args []any) error 
 	if err != nil || id == 0 {
 		return classify(fmt.Errorf("mysql: save verdict: no id: %w", err))
 	}
-	var stored string
-	if err := tx.QueryRowContext(ctx, "SELECT status FROM verdicts WHERE id = ?", id).Scan(&stored); err != nil {
-		return classify(fmt.Errorf("mysql: save verdict: read back: %w", err))
+	n, err := res.RowsAffected()
+	if err != nil {
+		return classify(fmt.Errorf("mysql: save verdict: rows affected: %w", err))
 	}
-	if stored == string(v.Status) {
-		if err := replaceStages(ctx, tx, id, v.Stages); err != nil {
+	// INSERT ... ON DUPLICATE KEY UPDATE affects 1 row when it inserted, 2
+	// when it updated and 0 when the row is unchanged (the done-guard kept
+	// it). A new row has no stage rows yet, so there is nothing to delete or
+	// read back, and skipping both keeps this transaction's locks to the
+	// rows it writes.
+	if n == 1 {
+		if err := insertStages(ctx, tx, id, v.Stages); err != nil {
 			return classify(err)
+		}
+	} else {
+		var stored string
+		if err := tx.QueryRowContext(ctx, "SELECT status FROM verdicts WHERE id = ?", id).Scan(&stored); err != nil {
+			return classify(fmt.Errorf("mysql: save verdict: read back: %w", err))
+		}
+		if stored == string(v.Status) {
+			if err := replaceStages(ctx, tx, id, v.Stages); err != nil {
+				return classify(err)
+			}
 		}
 	}
 	if err := tx.Commit(); err != nil {
@@ -306,6 +372,7 @@ func (s *Store) save(ctx context.Context, v pipeline.Verdict, args []any) error 
 	return nil
 }
 
+// replaceStages makes an existing verdict's stage rows exactly stages.
 func replaceStages(ctx context.Context, tx *sql.Tx, id int64, stages []pipeline.StageResult) error {
 	names := make([]any, 0, len(stages)+1)
 	names = append(names, id)
@@ -319,6 +386,11 @@ func replaceStages(ctx context.Context, tx *sql.Tx, id int64, stages []pipeline.
 	if _, err := tx.ExecContext(ctx, del, names...); err != nil {
 		return fmt.Errorf("mysql: save stages: delete: %w", err)
 	}
+	return insertStages(ctx, tx, id, stages)
+}
+
+// insertStages writes stages, overwriting rows of the same stage.
+func insertStages(ctx context.Context, tx *sql.Tx, id int64, stages []pipeline.StageResult) error {
 	if len(stages) == 0 {
 		return nil
 	}
