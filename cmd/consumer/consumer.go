@@ -24,7 +24,8 @@ type Main struct {
 	Config Config
 	Log    *slog.Logger
 	// OnReady, when set, is called with the admin listener's address once
-	// the consumer is about to receive.
+	// the consumer is about to receive; /readyz turns 200 a moment later,
+	// when receiving has started.
 	OnReady func(adminAddr string)
 }
 

@@ -273,8 +273,13 @@ func TestStackMixedEventsBecomeRowsInTheirPartitions(t *testing.T) {
 
 	code, _ := get(t, "http://"+addr+"/healthz")
 	require.Equal(t, http.StatusOK, code)
-	code, _ = get(t, "http://"+addr+"/readyz")
-	require.Equal(t, http.StatusOK, code)
+	// OnReady fires just before the consumer starts receiving, and /readyz
+	// answers 503 until it has; on a loaded machine the test can ask in
+	// between.
+	waitFor(t, "/readyz to answer 200", func() bool {
+		code, _ := get(t, "http://"+addr+"/readyz")
+		return code == http.StatusOK
+	})
 
 	c := s.settled(t, len(want), len(invalid))
 	_, metrics := get(t, "http://"+addr+"/metrics")
