@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	_ "github.com/duckdb/duckdb-go/v2"
@@ -152,6 +153,9 @@ func drain(t *testing.T, url string, want int) []pipeline.ReviewEvent {
 	for idle := time.Now(); time.Since(idle) < drainIdle && time.Until(deadline) > 10*time.Second; {
 		out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
 		require.NoError(t, err)
+		if r, ok := retry.GetAttemptResults(out.ResultMetadata); ok && len(r.Results) > 1 {
+			t.Logf("drain: the SDK retried a receive after: %v", r.Results[0].Err)
+		}
 		if len(out.Messages) == 0 {
 			if len(seen) >= want && queueEmpty(t, ctx, c, url) {
 				break

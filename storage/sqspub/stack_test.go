@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
@@ -89,6 +90,9 @@ func drain(t *testing.T, c *sqs.Client, url string, want int) []types.Message {
 	for idle := time.Now(); time.Since(idle) < drainIdle && time.Until(deadline) > 10*time.Second; {
 		out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageAttributeNames: []string{"All"}})
 		require.NoError(t, err)
+		if r, ok := retry.GetAttemptResults(out.ResultMetadata); ok && len(r.Results) > 1 {
+			t.Logf("drain: the SDK retried a receive after: %v", r.Results[0].Err)
+		}
 		if len(out.Messages) == 0 {
 			if v, f := queueDepth(t, ctx, c, url); len(got) >= want && v == "0" && f == "0" {
 				break
