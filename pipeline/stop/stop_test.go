@@ -162,6 +162,7 @@ func BenchmarkCheck(b *testing.B) {
 	}
 	job := NewTarget("not-stopped", wStart, wEnd, "run")
 	b.ReportAllocs()
+	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if _, ok := h.Check(job); ok {
