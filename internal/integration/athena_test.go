@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -131,9 +132,13 @@ func TestAthenaStopQuery(t *testing.T) {
 	}
 	// Hold queries RUNNING only while this one starts, so that other tests
 	// against the same stack are barely slowed.
+	// The stand-in re-reads the minimum run time while a query waits it
+	// out, so it is reset only after the stop: resetting it earlier let the
+	// query finish before the stop arrived when the machine was busy.
 	setMinRunTime("30s")
+	reset := sync.OnceFunc(func() { setMinRunTime("0s") })
+	t.Cleanup(reset)
 	id := startQuery(ctx, t, c, "SELECT count(*) FROM chat_messages")
-	setMinRunTime("0s")
 
 	out, err := c.GetQueryExecution(ctx, &athena.GetQueryExecutionInput{QueryExecutionId: aws.String(id)})
 	require.NoError(t, err)
@@ -141,6 +146,7 @@ func TestAthenaStopQuery(t *testing.T) {
 
 	_, err = c.StopQueryExecution(ctx, &athena.StopQueryExecutionInput{QueryExecutionId: aws.String(id)})
 	require.NoError(t, err)
+	reset()
 	st := waitQuery(ctx, t, c, id)
 	require.Equal(t, types.QueryExecutionStateCancelled, st.State)
 }
