@@ -20,7 +20,8 @@ import (
 var _ pipeline.StopSink = (*Holder)(nil)
 
 // The names below are the domain types' former homes, kept so that callers
-// outside this change keep building.
+// outside this change (pipeline/sqsjob's tests) keep building; drop them
+// once those use the pipeline names.
 type (
 	// Signal is a stop signal.
 	//
@@ -36,6 +37,8 @@ type (
 	Target = pipeline.StopTarget
 )
 
+// ScopeReview, ScopeRoom and ScopeRun are the stop scopes' former names.
+//
 // Deprecated: use the pipeline.StopScope constants.
 const (
 	ScopeReview = pipeline.StopScopeReview
