@@ -35,9 +35,6 @@ type InvalidEventError struct {
 // Error implements error.
 func (e *InvalidEventError) Error() string { return "invalid review event: " + e.Reason }
 
-// Permanent marks InvalidEventError as never worth retrying.
-func (e *InvalidEventError) Permanent() bool { return true }
-
 // maxRoomIDLen bounds room ids so that a hostile body cannot blow up keys,
 // logs or MySQL columns.
 const maxRoomIDLen = 128

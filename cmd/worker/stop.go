@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/stop"
 	"github.com/chatguard/chatguard/storage/redisstop"
 )
@@ -64,7 +65,7 @@ func newRedis(addr, password string, db int) *redis.Client {
 // subscriber goroutine that Run owns.
 type stopSignals struct {
 	guard *stop.Guard
-	pub   *redisstop.Publisher
+	pub   pipeline.StopPublisher
 	rdb   *redis.Client
 	done  chan struct{}
 }
@@ -81,16 +82,16 @@ func startStops(ctx context.Context, cfg Config, reg prometheus.Registerer, log 
 	reg.MustRegister(checkErrors)
 	holder := stop.NewHolder(nil, m.ObserveApplied)
 	rdb := newRedis(cfg.RedisAddr, cfg.RedisPassword, cfg.RedisDB)
-	sub := redisstop.NewSubscriber(rdb, cfg.redisStop(), holder, m, log)
+	var feed pipeline.StopFeed = redisstop.NewSubscriber(rdb, cfg.redisStop(), m, log)
 	s := &stopSignals{
-		guard: &stop.Guard{Holder: holder, Checker: sub, CheckTimeout: cfg.StopCheckTimeout, OnCheckError: func(error) { checkErrors.Inc() }},
+		guard: &stop.Guard{Holder: holder, Store: feed, CheckTimeout: cfg.StopCheckTimeout, OnCheckError: func(error) { checkErrors.Inc() }},
 		pub:   redisstop.NewPublisher(rdb, cfg.redisStop(), m),
 		rdb:   rdb,
 		done:  make(chan struct{}),
 	}
 	go func() {
 		defer close(s.done)
-		_ = sub.Run(ctx)
+		_ = feed.Run(ctx, holder)
 	}()
 	return s
 }
@@ -107,17 +108,17 @@ func (s *stopSignals) wait(timeout time.Duration) {
 	_ = s.rdb.Close()
 }
 
-// stopHandler serves POST /v1/stop: a JSON stop.Request in, the published
-// signal and the number of pods that heard it out (202). Bad requests get
-// 400 with every problem; a Redis failure gets 503.
-func stopHandler(pub *redisstop.Publisher) http.HandlerFunc {
+// stopHandler serves POST /v1/stop: a JSON pipeline.StopRequest in, the
+// published signal and the number of pods that heard it out (202). Bad
+// requests get 400 with every problem; a Redis failure gets 503.
+func stopHandler(pub pipeline.StopPublisher) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		if pub == nil {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "stop signals are disabled on this worker (no --redis-addr)"})
 			return
 		}
-		var req stop.Request
+		var req pipeline.StopRequest
 		dec := json.NewDecoder(io.LimitReader(r.Body, 16<<10))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
@@ -173,7 +174,7 @@ func runStop(ctx context.Context, args []string, getenv func(string) string, std
 	} else if err != nil {
 		return cli.Fail(stderr, "worker stop", err)
 	}
-	req := stop.Request{RoomID: room, RunID: run, TTL: ttl, Reason: reason}
+	req := pipeline.StopRequest{RoomID: room, RunID: run, TTL: ttl, Reason: reason}
 	var errs []error
 	given := 0
 	for _, v := range []string{room, run, review} {

@@ -20,7 +20,6 @@ import (
 	"github.com/chatguard/chatguard/pipeline/sqsjob"
 	"github.com/chatguard/chatguard/storage/chatapi"
 	"github.com/chatguard/chatguard/storage/mysql"
-	"github.com/chatguard/chatguard/storage/redisstop"
 	"github.com/chatguard/chatguard/storage/sqsevents"
 )
 
@@ -117,7 +116,7 @@ func (m *Main) Run(ctx context.Context) error {
 		stops.wait(5 * time.Second)
 	}()
 	reviewCfg := sqsjob.ReviewConfig{MaxAge: cfg.MaxAge, BusyRetry: cfg.BusyRetry}
-	var stopPub *redisstop.Publisher
+	var stopPub pipeline.StopPublisher
 	if stops != nil {
 		reviewCfg.Stops, stopPub = stops.guard, stops.pub
 	}

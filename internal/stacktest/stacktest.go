@@ -3,6 +3,12 @@
 // isolated resources per test (queues, databases) through the production
 // clients. A test that needs the stack fails, never skips, when it is not
 // running: CI starts the stack before the tests.
+//
+// The stack falls back to stand-ins (go-mysql-server, miniredis) when the
+// machine has no MySQL or Redis, and says so in its env file
+// (CHATGUARD_STACK_MYSQL, CHATGUARD_STACK_REDIS). With CI set, a test that
+// asks for MySQL or Redis fails when a stand-in is in use, so CI always
+// tests the real servers.
 package stacktest
 
 import (
@@ -104,7 +110,9 @@ func moduleRoot() (string, error) {
 	}
 }
 
-// Get returns a stack variable, failing t when it is missing.
+// Get returns a stack variable, failing t when it is missing, or when it
+// is MySQL's DSN or Redis's address, CI is set and the stack runs a
+// stand-in for that server.
 func Get(t testing.TB, key string) string {
 	t.Helper()
 	Load(t)
@@ -112,7 +120,55 @@ func Get(t testing.TB, key string) string {
 	if v == "" {
 		t.Fatalf("stacktest: %s is not set by the stack env file", key)
 	}
+	if s, ok := servers[key]; ok && inCI(os.Getenv) {
+		if err := s.real(os.Getenv); err != nil {
+			t.Fatalf("stacktest: CI is set: %v", err)
+		}
+	}
 	return v
+}
+
+// server is a stack service that may be a stand-in.
+type server struct {
+	name, marker, standIn string
+}
+
+// servers maps the variable a test reads to reach a server to that server.
+var servers = map[string]server{
+	"CHATGUARD_MYSQL_DSN":  {name: "MySQL", marker: "CHATGUARD_STACK_MYSQL", standIn: "go-mysql-server"},
+	"CHATGUARD_REDIS_ADDR": {name: "Redis", marker: "CHATGUARD_STACK_REDIS", standIn: "miniredis"},
+}
+
+// real reports why the stack's server is not the real one, nil when it is.
+func (s server) real(getenv func(string) string) error {
+	switch v := getenv(s.marker); v {
+	case "external":
+		return nil
+	case "embedded":
+		return fmt.Errorf("the stack fell back to %s instead of a real %s (%s=embedded): start %s where the stack looks for it and restart the stack", s.standIn, s.name, s.marker, s.name)
+	default:
+		return fmt.Errorf("the stack env file does not say which %s it runs (%s=%q): restart the stack with this checkout's bin/stack", s.name, s.marker, v)
+	}
+}
+
+// inCI reports whether the CI variable is set to anything but a false value.
+func inCI(getenv func(string) string) bool {
+	switch strings.ToLower(strings.TrimSpace(getenv("CI"))) {
+	case "", "0", "false", "no":
+		return false
+	}
+	return true
+}
+
+// RequireRealMySQL fails t, CI or not, unless the stack runs a real MySQL
+// or MariaDB: for tests of what go-mysql-server does not do (row locks,
+// lock waits, strict-mode errors).
+func RequireRealMySQL(t testing.TB) {
+	t.Helper()
+	Load(t)
+	if err := servers["CHATGUARD_MYSQL_DSN"].real(os.Getenv); err != nil {
+		t.Fatalf("stacktest: this test needs a real MySQL: %v", err)
+	}
 }
 
 // AWS returns an AWS config resolved exactly as the binaries resolve it,

@@ -14,6 +14,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -69,7 +70,8 @@ func (r *Router) attempt(ctx context.Context, l lease, req *Request, msgs []Mess
 		switch {
 		case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
 			a.Outcome, a.Err, neutral = OutcomeThrottled, err, true
-			p.cooldown.extend(r.now().Add(cooldownFor(meta.retryAfter, p.cfg, r.now())))
+			now := r.now()
+			p.cooldown.extend(now.Add(cooldownFor(meta.retryAfter, meta.retryAfterMS, p.cfg, now)))
 		case status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge || status == http.StatusUnprocessableEntity:
 			// The request itself is wrong; another pool or attempt will not
 			// make it right.
@@ -209,21 +211,21 @@ func isDecodeError(err error) bool {
 		errors.Is(err, openai.ErrTooManyEmptyStreamMessages) || strings.HasPrefix(err.Error(), "error, ")
 }
 
-// cooldownFor turns a Retry-After value (seconds, an HTTP date, or our
-// "ms:" form from retry-after-ms) into a cooldown, capped at MaxCooldown.
-func cooldownFor(v string, cfg PoolConfig, now time.Time) time.Duration {
-	d := cfg.DefaultCooldown
-	switch {
-	case strings.HasPrefix(v, "ms:"):
-		if ms, err := strconv.ParseInt(v[3:], 10, 64); err == nil && ms > 0 {
-			d = time.Duration(ms) * time.Millisecond
-		}
-	case v != "":
-		if s, err := strconv.ParseFloat(v, 64); err == nil && s > 0 {
-			d = time.Duration(s * float64(time.Second))
-		} else if t, err := http.ParseTime(v); err == nil && t.After(now) {
-			d = t.Sub(now)
-		}
+// cooldownFor turns a throttled answer's Retry-After (seconds or an HTTP
+// date) or retry-after-ms (milliseconds, which OpenAI-style servers send
+// and which wins because it is more precise) into a cooldown, clamped to
+// MaxCooldown by internal/retry so that a huge value cannot overflow. A
+// missing, unusable, zero or past value gives DefaultCooldown: a server
+// that throttled us is not asking to be called again at once.
+func cooldownFor(retryAfter, retryAfterMS string, cfg PoolConfig, now time.Time) time.Duration {
+	h := retryAfter
+	if ms, err := strconv.ParseFloat(strings.TrimSpace(retryAfterMS), 64); err == nil && ms > 0 {
+		// ParseRetryAfter takes fractional seconds; dividing first keeps
+		// the clamp in one place.
+		h = strconv.FormatFloat(ms/1000, 'f', -1, 64)
 	}
-	return min(d, cfg.MaxCooldown)
+	if d, ok := retry.ParseRetryAfter(h, now, cfg.MaxCooldown); ok && d > 0 {
+		return d
+	}
+	return min(cfg.DefaultCooldown, cfg.MaxCooldown)
 }

@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -148,9 +149,16 @@ type Config struct {
 	// MaxAttempts bounds the calls for one stage across both pools, repair
 	// tries included.
 	MaxAttempts int
-	// BaseBackoff and MaxBackoff shape the full-jitter backoff before a
-	// retry on the pool that just failed.
+	// BaseBackoff and MaxBackoff shape the full-jitter backoff
+	// (internal/retry) before a retry on the pool that just failed.
 	BaseBackoff, MaxBackoff time.Duration
+	// Now replaces time.Now for cooldowns, breaker windows and latencies;
+	// nil means time.Now. Tests move it forward instead of sleeping.
+	Now func() time.Time
+	// Sleep replaces retry.Sleep for the backoff between attempts; nil
+	// means retry.Sleep. It must return promptly with ctx's cause when
+	// ctx ends.
+	Sleep retry.SleepFunc
 }
 
 // The router defaults applied to zero fields by WithDefaults.
@@ -177,6 +185,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxBackoff == 0 {
 		c.MaxBackoff = DefaultMaxBackoff
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Sleep == nil {
+		c.Sleep = retry.Sleep
 	}
 	return c
 }

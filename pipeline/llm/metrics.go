@@ -3,7 +3,6 @@ package llm
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -59,14 +58,14 @@ func newMetrics(reg prometheus.Registerer, r *Router) (*metrics, error) {
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "chatguard_llm_cooldown_active", Help: "1 while the pool is cooling down after a 429/503.", ConstLabels: labels,
 			}, func() float64 {
-				if p.cooldown.active(time.Now()) {
+				if p.cooldown.active(r.now()) {
 					return 1
 				}
 				return 0
 			}),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "chatguard_llm_breaker_state", Help: "The pool's circuit breaker: 0 closed, 1 half-open, 2 open.", ConstLabels: labels,
-			}, func() float64 { return float64(p.breaker.current(time.Now())) }),
+			}, func() float64 { return float64(p.breaker.current(r.now())) }),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "chatguard_llm_gate_in_use", Help: "Calls in flight to the pool from this process.", ConstLabels: labels,
 			}, func() float64 { return float64(p.gate.used()) }),

@@ -280,7 +280,7 @@ func (p *pool) unavailable(now time.Time) (string, time.Time) {
 // attemptMeta carries what the transport saw of one attempt's HTTP
 // response, since go-openai's errors do not expose headers.
 type attemptMeta struct {
-	retryAfter string
+	retryAfter, retryAfterMS string
 }
 
 type metaKey struct{}
@@ -294,9 +294,7 @@ func (h *headerCapture) Do(req *http.Request) (*http.Response, error) {
 	if err == nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
 		if m, ok := req.Context().Value(metaKey{}).(*attemptMeta); ok {
 			m.retryAfter = resp.Header.Get("Retry-After")
-			if ms := resp.Header.Get("retry-after-ms"); ms != "" {
-				m.retryAfter = "ms:" + ms
-			}
+			m.retryAfterMS = resp.Header.Get("retry-after-ms")
 		}
 	}
 	return resp, err

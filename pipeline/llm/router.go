@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -119,6 +119,8 @@ type Router struct {
 	fallback *pool // nil when not configured
 	m        *metrics
 	now      func() time.Time
+	sleep    retry.SleepFunc
+	backoff  retry.Policy
 }
 
 // New builds a router from cfg (defaults applied, then validated) and
@@ -129,7 +131,10 @@ func New(cfg Config, reg prometheus.Registerer) (*Router, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Router{cfg: cfg, primary: newPool(cfg.Primary), now: time.Now}
+	r := &Router{
+		cfg: cfg, primary: newPool(cfg.Primary), now: cfg.Now, sleep: cfg.Sleep,
+		backoff: retry.Policy{Initial: cfg.BaseBackoff, Max: cfg.MaxBackoff},
+	}
 	if cfg.Fallback.Enabled() {
 		r.fallback = newPool(cfg.Fallback)
 	}
@@ -155,28 +160,6 @@ func (r *Router) Models() (primary, fallback string) {
 		fallback = r.fallback.cfg.Model
 	}
 	return r.primary.cfg.Model, fallback
-}
-
-// PoolState is a pool's shared state at one moment.
-type PoolState struct {
-	Pool         pipeline.Pool
-	CoolingUntil time.Time // zero or past when not cooling
-	Breaker      BreakerState
-	InUse, Limit int
-}
-
-// State returns every pool's state, for health pages and tests.
-func (r *Router) State() []PoolState {
-	now := r.now()
-	var out []PoolState
-	for _, p := range r.pools() {
-		s := PoolState{Pool: p.cfg.Name, Breaker: p.breaker.current(now), InUse: p.gate.used(), Limit: p.cfg.MaxConcurrency}
-		if p.cooldown.active(now) {
-			s.CoolingUntil = p.cooldown.end()
-		}
-		out = append(out, s)
-	}
-	return out
 }
 
 // Complete runs one stage call to a validated answer. It returns:
@@ -223,9 +206,9 @@ func (r *Router) Complete(ctx context.Context, req Request) (Response, error) {
 			// other pool skips this: never wait out a pool's backoff
 			// before trying the other.
 			l.release()
-			if !sleepCtx(ctx, r.backoff(failRun)) {
+			if err := r.sleep(ctx, r.backoff.Delay(failRun)); err != nil {
 				finish("none", OutcomeCanceled)
-				return resp, fmt.Errorf("llm: %s: %w", st, context.Cause(ctx))
+				return resp, fmt.Errorf("llm: %s: %w", st, err)
 			}
 			// Choose again: the world may have changed while we slept.
 			if l, reason, err = r.acquire(ctx, req.Class, lastPool, last); err != nil {
@@ -295,14 +278,6 @@ func (r *Router) primaryWait() time.Duration {
 		return d
 	}
 	return 0
-}
-
-func (r *Router) backoff(n int) time.Duration {
-	ceil := r.cfg.BaseBackoff << min(n-1, 20)
-	if ceil > r.cfg.MaxBackoff || ceil <= 0 {
-		ceil = r.cfg.MaxBackoff
-	}
-	return rand.N(ceil + 1)
 }
 
 var errNoPool = errors.New("no pool can take the call before the deadline")
@@ -419,18 +394,4 @@ func earliest(now time.Time, ts ...time.Time) time.Time {
 		}
 	}
 	return best
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

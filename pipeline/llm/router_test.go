@@ -115,6 +115,32 @@ type setupOpts struct {
 	tweak             func(*Config)
 }
 
+// testClock is the wall clock moved forward by the test: cooldowns and
+// breaker windows end when the test says, not after a sleep.
+type testClock struct{ offset atomic.Int64 }
+
+func (c *testClock) now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *testClock) advance(d time.Duration) { c.offset.Add(int64(d)) }
+
+// sleepLog records the router's backoff waits instead of waiting.
+type sleepLog struct {
+	mu    sync.Mutex
+	waits []time.Duration
+}
+
+func (l *sleepLog) sleep(ctx context.Context, d time.Duration) error {
+	l.mu.Lock()
+	l.waits = append(l.waits, d)
+	l.mu.Unlock()
+	return context.Cause(ctx)
+}
+
+func (l *sleepLog) all() []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]time.Duration(nil), l.waits...)
+}
+
 func setup(t *testing.T, o setupOpts) (*Router, *prometheus.Registry) {
 	t.Helper()
 	cfg := Config{
@@ -194,20 +220,16 @@ func TestThrottledPrimaryFallsBackAtOnceAndCoolsForEveryone(t *testing.T) {
 			t.Parallel()
 			prim := newFake(t, status(code, "2"))
 			fb := newFake(t, answer(okAnswer))
-			// A large backoff proves the switch does not wait it out.
-			r, _ := setup(t, setupOpts{primary: prim, fallback: fb, tweak: func(c *Config) {
-				c.BaseBackoff, c.MaxBackoff = 10*time.Second, 10*time.Second
-			}})
-			start := time.Now()
+			var sl sleepLog
+			r, _ := setup(t, setupOpts{primary: prim, fallback: fb, tweak: func(c *Config) { c.Sleep = sl.sleep }})
 			resp, err := r.Complete(t.Context(), triageReq())
 			require.NoError(t, err)
-			require.Less(t, time.Since(start), 5*time.Second, "fallback must not wait out the primary's backoff")
+			require.Empty(t, sl.all(), "the switch to the fallback must not wait out the primary's backoff")
 			require.Equal(t, pipeline.PoolFallback, resp.Pool)
 			require.Equal(t, 2, resp.Attempts)
 			require.Equal(t, int64(1), prim.calls.Load())
 
-			st := r.State()[0]
-			require.WithinDuration(t, time.Now().Add(2*time.Second), st.CoolingUntil, 500*time.Millisecond)
+			require.WithinDuration(t, time.Now().Add(2*time.Second), r.primary.cooldown.end(), 500*time.Millisecond)
 			// Every other caller skips the primary while it cools.
 			for range 5 {
 				resp, err := r.Complete(t.Context(), triageReq())
@@ -246,12 +268,12 @@ func TestAllCoolingBeyondDeadlineIsRetryable(t *testing.T) {
 	prim := newFake(t, status(http.StatusTooManyRequests, "30"))
 	fb := newFake(t, status(http.StatusServiceUnavailable, "30"))
 	r, _ := setup(t, setupOpts{primary: prim, fallback: fb})
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	// Both pools cool for 30 s; the call may take 10 s.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	start := time.Now()
 	_, err := r.Complete(ctx, triageReq())
-	require.Error(t, err)
-	require.Less(t, time.Since(start), 1900*time.Millisecond, "must not sleep until a deadline it cannot make")
+	require.ErrorIs(t, err, errNoPool, "must give up at once, not sleep until a deadline it cannot make")
+	require.NoError(t, ctx.Err())
 	var re *pipeline.RetryableError
 	require.ErrorAs(t, err, &re)
 	require.Greater(t, re.After, 25*time.Second)
@@ -311,11 +333,14 @@ func TestBreakerOpensThenProbes(t *testing.T) {
 		status(http.StatusBadGateway, "")(w, r, n)
 	})
 	fb := newFake(t, answer(okAnswer))
+	var clk testClock
 	r, _ := setup(t, setupOpts{primary: prim, fallback: fb, tweak: func(c *Config) {
 		c.Primary.BreakerFailures = 2
-		c.Primary.BreakerOpenFor = 300 * time.Millisecond
+		c.Primary.BreakerOpenFor = time.Minute
 		c.MaxAttempts = 2
+		c.Now = clk.now
 	}})
+	breakerState := func() BreakerState { return r.primary.breaker.current(r.now()) }
 	// Two calls, each failing on the primary once, open the breaker.
 	for range 2 {
 		resp, err := r.Complete(t.Context(), triageReq())
@@ -323,20 +348,20 @@ func TestBreakerOpensThenProbes(t *testing.T) {
 		require.Equal(t, pipeline.PoolFallback, resp.Pool)
 	}
 	require.Equal(t, int64(2), prim.calls.Load())
-	require.Equal(t, BreakerOpen, r.State()[0].Breaker)
+	require.Equal(t, BreakerOpen, breakerState())
 	resp, err := r.Complete(t.Context(), triageReq())
 	require.NoError(t, err)
 	require.Equal(t, pipeline.PoolFallback, resp.Pool)
 	require.Equal(t, 1, resp.Attempts)
 	require.Equal(t, int64(2), prim.calls.Load(), "open breaker must not call the primary")
 
-	time.Sleep(350 * time.Millisecond)
-	require.Equal(t, BreakerHalfOpen, r.State()[0].Breaker)
+	clk.advance(time.Minute)
+	require.Equal(t, BreakerHalfOpen, breakerState())
 	healthy.Store(true)
 	resp, err = r.Complete(t.Context(), triageReq())
 	require.NoError(t, err)
 	require.Equal(t, pipeline.PoolPrimary, resp.Pool, "half-open probe goes to the primary")
-	require.Equal(t, BreakerClosed, r.State()[0].Breaker)
+	require.Equal(t, BreakerClosed, breakerState())
 }
 
 func TestBreakerHalfOpenFailureReopens(t *testing.T) {
@@ -469,21 +494,20 @@ func TestExhaustedAttemptsAreRetryable(t *testing.T) {
 
 func TestStopCauseSurvives(t *testing.T) {
 	t.Parallel()
-	prim := newFake(t, func(w http.ResponseWriter, r *http.Request, _ int) { <-r.Context().Done() })
-	r, _ := setup(t, setupOpts{primary: prim})
 	ctx, cancel := context.WithCancelCause(t.Context())
-	go func() {
-		time.Sleep(50 * time.Millisecond)
+	// The operator stops the review while the primary holds the call.
+	prim := newFake(t, func(w http.ResponseWriter, r *http.Request, _ int) {
 		cancel(&pipeline.StoppedError{Reason: "operator"})
-	}()
-	start := time.Now()
+		<-r.Context().Done()
+	})
+	// An attempt timeout far beyond the test's: only the stop can end it.
+	r, _ := setup(t, setupOpts{primary: prim, tweak: func(c *Config) { c.Primary.AttemptTimeout = time.Hour }})
 	_, err := r.Complete(ctx, triageReq())
-	require.Less(t, time.Since(start), 1900*time.Millisecond, "the stop must not wait for the 2s attempt timeout")
 	var se *pipeline.StoppedError
 	require.ErrorAs(t, err, &se)
 	d, _ := pipeline.Classify(err)
 	require.Equal(t, pipeline.Stopped, d)
-	require.Equal(t, BreakerClosed, r.State()[0].Breaker)
+	require.Equal(t, BreakerClosed, r.primary.breaker.current(r.now()))
 	require.Equal(t, 0.0, testutil.ToFloat64(r.m.attempts.WithLabelValues("triage", "primary", OutcomeTimeout)))
 }
 
@@ -506,7 +530,7 @@ func TestFullPrimaryGateFallsBack(t *testing.T) {
 		_, err := r.Complete(context.Background(), triageReq())
 		done <- err
 	}()
-	require.Eventually(t, func() bool { return r.State()[0].InUse == 1 }, 2*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return r.primary.gate.used() == 1 }, 2*time.Second, 5*time.Millisecond)
 	resp, err := r.Complete(t.Context(), triageReq())
 	require.NoError(t, err)
 	require.Equal(t, pipeline.PoolFallback, resp.Pool)
@@ -525,11 +549,20 @@ func TestGateReservesInteractiveSlots(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
 	defer cancel()
 	require.False(t, g.acquire(ctx, ClassBatch, time.Second), "waits are bounded by ctx")
-	go func() {
-		time.Sleep(10 * time.Millisecond)
-		g.release()
-	}()
-	require.True(t, g.acquire(t.Context(), ClassInteractive, time.Second))
+	got := make(chan bool, 1)
+	go func() { got <- g.acquire(t.Context(), ClassInteractive, time.Minute) }()
+	select {
+	case <-got:
+		t.Fatal("acquire returned while every slot was taken")
+	case <-time.After(20 * time.Millisecond):
+	}
+	g.release()
+	select {
+	case ok := <-got:
+		require.True(t, ok, "a release wakes the waiter")
+	case <-time.After(10 * time.Second):
+		t.Fatal("a release did not wake the waiter")
+	}
 }
 
 func TestInteractiveIsRefusedAtOnceWhenFull(t *testing.T) {
@@ -540,7 +573,7 @@ func TestInteractiveIsRefusedAtOnceWhenFull(t *testing.T) {
 	defer cancel()
 	_, err := r.Complete(ctx, triageReq())
 	require.Error(t, err)
-	require.False(t, r.State()[0].CoolingUntil.IsZero())
+	require.True(t, r.primary.cooldown.active(r.now()))
 	req := triageReq()
 	req.Class = ClassInteractive
 	start := time.Now()
@@ -551,14 +584,44 @@ func TestInteractiveIsRefusedAtOnceWhenFull(t *testing.T) {
 
 func TestBackoffIsFullJitterWithinBounds(t *testing.T) {
 	t.Parallel()
-	r := &Router{cfg: Config{BaseBackoff: 100 * time.Millisecond, MaxBackoff: time.Second}}
-	for n := 1; n <= 40; n++ {
-		ceil := min(time.Second, 100*time.Millisecond<<min(n-1, 20))
-		for range 50 {
-			d := r.backoff(n)
-			require.GreaterOrEqual(t, d, time.Duration(0))
-			require.LessOrEqual(t, d, ceil)
-		}
+	prim := newFake(t, status(http.StatusInternalServerError, ""))
+	var sl sleepLog
+	r, _ := setup(t, setupOpts{primary: prim, tweak: func(c *Config) {
+		c.BaseBackoff, c.MaxBackoff = 100*time.Millisecond, 300*time.Millisecond
+		c.MaxAttempts = 5
+		c.Primary.BreakerFailures = 20
+		c.Sleep = sl.sleep
+	}})
+	_, err := r.Complete(t.Context(), triageReq())
+	require.Error(t, err)
+	waits := sl.all()
+	require.Len(t, waits, 4, "one wait before each retry on the pool that failed")
+	for i, ceil := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 300 * time.Millisecond, 300 * time.Millisecond} {
+		require.GreaterOrEqual(t, waits[i], time.Duration(0))
+		require.LessOrEqual(t, waits[i], ceil, "wait %d", i+1)
+	}
+}
+
+func TestBackoffWaitHonoursCancel(t *testing.T) {
+	t.Parallel()
+	prim := newFake(t, status(http.StatusInternalServerError, ""))
+	// The real sleep, with a backoff no test could wait out.
+	r, _ := setup(t, setupOpts{primary: prim, tweak: func(c *Config) {
+		c.BaseBackoff, c.MaxBackoff = time.Hour, time.Hour
+		c.Primary.BreakerFailures = 20
+	}})
+	ctx, cancel := context.WithCancelCause(t.Context())
+	req := triageReq()
+	req.OnAttempt = func(Attempt) { cancel(&pipeline.StoppedError{Reason: "during backoff"}) }
+	done := make(chan error, 1)
+	go func() { _, err := r.Complete(ctx, req); done <- err }()
+	select {
+	case err := <-done:
+		var se *pipeline.StoppedError
+		require.ErrorAs(t, err, &se)
+		require.Equal(t, int64(1), prim.calls.Load())
+	case <-time.After(10 * time.Second):
+		t.Fatal("the backoff wait did not end with ctx")
 	}
 }
 
@@ -567,19 +630,44 @@ func TestCooldownFor(t *testing.T) {
 	cfg := PoolConfig{DefaultCooldown: 5 * time.Second, MaxCooldown: time.Minute}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	tests := []struct {
-		v    string
-		want time.Duration
+		after, afterMS string
+		want           time.Duration
 	}{
-		{"", 5 * time.Second},
-		{"3", 3 * time.Second},
-		{"ms:1500", 1500 * time.Millisecond},
-		{"3600", time.Minute},
-		{"garbage", 5 * time.Second},
-		{now.Add(10 * time.Second).Format(http.TimeFormat), 10 * time.Second},
+		{"", "", 5 * time.Second},
+		{"3", "", 3 * time.Second},
+		{"2.5", "", 2500 * time.Millisecond},
+		{"1", "1500", 1500 * time.Millisecond},
+		{"", "250", 250 * time.Millisecond},
+		{"3600", "", time.Minute},
+		{"garbage", "", 5 * time.Second},
+		{"garbage", "garbage", 5 * time.Second},
+		{"0", "", 5 * time.Second},
+		{"-3", "-3", 5 * time.Second},
+		{now.Add(10 * time.Second).Format(http.TimeFormat), "", 10 * time.Second},
+		{now.Add(-10 * time.Second).Format(http.TimeFormat), "", 5 * time.Second},
+		// Values that overflowed time.Duration into a negative cooldown.
+		{"99999999999999999999", "", time.Minute},
+		{"1e300", "", time.Minute},
+		{"", "99999999999999999", time.Minute},
+		{"", "Inf", time.Minute},
+		{"NaN", "NaN", 5 * time.Second},
 	}
 	for _, tc := range tests {
-		require.Equal(t, tc.want, cooldownFor(tc.v, cfg, now), tc.v)
+		require.Equal(t, tc.want, cooldownFor(tc.after, tc.afterMS, cfg, now), "%q / %q", tc.after, tc.afterMS)
 	}
+}
+
+func FuzzCooldownFor(f *testing.F) {
+	for _, s := range []string{"", "0", "5", "-3", "1e300", "99999999999999999999", "Wed, 21 Oct 2015 07:28:00 GMT", "NaN", "Inf"} {
+		f.Add(s, s)
+	}
+	cfg := PoolConfig{DefaultCooldown: 5 * time.Second, MaxCooldown: time.Minute}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, after, afterMS string) {
+		if d := cooldownFor(after, afterMS, cfg, now); d <= 0 || d > cfg.MaxCooldown {
+			t.Fatalf("cooldown %v outside (0, %v] for %q / %q", d, cfg.MaxCooldown, after, afterMS)
+		}
+	})
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -594,15 +682,23 @@ func TestConfigValidate(t *testing.T) {
 	p, f := r.Models()
 	require.Equal(t, "m", p)
 	require.Empty(t, f)
-	require.Len(t, r.State(), 1)
+	require.Len(t, r.pools(), 1)
 }
 
 func TestConcurrentCallersShareOneCooldown(t *testing.T) {
 	t.Parallel()
 	var primCalls atomic.Int64
+	// Both slots' calls are in flight before either is throttled: the
+	// worst case for a shared cooldown.
+	bothIn := make(chan struct{})
 	prim := newFake(t, func(w http.ResponseWriter, r *http.Request, n int) {
-		primCalls.Add(1)
-		time.Sleep(20 * time.Millisecond)
+		if primCalls.Add(1) == 2 {
+			close(bothIn)
+		}
+		select {
+		case <-bothIn:
+		case <-time.After(5 * time.Second):
+		}
 		status(http.StatusTooManyRequests, "5")(w, r, n)
 	})
 	fb := newFake(t, answer(okAnswer))
@@ -622,8 +718,8 @@ func TestConcurrentCallersShareOneCooldown(t *testing.T) {
 	}
 	// Only the calls already in flight when the first 429 landed reach
 	// the primary.
-	require.LessOrEqual(t, primCalls.Load(), int64(2))
-	require.False(t, r.State()[0].CoolingUntil.IsZero(), "cooldown set")
+	require.Equal(t, int64(2), primCalls.Load())
+	require.True(t, r.primary.cooldown.active(r.now()), "cooldown set")
 	require.Equal(t, int64(50), fb.calls.Load())
 }
 

@@ -7,20 +7,14 @@ import (
 	"github.com/chatguard/chatguard/pipeline"
 )
 
-// Checker asks the shared store once whether a stored signal stops t (see
-// storage/redisstop.Subscriber.CheckOnce).
-type Checker interface {
-	CheckOnce(ctx context.Context, t Target) (Signal, bool, error)
-}
-
 // Guard ties running reviews to stop signals: it registers each job with
 // the Holder, checks the shared store once at start, and installs the
 // per-chunk check the engine runs (pipeline.CheckStop).
 type Guard struct {
 	Holder *Holder
-	// Checker may be nil (no shared store); then only signals that reach
+	// Store may be nil (no shared store); then only signals that reach
 	// the holder stop a job.
-	Checker Checker
+	Store pipeline.StopLookup
 	// CheckTimeout bounds the start-up check, so a slow Redis delays no
 	// review by more than this (default 250 ms).
 	CheckTimeout time.Duration
@@ -36,20 +30,24 @@ type Guard struct {
 // review ends. Begin never fails: a failed store check is reported through
 // OnCheckError and otherwise ignored.
 func (g *Guard) Begin(ctx context.Context, ev pipeline.ReviewEvent) (jobCtx context.Context, release func()) {
-	t := TargetOf(ev)
+	t := pipeline.StopTargetOf(ev)
 	jobCtx, cancel := context.WithCancelCause(ctx)
 	unwatch := g.Holder.Watch(t, cancel)
-	if g.Checker != nil && jobCtx.Err() == nil {
+	if g.Store != nil && jobCtx.Err() == nil {
 		timeout := g.CheckTimeout
 		if timeout <= 0 {
 			timeout = 250 * time.Millisecond
 		}
 		cctx, ccancel := context.WithTimeout(jobCtx, timeout)
-		// A found signal lands in the holder, whose watch cancels jobCtx.
-		if _, _, err := g.Checker.CheckOnce(cctx, t); err != nil && g.OnCheckError != nil && jobCtx.Err() == nil {
+		found, err := g.Store.Lookup(cctx, t)
+		ccancel()
+		if err != nil && g.OnCheckError != nil && jobCtx.Err() == nil {
 			g.OnCheckError(err)
 		}
-		ccancel()
+		// A live signal lands in the holder, whose watch cancels jobCtx.
+		for _, s := range found {
+			g.Holder.Add(s)
+		}
 	}
 	h := g.Holder
 	jobCtx = pipeline.WithStopCheck(jobCtx, func() error {

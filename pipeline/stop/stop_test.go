@@ -26,25 +26,25 @@ type clock struct {
 func (c *clock) Now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
 func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
 
-func setup(t *testing.T) (*Holder, *clock, *[]Signal) {
+func setup(t *testing.T) (*Holder, *clock, *[]pipeline.StopSignal) {
 	t.Helper()
 	c := &clock{now: t0}
 	var (
 		mu      sync.Mutex
-		applied []Signal
+		applied []pipeline.StopSignal
 	)
-	h := NewHolder(c.Now, func(s Signal) { mu.Lock(); applied = append(applied, s); mu.Unlock() })
+	h := NewHolder(c.Now, func(s pipeline.StopSignal) { mu.Lock(); applied = append(applied, s); mu.Unlock() })
 	return h, c, &applied
 }
 
-func sig(scope Scope, ttl time.Duration) Signal {
-	s := Signal{Scope: scope, Reason: "test", PublishedAt: t0, ExpiresAt: t0.Add(ttl)}
+func sig(scope pipeline.StopScope, ttl time.Duration) pipeline.StopSignal {
+	s := pipeline.StopSignal{Scope: scope, Reason: "test", PublishedAt: t0, ExpiresAt: t0.Add(ttl)}
 	switch scope {
-	case ScopeReview:
+	case pipeline.StopScopeReview:
 		s.RoomID, s.WindowStart, s.WindowEnd = "r1", wStart, wEnd
-	case ScopeRoom:
+	case pipeline.StopScopeRoom:
 		s.RoomID = "r1"
-	case ScopeRun:
+	case pipeline.StopScopeRun:
 		s.RunID = "run-1"
 	}
 	return s
@@ -52,16 +52,16 @@ func sig(scope Scope, ttl time.Duration) Signal {
 
 func TestCheckMatchesByScope(t *testing.T) {
 	t.Parallel()
-	job := Target{RoomID: "r1", WindowStart: wStart, WindowEnd: wEnd, RunID: "run-1"}
-	other := Target{RoomID: "r2", WindowStart: wStart, WindowEnd: wEnd, RunID: "run-2"}
-	otherWindow := Target{RoomID: "r1", WindowStart: wEnd, WindowEnd: wEnd.Add(time.Hour), RunID: "run-2"}
+	job := pipeline.StopTarget{RoomID: "r1", WindowStart: wStart, WindowEnd: wEnd, RunID: "run-1"}
+	other := pipeline.StopTarget{RoomID: "r2", WindowStart: wStart, WindowEnd: wEnd, RunID: "run-2"}
+	otherWindow := pipeline.StopTarget{RoomID: "r1", WindowStart: wEnd, WindowEnd: wEnd.Add(time.Hour), RunID: "run-2"}
 	tests := []struct {
-		scope                   Scope
+		scope                   pipeline.StopScope
 		job, other, otherWindow bool
 	}{
-		{ScopeReview, true, false, false},
-		{ScopeRoom, true, false, true},
-		{ScopeRun, true, false, false},
+		{pipeline.StopScopeReview, true, false, false},
+		{pipeline.StopScopeRoom, true, false, true},
+		{pipeline.StopScopeRun, true, false, false},
 	}
 	for _, tc := range tests {
 		t.Run(string(tc.scope), func(t *testing.T) {
@@ -81,9 +81,9 @@ func TestCheckMatchesByScope(t *testing.T) {
 func TestExpiryAndSweep(t *testing.T) {
 	t.Parallel()
 	h, c, _ := setup(t)
-	job := Target{RoomID: "r1", WindowStart: wStart, WindowEnd: wEnd, RunID: "x"}
-	require.False(t, h.Add(sig(ScopeRoom, -time.Second)), "an expired signal is ignored")
-	require.True(t, h.Add(sig(ScopeRoom, time.Minute)))
+	job := pipeline.StopTarget{RoomID: "r1", WindowStart: wStart, WindowEnd: wEnd, RunID: "x"}
+	require.False(t, h.Add(sig(pipeline.StopScopeRoom, -time.Second)), "an expired signal is ignored")
+	require.True(t, h.Add(sig(pipeline.StopScopeRoom, time.Minute)))
 	_, ok := h.Check(job)
 	require.True(t, ok)
 	c.Advance(2 * time.Minute)
@@ -96,15 +96,15 @@ func TestExpiryAndSweep(t *testing.T) {
 func TestWatchCancelsRunningAndLateJobs(t *testing.T) {
 	t.Parallel()
 	h, _, applied := setup(t)
-	job := Target{RoomID: "r1", WindowStart: wStart, WindowEnd: wEnd, RunID: "run-1"}
+	job := pipeline.StopTarget{RoomID: "r1", WindowStart: wStart, WindowEnd: wEnd, RunID: "run-1"}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	unwatch := h.Watch(job, cancel)
 	otherCtx, otherCancel := context.WithCancelCause(context.Background())
 	defer otherCancel(nil)
-	defer h.Watch(Target{RoomID: "r9", RunID: "run-9"}, otherCancel)()
+	defer h.Watch(pipeline.StopTarget{RoomID: "r9", RunID: "run-9"}, otherCancel)()
 
-	h.Add(sig(ScopeRun, time.Minute))
+	h.Add(sig(pipeline.StopScopeRun, time.Minute))
 	require.Error(t, ctx.Err())
 	var stopped *pipeline.StoppedError
 	require.True(t, errors.As(context.Cause(ctx), &stopped))
@@ -120,47 +120,13 @@ func TestWatchCancelsRunningAndLateJobs(t *testing.T) {
 	require.Error(t, late.Err())
 }
 
-func TestValidate(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name string
-		s    Signal
-		want string
-	}{
-		{"review without window", Signal{Scope: ScopeReview, RoomID: "r", PublishedAt: t0, ExpiresAt: t0.Add(time.Hour)}, "window"},
-		{"room without id", Signal{Scope: ScopeRoom, PublishedAt: t0, ExpiresAt: t0.Add(time.Hour)}, "room_id"},
-		{"unknown scope", Signal{Scope: "all", PublishedAt: t0, ExpiresAt: t0.Add(time.Hour)}, "unknown scope"},
-		{"ttl too long", Signal{Scope: ScopeRun, RunID: "x", PublishedAt: t0, ExpiresAt: t0.Add(MaxTTL + time.Hour)}, "ttl"},
-		{"no expiry", Signal{Scope: ScopeRun, RunID: "x", PublishedAt: t0}, "expires_at"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			require.ErrorContains(t, tc.s.Validate(), tc.want)
-		})
-	}
-	require.NoError(t, sig(ScopeReview, time.Hour).Validate())
-}
-
-func FuzzDecode(f *testing.F) {
-	f.Add([]byte(`{"scope":"room","room_id":"r1","reason":"x","published_at":"2026-11-01T00:00:00Z","expires_at":"2026-11-01T01:00:00Z"}`))
-	f.Add([]byte(`{"scope":"run"}`))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		s, err := Decode(b)
-		if err == nil {
-			require.NoError(t, s.Validate())
-			require.NotEmpty(t, s.Key())
-		}
-	})
-}
-
 func BenchmarkCheck(b *testing.B) {
 	h := NewHolder(nil, nil)
 	for i := range 1000 {
-		s := Signal{Scope: ScopeRoom, RoomID: "room-" + string(rune('a'+i%26)) + time.Duration(i).String(), Reason: "x", PublishedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}
+		s := pipeline.StopSignal{Scope: pipeline.StopScopeRoom, RoomID: "room-" + string(rune('a'+i%26)) + time.Duration(i).String(), Reason: "x", PublishedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}
 		h.Add(s)
 	}
-	job := NewTarget("not-stopped", wStart, wEnd, "run")
+	job := pipeline.NewStopTarget("not-stopped", wStart, wEnd, "run")
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -172,54 +138,22 @@ func BenchmarkCheck(b *testing.B) {
 	})
 }
 
-func TestRequestSignal(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name    string
-		req     Request
-		scope   Scope
-		ttl     time.Duration
-		wantErr string
-	}{
-		{name: "room", req: Request{RoomID: "r1", Reason: "sanctioned"}, scope: ScopeRoom, ttl: DefaultTTL},
-		{name: "run with ttl", req: Request{RunID: "run-1", TTL: "30m"}, scope: ScopeRun, ttl: 30 * time.Minute},
-		{name: "review", req: Request{RoomID: "r1", WindowStart: wStart, WindowEnd: wEnd}, scope: ScopeReview, ttl: DefaultTTL},
-		{name: "nothing", req: Request{}, wantErr: "name a room"},
-		{name: "both", req: Request{RoomID: "r", RunID: "x"}, wantErr: "not both"},
-		{name: "half window", req: Request{RoomID: "r", WindowStart: wStart}, wantErr: "window"},
-		{name: "bad ttl", req: Request{RoomID: "r", TTL: "-5m"}, wantErr: "ttl"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			s, err := tc.req.Signal(t0)
-			if tc.wantErr != "" {
-				require.ErrorContains(t, err, tc.wantErr)
-				return
-			}
-			require.NoError(t, err)
-			require.Equal(t, tc.scope, s.Scope)
-			require.Equal(t, tc.ttl, s.ExpiresAt.Sub(s.PublishedAt))
-		})
-	}
-}
-
-type fakeChecker struct {
-	h   *Holder
-	sig *Signal
+// fakeStore is a shared store holding at most one signal.
+type fakeStore struct {
+	sig *pipeline.StopSignal
 	err error
 	n   int
 }
 
-func (f *fakeChecker) CheckOnce(ctx context.Context, t Target) (Signal, bool, error) {
+func (f *fakeStore) Lookup(ctx context.Context, t pipeline.StopTarget) ([]pipeline.StopSignal, error) {
 	f.n++
 	if f.err != nil {
-		return Signal{}, false, f.err
+		return nil, f.err
 	}
-	if f.sig != nil && f.h.Add(*f.sig) {
-		return *f.sig, true, nil
+	if f.sig != nil && f.sig.Matches(t) {
+		return []pipeline.StopSignal{*f.sig}, nil
 	}
-	return Signal{}, false, nil
+	return nil, nil
 }
 
 func TestGuard(t *testing.T) {
@@ -228,8 +162,8 @@ func TestGuard(t *testing.T) {
 	t.Run("stored signal found at start", func(t *testing.T) {
 		t.Parallel()
 		h, _, _ := setup(t)
-		s := sig(ScopeRun, time.Hour)
-		g := &Guard{Holder: h, Checker: &fakeChecker{h: h, sig: &s}}
+		s := sig(pipeline.StopScopeRun, time.Hour)
+		g := &Guard{Holder: h, Store: &fakeStore{sig: &s}}
 		ctx, release := g.Begin(context.Background(), ev)
 		defer release()
 		require.Error(t, ctx.Err())
@@ -239,13 +173,13 @@ func TestGuard(t *testing.T) {
 	t.Run("signal while running stops the chunk check and the context", func(t *testing.T) {
 		t.Parallel()
 		h, _, _ := setup(t)
-		fc := &fakeChecker{h: h}
-		g := &Guard{Holder: h, Checker: fc}
+		fc := &fakeStore{}
+		g := &Guard{Holder: h, Store: fc}
 		ctx, release := g.Begin(context.Background(), ev)
 		defer release()
 		require.Equal(t, 1, fc.n, "one store check per review")
 		require.NoError(t, pipeline.CheckStop(ctx))
-		h.Add(sig(ScopeReview, time.Hour))
+		h.Add(sig(pipeline.StopScopeReview, time.Hour))
 		require.Error(t, ctx.Err())
 		require.Error(t, pipeline.CheckStop(ctx))
 	})
@@ -253,7 +187,7 @@ func TestGuard(t *testing.T) {
 		t.Parallel()
 		h, _, _ := setup(t)
 		var reported error
-		g := &Guard{Holder: h, Checker: &fakeChecker{h: h, err: errors.New("redis down")}, OnCheckError: func(err error) { reported = err }}
+		g := &Guard{Holder: h, Store: &fakeStore{err: errors.New("redis down")}, OnCheckError: func(err error) { reported = err }}
 		ctx, release := g.Begin(context.Background(), ev)
 		require.NoError(t, ctx.Err())
 		require.ErrorContains(t, reported, "redis down")

@@ -8,7 +8,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/athena"
 	"github.com/aws/aws-sdk-go-v2/service/athena/types"
+
+	"github.com/chatguard/chatguard/internal/retry"
 )
 
 //go:embed rooms.sql
@@ -51,8 +52,10 @@ type Config struct {
 	// Timeout bounds how long the query may stay queued or running; past it
 	// the query is stopped and Rooms fails with ErrQueryTimeout.
 	Timeout time.Duration
-	// PollMin and PollMax bound the capped exponential backoff between
-	// GetQueryExecution calls.
+	// PollMin and PollMax shape the full-jitter backoff (internal/retry)
+	// between GetQueryExecution calls: the n-th wait is uniform in
+	// [0, min(PollMax, PollMin·2^(n−1))], which spreads the polls of
+	// concurrent runs.
 	PollMin, PollMax time.Duration
 	// PageSize is GetQueryResults' MaxResults (Athena allows 1000 at most).
 	PageSize int32
@@ -140,6 +143,8 @@ func (e *QueryError) Error() string {
 type Source struct {
 	api API
 	cfg Config
+	// sleep waits between polls; tests replace it.
+	sleep retry.SleepFunc
 }
 
 // New returns a Source, or the configuration's problems.
@@ -147,7 +152,7 @@ func New(api API, cfg Config) (*Source, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("athena: %w", err)
 	}
-	return &Source{api: api, cfg: cfg}, nil
+	return &Source{api: api, cfg: cfg, sleep: retry.Sleep}, nil
 }
 
 // Rooms runs the rooms query for [start, end) and sends every room to out,
@@ -200,15 +205,12 @@ func (s *Source) Rooms(ctx context.Context, start, end time.Time, onStart func(i
 func (s *Source) wait(ctx context.Context, id string) error {
 	wctx, cancel := context.WithTimeoutCause(ctx, s.cfg.Timeout, ErrQueryTimeout)
 	defer cancel()
-	delay := s.cfg.PollMin
-	timer := time.NewTimer(0) // the first look is immediate
-	defer timer.Stop()
+	poll := retry.Policy{Initial: s.cfg.PollMin, Max: s.cfg.PollMax}
 	state := types.QueryExecutionStateQueued
-	for {
-		select {
-		case <-wctx.Done():
+	for n := 0; ; n++ {
+		// The first look is immediate.
+		if wctx.Err() != nil || (n > 0 && s.sleep(wctx, poll.Delay(n)) != nil) {
 			return s.stop(ctx, id, state, wctx)
-		case <-timer.C:
 		}
 		out, err := s.api.GetQueryExecution(wctx, &athena.GetQueryExecutionInput{QueryExecutionId: aws.String(id)})
 		if err != nil {
@@ -228,8 +230,6 @@ func (s *Source) wait(ctx context.Context, id string) error {
 		case types.QueryExecutionStateFailed, types.QueryExecutionStateCancelled:
 			return fmt.Errorf("athena: %w", queryError(id, st))
 		}
-		timer.Reset(jitter(delay))
-		delay = min(2*delay, s.cfg.PollMax)
 	}
 }
 
@@ -439,9 +439,4 @@ func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'
 
 func timestamp(t time.Time) string {
 	return "TIMESTAMP " + quote(t.Format("2006-01-02 15:04:05.000"))
-}
-
-// jitter spreads polls of many concurrent runs by up to a fifth of d.
-func jitter(d time.Duration) time.Duration {
-	return d - time.Duration(rand.Int64N(int64(d)/5+1))
 }

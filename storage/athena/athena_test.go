@@ -207,6 +207,31 @@ func TestRoomsQueryEnds(t *testing.T) {
 	}
 }
 
+func TestPollsBackOffWithFullJitter(t *testing.T) {
+	t.Parallel()
+	f := &fakeAthena{states: []types.QueryExecutionState{"QUEUED", "RUNNING", "RUNNING", "RUNNING", "RUNNING", "RUNNING", "SUCCEEDED"}, rows: 1}
+	s := setup(t, f, func(c *Config) { c.PollMin, c.PollMax = time.Second, 4*time.Second })
+	var (
+		mu    sync.Mutex
+		waits []time.Duration
+	)
+	s.sleep = func(ctx context.Context, d time.Duration) error {
+		mu.Lock()
+		waits = append(waits, d)
+		mu.Unlock()
+		return context.Cause(ctx)
+	}
+	got, _, err, _ := collect(t, s, context.Background())
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, 7, f.polls)
+	require.Len(t, waits, 6, "no wait before the first look, one before each later poll")
+	for i, ceil := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second} {
+		require.GreaterOrEqual(t, waits[i], time.Duration(0))
+		require.LessOrEqual(t, waits[i], ceil, "wait %d", i+1)
+	}
+}
+
 func TestRoomsParams(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

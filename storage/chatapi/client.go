@@ -1,6 +1,7 @@
 // Package chatapi is the HTTP client of the chat-history API
 // (GET /rooms/{room_id}/messages?from=…&to=…). It bounds every exchange,
-// retries 5xx answers, 429s and timeouts a few times with full jitter, and
+// retries 5xx answers, 429s and timeouts a few times with full jitter
+// (internal/retry, honouring the server's Retry-After), and
 // classifies what is left: a missing room is permanent, everything transient
 // is retryable so the job loop can hand the message back.
 package chatapi
@@ -11,16 +12,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -42,7 +42,18 @@ type Config struct {
 	HTTPClient *http.Client
 	// Registerer, when set, receives the client's metrics.
 	Registerer prometheus.Registerer
+	// Sleep, when set, replaces retry.Sleep for the waits between
+	// attempts (tests); it must return ctx's cause when ctx ends.
+	Sleep retry.SleepFunc
+	// Now, when set, replaces time.Now for reading an HTTP-date
+	// Retry-After (tests).
+	Now func() time.Time
 }
+
+// maxRetryAfter bounds a server's Retry-After: SQS cannot hide a message
+// for longer (the visibility timeout's maximum), so a longer ask means the
+// same to the job loop.
+const maxRetryAfter = 12 * time.Hour
 
 // DefaultConfig returns the defaults; BaseURL must still be set.
 func DefaultConfig() Config {
@@ -77,6 +88,8 @@ type Client struct {
 	cfg      Config
 	base     *url.URL
 	hc       *http.Client
+	sleep    retry.SleepFunc
+	now      func() time.Time
 	requests *prometheus.CounterVec
 	latency  prometheus.Histogram
 }
@@ -95,7 +108,7 @@ func New(cfg Config) (*Client, error) {
 		hc = &http.Client{Transport: tr}
 	}
 	c := &Client{
-		cfg: cfg, base: base, hc: hc,
+		cfg: cfg, base: base, hc: hc, sleep: cfg.Sleep, now: cfg.Now,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "chatguard_chatapi_requests_total",
 			Help: "Chat-history HTTP attempts by outcome (ok, not_found, client_error, server_error, timeout, error).",
@@ -105,6 +118,12 @@ func New(cfg Config) (*Client, error) {
 			Help:    "Duration of one chat-history HTTP attempt.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
 		}),
+	}
+	if c.sleep == nil {
+		c.sleep = retry.Sleep
+	}
+	if c.now == nil {
+		c.now = time.Now
 	}
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(c.requests); err != nil {
@@ -132,45 +151,40 @@ func (c *Client) History(ctx context.Context, roomID string, from, to time.Time)
 	u.RawQuery = q.Encode()
 	target := u.String()
 
-	var last error
-	for attempt := 1; ; attempt++ {
-		msgs, after, err := c.once(ctx, target, roomID)
-		if err == nil {
-			return msgs, nil
-		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("chatapi: history: %w", context.Cause(ctx))
-		}
+	var msgs []pipeline.ChatMessage
+	policy := retry.Policy{Initial: c.cfg.RetryBase, Max: c.cfg.RetryMax, Attempts: c.cfg.MaxAttempts}
+	err := retry.Do(ctx, policy, retry.Options{Sleep: c.sleep}, func(ctx context.Context) error {
+		m, after, err := c.once(ctx, target, roomID)
 		var perm *pipeline.PermanentError
-		if errors.As(err, &perm) {
-			return nil, err
+		switch {
+		case err == nil:
+			msgs = m
+			return nil
+		case ctx.Err() != nil, errors.As(err, &perm):
+			return retry.Permanent(err)
+		case after > c.cfg.RetryMax:
+			// The server asks for longer than this call may wait: hand it
+			// to the job loop, which spaces redeliveries.
+			return retry.Permanent(pipeline.Retryable(err, after))
+		case after > 0:
+			return retry.After(err, after)
 		}
-		last = err
-		if attempt >= c.cfg.MaxAttempts {
-			break
-		}
-		wait := fullJitter(c.cfg.RetryBase, c.cfg.RetryMax, attempt)
-		if after > wait {
-			if after > c.cfg.RetryMax {
-				// The server asks for longer than this call may wait: hand it
-				// to the job loop, which spaces redeliveries.
-				return nil, pipeline.Retryable(err, after)
-			}
-			wait = after
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("chatapi: history: %w", context.Cause(ctx))
-		case <-t.C:
-		}
+		return err
+	})
+	if err == nil {
+		return msgs, nil
 	}
-	var re *pipeline.RetryableError
-	if errors.As(last, &re) {
-		return nil, last
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("chatapi: history: %w", context.Cause(ctx))
 	}
-	return nil, pipeline.Retryable(last, 0)
+	var (
+		perm *pipeline.PermanentError
+		re   *pipeline.RetryableError
+	)
+	if errors.As(err, &perm) || errors.As(err, &re) {
+		return nil, err
+	}
+	return nil, pipeline.Retryable(err, 0)
 }
 
 // once makes one bounded attempt; it returns the server's Retry-After.
@@ -205,7 +219,7 @@ func (c *Client) once(ctx context.Context, target, roomID string) ([]pipeline.Ch
 		return nil, 0, pipeline.Permanent(fmt.Errorf("chatapi: room %q not found", roomID))
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
 		c.observe(start, "server_error")
-		return nil, retryAfter(resp.Header.Get("Retry-After")), fmt.Errorf("chatapi: status %d", resp.StatusCode)
+		return nil, c.retryAfter(resp.Header.Get("Retry-After")), fmt.Errorf("chatapi: status %d", resp.StatusCode)
 	default:
 		c.observe(start, "client_error")
 		return nil, 0, pipeline.Permanent(fmt.Errorf("chatapi: status %d", resp.StatusCode))
@@ -240,26 +254,9 @@ func transportOutcome(err error) string {
 	return "error"
 }
 
-// retryAfter parses a Retry-After header in seconds or as an HTTP date.
-func retryAfter(h string) time.Duration {
-	if h == "" {
-		return 0
-	}
-	if s, err := strconv.Atoi(strings.TrimSpace(h)); err == nil && s > 0 {
-		return time.Duration(s) * time.Second
-	}
-	if t, err := http.ParseTime(h); err == nil {
-		return max(time.Until(t), 0)
-	}
-	return 0
-}
-
-// fullJitter returns a random wait in [0, min(max, base*2^(attempt-1))].
-func fullJitter(base, ceiling time.Duration, attempt int) time.Duration {
-	d := base
-	for i := 1; i < attempt && d < ceiling; i++ {
-		d *= 2
-	}
-	d = min(d, ceiling)
-	return time.Duration(rand.Int64N(int64(d) + 1))
+// retryAfter reads a Retry-After header (0 when absent or unusable),
+// clamped to maxRetryAfter so that no value can overflow.
+func (c *Client) retryAfter(h string) time.Duration {
+	d, _ := retry.ParseRetryAfter(h, c.now(), maxRetryAfter)
+	return d
 }

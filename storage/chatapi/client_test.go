@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -61,7 +62,26 @@ func history(room string, n int) func(http.ResponseWriter, *http.Request) {
 	}
 }
 
-func setup(t *testing.T, steps ...func(http.ResponseWriter, *http.Request)) (*Client, *script, *prometheus.Registry) {
+// sleepLog records the client's waits between attempts instead of waiting.
+type sleepLog struct {
+	mu    sync.Mutex
+	waits []time.Duration
+}
+
+func (l *sleepLog) sleep(ctx context.Context, d time.Duration) error {
+	l.mu.Lock()
+	l.waits = append(l.waits, d)
+	l.mu.Unlock()
+	return context.Cause(ctx)
+}
+
+func (l *sleepLog) all() []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]time.Duration(nil), l.waits...)
+}
+
+func setupWith(t *testing.T, tweak func(*Config), steps ...func(http.ResponseWriter, *http.Request)) (*Client, *script, *prometheus.Registry) {
 	t.Helper()
 	s := &script{steps: steps}
 	srv := httptest.NewServer(s)
@@ -73,9 +93,18 @@ func setup(t *testing.T, steps ...func(http.ResponseWriter, *http.Request)) (*Cl
 	cfg.MaxBodyBytes = 4096
 	reg := prometheus.NewRegistry()
 	cfg.Registerer = reg
+	cfg.Sleep = (&sleepLog{}).sleep
+	if tweak != nil {
+		tweak(&cfg)
+	}
 	c, err := New(cfg)
 	require.NoError(t, err)
 	return c, s, reg
+}
+
+func setup(t *testing.T, steps ...func(http.ResponseWriter, *http.Request)) (*Client, *script, *prometheus.Registry) {
+	t.Helper()
+	return setupWith(t, nil, steps...)
 }
 
 func TestHistory(t *testing.T) {
@@ -138,10 +167,16 @@ func steps(s ...func(http.ResponseWriter, *http.Request)) []func(http.ResponseWr
 
 func TestHistoryHonoursCancel(t *testing.T) {
 	t.Parallel()
-	c, _, _ := setup(t, status(503))
-	c.cfg.RetryBase, c.cfg.RetryMax = time.Hour, time.Hour
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(50*time.Millisecond, cancel)
+	defer cancel()
+	// The real wait, an hour long, cancelled once it has begun.
+	c, s, _ := setupWith(t, func(cfg *Config) {
+		cfg.RetryBase, cfg.RetryMax = time.Hour, time.Hour
+		cfg.Sleep = func(ctx context.Context, d time.Duration) error {
+			cancel()
+			return retry.Sleep(ctx, d)
+		}
+	}, status(503))
 	done := make(chan error, 1)
 	go func() { _, err := c.History(ctx, "r1", from, to); done <- err }()
 	select {
@@ -149,6 +184,7 @@ func TestHistoryHonoursCancel(t *testing.T) {
 		require.ErrorIs(t, err, context.Canceled)
 		var re *pipeline.RetryableError
 		require.False(t, errors.As(err, &re))
+		require.Equal(t, 1, s.calls())
 	case <-time.After(5 * time.Second):
 		t.Fatal("History did not return after cancel")
 	}
@@ -177,13 +213,62 @@ func TestConfigValidate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 }
 
+func TestWaitsFollowBackoffAndRetryAfter(t *testing.T) {
+	t.Parallel()
+	var sl sleepLog
+	c, s, _ := setupWith(t, func(cfg *Config) {
+		cfg.RetryBase, cfg.RetryMax = 100*time.Millisecond, 2*time.Second
+		cfg.MaxAttempts = 4
+		cfg.Sleep = sl.sleep
+	}, status(503), status(429, "Retry-After", "2"), status(500), history("r1", 1))
+	msgs, err := c.History(context.Background(), "r1", from, to)
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	require.Equal(t, 4, s.calls())
+	waits := sl.all()
+	require.Len(t, waits, 3)
+	require.LessOrEqual(t, waits[0], 100*time.Millisecond, "full jitter under the first ceiling")
+	require.Equal(t, 2*time.Second, waits[1], "the server's Retry-After beats a shorter backoff")
+	require.LessOrEqual(t, waits[2], 400*time.Millisecond)
+}
+
+func TestRetryAfterIsClampedAndUsesTheClock(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 3, 4, 0, 0, 0, time.UTC)
+	c, _, _ := setupWith(t, func(cfg *Config) { cfg.Now = func() time.Time { return now } }, status(200))
+	for h, want := range map[string]time.Duration{
+		"":                     0,
+		"abc":                  0,
+		"-3":                   0,
+		"7":                    7 * time.Second,
+		"99999999999999999999": maxRetryAfter, // overflowed to a negative wait before
+		"99999999999":          maxRetryAfter,
+		now.Add(90 * time.Second).Format(http.TimeFormat):  90 * time.Second,
+		now.Add(-90 * time.Second).Format(http.TimeFormat): 0,
+	} {
+		require.Equal(t, want, c.retryAfter(h), "%q", h)
+	}
+}
+
+func TestHugeRetryAfterGoesToTheQueueClamped(t *testing.T) {
+	t.Parallel()
+	c, s, _ := setup(t, status(503, "Retry-After", "99999999999999999999"))
+	_, err := c.History(context.Background(), "r1", from, to)
+	d, after := pipeline.Classify(err)
+	require.Equal(t, pipeline.RetryLater, d)
+	require.Equal(t, maxRetryAfter, after)
+	require.Equal(t, 1, s.calls())
+}
+
 func FuzzRetryAfter(f *testing.F) {
-	for _, s := range []string{"", "0", "5", "-3", "Wed, 21 Oct 2015 07:28:00 GMT", "abc", "99999999999999999999"} {
+	for _, s := range []string{"", "0", "5", "-3", "Wed, 21 Oct 2015 07:28:00 GMT", "abc", "99999999999999999999", "1e300", "NaN"} {
 		f.Add(s)
 	}
+	c, err := New(Config{BaseURL: "http://chat", Timeout: time.Second, MaxAttempts: 1, RetryBase: 1, RetryMax: 1, MaxBodyBytes: 1})
+	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, s string) {
-		if d := retryAfter(s); d < 0 {
-			t.Fatalf("negative retry-after %v for %q", d, s)
+		if d := c.retryAfter(s); d < 0 || d > maxRetryAfter {
+			t.Fatalf("retry-after %v outside [0, %v] for %q", d, maxRetryAfter, s)
 		}
 	})
 }

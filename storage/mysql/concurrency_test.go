@@ -99,11 +99,15 @@ func TestConcurrentSavesOfManyVerdicts(t *testing.T) {
 	}
 }
 
-// TestSaveRetriesALockWaitTimeout holds the verdict row locked for longer
-// than the store's lock wait timeout: the first attempt fails with 1205 and
-// Save must retry until the lock is released instead of failing the job.
+// TestSaveRetriesALockWaitTimeout holds the verdict row locked while Save
+// runs on sessions that give up on a lock after one second: the first
+// attempt must wait on the lock and fail with 1205, and Save must retry
+// (a new transaction, waiting again) instead of failing the job. The lock
+// is released only once the server shows both transactions waiting, so
+// the test proves the blocking and the retry rather than assuming them.
 func TestSaveRetriesALockWaitTimeout(t *testing.T) {
 	t.Parallel()
+	stacktest.RequireRealMySQL(t)
 	s := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -124,21 +128,86 @@ func TestSaveRetriesALockWaitTimeout(t *testing.T) {
 
 	blocker, err := s.DB().BeginTx(ctx, nil)
 	require.NoError(t, err)
+	defer func() { _ = blocker.Rollback() }()
 	var id int64
 	require.NoError(t, blocker.QueryRowContext(ctx, "SELECT id FROM verdicts WHERE room_id = ? FOR UPDATE", v.Key.RoomID).Scan(&id))
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		time.Sleep(1500 * time.Millisecond)
-		_ = blocker.Commit()
-	}()
-	defer wg.Wait()
 
 	v.Attempts, v.Stages = 7, v.Stages[:2]
-	require.NoError(t, mysql.New(impatient).Save(ctx, v))
+	saved := make(chan error, 1)
+	go func() { saved <- mysql.New(impatient).Save(ctx, v) }()
+
+	// Poll the server for transactions of this test's database that wait
+	// on a lock; the first attempt's and the retry's have different ids.
+	// Each waits one second, so a poll every 0.2 s sees both.
+	waiting := map[string]bool{}
+	deadline := time.Now().Add(20 * time.Second)
+	for len(waiting) < 2 && time.Now().Before(deadline) {
+		rows, err := s.DB().QueryContext(ctx, `SELECT t.trx_id FROM information_schema.INNODB_TRX t
+			JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
+			WHERE t.trx_state = 'LOCK WAIT' AND p.DB = ?`, dbName)
+		require.NoError(t, err)
+		for rows.Next() {
+			var trx string
+			require.NoError(t, rows.Scan(&trx))
+			waiting[trx] = true
+		}
+		require.NoError(t, rows.Err())
+		require.NoError(t, rows.Close())
+		select {
+		case err := <-saved:
+			t.Fatalf("Save returned (%v) while the row was still locked; waits seen: %d", err, len(waiting))
+		case <-time.After(200 * time.Millisecond):
+			// InnoDB refreshes INNODB_TRX only when it was not read for
+			// 0.1 s: polling faster would keep reading a stale snapshot.
+		}
+	}
+	require.Len(t, waiting, 2, "the server never showed the first attempt and its retry waiting on the lock")
+	require.NoError(t, blocker.Commit())
+
+	select {
+	case err := <-saved:
+		require.NoError(t, err)
+	case <-ctx.Done():
+		t.Fatal("Save did not finish after the lock was released")
+	}
 	got, err := s.Get(ctx, v.Key)
 	require.NoError(t, err)
 	require.Equal(t, 7, got.Attempts)
 	require.Len(t, got.Stages, 2)
+}
+
+// TestLockWaitTimeoutsRunOutRetryable keeps the row locked through every
+// attempt: Save gives up after its attempts with the server's own 1205,
+// which the job loop may retry later.
+func TestLockWaitTimeoutsRunOutRetryable(t *testing.T) {
+	t.Parallel()
+	stacktest.RequireRealMySQL(t)
+	s := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	v := storetest.SampleVerdict("room-held")
+	require.NoError(t, s.Save(ctx, v))
+
+	var dbName string
+	require.NoError(t, s.DB().QueryRowContext(ctx, "SELECT DATABASE()").Scan(&dbName))
+	cfg, err := gomysql.ParseDSN(stacktest.Get(t, "CHATGUARD_MYSQL_DSN"))
+	require.NoError(t, err)
+	cfg.DBName = dbName
+	cfg.Params = map[string]string{"innodb_lock_wait_timeout": "1"}
+	impatient, err := mysql.OpenDB(mysql.Config{DSN: cfg.FormatDSN(), MaxOpenConns: 2})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = impatient.Close() })
+
+	blocker, err := s.DB().BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = blocker.Rollback() }()
+	var id int64
+	require.NoError(t, blocker.QueryRowContext(ctx, "SELECT id FROM verdicts WHERE room_id = ? FOR UPDATE", v.Key.RoomID).Scan(&id))
+
+	err = mysql.New(impatient).Save(ctx, v)
+	var me *gomysql.MySQLError
+	require.ErrorAs(t, err, &me, "the driver's error from the server")
+	require.EqualValues(t, 1205, me.Number)
+	d, _ := pipeline.Classify(err)
+	require.Equal(t, pipeline.RetryLater, d)
 }

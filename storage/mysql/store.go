@@ -10,12 +10,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -59,8 +59,7 @@ func (c Config) Validate() error {
 
 // Store is the MySQL verdict store. It is safe for concurrent use.
 type Store struct {
-	db     *sql.DB
-	ownsDB bool
+	db *sql.DB
 }
 
 // New returns a store over an open handle that the caller keeps owning. The
@@ -68,22 +67,6 @@ type Store struct {
 // clientFoundRows (OpenDB ensures both): Save tells a new row from an
 // updated one by the affected-row count, which that flag changes.
 func New(db *sql.DB) *Store { return &Store{db: db} }
-
-// Open opens a pool from cfg and pings it within ctx. Close releases it.
-func Open(ctx context.Context, cfg Config) (*Store, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("mysql: %w", err)
-	}
-	db, err := OpenDB(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if err := db.PingContext(ctx); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("mysql: ping: %w", err)
-	}
-	return &Store{db: db, ownsDB: true}, nil
-}
 
 // OpenDB opens (without connecting) a pool configured from cfg, with
 // parseTime on and UTC times, for callers such as `worker migrate` that need
@@ -122,17 +105,6 @@ func (s *Store) DB() *sql.DB { return s.db }
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.db.PingContext(ctx); err != nil {
 		return fmt.Errorf("mysql: ping: %w", err)
-	}
-	return nil
-}
-
-// Close closes the pool when the store opened it.
-func (s *Store) Close() error {
-	if !s.ownsDB {
-		return nil
-	}
-	if err := s.db.Close(); err != nil {
-		return fmt.Errorf("mysql: close: %w", err)
 	}
 	return nil
 }
@@ -256,8 +228,8 @@ func (s *Store) Get(ctx context.Context, key pipeline.ReviewKey) (pipeline.Verdi
 // Save upserts the verdict and replaces its stage rows in one transaction.
 // A stored done verdict is kept when v is not done (Save then succeeds
 // without changing anything). A deadlock or lock wait timeout is retried
-// here a few times after a short random pause; Save stops early, returning
-// an error that wraps ctx's, when ctx ends. Errors are retryable unless the
+// here a few times after a short random pause (internal/retry); Save stops
+// early, returning an error that wraps ctx's cause, when ctx ends. Errors are retryable unless the
 // verdict cannot be written at all (a *pipeline.PermanentError for data the
 // schema rejects).
 func (s *Store) Save(ctx context.Context, v pipeline.Verdict) error {
@@ -272,44 +244,15 @@ func (s *Store) Save(ctx context.Context, v pipeline.Verdict) error {
 	// InnoDB rolls the loser back whole, so trying again is safe, and far
 	// cheaper than a queue round trip that pays for the model calls again.
 	// The random pause keeps the losers from colliding again in lockstep.
-	for attempt := 1; ; attempt++ {
-		err = s.save(ctx, v, args)
-		if err == nil || attempt == saveAttempts || !isLockConflict(err) {
-			return err
-		}
-		if werr := sleepCtx(ctx, retryPause(attempt)); werr != nil {
-			return fmt.Errorf("mysql: save: %w (after %d attempts, last: %v)", werr, attempt, err)
-		}
-	}
+	return retry.Do(ctx, saveRetry, retry.Options{Retryable: isLockConflict}, func(ctx context.Context) error {
+		return s.save(ctx, v, args)
+	})
 }
 
-const (
-	// saveAttempts bounds how often Save tries one verdict before handing
-	// the failure to the queue.
-	saveAttempts = 5
-	// retryBase and retryCap shape the pause before attempt n+1: uniform in
-	// [0, min(retryCap, retryBase*2^n)), so at most ~0.3 s over all attempts.
-	retryBase = 10 * time.Millisecond
-	retryCap  = 160 * time.Millisecond
-)
-
-// retryPause is the full-jitter pause after the given failed attempt.
-func retryPause(attempt int) time.Duration {
-	ceil := min(retryCap, retryBase<<min(attempt, 16))
-	return rand.N(ceil) + time.Millisecond
-}
-
-// sleepCtx waits d, or returns ctx's error as soon as ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+// saveRetry bounds how often Save tries one verdict before handing the
+// failure to the queue, and the full-jitter pause before each retry:
+// uniform in [0, min(160 ms, 20 ms·2^(n−1))], so at most ~0.4 s in all.
+var saveRetry = retry.Policy{Initial: 20 * time.Millisecond, Max: 160 * time.Millisecond, Attempts: 5}
 
 // isLockConflict reports a deadlock (1213) or lock wait timeout (1205):
 // another transaction's locks, not this verdict, made the save fail.

@@ -2,9 +2,11 @@ package mysql_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/internal/stacktest"
@@ -51,6 +53,39 @@ func TestSaveRejectsWhatTheSchemaCannotHold(t *testing.T) {
 			require.Error(t, err)
 			d, _ := pipeline.Classify(err)
 			require.Equal(t, pipeline.GiveUp, d)
+		})
+	}
+}
+
+// TestServerRejectionsArePermanent sends values that pass the store's own
+// checks but not the schema, so the rejection is the server's: a real
+// *mysql.MySQLError through the driver, mapped by its number.
+func TestServerRejectionsArePermanent(t *testing.T) {
+	t.Parallel()
+	stacktest.RequireRealMySQL(t)
+	s := setup(t)
+	tests := []struct {
+		name   string
+		mut    func(*pipeline.Verdict)
+		number uint16
+	}{
+		{"run id longer than its column", func(v *pipeline.Verdict) { v.RunID = strings.Repeat("r", 129) }, 1406},
+		{"negative tokens", func(v *pipeline.Verdict) { v.Stages[0].TokensIn = -1 }, 1264},
+		{"model longer than its column", func(v *pipeline.Verdict) { v.Stages[1].Model = strings.Repeat("m", 129) }, 1406},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			v := storetest.SampleVerdict("room-" + strings.ReplaceAll(tc.name, " ", "-"))
+			tc.mut(&v)
+			err := s.Save(context.Background(), v)
+			var me *gomysql.MySQLError
+			require.ErrorAs(t, err, &me, "want the server's error, got %v", err)
+			require.Equal(t, tc.number, me.Number)
+			d, _ := pipeline.Classify(err)
+			require.Equal(t, pipeline.GiveUp, d)
+			_, err = s.Get(context.Background(), v.Key)
+			require.ErrorIs(t, err, pipeline.ErrVerdictNotFound, "the transaction left nothing behind")
 		})
 	}
 }

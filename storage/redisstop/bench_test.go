@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/chatguard/chatguard/internal/stacktest"
+	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/stop"
 )
 
@@ -28,10 +29,10 @@ func BenchmarkStopCheckPerChunk(b *testing.B) {
 	holder := stop.NewHolder(nil, nil)
 	now := time.Now().UTC()
 	for i := range 100 { // a realistic number of live stops elsewhere
-		holder.Add(stop.Signal{Scope: stop.ScopeRoom, RoomID: "other-" + string(rune('a'+i%26)) + time.Duration(i).String(), Reason: "x", PublishedAt: now, ExpiresAt: now.Add(time.Hour)})
+		holder.Add(pipeline.StopSignal{Scope: pipeline.StopScopeRoom, RoomID: "other-" + string(rune('a'+i%26)) + time.Duration(i).String(), Reason: "x", PublishedAt: now, ExpiresAt: now.Add(time.Hour)})
 	}
-	sub := NewSubscriber(rdb, cfg, holder, nil, nil)
-	target := stop.NewTarget("room-bench", now.Truncate(time.Hour), now.Truncate(time.Hour).Add(time.Hour), "run-bench")
+	sub := NewSubscriber(rdb, cfg, nil, nil)
+	target := pipeline.NewStopTarget("room-bench", now.Truncate(time.Hour), now.Truncate(time.Hour).Add(time.Hour), "run-bench")
 	ctx := context.Background()
 
 	b.Run("holder", func(b *testing.B) {
@@ -39,8 +40,8 @@ func BenchmarkStopCheckPerChunk(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
 			if i%chunksPerReview == 0 { // each review checks Redis once, when it starts
-				if _, stopped, err := sub.CheckOnce(ctx, target); err != nil || stopped {
-					b.Fatal(err, stopped)
+				if found, err := sub.Lookup(ctx, target); err != nil || len(found) > 0 {
+					b.Fatal(err, found)
 				}
 			}
 			if _, stopped := holder.Check(target); stopped {
@@ -52,9 +53,9 @@ func BenchmarkStopCheckPerChunk(b *testing.B) {
 	})
 	b.Run("redis-poll", func(b *testing.B) {
 		counter.n.Store(0)
-		keys := target.Keys()
-		for i, k := range keys {
-			keys[i] = cfg.KeyPrefix + k
+		var keys []string
+		for _, k := range target.Keys() {
+			keys = append(keys, cfg.KeyPrefix+k)
 		}
 		b.ReportAllocs()
 		for b.Loop() {

@@ -1,4 +1,4 @@
-// Package redisstop carries stop signals (pipeline/stop) over Redis: each
+// Package redisstop carries stop signals (pipeline.StopSignal) over Redis: each
 // signal is PUBLISHed on one channel for the pods that are listening and
 // stored under a key with a TTL for those that are not (pub/sub is
 // at-most-once). Subscribers load the live keys on start and after every
@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -19,7 +18,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/chatguard/chatguard/pipeline/stop"
+	"github.com/chatguard/chatguard/internal/retry"
+	"github.com/chatguard/chatguard/pipeline"
+)
+
+var (
+	_ pipeline.StopPublisher = (*Publisher)(nil)
+	_ pipeline.StopFeed      = (*Subscriber)(nil)
 )
 
 // Config names the channel and keys and bounds the work of a subscriber.
@@ -32,8 +37,8 @@ type Config struct {
 	ScanCount int64
 	// MaxScanKeys bounds how many stored signals one load reads.
 	MaxScanKeys int
-	// ReconnectMin and ReconnectMax bound the jittered backoff between
-	// subscribe attempts while Redis is down.
+	// ReconnectMin and ReconnectMax shape the full-jitter backoff
+	// (internal/retry) between subscribe attempts while Redis is down.
 	ReconnectMin, ReconnectMax time.Duration
 	// SweepEvery is how often expired signals are dropped from the holder.
 	SweepEvery time.Duration
@@ -108,7 +113,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 // ObserveApplied records that s cancelled a running review; pass it as the
 // holder's onApply callback.
-func (m *Metrics) ObserveApplied(s stop.Signal) {
+func (m *Metrics) ObserveApplied(s pipeline.StopSignal) {
 	m.Applied.Inc()
 	m.Latency.Observe(max(time.Since(s.PublishedAt), 0).Seconds())
 }
@@ -129,7 +134,7 @@ func NewPublisher(rdb redis.UniversalClient, cfg Config, m *Metrics) *Publisher 
 // it, in one MULTI/EXEC round trip. It returns the number of subscribers
 // that received the broadcast (0 is not an error: the stored key still
 // reaches pods when they next load). It honours ctx.
-func (p *Publisher) Publish(ctx context.Context, s stop.Signal) (int64, error) {
+func (p *Publisher) Publish(ctx context.Context, s pipeline.StopSignal) (int64, error) {
 	if err := s.Validate(); err != nil {
 		return 0, fmt.Errorf("redisstop: publish: %w", err)
 	}
@@ -156,61 +161,58 @@ func (p *Publisher) Publish(ctx context.Context, s stop.Signal) (int64, error) {
 	return pub.Val(), nil
 }
 
-// Subscriber feeds a stop.Holder from Redis.
+// Subscriber feeds a pipeline.StopSink from Redis.
 type Subscriber struct {
-	rdb    redis.UniversalClient
-	cfg    Config
-	holder *stop.Holder
-	m      *Metrics
-	log    *slog.Logger
-	up     atomic.Bool
+	rdb   redis.UniversalClient
+	cfg   Config
+	m     *Metrics
+	log   *slog.Logger
+	up    atomic.Bool
+	sleep retry.SleepFunc // the reconnect wait; tests replace it
 }
 
-// NewSubscriber returns a subscriber that adds signals to holder; m may be
-// nil and log may be nil.
-func NewSubscriber(rdb redis.UniversalClient, cfg Config, holder *stop.Holder, m *Metrics, log *slog.Logger) *Subscriber {
+// NewSubscriber returns a subscriber; m may be nil and log may be nil.
+func NewSubscriber(rdb redis.UniversalClient, cfg Config, m *Metrics, log *slog.Logger) *Subscriber {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	if m == nil {
 		m = NewMetrics(nil)
 	}
-	return &Subscriber{rdb: rdb, cfg: cfg, holder: holder, m: m, log: log}
+	return &Subscriber{rdb: rdb, cfg: cfg, m: m, log: log, sleep: retry.Sleep}
 }
 
 // Up reports whether the subscriber is currently subscribed.
 func (s *Subscriber) Up() bool { return s.up.Load() }
 
-// Run subscribes and applies signals until ctx ends, then returns nil. While
-// Redis is down it retries with jittered, capped backoff; reviews go on
-// meanwhile, and the outage is logged once per episode and shown by the
-// chatguard_stop_subscriber_up gauge. Every (re)subscription is followed by a
-// load of the stored signals.
-func (s *Subscriber) Run(ctx context.Context) error {
+// Run subscribes and adds signals to sink until ctx ends, then returns nil.
+// While Redis is down it retries with full-jitter, capped backoff
+// (internal/retry); reviews go on meanwhile, and the outage is logged and
+// shown by the chatguard_stop_subscriber_up gauge. Every (re)subscription is
+// followed by a load of the stored signals.
+func (s *Subscriber) Run(ctx context.Context, sink pipeline.StopSink) error {
 	sweep := time.NewTicker(s.cfg.SweepEvery)
 	defer sweep.Stop()
-	backoff := s.cfg.ReconnectMin
+	backoff := retry.Policy{Initial: s.cfg.ReconnectMin, Max: s.cfg.ReconnectMax}
+	failures := 0 // since the last healthy subscription
 	for ctx.Err() == nil {
-		err := s.session(ctx, sweep.C, func() { backoff = s.cfg.ReconnectMin })
+		err := s.session(ctx, sink, sweep.C, func() { failures = 0 })
 		s.setUp(false)
 		if ctx.Err() != nil {
 			break
 		}
-		s.log.Warn("stop signals unavailable: redis subscription lost; reviews continue", "err", err, "retry_in", backoff)
-		wait := time.Duration(rand.Int64N(int64(backoff))) + backoff/2
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-		case <-t.C:
+		failures++
+		wait := backoff.Delay(failures)
+		s.log.Warn("stop signals unavailable: redis subscription lost; reviews continue", "err", err, "retry_in", wait)
+		if s.sleep(ctx, wait) != nil {
+			break
 		}
-		backoff = min(backoff*2, s.cfg.ReconnectMax)
 	}
 	return nil
 }
 
 // session runs one subscription until it fails or ctx ends.
-func (s *Subscriber) session(ctx context.Context, sweep <-chan time.Time, healthy func()) error {
+func (s *Subscriber) session(ctx context.Context, sink pipeline.StopSink, sweep <-chan time.Time, healthy func()) error {
 	ps := s.rdb.Subscribe(ctx, s.cfg.Channel)
 	defer ps.Close()
 	// A blocked read does not watch ctx; closing the subscription does
@@ -226,7 +228,7 @@ func (s *Subscriber) session(ctx context.Context, sweep <-chan time.Time, health
 		}
 		select {
 		case <-sweep:
-			s.holder.Sweep()
+			sink.Sweep()
 		default:
 		}
 		if err != nil {
@@ -245,7 +247,7 @@ func (s *Subscriber) session(ctx context.Context, sweep <-chan time.Time, health
 				continue
 			}
 			s.m.Reconnect.Inc()
-			if n, err := s.Load(ctx); err != nil {
+			if n, err := s.Load(ctx, sink); err != nil {
 				return err
 			} else if !s.up.Load() {
 				s.log.Info("stop signals available", "loaded", n)
@@ -260,7 +262,7 @@ func (s *Subscriber) session(ctx context.Context, sweep <-chan time.Time, health
 				continue
 			}
 			s.m.Received.WithLabelValues("pubsub").Inc()
-			s.holder.Add(sig)
+			sink.Add(sig)
 		}
 	}
 }
@@ -275,8 +277,8 @@ func (s *Subscriber) setUp(v bool) {
 }
 
 // Load reads every stored signal (bounded by MaxScanKeys, SCAN in pages)
-// into the holder and returns how many it added.
-func (s *Subscriber) Load(ctx context.Context) (int, error) {
+// into sink and returns how many live ones it added. It honours ctx.
+func (s *Subscriber) Load(ctx context.Context, sink pipeline.StopSink) (int, error) {
 	var (
 		cursor uint64
 		seen   int
@@ -302,7 +304,7 @@ func (s *Subscriber) Load(ctx context.Context) (int, error) {
 					s.m.Invalid.Inc()
 					continue
 				}
-				if s.holder.Add(sig) {
+				if sink.Add(sig) {
 					added++
 					s.m.Received.WithLabelValues("scan").Inc()
 				}
@@ -320,19 +322,21 @@ func (s *Subscriber) Load(ctx context.Context) (int, error) {
 	}
 }
 
-// CheckOnce asks Redis once (a single MGET) whether a stored signal stops t,
-// and adds what it finds to the holder. A job calls it when it starts, so a
-// signal published just before is honoured even if the broadcast was
-// missed. It honours ctx.
-func (s *Subscriber) CheckOnce(ctx context.Context, t stop.Target) (stop.Signal, bool, error) {
+// Lookup asks Redis once (a single MGET) for the stored signals that would
+// stop t. A review calls it when it starts, so a signal published just
+// before is honoured even if the broadcast was missed. Invalid stored values
+// are counted and skipped. It honours ctx.
+func (s *Subscriber) Lookup(ctx context.Context, t pipeline.StopTarget) ([]pipeline.StopSignal, error) {
 	keys := t.Keys()
+	args := make([]string, len(keys))
 	for i, k := range keys {
-		keys[i] = s.cfg.KeyPrefix + k
+		args[i] = s.cfg.KeyPrefix + k
 	}
-	vals, err := s.rdb.MGet(ctx, keys...).Result()
+	vals, err := s.rdb.MGet(ctx, args...).Result()
 	if err != nil {
-		return stop.Signal{}, false, fmt.Errorf("redisstop: check: %w", err)
+		return nil, fmt.Errorf("redisstop: lookup: %w", err)
 	}
+	var found []pipeline.StopSignal
 	for _, v := range vals {
 		str, ok := v.(string)
 		if !ok {
@@ -343,14 +347,12 @@ func (s *Subscriber) CheckOnce(ctx context.Context, t stop.Target) (stop.Signal,
 			s.m.Invalid.Inc()
 			continue
 		}
-		if s.holder.Add(sig) {
-			return sig, true, nil
-		}
+		found = append(found, sig)
 	}
-	return stop.Signal{}, false, nil
+	return found, nil
 }
 
-func encode(s stop.Signal) ([]byte, error) {
+func encode(s pipeline.StopSignal) ([]byte, error) {
 	b, err := json.Marshal(s)
 	if err != nil {
 		return nil, fmt.Errorf("redisstop: encode: %w", err)
@@ -358,9 +360,9 @@ func encode(s stop.Signal) ([]byte, error) {
 	return b, nil
 }
 
-func decode(b []byte) (stop.Signal, error) {
+func decode(b []byte) (pipeline.StopSignal, error) {
 	if len(b) > 4096 || !strings.HasPrefix(strings.TrimSpace(string(b)), "{") {
-		return stop.Signal{}, errors.New("redisstop: not a stop signal")
+		return pipeline.StopSignal{}, errors.New("redisstop: not a stop signal")
 	}
-	return stop.Decode(b)
+	return pipeline.DecodeStopSignal(b)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/stop"
@@ -43,10 +44,10 @@ func setup(t *testing.T) fixture {
 // runSubscriber runs a subscriber over client until the test ends.
 func runSubscriber(t *testing.T, f fixture, client *redis.Client) *Subscriber {
 	t.Helper()
-	sub := NewSubscriber(client, f.cfg, f.holder, nil, nil)
+	sub := NewSubscriber(client, f.cfg, nil, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); _ = sub.Run(ctx) }()
+	go func() { defer close(done); _ = sub.Run(ctx, f.holder) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -59,9 +60,9 @@ func runSubscriber(t *testing.T, f fixture, client *redis.Client) *Subscriber {
 	return sub
 }
 
-func roomSignal(room string) stop.Signal {
+func roomSignal(room string) pipeline.StopSignal {
 	now := time.Now().UTC()
-	return stop.Signal{Scope: stop.ScopeRoom, RoomID: room, Reason: "sanctioned", PublishedAt: now, ExpiresAt: now.Add(time.Minute)}
+	return pipeline.StopSignal{Scope: pipeline.StopScopeRoom, RoomID: room, Reason: "sanctioned", PublishedAt: now, ExpiresAt: now.Add(time.Minute)}
 }
 
 func TestPublishCancelsWatchedJob(t *testing.T) {
@@ -70,7 +71,7 @@ func TestPublishCancelsWatchedJob(t *testing.T) {
 	runSubscriber(t, f, f.rdb)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	defer f.holder.Watch(stop.NewTarget("room-a", time.Now(), time.Now().Add(time.Hour), "run"), cancel)()
+	defer f.holder.Watch(pipeline.NewStopTarget("room-a", time.Now(), time.Now().Add(time.Hour), "run"), cancel)()
 
 	n, err := f.pub.Publish(context.Background(), roomSignal("room-a"))
 	require.NoError(t, err)
@@ -93,7 +94,7 @@ func TestLateSubscriberLoadsStoredSignals(t *testing.T) {
 	_, err := f.pub.Publish(context.Background(), roomSignal("room-late"))
 	require.NoError(t, err)
 	runSubscriber(t, f, f.rdb)
-	_, ok := f.holder.Check(stop.NewTarget("room-late", time.Now(), time.Now().Add(time.Hour), "r"))
+	_, ok := f.holder.Check(pipeline.NewStopTarget("room-late", time.Now(), time.Now().Add(time.Hour), "r"))
 	require.True(t, ok, "a pod started after the publish honours it")
 }
 
@@ -110,7 +111,7 @@ func TestResubscribeAfterOutageLoadsMissedSignals(t *testing.T) {
 	n, err := f.pub.Publish(context.Background(), roomSignal("room-missed"))
 	require.NoError(t, err)
 	require.Zero(t, n, "nobody hears the broadcast while cut off")
-	target := stop.NewTarget("room-missed", time.Now(), time.Now().Add(time.Hour), "r")
+	target := pipeline.NewStopTarget("room-missed", time.Now(), time.Now().Add(time.Hour), "r")
 	_, ok := f.holder.Check(target)
 	require.False(t, ok)
 
@@ -119,34 +120,37 @@ func TestResubscribeAfterOutageLoadsMissedSignals(t *testing.T) {
 		"the missed stop is honoured after reconnecting")
 }
 
-func TestCheckOnceCostsOneCommand(t *testing.T) {
+func TestLookupCostsOneCommand(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	counter := &countHook{}
 	client := redis.NewClient(&redis.Options{Addr: f.rdb.Options().Addr})
 	client.AddHook(counter)
 	t.Cleanup(func() { _ = client.Close() })
-	sub := NewSubscriber(client, f.cfg, f.holder, nil, nil)
-	target := stop.NewTarget("room-c", time.Now().UTC().Truncate(time.Hour), time.Now().UTC().Truncate(time.Hour).Add(time.Hour), "run-c")
+	sub := NewSubscriber(client, f.cfg, nil, nil)
+	target := pipeline.NewStopTarget("room-c", time.Now().UTC().Truncate(time.Hour), time.Now().UTC().Truncate(time.Hour).Add(time.Hour), "run-c")
 
-	_, stopped, err := sub.CheckOnce(context.Background(), target)
+	found, err := sub.Lookup(context.Background(), target)
 	require.NoError(t, err)
-	require.False(t, stopped)
+	require.Empty(t, found)
 	require.EqualValues(t, 1, counter.n.Load(), "a review that is not stopped costs one Redis command")
 
 	now := time.Now().UTC()
-	_, err = f.pub.Publish(context.Background(), stop.Signal{Scope: stop.ScopeRun, RunID: "run-c", Reason: "bad window", PublishedAt: now, ExpiresAt: now.Add(time.Minute)})
+	_, err = f.pub.Publish(context.Background(), pipeline.StopSignal{Scope: pipeline.StopScopeRun, RunID: "run-c", Reason: "bad window", PublishedAt: now, ExpiresAt: now.Add(time.Minute)})
 	require.NoError(t, err)
-	s, stopped, err := sub.CheckOnce(context.Background(), target)
+	require.NoError(t, f.rdb.Set(context.Background(), f.cfg.KeyPrefix+"room:room-c", "not a signal", time.Minute).Err())
+	found, err = sub.Lookup(context.Background(), target)
 	require.NoError(t, err)
-	require.True(t, stopped)
-	require.Equal(t, stop.ScopeRun, s.Scope)
+	require.Len(t, found, 1, "the stored run stop; the invalid room value is skipped")
+	require.Equal(t, pipeline.StopScopeRun, found[0].Scope)
+	require.EqualValues(t, 1, testCounter(sub.m.Invalid))
+	require.EqualValues(t, 2, counter.n.Load())
 }
 
 func TestPublishRejectsInvalidSignal(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	_, err := f.pub.Publish(context.Background(), stop.Signal{Scope: stop.ScopeRoom})
+	_, err := f.pub.Publish(context.Background(), pipeline.StopSignal{Scope: pipeline.StopScopeRoom})
 	require.ErrorContains(t, err, "room_id")
 }
 
@@ -158,6 +162,46 @@ func TestInvalidBroadcastIsCountedAndIgnored(t *testing.T) {
 	require.NoError(t, f.rdb.Publish(context.Background(), f.cfg.Channel, `{"scope":"room"}`).Err())
 	require.Eventually(t, func() bool { return testCounter(sub.m.Invalid) == 2 }, 5*time.Second, 5*time.Millisecond)
 	require.Equal(t, 0, f.holder.Len())
+}
+
+// TestReconnectBacksOffWithFullJitter points a subscriber at a closed
+// port: every subscription fails at once, and each wait before the next one
+// stays under the policy's growing, capped ceiling. No Redis needed.
+func TestReconnectBacksOffWithFullJitter(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	dead := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	client := redis.NewClient(&redis.Options{Addr: dead, MaxRetries: -1, DialTimeout: time.Second})
+	t.Cleanup(func() { _ = client.Close() })
+	cfg := DefaultConfig()
+	cfg.ReconnectMin, cfg.ReconnectMax = 100*time.Millisecond, 400*time.Millisecond
+	sub := NewSubscriber(client, cfg, nil, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var waits []time.Duration
+	sub.sleep = func(ctx context.Context, d time.Duration) error {
+		waits = append(waits, d)
+		if len(waits) == 5 {
+			cancel()
+		}
+		return retry.Sleep(ctx, 0) // no waiting; ctx's cause once cancelled
+	}
+	done := make(chan error, 1)
+	go func() { done <- sub.Run(ctx, stop.NewHolder(nil, nil)) }()
+	select {
+	case err := <-done:
+		require.NoError(t, err, "Run returns nil when ctx ends")
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not end with ctx")
+	}
+	require.Len(t, waits, 5)
+	for i, ceil := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 400 * time.Millisecond, 400 * time.Millisecond} {
+		require.GreaterOrEqual(t, waits[i], time.Duration(0))
+		require.LessOrEqual(t, waits[i], ceil, "wait %d", i+1)
+	}
+	require.False(t, sub.Up())
 }
 
 type countHook struct{ n atomic.Int64 }

@@ -44,9 +44,6 @@ type InvalidEventError struct {
 // Error implements error.
 func (e *InvalidEventError) Error() string { return "invalid lake event: " + e.Reason }
 
-// Permanent marks the error as never worth retrying.
-func (e *InvalidEventError) Permanent() bool { return true }
-
 // Event is one decoded, validated lake event: the envelope with a typed
 // payload (pipeline.InferenceLog, pipeline.ModeratorFeedback or
 // pipeline.VerdictEvent, by value) and the time the consumer received it.

@@ -12,7 +12,6 @@ import (
 	"io"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -206,10 +205,4 @@ func (t *timeValue) Set(s string) error {
 	}
 	*t = timeValue(v.UTC())
 	return nil
-}
-
-// ParseBoolish reports whether s is a true value ("1", "true", ...).
-func ParseBoolish(s string) bool {
-	b, _ := strconv.ParseBool(s)
-	return b
 }

@@ -387,20 +387,25 @@ func (s *Server) generate(ctx context.Context, w http.ResponseWriter, c *call) {
 	u := usage{PromptTokens: promptTokens, CompletionTokens: countTokens(content)}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 
+	// The outcome is counted just before the answer's last bytes go out,
+	// as every other outcome is counted before its answer: a client that
+	// has read the whole answer must find it in Stats at once. A client
+	// that leaves during that last write is still counted as served.
+	served := func() {
+		s.count(EndpointChat, c.model, c.stage, outcome)
+		s.metrics.genTokens.Add(float64(u.CompletionTokens))
+		s.metrics.success.WithLabelValues(finish).Inc()
+		s.metrics.e2e.Observe(time.Since(c.arrived).Seconds())
+	}
 	var ok bool
 	if c.req.Stream {
-		ok = s.stream(ctx, w, c, content, finish, u)
+		ok = s.stream(ctx, w, c, content, finish, u, served)
 	} else {
-		ok = s.complete(ctx, w, c, content, finish, u)
+		ok = s.complete(ctx, w, c, content, finish, u, served)
 	}
 	if !ok {
 		s.count(EndpointChat, c.model, c.stage, OutcomeCanceled)
-		return
 	}
-	s.count(EndpointChat, c.model, c.stage, outcome)
-	s.metrics.genTokens.Add(float64(u.CompletionTokens))
-	s.metrics.success.WithLabelValues(finish).Inc()
-	s.metrics.e2e.Observe(time.Since(c.arrived).Seconds())
 }
 
 // answer returns the content for the request. The analysis comes from the
@@ -460,9 +465,10 @@ func (s *Server) sleep(ctx context.Context, t *time.Timer, d time.Duration) bool
 	}
 }
 
-// complete answers without streaming after TTFT + (n-1)·ITL. It reports
-// false when the client went away first.
-func (s *Server) complete(ctx context.Context, w http.ResponseWriter, c *call, content, finish string, u usage) bool {
+// complete answers without streaming after TTFT + (n-1)·ITL, calling
+// served just before it writes the answer. It reports false when the
+// client went away first (served not called).
+func (s *Server) complete(ctx context.Context, w http.ResponseWriter, c *call, content, finish string, u usage, served func()) bool {
 	ttft := jittered(c.ttft, c.cfg.Jitter)
 	wait := ttft
 	if u.CompletionTokens > 1 {
@@ -478,6 +484,7 @@ func (s *Server) complete(ctx context.Context, w http.ResponseWriter, c *call, c
 		s.count(EndpointChat, c.model, c.stage, OutcomeDrop)
 		panic(http.ErrAbortHandler)
 	}
+	served()
 	writeJSON(w, http.StatusOK, completion{
 		ID: s.newID(), Object: "chat.completion", Created: time.Now().Unix(), Model: c.model,
 		Choices: []choice{{Message: responseMessage{Role: "assistant", Content: content}, FinishReason: finish}},
@@ -487,9 +494,11 @@ func (s *Server) complete(ctx context.Context, w http.ResponseWriter, c *call, c
 }
 
 // stream sends the answer as SSE chunks of TokensPerChunk tokens, the first
-// after TTFT and each next after its tokens' ITL. One timer per request, no
-// goroutine per stream. It reports false when the client went away.
-func (s *Server) stream(ctx context.Context, w http.ResponseWriter, c *call, content, finish string, u usage) bool {
+// after TTFT and each next after its tokens' ITL, calling served just
+// before the last write (finish reason, usage, [DONE]). One timer per
+// request, no goroutine per stream. It reports false when the client went
+// away before that last write (served not called).
+func (s *Server) stream(ctx context.Context, w http.ResponseWriter, c *call, content, finish string, u usage, served func()) bool {
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -535,7 +544,9 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, c *call, con
 		buf = appendUsageChunk(buf, id, c.model, created, u)
 	}
 	buf = append(buf, "data: [DONE]\n\n"...)
-	return send(buf)
+	served()
+	send(buf)
+	return true
 }
 
 func (s *Server) newID() string {

@@ -222,6 +222,26 @@ func TestMaxTokensCutsTheJSON(t *testing.T) {
 	t.Cleanup(func() { require.Equal(t, int64(4), f.sim.Stats().ChatRequests(OutcomeLength)) })
 }
 
+// TestStatsCountAnAnswerOnceItIsRead: a client that has read an answer to
+// its end finds it in Stats at once. Counting after the last write let a
+// fast client read the stats first (TestMaxTokensCutsTheJSON failed about
+// one run in ten).
+func TestStatsCountAnAnswerOnceItIsRead(t *testing.T) {
+	t.Parallel()
+	f := setup(t, fastConfig(), nil)
+	req := stageRequest(pipeline.StageTriage, testChat)
+	for i := range 40 {
+		if i%2 == 0 {
+			_, _, _, _, err := streamAll(t, f.client, req)
+			require.NoError(t, err)
+		} else {
+			_, err := f.client.CreateChatCompletion(t.Context(), req)
+			require.NoError(t, err)
+		}
+		require.Equal(t, int64(i+1), f.sim.Stats().ChatRequests(OutcomeOK), "answer %d read but not counted", i+1)
+	}
+}
+
 func TestModelsAuthAndErrors(t *testing.T) {
 	t.Parallel()
 	cfg := fastConfig()

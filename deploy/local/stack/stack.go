@@ -133,7 +133,7 @@ func (s *Stack) start(ctx context.Context) error {
 			return err
 		}
 		s.onStop("mysql", func(context.Context) error { my.stop(); return nil })
-		s.set("CHATGUARD_MYSQL_DSN", my.dsn())
+		s.set("CHATGUARD_MYSQL_DSN", my.dsn(), "CHATGUARD_STACK_MYSQL", my.kind())
 		return nil
 	})
 	g.Go(func() error {
@@ -142,7 +142,7 @@ func (s *Stack) start(ctx context.Context) error {
 			return err
 		}
 		s.onStop("redis", func(context.Context) error { rd.stop(); return nil })
-		s.set("CHATGUARD_REDIS_ADDR", rd.addr)
+		s.set("CHATGUARD_REDIS_ADDR", rd.addr, "CHATGUARD_STACK_REDIS", rd.kind())
 		return nil
 	})
 	if err := g.Wait(); err != nil {

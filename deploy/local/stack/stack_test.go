@@ -33,6 +33,7 @@ var envKeys = []string{
 	"CHATGUARD_PRIMARY_BASE_URL", "CHATGUARD_PRIMARY_MODEL", "CHATGUARD_PRIMARY_ADMIN_URL",
 	"CHATGUARD_FALLBACK_BASE_URL", "CHATGUARD_FALLBACK_MODEL", "CHATGUARD_FALLBACK_API_KEY", "CHATGUARD_FALLBACK_ADMIN_URL",
 	"CHATGUARD_SAMPLE_WINDOW_START", "CHATGUARD_SAMPLE_WINDOW_END", "CHATGUARD_STACK_PID",
+	"CHATGUARD_STACK_MYSQL", "CHATGUARD_STACK_REDIS",
 }
 
 func repoRoot(t *testing.T) string {
@@ -137,6 +138,10 @@ func TestStackStartsCleansUpAfterKilledRunAndStopsEverything(t *testing.T) {
 	_, err = Start(ctx, cfg)
 	require.ErrorIs(t, err, ErrRunning)
 	require.ErrorContains(t, err, strconv.Itoa(os.Getpid()))
+
+	// The env file says the stand-ins are in use, so CI can refuse them.
+	require.Equal(t, "embedded", env["CHATGUARD_STACK_MYSQL"])
+	require.Equal(t, "embedded", env["CHATGUARD_STACK_REDIS"])
 
 	// The embedded MySQL takes the upsert the verdict store uses.
 	db, err := sql.Open("mysql", env["CHATGUARD_MYSQL_DSN"])

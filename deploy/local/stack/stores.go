@@ -118,6 +118,18 @@ func (s *mysqlService) ready(ctx context.Context, timeout time.Duration) error {
 
 func (s *mysqlService) dsn() string { return mysqlDSN(s.addr, MySQLDatabase) }
 
+// kind is "embedded" for go-mysql-server, "external" for a real server.
+func (s *mysqlService) kind() string { return stackKind(s.embedded != nil) }
+
+// stackKind is the value of CHATGUARD_STACK_MYSQL / CHATGUARD_STACK_REDIS:
+// CI refuses to test against a stand-in (internal/stacktest).
+func stackKind(embedded bool) string {
+	if embedded {
+		return "embedded"
+	}
+	return "external"
+}
+
 // stop closes the embedded server and waits for its accept loop; the
 // machine's server is left alone.
 func (s *mysqlService) stop() {
@@ -176,6 +188,9 @@ func startRedis(ctx context.Context, cfg Config) (*redisService, error) {
 	}
 	return s, nil
 }
+
+// kind is "embedded" for miniredis, "external" for a real server.
+func (s *redisService) kind() string { return stackKind(s.mini != nil) }
 
 func (s *redisService) stop() {
 	if s.mini != nil {
