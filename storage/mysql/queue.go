@@ -34,11 +34,11 @@ import (
 // bracketed parts only when the filter or cursor sets them):
 //
 //	SELECT v.id, v.room_id, …, v.finished_at
-//	FROM verdicts v
+//	FROM verdicts v [LEFT JOIN moderator_decisions d ON d.verdict_id = v.id]
 //	WHERE v.status = ? AND v.label = ?
 //	  [AND v.category = ?] [AND v.run_id = ?] [AND v.severity >= ?]
 //	  [AND v.window_start >= ?] [AND v.window_start < ?]
-//	  [AND NOT EXISTS (SELECT 1 FROM moderator_decisions d WHERE d.verdict_id = v.id)]
+//	  [AND d.verdict_id IS NULL]
 //	  [AND (v.severity < ? OR (v.severity = ? AND (v.window_start < ?
 //	        OR (v.window_start = ? AND v.id < ?))))]
 //	ORDER BY v.severity DESC, v.window_start DESC, v.id DESC
@@ -181,7 +181,13 @@ func queueQuery(f QueueFilter, label pipeline.Label, cur *queueCursor, limit int
 	} else {
 		b.WriteString(", FALSE")
 	}
-	b.WriteString("\nFROM verdicts v\nWHERE v.status = ? AND v.label = ?")
+	b.WriteString("\nFROM verdicts v")
+	if !f.IncludeDecided {
+		// The anti-join (a lookup per row on the decisions index; a NOT
+		// EXISTS may be planned as a scan of every decision ever made).
+		b.WriteString(" LEFT JOIN moderator_decisions d ON d.verdict_id = v.id")
+	}
+	b.WriteString("\nWHERE v.status = ? AND v.label = ?")
 	args = append(args, string(f.Status), string(label))
 	if f.Category != "" {
 		b.WriteString(" AND v.category = ?")
@@ -204,7 +210,7 @@ func queueQuery(f QueueFilter, label pipeline.Label, cur *queueCursor, limit int
 		args = append(args, dbTime(f.To))
 	}
 	if !f.IncludeDecided {
-		b.WriteString("\n  AND NOT EXISTS (SELECT 1 FROM moderator_decisions d WHERE d.verdict_id = v.id)")
+		b.WriteString(" AND d.verdict_id IS NULL")
 	}
 	if cur != nil {
 		// The row-value comparison (severity, window_start, id) < (…),
