@@ -12,6 +12,10 @@
 --   ix_verdicts_run_queue       the queue filtered by run (replaces
 --                               ix_verdicts_run, which is its prefix)
 --   ix_verdicts_label_window    recent abusive/suspicious rooms (analysts)
+--                               and the queue over a short period: the
+--                               period's entries carry severity and
+--                               confidence, so the sort reads the index
+--                               only and just the rows returned are read
 --   ix_verdicts_finished        per-stage latency of recent reviews: the
 --                               verdicts finished in a period, joined to
 --                               their stage rows by primary key (replaces
@@ -25,7 +29,7 @@ ALTER TABLE verdicts
     ADD KEY ix_verdicts_queue (status, label, severity, window_start),
     ADD KEY ix_verdicts_queue_category (status, label, category, severity, window_start),
     ADD KEY ix_verdicts_run_queue (run_id, status, label, severity, window_start),
-    ADD KEY ix_verdicts_label_window (status, label, window_start),
+    ADD KEY ix_verdicts_label_window (status, label, window_start, severity, confidence),
     ADD KEY ix_verdicts_finished (finished_at),
     ADD KEY ix_verdicts_created (created_at);
 

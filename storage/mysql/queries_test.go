@@ -10,11 +10,12 @@ import (
 // MySQL), verbatim: the EXPLAIN test and `make bench-mysql` run exactly
 // what the README shows, and a test keeps the README in step.
 var readmeQueries = []struct{ name, sql string }{
-	{"recent abusive rooms (1 day)", `SELECT room_id, window_start, label, category, severity, confidence, action, rationale
+	{"top 100 abusive rooms (1 day)", `SELECT room_id, window_start, label, category, severity, confidence, action, rationale
 FROM verdicts
 WHERE status = 'done' AND label IN ('abusive', 'suspicious')
   AND window_start >= UTC_TIMESTAMP() - INTERVAL 1 DAY
-ORDER BY severity DESC, confidence DESC;`},
+ORDER BY severity DESC, confidence DESC
+LIMIT 100;`},
 	{"stage latency (1 hour)", `SELECT s.stage, COUNT(*) AS calls, AVG(s.pool = 'fallback') AS fallback_share,
        AVG(s.ttft_ms) AS avg_ttft_ms, AVG(s.latency_ms) AS avg_latency_ms
 FROM verdicts v JOIN verdict_stages s ON s.verdict_id = v.id
