@@ -79,6 +79,16 @@ build: ## build every package and the binaries into bin/
 bench: ## run the benchmarks (no tests)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
+# The MySQL benchmark's size and server (the machine's MariaDB by default; it
+# creates and drops its own database).
+BENCH_VERDICTS ?= 1000000
+BENCH_MYSQL_DSN ?= root@tcp(127.0.0.1:3306)/
+
+.PHONY: bench-mysql
+bench-mysql: ## time the README and review-queue queries and the purge on 1,000,000 generated verdicts (not part of make test)
+	set -o pipefail; CHATGUARD_STACK_ENV=/dev/null CHATGUARD_MYSQL_DSN='$(BENCH_MYSQL_DSN)' BENCH_VERDICTS=$(BENCH_VERDICTS) \
+		$(GO) test -tags mysqlbench -run '^TestMySQLBench$$' -count=1 -timeout 60m -v ./storage/mysql/ | grep -v -e '^=== RUN' -e '^--- PASS' -e '^PASS'
+
 .PHONY: clean
 clean: ## remove built binaries (keeps .cache and the stack state)
 	rm -rf bin

@@ -5,6 +5,8 @@
 //
 //	worker [flags]                       run the worker
 //	worker migrate --mysql-dsn DSN       apply the schema migrations and exit
+//	worker purge --mysql-dsn DSN [--dry-run]
+//	                                     delete stage rows and verdicts past retention and exit
 //	worker stop --room R | --run ID | --review ROOM,START,END [--ttl D] [--reason TEXT]
 //	                                     stop in-flight and future reviews on every pod
 //
@@ -31,6 +33,9 @@ func main() {
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "migrate" {
 		return runMigrate(ctx, args[1:], getenv, stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "purge" {
+		return runPurge(ctx, args[1:], getenv, stdout, stderr, nil)
 	}
 	if len(args) > 0 && args[0] == "stop" {
 		return runStop(ctx, args[1:], getenv, stdout, stderr)

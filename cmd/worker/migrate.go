@@ -13,8 +13,10 @@ import (
 )
 
 // runMigrate is `worker migrate`: it applies pending schema migrations and
-// prints what it applied. Exit status: 0 applied or nothing to do, 1 failed,
-// 2 bad usage.
+// prints what it applied, then runs the workers' startup check of the
+// tables' character set, so that a table a worker would refuse is reported
+// at deploy time. Exit status: 0 applied or nothing to do, 1 failed (or a
+// table is not utf8mb4), 2 bad usage.
 func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	dsn, timeout := "", 5*time.Minute
 	fs := cli.NewFlagSet("worker migrate", "Applies the embedded MySQL schema migrations that are not applied yet, then exits.")
@@ -58,6 +60,10 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	v, err := migrations.Version(ctx, db)
 	if err != nil {
 		fmt.Fprintf(stderr, "worker migrate: %v\n", err)
+		return 1
+	}
+	if err := migrations.CheckCharset(ctx, db); err != nil {
+		fmt.Fprintf(stderr, "worker migrate: schema at version %d, but %v\n", v, err)
 		return 1
 	}
 	if len(applied) == 0 {

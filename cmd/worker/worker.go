@@ -155,8 +155,9 @@ func (m *Main) Run(ctx context.Context) error {
 }
 
 // checkSchema waits (bounded) for MySQL and refuses to start on a schema
-// older than this build: migrations are applied by `worker migrate`, never
-// by a starting pod.
+// older than this build (migrations are applied by `worker migrate`, never
+// by a starting pod) or on tables that are not utf8mb4 (a
+// *migrations.CharsetError naming them).
 func checkSchema(ctx context.Context, db *sql.DB, wait time.Duration) error {
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
@@ -184,5 +185,7 @@ func checkSchema(ctx context.Context, db *sql.DB, wait time.Duration) error {
 	if v < latest {
 		return fmt.Errorf("the database schema is at version %d, this build needs %d: run 'worker migrate'", v, latest)
 	}
-	return nil
+	// A latin1 table takes every ASCII verdict and fails on the first
+	// Korean one, after its model calls were paid for: refuse up front.
+	return migrations.CheckCharset(wctx, db)
 }

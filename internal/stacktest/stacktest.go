@@ -249,6 +249,14 @@ func NewQueue(t testing.TB, prefix string, maxReceive int, visibility time.Durat
 // open handle and its DSN, and drops the database when the test ends.
 func MySQL(t testing.TB) (*sql.DB, string) {
 	t.Helper()
+	return MySQLCharset(t, "")
+}
+
+// MySQLCharset is MySQL with the database's default character set given
+// (CREATE DATABASE … CHARACTER SET charset), for tests of what the schema
+// does on a server whose default is not utf8mb4; "" keeps the server's.
+func MySQLCharset(t testing.TB, charset string) (*sql.DB, string) {
+	t.Helper()
 	base, err := mysql.ParseDSN(Get(t, "CHATGUARD_MYSQL_DSN"))
 	if err != nil {
 		t.Fatalf("stacktest: CHATGUARD_MYSQL_DSN: %v", err)
@@ -263,7 +271,11 @@ func MySQL(t testing.TB) (*sql.DB, string) {
 	defer adb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := adb.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+	create := "CREATE DATABASE " + name
+	if charset != "" {
+		create += " CHARACTER SET " + charset
+	}
+	if _, err := adb.ExecContext(ctx, create); err != nil {
 		t.Fatalf("stacktest: create database: %v", err)
 	}
 	cfg := base.Clone()

@@ -3,6 +3,12 @@
 -- unique so that a redelivered review message upserts the same row. Times
 -- are UTC, written by the application (UTC_TIMESTAMP), never the session
 -- time zone.
+--
+-- Character set: every table is utf8mb4 (Korean text, emoji) whatever the
+-- server's default is; identifiers and codes compare byte for byte
+-- (utf8mb4_bin: room ids are case-sensitive, so 'AbC' and 'abc' are two
+-- rooms), free text case-insensitively (utf8mb4_unicode_ci). 00003 converts
+-- databases created before these options were declared.
 CREATE TABLE IF NOT EXISTS verdicts (
     id                BIGINT UNSIGNED  NOT NULL AUTO_INCREMENT,
     room_id           VARCHAR(128)     NOT NULL,
@@ -16,11 +22,11 @@ CREATE TABLE IF NOT EXISTS verdicts (
     severity          TINYINT UNSIGNED NOT NULL DEFAULT 0,
     confidence        DOUBLE           NOT NULL DEFAULT 0,
     action            VARCHAR(16)      NOT NULL DEFAULT '',
-    rationale         TEXT             NULL,
+    rationale         TEXT             COLLATE utf8mb4_unicode_ci NULL,
     evidence_ids      JSON             NULL,
     early_exit        BOOLEAN          NOT NULL DEFAULT FALSE,
     injection_flagged BOOLEAN          NOT NULL DEFAULT FALSE,
-    error             TEXT             NULL,
+    error             TEXT             COLLATE utf8mb4_unicode_ci NULL,
     attempts          INT UNSIGNED     NOT NULL DEFAULT 0,
     pools_used        VARCHAR(64)      NOT NULL DEFAULT '',
     fallback_used     BOOLEAN          NOT NULL DEFAULT FALSE,
@@ -36,7 +42,7 @@ CREATE TABLE IF NOT EXISTS verdicts (
     UNIQUE KEY uq_review (room_id, window_start, window_end, pipeline_version),
     KEY ix_verdicts_status_finished (status, finished_at),
     KEY ix_verdicts_run (run_id)
-);
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
 -- One row per stage that ran for a verdict; an early exit leaves fewer rows.
 CREATE TABLE IF NOT EXISTS verdict_stages (
@@ -50,10 +56,10 @@ CREATE TABLE IF NOT EXISTS verdict_stages (
     tokens_in   INT UNSIGNED    NOT NULL DEFAULT 0,
     tokens_out  INT UNSIGNED    NOT NULL DEFAULT 0,
     output      JSON            NULL,
-    error       TEXT            NULL,
+    error       TEXT            COLLATE utf8mb4_unicode_ci NULL,
     PRIMARY KEY (verdict_id, stage),
     CONSTRAINT fk_verdict_stages_verdict FOREIGN KEY (verdict_id) REFERENCES verdicts (id) ON DELETE CASCADE
-);
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
 -- +goose Down
 DROP TABLE IF EXISTS verdict_stages;

@@ -13,13 +13,13 @@ CREATE TABLE IF NOT EXISTS batch_runs (
     rows_read          BIGINT UNSIGNED NOT NULL DEFAULT 0,
     published          BIGINT UNSIGNED NOT NULL DEFAULT 0,
     failed             BIGINT UNSIGNED NOT NULL DEFAULT 0,
-    error              VARCHAR(1024)   NULL,
+    error              VARCHAR(1024)   COLLATE utf8mb4_unicode_ci NULL,
     started_at         DATETIME(6)     NOT NULL,
     finished_at        DATETIME(6)     NULL,
     PRIMARY KEY (id),
     UNIQUE KEY uq_batch_runs_run_attempt (run_id, attempt),
     KEY ix_batch_runs_window (window_start, window_end)
-);
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
 -- +goose Down
 DROP TABLE IF EXISTS batch_runs;

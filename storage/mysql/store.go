@@ -416,6 +416,9 @@ func checkVerdict(v pipeline.Verdict) error {
 	if v.Severity < 0 || v.Severity > 255 || v.Attempts < 0 {
 		errs = append(errs, errors.New("severity and attempts must be in range"))
 	}
+	if err := checkClosedSets(v); err != nil {
+		errs = append(errs, err)
+	}
 	seen := map[pipeline.StageName]bool{}
 	for _, st := range v.Stages {
 		if st.Stage == "" || len(st.Stage) > 16 || seen[st.Stage] {
@@ -439,7 +442,7 @@ func classify(err error) error {
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
 		switch me.Number {
-		case 1406, 1366, 1264, 3140, 4025: // data too long, bad value, out of range, invalid JSON, CHECK failed
+		case 1406, 1366, 1264, 3140, 4025, 3819: // data too long, bad value, out of range, invalid JSON, CHECK failed (MariaDB, MySQL)
 			return pipeline.Permanent(err)
 		}
 	}

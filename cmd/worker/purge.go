@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/internal/retry"
+	"github.com/chatguard/chatguard/storage/mysql"
+)
+
+// runPurge is `worker purge`: it applies the retention settings once, in
+// small batches (see mysql.Store.Purge), and prints one report line. It is
+// meant to run as a Kubernetes CronJob; --purge-timeout bounds a run, and
+// the next run continues where it stopped. Exit status: 0 done, 1 failed or
+// stopped before the end (timeout or signal; the report says what was
+// deleted), 2 bad usage.
+func runPurge(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, sleep retry.SleepFunc) int {
+	cfg := mysql.DefaultPurgeConfig()
+	dsn, timeout := "", time.Hour
+	fs := cli.NewFlagSet("worker purge", "Deletes stage rows and verdicts older than the retention, in small batches by primary-key range,\n"+
+		"keeping every verdict a moderator decided on; prints what it deleted and how fast, then exits.")
+	fs.StringVar(&dsn, "mysql-dsn", "MySQL DSN (user:pass@tcp(host:3306)/db)")
+	fs.DurationVar(&cfg.StageRetention, "stage-retention", "delete the stage rows of verdicts created longer ago than this")
+	fs.DurationVar(&cfg.VerdictRetention, "verdict-retention", "delete verdicts created longer ago than this (at least --stage-retention)")
+	fs.IntVar(&cfg.BatchSize, "batch-size", "rows one DELETE removes at most")
+	fs.DurationVar(&cfg.Pause, "pause", "wait after each batch that deleted rows (lets replicas keep up)")
+	fs.BoolVar(&cfg.DryRun, "dry-run", "count what would be deleted, delete nothing")
+	fs.DurationVar(&timeout, "purge-timeout", "deadline of the whole run; the next run continues")
+	if err := fs.Parse(args, getenv); errors.Is(err, cli.ErrHelp) {
+		fs.Usage(stdout)
+		return 0
+	} else if err != nil {
+		return cli.Fail(stderr, "worker purge", err)
+	}
+	var errs []error
+	if dsn == "" {
+		errs = append(errs, errors.New("--mysql-dsn is required"))
+	}
+	if err := cfg.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if timeout <= 0 {
+		errs = append(errs, errors.New("--purge-timeout must be positive"))
+	}
+	if len(fs.Args()) > 0 {
+		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return cli.Fail(stderr, "worker purge", err)
+	}
+	cfg.Sleep = sleep
+	// SIGTERM (the CronJob's pod deleted) ends the run between batches; the
+	// batch in flight is rolled back whole.
+	ctx, stop := cli.SignalContext(ctx, slog.New(slog.NewJSONHandler(stderr, nil)), "worker purge")
+	defer stop()
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, errors.New("--purge-timeout reached"))
+	defer cancel()
+	db, err := mysql.OpenDB(mysql.Config{DSN: dsn, MaxOpenConns: 2})
+	if err != nil {
+		fmt.Fprintf(stderr, "worker purge: %v\n", err)
+		return 1
+	}
+	defer db.Close()
+	// The same refusal as a starting worker: purging a schema this build
+	// does not know could delete by the wrong rules.
+	if err := checkSchema(ctx, db, 30*time.Second); err != nil {
+		fmt.Fprintf(stderr, "worker purge: %v\n", err)
+		return 1
+	}
+	report, err := mysql.New(db).Purge(ctx, cfg)
+	fmt.Fprintln(stdout, report)
+	if err != nil {
+		if cause := context.Cause(ctx); cause != nil {
+			fmt.Fprintf(stderr, "worker purge: stopped before the end (%v); the next run continues: %v\n", cause, err)
+		} else {
+			fmt.Fprintf(stderr, "worker purge: %v\n", err)
+		}
+		return 1
+	}
+	return 0
+}

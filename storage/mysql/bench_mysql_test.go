@@ -1,0 +1,149 @@
+//go:build mysqlbench
+
+package mysql
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestMySQLBench is `make bench-mysql`: it generates BENCH_VERDICTS
+// verdicts (default 1,000,000) over 30 days with their stage rows and
+// decisions into a fresh database, then prints the p50/p95/max of every
+// README query and every review-queue read (BENCH_RUNS runs each, after a
+// warm-up), and the purge's rate. It is a benchmark, not a test of the
+// figures: it asserts only that the statements work.
+func TestMySQLBench(t *testing.T) {
+	n := envInt(t, "BENCH_VERDICTS", 1_000_000)
+	runs := envInt(t, "BENCH_RUNS", 200)
+	end := time.Now().UTC()
+	db, s := migrated(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 55*time.Minute)
+	defer cancel()
+
+	var bufferPool int64
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT @@innodb_buffer_pool_size").Scan(&bufferPool))
+	var version string
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version))
+	t0 := time.Now()
+	st, err := generate(ctx, db, genSpec{Verdicts: n, Days: 30, End: end, Seed: 19, DecidedShare: 0.1, Workers: 2})
+	require.NoError(t, err)
+	gen := time.Since(t0)
+	fmt.Printf("\n%s, innodb_buffer_pool_size %d MiB\n", version, bufferPool>>20)
+	fmt.Printf("generated %d verdicts, %d stage rows, %d decisions over 30 days (%d verdicts/hour) in %s (%.0f rows/s)\n\n",
+		st.Verdicts, st.Stages, st.Decisions, n/(30*24), gen.Round(time.Second), float64(st.Verdicts+st.Stages+st.Decisions)/gen.Seconds())
+
+	type result struct {
+		name          string
+		rows          int
+		p50, p95, max time.Duration
+		runs          int
+	}
+	var results []result
+	measure := func(name string, runs int, op func() (int, error)) {
+		for range 3 { // warm-up
+			_, err := op()
+			require.NoError(t, err, name)
+		}
+		lat := make([]time.Duration, 0, runs)
+		var rows int
+		for range runs {
+			t0 := time.Now()
+			n, err := op()
+			lat = append(lat, time.Since(t0))
+			require.NoError(t, err, name)
+			rows = n
+		}
+		slices.Sort(lat)
+		results = append(results, result{name, rows, lat[len(lat)/2], lat[(len(lat)*95+99)/100-1], lat[len(lat)-1], runs})
+	}
+	query := func(q string) func() (int, error) {
+		return func() (int, error) {
+			rows, err := db.QueryContext(ctx, q)
+			if err != nil {
+				return 0, err
+			}
+			defer rows.Close()
+			cols, _ := rows.Columns()
+			vals := make([]any, len(cols))
+			for i := range vals {
+				vals[i] = new(any)
+			}
+			n := 0
+			for rows.Next() {
+				if err := rows.Scan(vals...); err != nil {
+					return 0, err
+				}
+				n++
+			}
+			return n, rows.Err()
+		}
+	}
+	for _, q := range readmeQueries {
+		measure("README: "+q.name, runs, query(q.sql))
+	}
+	measure("without LIMIT: every abusive room of the day", max(runs/10, 5), query(strings.Replace(readmeQueries[0].sql, "\nLIMIT 100", "", 1)))
+	measure("stage latency (24 h; for longer, the lake)", max(runs/10, 5), query(`SELECT s.stage, COUNT(*), AVG(s.pool = 'fallback'), AVG(s.ttft_ms), AVG(s.latency_ms)
+		FROM verdicts v JOIN verdict_stages s ON s.verdict_id = v.id
+		WHERE v.finished_at >= UTC_TIMESTAMP() - INTERVAL 1 DAY GROUP BY s.stage`))
+	measure("old README: stage latency, whole table", 5, query(`SELECT stage, COUNT(*), AVG(pool = 'fallback'), AVG(ttft_ms), AVG(latency_ms)
+		FROM verdict_stages GROUP BY stage`))
+	run := st.RunIDs[len(st.RunIDs)-30]
+	for _, qc := range queueCases(end, run) {
+		f := qc.f
+		cursor := ""
+		for range qc.deep {
+			page, err := s.ListQueue(ctx, f, cursor)
+			require.NoError(t, err)
+			require.NotEmpty(t, page.Next, qc.name)
+			cursor = page.Next
+		}
+		measure(qc.name, runs, func() (int, error) {
+			page, err := s.ListQueue(ctx, f, cursor)
+			return len(page.Items), err
+		})
+	}
+	fmt.Printf("| query | rows | p50 ms | p95 ms | max ms | runs |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, r := range results {
+		fmt.Printf("| %s | %d | %.1f | %.1f | %.1f | %d |\n", r.name, r.rows, ms(r.p50), ms(r.p95), ms(r.max), r.runs)
+	}
+
+	// Retention: first at full speed (no pause), then as `worker purge`
+	// runs by default (100 ms after each batch of 1000).
+	fmt.Printf("\n| purge | stage rows | verdicts | batches | time | rows/s |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, p := range []struct {
+		name          string
+		stage, verdct time.Duration
+		pause         time.Duration
+	}{
+		{"stages > 20 d, verdicts > 25 d, no pause", 20 * 24 * time.Hour, 25 * 24 * time.Hour, 0},
+		{"stages > 15 d, verdicts > 20 d, 100 ms pause", 15 * 24 * time.Hour, 20 * 24 * time.Hour, 100 * time.Millisecond},
+	} {
+		cfg := DefaultPurgeConfig()
+		cfg.StageRetention, cfg.VerdictRetention, cfg.Pause = p.stage, p.verdct, p.pause
+		cfg.Now = func() time.Time { return end }
+		rep, err := s.Purge(ctx, cfg)
+		require.NoError(t, err)
+		fmt.Printf("| %s | %d | %d | %d | %s | %.0f |\n", p.name, rep.StageRows, rep.Verdicts, rep.Batches, rep.Elapsed.Round(time.Millisecond), rep.RowsPerSecond())
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func envInt(t *testing.T, key string, def int) int {
+	v := os.Getenv(key)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	require.NoError(t, err, key)
+	return n
+}

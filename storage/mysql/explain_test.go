@@ -1,0 +1,141 @@
+package mysql
+
+import (
+	"database/sql"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// planRow is one row of EXPLAIN, whatever the server (MySQL 8 and MariaDB
+// differ in columns; they are read by name).
+type planRow struct {
+	table, typ, key, extra string
+}
+
+func explain(t *testing.T, db *sql.DB, q string, args ...any) []planRow {
+	t.Helper()
+	rows, err := db.QueryContext(ctxT(t), "EXPLAIN "+strings.TrimSuffix(strings.TrimSpace(q), ";"), args...)
+	require.NoError(t, err)
+	defer rows.Close()
+	cols, err := rows.Columns()
+	require.NoError(t, err)
+	var out []planRow
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		require.NoError(t, rows.Scan(ptrs...))
+		var r planRow
+		for i, c := range cols {
+			switch strings.ToLower(c) {
+			case "table":
+				r.table = vals[i].String
+			case "type":
+				r.typ = vals[i].String
+			case "key":
+				r.key = vals[i].String
+			case "extra":
+				r.extra = vals[i].String
+			}
+		}
+		out = append(out, r)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// requirePlan checks the plan's access to table: no full scan, one of the
+// keys, and (when sorted) no filesort.
+func requirePlan(t *testing.T, plan []planRow, table string, keys []string, sorted bool) {
+	t.Helper()
+	for _, r := range plan {
+		if r.table != table {
+			continue
+		}
+		require.NotEqual(t, "ALL", r.typ, "full scan of %s: %+v", table, plan)
+		require.NotEqual(t, "index", r.typ, "full index scan of %s: %+v", table, plan)
+		require.Contains(t, keys, r.key, "%s uses %q: %+v", table, r.key, plan)
+		if sorted {
+			require.NotContains(t, r.extra, "filesort", "the index gives the order: %+v", plan)
+		}
+		return
+	}
+	t.Fatalf("no access to %s in the plan %+v", table, plan)
+}
+
+// TestPlansUseTheIndexes EXPLAINs every README query, every review-queue
+// read and the purge's statements on generated data (30 days, the
+// optimizer's statistics refreshed): none scans verdicts or its stage rows
+// whole, each uses the index it was built for.
+func TestPlansUseTheIndexes(t *testing.T) {
+	t.Parallel()
+	end := time.Now().UTC()
+	db, s, st := generated(t, 20000, end)
+	run := st.RunIDs[len(st.RunIDs)-48]
+
+	t.Run("readme: recent abusive rooms", func(t *testing.T) {
+		requirePlan(t, explain(t, db, readmeQueries[0].sql), "verdicts", []string{"ix_verdicts_label_window"}, false)
+	})
+	t.Run("readme: stage latency", func(t *testing.T) {
+		plan := explain(t, db, readmeQueries[1].sql)
+		requirePlan(t, plan, "v", []string{"ix_verdicts_finished"}, false)
+		requirePlan(t, plan, "s", []string{"PRIMARY"}, false)
+	})
+	for _, qc := range queueCases(end, run) {
+		t.Run(qc.name, func(t *testing.T) {
+			f, err := qc.f.normalize()
+			require.NoError(t, err)
+			label := f.Labels[0]
+			var cur *queueCursor
+			if qc.deep > 0 {
+				next := ""
+				for range qc.deep {
+					page, err := s.ListQueue(ctxT(t), qc.f, next)
+					require.NoError(t, err)
+					require.NotEmpty(t, page.Next, "the queue is deep enough")
+					next = page.Next
+				}
+				c, err := decodeCursor(next, f)
+				require.NoError(t, err)
+				cur, label = &c, c.Label
+			}
+			q, args := queueQuery(f, label, cur, f.Limit+1)
+			plan := explain(t, db, q, args...)
+			requirePlan(t, plan, "v", qc.keys, qc.sorted)
+			if !f.IncludeDecided {
+				requirePlan(t, plan, "d", []string{"ix_moderator_decisions_verdict"}, false)
+			}
+		})
+	}
+	t.Run("purge", func(t *testing.T) {
+		cutoff := end.Add(-20 * 24 * time.Hour)
+		requirePlan(t, explain(t, db, lastDueSQL, cutoff), "verdicts", []string{"ix_verdicts_created"}, true)
+		requirePlan(t, explain(t, db, stagePurge.next, 1000, 1000), "verdict_stages", []string{"PRIMARY"}, true)
+		requirePlan(t, explain(t, db, verdictPurge.next, 1000, 1000), "verdicts", []string{"PRIMARY"}, true)
+		plan := explain(t, db, stagePurge.del, 1000, 2000, cutoff)
+		requirePlan(t, plan, "s", []string{"PRIMARY"}, false)
+		requirePlan(t, plan, "v", []string{"PRIMARY"}, false)
+		requirePlan(t, plan, "d", []string{"ix_moderator_decisions_verdict"}, false)
+		plan = explain(t, db, verdictPurge.del, 1000, 2000, cutoff)
+		requirePlan(t, plan, "v", []string{"PRIMARY"}, false)
+		requirePlan(t, plan, "d", []string{"ix_moderator_decisions_verdict"}, false)
+	})
+}
+
+// TestReadmeShowsTheQueries keeps README.md's analyst queries the ones the
+// plans and the benchmark are checked on.
+func TestReadmeShowsTheQueries(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	for _, q := range readmeQueries {
+		require.Contains(t, string(readme), q.sql, q.name)
+	}
+}

@@ -1,0 +1,216 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// purgeRig is a database with verdicts of known ages: ids ascend with
+// created_at, as AUTO_INCREMENT gives them.
+type purgeRig struct {
+	db  *sql.DB
+	s   *Store
+	now time.Time
+	// ids by group.
+	groups map[string][]uint64
+}
+
+func newPurgeRig(t *testing.T) *purgeRig {
+	t.Helper()
+	db, s := migrated(t)
+	r := &purgeRig{db: db, s: s, now: time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC), groups: map[string][]uint64{}}
+	ctx := ctxT(t)
+	add := func(group string, n, stages int, age time.Duration, decided int) {
+		for i := range n {
+			created := r.now.Add(-age).Add(time.Duration(i) * time.Second)
+			res, err := db.ExecContext(ctx, `INSERT INTO verdicts (room_id, window_start, window_end, pipeline_version, run_id,
+				status, label, published_at, created_at, updated_at) VALUES (?, ?, ?, 'v1', 'run', 'done', 'abusive', ?, ?, ?)`,
+				fmt.Sprintf("%s-%d", group, i), created.Add(-time.Hour), created, created, created, created)
+			require.NoError(t, err)
+			id, err := res.LastInsertId()
+			require.NoError(t, err)
+			for _, st := range []string{"triage", "extract", "vision", "judge"}[:stages] {
+				_, err := db.ExecContext(ctx, "INSERT INTO verdict_stages (verdict_id, stage, pool) VALUES (?, ?, 'primary')", id, st)
+				require.NoError(t, err)
+			}
+			g := group
+			if i < decided {
+				g += "-decided"
+				_, err := db.ExecContext(ctx, `INSERT INTO moderator_decisions (verdict_id, moderator, decision, label, category, decided_at)
+					VALUES (?, 'mod-1', 'confirm', 'abusive', 'spam', ?)`, id, r.now)
+				require.NoError(t, err)
+			}
+			r.groups[g] = append(r.groups[g], uint64(id))
+		}
+	}
+	add("ancient", 25, 4, 40*24*time.Hour, 3) // past both retentions
+	add("old", 30, 3, 20*24*time.Hour, 2)     // past the stage retention only
+	add("recent", 15, 2, 24*time.Hour, 0)     // within both
+	return r
+}
+
+func (r *purgeRig) config() PurgeConfig {
+	return PurgeConfig{
+		StageRetention: 10 * 24 * time.Hour, VerdictRetention: 30 * 24 * time.Hour,
+		BatchSize: 10, Pause: 250 * time.Millisecond,
+		Now: func() time.Time { return r.now },
+	}
+}
+
+// counts returns, per group, how many verdicts and stage rows are left.
+func (r *purgeRig) counts(t *testing.T) map[string][2]int {
+	t.Helper()
+	out := map[string][2]int{}
+	for g, ids := range r.groups {
+		var v, s int
+		for _, id := range ids {
+			var n int
+			require.NoError(t, r.db.QueryRowContext(ctxT(t), "SELECT COUNT(*) FROM verdicts WHERE id = ?", id).Scan(&n))
+			v += n
+			require.NoError(t, r.db.QueryRowContext(ctxT(t), "SELECT COUNT(*) FROM verdict_stages WHERE verdict_id = ?", id).Scan(&n))
+			s += n
+		}
+		out[g] = [2]int{v, s}
+	}
+	return out
+}
+
+// recorder records the batches and the pauses of a purge.
+type recorder struct {
+	batches []PurgeBatch
+	pauses  []time.Duration
+	// failAt, when positive, makes that pause fail with context.Canceled.
+	failAt int
+}
+
+func (rec *recorder) attach(c PurgeConfig) PurgeConfig {
+	c.OnBatch = func(b PurgeBatch) { rec.batches = append(rec.batches, b) }
+	c.Sleep = func(ctx context.Context, d time.Duration) error {
+		rec.pauses = append(rec.pauses, d)
+		if rec.failAt > 0 && len(rec.pauses) == rec.failAt {
+			return context.Canceled
+		}
+		return nil
+	}
+	return c
+}
+
+func TestPurgeKeepsRecentAndDecidedVerdicts(t *testing.T) {
+	t.Parallel()
+	r := newPurgeRig(t)
+	before := r.counts(t)
+	require.Equal(t, map[string][2]int{
+		"ancient": {22, 88}, "ancient-decided": {3, 12}, "old": {28, 84}, "old-decided": {2, 6}, "recent": {15, 30},
+	}, before)
+
+	// A dry run counts and deletes nothing.
+	var dry recorder
+	cfg := dry.attach(r.config())
+	cfg.DryRun = true
+	rep, err := r.s.Purge(ctxT(t), cfg)
+	require.NoError(t, err)
+	require.Equal(t, int64(88+84), rep.StageRows)
+	require.Equal(t, int64(22), rep.Verdicts)
+	require.Contains(t, rep.String(), "would delete 172 stage rows")
+	require.Equal(t, before, r.counts(t))
+
+	var rec recorder
+	rep, err = r.s.Purge(ctxT(t), rec.attach(r.config()))
+	require.NoError(t, err)
+	require.Equal(t, map[string][2]int{
+		"ancient": {0, 0}, "ancient-decided": {3, 12}, "old": {28, 0}, "old-decided": {2, 6}, "recent": {15, 30},
+	}, r.counts(t))
+	require.Equal(t, int64(88+84), rep.StageRows)
+	require.Equal(t, int64(22), rep.Verdicts)
+	require.Equal(t, r.now.Add(-10*24*time.Hour), rep.StageCutoff)
+	require.Equal(t, r.now.Add(-30*24*time.Hour), rep.VerdictCutoff)
+	require.Contains(t, rep.String(), "purge: deleted 172 stage rows")
+	require.Contains(t, rep.String(), "and 22 verdicts")
+	require.Equal(t, rep.Batches, len(rec.batches))
+	require.Equal(t, len(dry.batches), len(rec.batches), "a dry run walks the same ranges")
+
+	// Bounded batches over contiguous, non-overlapping key ranges that
+	// stop at the last due verdict, never reading the recent ones.
+	var sum int64
+	prev := map[string]uint64{}
+	deleting := 0
+	for _, b := range rec.batches {
+		require.LessOrEqual(t, b.Rows, int64(10), "%+v", b)
+		require.Less(t, b.FromID, b.ToID)
+		if p, ok := prev[b.Table]; ok {
+			require.Equal(t, p, b.FromID, "ranges follow each other")
+		}
+		prev[b.Table] = b.ToID
+		require.LessOrEqual(t, b.ToID, r.groups["recent"][0], "the walk stops before the recent verdicts")
+		sum += b.Rows
+		if b.Rows > 0 {
+			deleting++
+		}
+	}
+	require.Equal(t, rep.StageRows+rep.Verdicts, sum)
+	require.Greater(t, len(rec.batches), 172/10, "stage rows went in many batches")
+	// A pause after each batch that deleted rows, except a table's last.
+	require.GreaterOrEqual(t, len(rec.pauses), deleting-2)
+	require.LessOrEqual(t, len(rec.pauses), deleting)
+	for _, p := range rec.pauses {
+		require.Equal(t, 250*time.Millisecond, p)
+	}
+
+	// Nothing is left to do: a second run deletes nothing.
+	rep, err = r.s.Purge(ctxT(t), r.config())
+	require.NoError(t, err)
+	require.Zero(t, rep.StageRows+rep.Verdicts)
+}
+
+func TestPurgeStopsWhenItsContextEnds(t *testing.T) {
+	t.Parallel()
+	r := newPurgeRig(t)
+	rec := recorder{failAt: 3}
+	rep, err := r.s.Purge(ctxT(t), rec.attach(r.config()))
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorContains(t, err, "mysql: purge stage rows")
+	require.Len(t, rec.pauses, 3)
+	var done int64
+	for _, b := range rec.batches {
+		done += b.Rows
+	}
+	require.Equal(t, done, rep.StageRows, "the report counts what went before the stop")
+	require.Positive(t, done)
+	require.Less(t, done, int64(88+84))
+	// The next run finishes the work.
+	rep, err = r.s.Purge(ctxT(t), r.config())
+	require.NoError(t, err)
+	require.Equal(t, int64(88+84)-done, rep.StageRows)
+	require.Equal(t, int64(22), rep.Verdicts)
+}
+
+func TestPurgeConfigValidate(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, DefaultPurgeConfig().Validate())
+	err := PurgeConfig{StageRetention: 0, VerdictRetention: -time.Hour, BatchSize: 5, Pause: -time.Second}.Validate()
+	for _, want := range []string{"stage retention must be positive", "verdict retention must be positive", "batch size 5", "pause must not be negative"} {
+		require.ErrorContains(t, err, want)
+	}
+	err = PurgeConfig{StageRetention: 48 * time.Hour, VerdictRetention: 24 * time.Hour, BatchSize: 100}.Validate()
+	require.ErrorContains(t, err, "at least the stage retention")
+	_, err = New(nil).Purge(context.Background(), PurgeConfig{})
+	require.ErrorContains(t, err, "mysql: purge:")
+}
+
+// TestDecidedVerdictCannotBeDeleted is the foreign key that makes a purge
+// racing a new decision safe: the delete is refused (and the batch is
+// retried, when the NOT-decided check runs again).
+func TestDecidedVerdictCannotBeDeleted(t *testing.T) {
+	t.Parallel()
+	r := newPurgeRig(t)
+	_, err := r.db.ExecContext(ctxT(t), "DELETE FROM verdicts WHERE id = ?", r.groups["ancient-decided"][0])
+	require.Error(t, err)
+	require.True(t, purgeRetryable(err), "%v", err)
+	require.False(t, purgeRetryable(errors.New("other")))
+}

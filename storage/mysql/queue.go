@@ -1,0 +1,340 @@
+package mysql
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/chatguard/chatguard/pipeline"
+)
+
+// The moderators' review queue: verdicts that need a human look, the most
+// urgent first, read page by page with keyset pagination (each page starts
+// after the last row of the previous one, so a page costs the same at the
+// top of the queue and ten thousand rows down, and rows saved meanwhile
+// neither repeat nor shift a page).
+//
+// Order: label in the filter's order (abusive, then suspicious, by default),
+// then severity descending, then the newest window first, then id
+// descending (a total order, so the cursor is exact). Each label is read by
+// its own query with equality on (status, label), which lets one index
+// (ix_verdicts_queue, or ix_verdicts_queue_category / ix_verdicts_run_queue
+// when a category or a run is given) deliver the rows already in order: no
+// sort, and LIMIT stops the scan after a page. A single query with
+// label IN (…) would have to sort every matching row instead.
+//
+// The statements, for a console or a DBA (? are the filter's values; the
+// bracketed parts only when the filter or cursor sets them):
+//
+//	SELECT v.id, v.room_id, …, v.finished_at
+//	FROM verdicts v [LEFT JOIN moderator_decisions d ON d.verdict_id = v.id]
+//	WHERE v.status = ? AND v.label = ?
+//	  [AND v.category = ?] [AND v.run_id = ?] [AND v.severity >= ?]
+//	  [AND v.window_start >= ?] [AND v.window_start < ?]
+//	  [AND d.verdict_id IS NULL]
+//	  [AND (v.severity < ? OR (v.severity = ? AND (v.window_start < ?
+//	        OR (v.window_start = ? AND v.id < ?))))]
+//	ORDER BY v.severity DESC, v.window_start DESC, v.id DESC
+//	LIMIT ?
+
+// QueueFilter selects the verdicts of the review queue. The zero value is
+// the default queue: done verdicts labelled abusive or suspicious that no
+// moderator has decided yet, 50 a page.
+type QueueFilter struct {
+	// Status of the verdicts (default done). Verdicts other than done carry
+	// no label, so Labels is ignored for them.
+	Status pipeline.Status
+	// Labels to show, in queue order (default abusive, then suspicious).
+	Labels []pipeline.Label
+	// Category, when set, keeps only verdicts of that category.
+	Category pipeline.Category
+	// MinSeverity, when positive, keeps verdicts of at least that severity.
+	MinSeverity int
+	// From and To, when set, keep verdicts whose window starts in
+	// [From, To).
+	From, To time.Time
+	// RunID, when set, keeps the verdicts of one batch run.
+	RunID string
+	// IncludeDecided also lists verdicts a moderator has decided on
+	// (QueueItem.Decided says which).
+	IncludeDecided bool
+	// Limit is the page size (default 50, at most MaxQueueLimit).
+	Limit int
+}
+
+// MaxQueueLimit bounds a queue page.
+const MaxQueueLimit = 500
+
+// defaultQueueLimit is the page size when the filter does not say.
+const defaultQueueLimit = 50
+
+// QueueItem is one verdict of the review queue.
+type QueueItem struct {
+	// ID is the verdicts row id; moderator_decisions refers to it.
+	ID               uint64
+	Key              pipeline.ReviewKey
+	RunID            string
+	Status           pipeline.Status
+	Label            pipeline.Label
+	Category         pipeline.Category
+	Severity         int
+	Confidence       float64
+	Action           pipeline.Action
+	Rationale        string
+	EarlyExit        bool
+	InjectionFlagged bool
+	FinishedAt       time.Time
+	// Decided is true when a moderator has decided on the verdict (only
+	// possible with QueueFilter.IncludeDecided).
+	Decided bool
+}
+
+// QueuePage is one page of the review queue.
+type QueuePage struct {
+	Items []QueueItem
+	// Next is the cursor of the following page, "" on the last page.
+	Next string
+}
+
+// queueCursor is the position after the last row of a page. Filter is a
+// fingerprint of the filter the page was read with, so that a cursor is
+// not replayed against another filter (it would silently skip rows).
+type queueCursor struct {
+	Label    pipeline.Label `json:"l"`
+	Severity int            `json:"s"`
+	Window   time.Time      `json:"w"`
+	ID       uint64         `json:"i"`
+	Filter   string         `json:"f"`
+}
+
+// ListQueue returns one page of the review queue under f, starting after
+// cursor ("" for the first page; otherwise a QueuePage.Next read with the
+// same filter). It returns an error naming every problem when f is invalid
+// or the cursor is malformed or belongs to another filter, and an error
+// wrapping ctx's when ctx ends. It only reads.
+func (s *Store) ListQueue(ctx context.Context, f QueueFilter, cursor string) (QueuePage, error) {
+	f, err := f.normalize()
+	if err != nil {
+		return QueuePage{}, fmt.Errorf("mysql: list queue: %w", err)
+	}
+	var cur *queueCursor
+	if cursor != "" {
+		c, err := decodeCursor(cursor, f)
+		if err != nil {
+			return QueuePage{}, fmt.Errorf("mysql: list queue: %w", err)
+		}
+		cur = &c
+	}
+	// One row more than the page tells whether a next page exists.
+	want := f.Limit + 1
+	var items []QueueItem
+	for i, label := range f.Labels {
+		if cur != nil {
+			at := slices.Index(f.Labels, cur.Label)
+			if i < at {
+				continue
+			}
+			if i > at {
+				cur = nil
+			}
+		}
+		q, args := queueQuery(f, label, cur, want-len(items))
+		got, err := s.queueRows(ctx, q, args)
+		if err != nil {
+			return QueuePage{}, fmt.Errorf("mysql: list queue: %w", err)
+		}
+		items = append(items, got...)
+		if len(items) >= want {
+			break
+		}
+	}
+	page := QueuePage{Items: items}
+	if len(items) > f.Limit {
+		page.Items = items[:f.Limit]
+		last := page.Items[f.Limit-1]
+		page.Next = encodeCursor(queueCursor{Label: last.Label, Severity: last.Severity, Window: last.Key.WindowStart, ID: last.ID, Filter: f.fingerprint()})
+	}
+	return page, nil
+}
+
+// queueCols are the columns a queue row reads, in QueueItem's scan order.
+const queueCols = `v.id, v.room_id, v.window_start, v.window_end, v.pipeline_version, v.run_id, v.status,
+	v.label, v.category, v.severity, v.confidence, v.action, COALESCE(v.rationale, ''), v.early_exit,
+	v.injection_flagged, v.finished_at`
+
+// queueQuery is the statement reading up to limit rows of one label of the
+// queue after cur (nil: from the top of the label).
+func queueQuery(f QueueFilter, label pipeline.Label, cur *queueCursor, limit int) (string, []any) {
+	var b strings.Builder
+	args := make([]any, 0, 16)
+	b.WriteString("SELECT ")
+	b.WriteString(queueCols)
+	if f.IncludeDecided {
+		b.WriteString(", EXISTS (SELECT 1 FROM moderator_decisions d WHERE d.verdict_id = v.id)")
+	} else {
+		b.WriteString(", FALSE")
+	}
+	b.WriteString("\nFROM verdicts v")
+	if !f.IncludeDecided {
+		// The anti-join (a lookup per row on the decisions index; a NOT
+		// EXISTS may be planned as a scan of every decision ever made).
+		b.WriteString(" LEFT JOIN moderator_decisions d ON d.verdict_id = v.id")
+	}
+	b.WriteString("\nWHERE v.status = ? AND v.label = ?")
+	args = append(args, string(f.Status), string(label))
+	if f.Category != "" {
+		b.WriteString(" AND v.category = ?")
+		args = append(args, string(f.Category))
+	}
+	if f.RunID != "" {
+		b.WriteString(" AND v.run_id = ?")
+		args = append(args, f.RunID)
+	}
+	if f.MinSeverity > 0 {
+		b.WriteString(" AND v.severity >= ?")
+		args = append(args, f.MinSeverity)
+	}
+	if !f.From.IsZero() {
+		b.WriteString(" AND v.window_start >= ?")
+		args = append(args, dbTime(f.From))
+	}
+	if !f.To.IsZero() {
+		b.WriteString(" AND v.window_start < ?")
+		args = append(args, dbTime(f.To))
+	}
+	if !f.IncludeDecided {
+		b.WriteString(" AND d.verdict_id IS NULL")
+	}
+	if cur != nil {
+		// The row-value comparison (severity, window_start, id) < (…),
+		// spelled out: the range optimizer of both MySQL and MariaDB turns
+		// this form into index ranges.
+		b.WriteString("\n  AND (v.severity < ? OR (v.severity = ? AND (v.window_start < ? OR (v.window_start = ? AND v.id < ?))))")
+		w := dbTime(cur.Window)
+		args = append(args, cur.Severity, cur.Severity, w, w, cur.ID)
+	}
+	b.WriteString("\nORDER BY v.severity DESC, v.window_start DESC, v.id DESC\nLIMIT ?")
+	args = append(args, limit)
+	return b.String(), args
+}
+
+func (s *Store) queueRows(ctx context.Context, q string, args []any) ([]QueueItem, error) {
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []QueueItem
+	for rows.Next() {
+		var (
+			it                        QueueItem
+			ws, we                    time.Time
+			status, label, cat, act   string
+			finished                  sql.NullTime
+			room, version, run        string
+			earlyExit, injected, decd bool
+		)
+		if err := rows.Scan(&it.ID, &room, &ws, &we, &version, &run, &status, &label, &cat, &it.Severity,
+			&it.Confidence, &act, &it.Rationale, &earlyExit, &injected, &finished, &decd); err != nil {
+			return nil, err
+		}
+		it.Key = pipeline.ReviewKey{RoomID: room, WindowStart: ws.UTC(), WindowEnd: we.UTC(), PipelineVersion: version}
+		it.RunID = run
+		it.Status, it.Label, it.Category, it.Action = pipeline.Status(status), pipeline.Label(label), pipeline.Category(cat), pipeline.Action(act)
+		it.EarlyExit, it.InjectionFlagged, it.Decided = earlyExit, injected, decd
+		if finished.Valid {
+			it.FinishedAt = finished.Time.UTC()
+		}
+		out = append(out, it)
+	}
+	return out, rows.Err()
+}
+
+// normalize fills the defaults and reports every problem with f.
+func (f QueueFilter) normalize() (QueueFilter, error) {
+	var errs []error
+	if f.Status == "" {
+		f.Status = pipeline.StatusDone
+	}
+	if !slices.Contains(closedSets.statuses, string(f.Status)) {
+		errs = append(errs, fmt.Errorf("unknown status %q", f.Status))
+	}
+	switch {
+	case f.Status != pipeline.StatusDone:
+		f.Labels = []pipeline.Label{""}
+	case len(f.Labels) == 0:
+		f.Labels = []pipeline.Label{pipeline.LabelAbusive, pipeline.LabelSuspicious}
+	default:
+		f.Labels = slices.Clone(f.Labels)
+		for i, l := range f.Labels {
+			if l == "" || !slices.Contains(closedSets.labels, string(l)) {
+				errs = append(errs, fmt.Errorf("unknown label %q", l))
+			}
+			if slices.Contains(f.Labels[:i], l) {
+				errs = append(errs, fmt.Errorf("label %q given twice", l))
+			}
+		}
+	}
+	if f.Category != "" && !f.Category.Valid() {
+		errs = append(errs, fmt.Errorf("unknown category %q", f.Category))
+	}
+	if f.MinSeverity < 0 || f.MinSeverity > 5 {
+		errs = append(errs, fmt.Errorf("min severity %d is not in 0..5", f.MinSeverity))
+	}
+	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
+		errs = append(errs, errors.New("from must be before to"))
+	}
+	if len(f.RunID) > 128 {
+		errs = append(errs, errors.New("run id is longer than 128 bytes"))
+	}
+	if f.Limit == 0 {
+		f.Limit = defaultQueueLimit
+	}
+	if f.Limit < 1 || f.Limit > MaxQueueLimit {
+		errs = append(errs, fmt.Errorf("limit %d is not in 1..%d", f.Limit, MaxQueueLimit))
+	}
+	return f, errors.Join(errs...)
+}
+
+// fingerprint identifies the rows and order a normalized filter selects
+// (not its page size, which may change between pages).
+func (f QueueFilter) fingerprint() string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s|%q|%s|%d|%s|%s|%q|%t", f.Status, f.Labels, f.Category, f.MinSeverity,
+		dbTime(f.From).Format(time.RFC3339Nano), dbTime(f.To).Format(time.RFC3339Nano), f.RunID, f.IncludeDecided)
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:9])
+}
+
+func encodeCursor(c queueCursor) string {
+	c.Window = dbTime(c.Window)
+	b, _ := json.Marshal(c) // plain fields: cannot fail
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// errBadCursor is wrapped by every cursor problem.
+var errBadCursor = errors.New("bad queue cursor")
+
+func decodeCursor(s string, f QueueFilter) (queueCursor, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return queueCursor{}, fmt.Errorf("%w: %v", errBadCursor, err)
+	}
+	var c queueCursor
+	if err := json.Unmarshal(b, &c); err != nil {
+		return queueCursor{}, fmt.Errorf("%w: %v", errBadCursor, err)
+	}
+	if c.Filter != f.fingerprint() {
+		return queueCursor{}, fmt.Errorf("%w: it was read with another filter; start from the first page", errBadCursor)
+	}
+	if !slices.Contains(f.Labels, c.Label) || c.ID == 0 || c.Window.IsZero() {
+		return queueCursor{}, fmt.Errorf("%w: it names no row of this queue", errBadCursor)
+	}
+	return c, nil
+}
