@@ -24,7 +24,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/stretchr/testify/require"
 
@@ -194,9 +193,7 @@ func TestImagePushAndTarball(t *testing.T) {
 	pinned, err := image.Push(ctx, host+"/chatguard:"+stamp.Version, img)
 	require.NoError(t, err)
 	require.Equal(t, host+"/chatguard@"+want.String(), pinned)
-	ref, err := name.ParseReference(pinned)
-	require.NoError(t, err)
-	pulled, err := remote.Image(ref, remote.WithContext(ctx))
+	pulled, err := image.Pull(ctx, pinned, runtime.GOARCH)
 	require.NoError(t, err)
 	got, err := pulled.Digest()
 	require.NoError(t, err)
