@@ -380,6 +380,7 @@ func TestKEDAScalesOnTheQueuesTheBinariesRead(t *testing.T) {
 				so, ok := s.ScaledObjects[d]
 				require.True(t, ok, "ScaledObject %s", d)
 				require.Equal(t, d, so.Spec.ScaleTargetRef.Name)
+				require.Nil(t, s.Deployments[d].Spec.Replicas, "%s: KEDA owns the replica count; spec.replicas would reset it on every apply", d)
 				require.Equal(t, "Deployment", so.Spec.ScaleTargetRef.Kind)
 				c := container(t, s, d)
 				env, fl := envOf(t, s, c), flags[c.Command[0]]
