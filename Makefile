@@ -100,3 +100,39 @@ DEMO_FLAGS ?=
 demo: deps $(STACK_BIN) ## run batch, two workers and the consumer over the sample window, then print a summary (starts and stops the stack unless one runs)
 	@$(GO) build -o bin/demo ./deploy/local/demo/cmd/demo
 	@bin/demo --stack-flags "$(STACK_FLAGS)" $(DEMO_FLAGS)
+
+# deploy/k8s is a Go module of its own (joined by go.work) so that the
+# product's go.mod gains none of Kustomize, the Kubernetes API types,
+# Prometheus or go-containerregistry. Its tests need no stack: they build the
+# image's binaries once and check the image, the manifests, the alerts and
+# the dashboard against them. The Airflow DAG's test needs python3 only.
+DEPLOY_TEST_FLAGS ?= -count=1 -p 2 -timeout 15m
+
+.PHONY: test-deploy
+test-deploy: test-airflow ## test the image, the Kubernetes manifests, alerts, dashboard and the Airflow DAG (no stack)
+	cd deploy/k8s && $(GO) test $(DEPLOY_TEST_FLAGS) ./...
+
+.PHONY: test-airflow
+test-airflow: ## test the Airflow DAG with python3's standard library
+	@command -v python3 >/dev/null || { echo "python3 is missing"; exit 1; }
+	python3 -B -m unittest discover -s deploy/airflow -p 'test_*.py'
+
+test: test-deploy
+
+.PHONY: vet-deploy
+vet-deploy:
+	cd deploy/k8s && $(GO) vet ./...
+
+lint: vet-deploy
+
+# The image without a container daemon, as an OCI layout in bin/image
+# (IMAGE_FLAGS="--base REF --push REF" for a real base and a registry; see
+# deploy/README.md, "Image").
+IMAGE_VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+IMAGE_REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+IMAGE_FLAGS    ?=
+
+.PHONY: image
+image: ## build the image without a daemon into bin/image (OCI layout)
+	@rm -rf bin/image
+	cd deploy/k8s && $(GO) run ./cmd/chatguard-image --root ../.. --version $(IMAGE_VERSION) --revision $(IMAGE_REVISION) --layout ../../bin/image --tag chatguard:$(IMAGE_VERSION) $(IMAGE_FLAGS)

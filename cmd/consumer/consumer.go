@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/chatguard/chatguard/cmd/internal/cli"
 	"github.com/chatguard/chatguard/consumer"
 	"github.com/chatguard/chatguard/internal/awsclient"
 	"github.com/chatguard/chatguard/storage/s3lake"
@@ -43,8 +43,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := cli.NewRegistry()
 
 	// One retry layer: the engine retries writes until they succeed and
 	// deletes a bounded number of times, so the SDK does not retry too.

@@ -11,9 +11,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-
+	"github.com/chatguard/chatguard/cmd/internal/cli"
 	"github.com/chatguard/chatguard/internal/awsclient"
 	"github.com/chatguard/chatguard/migrations"
 	"github.com/chatguard/chatguard/pipeline"
@@ -56,8 +54,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := cli.NewRegistry()
 
 	awsCfg, err := awsclient.Load(ctx, awsclient.Options{HTTPTimeout: 45 * time.Second})
 	if err != nil {

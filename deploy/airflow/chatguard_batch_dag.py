@@ -7,20 +7,63 @@ an Airflow retry or a backfill of the same interval is recorded as a new
 attempt of the same run in MySQL (batch_runs), and every event it publishes
 carries that run id. Exit status: 0 success, 1 failed run (retried), 2 bad
 usage (also retried, but will fail again: fix the configuration).
+
+The timetable is explicit: with a cron string as `schedule`, Airflow 3 uses
+CronTriggerTimetable (create_cron_data_intervals defaults to False), whose
+data interval is zero-length, and every run would pass an empty window that
+the binary refuses. CronDataIntervalTimetable gives each run the hour that
+just ended on Airflow 2.9+ and 3.x alike.
 """
 
 from __future__ import annotations
 
+import importlib
+import logging
 import os
+import re
 from datetime import datetime, timedelta, timezone
 
-from airflow import DAG
+try:  # Airflow 3: the Task SDK is the authoring interface.
+    from airflow.sdk import DAG
+except ImportError:  # Airflow 2.9+
+    from airflow import DAG
+
+try:  # Airflow 3.x releases that export timetables from the SDK.
+    from airflow.sdk import CronDataIntervalTimetable
+except ImportError:  # Airflow 2.9+ and early 3.x
+    from airflow.timetables.interval import CronDataIntervalTimetable
+
 from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
 from kubernetes.client import models as k8s
 
+log = logging.getLogger(__name__)
+
+# The image's user (distroless "nonroot"); the namespace enforces the
+# restricted Pod Security Standard, which refuses a pod that may run as root.
+NONROOT = 65532
+
+_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+_VERSION_TAG = re.compile(r":v?[0-9]+\.[0-9]+\.[0-9]+[0-9A-Za-z.+_-]*$")
+
+
+def pinned_image(ref: str) -> str:
+    """Return ref if it names one build: by digest (REPO@sha256:...) or by a
+    version tag (REPO:v1.4.0). Raise ValueError otherwise, so that a DAG that
+    would run whatever `latest` is today fails to load, visibly, instead."""
+    ref = (ref or "").strip()
+    if not ref:
+        raise ValueError("CHATGUARD_IMAGE is not set: give the chatguard image by digest or version tag")
+    if _DIGEST.search(ref) or _VERSION_TAG.search(ref.rsplit("/", 1)[-1]):
+        return ref
+    raise ValueError(
+        f"CHATGUARD_IMAGE={ref!r} is not pinned: use REPO@sha256:<digest> or REPO:<version>, never latest"
+    )
+
+
 # Deployment-specific settings come from the Airflow environment so that the
-# same file serves staging and production.
-IMAGE = os.environ.get("CHATGUARD_IMAGE", "chatguard:latest")
+# same file serves every environment. The image is the one the Kustomize
+# overlay pins (deploy/README.md, "Upgrade").
+IMAGE = pinned_image(os.environ.get("CHATGUARD_IMAGE", ""))
 NAMESPACE = os.environ.get("CHATGUARD_NAMESPACE", "chatguard")
 SERVICE_ACCOUNT = os.environ.get("CHATGUARD_BATCH_SERVICE_ACCOUNT", "chatguard-batch")
 CONFIG_MAP = os.environ.get("CHATGUARD_BATCH_CONFIG_MAP", "chatguard-batch")
@@ -31,6 +74,39 @@ SECRET = os.environ.get("CHATGUARD_BATCH_SECRET", "chatguard-batch")
 WINDOW_START = "{{ data_interval_start.in_timezone('UTC').isoformat() }}"
 WINDOW_END = "{{ data_interval_end.in_timezone('UTC').isoformat() }}"
 
+# Each run covers the hour that ended when it starts: the run at 06:00 UTC
+# publishes [05:00, 06:00).
+SCHEDULE = CronDataIntervalTimetable("@hourly", timezone="UTC")
+
+
+def on_failure(context):
+    """on_failure_callback of the batch task (after its last retry): logs the
+    failed window and hands the context to the hook named by the environment
+    variable CHATGUARD_FAILURE_CALLBACK ("package.module:function"), e.g. a
+    pager or chat notifier. A hook that cannot be imported or that raises is
+    logged, never re-raised: a broken notifier must not hide the task's own
+    failure, nor fail the callback machinery."""
+    ti = context.get("task_instance") or context.get("ti")
+    log.error(
+        "chatguard batch failed: dag_run=%s window=%s..%s try=%s",
+        getattr(context.get("dag_run"), "run_id", None),
+        context.get("data_interval_start"),
+        context.get("data_interval_end"),
+        getattr(ti, "try_number", None),
+    )
+    spec = os.environ.get("CHATGUARD_FAILURE_CALLBACK", "").strip()
+    if not spec:
+        return
+    try:
+        module, _, name = spec.partition(":")
+        if not module or not name:
+            raise ValueError("expected package.module:function")
+        hook = getattr(importlib.import_module(module), name)
+        hook(context)
+    except Exception:  # noqa: BLE001 - see the docstring
+        log.exception("chatguard batch: failure callback %r failed", spec)
+
+
 default_args = {
     "owner": "chatguard",
     "retries": 3,
@@ -39,14 +115,15 @@ default_args = {
     "max_retry_delay": timedelta(minutes=30),
     # A window's review events must go out within the hour that follows.
     "execution_timeout": timedelta(minutes=45),
+    "on_failure_callback": on_failure,
 }
 
 with DAG(
     dag_id="chatguard_batch",
     description="Athena -> SQS: one review event per chat room active in the hour",
-    schedule="@hourly",
+    schedule=SCHEDULE,
     start_date=datetime(2026, 11, 1, tzinfo=timezone.utc),
-    catchup=True,  # backfills: every missed hour runs with its own window
+    catchup=True,  # explicit: Airflow 3 defaults to False; every missed hour runs with its own window
     max_active_runs=3,  # bounds Athena and SQS load during a catch-up
     default_args=default_args,
     tags=["chatguard"],
@@ -60,14 +137,31 @@ with DAG(
         arguments=["--window-start", WINDOW_START, "--window-end", WINDOW_END],
         service_account_name=SERVICE_ACCOUNT,  # IRSA: Athena, S3 results, SQS
         env_from=[
-            # CHATGUARD_REVIEW_QUEUE_URL, CHATGUARD_ATHENA_* ...
+            # Every CHATGUARD_* setting of the batch (deploy/k8s/base/config/batch.env).
             k8s.V1EnvFromSource(config_map_ref=k8s.V1ConfigMapEnvSource(name=CONFIG_MAP)),
-            # CHATGUARD_MYSQL_DSN
-            k8s.V1EnvFromSource(secret_ref=k8s.V1SecretEnvSource(name=SECRET)),
         ],
+        env_vars=[
+            k8s.V1EnvVar(
+                name="CHATGUARD_MYSQL_DSN",
+                value_from=k8s.V1EnvVarSource(
+                    secret_key_ref=k8s.V1SecretKeySelector(name=SECRET, key="mysql-dsn"),
+                ),
+            ),
+        ],
+        security_context=k8s.V1PodSecurityContext(
+            run_as_non_root=True,
+            run_as_user=NONROOT,
+            run_as_group=NONROOT,
+            seccomp_profile=k8s.V1SeccompProfile(type="RuntimeDefault"),
+        ),
+        container_security_context=k8s.V1SecurityContext(
+            allow_privilege_escalation=False,
+            read_only_root_filesystem=True,
+            capabilities=k8s.V1Capabilities(drop=["ALL"]),
+        ),
         container_resources=k8s.V1ResourceRequirements(
             requests={"cpu": "250m", "memory": "256Mi"},
-            limits={"memory": "512Mi"},
+            limits={"cpu": "1", "memory": "512Mi"},
         ),
         # SIGTERM makes the binary stop its Athena query and record the
         # attempt as failed; give it time to do so before SIGKILL.

@@ -101,6 +101,12 @@ func (f *FlagSet) Var(v flag.Value, name, usage string) {
 // prints Usage and exits 0.
 var ErrHelp = flag.ErrHelp
 
+// ErrVersion is returned by Parse when --version was asked for (and the
+// command has no flag of that name); ParseCommand prints the build's
+// version and revision and exits 0. A subcommand that parses with Parse
+// alone reports it as a usage error.
+var ErrVersion = errors.New("--version is answered by the command, not by its subcommands")
+
 // Parse applies environment variables (looked up with getenv) and then the
 // command-line args. It reports every bad value at once, joined, naming the
 // flag or variable; it returns ErrHelp for -h/--help.
@@ -129,6 +135,9 @@ func (f *FlagSet) Parse(args []string, getenv func(string) string) error {
 		name, value, hasValue := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
 		if name == "h" || name == "help" {
 			return ErrHelp
+		}
+		if name == "version" && f.fs.Lookup(name) == nil {
+			return ErrVersion
 		}
 		fl := f.fs.Lookup(name)
 		if fl == nil {

@@ -2,10 +2,13 @@ package cli
 
 import (
 	"bytes"
+	"runtime"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/internal/buildinfo"
 )
 
 type conf struct {
@@ -78,4 +81,40 @@ func TestHelpListsEnvAndDefault(t *testing.T) {
 	require.Contains(t, out, "CHATGUARD_CONCURRENCY")
 	require.Contains(t, out, "default 4")
 	require.Contains(t, out, "CHATGUARD_ADMIN_ADDR")
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	fs, _ := setup(t)
+	var stdout, stderr bytes.Buffer
+	code, done := fs.ParseCommand([]string{"--concurrency", "3", "--version"}, func(string) string { return "" }, &stdout, &stderr)
+	require.True(t, done)
+	require.Equal(t, 0, code)
+	require.Empty(t, stderr.String())
+	require.Equal(t, "demo "+buildinfo.Get().String()+"\n", stdout.String())
+
+	// A subcommand parsing with Parse alone gets a usage error, not a
+	// silent success.
+	fs, _ = setup(t)
+	require.ErrorIs(t, fs.Parse([]string{"-version"}, func(string) string { return "" }), ErrVersion)
+
+	// A command with a flag of its own named version keeps it.
+	own := NewFlagSet("own", "Has a version flag.")
+	v := ""
+	own.StringVar(&v, "version", "schema version")
+	require.NoError(t, own.Parse([]string{"--version", "7"}, func(string) string { return "" }))
+	require.Equal(t, "7", v)
+}
+
+func TestNewRegistryExportsBuildInfo(t *testing.T) {
+	t.Parallel()
+	mfs, err := NewRegistry().Gather()
+	require.NoError(t, err)
+	names := map[string]bool{}
+	for _, mf := range mfs {
+		names[mf.GetName()] = true
+	}
+	require.True(t, names[buildinfo.MetricName], "chatguard_build_info missing from %v", names)
+	require.True(t, names["go_goroutines"])
+	require.True(t, names["process_start_time_seconds"] || runtime.GOOS != "linux")
 }

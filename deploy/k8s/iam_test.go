@@ -1,0 +1,119 @@
+package k8s_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// policy is an IAM policy document as the files in iam/ hold it.
+type policy struct {
+	Version   string
+	Statement []struct {
+		Sid      string
+		Effect   string
+		Action   stringOrList
+		Resource stringOrList
+	}
+}
+
+type stringOrList []string
+
+func (s *stringOrList) UnmarshalJSON(b []byte) error {
+	var one string
+	if err := json.Unmarshal(b, &one); err == nil {
+		*s = []string{one}
+		return nil
+	}
+	var many []string
+	err := json.Unmarshal(b, &many)
+	*s = many
+	return err
+}
+
+// grants reads iam/<name>-policy.json strictly and returns, per resource,
+// the sorted actions allowed on it.
+func grants(t *testing.T, name string) map[string][]string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("iam", name+"-policy.json"))
+	require.NoError(t, err)
+	var p policy
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&p), "iam/%s-policy.json (no Condition or NotAction: keep it plain)", name)
+	require.Equal(t, "2012-10-17", p.Version)
+	out := map[string][]string{}
+	sids := map[string]bool{}
+	for _, st := range p.Statement {
+		require.Equal(t, "Allow", st.Effect, "%s: %s", name, st.Sid)
+		require.NotEmpty(t, st.Sid)
+		require.False(t, sids[st.Sid], "%s: Sid %s twice", name, st.Sid)
+		sids[st.Sid] = true
+		for _, a := range st.Action {
+			require.NotContains(t, a, "*", "%s: %s: wildcard action %s", name, st.Sid, a)
+		}
+		for _, r := range st.Resource {
+			require.NotEqual(t, "*", r, "%s: %s: every statement names its resources", name, st.Sid)
+			// Only S3 object paths end in a wildcard, and only after a prefix.
+			if strings.Contains(r, "*") {
+				require.Regexp(t, `^arn:aws:s3:::[a-z0-9.-]+/[A-Za-z0-9_./=-]+/\*$`, r, "%s: %s", name, st.Sid)
+			}
+			out[r] = append(out[r], st.Action...)
+			sort.Strings(out[r])
+		}
+	}
+	return out
+}
+
+// sqsARN turns https://sqs.REGION.amazonaws.com/ACCOUNT/NAME into the
+// queue's ARN.
+func sqsARN(t *testing.T, url string) string {
+	t.Helper()
+	m := regexp.MustCompile(`^https://sqs\.([a-z0-9-]+)\.amazonaws\.com/([0-9]{12})/([A-Za-z0-9_-]+)$`).FindStringSubmatch(url)
+	require.NotNil(t, m, "queue URL %q", url)
+	return "arn:aws:sqs:" + m[1] + ":" + m[2] + ":" + m[3]
+}
+
+// TestIAMPoliciesAreLeastPrivilegeForProd holds iam/*.json, written for the
+// prod overlay, to the queues, bucket and workgroup prod's ConfigMaps name,
+// and to exactly the calls each binary makes.
+func TestIAMPoliciesAreLeastPrivilegeForProd(t *testing.T) {
+	t.Parallel()
+	s := render(t, "prod")
+	worker := envOf(t, s, container(t, s, "chatguard-worker"))
+	consumer := envOf(t, s, container(t, s, "chatguard-consumer"))
+	batch := s.ConfigMaps["chatguard-batch"].Data
+
+	receive := []string{"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ReceiveMessage"}
+	require.Equal(t, map[string][]string{
+		sqsARN(t, worker["CHATGUARD_REVIEW_QUEUE_URL"].value):   receive,
+		sqsARN(t, worker["CHATGUARD_FEEDBACK_QUEUE_URL"].value): {"sqs:SendMessage"},
+		sqsARN(t, worker["CHATGUARD_REVIEW_DLQ_URL"].value):     {"sqs:SendMessage"},
+	}, grants(t, "worker"))
+
+	bucket := "arn:aws:s3:::" + consumer["CHATGUARD_LAKE_BUCKET"].value
+	require.Equal(t, map[string][]string{
+		sqsARN(t, consumer["CHATGUARD_FEEDBACK_QUEUE_URL"].value):      receive,
+		bucket + "/" + consumer["CHATGUARD_LAKE_PREFIX"].value + "*":   {"s3:AbortMultipartUpload", "s3:PutObject"},
+		bucket + "/" + consumer["CHATGUARD_ERRORS_PREFIX"].value + "*": {"s3:AbortMultipartUpload", "s3:PutObject"},
+	}, grants(t, "consumer"))
+
+	b := grants(t, "batch")
+	require.Equal(t, []string{"sqs:SendMessage"}, b[sqsARN(t, batch["CHATGUARD_REVIEW_QUEUE_URL"])], "batch publishes to the review queue")
+	m := regexp.MustCompile(`^arn:aws:sqs:([a-z0-9-]+):([0-9]{12}):`).FindStringSubmatch(sqsARN(t, batch["CHATGUARD_REVIEW_QUEUE_URL"]))
+	region, account := m[1], m[2]
+	require.Equal(t, []string{"athena:GetQueryExecution", "athena:GetQueryResults", "athena:StartQueryExecution", "athena:StopQueryExecution"},
+		b["arn:aws:athena:"+region+":"+account+":workgroup/"+batch["CHATGUARD_ATHENA_WORKGROUP"]])
+	require.Contains(t, b, "arn:aws:glue:"+region+":"+account+":database/"+batch["CHATGUARD_ATHENA_DATABASE"])
+	results := strings.TrimPrefix(batch["CHATGUARD_ATHENA_OUTPUT_LOCATION"], "s3://")
+	require.Contains(t, b["arn:aws:s3:::"+results+"*"], "s3:PutObject", "batch writes query results under --athena-output-location")
+	for r := range b {
+		require.False(t, strings.HasPrefix(r, "arn:aws:sqs:") && r != sqsARN(t, batch["CHATGUARD_REVIEW_QUEUE_URL"]), "batch touches only the review queue, not %s", r)
+	}
+}

@@ -1,0 +1,127 @@
+package k8s_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/deploy/k8s/image"
+	"github.com/chatguard/chatguard/deploy/k8s/inventory"
+	"github.com/chatguard/chatguard/deploy/k8s/manifest"
+)
+
+// repoRoot is the product module, two levels up.
+const repoRoot = "../.."
+
+// overlays are the deployable kustomizations; each is checked in full.
+var overlays = []string{"dev", "prod"}
+
+// stamp is what the test build writes into internal/buildinfo.
+var stamp = image.Stamp{Version: "v0.0.0-k8stest", Revision: "0123456789abcdef0123456789abcdef01234567"}
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// TestMain removes the binaries built for the tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// binaries builds the three binaries once for every test that needs them,
+// exactly as the image and the Dockerfile do (static, -trimpath, stamped),
+// and returns their directory.
+func binaries(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "chatguard-k8s-bin-")
+		if buildErr != nil {
+			return
+		}
+		// Readable by the nonroot user the image tests run them as.
+		if buildErr = os.Chmod(binDir, 0o755); buildErr != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+		defer cancel()
+		buildErr = image.BuildBinaries(ctx, repoRoot, binDir, runtime.GOARCH, stamp)
+	})
+	require.NoError(t, buildErr)
+	return binDir
+}
+
+var (
+	helpOnce sync.Once
+	helps    map[string]map[string]inventory.Flag
+	helpErr  error
+)
+
+// flagsOf returns the flags of each command by the command line that runs
+// it: "/worker", "/worker migrate", "/consumer", "/batch".
+func flagsOf(t *testing.T) map[string]map[string]inventory.Flag {
+	t.Helper()
+	dir := binaries(t)
+	helpOnce.Do(func() {
+		helps = map[string]map[string]inventory.Flag{}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, c := range [][]string{{"worker"}, {"worker", "migrate"}, {"consumer"}, {"batch"}} {
+			var f map[string]inventory.Flag
+			if f, helpErr = inventory.Help(ctx, filepath.Join(dir, c[0]), c[1:]...); helpErr != nil {
+				return
+			}
+			key := "/" + c[0]
+			if len(c) > 1 {
+				key += " " + c[1]
+			}
+			helps[key] = f
+		}
+	})
+	require.NoError(t, helpErr)
+	return helps
+}
+
+var (
+	metricsOnce sync.Once
+	metricInv   map[string]inventory.Metric
+	metricErr   error
+)
+
+// exported returns the product's metrics, read from its source.
+func exported(t *testing.T) map[string]inventory.Metric {
+	t.Helper()
+	metricsOnce.Do(func() { metricInv, metricErr = inventory.Metrics(repoRoot) })
+	require.NoError(t, metricErr)
+	return metricInv
+}
+
+var (
+	renderMu sync.Mutex
+	rendered = map[string]*manifest.Set{}
+)
+
+// render builds an overlay once and returns its objects.
+func render(t *testing.T, overlay string) *manifest.Set {
+	t.Helper()
+	renderMu.Lock()
+	defer renderMu.Unlock()
+	if s, ok := rendered[overlay]; ok {
+		return s
+	}
+	s, err := manifest.Render(filepath.Join("overlays", overlay))
+	require.NoError(t, err)
+	rendered[overlay] = s
+	return s
+}
