@@ -28,7 +28,7 @@ func queueStats(q *queuetest.Fake) (left, deleted int) {
 }
 
 // received counts deliveries, redeliveries included.
-func received(q *queuetest.Fake) int64 { return int64(q.Stats().Received) }
+func received(q *queuetest.Fake) int64 { return int64(q.Received()) }
 
 // failExtend makes every visibility change that hides messages fail, so
 // that held messages are redelivered when their timeout runs out.

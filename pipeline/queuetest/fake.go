@@ -228,43 +228,49 @@ func (f *Fake) Receive(ctx context.Context, req pipeline.ReceiveRequest) ([]pipe
 		}
 	}
 	f.mu.Unlock()
-	var (
-		timeout, tick <-chan time.Time
-	)
+	var timeout <-chan time.Time
 	for {
 		f.mu.Lock()
-		out := f.take(req)
+		out, next := f.take(req)
 		changed := f.changed
+		// A message comes back by itself when the clock passes its
+		// visibility; a clock advanced by hand wakes us through Advance.
+		var due <-chan time.Time
+		stopDue := func() bool { return false }
+		if !next.IsZero() {
+			t := time.NewTimer(next.Sub(f.now()))
+			due, stopDue = t.C, t.Stop
+		}
 		f.mu.Unlock()
 		if len(out) > 0 {
+			stopDue()
 			return out, nil
 		}
 		if timeout == nil {
 			t := time.NewTimer(min(req.Wait, f.cfg.MaxWait))
 			defer t.Stop()
-			// A clock that tests advance by hand does not wake us;
-			// look again now and then.
-			tk := time.NewTicker(2 * time.Millisecond)
-			defer tk.Stop()
-			timeout, tick = t.C, tk.C
+			timeout = t.C
 		}
 		select {
 		case <-ctx.Done():
+			stopDue()
 			return nil, fmt.Errorf("queuetest: receive: %w", context.Cause(ctx))
 		case <-timeout:
+			stopDue()
 			return nil, nil
 		case <-changed:
-		case <-tick:
+		case <-due:
 		}
+		stopDue()
 	}
 }
 
 // take delivers up to req.Max visible messages: never-delivered ones
 // first, from a cursor, so that a deep queue costs O(1) per message; then
-// redeliveries.
-func (f *Fake) take(req pipeline.ReceiveRequest) []pipeline.Message {
+// redeliveries. next is when the first held message becomes visible (zero
+// if none is held hidden).
+func (f *Fake) take(req pipeline.ReceiveRequest) (out []pipeline.Message, next time.Time) {
 	now := f.now()
-	var out []pipeline.Message
 	for f.next < len(f.order) && len(out) < req.Max {
 		m := f.order[f.next]
 		f.next++
@@ -273,12 +279,15 @@ func (f *Fake) take(req pipeline.ReceiveRequest) []pipeline.Message {
 		}
 	}
 	if len(out) == req.Max || len(f.held) == 0 {
-		return out
+		return out, time.Time{}
 	}
 	var due []*fakeMsg
 	for m := range f.held {
-		if !m.VisibleAt.After(now) {
+		switch {
+		case !m.VisibleAt.After(now):
 			due = append(due, m)
+		case next.IsZero() || m.VisibleAt.Before(next):
+			next = m.VisibleAt
 		}
 	}
 	// Oldest first, as far as a standard queue has an order.
@@ -293,7 +302,7 @@ func (f *Fake) take(req pipeline.ReceiveRequest) []pipeline.Message {
 		}
 		out = append(out, f.deliver(m, now, req.Visibility))
 	}
-	return out
+	return out, next
 }
 
 func (f *Fake) deliver(m *fakeMsg, now time.Time, vis time.Duration) pipeline.Message {
@@ -457,6 +466,14 @@ func (f *Fake) Stats() Stats {
 		}
 	}
 	return s
+}
+
+// Received counts deliveries so far, redeliveries included (cheaper than
+// Stats, for polling).
+func (f *Fake) Received() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stats.Received
 }
 
 // Message returns what the queue knows of the message with id, deleted

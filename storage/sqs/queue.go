@@ -99,6 +99,7 @@ type EntryError struct {
 	SenderFault bool
 }
 
+// Error is SQS's code and message.
 func (e *EntryError) Error() string { return e.Code + ": " + e.Message }
 
 // Op names a kind of SQS call in Call.
@@ -256,7 +257,7 @@ func settle[E any](ctx context.Context, c *core, op Op, entries []E, call callFu
 		cancel()
 		if err != nil {
 			c.observe(Call{Op: op, Attempt: rounds, Entries: len(batch), Failed: len(batch), Err: err, Duration: time.Since(start)})
-			err = fmt.Errorf("%s: %s batch: %w", c.prefix, op, err)
+			err = fmt.Errorf("%s batch: %w", op, err)
 			for _, i := range pending {
 				errs[i] = err
 			}
@@ -274,10 +275,10 @@ func settle[E any](ctx context.Context, c *core, op Op, entries []E, call callFu
 				errs[i] = nil
 			case e.SenderFault:
 				failed++
-				errs[i] = fmt.Errorf("%s: %s entry: %w", c.prefix, op, e)
+				errs[i] = fmt.Errorf("%s entry: %w", op, e)
 			default:
 				failed++
-				errs[i] = fmt.Errorf("%s: %s entry: %w", c.prefix, op, e)
+				errs[i] = fmt.Errorf("%s entry: %w", op, e)
 				again = append(again, i)
 			}
 		}
@@ -289,18 +290,22 @@ func settle[E any](ctx context.Context, c *core, op Op, entries []E, call callFu
 		exhausted = rounds >= c.cfg.Retry.Attempts
 		return errs[pending[0]]
 	})
-	if err == nil {
-		return errs
+	if err != nil {
+		cause := context.Cause(ctx)
+		for _, i := range pending {
+			switch {
+			case errs[i] == nil: // never tried: ctx had ended
+				errs[i] = fmt.Errorf("%s: %w", op, cause)
+			case cause != nil:
+				errs[i] = fmt.Errorf("%w: %w", cause, errs[i])
+			case exhausted:
+				errs[i] = fmt.Errorf("after %d attempts: %w", rounds, errs[i])
+			}
+		}
 	}
-	cause := context.Cause(ctx)
-	for _, i := range pending {
-		switch {
-		case errs[i] == nil: // never tried: ctx had ended
-			errs[i] = fmt.Errorf("%s: %s: %w", c.prefix, op, cause)
-		case cause != nil:
-			errs[i] = fmt.Errorf("%w: %w", cause, errs[i])
-		case exhausted:
-			errs[i] = fmt.Errorf("after %d attempts: %w", rounds, errs[i])
+	for i, e := range errs {
+		if e != nil {
+			errs[i] = fmt.Errorf("%s: %w", c.prefix, e)
 		}
 	}
 	return errs

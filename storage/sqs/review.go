@@ -167,7 +167,8 @@ func (p *ReviewPublisher) message(ev pipeline.ReviewEvent) (pipeline.OutMessage,
 
 func (p *ReviewPublisher) fail(err error) {
 	p.failed.Add(1)
-	msg := err.Error()
+	// The run's error names the queue once.
+	msg := strings.TrimPrefix(err.Error(), p.s.prefix+": ")
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.reason) >= maxReasons {
