@@ -604,13 +604,14 @@ func (c *Consumer) deleteBatch(ctx context.Context, b *part) {
 	tried := make(map[string]string, len(left)) // message id -> receipt last tried
 	var err error
 	for round := 0; len(left) > 0 && round < deleteRounds; round++ {
-		ids := make([]string, 0, len(left))
-		receipts := make([]string, 0, len(left))
+		var ids, receipts, stale []string
 		c.mu.Lock()
 		for _, id := range left {
 			if p := c.pending[id]; p != nil && p.receipt != tried[id] {
 				ids = append(ids, id)
 				receipts = append(receipts, p.receipt)
+			} else {
+				stale = append(stale, id) // failed with the receipt it still has
 			}
 		}
 		c.mu.Unlock()
@@ -618,7 +619,7 @@ func (c *Consumer) deleteBatch(ctx context.Context, b *part) {
 			break // no newer receipt to try
 		}
 		err = c.q.Delete(ctx, receipts)
-		left = left[:0]
+		left = stale
 		for i, e := range pipeline.EntryErrors(err, len(receipts)) {
 			tried[ids[i]] = receipts[i]
 			if e != nil {

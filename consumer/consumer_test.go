@@ -414,3 +414,40 @@ func TestReceiveErrorsBackOffAndRecover(t *testing.T) {
 		require.LessOrEqual(t, w, time.Second, "the first backoff ceiling of a second")
 	}
 }
+
+func TestFailedDeletesAreCountedAndWrittenAgain(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	failing := map[string]bool{"msg-2": true, "msg-5": true, "msg-7": true}
+	e.q.SetFault(func(op queuetest.Op, en queuetest.Entry) error {
+		// Called under the fake's lock. Each fails its first delete only.
+		if op == queuetest.OpDelete && failing[en.ID] {
+			delete(failing, en.ID)
+			return errors.New("InternalError")
+		}
+		return nil
+	})
+	evs := s3laketest.Events(30, 10, t0, 1)
+	want := e.sendEvents(t, evs)
+	failedDeletes := func() float64 {
+		return metric(t, e.reg, "chatguard_consumer_queue_errors_total", map[string]string{"op": "delete"})
+	}
+	waitFor(t, "the failed deletes", func() bool { return failedDeletes() == 3 })
+	// Their visibility runs out, they come back and are written again.
+	e.q.Advance(testConfig().VisibilityTimeout)
+	waitFor(t, "the queue to empty", func() bool { left, _ := queueStats(e.q); return left == 0 })
+	require.NoError(t, e.stop())
+	got, err := s3laketest.ReadLake(context.Background(), e.store, "events/", "errors/")
+	require.NoError(t, err)
+	byID, copies := got.ByID()
+	require.Equal(t, want, byID)
+	twice := 0
+	for _, n := range copies {
+		require.LessOrEqual(t, n, 2)
+		if n == 2 {
+			twice++
+		}
+	}
+	require.Equal(t, 3, twice, "a message whose delete failed is written again, once")
+	require.Equal(t, 3.0, failedDeletes())
+}

@@ -69,22 +69,25 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("worker: %w", err)
 	}
 	sqsc := awsclient.SQS(awsCfg)
+	// Queues close after the loop's drain (deferred first, run last):
+	// every settle has returned by then.
+	closeQueue := func(q *sqs.Queue) {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), queueCloseTimeout)
+		defer cancel()
+		if err := q.Close(cctx); err != nil {
+			log.Warn("worker: queue calls cut short at shutdown", "err", err)
+		}
+	}
 	review, err := sqs.New(sqsc, cfg.reviewQueue())
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
+	defer closeQueue(review)
 	dlq, err := sqs.New(sqsc, cfg.reviewDLQ())
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	// After the loop's drain: every settle has returned by then.
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), queueCloseTimeout)
-		defer cancel()
-		if err := errors.Join(review.Close(cctx), dlq.Close(cctx)); err != nil {
-			log.Warn("worker: queue calls cut short at shutdown", "err", err)
-		}
-	}()
+	defer closeQueue(dlq)
 
 	db, err := mysql.OpenDB(cfg.mysql())
 	if err != nil {
