@@ -29,8 +29,8 @@ func BenchmarkConsumer(b *testing.B) {
 	b.ReportAllocs()
 	cpu0 := cpuTime()
 	for b.Loop() {
-		q, st := newFakeQueue(), newMemStore()
-		q.send(bodies...)
+		q, st := newQueue(), newMemStore()
+		enqueue(q, bodies...)
 		c, err := consumer.New(cfg, q, st)
 		if err != nil {
 			b.Fatal(err)
@@ -38,14 +38,14 @@ func BenchmarkConsumer(b *testing.B) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- c.Run(ctx) }()
-		for q.receives.Load() < n {
+		for received(q) < n {
 			time.Sleep(time.Millisecond)
 		}
 		cancel()
 		if err := <-done; err != nil {
 			b.Fatal(err)
 		}
-		if left, _ := q.stats(); left != 0 {
+		if left, _ := queueStats(q); left != 0 {
 			b.Fatalf("%d messages left", left)
 		}
 	}

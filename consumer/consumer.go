@@ -24,27 +24,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/storage/s3lake"
 )
-
-// Message is one message received from the queue.
-type Message struct {
-	ID            string
-	ReceiptHandle string
-	Body          []byte
-}
-
-// Queue is the "feedback" queue as the consumer uses it. Batch methods
-// return the receipts that failed; err explains them.
-type Queue interface {
-	// Receive long-polls for up to max messages, hidden for visibility.
-	Receive(ctx context.Context, max int, visibility time.Duration) ([]Message, error)
-	// ChangeVisibility hides the messages for visibility more (0 hands them back).
-	ChangeVisibility(ctx context.Context, receipts []string, visibility time.Duration) (failed []string, err error)
-	// Delete deletes the messages.
-	Delete(ctx context.Context, receipts []string) (failed []string, err error)
-}
 
 // ObjectStore is where flushed objects go. Put returning nil means the
 // object is durably written; a second Put of the same key replaces it.
@@ -73,6 +56,8 @@ type Config struct {
 	// VisibilityTimeout hides received messages; buffered messages are
 	// hidden again for as long before it runs out.
 	VisibilityTimeout time.Duration
+	// WaitTime is the long-poll wait of a receive (SQS allows up to 20 s).
+	WaitTime time.Duration
 	// ReceiveConcurrency is the number of long polls in flight.
 	ReceiveConcurrency int
 	// FlushConcurrency is the number of partitions written at once.
@@ -85,6 +70,9 @@ type Config struct {
 	// the drain deadline passes.
 	RetryInitial time.Duration
 	RetryMax     time.Duration
+	// Sleep replaces retry.Sleep between failed receives (tests inject a
+	// fake clock).
+	Sleep retry.SleepFunc
 	// PauseAfterWrite, a test hook, waits this long after an object is
 	// written and before its messages are deleted, logging "paused after
 	// write" first, so that a test can kill the process in that window.
@@ -112,6 +100,7 @@ func DefaultConfig() Config {
 		MaxBufferedBytes:   512 << 20,
 		MaxBufferedEvents:  60_000,
 		VisibilityTimeout:  5 * time.Minute,
+		WaitTime:           20 * time.Second,
 		ReceiveConcurrency: 4,
 		FlushConcurrency:   4,
 		DrainTimeout:       25 * time.Second,
@@ -141,6 +130,9 @@ func (c Config) Validate() error {
 	}
 	if c.VisibilityTimeout < 3*time.Second || c.VisibilityTimeout > 12*time.Hour || c.VisibilityTimeout%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("visibility-timeout %s must be whole seconds between 3s and 12h", c.VisibilityTimeout))
+	}
+	if c.WaitTime < 0 || c.WaitTime > 20*time.Second {
+		errs = append(errs, fmt.Errorf("wait-time %s must be within 0..20s", c.WaitTime))
 	}
 	if c.ReceiveConcurrency < 1 {
 		errs = append(errs, errors.New("receive-concurrency must be at least 1"))
@@ -194,11 +186,15 @@ type pending struct {
 	hiddenUntil time.Time
 }
 
-// Consumer moves messages from a Queue into an ObjectStore. Create it with
+// receiveBackoff spaces receives after failed ones; its ceiling is the
+// configured RetryMax.
+const receiveBackoff = time.Second
+
+// Consumer moves messages from a queue into an ObjectStore. Create it with
 // New; Run it once.
 type Consumer struct {
 	cfg   Config
-	q     Queue
+	q     pipeline.Inbox
 	store ObjectStore
 	log   *slog.Logger
 	m     *metrics
@@ -216,10 +212,14 @@ type Consumer struct {
 	changed  chan struct{} // closed and replaced whenever bytes or count drop
 }
 
-// New returns a Consumer, or the configuration's problems.
-func New(cfg Config, q Queue, store ObjectStore) (*Consumer, error) {
+// New returns a Consumer over the feedback queue q, or the
+// configuration's problems.
+func New(cfg Config, q pipeline.Inbox, store ObjectStore) (*Consumer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
+	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = retry.Sleep
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -298,31 +298,44 @@ func (c *Consumer) handBack() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	failed, err := c.q.ChangeVisibility(ctx, receipts, 0)
-	if err != nil {
-		c.m.queueErrors.WithLabelValues("release").Add(float64(max(len(failed), 1)))
-		c.log.Warn("hand back unwritten messages", "failed", len(failed), "err", err)
+	if err := c.q.ChangeVisibility(ctx, receipts, 0); err != nil {
+		failed := failedEntries(err, len(receipts))
+		c.m.queueErrors.WithLabelValues("release").Add(float64(failed))
+		c.log.Warn("hand back unwritten messages", "failed", failed, "err", err)
 	}
 	return fmt.Errorf("consumer: drain: %d messages not written in %s; handed back for redelivery", len(receipts), c.cfg.DrainTimeout)
 }
 
+// failedEntries counts the entries of a batched queue call that failed.
+func failedEntries(err error, n int) int {
+	failed := 0
+	for _, e := range pipeline.EntryErrors(err, n) {
+		if e != nil {
+			failed++
+		}
+	}
+	return failed
+}
+
 func (c *Consumer) receiveLoop(ctx context.Context) {
-	for attempt := 0; ctx.Err() == nil; {
+	backoff := retry.Policy{Initial: receiveBackoff, Max: max(c.cfg.RetryMax, receiveBackoff)}
+	req := pipeline.ReceiveRequest{Max: pipeline.MaxReceive, Wait: c.cfg.WaitTime, Visibility: c.cfg.VisibilityTimeout}
+	for failures := 0; ctx.Err() == nil; {
 		if err := c.waitRoom(ctx); err != nil {
 			return
 		}
-		msgs, err := c.q.Receive(ctx, 10, c.cfg.VisibilityTimeout)
+		msgs, err := c.q.Receive(ctx, req)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
+			failures++
 			c.m.queueErrors.WithLabelValues("receive").Inc()
 			c.log.Warn("receive", "err", err)
-			_ = sleep(ctx, c.backoff(attempt, time.Second))
-			attempt++
+			_ = c.cfg.Sleep(ctx, backoff.Delay(failures))
 			continue
 		}
-		attempt = 0
+		failures = 0
 		now := time.Now().UTC()
 		for _, m := range msgs {
 			c.add(m, now)
@@ -360,7 +373,7 @@ func (c *Consumer) signal() {
 	}
 }
 
-func (c *Consumer) add(m Message, now time.Time) {
+func (c *Consumer) add(m pipeline.Message, now time.Time) {
 	it := item{msgID: m.ID, bytes: int64(len(m.Body))}
 	var key partKey
 	ev, err := s3lake.Decode(m.Body, now)
@@ -481,6 +494,10 @@ func (c *Consumer) takeDue(now time.Time) (b *part, done bool) {
 	return best, false
 }
 
+// deleteRounds bounds the rounds of deleteBatch: a message redelivered
+// while held more than twice during one delete is left to be written again.
+const deleteRounds = 3
+
 // flush writes one batch, retrying until it is written or ctx ends, then
 // deletes its messages.
 func (c *Consumer) flush(ctx context.Context, b *part) {
@@ -573,36 +590,41 @@ func (c *Consumer) reroute(b *part, cause error) {
 	}
 }
 
-// deleteBatch deletes the messages of a written batch, retrying failed
-// entries a few times, each time with the message's latest receipt (a
-// message redelivered while held has a new one). A message that still
-// fails is redelivered later and written again: a duplicate, which the
-// views remove.
+// deleteBatch deletes the messages of a written batch. The queue retries
+// failed entries itself; a message whose delete still failed is tried
+// again here, at once, when it has a newer receipt (it was redelivered
+// while held, and only the latest receipt deletes it). A message that
+// still fails is redelivered later and written again: a duplicate, which
+// the views remove.
 func (c *Consumer) deleteBatch(ctx context.Context, b *part) {
 	left := make([]string, len(b.items))
 	for i, it := range b.items {
 		left[i] = it.msgID
 	}
+	tried := make(map[string]string, len(left)) // message id -> receipt last tried
 	var err error
-	for attempt := 0; len(left) > 0 && attempt < 5; attempt++ {
-		if attempt > 0 && sleep(ctx, c.backoff(attempt, 100*time.Millisecond)) != nil {
-			break
-		}
-		byReceipt := make(map[string]string, len(left))
-		receipts := make([]string, 0, len(left))
+	for round := 0; len(left) > 0 && round < deleteRounds; round++ {
+		var ids, receipts, stale []string
 		c.mu.Lock()
 		for _, id := range left {
-			if p := c.pending[id]; p != nil {
-				byReceipt[p.receipt] = id
+			if p := c.pending[id]; p != nil && p.receipt != tried[id] {
+				ids = append(ids, id)
 				receipts = append(receipts, p.receipt)
+			} else {
+				stale = append(stale, id) // failed with the receipt it still has
 			}
 		}
 		c.mu.Unlock()
-		var failed []string
-		failed, err = c.q.Delete(ctx, receipts)
-		left = left[:0]
-		for _, r := range failed {
-			left = append(left, byReceipt[r])
+		if len(receipts) == 0 {
+			break // no newer receipt to try
+		}
+		err = c.q.Delete(ctx, receipts)
+		left = stale
+		for i, e := range pipeline.EntryErrors(err, len(receipts)) {
+			tried[ids[i]] = receipts[i]
+			if e != nil {
+				left = append(left, ids[i])
+			}
 		}
 	}
 	if len(left) > 0 {
@@ -646,10 +668,10 @@ func (c *Consumer) extendLoop(ctx context.Context) {
 		if len(receipts) == 0 {
 			continue
 		}
-		failed, err := c.q.ChangeVisibility(ctx, receipts, c.cfg.VisibilityTimeout)
-		if err != nil && ctx.Err() == nil {
-			c.m.queueErrors.WithLabelValues("extend").Add(float64(max(len(failed), 1)))
-			c.log.Warn("extend visibility", "messages", len(receipts), "failed", len(failed), "err", err)
+		if err := c.q.ChangeVisibility(ctx, receipts, c.cfg.VisibilityTimeout); err != nil && ctx.Err() == nil {
+			failed := failedEntries(err, len(receipts))
+			c.m.queueErrors.WithLabelValues("extend").Add(float64(failed))
+			c.log.Warn("extend visibility", "messages", len(receipts), "failed", failed, "err", err)
 		}
 	}
 }

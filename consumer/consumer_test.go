@@ -3,7 +3,9 @@ package consumer_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,13 +16,14 @@ import (
 
 	"github.com/chatguard/chatguard/consumer"
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/queuetest"
 	"github.com/chatguard/chatguard/storage/s3lake/s3laketest"
 )
 
 var t0 = time.Now().UTC().Add(-3 * time.Hour).Truncate(time.Hour)
 
 type env struct {
-	q     *fakeQueue
+	q     *queuetest.Fake
 	store *memStore
 	c     *consumer.Consumer
 	reg   *prometheus.Registry
@@ -51,7 +54,7 @@ func setup(t *testing.T, mutate func(*consumer.Config)) *env {
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	e := &env{q: newFakeQueue(), store: newMemStore(), reg: prometheus.NewRegistry()}
+	e := &env{q: newQueue(), store: newMemStore(), reg: prometheus.NewRegistry()}
 	cfg.Registerer = e.reg
 	c, err := consumer.New(cfg, e.q, e.store)
 	require.NoError(t, err)
@@ -94,7 +97,7 @@ func (e *env) sendEvents(t *testing.T, evs []pipeline.LakeEvent) map[string]pipe
 	t.Helper()
 	want := map[string]pipeline.LakeEvent{}
 	for _, ev := range evs {
-		e.q.send(s3laketest.Body(t, ev))
+		enqueue(e.q, s3laketest.Body(t, ev))
 		want[ev.EventID] = ev
 	}
 	return want
@@ -161,8 +164,8 @@ func TestEveryEventLandsOnceInItsPartition(t *testing.T) {
 		[]byte(`{"event_id":"3f2504e0-4f89-11d3-9a0c-0305e82c3301","event_type":"click","occurred_at":"2025-01-01T00:00:00Z","schema_version":1,"payload":{}}`),
 		[]byte("\xff\xfe"),
 	}
-	e.q.send(bad...)
-	waitFor(t, "the queue to empty", func() bool { left, _ := e.q.stats(); return left == 0 })
+	enqueue(e.q, bad...)
+	waitFor(t, "the queue to empty", func() bool { left, _ := queueStats(e.q); return left == 0 })
 	require.NoError(t, e.stop())
 
 	got := e.requireLake(t, want)
@@ -183,7 +186,7 @@ func TestEveryEventLandsOnceInItsPartition(t *testing.T) {
 	require.Equal(t, 1.0, metric(t, e.reg, "chatguard_consumer_events_total", map[string]string{"event_type": "verdict", "outcome": "invalid"}))
 	require.Equal(t, 0.0, metric(t, e.reg, "chatguard_consumer_buffered_bytes", nil))
 	require.Equal(t, float64(got.Objects+1), metric(t, e.reg, "chatguard_consumer_object_bytes", nil), "one observation per object, errors included")
-	require.Equal(t, 604, int(e.q.receives.Load()), "no message was redelivered")
+	require.Equal(t, 604, int(received(e.q)), "no message was redelivered")
 }
 
 func TestStoreOutageDeletesNothingAndLosesNothing(t *testing.T) {
@@ -194,20 +197,20 @@ func TestStoreOutageDeletesNothingAndLosesNothing(t *testing.T) {
 	start := time.Now()
 	// Outlast the 3s visibility timeout so that renewals are exercised.
 	waitFor(t, "the outage to outlast the visibility timeout", func() bool {
-		_, deleted := e.q.stats()
+		_, deleted := queueStats(e.q)
 		require.Zero(t, deleted, "nothing is deleted while nothing is written")
 		return time.Since(start) > 4500*time.Millisecond && e.store.fails.Load() > 10
 	})
-	require.Zero(t, e.q.visible(), "buffered messages are kept invisible")
+	require.Zero(t, e.q.Stats().Visible, "buffered messages are kept invisible")
 	require.Equal(t, 200.0, metric(t, e.reg, "chatguard_consumer_buffered_events", nil))
 	require.Greater(t, metric(t, e.reg, "chatguard_consumer_oldest_buffered_age_seconds", nil), 4.0)
 	require.Greater(t, metric(t, e.reg, "chatguard_consumer_flushes_total", map[string]string{"outcome": "retry"}), 0.0)
 
 	e.store.failing.Store(false)
-	waitFor(t, "the queue to empty", func() bool { left, _ := e.q.stats(); return left == 0 })
+	waitFor(t, "the queue to empty", func() bool { left, _ := queueStats(e.q); return left == 0 })
 	require.NoError(t, e.stop())
 	e.requireLake(t, want)
-	require.Equal(t, 200, int(e.q.receives.Load()), "renewed visibility: no redelivery")
+	require.Equal(t, 200, int(received(e.q)), "renewed visibility: no redelivery")
 }
 
 func TestBackpressureStopsReceivingNeverDrops(t *testing.T) {
@@ -216,11 +219,11 @@ func TestBackpressureStopsReceivingNeverDrops(t *testing.T) {
 	e.store.failing.Store(true)
 	want := e.sendEvents(t, s3laketest.Events(300, 3, t0, 1))
 	waitFor(t, "failed writes", func() bool { return e.store.fails.Load() > 20 })
-	require.LessOrEqual(t, e.q.receives.Load(), int64(50+10*2), "receiving stops at the bound (one receive per receiver may overshoot)")
+	require.LessOrEqual(t, received(e.q), int64(50+10*2), "receiving stops at the bound (one receive per receiver may overshoot)")
 	require.LessOrEqual(t, metric(t, e.reg, "chatguard_consumer_buffered_events", nil), 70.0)
 
 	e.store.failing.Store(false)
-	waitFor(t, "the queue to empty", func() bool { left, _ := e.q.stats(); return left == 0 })
+	waitFor(t, "the queue to empty", func() bool { left, _ := queueStats(e.q); return left == 0 })
 	require.NoError(t, e.stop())
 	e.requireLake(t, want)
 }
@@ -229,12 +232,12 @@ func TestShutdownFlushesEveryPartition(t *testing.T) {
 	t.Parallel()
 	e := setup(t, func(c *consumer.Config) { c.FlushAge = time.Hour })
 	want := e.sendEvents(t, s3laketest.Events(100, 4, t0, 2))
-	waitFor(t, "every message to be received", func() bool { return e.q.receives.Load() == 100 })
+	waitFor(t, "every message to be received", func() bool { return received(e.q) == 100 })
 	require.Zero(t, e.store.count(), "nothing is due before shutdown")
 	require.True(t, e.c.Ready())
 	require.NoError(t, e.stop())
 	require.False(t, e.c.Ready())
-	left, deleted := e.q.stats()
+	left, deleted := queueStats(e.q)
 	require.Zero(t, left)
 	require.Equal(t, 100, deleted)
 	e.requireLake(t, want)
@@ -245,13 +248,13 @@ func TestDrainDeadlineHandsMessagesBack(t *testing.T) {
 	e := setup(t, func(c *consumer.Config) { c.DrainTimeout = 300 * time.Millisecond; c.FlushAge = time.Hour })
 	e.store.failing.Store(true)
 	e.sendEvents(t, s3laketest.Events(50, 5, t0, 1))
-	waitFor(t, "every message to be received", func() bool { return e.q.receives.Load() == 50 })
+	waitFor(t, "every message to be received", func() bool { return received(e.q) == 50 })
 	err := e.stop()
 	require.ErrorContains(t, err, "50 messages not written")
-	left, deleted := e.q.stats()
+	left, deleted := queueStats(e.q)
 	require.Equal(t, 50, left)
 	require.Zero(t, deleted)
-	require.Equal(t, 50, e.q.visible(), "unwritten messages are visible again at once")
+	require.Equal(t, 50, e.q.Stats().Visible, "unwritten messages are visible again at once")
 	require.Equal(t, 3.0, metric(t, e.reg, "chatguard_consumer_flushes_total", map[string]string{"outcome": "abandoned"}))
 }
 
@@ -305,7 +308,7 @@ func (s *lossyStore) Put(ctx context.Context, key string, body []byte, ct string
 
 func TestRetriedFlushOverwritesItsObject(t *testing.T) {
 	t.Parallel()
-	q, mem := newFakeQueue(), newMemStore()
+	q, mem := newQueue(), newMemStore()
 	st := &lossyStore{memStore: mem}
 	st.n.Store(5)
 	cfg := testConfig()
@@ -316,10 +319,10 @@ func TestRetriedFlushOverwritesItsObject(t *testing.T) {
 	go func() { done <- c.Run(ctx) }()
 	want := map[string]pipeline.LakeEvent{}
 	for _, ev := range s3laketest.Events(90, 7, t0, 1) {
-		q.send(s3laketest.Body(t, ev))
+		enqueue(q, s3laketest.Body(t, ev))
 		want[ev.EventID] = ev
 	}
-	waitFor(t, "the queue to empty", func() bool { left, _ := q.stats(); return left == 0 })
+	waitFor(t, "the queue to empty", func() bool { left, _ := queueStats(q); return left == 0 })
 	cancel()
 	require.NoError(t, <-done)
 	e := &env{store: mem}
@@ -353,8 +356,8 @@ func TestInvalidBodyKeepsItsBytes(t *testing.T) {
 	body := map[string]any{"event_id": "3f2504e0-4f89-11d3-9a0c-0305e82c3301", "event_type": "verdict", "occurred_at": "2025-01-01T00:00:00Z", "schema_version": 2, "payload": map[string]any{"room_id": "r"}}
 	b, err := json.Marshal(body)
 	require.NoError(t, err)
-	e.q.send(b)
-	waitFor(t, "the queue to empty", func() bool { left, _ := e.q.stats(); return left == 0 })
+	enqueue(e.q, b)
+	waitFor(t, "the queue to empty", func() bool { left, _ := queueStats(e.q); return left == 0 })
 	require.NoError(t, e.stop())
 	got := e.requireLake(t, map[string]pipeline.LakeEvent{})
 	require.Len(t, got.Errors, 1)
@@ -366,15 +369,85 @@ func TestInvalidBodyKeepsItsBytes(t *testing.T) {
 func TestRedeliveredWhileHeldIsWrittenOnce(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil)
-	e.q.failExtend.Store(true)
+	failExtend(e.q)
 	e.store.failing.Store(true)
 	want := e.sendEvents(t, s3laketest.Events(60, 8, t0, 1))
-	waitFor(t, "redeliveries of held messages", func() bool { return e.q.receives.Load() >= 120 })
+	waitFor(t, "redeliveries of held messages", func() bool { return received(e.q) >= 120 })
 	require.Positive(t, metric(t, e.reg, "chatguard_consumer_events_total", map[string]string{"event_type": "verdict", "outcome": "duplicate"}))
 	require.Equal(t, 60.0, metric(t, e.reg, "chatguard_consumer_buffered_events", nil), "a redelivery is not buffered twice")
 	e.store.failing.Store(false)
-	waitFor(t, "the queue to empty", func() bool { left, _ := e.q.stats(); return left == 0 })
+	waitFor(t, "the queue to empty", func() bool { left, _ := queueStats(e.q); return left == 0 })
 	require.NoError(t, e.stop())
 	e.requireLake(t, want)
 	require.Zero(t, metric(t, e.reg, "chatguard_consumer_queue_errors_total", map[string]string{"op": "delete"}), "deletes use the latest receipt")
+}
+
+func TestReceiveErrorsBackOffAndRecover(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var waits []time.Duration
+	e := setup(t, func(c *consumer.Config) {
+		c.Sleep = func(ctx context.Context, d time.Duration) error {
+			mu.Lock()
+			waits = append(waits, d)
+			mu.Unlock()
+			return context.Cause(ctx)
+		}
+	})
+	faults := 4
+	e.q.SetFault(func(op queuetest.Op, _ queuetest.Entry) error {
+		if op == queuetest.OpReceive && faults > 0 {
+			faults--
+			return errors.New("unavailable")
+		}
+		return nil
+	})
+	want := e.sendEvents(t, s3laketest.Events(50, 9, t0, 1))
+	waitFor(t, "the queue to empty", func() bool { left, _ := queueStats(e.q); return left == 0 })
+	require.NoError(t, e.stop())
+	e.requireLake(t, want)
+	require.Equal(t, 4.0, metric(t, e.reg, "chatguard_consumer_queue_errors_total", map[string]string{"op": "receive"}))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, waits, 4, "one backoff per failed receive, never a real wait")
+	for _, w := range waits {
+		require.LessOrEqual(t, w, time.Second, "the first backoff ceiling of a second")
+	}
+}
+
+func TestFailedDeletesAreCountedAndWrittenAgain(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	failing := map[string]bool{"msg-2": true, "msg-5": true, "msg-7": true}
+	e.q.SetFault(func(op queuetest.Op, en queuetest.Entry) error {
+		// Called under the fake's lock. Each fails its first delete only.
+		if op == queuetest.OpDelete && failing[en.ID] {
+			delete(failing, en.ID)
+			return errors.New("InternalError")
+		}
+		return nil
+	})
+	evs := s3laketest.Events(30, 10, t0, 1)
+	want := e.sendEvents(t, evs)
+	failedDeletes := func() float64 {
+		return metric(t, e.reg, "chatguard_consumer_queue_errors_total", map[string]string{"op": "delete"})
+	}
+	waitFor(t, "the failed deletes", func() bool { return failedDeletes() == 3 })
+	// Their visibility runs out, they come back and are written again.
+	e.q.Advance(testConfig().VisibilityTimeout)
+	waitFor(t, "the queue to empty", func() bool { left, _ := queueStats(e.q); return left == 0 })
+	require.NoError(t, e.stop())
+	got, err := s3laketest.ReadLake(context.Background(), e.store, "events/", "errors/")
+	require.NoError(t, err)
+	byID, copies := got.ByID()
+	require.Equal(t, want, byID)
+	twice := 0
+	for _, n := range copies {
+		require.LessOrEqual(t, n, 2)
+		if n == 2 {
+			twice++
+		}
+	}
+	require.Equal(t, 3, twice, "a message whose delete failed is written again, once")
+	require.Equal(t, 3.0, failedDeletes())
 }

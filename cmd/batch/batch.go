@@ -19,7 +19,7 @@ import (
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/storage/athena"
 	"github.com/chatguard/chatguard/storage/batchruns"
-	"github.com/chatguard/chatguard/storage/sqspub"
+	"github.com/chatguard/chatguard/storage/sqs"
 
 	_ "github.com/go-sql-driver/mysql" // the batch_runs record
 )
@@ -41,7 +41,7 @@ type Main struct {
 	Stdout, Stderr io.Writer
 
 	Athena athena.API
-	SQS    sqspub.API
+	SQS    sqs.SendAPI
 	Runs   RunStore
 	Now    func() time.Time
 }
@@ -93,7 +93,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		store     RunStore
 		closeDeps = func() {}
 		rows      atomic.Int64
-		pub       *sqspub.Publisher
+		pub       *sqs.ReviewPublisher
 		qid       atomic.Value // string
 	)
 	defer func() {
@@ -133,7 +133,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	if !cfg.DryRun {
-		if pub, err = sqspub.New(sqsAPI, cfg.publisherConfig()); err != nil {
+		if pub, err = sqs.NewReviewPublisher(sqsAPI, cfg.publisherConfig()); err != nil {
 			return err
 		}
 		if rec, err = store.Begin(ctx, cfg.RunID, cfg.WindowStart, cfg.WindowEnd); err != nil {
@@ -150,7 +150,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	srcCtx, cutSource := context.WithCancelCause(gctx)
 	defer cutSource(nil)
 	rooms := make(chan athena.Room, cfg.athenaConfig().PageSize)
-	events := make(chan pipeline.ReviewEvent, sqspub.MaxBatch*cfg.PublishConcurrency)
+	events := make(chan pipeline.ReviewEvent, sqs.MaxBatch*cfg.PublishConcurrency)
 	// Each part keeps its own error: when one fails the others fail in
 	// consequence, and the source's error (which names the query and
 	// whether it was stopped) is the one worth reporting first.
@@ -219,7 +219,7 @@ func convert(ctx context.Context, cfg Config, rooms <-chan athena.Room, events c
 
 // deps builds the clients that were not injected. The returned close
 // function releases what deps opened.
-func (m *Main) deps(ctx context.Context) (athena.API, sqspub.API, RunStore, func(), error) {
+func (m *Main) deps(ctx context.Context) (athena.API, sqs.SendAPI, RunStore, func(), error) {
 	a, s, r := m.Athena, m.SQS, m.Runs
 	closers := []func(){}
 	closeAll := func() {
@@ -258,7 +258,7 @@ func (m *Main) deps(ctx context.Context) (athena.API, sqspub.API, RunStore, func
 
 // progress prints a human progress line on Stderr every interval until the
 // returned stop function is called; stop waits for the printer to exit.
-func (m *Main) progress(every time.Duration, began time.Time, now func() time.Time, rows *atomic.Int64, pub *sqspub.Publisher) func() {
+func (m *Main) progress(every time.Duration, began time.Time, now func() time.Time, rows *atomic.Int64, pub *sqs.ReviewPublisher) func() {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -272,7 +272,7 @@ func (m *Main) progress(every time.Duration, began time.Time, now func() time.Ti
 				return
 			case <-t.C:
 			}
-			var st sqspub.Stats
+			var st sqs.ReviewStats
 			if pub != nil {
 				st = pub.Stats()
 			}

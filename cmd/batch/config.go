@@ -10,7 +10,7 @@ import (
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
 	"github.com/chatguard/chatguard/storage/athena"
-	"github.com/chatguard/chatguard/storage/sqspub"
+	"github.com/chatguard/chatguard/storage/sqs"
 )
 
 // Config is everything the batch command can be told, by flag or by the
@@ -41,10 +41,10 @@ type Config struct {
 // DefaultConfig returns the defaults; the window stays zero until
 // WithDefaultWindow fills it in from the clock.
 func DefaultConfig() Config {
-	a, p := athena.DefaultConfig(), sqspub.DefaultConfig()
+	a, p := athena.DefaultConfig(), sqs.DefaultReviewConfig()
 	return Config{
 		PublishConcurrency: p.Concurrency,
-		PublishMaxAttempts: p.MaxAttempts,
+		PublishMaxAttempts: p.Retry.Attempts,
 		AthenaDatabase:     a.Database,
 		AthenaWorkgroup:    a.Workgroup,
 		AthenaTimeout:      a.Timeout,
@@ -134,7 +134,7 @@ func (c Config) Validate() error {
 			errs = append(errs, errors.New("mysql dsn is required (except with --dry-run)"))
 		}
 		if err := c.publisherConfig().Validate(); err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("publish: %w", err))
 		}
 	}
 	if err := c.athenaConfig().Validate(); err != nil {
@@ -157,9 +157,9 @@ func (c Config) athenaConfig() athena.Config {
 	return a
 }
 
-func (c Config) publisherConfig() sqspub.Config {
-	p := sqspub.DefaultConfig()
-	p.QueueURL, p.Concurrency, p.MaxAttempts = c.ReviewQueueURL, c.PublishConcurrency, c.PublishMaxAttempts
+func (c Config) publisherConfig() sqs.Config {
+	p := sqs.DefaultReviewConfig()
+	p.URL, p.Concurrency, p.Retry.Attempts = c.ReviewQueueURL, c.PublishConcurrency, c.PublishMaxAttempts
 	return p
 }
 

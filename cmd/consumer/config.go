@@ -105,8 +105,12 @@ func (c Config) Validate() error {
 	if c.S3PartSize < 5<<20 {
 		errs = append(errs, fmt.Errorf("--s3-part-size %d must be at least 5 MiB", c.S3PartSize))
 	}
+	// The engine checks the wait's range too; a value reported here is
+	// replaced for it, so that the problem is reported once.
+	engine := c.engine()
 	if c.WaitTime < 0 || c.WaitTime > 20*time.Second || c.WaitTime%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("--wait-time %s must be whole seconds in 0s..20s", c.WaitTime))
+		engine.WaitTime = 0
 	}
 	if c.AdminAddr == "" {
 		errs = append(errs, errors.New("--admin-addr is required"))
@@ -116,7 +120,7 @@ func (c Config) Validate() error {
 	if _, err := c.level(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := c.engine().Validate(); err != nil {
+	if err := engine.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -142,6 +146,7 @@ func (c Config) engine() consumer.Config {
 		MaxBufferedBytes:   c.MaxBufferedBytes,
 		MaxBufferedEvents:  c.MaxBufferedEvents,
 		VisibilityTimeout:  c.VisibilityTimeout,
+		WaitTime:           c.WaitTime,
 		ReceiveConcurrency: c.ReceiveConcurrency,
 		FlushConcurrency:   c.FlushConcurrency,
 		DrainTimeout:       c.DrainTimeout,

@@ -16,6 +16,7 @@ import (
 	"github.com/chatguard/chatguard/consumer"
 	"github.com/chatguard/chatguard/internal/awsclient"
 	"github.com/chatguard/chatguard/storage/s3lake"
+	"github.com/chatguard/chatguard/storage/sqs"
 )
 
 // Main is the consumer process without the process: tests boot it
@@ -45,16 +46,29 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	reg := cli.NewRegistry()
 
-	// One retry layer: the engine retries writes until they succeed and
-	// deletes a bounded number of times, so the SDK does not retry too.
+	// One retry layer: the engine retries writes until they succeed and the
+	// queue adapter (storage/sqs) retries failed entries, so the SDK does
+	// not retry too.
 	awsOpts := awsclient.Options{S3PathStyle: cfg.S3PathStyle, MaxAttempts: 1, HTTPTimeout: 60 * time.Second}
 	awsCfg, err := awsclient.Load(ctx, awsOpts)
 	if err != nil {
 		return fmt.Errorf("consumer: %w", err)
 	}
 	store := s3lake.NewStore(awsclient.S3(awsCfg, awsOpts), cfg.LakeBucket, cfg.S3PartSize)
-	queue := consumer.NewSQSQueue(awsclient.SQS(awsCfg), cfg.FeedbackQueueURL)
-	queue.WaitTime = cfg.WaitTime
+	qcfg := sqs.DefaultConfig()
+	qcfg.Name, qcfg.URL = "feedback", cfg.FeedbackQueueURL
+	queue, err := sqs.New(awsclient.SQS(awsCfg), qcfg)
+	if err != nil {
+		return fmt.Errorf("consumer: %w", err)
+	}
+	// After the engine's drain: every queue call has returned by then.
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := queue.Close(cctx); err != nil {
+			log.Warn("consumer: queue calls cut short at shutdown", "err", err)
+		}
+	}()
 
 	ecfg := cfg.engine()
 	ecfg.Logger = log

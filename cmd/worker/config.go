@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/pipeline/llm"
 	"github.com/chatguard/chatguard/pipeline/sqsjob"
 	"github.com/chatguard/chatguard/storage/chatapi"
 	"github.com/chatguard/chatguard/storage/mysql"
 	"github.com/chatguard/chatguard/storage/redisstop"
-	"github.com/chatguard/chatguard/storage/sqsevents"
+	"github.com/chatguard/chatguard/storage/sqs"
 )
 
 // Config is every setting of the worker; each is a flag and a CHATGUARD_
@@ -72,7 +73,7 @@ type Config struct {
 // DefaultConfig returns the defaults shown by --help.
 func DefaultConfig() Config {
 	loop := sqsjob.DefaultConfig()
-	ev := sqsevents.DefaultConfig()
+	ev := sqs.DefaultLakeConfig()
 	chat := chatapi.DefaultConfig()
 	return Config{
 		Concurrency:         loop.Concurrency,
@@ -204,7 +205,8 @@ func (c Config) Validate() error {
 	fill(&p.FeedbackQueueURL, "http://placeholder/feedback")
 	fill(&p.ChatAPIURL, "http://placeholder")
 	fill(&p.MySQLDSN, "placeholder@tcp(placeholder:3306)/placeholder")
-	errs = append(errs, p.loop().Validate(), p.events().Validate(), p.chat().Validate(), p.mysql().Validate())
+	errs = append(errs, p.loop().Validate(), p.reviewQueue().Validate(), p.reviewDLQ().Validate(), p.events().Validate(),
+		p.chat().Validate(), p.mysql().Validate())
 	return errors.Join(errs...)
 }
 
@@ -218,7 +220,6 @@ func (c Config) level() (slog.Level, error) {
 
 func (c Config) loop() sqsjob.Config {
 	l := sqsjob.DefaultConfig()
-	l.QueueURL, l.DLQURL = c.ReviewQueueURL, c.ReviewDLQURL
 	l.Concurrency, l.Pollers, l.WaitTime = c.Concurrency, c.Pollers, c.WaitTime
 	l.VisibilityTimeout, l.HeartbeatInterval = c.VisibilityTimeout, c.HeartbeatInterval
 	l.JobTimeout, l.DrainTimeout = c.JobTimeout, c.DrainTimeout
@@ -227,9 +228,27 @@ func (c Config) loop() sqsjob.Config {
 	return l
 }
 
-func (c Config) events() sqsevents.Config {
-	e := sqsevents.DefaultConfig()
-	e.QueueURL, e.Buffer, e.FlushAge = c.FeedbackQueueURL, c.EventBuffer, c.EventFlushAge
+// reviewQueue is the review queue the loop receives from and settles:
+// a job's delete waits up to 5 ms to share a DeleteMessageBatch with other
+// jobs', and failed entries are retried three times within a second or so.
+func (c Config) reviewQueue() sqs.Config {
+	q := sqs.DefaultConfig()
+	q.Name, q.URL = "review", c.ReviewQueueURL
+	q.Linger = 5 * time.Millisecond
+	q.Retry = retry.Policy{Initial: 50 * time.Millisecond, Max: time.Second, Attempts: 3}
+	return q
+}
+
+// reviewDLQ is where the loop copies poison messages.
+func (c Config) reviewDLQ() sqs.Config {
+	q := c.reviewQueue()
+	q.Name, q.URL, q.Linger = "review-dlq", c.ReviewDLQURL, 0
+	return q
+}
+
+func (c Config) events() sqs.LakeConfig {
+	e := sqs.DefaultLakeConfig()
+	e.URL, e.Buffer, e.FlushAge = c.FeedbackQueueURL, c.EventBuffer, c.EventFlushAge
 	return e
 }
 

@@ -18,7 +18,7 @@ import (
 	"github.com/chatguard/chatguard/pipeline/sqsjob"
 	"github.com/chatguard/chatguard/storage/chatapi"
 	"github.com/chatguard/chatguard/storage/mysql"
-	"github.com/chatguard/chatguard/storage/sqsevents"
+	"github.com/chatguard/chatguard/storage/sqs"
 )
 
 // Main is the worker process without the process: tests boot it in-process
@@ -37,8 +37,12 @@ type Main struct {
 	SchemaWait time.Duration
 }
 
-// eventFlushTimeout bounds flushing buffered lake events at shutdown.
-const eventFlushTimeout = 5 * time.Second
+// eventFlushTimeout bounds flushing buffered lake events at shutdown;
+// queueCloseTimeout the queue calls still in flight then.
+const (
+	eventFlushTimeout = 5 * time.Second
+	queueCloseTimeout = 5 * time.Second
+)
 
 // Run starts the worker and blocks until ctx is cancelled (SIGTERM), then
 // drains: it stops polling, lets in-flight jobs finish within the drain
@@ -61,6 +65,25 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("worker: %w", err)
 	}
 	sqsc := awsclient.SQS(awsCfg)
+	// Queues close after the loop's drain (deferred first, run last):
+	// every settle has returned by then.
+	closeQueue := func(q *sqs.Queue) {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), queueCloseTimeout)
+		defer cancel()
+		if err := q.Close(cctx); err != nil {
+			log.Warn("worker: queue calls cut short at shutdown", "err", err)
+		}
+	}
+	review, err := sqs.New(sqsc, cfg.reviewQueue())
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	defer closeQueue(review)
+	dlq, err := sqs.New(sqsc, cfg.reviewDLQ())
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	defer closeQueue(dlq)
 
 	db, err := mysql.OpenDB(cfg.mysql())
 	if err != nil {
@@ -83,7 +106,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("worker: %w", err)
 	}
 
-	pub, err := sqsevents.New(cfg.events(), sqsc, reg)
+	pub, err := sqs.NewLakePublisher(sqsc, cfg.events(), reg)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
@@ -120,7 +143,7 @@ func (m *Main) Run(ctx context.Context) error {
 
 	metrics := sqsjob.NewMetrics(reg)
 	handler := sqsjob.NewReviewHandler(reviewCfg, store, chat, reviewer, pub, metrics, log)
-	loop, err := sqsjob.New(cfg.loop(), sqsc, handler, metrics, log)
+	loop, err := sqsjob.New(cfg.loop(), review, dlq, handler, metrics, log)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}

@@ -2,17 +2,18 @@ package sqsjob
 
 import (
 	"context"
-	"strconv"
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/chatguard/chatguard/pipeline"
 )
 
-// heartbeat keeps in-flight jobs invisible: one goroutine, one batched
-// ChangeMessageVisibilityBatch per ten jobs whose visibility ends within two
+// heartbeatGroup is how many jobs one visibility change extends (one SQS
+// batch call); only their locks are held during the call.
+const heartbeatGroup = 10
+
+// heartbeat keeps in-flight jobs invisible: one goroutine, one
+// ChangeVisibility per ten jobs whose visibility ends within two
 // intervals, instead of a timer and a call per job.
 type heartbeat struct {
 	l    *Loop
@@ -48,13 +49,13 @@ func (h *heartbeat) size() int {
 
 // run extends visibilities every interval until ctx ends.
 func (h *heartbeat) run(ctx context.Context) {
-	t := time.NewTicker(h.l.cfg.HeartbeatInterval)
-	defer t.Stop()
+	tick, stop := h.l.ticker(h.l.cfg.HeartbeatInterval)
+	defer stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-tick:
 			h.beat(ctx)
 		}
 	}
@@ -73,7 +74,7 @@ func (h *heartbeat) beat(ctx context.Context) {
 	}
 	h.mu.Unlock()
 	for len(due) > 0 {
-		n := min(10, len(due))
+		n := min(heartbeatGroup, len(due))
 		h.extend(ctx, due[:n])
 		due = due[n:]
 	}
@@ -98,34 +99,24 @@ func (h *heartbeat) extend(ctx context.Context, batch []*job) {
 		return
 	}
 	vis := h.l.cfg.VisibilityTimeout
-	entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(live))
+	receipts := make([]string, len(live))
 	for i, j := range live {
-		entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{
-			Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(j.msg.ReceiptHandle), VisibilityTimeout: int32(vis / time.Second),
-		}
+		receipts[i] = j.msg.ReceiptHandle
 	}
 	cctx, cancel := context.WithTimeout(ctx, h.l.cfg.CallTimeout)
 	defer cancel()
 	sent := h.l.now()
-	out, err := h.l.api.ChangeMessageVisibilityBatch(cctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(h.l.cfg.QueueURL), Entries: entries})
-	h.l.m.callTime.WithLabelValues("heartbeat").Observe(h.l.now().Sub(sent).Seconds())
+	start := time.Now()
+	err := h.l.q.ChangeVisibility(cctx, receipts, vis)
+	h.l.m.callTime.WithLabelValues("heartbeat").Observe(time.Since(start).Seconds())
+	h.l.m.calls.WithLabelValues("heartbeat", outcome(err, len(live))).Inc()
+	errs := pipeline.EntryErrors(err, len(live))
 	if err != nil {
-		h.l.m.calls.WithLabelValues("heartbeat", "error").Inc()
-		h.l.log.Warn("sqsjob: heartbeat failed; retrying next interval", "jobs", len(live), "err", err)
-		return
+		h.l.log.Warn("sqsjob: heartbeat failed for some jobs; retrying next interval", "jobs", len(live), "err", err)
 	}
-	failed := map[string]bool{}
-	for _, f := range out.Failed {
-		failed[aws.ToString(f.Id)] = true
-	}
-	outcome := "ok"
-	if len(failed) > 0 {
-		outcome = "partial"
-	}
-	h.l.m.calls.WithLabelValues("heartbeat", outcome).Inc()
 	h.mu.Lock()
 	for i, j := range live {
-		if !failed[strconv.Itoa(i)] {
+		if errs[i] == nil {
 			j.deadline = sent.Add(vis)
 			h.l.m.extended.Inc()
 		}

@@ -1,11 +1,13 @@
-// Package sqsjob is the worker's SQS job loop: it long-polls a queue for
-// only as many messages as it has free slots, runs each through a Handler
-// with a whole-job deadline, keeps running jobs invisible with one batched
-// heartbeat, and settles each message by what the handler decided: delete
-// (batched, failed entries retried), back off (visibility grows with the
-// receive count), copy to the DLQ with a reason and delete, or hand back at
-// once. On shutdown it stops polling, drains in-flight jobs for a bounded
-// time, then cancels the rest and makes their messages visible again.
+// Package sqsjob is the worker's job loop over a queue (pipeline.Inbox;
+// storage/sqs in production, pipeline/queuetest.Fake in tests): it
+// long-polls for only as many messages as it has free slots, runs each
+// through a Handler with a whole-job deadline, keeps running jobs invisible
+// with one heartbeat for all of them, and settles each message by what the
+// handler decided: delete, back off (visibility grows with the receive
+// count), copy to the DLQ with a reason and delete, or hand back at once.
+// Batching and the retry of failed entries belong to the queue adapter. On
+// shutdown it stops polling, drains in-flight jobs for a bounded time, then
+// cancels the rest and makes their messages visible again.
 package sqsjob
 
 import (
@@ -13,30 +15,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"runtime/debug"
-	"strconv"
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"golang.org/x/sync/semaphore"
+
+	"github.com/chatguard/chatguard/internal/retry"
+	"github.com/chatguard/chatguard/pipeline"
 )
 
-// API is the part of the SQS client the loop uses; *sqs.Client satisfies it.
-type API interface {
-	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
-	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
-	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
-	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
-	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
-}
-
-var _ API = (*sqs.Client)(nil)
-
-// Message is one received SQS message as a Handler sees it.
+// Message is one received message as a Handler sees it.
 type Message struct {
 	ID            string
 	ReceiptHandle string
@@ -106,10 +95,9 @@ const (
 	AttrReceiveCount    = "chatguard_receive_count"
 )
 
-// Config configures a Loop.
+// Config configures a Loop. The queues themselves (their URLs, batching
+// and retries) are the queue adapters' configuration.
 type Config struct {
-	QueueURL string
-	DLQURL   string
 	// Concurrency bounds jobs in flight, and so messages held.
 	Concurrency int
 	// Pollers is how many receive calls may be in flight at once, each
@@ -134,10 +122,9 @@ type Config struct {
 	RetryBase, RetryMax time.Duration
 	// MaxReceiveCount is the queue's redrive maxReceiveCount.
 	MaxReceiveCount int
-	// CallTimeout bounds each settle call (delete, visibility, DLQ send).
+	// CallTimeout bounds each settle (delete, visibility, DLQ send), the
+	// adapter's retries included.
 	CallTimeout time.Duration
-	// DeleteLinger is how long a delete waits for others to share a batch.
-	DeleteLinger time.Duration
 }
 
 // DefaultConfig returns the defaults; the queue URLs must still be set.
@@ -146,7 +133,7 @@ func DefaultConfig() Config {
 		Concurrency: 16, WaitTime: 20 * time.Second, VisibilityTimeout: 60 * time.Second,
 		HeartbeatInterval: 15 * time.Second, JobTimeout: 10 * time.Minute, DrainTimeout: 25 * time.Second,
 		RetryBase: 5 * time.Second, RetryMax: 5 * time.Minute, MaxReceiveCount: 5,
-		CallTimeout: 10 * time.Second, DeleteLinger: 5 * time.Millisecond,
+		CallTimeout: 10 * time.Second,
 	}
 }
 
@@ -156,12 +143,6 @@ const maxVisibility = 12 * time.Hour
 // Validate reports every problem with the configuration.
 func (c Config) Validate() error {
 	var errs []error
-	if c.QueueURL == "" {
-		errs = append(errs, errors.New("review queue url is required"))
-	}
-	if c.DLQURL == "" {
-		errs = append(errs, errors.New("review dlq url is required"))
-	}
 	if c.Concurrency < 1 || c.Concurrency > 10000 {
 		errs = append(errs, fmt.Errorf("concurrency %d must be in 1..10000", c.Concurrency))
 	}
@@ -192,32 +173,40 @@ func (c Config) Validate() error {
 	if c.CallTimeout <= 0 {
 		errs = append(errs, errors.New("call timeout must be positive"))
 	}
-	if c.DeleteLinger < 0 {
-		errs = append(errs, errors.New("delete linger must not be negative"))
-	}
 	return errors.Join(errs...)
 }
 
+// receiveBackoff spaces polls after failed receives.
+var receiveBackoff = retry.Policy{Initial: 200 * time.Millisecond, Max: 10 * time.Second}
+
 // Loop is the job loop. Create it with New and call Run once.
 type Loop struct {
-	cfg     Config
-	api     API
-	h       Handler
-	m       *Metrics
-	log     *slog.Logger
-	sem     *semaphore.Weighted
-	jobs    sync.WaitGroup
-	hb      *heartbeat
-	deleter *deleter
-	now     func() time.Time
+	cfg  Config
+	q    pipeline.Inbox
+	dlq  pipeline.Sender
+	h    Handler
+	m    *Metrics
+	log  *slog.Logger
+	sem  *semaphore.Weighted
+	jobs sync.WaitGroup
+	hb   *heartbeat
+
+	// The clock, injectable so that tests never sleep: now for job
+	// deadlines, ticker for the heartbeat, timer for the drain timeout,
+	// sleep for the backoff between failed polls.
+	now    func() time.Time
+	ticker func(d time.Duration) (<-chan time.Time, func())
+	timer  func(d time.Duration) (<-chan time.Time, func() bool)
+	sleep  retry.SleepFunc
 
 	mu       sync.Mutex
 	draining bool
 }
 
-// New returns a loop; metrics may be nil (then they are not exported) and
-// log may be nil (then nothing is logged).
-func New(cfg Config, api API, h Handler, m *Metrics, log *slog.Logger) (*Loop, error) {
+// New returns a loop over q, copying poison messages to dlq; metrics may
+// be nil (then they are not exported) and log may be nil (then nothing is
+// logged).
+func New(cfg Config, q pipeline.Inbox, dlq pipeline.Sender, h Handler, m *Metrics, log *slog.Logger) (*Loop, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("sqsjob: %w", err)
 	}
@@ -227,9 +216,12 @@ func New(cfg Config, api API, h Handler, m *Metrics, log *slog.Logger) (*Loop, e
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	l := &Loop{cfg: cfg, api: api, h: h, m: m, log: log, sem: semaphore.NewWeighted(int64(cfg.Concurrency)), now: time.Now}
+	l := &Loop{cfg: cfg, q: q, dlq: dlq, h: h, m: m, log: log, sem: semaphore.NewWeighted(int64(cfg.Concurrency)),
+		now: time.Now, sleep: retry.Sleep,
+		ticker: func(d time.Duration) (<-chan time.Time, func()) { t := time.NewTicker(d); return t.C, t.Stop },
+		timer:  func(d time.Duration) (<-chan time.Time, func() bool) { t := time.NewTimer(d); return t.C, t.Stop },
+	}
 	l.hb = newHeartbeat(l)
-	l.deleter = newDeleter(l)
 	return l, nil
 }
 
@@ -258,9 +250,7 @@ func (l *Loop) Run(ctx context.Context) error {
 	defer cancelPoll()
 	hbCtx, stopHB := context.WithCancel(context.WithoutCancel(ctx))
 	var bg sync.WaitGroup
-	bg.Add(2)
-	go func() { defer bg.Done(); l.hb.run(hbCtx) }()
-	go func() { defer bg.Done(); l.deleter.run(hbCtx) }()
+	bg.Go(func() { l.hb.run(hbCtx) })
 
 	pollers := l.cfg.Pollers
 	if pollers == 0 {
@@ -281,11 +271,11 @@ func (l *Loop) Run(ctx context.Context) error {
 	l.log.Info("sqsjob: draining", "inflight", l.hb.size(), "drain_timeout", l.cfg.DrainTimeout.String())
 	done := make(chan struct{})
 	go func() { <-pollDone; l.jobs.Wait(); close(done) }()
-	t := time.NewTimer(l.cfg.DrainTimeout)
+	timeout, stopTimer := l.timer(l.cfg.DrainTimeout)
 	select {
 	case <-done:
-		t.Stop()
-	case <-t.C:
+		stopTimer()
+	case <-timeout:
 		l.log.Warn("sqsjob: drain timeout reached, handing back unfinished jobs", "inflight", l.hb.size())
 		// The polls first, so that they are over before messages are handed back.
 		cancelPoll()
@@ -324,9 +314,9 @@ func (l *Loop) poll(stop, callCtx, jobBase context.Context) {
 				return
 			}
 			failures++
-			wait := backoff(200*time.Millisecond, 10*time.Second, failures)
+			wait := receiveBackoff.Delay(failures)
 			l.log.Warn("sqsjob: receive failed", "err", err, "retry_in", wait.String())
-			if !sleep(stop, wait) {
+			if l.sleep(stop, wait) != nil {
 				return
 			}
 			continue
@@ -339,43 +329,57 @@ func (l *Loop) poll(stop, callCtx, jobBase context.Context) {
 }
 
 // handBack makes messages received during shutdown visible again at once.
-func (l *Loop) handBack(msgs []types.Message) {
+func (l *Loop) handBack(msgs []pipeline.Message) {
 	if len(msgs) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.CallTimeout)
 	defer cancel()
-	for _, sm := range msgs {
-		m := toMessage(sm, l.cfg.MaxReceiveCount)
-		l.setVisibility(ctx, m, 0)
+	receipts := make([]string, len(msgs))
+	for i, m := range msgs {
+		receipts[i] = m.ReceiptHandle
+	}
+	err := l.q.ChangeVisibility(ctx, receipts, 0)
+	l.m.calls.WithLabelValues("change_visibility", outcome(err, len(msgs))).Inc()
+	for i, err := range pipeline.EntryErrors(err, len(msgs)) {
+		if err != nil {
+			l.log.Warn("sqsjob: hand back failed; the message returns when its visibility ends", "message_id", msgs[i].ID, "err", err)
+		}
 		l.m.jobs.WithLabelValues("released").Inc()
 		l.sem.Release(1)
 	}
 }
 
-func (l *Loop) receive(ctx context.Context, n int) ([]types.Message, error) {
+func (l *Loop) receive(ctx context.Context, n int) ([]pipeline.Message, error) {
 	start := time.Now()
 	defer func() { l.m.callTime.WithLabelValues("receive").Observe(time.Since(start).Seconds()) }()
-	out, err := l.api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-		QueueUrl:            aws.String(l.cfg.QueueURL),
-		MaxNumberOfMessages: int32(n),
-		WaitTimeSeconds:     int32(l.cfg.WaitTime / time.Second),
-		VisibilityTimeout:   int32(l.cfg.VisibilityTimeout / time.Second),
-		MessageSystemAttributeNames: []types.MessageSystemAttributeName{
-			types.MessageSystemAttributeNameApproximateReceiveCount,
-			types.MessageSystemAttributeNameSentTimestamp,
-		},
-		MessageAttributeNames: []string{"All"},
-	})
+	msgs, err := l.q.Receive(ctx, pipeline.ReceiveRequest{Max: n, Wait: l.cfg.WaitTime, Visibility: l.cfg.VisibilityTimeout})
 	if err != nil {
 		if ctx.Err() == nil {
 			l.m.calls.WithLabelValues("receive", "error").Inc()
 		}
-		return nil, fmt.Errorf("sqsjob: receive: %w", err)
+		return nil, fmt.Errorf("sqsjob: %w", err)
 	}
 	l.m.calls.WithLabelValues("receive", "ok").Inc()
-	l.m.received.Add(float64(len(out.Messages)))
-	return out.Messages, nil
+	l.m.received.Add(float64(len(msgs)))
+	return msgs, nil
+}
+
+// outcome labels a queue call over n entries: ok, partial or error.
+func outcome(err error, n int) string {
+	if err == nil {
+		return "ok"
+	}
+	failed := 0
+	for _, e := range pipeline.EntryErrors(err, n) {
+		if e != nil {
+			failed++
+		}
+	}
+	if failed < n {
+		return "partial"
+	}
+	return "error"
 }
 
 // job is one in-flight message. mu orders the heartbeat's extensions
@@ -388,8 +392,8 @@ type job struct {
 	deadline time.Time // visibility end as last set; guarded by the heartbeat's lock
 }
 
-func (l *Loop) start(jobBase context.Context, sm types.Message) {
-	m := toMessage(sm, l.cfg.MaxReceiveCount)
+func (l *Loop) start(jobBase context.Context, pm pipeline.Message) {
+	m := toMessage(pm, l.cfg.MaxReceiveCount)
 	j := &job{msg: m, deadline: l.now().Add(l.cfg.VisibilityTimeout)}
 	if !m.SentAt.IsZero() {
 		l.m.messageAge.Observe(max(l.now().Sub(m.SentAt), 0).Seconds())
@@ -445,7 +449,7 @@ func (l *Loop) settle(j *job, out Outcome) {
 	m := j.msg
 	switch out.Action {
 	case Delete:
-		if err := l.deleter.delete(ctx, m.ReceiptHandle); err != nil {
+		if err := l.delete(ctx, m); err != nil {
 			l.log.Warn("sqsjob: delete failed; the message will be redelivered and acknowledged as a duplicate", "message_id", m.ID, "err", err)
 		}
 	case Poison:
@@ -455,7 +459,7 @@ func (l *Loop) settle(j *job, out Outcome) {
 			return
 		}
 		l.m.poison.Inc()
-		if err := l.deleter.delete(ctx, m.ReceiptHandle); err != nil {
+		if err := l.delete(ctx, m); err != nil {
 			l.log.Warn("sqsjob: delete after dlq copy failed", "message_id", m.ID, "err", err)
 		}
 	case Retry:
@@ -468,21 +472,30 @@ func (l *Loop) settle(j *job, out Outcome) {
 // retryDelay is full jitter over min(RetryMax, RetryBase*2^(n-1)), at
 // least after, at most the SQS ceiling.
 func (l *Loop) retryDelay(receiveCount int, after time.Duration) time.Duration {
-	d := backoff(l.cfg.RetryBase, l.cfg.RetryMax, receiveCount)
+	d := retry.Policy{Initial: l.cfg.RetryBase, Max: l.cfg.RetryMax}.Delay(receiveCount)
 	return min(max(d, after), maxVisibility)
 }
 
-func (l *Loop) setVisibility(ctx context.Context, m Message, d time.Duration) {
-	secs := int32((d + time.Second - 1) / time.Second)
-	_, err := l.api.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
-		QueueUrl: aws.String(l.cfg.QueueURL), ReceiptHandle: aws.String(m.ReceiptHandle), VisibilityTimeout: secs,
-	})
+// delete deletes the message; the queue adapter batches it with other
+// jobs' deletes and retries it.
+func (l *Loop) delete(ctx context.Context, m Message) error {
+	start := time.Now()
+	err := l.q.Delete(ctx, []string{m.ReceiptHandle})
+	l.m.callTime.WithLabelValues("delete").Observe(time.Since(start).Seconds())
+	l.m.calls.WithLabelValues("delete", outcome(err, 1)).Inc()
 	if err != nil {
-		l.m.calls.WithLabelValues("change_visibility", "error").Inc()
-		l.log.Warn("sqsjob: change visibility failed; the message returns when its visibility ends", "message_id", m.ID, "err", err)
-		return
+		return fmt.Errorf("sqsjob: delete: %w", err)
 	}
-	l.m.calls.WithLabelValues("change_visibility", "ok").Inc()
+	l.m.deleted.Inc()
+	return nil
+}
+
+func (l *Loop) setVisibility(ctx context.Context, m Message, d time.Duration) {
+	err := l.q.ChangeVisibility(ctx, []string{m.ReceiptHandle}, d)
+	l.m.calls.WithLabelValues("change_visibility", outcome(err, 1)).Inc()
+	if err != nil {
+		l.log.Warn("sqsjob: change visibility failed; the message returns when its visibility ends", "message_id", m.ID, "err", err)
+	}
 }
 
 func (l *Loop) toDLQ(ctx context.Context, m Message, reason string) error {
@@ -492,53 +505,20 @@ func (l *Loop) toDLQ(ctx context.Context, m Message, reason string) error {
 	if reason == "" {
 		reason = "unknown"
 	}
-	_, err := l.api.SendMessage(ctx, &sqs.SendMessageInput{
-		QueueUrl:    aws.String(l.cfg.DLQURL),
-		MessageBody: aws.String(string(m.Body)),
-		MessageAttributes: map[string]types.MessageAttributeValue{
-			AttrErrorReason:     {DataType: aws.String("String"), StringValue: aws.String(reason)},
-			AttrSourceMessageID: {DataType: aws.String("String"), StringValue: aws.String(m.ID)},
-			AttrReceiveCount:    {DataType: aws.String("Number"), StringValue: aws.String(strconv.Itoa(m.ReceiveCount))},
-		},
-	})
+	err := l.dlq.Send(ctx, []pipeline.OutMessage{{Body: m.Body, Attributes: map[string]pipeline.Attribute{
+		AttrErrorReason:     pipeline.StringAttribute(reason),
+		AttrSourceMessageID: pipeline.StringAttribute(m.ID),
+		AttrReceiveCount:    pipeline.NumberAttribute(int64(m.ReceiveCount)),
+	}}})
+	l.m.calls.WithLabelValues("send_dlq", outcome(err, 1)).Inc()
 	if err != nil {
-		l.m.calls.WithLabelValues("send_dlq", "error").Inc()
 		return fmt.Errorf("sqsjob: send to dlq: %w", err)
 	}
-	l.m.calls.WithLabelValues("send_dlq", "ok").Inc()
 	return nil
 }
 
-func toMessage(sm types.Message, maxReceive int) Message {
-	m := Message{ID: aws.ToString(sm.MessageId), ReceiptHandle: aws.ToString(sm.ReceiptHandle), Body: []byte(aws.ToString(sm.Body)), ReceiveCount: 1}
-	if v, err := strconv.Atoi(sm.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)]); err == nil && v > 0 {
-		m.ReceiveCount = v
-	}
-	if v, err := strconv.ParseInt(sm.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64); err == nil && v > 0 {
-		m.SentAt = time.UnixMilli(v).UTC()
-	}
+func toMessage(pm pipeline.Message, maxReceive int) Message {
+	m := Message{ID: pm.ID, ReceiptHandle: pm.ReceiptHandle, Body: pm.Body, ReceiveCount: max(pm.ReceiveCount, 1), SentAt: pm.SentAt}
 	m.Final = m.ReceiveCount >= maxReceive
 	return m
-}
-
-// backoff returns full jitter over min(ceiling, base*2^(n-1)).
-func backoff(base, ceiling time.Duration, n int) time.Duration {
-	d := base
-	for i := 1; i < n && d < ceiling; i++ {
-		d *= 2
-	}
-	d = min(d, ceiling)
-	return time.Duration(rand.Int64N(int64(d) + 1))
-}
-
-// sleep waits d or until ctx ends; it reports whether d elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

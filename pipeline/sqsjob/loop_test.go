@@ -9,15 +9,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/queuetest"
 )
 
 func testConfig() Config {
 	c := DefaultConfig()
-	c.QueueURL, c.DLQURL = "q", "dlq"
 	c.Concurrency = 4
 	c.WaitTime = 20 * time.Second
 	c.VisibilityTimeout = 30 * time.Second
@@ -29,27 +30,86 @@ func testConfig() Config {
 	return c
 }
 
+// t0 is the fake queue's clock when a test starts; it moves only when the
+// test advances it.
+var t0 = time.Date(2026, 11, 3, 4, 0, 0, 0, time.UTC)
+
 type harness struct {
-	sqs    *fakeSQS
+	q, dlq *queuetest.Fake
 	loop   *Loop
 	reg    *prometheus.Registry
-	cancel context.CancelFunc
-	done   chan error
+	// tick drives the heartbeat; drain fires the drain timeout (when
+	// the test asked for a manual one); waits records receive backoffs.
+	tick  chan time.Time
+	drain chan time.Time
+	waits *waitLog
+	done  chan error
+	fault queuetest.Fault
 }
 
-// setup starts a loop over a fake queue; stop() drains it and returns
-// Run's error.
-func setup(t *testing.T, cfg Config, h Handler, bodies ...string) (*harness, func() error) {
+// waitLog records the loop's backoff waits instead of waiting.
+type waitLog struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (w *waitLog) sleep(ctx context.Context, d time.Duration) error {
+	w.mu.Lock()
+	w.d = append(w.d, d)
+	w.mu.Unlock()
+	return context.Cause(ctx)
+}
+
+func (w *waitLog) all() []time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]time.Duration(nil), w.d...)
+}
+
+type option func(*harness, *queuetest.Config)
+
+// manualDrain makes the drain timeout fire only when the test sends on
+// harness.drain.
+func manualDrain(h *harness, _ *queuetest.Config) { h.drain = make(chan time.Time) }
+
+// withFault injects fault into the queue before the loop starts.
+func withFault(fault queuetest.Fault) option {
+	return func(h *harness, _ *queuetest.Config) { h.fault = fault }
+}
+
+// longPolls makes the fake's long polls last as long as asked.
+func longPolls(_ *harness, c *queuetest.Config) { c.MaxWait = time.Minute }
+
+// setup starts a loop over a fake queue whose clock stands still unless
+// the test advances it, with a heartbeat that beats only on harness.tick;
+// stop() drains it and returns Run's error.
+func setup(t *testing.T, cfg Config, h Handler, bodies []string, opts ...option) (*harness, func() error) {
 	t.Helper()
-	f := newFakeSQS(cfg.MaxReceiveCount)
-	for _, b := range bodies {
-		f.send(b)
+	hs := &harness{reg: prometheus.NewRegistry(), tick: make(chan time.Time), waits: &waitLog{}, done: make(chan error, 1)}
+	qcfg := queuetest.Config{MaxReceive: cfg.MaxReceiveCount, Now: func() time.Time { return t0 }}
+	for _, o := range opts {
+		o(hs, &qcfg)
 	}
-	reg := prometheus.NewRegistry()
-	l, err := New(cfg, f, h, NewMetrics(reg), nil)
+	hs.dlq = queuetest.NewFake(queuetest.Config{Now: qcfg.Now})
+	qcfg.DLQ = hs.dlq
+	hs.q = queuetest.NewFake(qcfg)
+	hs.q.SetFault(hs.fault)
+	for _, b := range bodies {
+		hs.q.Enqueue([]byte(b))
+	}
+	l, err := New(cfg, hs.q, hs.dlq, h, NewMetrics(hs.reg), nil)
 	require.NoError(t, err)
+	l.now = hs.q.Now
+	l.sleep = hs.waits.sleep
+	l.ticker = func(time.Duration) (<-chan time.Time, func()) { return hs.tick, func() {} }
+	if hs.drain != nil {
+		l.timer = func(d time.Duration) (<-chan time.Time, func() bool) {
+			require.Equal(t, cfg.DrainTimeout, d)
+			return hs.drain, func() bool { return true }
+		}
+	}
+	hs.loop = l
 	ctx, cancel := context.WithCancel(context.Background())
-	hs := &harness{sqs: f, loop: l, reg: reg, cancel: cancel, done: make(chan error, 1)}
 	go func() { hs.done <- l.Run(ctx) }()
 	var once sync.Once
 	var runErr error
@@ -70,12 +130,34 @@ func setup(t *testing.T, cfg Config, h Handler, bodies ...string) (*harness, fun
 
 func eventually(t *testing.T, cond func() bool, msg string, args ...any) {
 	t.Helper()
-	require.Eventually(t, cond, 10*time.Second, 5*time.Millisecond, fmt.Sprintf(msg, args...))
+	require.Eventually(t, cond, 10*time.Second, 2*time.Millisecond, fmt.Sprintf(msg, args...))
+}
+
+func (hs *harness) held() int { return hs.q.Stats().Held }
+
+func (hs *harness) state(t *testing.T, id string) queuetest.MessageState {
+	t.Helper()
+	m, ok := hs.q.Message(id)
+	require.True(t, ok, "no message %s", id)
+	return m
+}
+
+func bodies(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("body-%d", i)
+	}
+	return out
 }
 
 func TestLoopDeletesDoneJobsWithinConcurrency(t *testing.T) {
 	t.Parallel()
+	cfg := testConfig()
 	var cur, peak atomic.Int32
+	// The first jobs wait until Concurrency of them run at once, so the
+	// test sees the bound reached, and never passed.
+	full := make(chan struct{})
+	var once sync.Once
 	h := HandlerFunc(func(ctx context.Context, m Message) Outcome {
 		n := cur.Add(1)
 		for {
@@ -84,30 +166,25 @@ func TestLoopDeletesDoneJobsWithinConcurrency(t *testing.T) {
 				break
 			}
 		}
-		time.Sleep(5 * time.Millisecond)
+		if n == int32(cfg.Concurrency) {
+			once.Do(func() { close(full) })
+		}
+		<-full
 		cur.Add(-1)
 		return Outcome{Action: Delete, Label: "done"}
 	})
-	bodies := make([]string, 40)
-	for i := range bodies {
-		bodies[i] = fmt.Sprintf("body-%d", i)
-	}
-	cfg := testConfig()
-	hs, stop := setup(t, cfg, h, bodies...)
-	eventually(t, func() bool { return hs.sqs.remaining() == 0 }, "all messages deleted")
+	hs, stop := setup(t, cfg, h, bodies(40))
+	eventually(t, func() bool { return hs.held() == 0 }, "all messages deleted")
 	require.NoError(t, stop())
-	require.LessOrEqual(t, peak.Load(), int32(cfg.Concurrency))
+	require.Equal(t, int32(cfg.Concurrency), peak.Load())
 	require.Equal(t, 40.0, testutil.ToFloat64(hs.loop.m.jobs.WithLabelValues("done")))
 	require.Equal(t, 40.0, testutil.ToFloat64(hs.loop.m.deleted))
-	_, _, asks, _ := hs.sqs.snapshot()
-	for _, a := range asks {
-		require.GreaterOrEqual(t, a, int32(1))
-		require.LessOrEqual(t, a, int32(cfg.Concurrency))
+	require.Equal(t, 40.0, testutil.ToFloat64(hs.loop.m.calls.WithLabelValues("delete", "ok")))
+	for _, a := range hs.q.ReceiveAsks() {
+		require.GreaterOrEqual(t, a, 1)
+		require.LessOrEqual(t, a, cfg.Concurrency)
 	}
-	for _, m := range hs.sqs.msgs {
-		require.Equal(t, 1, m.receives, "message %s received more than once", m.id)
-	}
-	require.Less(t, hs.sqs.deleteCalls, 40, "deletes are batched")
+	require.Equal(t, 40, hs.q.Stats().Received, "no message was received twice")
 }
 
 func TestLoopAsksOnlyForFreeSlots(t *testing.T) {
@@ -118,20 +195,25 @@ func TestLoopAsksOnlyForFreeSlots(t *testing.T) {
 		return Outcome{Action: Delete}
 	})
 	cfg := testConfig()
-	cfg.Concurrency = 3
-	hs, stop := setup(t, cfg, h, "a", "b", "c", "d", "e")
-	eventually(t, func() bool { return testutil.ToFloat64(hs.loop.m.inflight) == 3 }, "three in flight")
-	time.Sleep(50 * time.Millisecond)
-	_, _, asks, _ := hs.sqs.snapshot()
-	require.Equal(t, int32(3), asks[0])
-	total := int32(0)
-	for _, a := range asks {
-		total += a
+	cfg.Concurrency, cfg.Pollers = 3, 1
+	hs, stop := setup(t, cfg, h, []string{"a", "b", "c", "d", "e"})
+	inflight := func() float64 { return testutil.ToFloat64(hs.loop.m.inflight) }
+	eventually(t, func() bool { return inflight() == 3 }, "three in flight")
+	require.Equal(t, []int{3}, hs.q.ReceiveAsks(), "one receive for the three free slots, none while every slot is busy")
+	// Each finished job frees one slot, and the next receive asks for
+	// exactly that one.
+	for i, want := range []int{2, 3} {
+		release <- struct{}{}
+		eventually(t, func() bool { return len(hs.q.ReceiveAsks()) == want }, "receive %d", want)
+		require.Equal(t, 1, hs.q.ReceiveAsks()[want-1], "release %d", i+1)
+		eventually(t, func() bool { return inflight() == 3 }, "the slot taken again")
 	}
-	require.Equal(t, int32(3), total, "no receive while every slot is busy: %v", asks)
 	close(release)
-	eventually(t, func() bool { return hs.sqs.remaining() == 0 }, "all deleted")
+	eventually(t, func() bool { return hs.held() == 0 }, "all deleted")
 	require.NoError(t, stop())
+	for _, a := range hs.q.ReceiveAsks()[3:] {
+		require.LessOrEqual(t, a, 3)
+	}
 }
 
 func TestLoopPoisonGoesToDLQWithReason(t *testing.T) {
@@ -142,16 +224,19 @@ func TestLoopPoisonGoesToDLQWithReason(t *testing.T) {
 		}
 		return Outcome{Action: Delete, Label: "done"}
 	})
-	hs, stop := setup(t, testConfig(), h, "bad", "good")
-	eventually(t, func() bool { return hs.sqs.remaining() == 0 }, "both deleted")
+	hs, stop := setup(t, testConfig(), h, []string{"bad", "good"})
+	eventually(t, func() bool { return hs.held() == 0 }, "both deleted")
 	require.NoError(t, stop())
-	dlq, _, _, _ := hs.sqs.snapshot()
+	dlq := hs.dlq.Messages()
 	require.Len(t, dlq, 1)
-	require.Equal(t, "bad", aws.ToString(dlq[0].Body))
-	require.Equal(t, "not a JSON review event", aws.ToString(dlq[0].MessageAttributes[AttrErrorReason].StringValue))
-	require.Equal(t, "msg-1", aws.ToString(dlq[0].MessageAttributes[AttrSourceMessageID].StringValue))
-	require.Equal(t, "1", aws.ToString(dlq[0].MessageAttributes[AttrReceiveCount].StringValue))
+	require.Equal(t, "bad", string(dlq[0].Body))
+	require.Equal(t, map[string]pipeline.Attribute{
+		AttrErrorReason:     pipeline.StringAttribute("not a JSON review event"),
+		AttrSourceMessageID: pipeline.StringAttribute("msg-1"),
+		AttrReceiveCount:    pipeline.NumberAttribute(1),
+	}, dlq[0].Attributes)
 	require.Equal(t, 1.0, testutil.ToFloat64(hs.loop.m.poison))
+	require.Equal(t, 1.0, testutil.ToFloat64(hs.loop.m.calls.WithLabelValues("send_dlq", "ok")))
 }
 
 func TestLoopRetriesUntilRedrive(t *testing.T) {
@@ -166,9 +251,15 @@ func TestLoopRetriesUntilRedrive(t *testing.T) {
 	})
 	cfg := testConfig()
 	cfg.MaxReceiveCount = 3
-	cfg.RetryBase, cfg.RetryMax = time.Millisecond, time.Millisecond
-	hs, stop := setup(t, cfg, h, "x")
-	eventually(t, func() bool { dlq, _, _, _ := hs.sqs.snapshot(); return len(dlq) == 1 }, "redriven to the DLQ")
+	cfg.RetryBase, cfg.RetryMax = time.Second, 4*time.Second
+	cfg.VisibilityTimeout = time.Hour // no advance below exposes a message in a job
+	hs, stop := setup(t, cfg, h, []string{"x"})
+	// Each backoff hides the message for at most RetryMax of the fake's
+	// clock; advancing past it brings the message back.
+	eventually(t, func() bool {
+		hs.q.Advance(cfg.RetryMax)
+		return len(hs.dlq.Messages()) == 1
+	}, "redriven to the DLQ")
 	require.NoError(t, stop())
 	mu.Lock()
 	defer mu.Unlock()
@@ -176,19 +267,28 @@ func TestLoopRetriesUntilRedrive(t *testing.T) {
 	for i, m := range seen {
 		require.Equal(t, i+1, m.ReceiveCount)
 		require.Equal(t, i == 2, m.Final)
+		require.Equal(t, t0, m.SentAt)
 	}
-	_, vis, _, _ := hs.sqs.snapshot()
+	vis := hs.q.VisibilityChanges()
 	require.Len(t, vis, 3)
-	for _, v := range vis {
-		require.LessOrEqual(t, v.vis, int32(1))
+	for i, v := range vis {
+		require.LessOrEqual(t, v.Visibility, retryCeiling(cfg, i+1), "backoff %d", i+1)
 	}
+}
+
+func retryCeiling(cfg Config, n int) time.Duration {
+	d := cfg.RetryBase
+	for i := 1; i < n; i++ {
+		d *= 2
+	}
+	return min(d, cfg.RetryMax)
 }
 
 func TestRetryDelay(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig()
 	cfg.RetryBase, cfg.RetryMax = time.Second, 30*time.Second
-	l, err := New(cfg, newFakeSQS(5), HandlerFunc(nil), nil, nil)
+	l, err := New(cfg, queuetest.NewFake(queuetest.Config{}), queuetest.NewFake(queuetest.Config{}), HandlerFunc(nil), nil, nil)
 	require.NoError(t, err)
 	tests := []struct {
 		n        int
@@ -221,20 +321,54 @@ func TestRetryDelay(t *testing.T) {
 func TestLoopHeartbeatKeepsLongJobInvisible(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int32
+	started, finish := make(chan struct{}), make(chan struct{})
 	h := HandlerFunc(func(ctx context.Context, m Message) Outcome {
 		runs.Add(1)
-		time.Sleep(2500 * time.Millisecond)
+		close(started)
+		<-finish
 		return Outcome{Action: Delete}
 	})
 	cfg := testConfig()
-	cfg.VisibilityTimeout, cfg.HeartbeatInterval = time.Second, 300*time.Millisecond
-	hs, stop := setup(t, cfg, h, "slow")
-	eventually(t, func() bool { return hs.sqs.remaining() == 0 }, "deleted")
+	cfg.VisibilityTimeout, cfg.HeartbeatInterval = 3*time.Second, time.Second
+	hs, stop := setup(t, cfg, h, []string{"slow"})
+	<-started
+	// Five intervals: the job outlives its first visibility timeout by
+	// far, and every beat renews it before it runs out.
+	for beat := 1; beat <= 5; beat++ {
+		hs.q.Advance(cfg.HeartbeatInterval)
+		hs.tick <- hs.q.Now()
+		eventually(t, func() bool { return len(hs.q.VisibilityChanges()) == beat }, "beat %d extends the job", beat)
+		require.Equal(t, cfg.VisibilityTimeout, hs.q.VisibilityChanges()[beat-1].Visibility)
+		require.Zero(t, hs.q.Stats().Visible, "beat %d: the running job's message stays hidden", beat)
+	}
+	close(finish)
+	eventually(t, func() bool { return hs.held() == 0 }, "deleted")
 	require.NoError(t, stop())
 	require.Equal(t, int32(1), runs.Load(), "the job was redelivered while it ran")
-	_, _, _, beats := hs.sqs.snapshot()
-	require.GreaterOrEqual(t, beats, 2)
-	require.GreaterOrEqual(t, testutil.ToFloat64(hs.loop.m.extended), 2.0)
+	require.Equal(t, 5.0, testutil.ToFloat64(hs.loop.m.extended))
+	require.Equal(t, 5.0, testutil.ToFloat64(hs.loop.m.calls.WithLabelValues("heartbeat", "ok")))
+}
+
+func TestLoopHeartbeatSkipsJobsNotDue(t *testing.T) {
+	t.Parallel()
+	finish := make(chan struct{})
+	h := HandlerFunc(func(ctx context.Context, m Message) Outcome { <-finish; return Outcome{Action: Delete} })
+	cfg := testConfig() // visibility 30s, heartbeat 10s
+	hs, stop := setup(t, cfg, h, []string{"a"})
+	eventually(t, func() bool { return testutil.ToFloat64(hs.loop.m.inflight) == 1 }, "in flight")
+	// At t0+5s the visibility (t0+30s) ends beyond two intervals: no call.
+	hs.q.Advance(5 * time.Second)
+	hs.tick <- hs.q.Now()
+	// At t0+10s it ends within two intervals: renewed.
+	hs.q.Advance(5 * time.Second)
+	hs.tick <- hs.q.Now()
+	eventually(t, func() bool { return len(hs.q.VisibilityChanges()) == 1 }, "the due beat extends")
+	// The tick channel is unbuffered: the beat at t0+5s was over before
+	// the second was taken, so one change means it made none.
+	require.Equal(t, 1.0, testutil.ToFloat64(hs.loop.m.calls.WithLabelValues("heartbeat", "ok")))
+	close(finish)
+	eventually(t, func() bool { return hs.held() == 0 }, "deleted")
+	require.NoError(t, stop())
 }
 
 func TestLoopPanicIsAFailedAttempt(t *testing.T) {
@@ -246,25 +380,26 @@ func TestLoopPanicIsAFailedAttempt(t *testing.T) {
 		return Outcome{Action: Delete, Label: "done"}
 	})
 	cfg := testConfig()
-	cfg.RetryBase, cfg.RetryMax = time.Millisecond, time.Millisecond
-	hs, stop := setup(t, cfg, h, "boom", "fine")
-	eventually(t, func() bool { return hs.sqs.remaining() == 0 }, "both deleted in the end")
+	cfg.VisibilityTimeout = time.Hour // no advance below exposes a message in a job
+	hs, stop := setup(t, cfg, h, []string{"boom", "fine"})
+	eventually(t, func() bool { hs.q.Advance(cfg.RetryMax); return hs.held() == 0 }, "both deleted in the end")
 	require.NoError(t, stop())
 	require.Equal(t, 1.0, testutil.ToFloat64(hs.loop.m.panics))
 	require.Equal(t, 1.0, testutil.ToFloat64(hs.loop.m.jobs.WithLabelValues("panic")))
 	require.Equal(t, 2.0, testutil.ToFloat64(hs.loop.m.jobs.WithLabelValues("done")))
-	require.Equal(t, 2, hs.sqs.msg("msg-1").receives)
+	require.Equal(t, 2, hs.state(t, "msg-1").Receives)
 }
 
 func TestLoopDrain(t *testing.T) {
 	t.Parallel()
 	var causes sync.Map
+	finish := make(chan struct{})
 	h := HandlerFunc(func(ctx context.Context, m Message) Outcome {
 		switch string(m.Body) {
 		case "quick":
 			return Outcome{Action: Delete, Label: "done"}
 		case "finishes-in-drain":
-			time.Sleep(300 * time.Millisecond)
+			<-finish
 			return Outcome{Action: Delete, Label: "done"}
 		}
 		<-ctx.Done()
@@ -272,29 +407,38 @@ func TestLoopDrain(t *testing.T) {
 		return Outcome{Action: Retry, Label: "retry", Err: ctx.Err()}
 	})
 	cfg := testConfig()
-	cfg.DrainTimeout = time.Second
-	hs, stop := setup(t, cfg, h, "quick", "finishes-in-drain", "stuck", "stuck")
+	hs, stop := setup(t, cfg, h, []string{"quick", "finishes-in-drain", "stuck", "stuck"}, manualDrain)
 	eventually(t, func() bool { return testutil.ToFloat64(hs.loop.m.inflight) == 3 }, "three in flight")
-	start := time.Now()
-	require.NoError(t, stop())
-	took := time.Since(start)
-	require.GreaterOrEqual(t, took, cfg.DrainTimeout)
-	require.Less(t, took, cfg.DrainTimeout+3*time.Second)
-	require.True(t, hs.loop.Draining())
-	require.True(t, hs.sqs.msg("msg-1").deleted)
-	require.True(t, hs.sqs.msg("msg-2").deleted)
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+	eventually(t, hs.loop.Draining, "draining")
+
+	// During the drain a job may still finish and be deleted...
+	close(finish)
+	eventually(t, func() bool { return hs.state(t, "msg-2").Deleted }, "the job finishing in the drain is deleted")
+	// ...while the others keep running until the drain timeout.
+	select {
+	case err := <-stopped:
+		t.Fatalf("Run returned before the drain timeout: %v", err)
+	default:
+	}
+	require.Empty(t, hs.q.VisibilityChanges(), "nothing handed back before the drain timeout")
+
+	hs.drain <- time.Now()
+	require.NoError(t, <-stopped)
+	require.True(t, hs.state(t, "msg-1").Deleted)
 	for _, id := range []string{"msg-3", "msg-4"} {
-		m := hs.sqs.msg(id)
-		require.False(t, m.deleted)
-		require.False(t, m.visibleAt.After(time.Now()), "%s not visible at once", id)
+		m := hs.state(t, id)
+		require.False(t, m.Deleted)
+		require.False(t, m.VisibleAt.After(hs.q.Now()), "%s not visible at once", id)
 		c, ok := causes.Load(id)
 		require.True(t, ok)
 		require.ErrorIs(t, c.(error), ErrDraining)
 	}
-	_, vis, _, _ := hs.sqs.snapshot()
+	vis := hs.q.VisibilityChanges()
 	require.Len(t, vis, 2)
 	for _, v := range vis {
-		require.Equal(t, int32(0), v.vis)
+		require.Zero(t, v.Visibility)
 	}
 	require.Equal(t, 2.0, testutil.ToFloat64(hs.loop.m.jobs.WithLabelValues("released")))
 }
@@ -312,38 +456,68 @@ func TestLoopJobTimeoutIsRetryable(t *testing.T) {
 	})
 	cfg := testConfig()
 	cfg.JobTimeout = 100 * time.Millisecond
-	hs, stop := setup(t, cfg, h, "x")
+	hs, stop := setup(t, cfg, h, []string{"x"})
 	select {
 	case err := <-got:
 		require.ErrorIs(t, err, ErrJobTimeout)
 	case <-time.After(5 * time.Second):
 		t.Fatal("job not timed out")
 	}
-	eventually(t, func() bool { _, vis, _, _ := hs.sqs.snapshot(); return len(vis) >= 1 }, "backoff set")
+	eventually(t, func() bool { return len(hs.q.VisibilityChanges()) >= 1 }, "backoff set")
 	require.NoError(t, stop())
 }
 
-func TestLoopSurvivesSQSFaults(t *testing.T) {
+func TestLoopSurvivesQueueFaults(t *testing.T) {
 	t.Parallel()
 	h := HandlerFunc(func(ctx context.Context, m Message) Outcome { return Outcome{Action: Delete, Label: "done"} })
 	cfg := testConfig()
-	f := newFakeSQS(5)
-	f.receiveErrs, f.deleteFaults = 2, 3
-	for i := range 5 {
-		f.send(fmt.Sprint(i))
+	receiveFaults, deleteFaults := 2, 3
+	hs, stop := setup(t, cfg, h, bodies(5), withFault(func(op queuetest.Op, _ queuetest.Entry) error {
+		// Called under the fake's lock: the counters need no other.
+		switch {
+		case op == queuetest.OpReceive && receiveFaults > 0:
+			receiveFaults--
+			return errors.New("unavailable")
+		case op == queuetest.OpDelete && deleteFaults > 0:
+			deleteFaults--
+			return errors.New("InternalError")
+		}
+		return nil
+	}))
+	done := func() float64 { return testutil.ToFloat64(hs.loop.m.jobs.WithLabelValues("done")) }
+	eventually(t, func() bool { return done() == 5 && testutil.ToFloat64(hs.loop.m.inflight) == 0 }, "every job ran once")
+	require.Equal(t, 3.0, testutil.ToFloat64(hs.loop.m.calls.WithLabelValues("delete", "error")))
+	require.Equal(t, 2.0, testutil.ToFloat64(hs.loop.m.deleted))
+	require.Equal(t, 3, hs.held(), "a failed delete leaves the message to its visibility timeout")
+	// Then it comes back and is deleted.
+	hs.q.Advance(cfg.VisibilityTimeout)
+	eventually(t, func() bool { return hs.held() == 0 }, "all deleted despite faults")
+	require.NoError(t, stop())
+	require.Equal(t, 2.0, testutil.ToFloat64(hs.loop.m.calls.WithLabelValues("receive", "error")))
+	require.Equal(t, 5.0, testutil.ToFloat64(hs.loop.m.deleted))
+	require.Equal(t, 8.0, done())
+	require.Len(t, hs.waits.all(), 2, "one backoff per failed receive")
+}
+
+func TestLoopBacksOffAfterFailedReceives(t *testing.T) {
+	t.Parallel()
+	h := HandlerFunc(func(ctx context.Context, m Message) Outcome { return Outcome{Action: Delete, Label: "done"} })
+	faults := 3
+	hs, stop := setup(t, testConfig(), h, []string{"a"}, withFault(func(op queuetest.Op, _ queuetest.Entry) error {
+		if op == queuetest.OpReceive && faults > 0 {
+			faults--
+			return errors.New("unavailable")
+		}
+		return nil
+	}))
+	eventually(t, func() bool { return hs.held() == 0 }, "received and deleted after the faults")
+	require.NoError(t, stop())
+	require.Equal(t, 3.0, testutil.ToFloat64(hs.loop.m.calls.WithLabelValues("receive", "error")))
+	waits := hs.waits.all()
+	require.Len(t, waits, 3)
+	for i, w := range waits {
+		require.LessOrEqual(t, w, receiveBackoff.Ceiling(i+1), "the backoff grows with each failure in a row")
 	}
-	reg := prometheus.NewRegistry()
-	l, err := New(cfg, f, h, NewMetrics(reg), nil)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
-	eventually(t, func() bool { return f.remaining() == 0 }, "all deleted despite faults")
-	cancel()
-	require.NoError(t, <-done)
-	require.Equal(t, 2.0, testutil.ToFloat64(l.m.calls.WithLabelValues("receive", "error")))
-	require.GreaterOrEqual(t, testutil.ToFloat64(l.m.calls.WithLabelValues("delete", "partial")), 1.0)
-	require.Equal(t, 5.0, testutil.ToFloat64(l.m.deleted))
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -351,7 +525,7 @@ func TestConfigValidate(t *testing.T) {
 	require.NoError(t, testConfig().Validate())
 	bad := Config{Concurrency: 0, WaitTime: 30 * time.Second, VisibilityTimeout: 30 * time.Second, HeartbeatInterval: 20 * time.Second, RetryBase: 2 * time.Second, RetryMax: time.Second}
 	err := bad.Validate()
-	for _, w := range []string{"queue url", "dlq url", "concurrency", "wait time", "heartbeat interval", "job timeout", "drain timeout", "retry base", "max receive count", "call timeout"} {
+	for _, w := range []string{"concurrency", "wait time", "heartbeat interval", "job timeout", "drain timeout", "retry base", "max receive count", "call timeout"} {
 		require.ErrorContains(t, err, w)
 	}
 }
@@ -360,20 +534,17 @@ func TestLoopHandsBackWhatTheLastPollBrings(t *testing.T) {
 	t.Parallel()
 	var ran atomic.Int32
 	h := HandlerFunc(func(ctx context.Context, m Message) Outcome { ran.Add(1); return Outcome{Action: Delete} })
-	f := newFakeSQS(5)
-	f.maxLongPollMs = 2000
-	l, err := New(testConfig(), f, h, nil, nil)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
-	eventually(t, func() bool { _, _, asks, _ := f.snapshot(); return len(asks) == 1 }, "a poll in flight")
-	cancel()
-	id := f.send("late")
-	require.NoError(t, <-done)
+	hs, stop := setup(t, testConfig(), h, nil, longPolls)
+	eventually(t, func() bool { return len(hs.q.ReceiveAsks()) == 1 }, "a poll in flight")
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+	eventually(t, hs.loop.Draining, "draining")
+	id := hs.q.Enqueue([]byte("late"))[0]
+	require.NoError(t, <-stopped)
 	require.Zero(t, ran.Load(), "a message received after shutdown began was run")
-	m := f.msg(id)
-	require.False(t, m.deleted)
-	require.Equal(t, 1, m.receives)
-	require.False(t, m.visibleAt.After(time.Now()), "not handed back at once")
+	m := hs.state(t, id)
+	require.False(t, m.Deleted)
+	require.Equal(t, 1, m.Receives)
+	require.False(t, m.VisibleAt.After(hs.q.Now()), "not handed back at once")
+	require.Equal(t, 1.0, testutil.ToFloat64(hs.loop.m.jobs.WithLabelValues("released")))
 }

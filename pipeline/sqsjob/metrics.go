@@ -42,11 +42,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "chatguard_worker_sqs_calls_total",
-			Help: "SQS calls by operation (receive, delete, heartbeat, change_visibility, send_dlq) and outcome (ok, partial, error).",
+			Help: "Queue operations of the loop by operation (receive, delete, heartbeat, change_visibility, send_dlq) and outcome (ok, partial, error); the queue adapter may share one SQS batch call between several.",
 		}, []string{"op", "outcome"}),
 		callTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "chatguard_worker_sqs_call_duration_seconds",
-			Help:    "Duration of SQS calls by operation; receive includes the long-poll wait.",
+			Help:    "Duration of queue operations by operation (receive, delete, heartbeat), the adapter's batching and retries included; receive includes the long-poll wait.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 20},
 		}, []string{"op"}),
 		received: prometheus.NewCounter(prometheus.CounterOpts{

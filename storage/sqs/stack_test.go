@@ -1,4 +1,4 @@
-package sqspub
+package sqs
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	awsretry "github.com/aws/aws-sdk-go-v2/aws/retry"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
@@ -21,7 +21,7 @@ import (
 // entries as failed without sending them, as SQS does under internal
 // errors: entry i of the n-th call fails when fail(n, i) says so.
 type flaky struct {
-	next API
+	next SendAPI
 	fail func(call, entry int) bool
 
 	mu       sync.Mutex
@@ -29,7 +29,7 @@ type flaky struct {
 	injected int
 }
 
-func (f *flaky) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+func (f *flaky) SendMessageBatch(ctx context.Context, in *awssqs.SendMessageBatchInput, opts ...func(*awssqs.Options)) (*awssqs.SendMessageBatchOutput, error) {
 	f.mu.Lock()
 	f.calls++
 	call := f.calls
@@ -44,7 +44,7 @@ func (f *flaky) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchIn
 		keep = append(keep, e)
 	}
 	f.mu.Unlock()
-	out := &sqs.SendMessageBatchOutput{}
+	out := &awssqs.SendMessageBatchOutput{}
 	if len(keep) > 0 {
 		fwd := *in
 		fwd.Entries = keep
@@ -77,7 +77,7 @@ const (
 // one message per distinct message id, with its attributes: a redelivery
 // of a message whose receive was lost is not a second message, a second
 // publish is.
-func drain(t *testing.T, c *sqs.Client, url string, want int) []types.Message {
+func drain(t *testing.T, c *awssqs.Client, url string, want int) []types.Message {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
@@ -88,9 +88,9 @@ func drain(t *testing.T, c *sqs.Client, url string, want int) []types.Message {
 	// Each long poll (1s) ends well before ctx does, so no poll is cut off
 	// while the queue answers it.
 	for idle := time.Now(); time.Since(idle) < drainIdle && time.Until(deadline) > 10*time.Second; {
-		out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageAttributeNames: []string{"All"}})
+		out, err := c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageAttributeNames: []string{"All"}})
 		require.NoError(t, err)
-		if r, ok := retry.GetAttemptResults(out.ResultMetadata); ok && len(r.Results) > 1 {
+		if r, ok := awsretry.GetAttemptResults(out.ResultMetadata); ok && len(r.Results) > 1 {
 			t.Logf("drain: the SDK retried a receive after: %v", r.Results[0].Err)
 		}
 		if len(out.Messages) == 0 {
@@ -113,7 +113,7 @@ func drain(t *testing.T, c *sqs.Client, url string, want int) []types.Message {
 		}
 		// An entry may fail when the SDK retried a delete whose answer was
 		// lost; the depth check below proves that everything is gone.
-		_, err = c.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: del})
+		_, err = c.DeleteMessageBatch(ctx, &awssqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: del})
 		require.NoError(t, err)
 	}
 	if redelivered > 0 {
@@ -127,9 +127,9 @@ func drain(t *testing.T, c *sqs.Client, url string, want int) []types.Message {
 // queueDepth returns how many messages the queue holds visible and in
 // flight. fauxqs counts exactly, so zero and zero means everything sent was
 // received and deleted.
-func queueDepth(t *testing.T, ctx context.Context, c *sqs.Client, url string) (visible, inflight string) {
+func queueDepth(t *testing.T, ctx context.Context, c *awssqs.Client, url string) (visible, inflight string) {
 	t.Helper()
-	out, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []types.QueueAttributeName{
+	out, err := c.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []types.QueueAttributeName{
 		types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
 	}})
 	require.NoError(t, err)
@@ -139,7 +139,7 @@ func queueDepth(t *testing.T, ctx context.Context, c *sqs.Client, url string) (v
 
 func TestPartialFailuresAgainstQueue(t *testing.T) {
 	t.Parallel()
-	q := stacktest.NewQueue(t, "sqspub", drainMaxReceive, drainVisibility)
+	q := stacktest.NewQueue(t, "review", drainMaxReceive, drainVisibility)
 	c := stacktest.SQS(t)
 	// The first three calls fail entries 0, 3, 6 and 9; every later call
 	// fails its first entry once in two calls, so retries are themselves
@@ -150,9 +150,9 @@ func TestPartialFailuresAgainstQueue(t *testing.T) {
 		}
 		return call%2 == 0 && entry == 0
 	}}
-	p := setup(t, f, func(c *Config) { c.QueueURL = q.URL; c.MaxAttempts = 10 })
+	p := reviewPublisher(t, f, func(c *Config) { c.URL = q.URL; c.Retry.Attempts = 10 })
 	const n = 250
-	require.NoError(t, p.Run(context.Background(), events(n)))
+	require.NoError(t, p.Run(context.Background(), reviewEvents(n)))
 	st := p.Stats()
 	require.Equal(t, int64(n), st.Published)
 	require.Zero(t, st.Failed)
@@ -174,12 +174,12 @@ func TestPartialFailuresAgainstQueue(t *testing.T) {
 	}
 }
 
-// BenchmarkPublish compares batches of ten with one message per call
+// BenchmarkReviewPublish compares batches of ten with one message per call
 // against the local queue. It reports messages per call and messages per
 // second; run it with -benchtime=1x:
 //
-//	go test ./storage/sqspub -run '^$' -bench Publish -benchtime=1x
-func BenchmarkPublish(b *testing.B) {
+//	go test ./storage/sqs -run '^$' -bench ReviewPublish -benchtime=1x
+func BenchmarkReviewPublish(b *testing.B) {
 	c := stacktest.SQS(b)
 	for _, bc := range []struct {
 		name      string
@@ -190,19 +190,19 @@ func BenchmarkPublish(b *testing.B) {
 		{name: "single", batchSize: 1, events: 10_000},
 	} {
 		b.Run(fmt.Sprintf("%s/events=%d", bc.name, bc.events), func(b *testing.B) {
-			q := stacktest.NewQueue(b, "sqspub-bench", 3, 30*time.Second)
-			cfg := DefaultConfig()
-			cfg.QueueURL, cfg.BatchSize = q.URL, bc.batchSize
-			var last Stats
+			q := stacktest.NewQueue(b, "review-bench", 3, 30*time.Second)
+			cfg := DefaultReviewConfig()
+			cfg.URL, cfg.BatchSize = q.URL, bc.batchSize
+			var last ReviewStats
 			var elapsed time.Duration
 			b.ResetTimer()
 			for range b.N {
-				p, err := New(c, cfg)
+				p, err := NewReviewPublisher(c, cfg)
 				if err != nil {
 					b.Fatal(err)
 				}
 				start := time.Now()
-				if err := p.Run(context.Background(), events(bc.events)); err != nil {
+				if err := p.Run(context.Background(), reviewEvents(bc.events)); err != nil {
 					b.Fatal(err)
 				}
 				elapsed += time.Since(start)
