@@ -106,7 +106,7 @@ demo: deps $(STACK_BIN) ## run batch, two workers and the consumer over the samp
 # Prometheus or go-containerregistry. Its tests need no stack: they build the
 # image's binaries once and check the image, the manifests, the alerts and
 # the dashboard against them. The Airflow DAG's test needs python3 only.
-DEPLOY_TEST_FLAGS ?= -count=1 -p 2 -timeout 15m
+DEPLOY_TEST_FLAGS ?= -count=1 -p 2 -timeout 30m
 
 .PHONY: test-deploy
 test-deploy: test-airflow ## test the image, the Kubernetes manifests, alerts, dashboard and the Airflow DAG (no stack)
