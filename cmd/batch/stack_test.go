@@ -14,15 +14,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -51,9 +46,6 @@ type stackEnv struct {
 	queue   stacktest.Queue
 	runs    *batchruns.Store
 	vars    map[string]string
-
-	mu      sync.Mutex
-	targets []string // X-Amz-Target of every Athena call, in order
 }
 
 func setupStack(t *testing.T, lakeDir string) *stackEnv {
@@ -61,27 +53,13 @@ func setupStack(t *testing.T, lakeDir string) *stackEnv {
 	stacktest.Load(t)
 	e := &stackEnv{lakeDir: lakeDir}
 	e.athena = standin.StartAthena(t, standin.AthenaOptions{LakeDir: lakeDir})
-	target, err := url.Parse(e.athena.URL)
-	require.NoError(t, err)
-	// A recording proxy in front of the stand-in: the tests assert which
-	// Athena calls the batch made.
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if tgt := r.Header.Get("X-Amz-Target"); tgt != "" {
-			e.mu.Lock()
-			e.targets = append(e.targets, strings.TrimPrefix(tgt, "AmazonAthena."))
-			e.mu.Unlock()
-		}
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	t.Setenv("AWS_ENDPOINT_URL_ATHENA", srv.URL)
+	t.Setenv("AWS_ENDPOINT_URL_ATHENA", e.athena.URL)
 
 	e.queue = stacktest.NewQueue(t, "batch", drainMaxReceive, drainVisibility)
 	db, dsn := stacktest.MySQL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err = migrations.Up(ctx, db)
+	_, err := migrations.Up(ctx, db)
 	require.NoError(t, err)
 	e.runs = batchruns.New(db)
 	e.vars = map[string]string{
@@ -95,16 +73,11 @@ func setupStack(t *testing.T, lakeDir string) *stackEnv {
 	return e
 }
 
-func (e *stackEnv) calls(target string) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	n := 0
-	for _, t := range e.targets {
-		if t == target {
-			n++
-		}
-	}
-	return n
+// calls is how many calls of the Athena operation (StopQueryExecution, ...)
+// the stand-in has answered, by its admin endpoint.
+func (e *stackEnv) calls(t *testing.T, op string) int {
+	t.Helper()
+	return e.athena.Admin(t).Stats.Calls[op]
 }
 
 type outcome struct {
@@ -341,7 +314,7 @@ func TestQueryErrorFailsTheRun(t *testing.T) {
 	o := e.run(t, context.Background(), failWindow...)
 	e.failedRun(t, o, "SYNTAX_ERROR: line 3:5: Column 'sent_at' cannot be resolved")
 	t.Logf("query error: %s", o.summary.Error)
-	require.Zero(t, e.calls("StopQueryExecution"), "a failed query needs no stop")
+	require.Zero(t, e.calls(t, "StopQueryExecution"), "a failed query needs no stop")
 }
 
 func TestAthenaTimeoutStopsTheQuery(t *testing.T) {
@@ -350,7 +323,7 @@ func TestAthenaTimeoutStopsTheQuery(t *testing.T) {
 	o := e.run(t, context.Background(), append(failWindow, "--athena-timeout", "1s")...)
 	e.failedRun(t, o, "athena query timed out")
 	t.Logf("timeout: %s", o.summary.Error)
-	require.Equal(t, 1, e.calls("StopQueryExecution"))
+	require.Equal(t, 1, e.calls(t, "StopQueryExecution"))
 	require.Eventually(t, func() bool { return e.athena.Admin(t).Stats.Cancelled == 1 }, 5*time.Second, 10*time.Millisecond, "the stand-in saw the query cancelled")
 }
 
@@ -362,7 +335,7 @@ func TestSIGTERMStopsTheQuery(t *testing.T) {
 	go func() { done <- e.run(t, context.Background(), failWindow...) }()
 	// run() listens for SIGTERM before it starts the query, so once the
 	// query is being polled the signal reaches run, not the test binary.
-	require.Eventually(t, func() bool { return e.calls("GetQueryExecution") >= 3 }, 30*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return e.calls(t, "GetQueryExecution") >= 3 }, 30*time.Second, 10*time.Millisecond)
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
 	var o outcome
 	select {
@@ -373,7 +346,7 @@ func TestSIGTERMStopsTheQuery(t *testing.T) {
 	e.failedRun(t, o, "received terminated")
 	require.Contains(t, o.summary.Error, "stopped it", "the message says the query was stopped")
 	t.Logf("SIGTERM: %s", o.summary.Error)
-	require.Equal(t, 1, e.calls("StopQueryExecution"))
+	require.Equal(t, 1, e.calls(t, "StopQueryExecution"))
 	require.Eventually(t, func() bool { return e.athena.Admin(t).Stats.Cancelled == 1 }, 5*time.Second, 10*time.Millisecond)
 	require.Contains(t, o.stderr, "rows read 0", "progress was printed while the query ran")
 }

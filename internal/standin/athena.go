@@ -53,6 +53,9 @@ type AthenaAdmin struct {
 		Failed    int `json:"failed"`
 		Cancelled int `json:"cancelled"`
 		Active    int `json:"active"`
+		// Calls counts API calls by operation (StartQueryExecution,
+		// GetQueryExecution, GetQueryResults, StopQueryExecution).
+		Calls map[string]int `json:"calls"`
 	} `json:"stats"`
 }
 

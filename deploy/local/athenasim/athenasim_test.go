@@ -513,6 +513,11 @@ func TestStopLongQuery(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, e.srv.Stats().Cancelled)
 	require.Zero(t, e.srv.Stats().Active)
+	calls := e.srv.Stats().Calls
+	require.Equal(t, 1, calls["StartQueryExecution"])
+	require.Equal(t, 1, calls["GetQueryResults"])
+	require.Equal(t, 2, calls["StopQueryExecution"], "both stops are counted")
+	require.GreaterOrEqual(t, calls["GetQueryExecution"], 2, "waitState and wait polled")
 }
 
 func TestMinRunTimeAndFailuresViaAdmin(t *testing.T) {
