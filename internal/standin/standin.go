@@ -18,12 +18,10 @@
 package standin
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -165,27 +163,18 @@ type Proc struct {
 func Start(t testing.TB, bin string, args ...string) *Proc {
 	t.Helper()
 	p := &Proc{name: filepath.Base(bin), stderr: &tailBuffer{max: 16 << 10}, exited: make(chan error, 1)}
+	stdout := &firstLine{line: make(chan string, 1)}
 	p.cmd = exec.Command(bin, args...)
-	p.cmd.Stderr = p.stderr
+	p.cmd.Stdout, p.cmd.Stderr = stdout, p.stderr
 	p.cmd.SysProcAttr = sysProcAttr()
-	stdout, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatalf("standin: %s: %v", p.name, err)
-	}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("standin: start %s: %v", p.name, err)
 	}
-	first := make(chan string, 1)
 	go func() {
-		sc := bufio.NewScanner(stdout)
-		line := ""
-		if sc.Scan() {
-			line = strings.TrimSpace(sc.Text())
-		}
-		first <- line
-		_, _ = io.Copy(io.Discard, stdout) // keep the pipe drained until exit
+		err := p.cmd.Wait()
+		stdout.close() // a process that exits before printing a line
+		p.exited <- err
 	}()
-	go func() { p.exited <- p.cmd.Wait() }()
 	t.Cleanup(func() {
 		p.stop()
 		if t.Failed() {
@@ -193,7 +182,7 @@ func Start(t testing.TB, bin string, args ...string) *Proc {
 		}
 	})
 	select {
-	case p.URL = <-first:
+	case p.URL = <-stdout.line:
 	case <-time.After(startTimeout):
 		t.Fatalf("standin: %s printed no URL in %s; stderr:\n%s", p.name, startTimeout, p.stderr.String())
 	}
@@ -229,6 +218,42 @@ func Run(t testing.TB, timeout time.Duration, bin string, args ...string) string
 		t.Fatalf("standin: %s: %v; stderr:\n%s", filepath.Base(bin), err, stderr.String())
 	}
 	return stdout.String()
+}
+
+// firstLine sends the first line written to it (trimmed; "" when the
+// writer is closed before a whole line came) on line, and discards the rest.
+type firstLine struct {
+	mu   sync.Mutex
+	buf  []byte
+	sent bool
+	line chan string
+}
+
+func (w *firstLine) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.sent {
+		return len(p), nil
+	}
+	w.buf = append(w.buf, p...)
+	if i := bytes.IndexByte(w.buf, '\n'); i >= 0 {
+		w.send(string(w.buf[:i]))
+	}
+	return len(p), nil
+}
+
+func (w *firstLine) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.sent {
+		w.send("")
+	}
+}
+
+// send is called with mu held, once.
+func (w *firstLine) send(s string) {
+	w.sent, w.buf = true, nil
+	w.line <- strings.TrimSpace(s)
 }
 
 // tailBuffer keeps the last max bytes written to it.
