@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,23 @@ var standIns = []string{
 	"github.com/alicebob/miniredis",
 	module + "/deploy/local",
 	module + "/internal/stacktest",
+	module + "/internal/standin",
+}
+
+// standInModules are module-path prefixes that the production module's
+// graph (go.mod, GOWORK=off) must not hold at all: the stand-ins and what
+// only they need. deploy/local is a module of its own, so that a build of
+// the production module downloads, vets and scans none of it.
+var standInModules = []string{
+	"github.com/duckdb/",
+	"github.com/dolthub/",
+	"github.com/johannesboyne/gofakes3",
+	"github.com/alicebob/miniredis",
+	"github.com/sirupsen/logrus",
+	"github.com/spf13/afero",
+	module + "/deploy/local",
+	// Deprecated by its makers in favour of feature/s3/transfermanager.
+	"github.com/aws/aws-sdk-go-v2/feature/s3/manager",
 }
 
 type listedPackage struct {
@@ -104,5 +122,63 @@ func TestStandInCheckCatchesTheStack(t *testing.T) {
 	}
 	for _, want := range []string{"github.com/duckdb/", "github.com/dolthub/", "github.com/johannesboyne/gofakes3", "github.com/alicebob/miniredis", module + "/deploy/local"} {
 		require.True(t, found[want], "the scan misses %s in the stack's dependencies", want)
+	}
+}
+
+// goIn runs the go command in dir with the workspace switched off, so that
+// it sees one module alone, and returns its stdout.
+func goIn(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(cmd.Environ(), "GOWORK=off")
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "go %s in %s: %s%s", strings.Join(args, " "), dir, out, stderr.String())
+	return string(out)
+}
+
+// standInsInGraph returns the modules of `go list -m all` in dir that
+// match a prefix of standInModules.
+func standInsInGraph(t *testing.T, dir string) []string {
+	t.Helper()
+	var found []string
+	for _, line := range strings.Split(goIn(t, dir, "list", "-m", "all"), "\n") {
+		path, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+		for _, prefix := range standInModules {
+			if path != "" && strings.HasPrefix(path, prefix) {
+				found = append(found, path)
+			}
+		}
+	}
+	return found
+}
+
+// TestProductionModuleGraphHasNoStandIns: the production module on its own
+// (GOWORK=off) requires none of the stand-ins' modules, and go mod tidy
+// would change neither go.mod nor go.sum, so no package or test of it
+// imports deploy/local or a stand-in.
+func TestProductionModuleGraphHasNoStandIns(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs("..")
+	require.NoError(t, err)
+	require.Equal(t, module, strings.TrimSpace(goIn(t, root, "list", "-m")))
+	require.Empty(t, standInsInGraph(t, root), "the production module's graph (GOWORK=off go list -m all)")
+	// -diff changes nothing and fails, printing the diff, when tidy would.
+	goIn(t, root, "mod", "tidy", "-diff")
+}
+
+// TestModuleGraphCheckCatchesDeployLocal guards the graph check: the local
+// stack's module needs every stand-in, so the same scan must find them.
+func TestModuleGraphCheckCatchesDeployLocal(t *testing.T) {
+	t.Parallel()
+	dir, err := filepath.Abs(filepath.Join("..", "deploy", "local"))
+	require.NoError(t, err)
+	found := strings.Join(standInsInGraph(t, dir), " ")
+	for _, want := range []string{"github.com/duckdb/", "github.com/dolthub/", "github.com/johannesboyne/gofakes3", "github.com/alicebob/miniredis"} {
+		require.Contains(t, found, want, "the scan misses %s in deploy/local's graph", want)
 	}
 }

@@ -1,8 +1,10 @@
 package main
 
 // Acceptance tests on the local stack: the real athena, sqs and mysql
-// clients against an in-process Athena stand-in (so each test controls its
-// query timing and faults), the stack's fauxqs and the stack's MySQL. They
+// clients against a private Athena stand-in process (deploy/local/athenasim,
+// started by each test over its lake, so that each test controls its query
+// timing and faults through the stand-in's admin endpoint), the stack's
+// fauxqs and the stack's MySQL. They
 // go through run(), the whole command, to see exit codes and output as
 // Airflow would. They set AWS_ENDPOINT_URL_ATHENA, so they cannot be
 // parallel.
@@ -10,16 +12,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,56 +26,40 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	_ "github.com/duckdb/duckdb-go/v2"
 	"github.com/parquet-go/parquet-go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/chatguard/chatguard/deploy/local/athenasim"
-	"github.com/chatguard/chatguard/deploy/local/sampledata"
 	"github.com/chatguard/chatguard/internal/stacktest"
+	"github.com/chatguard/chatguard/internal/standin"
 	"github.com/chatguard/chatguard/migrations"
 	"github.com/chatguard/chatguard/pipeline"
-	"github.com/chatguard/chatguard/storage/athena"
 	"github.com/chatguard/chatguard/storage/batchruns"
 )
+
+func TestMain(m *testing.M) { standin.Main(m) }
 
 // stackEnv is one test's world: a stand-in over lakeDir, a fresh queue, a
 // fresh migrated database.
 type stackEnv struct {
-	sim     *athenasim.Server
+	athena  *standin.Athena
 	lakeDir string
 	queue   stacktest.Queue
 	runs    *batchruns.Store
 	vars    map[string]string
-
-	mu      sync.Mutex
-	targets []string // X-Amz-Target of every Athena call, in order
 }
 
 func setupStack(t *testing.T, lakeDir string) *stackEnv {
 	t.Helper()
 	stacktest.Load(t)
 	e := &stackEnv{lakeDir: lakeDir}
-	sim, err := athenasim.New(athenasim.Config{LakeDir: lakeDir})
-	require.NoError(t, err)
-	h := sim.Handler()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if tgt := r.Header.Get("X-Amz-Target"); tgt != "" {
-			e.mu.Lock()
-			e.targets = append(e.targets, strings.TrimPrefix(tgt, "AmazonAthena."))
-			e.mu.Unlock()
-		}
-		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(func() { srv.Close(); _ = sim.Close() })
-	e.sim = sim
-	t.Setenv("AWS_ENDPOINT_URL_ATHENA", srv.URL)
+	e.athena = standin.StartAthena(t, standin.AthenaOptions{LakeDir: lakeDir})
+	t.Setenv("AWS_ENDPOINT_URL_ATHENA", e.athena.URL)
 
 	e.queue = stacktest.NewQueue(t, "batch", drainMaxReceive, drainVisibility)
 	db, dsn := stacktest.MySQL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err = migrations.Up(ctx, db)
+	_, err := migrations.Up(ctx, db)
 	require.NoError(t, err)
 	e.runs = batchruns.New(db)
 	e.vars = map[string]string{
@@ -91,16 +73,11 @@ func setupStack(t *testing.T, lakeDir string) *stackEnv {
 	return e
 }
 
-func (e *stackEnv) calls(target string) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	n := 0
-	for _, t := range e.targets {
-		if t == target {
-			n++
-		}
-	}
-	return n
+// calls is how many calls of the Athena operation (StopQueryExecution, ...)
+// the stand-in has answered, by its admin endpoint.
+func (e *stackEnv) calls(t *testing.T, op string) int {
+	t.Helper()
+	return e.athena.Admin(t).Stats.Calls[op]
 }
 
 type outcome struct {
@@ -219,51 +196,52 @@ func roomIDs(evs []pipeline.ReviewEvent) []string {
 	return ids
 }
 
-// duckRooms runs the embedded rooms query in DuckDB directly over the lake,
-// with the execution parameters written in as the SQL literals they are.
-func duckRooms(t *testing.T, lakeDir string, start, end time.Time) []string {
+// messageRow is the part of the chat_messages table (the marketplace's
+// Parquet files, chat/messages/dt=…/hour=…/*.parquet) the tests read and
+// write.
+type messageRow struct {
+	RoomID     string    `parquet:"room_id"`
+	MessageID  string    `parquet:"message_id"`
+	SenderID   string    `parquet:"sender_id"`
+	SenderRole string    `parquet:"sender_role,dict"`
+	SentAt     time.Time `parquet:"sent_at,timestamp(millisecond)"`
+	Kind       string    `parquet:"kind,dict"`
+	Text       string    `parquet:"text,optional"`
+}
+
+// lakeRooms reads every message file of the lake directly, apart from
+// Athena and its SQL, and returns the rooms with a message in [start, end),
+// sorted: what the rooms query must find.
+func lakeRooms(t *testing.T, lakeDir string, start, end time.Time) []string {
 	t.Helper()
-	db, err := sql.Open("duckdb", "")
+	files, err := filepath.Glob(filepath.Join(lakeDir, "chat", "messages", "dt=*", "hour=*", "*.parquet"))
 	require.NoError(t, err)
-	defer db.Close()
-	db.SetMaxOpenConns(1) // the session settings below hold per connection
-	glob := filepath.Join(lakeDir, "chat", "messages", "*", "*", "*.parquet")
-	for _, stmt := range []string{
-		"SET TimeZone = 'UTC'",
-		"CREATE VIEW chat_messages AS SELECT * FROM read_parquet('" + glob + "', hive_partitioning = true, hive_types_autocast = false)",
-	} {
-		_, err := db.Exec(stmt)
-		require.NoError(t, err, stmt)
+	require.NotEmpty(t, files, "message files under %s", lakeDir)
+	seen := map[string]bool{}
+	for _, f := range files {
+		rows, err := parquet.ReadFile[messageRow](f)
+		require.NoError(t, err, f)
+		for _, r := range rows {
+			if !r.SentAt.Before(start) && r.SentAt.Before(end) {
+				seen[r.RoomID] = true
+			}
+		}
 	}
-	q, params := athena.RoomsQuery(start, end)
-	for _, p := range params {
-		q = strings.Replace(q, "?", p, 1)
-	}
-	rows, err := db.Query(q)
-	require.NoError(t, err)
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var (
-			id          string
-			first, last any
-			n           int64
-			img         bool
-		)
-		require.NoError(t, rows.Scan(&id, &first, &last, &n, &img))
+	ids := make([]string, 0, len(seen))
+	for id := range seen {
 		ids = append(ids, id)
 	}
-	require.NoError(t, rows.Err())
+	slices.Sort(ids)
 	return ids
 }
 
-func TestSampleWindowPublishesTheRoomsDuckDBFinds(t *testing.T) {
+func TestSampleWindowPublishesTheRoomsInTheLake(t *testing.T) {
 	start, err := time.Parse(time.RFC3339, stacktest.Get(t, "CHATGUARD_SAMPLE_WINDOW_START"))
 	require.NoError(t, err)
 	end, err := time.Parse(time.RFC3339, stacktest.Get(t, "CHATGUARD_SAMPLE_WINDOW_END"))
 	require.NoError(t, err)
 	e := setupStack(t, stacktest.Get(t, "CHATGUARD_LAKE_DIR"))
-	want := duckRooms(t, e.lakeDir, start, end)
+	want := lakeRooms(t, e.lakeDir, start, end)
 	require.NotEmpty(t, want, "the sample window has rooms")
 
 	args := []string{"--window-start", start.Format(time.RFC3339), "--window-end", end.Format(time.RFC3339)}
@@ -282,7 +260,7 @@ func TestSampleWindowPublishesTheRoomsDuckDBFinds(t *testing.T) {
 		require.Equal(t, o.summary.RunID, ev.RunID)
 		require.True(t, ev.WindowStart.Equal(start) && ev.WindowEnd.Equal(end))
 	}
-	require.Equal(t, want, roomIDs(evs), "exactly the rooms the same SQL returns in DuckDB, each once")
+	require.Equal(t, want, roomIDs(evs), "exactly the rooms with a message in the window, each once")
 
 	// A rerun of the window: same run id, a new attempt row.
 	o2 := e.run(t, context.Background(), args...)
@@ -332,32 +310,32 @@ var failWindow = []string{"--window-start", "2026-11-01T00:00:00Z", "--window-en
 
 func TestQueryErrorFailsTheRun(t *testing.T) {
 	e := setupStack(t, stacktest.Get(t, "CHATGUARD_LAKE_DIR"))
-	e.sim.FailNext(1, "SYNTAX_ERROR: line 3:5: Column 'sent_at' cannot be resolved", false)
+	e.athena.Configure(t, `{"fail_next":1,"fail_reason":"SYNTAX_ERROR: line 3:5: Column 'sent_at' cannot be resolved","fail_retryable":false}`)
 	o := e.run(t, context.Background(), failWindow...)
 	e.failedRun(t, o, "SYNTAX_ERROR: line 3:5: Column 'sent_at' cannot be resolved")
 	t.Logf("query error: %s", o.summary.Error)
-	require.Zero(t, e.calls("StopQueryExecution"), "a failed query needs no stop")
+	require.Zero(t, e.calls(t, "StopQueryExecution"), "a failed query needs no stop")
 }
 
 func TestAthenaTimeoutStopsTheQuery(t *testing.T) {
 	e := setupStack(t, stacktest.Get(t, "CHATGUARD_LAKE_DIR"))
-	e.sim.SetMinRunTime(time.Minute)
+	e.athena.Configure(t, `{"min_run_time":"1m"}`)
 	o := e.run(t, context.Background(), append(failWindow, "--athena-timeout", "1s")...)
 	e.failedRun(t, o, "athena query timed out")
 	t.Logf("timeout: %s", o.summary.Error)
-	require.Equal(t, 1, e.calls("StopQueryExecution"))
-	require.Eventually(t, func() bool { return e.sim.Stats().Cancelled == 1 }, 5*time.Second, 10*time.Millisecond, "the stand-in saw the query cancelled")
+	require.Equal(t, 1, e.calls(t, "StopQueryExecution"))
+	require.Eventually(t, func() bool { return e.athena.Admin(t).Stats.Cancelled == 1 }, 5*time.Second, 10*time.Millisecond, "the stand-in saw the query cancelled")
 }
 
 func TestSIGTERMStopsTheQuery(t *testing.T) {
 	e := setupStack(t, stacktest.Get(t, "CHATGUARD_LAKE_DIR"))
-	e.sim.SetMinRunTime(time.Minute)
+	e.athena.Configure(t, `{"min_run_time":"1m"}`)
 	e.vars["CHATGUARD_PROGRESS_INTERVAL"] = "20ms"
 	done := make(chan outcome, 1)
 	go func() { done <- e.run(t, context.Background(), failWindow...) }()
 	// run() listens for SIGTERM before it starts the query, so once the
 	// query is being polled the signal reaches run, not the test binary.
-	require.Eventually(t, func() bool { return e.calls("GetQueryExecution") >= 3 }, 30*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return e.calls(t, "GetQueryExecution") >= 3 }, 30*time.Second, 10*time.Millisecond)
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
 	var o outcome
 	select {
@@ -368,8 +346,8 @@ func TestSIGTERMStopsTheQuery(t *testing.T) {
 	e.failedRun(t, o, "received terminated")
 	require.Contains(t, o.summary.Error, "stopped it", "the message says the query was stopped")
 	t.Logf("SIGTERM: %s", o.summary.Error)
-	require.Equal(t, 1, e.calls("StopQueryExecution"))
-	require.Eventually(t, func() bool { return e.sim.Stats().Cancelled == 1 }, 5*time.Second, 10*time.Millisecond)
+	require.Equal(t, 1, e.calls(t, "StopQueryExecution"))
+	require.Eventually(t, func() bool { return e.athena.Admin(t).Stats.Cancelled == 1 }, 5*time.Second, 10*time.Millisecond)
 	require.Contains(t, o.stderr, "rows read 0", "progress was printed while the query ran")
 }
 
@@ -382,10 +360,10 @@ func writeSyntheticLake(t testing.TB, rooms int, hour time.Time) string {
 	require.NoError(t, os.MkdirAll(part, 0o755))
 	f, err := os.Create(filepath.Join(part, "part-00000.parquet"))
 	require.NoError(t, err)
-	w := parquet.NewGenericWriter[sampledata.MessageRow](f)
-	batch := make([]sampledata.MessageRow, 0, 10_000)
+	w := parquet.NewGenericWriter[messageRow](f)
+	batch := make([]messageRow, 0, 10_000)
 	for i := range rooms {
-		batch = append(batch, sampledata.MessageRow{
+		batch = append(batch, messageRow{
 			RoomID: fmt.Sprintf("syn-%07d", i), MessageID: fmt.Sprintf("m-%07d", i), SenderID: "u1", SenderRole: "buyer",
 			SentAt: hour.Add(time.Duration(i%3600) * time.Second), Kind: "text", Text: "hello",
 		})
@@ -438,13 +416,9 @@ func BenchmarkBatchEndToEnd(b *testing.B) {
 	const rooms = 100_000
 	stacktest.Load(b)
 	lake := writeSyntheticLake(b, rooms, hour)
-	sim, err := athenasim.New(athenasim.Config{LakeDir: lake})
-	require.NoError(b, err)
-	srv := httptest.NewServer(sim.Handler())
-	defer func() { srv.Close(); _ = sim.Close() }()
-	b.Setenv("AWS_ENDPOINT_URL_ATHENA", srv.URL)
+	b.Setenv("AWS_ENDPOINT_URL_ATHENA", standin.StartAthena(b, standin.AthenaOptions{LakeDir: lake}).URL)
 	db, dsn := stacktest.MySQL(b)
-	_, err = migrations.Up(context.Background(), db)
+	_, err := migrations.Up(context.Background(), db)
 	require.NoError(b, err)
 	q := stacktest.NewQueue(b, "batch-bench", 3, 30*time.Second)
 	vars := map[string]string{"CHATGUARD_REVIEW_QUEUE_URL": q.URL, "CHATGUARD_MYSQL_DSN": dsn, "CHATGUARD_ATHENA_POLL_MAX": "100ms", "CHATGUARD_PROGRESS_INTERVAL": "5s"}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net/http/httptest"
 	"strconv"
 	"testing"
 	"time"
@@ -13,26 +12,23 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/deploy/athena"
-	"github.com/chatguard/chatguard/deploy/local/athenasim"
 	"github.com/chatguard/chatguard/internal/stacktest"
+	"github.com/chatguard/chatguard/internal/standin"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
 // requireDedupViews runs the deploy/athena dedup views through the real
-// Athena client against the Athena stand-in over this test's part of the
-// stack's lake directory: each event once, though the raw tables hold dups
-// extra copies.
+// Athena client against a private Athena stand-in process whose tables are
+// this test's part of the stack's lake directory: each event once, though
+// the raw tables hold dups extra copies.
 func requireDedupViews(t *testing.T, s *stack, want map[string]pipeline.LakeEvent, dups int) {
 	t.Helper()
 	tables := map[string]string{}
 	for _, tb := range athena.Tables {
 		tables[tb] = "s3://" + s.bucket + "/" + s.root + "/events/event_type=" + tb + "/dt=*/hour=*/*.parquet"
 	}
-	srv, err := athenasim.New(athenasim.Config{LakeDir: stacktest.LakeDir(t), Bucket: s.bucket, Tables: tables})
-	require.NoError(t, err)
-	hs := httptest.NewServer(srv.Handler())
-	defer func() { hs.Close(); _ = srv.Close() }()
-	client := awsathena.New(awsathena.Options{Region: "us-east-1", BaseEndpoint: aws.String(hs.URL),
+	sim := standin.StartAthena(t, standin.AthenaOptions{LakeDir: stacktest.LakeDir(t), Bucket: s.bucket, Tables: tables})
+	client := awsathena.New(awsathena.Options{Region: "us-east-1", BaseEndpoint: aws.String(sim.URL),
 		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -30,6 +30,7 @@ import (
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
 	"github.com/chatguard/chatguard/internal/stacktest"
+	"github.com/chatguard/chatguard/internal/standin"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/storage/s3lake"
 	"github.com/chatguard/chatguard/storage/s3lake/s3laketest"
@@ -43,7 +44,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childVar) == "1" {
 		os.Exit(run(context.Background(), os.Args[1:], cli.Environ, os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	standin.Main(m)
 }
 
 // stack is one test's corner of the local stack: a fresh queue and a

@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/chatguard/chatguard/deploy/local/llmsim"
 	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/pipeline"
 )
@@ -110,11 +109,9 @@ func BenchmarkSimThroughput(b *testing.B) {
 	for _, conc := range []int{16, 64} {
 		b.Run(fmt.Sprintf("concurrency=%d", conc), func(b *testing.B) {
 			b.StopTimer()
-			fixed := func(c *llmsim.Config) {
-				c.TTFT, c.ITL, c.Jitter, c.TokensPerChunk, c.CacheSize = 100*time.Millisecond, 2*time.Millisecond, 0, 8, 0
-			}
-			_, pURL := simInProc(b, "primary", "sim-p", "", fixed)
-			_, fURL := simInProc(b, "fallback", "sim-f", "k", fixed)
+			const fixed = `{"ttft":"100ms","itl":"2ms","jitter":0,"tokens_per_chunk":8,"cache_size":0}`
+			_, pURL := simProc(b, "primary", "sim-p", "", fixed)
+			_, fURL := simProc(b, "fallback", "sim-f", "k", fixed)
 			r := startRig(b, rigOpts{chatURL: stacktest.ChatAPIURL(b), mut: func(c *Config) {
 				withSims(pURL, "sim-p", fURL, "sim-f", "k")(c)
 				c.Concurrency = conc

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/stretchr/testify/require"
 
-	"github.com/chatguard/chatguard/deploy/local/llmsim"
 	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/storage/mysql"
 )
@@ -24,13 +22,10 @@ import (
 // at once, and the process exits 0 within the drain timeout.
 func TestE2EBinarySIGTERM(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "worker")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, string(out))
+	bin := workerBinary(t)
 
-	primary, pURL := simInProc(t, "primary", "sim-p", "", nil)
-	fallback, fURL := simInProc(t, "fallback", "sim-f", "k", nil)
+	primary, pURL := simProc(t, "primary", "sim-p", "", "")
+	fallback, fURL := simProc(t, "fallback", "sim-f", "k", "")
 	r := &rig{sqs: stacktest.SQS(t)}
 	r.queue = stacktest.NewQueue(t, "review", 5, 30*time.Second)
 	r.feedback = stacktest.NewQueue(t, "feedback", 5, 30*time.Second)
@@ -40,7 +35,7 @@ func TestE2EBinarySIGTERM(t *testing.T) {
 	// The migrate subcommand of the binary itself.
 	mig := exec.Command(bin, "migrate")
 	mig.Env = append(os.Environ(), "CHATGUARD_MYSQL_DSN="+dsn)
-	out, err = mig.CombinedOutput()
+	out, err := mig.CombinedOutput()
 	require.NoError(t, err, string(out))
 	require.Contains(t, string(out), "applied 00001_verdicts.sql (version 1)")
 
@@ -72,11 +67,11 @@ func TestE2EBinarySIGTERM(t *testing.T) {
 	waitDone(t, r, 3, time.Minute)
 
 	// Now every model call takes a minute: the next jobs stay in flight.
-	slow := func(c *llmsim.Config) { c.TTFT = time.Minute; c.MaxHang = 2 * time.Minute }
-	require.NoError(t, primary.UpdateConfig(slow))
-	require.NoError(t, fallback.UpdateConfig(slow))
+	const slow = `{"ttft":"1m","max_hang":"2m"}`
+	primary.Configure(t, slow)
+	fallback.Configure(t, slow)
 	r.sendEvents(t, evs[3:]...)
-	require.Eventually(t, func() bool { return primary.Stats().Running+fallback.Stats().Running >= 3 }, 30*time.Second, 20*time.Millisecond, "jobs in flight")
+	require.Eventually(t, func() bool { return primary.Stats(t).Running+fallback.Stats(t).Running >= 3 }, 30*time.Second, 20*time.Millisecond, "jobs in flight")
 
 	begin := time.Now()
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))

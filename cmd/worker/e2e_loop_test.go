@@ -15,7 +15,7 @@ import (
 )
 
 // These tests run the worker in-process against the stack's SQS (fauxqs)
-// and MariaDB, with the chat stand-in in-process and a fake stage engine:
+// and MariaDB, with a private chat API process (the stand-in) and a fake stage engine:
 // they are about the queue, the admission and the store.
 
 func TestE2EDoneAndAdmin(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,8 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/chatguard/chatguard/deploy/local/llmsim"
 	"github.com/chatguard/chatguard/internal/stacktest"
+	"github.com/chatguard/chatguard/internal/standin"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/chatprep"
 	"github.com/chatguard/chatguard/stages"
@@ -65,22 +64,19 @@ func truthReviews(t testing.TB, n int, keep func(truthRow) bool) []pipeline.Revi
 	return out
 }
 
-// simInProc runs a private simulator so that fault injection and call
-// counts do not touch (or see) other tests' traffic.
-func simInProc(t testing.TB, name, model, key string, mut func(*llmsim.Config)) (*llmsim.Server, string) {
+// simProc runs a private simulator (deploy/local/llmsim) as a process of
+// this test, so that fault injection and call counts do not touch (or see)
+// other tests' traffic. config is a JSON patch of its admin config applied
+// over this package's defaults (fast answers, a long Retry-After); it
+// returns the simulator and its base URL.
+func simProc(t testing.TB, name, model, key, config string) (*standin.LLM, string) {
 	t.Helper()
-	cfg := llmsim.DefaultConfig()
-	cfg.Name, cfg.Models, cfg.APIKey = name, []string{model}, key
-	cfg.TTFT, cfg.ITL = 20*time.Millisecond, time.Millisecond
-	cfg.RetryAfter = 30 * time.Second
-	if mut != nil {
-		mut(&cfg)
+	sim := standin.StartLLM(t, standin.LLMOptions{Name: name, Model: model, APIKey: key,
+		Config: `{"ttft":"20ms","itl":"1ms","retry_after":"30s"}`})
+	if config != "" {
+		sim.Configure(t, config)
 	}
-	s, err := llmsim.New(cfg)
-	require.NoError(t, err)
-	srv := httptest.NewServer(s.Handler())
-	t.Cleanup(func() { srv.Close(); s.Close() })
-	return s, srv.URL + "/v1"
+	return sim, sim.BaseURL
 }
 
 func withSims(primaryURL, primaryModel, fallbackURL, fallbackModel, fallbackKey string) func(*Config) {
@@ -109,7 +105,7 @@ func oracleJudge(t testing.TB, baseURL, model, key string, msgs []pipeline.ChatM
 	req, err := http.NewRequest(http.MethodPost, baseURL+"/chat/completions", bytes.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(llmsim.HeaderFault, "none")
+	req.Header.Set(standin.FaultHeader, "none")
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
@@ -207,28 +203,25 @@ func TestE2ESampleRoomsMatchTheSimulator(t *testing.T) {
 
 func TestE2EDuplicateMakesOneSetOfModelCalls(t *testing.T) {
 	t.Parallel()
-	primary, pURL := simInProc(t, "primary", "sim-p", "", nil)
-	_, fURL := simInProc(t, "fallback", "sim-f", "k", nil)
+	primary, pURL := simProc(t, "primary", "sim-p", "", "")
+	_, fURL := simProc(t, "fallback", "sim-f", "k", "")
 	chatURL := stacktest.ChatAPIURL(t)
 	r := startRig(t, rigOpts{chatURL: chatURL, mut: withSims(pURL, "sim-p", fURL, "sim-f", "k")})
 	ev := sampleReviews(t, 1, true)[0]
 	r.sendEvents(t, ev)
 	waitDone(t, r, 1, time.Minute)
-	calls := primary.Stats().ChatRequests("")
+	calls := primary.Stats(t).ChatRequests("")
 	require.Positive(t, calls)
 	r.sendEvents(t, ev)
 	require.Eventually(t, func() bool { return r.metric(t, `chatguard_worker_jobs_total{outcome="duplicate"}`) == 1 }, 30*time.Second, 50*time.Millisecond)
-	require.Equal(t, calls, primary.Stats().ChatRequests(""), "the duplicate called a model")
+	require.Equal(t, calls, primary.Stats(t).ChatRequests(""), "the duplicate called a model")
 	require.Equal(t, 1, r.countRows(t, "SELECT COUNT(*) FROM verdicts"))
 }
 
 func TestE2EPrimaryThrottledFallsBack(t *testing.T) {
 	t.Parallel()
-	primary, pURL := simInProc(t, "primary", "sim-p", "", func(c *llmsim.Config) {
-		c.Faults.Status429 = 1
-		c.RetryAfter = time.Minute
-	})
-	fallback, fURL := simInProc(t, "fallback", "sim-f", "k", nil)
+	primary, pURL := simProc(t, "primary", "sim-p", "", `{"faults":{"429":1},"retry_after":"1m"}`)
+	fallback, fURL := simProc(t, "fallback", "sim-f", "k", "")
 	chatURL := stacktest.ChatAPIURL(t)
 	r := startRig(t, rigOpts{chatURL: chatURL, mut: withSims(pURL, "sim-p", fURL, "sim-f", "k")})
 	evs := sampleReviews(t, 3, true)
@@ -245,13 +238,13 @@ func TestE2EPrimaryThrottledFallsBack(t *testing.T) {
 	for _, st := range v.Stages {
 		require.Equal(t, pipeline.PoolFallback, st.Pool, "stage %s", st.Stage)
 	}
-	require.Equal(t, int64(1), primary.Stats().ChatRequests(""), "the primary was called again during its cooldown")
+	require.Equal(t, int64(1), primary.Stats(t).ChatRequests(""), "the primary was called again during its cooldown")
 
 	// More work inside the cooldown never touches the primary.
 	r.sendEvents(t, evs[1:]...)
 	waitDone(t, r, 3, time.Minute)
-	require.Equal(t, int64(1), primary.Stats().ChatRequests(""))
-	require.Positive(t, fallback.Stats().ChatRequests(""))
+	require.Equal(t, int64(1), primary.Stats(t).ChatRequests(""))
+	require.Positive(t, fallback.Stats(t).ChatRequests(""))
 
 	// The router's and the worker's metrics share the admin endpoint.
 	_, body := r.get(t, "/metrics")
@@ -268,11 +261,9 @@ func TestE2EPrimaryThrottledFallsBack(t *testing.T) {
 
 func TestE2EPrimaryRandomFaults(t *testing.T) {
 	t.Parallel()
-	primary, pURL := simInProc(t, "primary", "sim-p", "", func(c *llmsim.Config) {
-		c.Faults = llmsim.FaultRates{Status429: 0.05, Status500: 0.1, Status503: 0.05, Drop: 0.05, Malformed: 0.05}
-		c.RetryAfter = time.Second
-	})
-	_, fURL := simInProc(t, "fallback", "sim-f", "k", nil)
+	primary, pURL := simProc(t, "primary", "sim-p", "",
+		`{"faults":{"429":0.05,"500":0.1,"503":0.05,"drop":0.05,"malformed":0.05},"retry_after":"1s"}`)
+	_, fURL := simProc(t, "fallback", "sim-f", "k", "")
 	chatURL := stacktest.ChatAPIURL(t)
 	r := startRig(t, rigOpts{chatURL: chatURL, mut: func(c *Config) {
 		withSims(pURL, "sim-p", fURL, "sim-f", "k")(c)
@@ -285,8 +276,8 @@ func TestE2EPrimaryRandomFaults(t *testing.T) {
 	waitDone(t, r, n, 5*time.Minute)
 	require.Equal(t, n, r.countRows(t, "SELECT COUNT(*) FROM verdicts WHERE status = 'done'"))
 	require.Zero(t, r.countRows(t, "SELECT COUNT(*) FROM verdicts WHERE status <> 'done'"))
-	st := primary.Stats()
-	faults := st.ChatRequests("") - st.ChatRequests(llmsim.OutcomeOK)
+	st := primary.Stats(t)
+	faults := st.ChatRequests("") - st.ChatRequests(standin.OutcomeOK)
 	t.Logf("primary: %d calls, %d faulted; fallback stages: %d", st.ChatRequests(""), faults,
 		r.countRows(t, "SELECT COUNT(*) FROM verdict_stages WHERE pool = 'fallback'"))
 	require.Positive(t, faults, "the faults were injected")

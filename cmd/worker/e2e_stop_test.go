@@ -5,57 +5,31 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/chatguard/chatguard/deploy/local/llmsim"
 	"github.com/chatguard/chatguard/internal/stacktest"
+	"github.com/chatguard/chatguard/internal/standin"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/storage/mysql"
 )
 
-var (
-	binOnce sync.Once
-	binDir  string
-	binPath string
-	binErr  error
-)
-
-// workerBinary builds the worker once per test process; TestMain removes it.
+// workerBinary builds the worker once per test process; standin.Main
+// removes it with the stand-ins' binaries.
 func workerBinary(t testing.TB) string {
 	t.Helper()
-	binOnce.Do(func() {
-		binDir, binErr = os.MkdirTemp("", "chatguard-worker-")
-		if binErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "worker")
-		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build: %v: %s", err, out)
-		}
-	})
-	require.NoError(t, binErr)
-	return binPath
+	return standin.Build(t, "github.com/chatguard/chatguard/cmd/worker")
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { standin.Main(m) }
 
 func freeAddr(t testing.TB) string {
 	t.Helper()
@@ -136,9 +110,7 @@ func TestE2EStopAcrossProcesses(t *testing.T) {
 	bin := workerBinary(t)
 	// Streaming slowly: one token every 60 ms makes an abusive room's four
 	// stages take many seconds, so the stop lands mid-stream.
-	primary, pURL := simInProc(t, "primary", "sim-p", "", func(c *llmsim.Config) {
-		c.TTFT, c.ITL, c.TokensPerChunk, c.Jitter = 20*time.Millisecond, 60*time.Millisecond, 1, 0
-	})
+	primary, pURL := simProc(t, "primary", "sim-p", "", `{"ttft":"20ms","itl":"60ms","tokens_per_chunk":1,"jitter":0}`)
 	queue := stacktest.NewQueue(t, "review", 5, 30*time.Second)
 	feedback := stacktest.NewQueue(t, "feedback", 5, 30*time.Second)
 	db, dsn := stacktest.MySQL(t)
@@ -163,7 +135,7 @@ func TestE2EStopAcrossProcesses(t *testing.T) {
 
 	long := roomsByLabel(t, "abusive", 1)[0]
 	r.sendEvents(t, long)
-	require.Eventually(t, func() bool { return primary.Stats().Running >= 1 }, 30*time.Second, 10*time.Millisecond, "the long review is streaming")
+	require.Eventually(t, func() bool { return primary.Stats(t).Running >= 1 }, 30*time.Second, 10*time.Millisecond, "the long review is streaming")
 	var running, idle *proc
 	require.Eventually(t, func() bool {
 		for i, p := range procs {
@@ -221,14 +193,14 @@ func TestE2EStopAcrossProcesses(t *testing.T) {
 	}
 
 	// A later window of the stopped room is stopped too, without model calls.
-	before := primary.Stats().ChatRequests("")
+	before := primary.Stats(t).ChatRequests("")
 	later := long
 	later.WindowStart, later.WindowEnd = long.WindowEnd, long.WindowEnd.Add(time.Hour)
 	r.sendEvents(t, later)
 	require.Eventually(t, func() bool {
 		return r.countRows(t, "SELECT COUNT(*) FROM verdicts WHERE room_id = ? AND status = 'stopped'", long.RoomID) == 2
 	}, 30*time.Second, 20*time.Millisecond)
-	require.Equal(t, before, primary.Stats().ChatRequests(""), "a stopped room costs no model call")
+	require.Equal(t, before, primary.Stats(t).ChatRequests(""), "a stopped room costs no model call")
 }
 
 // TestE2EStopPublishedBeforeStart: a worker started after the publish loads

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,8 +21,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/chatguard/chatguard/deploy/local/chatapi"
 	"github.com/chatguard/chatguard/internal/stacktest"
+	"github.com/chatguard/chatguard/internal/standin"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/storage/mysql"
 )
@@ -31,7 +30,6 @@ import (
 // rig is one in-process worker over fresh stack resources: its own review
 // queue and DLQ, its own feedback queue, its own database.
 type rig struct {
-	t        *testing.T
 	cfg      Config
 	sqs      *sqs.Client
 	queue    stacktest.Queue
@@ -55,8 +53,8 @@ type rigOpts struct {
 	chatURL    string
 }
 
-// sampleRooms are hand-made rooms served by an in-process chat stand-in
-// for the tests that fake the stage engine.
+// sampleRooms are hand-made rooms served by a private chat API process for
+// the tests that fake the stage engine.
 var sampleRooms = func() map[string][]pipeline.ChatMessage {
 	at := time.Date(2026, 11, 3, 4, 10, 0, 0, time.UTC)
 	rooms := map[string][]pipeline.ChatMessage{}
@@ -72,13 +70,11 @@ var sampleRooms = func() map[string][]pipeline.ChatMessage {
 
 var testWindow = time.Date(2026, 11, 3, 4, 0, 0, 0, time.UTC)
 
+// chatStandIn starts the chat API stand-in (deploy/local/chatapi) as a
+// process of this test serving sampleRooms, and returns its base URL.
 func chatStandIn(t testing.TB) string {
 	t.Helper()
-	s, err := chatapi.New(chatapi.Config{Messages: sampleRooms})
-	require.NoError(t, err)
-	srv := httptest.NewServer(s.Handler())
-	t.Cleanup(srv.Close)
-	return srv.URL
+	return standin.StartChatAPI(t, sampleRooms)
 }
 
 func startRig(t testing.TB, o rigOpts) *rig {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,11 +22,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/deploy/athena"
-	"github.com/chatguard/chatguard/deploy/local/athenasim"
+	"github.com/chatguard/chatguard/internal/standin"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/storage/s3lake"
 	"github.com/chatguard/chatguard/storage/s3lake/s3laketest"
 )
+
+func TestMain(m *testing.M) { standin.Main(m) }
 
 func ddlColumns(t *testing.T, table string) map[string]string {
 	t.Helper()
@@ -107,7 +108,7 @@ func TestDDLMatchesTheParquetSchema(t *testing.T) {
 
 // lake writes events as the consumer would, plus a second copy of every
 // fifth event in another object of its partition (a crash between write and
-// delete), and serves it through the Athena stand-in.
+// delete), and serves it through a private Athena stand-in process.
 type lake struct {
 	events []pipeline.LakeEvent
 	dups   int
@@ -148,13 +149,12 @@ func setup(t *testing.T) *lake {
 	for p, evs := range dupParts {
 		write(p, "part-b.parquet", evs)
 	}
-	srv, err := athenasim.New(athenasim.Config{LakeDir: dir})
-	require.NoError(t, err)
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() { hs.Close(); _ = srv.Close() })
+	// The Athena stand-in (DuckDB over the lake folder) as a process of
+	// this test: deploy/local is a module of its own.
+	sim := standin.StartAthena(t, standin.AthenaOptions{LakeDir: dir})
 	l.client = awsathena.New(awsathena.Options{
 		Region:       "us-east-1",
-		BaseEndpoint: aws.String(hs.URL),
+		BaseEndpoint: aws.String(sim.URL),
 		Credentials:  credentials.NewStaticCredentialsProvider("local", "local", ""),
 	})
 	return l

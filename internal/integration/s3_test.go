@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/s3/manager"
+	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/stretchr/testify/require"
 
@@ -58,7 +58,7 @@ func TestS3PutGetListBackedByFiles(t *testing.T) {
 	require.Error(t, err)
 }
 
-func TestS3MultipartUploadThroughManager(t *testing.T) {
+func TestS3MultipartUploadThroughTransferManager(t *testing.T) {
 	t.Parallel()
 	c := stacktest.S3(t)
 	bucket := stacktest.LakeBucket(t)
@@ -71,10 +71,12 @@ func TestS3MultipartUploadThroughManager(t *testing.T) {
 	data := make([]byte, 12<<20+123) // three parts of 5 MiB, the last one short
 	_, err := rand.Read(data)
 	require.NoError(t, err)
-	up := manager.NewUploader(c, func(u *manager.Uploader) { u.PartSize = 5 << 20; u.Concurrency = 2 })
-	out, err := up.Upload(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(data)})
+	up := transfermanager.New(c, func(o *transfermanager.Options) {
+		o.PartSizeBytes, o.MultipartUploadThreshold, o.Concurrency = 5<<20, 5<<20, 2
+	})
+	out, err := up.UploadObject(ctx, &transfermanager.UploadObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(data)})
 	require.NoError(t, err)
-	require.NotEmpty(t, out.UploadID, "the manager must have used a multipart upload")
+	require.NotEmpty(t, aws.ToString(out.UploadID), "the transfer manager must have used a multipart upload")
 	require.Len(t, out.CompletedParts, 3)
 
 	got, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})

@@ -36,7 +36,7 @@ import (
 )
 
 // EnvFileVar names the variable that points at the stack's env file; by
-// default it is .stack/env at the module root.
+// default it is .stack/env at the repository root (the folder of go.work).
 const EnvFileVar = "CHATGUARD_STACK_ENV"
 
 var (
@@ -57,7 +57,7 @@ func Load(t testing.TB) {
 func loadEnvFile() error {
 	path := os.Getenv(EnvFileVar)
 	if path == "" {
-		root, err := moduleRoot()
+		root, err := repoRoot()
 		if err != nil {
 			return err
 		}
@@ -93,18 +93,20 @@ func loadEnvFile() error {
 	return sc.Err()
 }
 
-func moduleRoot() (string, error) {
+// repoRoot is the folder of go.work: tests of both workspace modules find
+// the one stack of the checkout there.
+func repoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the working directory")
+			return "", fmt.Errorf("no go.work above the working directory")
 		}
 		dir = parent
 	}
@@ -200,6 +202,39 @@ func Unique(prefix string) string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return prefix + "-" + hex.EncodeToString(b)
+}
+
+// NewBucket creates a fresh S3 bucket on the stack (named prefix plus a
+// random suffix) and, when the test ends, deletes its objects and the
+// bucket. The stack's S3 creates no bucket by itself, like S3.
+func NewBucket(t testing.TB, prefix string) string {
+	t.Helper()
+	c := S3(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	name := Unique(prefix)
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
+		t.Fatalf("stacktest: create bucket %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		p := s3.NewListObjectsV2Paginator(c, &s3.ListObjectsV2Input{Bucket: aws.String(name)})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				t.Logf("stacktest: list bucket %s: %v", name, err)
+				return
+			}
+			for _, o := range page.Contents {
+				_, _ = c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(name), Key: o.Key})
+			}
+		}
+		if _, err := c.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(name)}); err != nil {
+			t.Logf("stacktest: delete bucket %s: %v", name, err)
+		}
+	})
+	return name
 }
 
 // Queue is a test queue with its dead-letter queue.

@@ -18,12 +18,16 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/chatguard/chatguard/deploy/local/llmsim"
-	"github.com/chatguard/chatguard/deploy/local/sampledata"
+	"github.com/chatguard/chatguard/internal/standin"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/llm"
 	"github.com/chatguard/chatguard/stages"
+	"github.com/chatguard/chatguard/storage/chatapi"
 )
+
+// The LLM simulators and the chat API are deploy/local's stand-ins, run as
+// processes of each test (deploy/local is a module of its own).
+func TestMain(m *testing.M) { standin.Main(m) }
 
 // captureSink records every published event.
 type captureSink struct {
@@ -45,7 +49,7 @@ func (s *captureSink) all() []pipeline.LakeEvent {
 }
 
 type env struct {
-	prim, fb *llmsim.Running
+	prim, fb *standin.LLM
 	router   *llm.Router
 	rev      *Reviewer
 	sink     *captureSink
@@ -53,7 +57,9 @@ type env struct {
 }
 
 type envOpts struct {
-	primFaults     llmsim.FaultRates
+	// primFaults is the primary's fault rates as the simulator's admin
+	// config writes them, e.g. {"429":1}; empty: none.
+	primFaults     string
 	retryAfter     time.Duration
 	attemptTimeout time.Duration
 	// now, when set, is the router's clock.
@@ -67,42 +73,34 @@ type skewClock struct{ offset atomic.Int64 }
 func (c *skewClock) now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
 func (c *skewClock) advance(d time.Duration) { c.offset.Add(int64(d)) }
 
-func simConfig(name, model string, f llmsim.FaultRates, retryAfter time.Duration) llmsim.Config {
-	c := llmsim.DefaultConfig()
-	c.Name = name
-	c.Models = []string{model}
-	c.TTFT = 2 * time.Millisecond
-	c.ITL = 0
-	c.TokensPerChunk = 16
-	c.Faults = f
-	c.MaxHang = 5 * time.Second
-	if retryAfter > 0 {
-		c.RetryAfter = retryAfter
+// noFaults sets every fault rate of a simulator to zero.
+const noFaults = `{"429":0,"500":0,"503":0,"hang":0,"drop":0,"malformed":0,"truncate":0}`
+
+// simConfig is the admin config of a fast simulator with faults (a JSON
+// object of rates) and, when positive, a Retry-After.
+func simConfig(faults string, retryAfter time.Duration) string {
+	if faults == "" {
+		faults = noFaults
 	}
-	return c
+	c := `{"ttft":"2ms","itl":"0s","tokens_per_chunk":16,"max_hang":"5s","faults":` + faults
+	if retryAfter > 0 {
+		c += `,"retry_after":"` + retryAfter.String() + `"`
+	}
+	return c + "}"
 }
 
 func setup(t *testing.T, o envOpts) *env {
 	t.Helper()
-	ctx := t.Context()
-	prim, err := llmsim.Start(ctx, "127.0.0.1:0", simConfig("primary", "sim-primary", o.primFaults, o.retryAfter))
-	require.NoError(t, err)
-	fb, err := llmsim.Start(ctx, "127.0.0.1:0", simConfig("fallback", "sim-fallback", llmsim.FaultRates{}, 0))
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = prim.Stop(sctx)
-		_ = fb.Stop(sctx)
-	})
+	prim := standin.StartLLM(t, standin.LLMOptions{Name: "primary", Model: "sim-primary", Config: simConfig(o.primFaults, o.retryAfter)})
+	fb := standin.StartLLM(t, standin.LLMOptions{Name: "fallback", Model: "sim-fallback", Config: simConfig("", 0)})
 	at := o.attemptTimeout
 	if at == 0 {
 		at = 10 * time.Second
 	}
 	reg := prometheus.NewRegistry()
 	router, err := llm.New(llm.Config{
-		Primary:     llm.PoolConfig{BaseURL: prim.URL, Model: "sim-primary", MaxConcurrency: 16, AttemptTimeout: at},
-		Fallback:    llm.PoolConfig{BaseURL: fb.URL, APIKey: "test-key", Model: "sim-fallback", MaxConcurrency: 16, AttemptTimeout: at},
+		Primary:     llm.PoolConfig{BaseURL: prim.BaseURL, Model: "sim-primary", MaxConcurrency: 16, AttemptTimeout: at},
+		Fallback:    llm.PoolConfig{BaseURL: fb.BaseURL, APIKey: "test-key", Model: "sim-fallback", MaxConcurrency: 16, AttemptTimeout: at},
 		BaseBackoff: 5 * time.Millisecond,
 		MaxBackoff:  50 * time.Millisecond,
 		Now:         o.now,
@@ -182,7 +180,7 @@ func TestReviewAbusiveChatRunsEveryTextStage(t *testing.T) {
 	e := setup(t, envOpts{})
 	v, err := e.rev.Review(t.Context(), event("r1"), externalPaymentChat, 1)
 	require.NoError(t, err)
-	want := simJudge(t, e.fb.URL, externalPaymentChat)
+	want := simJudge(t, e.fb.BaseURL, externalPaymentChat)
 	require.Equal(t, pipeline.StatusDone, v.Status)
 	require.Equal(t, want.Label, v.Label)
 	require.Equal(t, want.Category, v.Category)
@@ -231,7 +229,7 @@ func TestReviewWithoutUserMessagesCallsNoModel(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, v.EarlyExit)
 	require.Empty(t, v.Stages)
-	require.Zero(t, e.prim.Server.Stats().ChatRequests(""))
+	require.Zero(t, e.prim.Stats(t).ChatRequests(""))
 }
 
 func TestReviewSendsImagesToVision(t *testing.T) {
@@ -258,7 +256,7 @@ func TestReviewSendsImagesToVision(t *testing.T) {
 	require.NoError(t, json.Unmarshal(vision.Output, &out))
 	require.Len(t, out.Images, 1)
 	require.Equal(t, "m4", out.Images[0].MessageID)
-	want := simJudge(t, e.fb.URL, msgs)
+	want := simJudge(t, e.fb.BaseURL, msgs)
 	require.Equal(t, want.Category, v.Category)
 	require.Equal(t, want.Label, v.Label)
 }
@@ -411,7 +409,7 @@ func TestPipelineVersionFollowsModels(t *testing.T) {
 func TestPrimaryThrottledFallsBackWithinOneAttemptAndStaysOff(t *testing.T) {
 	t.Parallel()
 	var clk skewClock
-	e := setup(t, envOpts{primFaults: llmsim.FaultRates{Status429: 1}, retryAfter: time.Minute, now: clk.now})
+	e := setup(t, envOpts{primFaults: `{"429":1}`, retryAfter: time.Minute, now: clk.now})
 	start := time.Now()
 	v, err := e.rev.Review(t.Context(), event("r9"), externalPaymentChat, 1)
 	require.NoError(t, err)
@@ -422,12 +420,12 @@ func TestPrimaryThrottledFallsBackWithinOneAttemptAndStaysOff(t *testing.T) {
 		require.Equal(t, pipeline.PoolFallback, s.Pool)
 		require.Equal(t, 1, s.Attempts, "primary is cooling: straight to the fallback")
 	}
-	require.Equal(t, int64(1), e.prim.Server.Stats().ChatRequests(""), "primary called again during its cooldown")
-	want := simJudge(t, e.fb.URL, externalPaymentChat)
+	require.Equal(t, int64(1), e.prim.Stats(t).ChatRequests(""), "primary called again during its cooldown")
+	want := simJudge(t, e.fb.BaseURL, externalPaymentChat)
 	require.Equal(t, want.Category, v.Category)
 
 	// After the cooldown the primary is used again.
-	require.NoError(t, e.prim.Server.SetFaults(llmsim.FaultRates{}))
+	e.prim.Configure(t, `{"faults":`+noFaults+`}`)
 	clk.advance(time.Minute + time.Second)
 	v, err = e.rev.Review(t.Context(), event("r9b"), externalPaymentChat, 1)
 	require.NoError(t, err)
@@ -440,17 +438,25 @@ func TestPrimaryThrottledFallsBackWithinOneAttemptAndStaysOff(t *testing.T) {
 // and every verdict must be the one the simulator's rules give for the chat.
 func TestSampleRoomsUnderPrimaryFaults(t *testing.T) {
 	t.Parallel()
-	lake, truth := t.TempDir(), t.TempDir()
-	_, err := sampledata.Generate(t.Context(), sampledata.Options{LakeDir: lake, TruthDir: truth, Seed: 7, Rooms: 200, Days: 1})
+	lake, truth := standin.SampleLake(t, 7, 200, 1)
+	// Each room's whole chat, through the production chat client from the
+	// chat API stand-in serving the lake.
+	ccfg := chatapi.DefaultConfig()
+	ccfg.BaseURL = standin.StartChatAPILake(t, lake)
+	chat, err := chatapi.New(ccfg)
 	require.NoError(t, err)
-	rooms, err := sampledata.LoadMessages(lake)
-	require.NoError(t, err)
-	labels, err := sampledata.LoadTruth(truth)
-	require.NoError(t, err)
+	rooms := map[string][]pipeline.ChatMessage{}
+	labels := map[string]standin.Truth{}
+	for _, tr := range standin.ReadTruth(t, truth) {
+		msgs, err := chat.History(t.Context(), tr.RoomID, tr.FirstMessageAt, tr.LastMessageAt.Add(time.Second))
+		require.NoError(t, err, tr.RoomID)
+		require.NotEmpty(t, msgs, tr.RoomID)
+		rooms[tr.RoomID], labels[tr.RoomID] = msgs, tr
+	}
 	require.Len(t, rooms, 200)
 
 	e := setup(t, envOpts{
-		primFaults: llmsim.FaultRates{Status429: 0.04, Status500: 0.06, Status503: 0.04, Hang: 0.04, Drop: 0.04, Malformed: 0.04, Truncate: 0.04},
+		primFaults: `{"429":0.04,"500":0.06,"503":0.04,"hang":0.04,"drop":0.04,"malformed":0.04,"truncate":0.04}`,
 		retryAfter: 200 * time.Millisecond, attemptTimeout: 500 * time.Millisecond,
 	})
 	ids := make([]string, 0, len(rooms))
@@ -484,7 +490,7 @@ func TestSampleRoomsUnderPrimaryFaults(t *testing.T) {
 	for i, id := range ids {
 		v := verdicts[i]
 		require.Equal(t, pipeline.StatusDone, v.Status, id)
-		want := simJudge(t, e.fb.URL, rooms[id])
+		want := simJudge(t, e.fb.BaseURL, rooms[id])
 		require.Equal(t, want.Label, v.Label, "room %s (%s)", id, labels[id].Scenario)
 		require.Equal(t, want.Category, v.Category, "room %s (%s)", id, labels[id].Scenario)
 		if v.Label == labels[id].Label && v.Category == labels[id].Category {
@@ -494,9 +500,9 @@ func TestSampleRoomsUnderPrimaryFaults(t *testing.T) {
 			redelivered++
 		}
 	}
-	stats := e.prim.Server.Stats()
-	faults := stats.ChatRequests("") - stats.ChatRequests(llmsim.OutcomeOK)
+	stats := e.prim.Stats(t)
+	faults := stats.ChatRequests("") - stats.ChatRequests(standin.OutcomeOK)
 	t.Logf("200 rooms done; %d needed a redelivery; primary: %d calls, %d faulted; fallback: %d calls; agreement with ground truth %d/200; injections flagged %v",
-		redelivered, stats.ChatRequests(""), faults, e.fb.Server.Stats().ChatRequests(""), agree, testutil.ToFloat64(e.rev.m.injections))
+		redelivered, stats.ChatRequests(""), faults, e.fb.Stats(t).ChatRequests(""), agree, testutil.ToFloat64(e.rev.m.injections))
 	require.Positive(t, faults, "the primary must actually have faulted")
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/storage/s3lake"
 	"github.com/chatguard/chatguard/storage/s3lake/s3laketest"
@@ -189,10 +190,14 @@ func TestErrorLinesRoundTrip(t *testing.T) {
 	require.Contains(t, string(b), `<tag>`, "bodies are not HTML-escaped")
 }
 
+// The store tests run against the local stack's S3, each in a bucket of
+// its own.
+
 func TestStorePutGetMultipart(t *testing.T) {
 	t.Parallel()
-	_, client := s3laketest.S3(t, "lake")
-	st := s3lake.NewStore(client, "lake", 5<<20)
+	client := stacktest.S3(t)
+	bucket := stacktest.NewBucket(t, "s3lake")
+	st := s3lake.NewStore(client, bucket, 5<<20)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	small := []byte("hello")
@@ -213,8 +218,8 @@ func TestStorePutGetMultipart(t *testing.T) {
 
 func TestStorePutMissingBucketIsPermanent(t *testing.T) {
 	t.Parallel()
-	_, client := s3laketest.S3(t, "lake")
-	st := s3lake.NewStore(client, "nope", 0)
+	client := stacktest.S3(t)
+	st := s3lake.NewStore(client, stacktest.Unique("nope"), 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := st.Put(ctx, "k", []byte("x"), "text/plain")

@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/s3/manager"
+	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 
@@ -19,10 +20,14 @@ import (
 // uploaded in parts of this size, several at a time.
 const DefaultPartSize = 16 << 20
 
+// abortTimeout bounds the abort of a failed multipart upload, which runs on
+// a fresh context so that it happens even when the caller's was cancelled.
+const abortTimeout = 30 * time.Second
+
 // Store writes and reads lake objects in one S3 bucket.
 type Store struct {
 	client   *s3.Client
-	uploader *manager.Uploader
+	uploader *transfermanager.Client
 	bucket   string
 }
 
@@ -35,12 +40,16 @@ func NewStore(client *s3.Client, bucket string, partSize int64) *Store {
 	return &Store{
 		client: client,
 		bucket: bucket,
-		uploader: manager.NewUploader(client, func(u *manager.Uploader) {
-			u.PartSize = partSize
-			u.Concurrency = 4
-			// A failed multipart upload is aborted so that no orphaned parts
-			// accrue storage; the whole object is retried by the caller.
-			u.LeavePartsOnError = false
+		// The transfer manager aborts a failed multipart upload, so that no
+		// orphaned parts accrue storage; the whole object is retried by the
+		// caller.
+		uploader: transfermanager.New(client, func(o *transfermanager.Options) {
+			o.PartSizeBytes = partSize
+			// Up to partSize bytes go in one PutObject, larger objects in
+			// parts of partSize.
+			o.MultipartUploadThreshold = partSize + 1
+			o.Concurrency = 4
+			o.FailTimeout = abortTimeout
 		}),
 	}
 }
@@ -55,7 +64,7 @@ func (s *Store) Bucket() string { return s.bucket }
 // which is *pipeline.PermanentError; callers that must not lose data retry
 // both, with backoff.
 func (s *Store) Put(ctx context.Context, key string, body []byte, contentType string) error {
-	_, err := s.uploader.Upload(ctx, &s3.PutObjectInput{
+	_, err := s.uploader.UploadObject(ctx, &transfermanager.UploadObjectInput{
 		Bucket:        aws.String(s.bucket),
 		Key:           aws.String(key),
 		Body:          bytes.NewReader(body),

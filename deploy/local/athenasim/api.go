@@ -147,6 +147,10 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		writeAWSError(w, http.StatusBadRequest, invalid("request body unreadable or over %d bytes", maxBodyBytes))
 		return
 	}
+	switch op {
+	case "StartQueryExecution", "GetQueryExecution", "GetQueryResults", "StopQueryExecution":
+		s.countCall(op)
+	}
 	var out any
 	switch op {
 	case "StartQueryExecution":
@@ -387,4 +391,14 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	mrt, fn, fr, fre := s.minRunTime.String(), s.failNext, s.failReason, s.failRetryable
 	s.mu.Unlock()
 	_ = json.NewEncoder(w).Encode(adminConfig{MinRunTime: &mrt, FailNext: &fn, FailReason: &fr, FailRetryable: &fre, Stats: &st})
+}
+
+// countCall counts one API call of op in Stats.Calls.
+func (s *Server) countCall(op string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.calls == nil {
+		s.calls = map[string]int{}
+	}
+	s.calls[op]++
 }

@@ -3,6 +3,7 @@ package athenasim_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -26,6 +27,7 @@ import (
 	"github.com/chatguard/chatguard/deploy/local/athenasim"
 	"github.com/chatguard/chatguard/deploy/local/sampledata"
 	"github.com/chatguard/chatguard/pipeline"
+	chatathena "github.com/chatguard/chatguard/storage/athena"
 )
 
 // sampleLake is generated once for the package; tests that write into a
@@ -264,6 +266,58 @@ func TestBatchQueryOverSampleData(t *testing.T) {
 	}
 }
 
+// TestRoomsQueryParametersMatchLiteralsInDuckDB runs the batch's rooms
+// query (storage/athena) through the stand-in with its execution
+// parameters, and the same statement with the parameters written in as the
+// SQL literals they are directly in DuckDB: the stand-in binds them as
+// typed values and finds the same rooms. (cmd/batch checks the published
+// rooms against the lake itself.)
+func TestRoomsQueryParametersMatchLiteralsInDuckDB(t *testing.T) {
+	t.Parallel()
+	e := setup(t, athenasim.Config{})
+	from := time.Date(2026, 11, 1, 20, 0, 0, 0, time.UTC)
+	to := from.Add(6 * time.Hour) // crosses midnight: two dt partitions
+	q, params := chatathena.RoomsQuery(from, to)
+	var viaStandIn []string
+	for _, row := range e.run(t, q, params...).rows {
+		viaStandIn = append(viaStandIn, str(row[0]))
+	}
+	require.Greater(t, len(viaStandIn), 20, "the window holds rooms")
+
+	db, err := sql.Open("duckdb", "")
+	require.NoError(t, err)
+	defer db.Close()
+	db.SetMaxOpenConns(1) // the session settings below hold per connection
+	glob := filepath.Join(sampleLake, "chat", "messages", "*", "*", "*.parquet")
+	for _, stmt := range []string{
+		"SET TimeZone = 'UTC'",
+		"CREATE VIEW chat_messages AS SELECT * FROM read_parquet('" + glob + "', hive_partitioning = true, hive_types_autocast = false)",
+	} {
+		_, err := db.Exec(stmt)
+		require.NoError(t, err, stmt)
+	}
+	literal := q
+	for _, p := range params {
+		literal = strings.Replace(literal, "?", p, 1)
+	}
+	rows, err := db.Query(literal)
+	require.NoError(t, err)
+	defer rows.Close()
+	var direct []string
+	for rows.Next() {
+		var (
+			id          string
+			first, last any
+			n           int64
+			img         bool
+		)
+		require.NoError(t, rows.Scan(&id, &first, &last, &n, &img))
+		direct = append(direct, id)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, direct, viaStandIn)
+}
+
 func TestPartitionColumnsAreStrings(t *testing.T) {
 	t.Parallel()
 	e := setup(t, athenasim.Config{})
@@ -459,6 +513,11 @@ func TestStopLongQuery(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, e.srv.Stats().Cancelled)
 	require.Zero(t, e.srv.Stats().Active)
+	calls := e.srv.Stats().Calls
+	require.Equal(t, 1, calls["StartQueryExecution"])
+	require.Equal(t, 1, calls["GetQueryResults"])
+	require.Equal(t, 2, calls["StopQueryExecution"], "both stops are counted")
+	require.GreaterOrEqual(t, calls["GetQueryExecution"], 2, "waitState and wait polled")
 }
 
 func TestMinRunTimeAndFailuresViaAdmin(t *testing.T) {

@@ -68,6 +68,10 @@ type Stats struct {
 	Cancelled int `json:"cancelled"`
 	Active    int `json:"active"` // queued or running now
 	Retained  int `json:"retained"`
+	// Calls counts API calls by operation (StartQueryExecution,
+	// GetQueryExecution, GetQueryResults, StopQueryExecution), so that a
+	// test can assert which calls a client made.
+	Calls map[string]int `json:"calls"`
 }
 
 // Server is the Athena stand-in. Create it with New, serve Handler, and
@@ -94,6 +98,7 @@ type Server struct {
 	failReason    string
 	failRetryable bool
 	stats         Stats
+	calls         map[string]int // API calls by operation, for Stats
 }
 
 // New validates cfg, opens an in-memory DuckDB and returns a server. It
@@ -193,6 +198,10 @@ func (s *Server) Stats() Stats {
 	st := s.stats
 	st.Active = s.active
 	st.Retained = len(s.execs)
+	st.Calls = maps.Clone(s.calls)
+	if st.Calls == nil {
+		st.Calls = map[string]int{}
+	}
 	return st
 }
 

@@ -4,7 +4,7 @@
 // `worker` processes and the `consumer` until the review queue is drained
 // and the lake holds an inference-log row for every stage call, stops them
 // with SIGTERM, and reports what happened. `make demo` runs it through
-// deploy/local/demo/cmd/demo; internal/e2e runs the same flow with
+// deploy/local/demo/cmd/demo; deploy/local/e2e runs the same flow with
 // assertions.
 package demo
 

@@ -13,7 +13,8 @@ import (
 // newS3Handler returns a gofakes3 server over dir: objects are plain files
 // under dir/buckets/<bucket>/<key> (metadata under dir/metadata), so the
 // Athena stand-in and the tests can read what clients upload, and files
-// written there directly are served as objects. It creates the lake bucket.
+// written there directly are served as objects. It creates the lake bucket;
+// other buckets exist only once a client creates them.
 func newS3Handler(dir string) (*gofakes3.GoFakeS3, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("s3: %w", err)
@@ -31,10 +32,10 @@ func newS3Handler(dir string) (*gofakes3.GoFakeS3, error) {
 			return nil, fmt.Errorf("s3: create bucket %s: %w", LakeBucket, err)
 		}
 	}
-	return gofakes3.New(backend,
-		gofakes3.WithAutoBucket(true), // tests may use their own buckets
-		gofakes3.WithLogger(gofakes3.DiscardLog()),
-	), nil
+	// No auto-bucket: like S3, a write to a bucket nobody created fails
+	// with NoSuchBucket (tests that want their own bucket create it, see
+	// internal/stacktest.NewBucket).
+	return gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog())), nil
 }
 
 // listen binds 127.0.0.1:port, naming the flag in the error so a collision

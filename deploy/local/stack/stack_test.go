@@ -40,7 +40,7 @@ func repoRoot(t *testing.T) string {
 	t.Helper()
 	root, err := filepath.Abs("../../..")
 	require.NoError(t, err)
-	_, err = os.Stat(filepath.Join(root, "go.mod"))
+	_, err = os.Stat(filepath.Join(root, "go.work"))
 	require.NoError(t, err)
 	return root
 }

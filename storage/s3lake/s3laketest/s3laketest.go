@@ -1,5 +1,6 @@
-// Package s3laketest gives tests of the lake realistic lake events and an
-// in-process S3 server, so that they need nothing outside the process.
+// Package s3laketest gives tests of the lake realistic lake events and
+// reads a lake back. Tests that need S3 itself use the local stack's
+// (internal/stacktest.NewBucket).
 package s3laketest
 
 import (
@@ -7,17 +8,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/google/uuid"
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/storage/s3lake"
@@ -93,31 +88,6 @@ func Body(t testing.TB, ev pipeline.LakeEvent) []byte {
 		t.Fatalf("s3laketest: marshal: %v", err)
 	}
 	return b
-}
-
-// S3 starts an in-memory S3 server with the bucket created, and returns its
-// URL and a path-style client for it. The server stops when the test ends.
-func S3(t testing.TB, bucket string) (string, *s3.Client) {
-	t.Helper()
-	srv := httptest.NewServer(gofakes3.New(s3mem.New()).Server())
-	t.Cleanup(srv.Close)
-	c := Client(srv.URL)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
-		t.Fatalf("s3laketest: create bucket: %v", err)
-	}
-	return srv.URL, c
-}
-
-// Client returns a path-style S3 client for endpoint with dummy credentials.
-func Client(endpoint string) *s3.Client {
-	return s3.New(s3.Options{
-		Region:       "us-east-1",
-		BaseEndpoint: aws.String(endpoint),
-		UsePathStyle: true,
-		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
-	})
 }
 
 // Lake is what ReadLake reads from: s3lake.Store or an in-memory map.

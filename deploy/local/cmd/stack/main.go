@@ -151,18 +151,21 @@ func (m *Main) Run(ctx context.Context) error {
 	return nil
 }
 
+// moduleRoot is the repository root: the folder of go.work, the workspace
+// that joins the production module and deploy/local (a go.mod alone may be
+// deploy/local's own).
 func moduleRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("run it inside the repository: no go.mod above the working directory")
+			return "", errors.New("run it inside the repository: no go.work above the working directory")
 		}
 		dir = parent
 	}

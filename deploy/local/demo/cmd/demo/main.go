@@ -54,7 +54,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	var stackArgs string
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.Root, "root", "", "module root (default: the nearest folder above the working directory holding go.mod)")
+	fs.StringVar(&cfg.Root, "root", "", "repository root (default: the nearest folder above the working directory holding go.work)")
 	fs.BoolVar(&cfg.KeepStack, "keep-stack", false, "leave a stack the demo started running afterwards, for exploring")
 	fs.BoolVar(&noStart, "no-start", false, "fail instead of starting a stack when none is running")
 	fs.StringVar(&stackArgs, "stack-flags", "", "extra flags for `stack up|wait|down` when the demo starts a stack, space-separated")
@@ -128,18 +128,21 @@ func parse(fs *flag.FlagSet, args []string, getenv func(string) string) error {
 	return errors.Join(errs...)
 }
 
+// moduleRoot is the repository root: the folder of go.work, the workspace
+// that joins the production module and deploy/local (a go.mod alone may be
+// deploy/local's own).
 func moduleRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("no go.mod above the working directory: run from the repository or pass --root")
+			return "", errors.New("no go.work above the working directory: run from the repository or pass --root")
 		}
 		dir = parent
 	}

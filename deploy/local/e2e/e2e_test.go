@@ -35,9 +35,10 @@ type fixture struct {
 func setup(t *testing.T) *fixture {
 	t.Helper()
 	stacktest.Load(t)
-	root, err := filepath.Abs(filepath.Join("..", ".."))
+	// The repository root: the workspace that builds the binaries.
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
 	require.NoError(t, err)
-	require.FileExists(t, filepath.Join(root, "go.mod"))
+	require.FileExists(t, filepath.Join(root, "go.work"))
 	envFile := os.Getenv(stacktest.EnvFileVar)
 	if envFile == "" {
 		envFile = filepath.Join(root, ".stack", "env")

@@ -4,5 +4,6 @@
 // test asserts what the issue promises (one verdict per published room, an
 // inference-log row in the lake for every stage call, empty queues, no
 // process left behind). It needs the stack (`make stack-up`) and fails
-// without it.
+// without it. It lives in the deploy/local module because it drives the
+// demo; the production module never imports it.
 package e2e

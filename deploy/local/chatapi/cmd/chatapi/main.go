@@ -1,0 +1,108 @@
+// Command chatapi serves the chat-history stand-in (package chatapi) on its
+// own, so that tests of the production module can run a private instance
+// with hand-made rooms as a separate process.
+//
+//	chatapi --lake-dir /tmp/lake           # the rooms of a sample lake
+//	chatapi --messages rooms.json          # {"room-1": [pipeline.ChatMessage, ...], ...}
+//
+// It prints its base URL (http://127.0.0.1:PORT) on stdout once listening,
+// logs JSON to stderr (never chat text), and stops on SIGINT or SIGTERM.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/chatguard/chatguard/deploy/local/chatapi"
+	"github.com/chatguard/chatguard/pipeline"
+)
+
+// stopGrace bounds how long running requests may finish on shutdown.
+const stopGrace = 10 * time.Second
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run parses the flags, serves until ctx is done, and returns the exit
+// code: 2 for a bad configuration, 1 when serving failed.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var (
+		cfg      chatapi.Config
+		addr     = "127.0.0.1:0"
+		messages string
+	)
+	fs := flag.NewFlagSet("chatapi", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&addr, "addr", addr, "listen address (port 0 picks a free port)")
+	fs.StringVar(&cfg.LakeDir, "lake-dir", "", "sample lake root to serve (exclusive with --messages)")
+	fs.StringVar(&messages, "messages", "", "JSON file of rooms: {room_id: [chat message, ...]} (exclusive with --lake-dir)")
+	fs.Float64Var(&cfg.FaultRate, "fault-rate", 0, "fraction of history requests that fail with --fault-kind")
+	fs.StringVar(&cfg.FaultKind, "fault-kind", "", "500|503|429|timeout|reset (default 503)")
+	fs.Int64Var(&cfg.FaultSeed, "fault-seed", 0, "seed of the random fault draws")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if messages != "" {
+		b, err := os.ReadFile(messages)
+		if err != nil {
+			fmt.Fprintf(stderr, "chatapi: %v\n", err)
+			return 2
+		}
+		if err := json.Unmarshal(b, &cfg.Messages); err != nil {
+			fmt.Fprintf(stderr, "chatapi: %s: %v\n", messages, err)
+			return 2
+		}
+		if cfg.Messages == nil {
+			cfg.Messages = map[string][]pipeline.ChatMessage{}
+		}
+	}
+	srv, err := chatapi.New(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "chatapi: %v\n", err)
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		log.Error("chatapi: listen", "addr", addr, "err", err.Error())
+		return 1
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(ln) }()
+	url := "http://" + ln.Addr().String()
+	fmt.Fprintln(stdout, url)
+	log.Info("chatapi listening", "url", url, "rooms", len(srv.Rooms()))
+	select {
+	case <-ctx.Done():
+	case err := <-done:
+		log.Error("chatapi: serve", "err", err.Error())
+		return 1
+	}
+	stopCtx, cancel := context.WithTimeout(context.Background(), stopGrace)
+	defer cancel()
+	if err := hs.Shutdown(stopCtx); err != nil {
+		_ = hs.Close()
+	}
+	<-done
+	return 0
+}
