@@ -205,7 +205,7 @@ func (r *Router) Complete(ctx context.Context, req Request) (Response, error) {
 			// without holding its slot while we sleep. A switch to the
 			// other pool skips this: never wait out a pool's backoff
 			// before trying the other.
-			l.release()
+			l.abandon(r.now())
 			if err := r.sleep(ctx, r.backoff.Delay(failRun)); err != nil {
 				finish("none", OutcomeCanceled)
 				return resp, fmt.Errorf("llm: %s: %w", st, err)
@@ -289,7 +289,20 @@ type lease struct {
 	probe bool
 }
 
+// release gives the gate slot back after a call; the call itself reported
+// to the breaker (and freed a probe slot) through breaker.done.
 func (l lease) release() { l.p.gate.release() }
+
+// abandon gives back a lease that made no call: the gate slot and, when it
+// took one, the half-open probe slot. Leaking that probe slot would leave
+// the breaker half-open with every probe taken, refusing every caller for
+// good.
+func (l lease) abandon(now time.Time) {
+	if l.probe {
+		l.p.breaker.done(now, true, false, true)
+	}
+	l.p.gate.release()
+}
 
 // take acquires p's slot (waiting up to wait) and asks its breaker.
 func (p *pool) take(ctx context.Context, class Class, wait time.Duration, now func() time.Time) (lease, bool) {

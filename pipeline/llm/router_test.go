@@ -364,6 +364,53 @@ func TestBreakerOpensThenProbes(t *testing.T) {
 	require.Equal(t, BreakerClosed, breakerState())
 }
 
+// TestBackoffBeforeAProbeFreesTheProbeSlot: after a failure the breaker
+// opens; when it turns half-open the retry on the same pool takes the probe
+// slot, then backs off before calling. The slot must come back, or the
+// breaker stays half-open with every probe taken and refuses every caller
+// for good (TestSampleRoomsUnderPrimaryFaults hung under load this way).
+func TestBackoffBeforeAProbeFreesTheProbeSlot(t *testing.T) {
+	t.Parallel()
+	prim := newFake(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if n == 1 {
+			status(http.StatusInternalServerError, "")(w, r, n)
+			return
+		}
+		writeSSE(w, okAnswer, "stop")
+	})
+	var clk testClock
+	var sl sleepLog
+	r, _ := setup(t, setupOpts{primary: prim, tweak: func(c *Config) {
+		c.Primary.BreakerFailures = 1
+		c.Primary.BreakerOpenFor = time.Minute
+		c.MaxAttempts = 2
+		c.Now = clk.now
+		c.Sleep = sl.sleep
+	}})
+	// No deadline: a call with one would give up on a window it cannot
+	// outwait (errNoPool) instead of waiting for the probe.
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Complete(ctx, triageReq())
+		done <- err
+	}()
+	// The first attempt failed and opened the breaker; the call now waits
+	// for it. Its window ends when the test says.
+	require.Eventually(t, func() bool { return r.primary.breaker.current(r.now()) == BreakerOpen }, 10*time.Second, time.Millisecond)
+	clk.advance(time.Minute)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the call never got the probe slot back")
+	}
+	require.Equal(t, int64(2), prim.calls.Load())
+	require.Len(t, sl.all(), 1, "one backoff before the retry")
+	require.Equal(t, BreakerClosed, r.primary.breaker.current(r.now()), "the probe succeeded")
+}
+
 func TestBreakerHalfOpenFailureReopens(t *testing.T) {
 	t.Parallel()
 	b := &breaker{threshold: 1, openFor: time.Minute, probes: 1}
