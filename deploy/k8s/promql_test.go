@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/stretchr/testify/require"
@@ -64,7 +65,7 @@ func checkExpr(t *testing.T, where, expr string, inv map[string]inventory.Metric
 		m, ok := series[vs.Name]
 		require.True(t, ok, "%s: %s is not exported by the binaries (inventory read from the source)", where, vs.Name)
 		for _, lm := range vs.LabelMatchers {
-			if lm.Name == labels.MetricName || targetLabels[lm.Name] {
+			if lm.Name == model.MetricNameLabel || targetLabels[lm.Name] {
 				continue
 			}
 			require.True(t, m.HasLabel(vs.Name, lm.Name), "%s: %s has no label %q (it has %v; defined at %s)", where, vs.Name, lm.Name, m.Labels, m.Pos)

@@ -113,8 +113,12 @@ func (r *Router) attempt(ctx context.Context, l lease, req *Request, msgs []Mess
 // the first error.
 func (r *Router) stream(ctx context.Context, p *pool, req *Request, msgs []Message, a *Attempt, start time.Time) ([]byte, string, error) {
 	creq := openai.ChatCompletionRequest{
-		Model:         p.cfg.Model,
-		Messages:      toOpenAI(msgs),
+		Model:    p.cfg.Model,
+		Messages: toOpenAI(msgs),
+		// max_tokens, not max_completion_tokens: vLLM and every
+		// OpenAI-compatible server we target honour it, while older vLLM
+		// releases ignore the newer name (and so would not cap the answer).
+		//lint:ignore SA1019 see above
 		MaxTokens:     req.MaxTokens,
 		Stream:        true,
 		StreamOptions: &openai.StreamOptions{IncludeUsage: true},

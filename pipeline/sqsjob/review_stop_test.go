@@ -20,9 +20,9 @@ func setupStoppable(t *testing.T) (*reviewRig, *stop.Holder) {
 	return r, holder
 }
 
-func roomStop(room, reason string) stop.Signal {
+func roomStop(room, reason string) pipeline.StopSignal {
 	now := time.Now().UTC()
-	return stop.Signal{Scope: stop.ScopeRoom, RoomID: room, Reason: reason, PublishedAt: now, ExpiresAt: now.Add(time.Hour)}
+	return pipeline.StopSignal{Scope: pipeline.StopScopeRoom, RoomID: room, Reason: reason, PublishedAt: now, ExpiresAt: now.Add(time.Hour)}
 }
 
 func TestReviewStoppedBeforeStart(t *testing.T) {
@@ -55,7 +55,7 @@ func TestReviewStoppedWhileRunning(t *testing.T) {
 	}
 	other, otherCancel := context.WithCancelCause(context.Background())
 	defer otherCancel(nil)
-	defer holder.Watch(stop.NewTarget("room-2", r.window, r.window.Add(time.Hour), "run-1"), otherCancel)()
+	defer holder.Watch(pipeline.NewStopTarget("room-2", r.window, r.window.Add(time.Hour), "run-1"), otherCancel)()
 
 	go func() {
 		<-started

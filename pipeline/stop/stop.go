@@ -19,40 +19,6 @@ import (
 
 var _ pipeline.StopSink = (*Holder)(nil)
 
-// The names below are the domain types' former homes, kept so that callers
-// outside this change (pipeline/sqsjob's tests) keep building; drop them
-// once those use the pipeline names.
-type (
-	// Signal is a stop signal.
-	//
-	// Deprecated: use pipeline.StopSignal.
-	Signal = pipeline.StopSignal
-	// Scope is what a stop signal covers.
-	//
-	// Deprecated: use pipeline.StopScope.
-	Scope = pipeline.StopScope
-	// Target is what a running job is.
-	//
-	// Deprecated: use pipeline.StopTarget.
-	Target = pipeline.StopTarget
-)
-
-// ScopeReview, ScopeRoom and ScopeRun are the stop scopes' former names.
-//
-// Deprecated: use the pipeline.StopScope constants.
-const (
-	ScopeReview = pipeline.StopScopeReview
-	ScopeRoom   = pipeline.StopScopeRoom
-	ScopeRun    = pipeline.StopScopeRun
-)
-
-// NewTarget returns a target with its signal keys precomputed.
-//
-// Deprecated: use pipeline.NewStopTarget.
-func NewTarget(room string, start, end time.Time, run string) pipeline.StopTarget {
-	return pipeline.NewStopTarget(room, start, end, run)
-}
-
 // Holder is the in-process set of live stop signals plus the registry of
 // running jobs they can cancel. It is safe for concurrent use. Lookups are
 // map reads under a read lock; expired signals are ignored at once and

@@ -114,7 +114,7 @@ var (
 	winEnd   = winStart.Add(time.Hour)
 )
 
-func collect(t *testing.T, s *Source, ctx context.Context) ([]Room, Result, error, string) {
+func collect(t *testing.T, s *Source, ctx context.Context) ([]Room, Result, string, error) {
 	t.Helper()
 	out := make(chan Room, 8)
 	var got []Room
@@ -129,14 +129,14 @@ func collect(t *testing.T, s *Source, ctx context.Context) ([]Room, Result, erro
 	res, err := s.Rooms(ctx, winStart, winEnd, func(id string) { started = id }, out)
 	close(out)
 	<-done
-	return got, res, err, started
+	return got, res, started, err
 }
 
 func TestRoomsPagesAndSkipsHeader(t *testing.T) {
 	t.Parallel()
 	f := &fakeAthena{states: []types.QueryExecutionState{"QUEUED", "RUNNING", "RUNNING", "SUCCEEDED"}, rows: 2500}
 	s := setup(t, f, nil)
-	got, res, err, started := collect(t, s, context.Background())
+	got, res, started, err := collect(t, s, context.Background())
 	require.NoError(t, err)
 	require.Equal(t, "q-1", started)
 	require.Equal(t, Result{QueryExecutionID: "q-1", Rows: 2500}, res)
@@ -185,7 +185,7 @@ func TestRoomsQueryEnds(t *testing.T) {
 				ctx, cancel = context.WithTimeoutCause(ctx, tc.cancelIn, context.Canceled)
 				defer cancel()
 			}
-			got, res, err, _ := collect(t, s, ctx)
+			got, res, _, err := collect(t, s, ctx)
 			require.Error(t, err)
 			require.Empty(t, got)
 			require.Equal(t, "q-1", res.QueryExecutionID)
@@ -221,7 +221,7 @@ func TestPollsBackOffWithFullJitter(t *testing.T) {
 		mu.Unlock()
 		return context.Cause(ctx)
 	}
-	got, _, err, _ := collect(t, s, context.Background())
+	got, _, _, err := collect(t, s, context.Background())
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	require.Equal(t, 7, f.polls)

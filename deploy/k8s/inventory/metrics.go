@@ -246,7 +246,7 @@ func readMetric(call *ast.CallExpr, typ string, vec bool, consts map[string]stri
 		case "Name":
 			s, ok := stringValue(kv.Value, consts)
 			if !ok {
-				return m, errors.New("Name is not a string constant")
+				return m, errors.New("the Name field is not a string constant")
 			}
 			m.Name = s
 		case "Namespace", "Subsystem":

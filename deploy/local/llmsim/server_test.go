@@ -200,6 +200,7 @@ func TestMaxTokensCutsTheJSON(t *testing.T) {
 		name string
 		set  func(*openai.ChatCompletionRequest)
 	}{
+		//lint:ignore SA1019 the simulator must honour the older name that vLLM clients send
 		{"max_tokens", func(r *openai.ChatCompletionRequest) { r.MaxTokens = 7 }},
 		{"max_completion_tokens", func(r *openai.ChatCompletionRequest) { r.MaxCompletionTokens = 7 }},
 	} {
