@@ -215,7 +215,7 @@ func TestRunModes(t *testing.T) {
 		fake          func(*fixture)
 		wantErr       string
 		wantRows      int64 // -1: whatever was read before the failure stopped the run
-		wantPublished int // -1: whatever got out before the failure stopped the publisher
+		wantPublished int   // -1: whatever got out before the failure stopped the publisher
 		wantFailed    int64
 		wantRecords   int
 	}{
