@@ -286,3 +286,19 @@ func TestCancelStopsQueryAndRecordsFailure(t *testing.T) {
 	require.Equal(t, batchruns.StatusFailed, f.runs.runs[0].Status)
 	require.Contains(t, f.runs.runs[0].Error, "received terminated")
 }
+
+func TestUnreachableDatabaseFailsWithASummary(t *testing.T) {
+	t.Parallel()
+	f, m := setup(t, 10, func(c *Config) { c.MySQLDSN = "root@tcp(127.0.0.1:1)/chatguard?timeout=2s" })
+	m.Runs = nil // built from the DSN, as in production
+	err := m.Run(context.Background())
+	require.ErrorContains(t, err, "batchruns: open")
+	s := summary(t, f)
+	require.Equal(t, "failed", s.Status)
+	require.Contains(t, s.Error, "batchruns: open")
+	require.Equal(t, "batch-20261101T000000Z-20261101T010000Z", s.RunID)
+	require.Empty(t, f.sqs.bodies, "nothing is published without a run record")
+	f.athena.mu.Lock()
+	defer f.athena.mu.Unlock()
+	require.Zero(t, f.athena.polls, "no query runs without a run record")
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/pipeline/batchrun"
 	"github.com/chatguard/chatguard/storage/athena"
 	"github.com/chatguard/chatguard/storage/sqs"
 )
@@ -155,6 +156,16 @@ func (c Config) athenaConfig() athena.Config {
 	a.Timeout, a.PollMax = c.AthenaTimeout, c.AthenaPollMax
 	a.PollMin = min(a.PollMin, c.AthenaPollMax)
 	return a
+}
+
+// runConfig is the engine's part of the configuration. The channel buffers
+// hold a page of rooms and one full batch per send in flight.
+func (c Config) runConfig() batchrun.Config {
+	return batchrun.Config{
+		WindowStart: c.WindowStart, WindowEnd: c.WindowEnd, RunID: c.RunID,
+		DryRun: c.DryRun, MaxEvents: c.MaxEvents, ProgressInterval: c.ProgressInterval,
+		RoomBuffer: int(c.athenaConfig().PageSize), EventBuffer: sqs.MaxBatch * c.PublishConcurrency,
+	}
 }
 
 func (c Config) publisherConfig() sqs.Config {

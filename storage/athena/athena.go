@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/athena/types"
 
 	"github.com/chatguard/chatguard/internal/retry"
+	"github.com/chatguard/chatguard/pipeline"
 )
 
 //go:embed rooms.sql
@@ -39,6 +40,8 @@ type API interface {
 }
 
 var _ API = (*athena.Client)(nil)
+
+var _ pipeline.RoomSource = (*Source)(nil)
 
 // Config says where and how the query runs.
 type Config struct {
@@ -104,21 +107,10 @@ func (c Config) Validate() error {
 }
 
 // Room is one row of the rooms query: a room with messages in the window.
-type Room struct {
-	RoomID         string
-	FirstMessageAt time.Time
-	LastMessageAt  time.Time
-	MessageCount   int64
-	HasImages      bool
-}
+type Room = pipeline.ActiveRoom
 
 // Result describes the query run behind a Rooms call.
-type Result struct {
-	// QueryExecutionID is empty when the query never started.
-	QueryExecutionID string
-	// Rows counts the rooms handed to the channel.
-	Rows int64
-}
+type Result = pipeline.RoomQuery
 
 // ErrQueryTimeout is wrapped by the error of a query that outran
 // Config.Timeout.

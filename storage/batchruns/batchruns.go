@@ -13,17 +13,19 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/chatguard/chatguard/pipeline"
 )
 
 // Status is the state of one attempt.
-type Status string
+type Status = pipeline.BatchRunStatus
 
 // The statuses an attempt moves through: running, then succeeded or failed.
 // An attempt left running had its process killed before it could finish.
 const (
-	StatusRunning   Status = "running"
-	StatusSucceeded Status = "succeeded"
-	StatusFailed    Status = "failed"
+	StatusRunning   = pipeline.BatchRunRunning
+	StatusSucceeded = pipeline.BatchRunSucceeded
+	StatusFailed    = pipeline.BatchRunFailed
 )
 
 // maxErrorLen matches the error column; longer messages are cut, not
@@ -35,31 +37,64 @@ const maxErrorLen = 1024
 const beginTries = 5
 
 // Run is one attempt of a batch run.
-type Run struct {
-	ID               int64
-	RunID            string
-	Attempt          int
-	WindowStart      time.Time
-	WindowEnd        time.Time
-	Status           Status
-	QueryExecutionID string
-	Rows             int64
-	Published        int64
-	Failed           int64
-	Error            string
-	StartedAt        time.Time
-	FinishedAt       time.Time // zero while running
-}
+type Run = pipeline.BatchRun
 
 // Store reads and writes batch_runs. It is safe for concurrent use.
 type Store struct {
 	db  *sql.DB
 	now func() time.Time
+	// owned is set when Open opened db, so that Close closes it.
+	owned bool
 }
 
-// New returns a Store over db, which must have the migrations applied.
+var _ pipeline.BatchRunStore = (*Store)(nil)
+
+// New returns a Store over db, which must have the migrations applied. The
+// caller keeps db and closes it; Close on this Store does nothing.
 func New(db *sql.DB) *Store {
 	return &Store{db: db, now: func() time.Time { return time.Now().UTC() }}
+}
+
+// openConns is the pool size Open sets: a batch run holds at most one
+// statement at a time, and a second connection covers Finish racing a
+// connection the server dropped.
+const openConns = 2
+
+// pingTimeout bounds Open's check that the database answers.
+const pingTimeout = 10 * time.Second
+
+// Open connects to the MySQL of dsn (go-sql-driver format), whose schema
+// must have the migrations applied, and checks that it answers within
+// pingTimeout (or until ctx ends). The returned Store owns the connection
+// pool; Close releases it. It fails, with the pool closed, when the DSN is
+// malformed, the server does not answer, or ctx ends.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("batchruns: open: %w", err)
+	}
+	db.SetMaxOpenConns(openConns)
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	if err := db.PingContext(pctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("batchruns: open: %w", err)
+	}
+	s := New(db)
+	s.owned = true
+	return s, nil
+}
+
+// Close releases the connection pool when Open made it; on a Store from New
+// it does nothing, the pool being the caller's.
+func (s *Store) Close() error {
+	if !s.owned {
+		return nil
+	}
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("batchruns: close: %w", err)
+	}
+	return nil
 }
 
 // Begin records a new running attempt of runID over [start, end) and

@@ -111,3 +111,31 @@ func TestTruncate(t *testing.T) {
 		require.Equal(t, tc.want, truncate(tc.in, tc.n))
 	}
 }
+
+func TestOpenOwnsItsPool(t *testing.T) {
+	db, dsn := stacktest.MySQL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := migrations.Up(ctx, db)
+	require.NoError(t, err)
+	s, err := Open(ctx, dsn)
+	require.NoError(t, err)
+	r, err := s.Begin(ctx, "open-run", winStart, winEnd)
+	require.NoError(t, err)
+	require.Equal(t, 1, r.Attempt)
+	require.NoError(t, s.Close())
+	_, err = s.Begin(ctx, "open-run", winStart, winEnd)
+	require.ErrorContains(t, err, "sql: database is closed", "Close released the pool")
+
+	_, err = Open(ctx, "root@tcp(127.0.0.1:1)/x?timeout=2s")
+	require.ErrorContains(t, err, "batchruns: open")
+	_, err = Open(ctx, "not a dsn")
+	require.ErrorContains(t, err, "batchruns: open")
+}
+
+func TestCloseLeavesABorrowedPoolOpen(t *testing.T) {
+	s := setup(t)
+	require.NoError(t, s.Close())
+	_, err := s.Begin(context.Background(), "borrowed", winStart, winEnd)
+	require.NoError(t, err, "New's pool is the caller's to close")
+}

@@ -32,26 +32,7 @@ func DefaultReviewConfig() Config {
 }
 
 // ReviewStats is a snapshot of a ReviewPublisher's counters.
-type ReviewStats struct {
-	// Published counts messages SQS accepted.
-	Published int64
-	// Failed counts messages given up on: still failing after the last
-	// attempt, failing for a sender fault, invalid, or cut off by
-	// cancellation.
-	Failed int64
-	// Calls counts SendMessageBatch calls, retries included.
-	Calls int64
-	// Retried counts entry re-sends after a failure.
-	Retried int64
-}
-
-// MessagesPerCall is the average number of accepted messages per call.
-func (s ReviewStats) MessagesPerCall() float64 {
-	if s.Calls == 0 {
-		return 0
-	}
-	return float64(s.Published) / float64(s.Calls)
-}
+type ReviewStats = pipeline.PublishStats
 
 // maxReasons bounds how many distinct failure reasons a run keeps for its
 // final error, so that a million failures do not become a million strings.
@@ -71,6 +52,8 @@ type ReviewPublisher struct {
 	mu     sync.Mutex
 	reason []string
 }
+
+var _ pipeline.ReviewPublisher = (*ReviewPublisher)(nil)
 
 // NewReviewPublisher returns a publisher over api, or the configuration's
 // problems. Start cfg from DefaultReviewConfig.
