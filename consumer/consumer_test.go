@@ -56,7 +56,7 @@ func setup(t *testing.T, mutate func(*consumer.Config)) *env {
 	}
 	e := &env{q: newQueue(), store: newMemStore(), reg: prometheus.NewRegistry()}
 	cfg.Registerer = e.reg
-	c, err := consumer.New(cfg, e.q, e.store)
+	c, err := consumer.New(cfg, e.q, newLake(e.store))
 	require.NoError(t, err)
 	e.c = c
 	ctx, cancel := context.WithCancel(context.Background())
@@ -312,7 +312,7 @@ func TestRetriedFlushOverwritesItsObject(t *testing.T) {
 	st := &lossyStore{memStore: mem}
 	st.n.Store(5)
 	cfg := testConfig()
-	c, err := consumer.New(cfg, q, st)
+	c, err := consumer.New(cfg, q, newLake(st))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -341,10 +341,9 @@ func TestConfigValidateJoinsEveryProblem(t *testing.T) {
 	cfg := consumer.DefaultConfig()
 	cfg.FlushRows = 0
 	cfg.VisibilityTimeout = 1500 * time.Millisecond
-	cfg.ErrorsPrefix = "events/"
 	cfg.MaxBufferedEvents = 200_000
 	err := cfg.Validate()
-	for _, want := range []string{"flush-rows", "visibility-timeout", "must not overlap", "max-buffered-events"} {
+	for _, want := range []string{"flush-rows", "visibility-timeout", "max-buffered-events"} {
 		require.ErrorContains(t, err, want)
 	}
 	require.NoError(t, consumer.DefaultConfig().Validate())

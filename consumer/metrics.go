@@ -1,12 +1,11 @@
 package consumer
 
 import (
-	"encoding/json"
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/chatguard/chatguard/storage/s3lake"
+	"github.com/chatguard/chatguard/pipeline"
 )
 
 type metrics struct {
@@ -19,7 +18,7 @@ type metrics struct {
 	all           []prometheus.Collector
 }
 
-func newMetrics(c *Consumer) *metrics {
+func newMetrics(buf *buffer) *metrics {
 	m := &metrics{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "chatguard_consumer_events_total",
@@ -48,7 +47,7 @@ func newMetrics(c *Consumer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.01, 3, 10),
 		}),
 	}
-	for _, t := range s3lake.EventTypes {
+	for _, t := range pipeline.LakeEventTypes {
 		for _, o := range []string{"received", "invalid", "duplicate", "written"} {
 			m.events.WithLabelValues(string(t), o)
 		}
@@ -65,15 +64,15 @@ func newMetrics(c *Consumer) *metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "chatguard_consumer_buffered_bytes",
 			Help: "Body bytes of messages received and not yet deleted (buffered or being written).",
-		}, func() float64 { return float64(c.bufferedBytes()) }),
+		}, func() float64 { b, _ := buf.size(); return float64(b) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "chatguard_consumer_buffered_events",
 			Help: "Messages received and not yet deleted (buffered or being written).",
-		}, func() float64 { return float64(c.bufferedEvents()) }),
+		}, func() float64 { _, n := buf.size(); return float64(n) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "chatguard_consumer_oldest_buffered_age_seconds",
 			Help: "Age of the oldest message received and not yet deleted.",
-		}, func() float64 { return c.oldestAge().Seconds() }),
+		}, func() float64 { return buf.oldestAge().Seconds() }),
 	}
 	return m
 }
@@ -86,10 +85,4 @@ func (m *metrics) register(r prometheus.Registerer) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// jsonLine renders a decoded event back to its wire JSON for errors/.
-func jsonLine(ev s3lake.Event) (string, error) {
-	b, err := json.Marshal(ev.LakeEvent)
-	return string(b), err
 }

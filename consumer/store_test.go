@@ -13,6 +13,7 @@ import (
 
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/queuetest"
+	"github.com/chatguard/chatguard/storage/s3lake"
 )
 
 // newQueue returns the fake feedback queue; long polls on an empty queue
@@ -95,4 +96,14 @@ func (s *memStore) count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.objs)
+}
+
+// newLake writes the lake under the default prefixes to store, as
+// cmd/consumer does to S3.
+func newLake(store s3lake.Putter) *s3lake.Lake {
+	l, err := s3lake.NewLake(store, s3lake.DefaultEventsPrefix, s3lake.DefaultErrorsPrefix)
+	if err != nil {
+		panic(err) // the default prefixes are valid
+	}
+	return l
 }

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"time"
 )
 
@@ -93,4 +94,68 @@ type VerdictEvent struct {
 // dropped because the buffer is full (and the drop is counted).
 type EventSink interface {
 	Publish(ev LakeEvent) bool
+}
+
+// LakeHour returns the UTC hour an instant falls in: the partition of an
+// event is the hour of its occurred_at, that of an invalid message the hour
+// it was received.
+func LakeHour(t time.Time) time.Time { return t.UTC().Truncate(time.Hour) }
+
+// LakePartition names a buffer of the lake and the object a batch of it
+// becomes: an event type and a UTC hour, or the errors partition of an hour
+// when Type is empty. Build it with NewLakePartition so that equal
+// partitions compare equal (it is a map key).
+type LakePartition struct {
+	Type EventType
+	Hour time.Time
+}
+
+// NewLakePartition returns the partition of event type typ (empty for the
+// errors partition) holding instant t.
+func NewLakePartition(typ EventType, t time.Time) LakePartition {
+	return LakePartition{Type: typ, Hour: LakeHour(t)}
+}
+
+// IsErrors reports whether the partition holds invalid messages.
+func (p LakePartition) IsErrors() bool { return p.Type == "" }
+
+// LakeErrorLine is an invalid "feedback" message kept in the lake's errors
+// partition with its reason and its body, so that nothing the queue
+// delivered is lost.
+type LakeErrorLine struct {
+	MessageID  string    `json:"message_id"`
+	ReceivedAt time.Time `json:"received_at"`
+	Reason     string    `json:"reason"`
+	EventID    string    `json:"event_id,omitempty"`
+	EventType  EventType `json:"event_type,omitempty"`
+	// Body is the message body as received; invalid UTF-8 is replaced.
+	Body string `json:"body"`
+}
+
+// LakeObject is one encoded lake object, ready to be written.
+type LakeObject struct {
+	Key         string
+	Body        []byte
+	ContentType string
+}
+
+// LakeWriter turns a batch of one partition into one object and writes it.
+// Encoding is split from writing so that a failed write is retried with
+// the same bytes under the same key, and so that a batch that cannot be
+// encoded is told apart from a write that failed.
+type LakeWriter interface {
+	// EncodeEvents encodes events, all of partition p (never the errors
+	// partition), carried by the queue messages msgIDs. The same messages
+	// give the same key, so a retried flush overwrites its object. An error
+	// is deterministic (encoding again fails again): the caller must send
+	// the events elsewhere rather than retry.
+	EncodeEvents(p LakePartition, msgIDs []string, events []LakeRecord) (LakeObject, error)
+	// EncodeErrors encodes the invalid messages received in hour, with the
+	// same key and error contract as EncodeEvents.
+	EncodeErrors(hour time.Time, lines []LakeErrorLine) (LakeObject, error)
+	// Put writes o. nil means it is durably stored; a second Put of the
+	// same key replaces it. Every error may be transient to a caller that
+	// must not lose data: it retries with backoff until ctx ends, and a
+	// cancelled ctx ends Put with ctx's error.
+	Put(ctx context.Context, o LakeObject) error
 }

@@ -46,8 +46,8 @@ type Config struct {
 func DefaultConfig() Config {
 	e := consumer.DefaultConfig()
 	return Config{
-		LakePrefix:         e.EventsPrefix,
-		ErrorsPrefix:       e.ErrorsPrefix,
+		LakePrefix:         s3lake.DefaultEventsPrefix,
+		ErrorsPrefix:       s3lake.DefaultErrorsPrefix,
 		S3PartSize:         s3lake.DefaultPartSize,
 		FlushBytes:         e.FlushBytes,
 		FlushRows:          e.FlushRows,
@@ -117,6 +117,9 @@ func (c Config) Validate() error {
 	} else if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
 		errs = append(errs, fmt.Errorf("--admin-addr %q: %v", c.AdminAddr, err))
 	}
+	if err := s3lake.ValidatePrefixes(c.LakePrefix, c.ErrorsPrefix); err != nil {
+		errs = append(errs, err)
+	}
 	if _, err := c.level(); err != nil {
 		errs = append(errs, err)
 	}
@@ -138,8 +141,6 @@ func (c Config) level() (slog.Level, error) {
 // Validate names the settings in its own words, which match the flags.
 func (c Config) engine() consumer.Config {
 	return consumer.Config{
-		EventsPrefix:       c.LakePrefix,
-		ErrorsPrefix:       c.ErrorsPrefix,
 		FlushBytes:         c.FlushBytes,
 		FlushRows:          c.FlushRows,
 		FlushAge:           c.FlushAge,

@@ -80,5 +80,5 @@ func TestFlagsWinOverEnvironment(t *testing.T) {
 	require.Equal(t, int64(1<<30), cfg.MaxBufferedBytes)
 	e := cfg.engine()
 	require.Equal(t, 77, e.FlushRows)
-	require.Equal(t, "events/", e.EventsPrefix)
+	require.Equal(t, "events/", cfg.LakePrefix)
 }

@@ -73,7 +73,11 @@ func (m *Main) Run(ctx context.Context) error {
 	ecfg := cfg.engine()
 	ecfg.Logger = log
 	ecfg.Registerer = reg
-	c, err := consumer.New(ecfg, queue, store)
+	lake, err := s3lake.NewLake(store, cfg.LakePrefix, cfg.ErrorsPrefix)
+	if err != nil {
+		return fmt.Errorf("consumer: %w", err)
+	}
+	c, err := consumer.New(ecfg, queue, lake)
 	if err != nil {
 		return err
 	}

@@ -122,13 +122,13 @@ func setup(t *testing.T) *lake {
 	dir := t.TempDir()
 	evs := s3laketest.Events(1200, 11, day0.Add(12*time.Hour), 30) // over three days
 	first := time.Date(2026, 11, 4, 0, 0, 0, 0, time.UTC)
-	parts := map[string][]s3lake.Event{}
-	dupParts := map[string][]s3lake.Event{}
+	parts := map[string][]pipeline.LakeRecord{}
+	dupParts := map[string][]pipeline.LakeRecord{}
 	l := &lake{events: evs}
 	for i, ev := range evs {
-		d, err := s3lake.Decode(s3laketest.Body(t, ev), first)
+		d, err := pipeline.DecodeLakeEvent(s3laketest.Body(t, ev), first)
 		require.NoError(t, err)
-		p := s3lake.PartitionPath(d.EventType, s3lake.HourOf(d.OccurredAt))
+		p := s3lake.PartitionPath(d.EventType, pipeline.LakeHour(d.OccurredAt))
 		parts[p] = append(parts[p], d)
 		if i%5 == 0 {
 			d.ReceivedAt = first.Add(time.Minute)
@@ -136,7 +136,7 @@ func setup(t *testing.T) *lake {
 			l.dups++
 		}
 	}
-	write := func(p, name string, evs []s3lake.Event) {
+	write := func(p, name string, evs []pipeline.LakeRecord) {
 		full := filepath.Join(dir, "events", filepath.FromSlash(p))
 		require.NoError(t, os.MkdirAll(full, 0o755))
 		var buf bytes.Buffer

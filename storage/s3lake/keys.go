@@ -20,10 +20,6 @@ const (
 	DefaultErrorsPrefix = "errors/"
 )
 
-// HourOf returns the UTC hour an instant falls in: the partition of an event
-// is the hour of its occurred_at.
-func HourOf(t time.Time) time.Time { return t.UTC().Truncate(time.Hour) }
-
 // PartitionPath returns the Hive partition path of an event type and hour,
 // "event_type=<t>/dt=YYYY-MM-DD/hour=HH/".
 func PartitionPath(t pipeline.EventType, hour time.Time) string {
@@ -69,23 +65,11 @@ func normPrefix(p string) string {
 	return p
 }
 
-// ErrorLine is one line of an errors/ object: an invalid message, its reason
-// and its body, so that nothing the queue delivered is lost.
-type ErrorLine struct {
-	MessageID  string             `json:"message_id"`
-	ReceivedAt time.Time          `json:"received_at"`
-	Reason     string             `json:"reason"`
-	EventID    string             `json:"event_id,omitempty"`
-	EventType  pipeline.EventType `json:"event_type,omitempty"`
-	// Body is the message body as received; invalid UTF-8 is replaced.
-	Body string `json:"body"`
-}
-
 // EncodeErrors renders error lines as JSON lines, in message-id order so
 // that a retried flush writes identical bytes.
-func EncodeErrors(lines []ErrorLine) ([]byte, error) {
+func EncodeErrors(lines []pipeline.LakeErrorLine) ([]byte, error) {
 	sorted := slices.Clone(lines)
-	slices.SortFunc(sorted, func(a, b ErrorLine) int { return strings.Compare(a.MessageID, b.MessageID) })
+	slices.SortFunc(sorted, func(a, b pipeline.LakeErrorLine) int { return strings.Compare(a.MessageID, b.MessageID) })
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -99,11 +83,11 @@ func EncodeErrors(lines []ErrorLine) ([]byte, error) {
 }
 
 // DecodeErrors parses an errors/ object back into lines.
-func DecodeErrors(data []byte) ([]ErrorLine, error) {
-	var out []ErrorLine
+func DecodeErrors(data []byte) ([]pipeline.LakeErrorLine, error) {
+	var out []pipeline.LakeErrorLine
 	dec := json.NewDecoder(bytes.NewReader(data))
 	for dec.More() {
-		var l ErrorLine
+		var l pipeline.LakeErrorLine
 		if err := dec.Decode(&l); err != nil {
 			return nil, fmt.Errorf("s3lake: decode error line: %w", err)
 		}

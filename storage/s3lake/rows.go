@@ -93,7 +93,7 @@ type VerdictRow struct {
 
 func ms(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
 
-func inferenceLogRow(ev Event) InferenceLogRow {
+func inferenceLogRow(ev pipeline.LakeRecord) InferenceLogRow {
 	p := ev.Payload.(pipeline.InferenceLog)
 	return InferenceLogRow{
 		EventID: ev.EventID, EventType: string(ev.EventType), OccurredAt: ms(ev.OccurredAt),
@@ -107,7 +107,7 @@ func inferenceLogRow(ev Event) InferenceLogRow {
 	}
 }
 
-func moderatorFeedbackRow(ev Event) ModeratorFeedbackRow {
+func moderatorFeedbackRow(ev pipeline.LakeRecord) ModeratorFeedbackRow {
 	p := ev.Payload.(pipeline.ModeratorFeedback)
 	return ModeratorFeedbackRow{
 		EventID: ev.EventID, EventType: string(ev.EventType), OccurredAt: ms(ev.OccurredAt),
@@ -120,7 +120,7 @@ func moderatorFeedbackRow(ev Event) ModeratorFeedbackRow {
 	}
 }
 
-func verdictRow(ev Event) VerdictRow {
+func verdictRow(ev pipeline.LakeRecord) VerdictRow {
 	p := ev.Payload.(pipeline.VerdictEvent)
 	return VerdictRow{
 		EventID: ev.EventID, EventType: string(ev.EventType), OccurredAt: ms(ev.OccurredAt),
@@ -193,7 +193,7 @@ func writerOptions() []parquet.WriterOption {
 // sorted by occurred_at then event_id. It fails when an event is of another
 // type or its payload does not match t (a bug, never bad input: Decode
 // guarantees both).
-func EncodeParquet(w io.Writer, t pipeline.EventType, events []Event) error {
+func EncodeParquet(w io.Writer, t pipeline.EventType, events []pipeline.LakeRecord) error {
 	for _, ev := range events {
 		if ev.EventType != t {
 			return fmt.Errorf("s3lake: encode: event %s is %s, not %s", ev.EventID, ev.EventType, t)
@@ -231,9 +231,9 @@ func payloadMatches(t pipeline.EventType, p any) bool {
 	return false
 }
 
-func writeRows[T any](w io.Writer, events []Event, conv func(Event) T) error {
+func writeRows[T any](w io.Writer, events []pipeline.LakeRecord, conv func(pipeline.LakeRecord) T) error {
 	sorted := slices.Clone(events)
-	slices.SortFunc(sorted, func(a, b Event) int {
+	slices.SortFunc(sorted, func(a, b pipeline.LakeRecord) int {
 		return cmp.Or(a.OccurredAt.Compare(b.OccurredAt), cmp.Compare(a.EventID, b.EventID), a.ReceivedAt.Compare(b.ReceivedAt))
 	})
 	rows := make([]T, len(sorted))

@@ -30,7 +30,7 @@ const goodVerdict = `{"event_id":"3F2504E0-4F89-11D3-9A0C-0305E82C3301","event_t
 
 func TestDecodeValid(t *testing.T) {
 	t.Parallel()
-	ev, err := s3lake.Decode([]byte(goodVerdict), now)
+	ev, err := pipeline.DecodeLakeEvent([]byte(goodVerdict), now)
 	require.NoError(t, err)
 	require.Equal(t, "3f2504e0-4f89-11d3-9a0c-0305e82c3301", ev.EventID, "the id is canonicalised")
 	require.Equal(t, time.Date(2025, 3, 14, 9, 30, 0, 123e6, time.UTC), ev.OccurredAt)
@@ -77,8 +77,8 @@ func TestDecodeInvalid(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := s3lake.Decode([]byte(tc.body), now)
-			var inv *s3lake.InvalidEventError
+			_, err := pipeline.DecodeLakeEvent([]byte(tc.body), now)
+			var inv *pipeline.InvalidLakeEventError
 			require.ErrorAs(t, err, &inv)
 			require.Contains(t, inv.Reason, tc.reason)
 		})
@@ -87,8 +87,8 @@ func TestDecodeInvalid(t *testing.T) {
 
 func TestDecodeReportsEveryProblem(t *testing.T) {
 	t.Parallel()
-	_, err := s3lake.Decode([]byte(`{"event_type":"verdict","schema_version":9,"payload":{}}`), now)
-	var inv *s3lake.InvalidEventError
+	_, err := pipeline.DecodeLakeEvent([]byte(`{"event_type":"verdict","schema_version":9,"payload":{}}`), now)
+	var inv *pipeline.InvalidLakeEventError
 	require.ErrorAs(t, err, &inv)
 	for _, want := range []string{"event_id is missing", "occurred_at is missing", "schema_version 9", "payload.room_id is missing"} {
 		require.Contains(t, inv.Reason, want)
@@ -96,11 +96,11 @@ func TestDecodeReportsEveryProblem(t *testing.T) {
 	require.Equal(t, pipeline.EventVerdict, inv.EventType)
 }
 
-func decodeAll(t *testing.T, evs []pipeline.LakeEvent) []s3lake.Event {
+func decodeAll(t *testing.T, evs []pipeline.LakeEvent) []pipeline.LakeRecord {
 	t.Helper()
-	out := make([]s3lake.Event, len(evs))
+	out := make([]pipeline.LakeRecord, len(evs))
 	for i, ev := range evs {
-		d, err := s3lake.Decode(s3laketest.Body(t, ev), now)
+		d, err := pipeline.DecodeLakeEvent(s3laketest.Body(t, ev), now)
 		require.NoError(t, err)
 		out[i] = d
 	}
@@ -110,7 +110,7 @@ func decodeAll(t *testing.T, evs []pipeline.LakeEvent) []s3lake.Event {
 func TestParquetRoundTrip(t *testing.T) {
 	t.Parallel()
 	in := s3laketest.Events(300, 1, t0, 1)
-	byType := map[pipeline.EventType][]s3lake.Event{}
+	byType := map[pipeline.EventType][]pipeline.LakeRecord{}
 	want := map[string]pipeline.LakeEvent{}
 	for i, d := range decodeAll(t, in) {
 		byType[d.EventType] = append(byType[d.EventType], d)
@@ -163,7 +163,7 @@ func TestEncodeRejectsMixedTypes(t *testing.T) {
 
 func TestKeys(t *testing.T) {
 	t.Parallel()
-	hour := s3lake.HourOf(time.Date(2025, 3, 4, 7, 59, 59, 0, time.FixedZone("KST", 9*3600)))
+	hour := pipeline.LakeHour(time.Date(2025, 3, 4, 7, 59, 59, 0, time.FixedZone("KST", 9*3600)))
 	require.Equal(t, time.Date(2025, 3, 3, 22, 0, 0, 0, time.UTC), hour)
 	k1 := s3lake.ObjectKey("events", pipeline.EventVerdict, hour, []string{"b", "a"})
 	k2 := s3lake.ObjectKey("events/", pipeline.EventVerdict, hour, []string{"a", "b"})
@@ -176,7 +176,7 @@ func TestKeys(t *testing.T) {
 
 func TestErrorLinesRoundTrip(t *testing.T) {
 	t.Parallel()
-	lines := []s3lake.ErrorLine{
+	lines := []pipeline.LakeErrorLine{
 		{MessageID: "m2", ReceivedAt: now, Reason: "event_id is missing", Body: `{"x":"<tag>"}`},
 		{MessageID: "m1", ReceivedAt: now, Reason: "bad", EventType: pipeline.EventVerdict, EventID: "id", Body: "\xff not utf8"},
 	}
@@ -236,26 +236,26 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"event_type":"verdict","payload":null}`))
 	f.Add([]byte(`{}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		ev, err := s3lake.Decode(body, now)
+		ev, err := pipeline.DecodeLakeEvent(body, now)
 		if err != nil {
-			var inv *s3lake.InvalidEventError
+			var inv *pipeline.InvalidLakeEventError
 			if !errors.As(err, &inv) || inv.Reason == "" {
 				t.Fatalf("error %v is not an InvalidEventError with a reason", err)
 			}
-			if _, err := s3lake.EncodeErrors([]s3lake.ErrorLine{{MessageID: "m", Reason: inv.Reason, Body: string(body)}}); err != nil {
+			if _, err := s3lake.EncodeErrors([]pipeline.LakeErrorLine{{MessageID: "m", Reason: inv.Reason, Body: string(body)}}); err != nil {
 				t.Fatalf("an invalid body cannot be recorded: %v", err)
 			}
 			return
 		}
 		// Whatever decodes must encode, and keep its identity.
 		var buf bytes.Buffer
-		if err := s3lake.EncodeParquet(&buf, ev.EventType, []s3lake.Event{ev}); err != nil {
+		if err := s3lake.EncodeParquet(&buf, ev.EventType, []pipeline.LakeRecord{ev}); err != nil {
 			t.Fatalf("valid event does not encode: %v", err)
 		}
 		if ev.OccurredAt.Location() != time.UTC || len(ev.EventID) != 36 {
 			t.Fatalf("not normalised: %v %q", ev.OccurredAt, ev.EventID)
 		}
-		if !strings.Contains(s3lake.PartitionPath(ev.EventType, s3lake.HourOf(ev.OccurredAt)), fmt.Sprintf("event_type=%s/", ev.EventType)) {
+		if !strings.Contains(s3lake.PartitionPath(ev.EventType, pipeline.LakeHour(ev.OccurredAt)), fmt.Sprintf("event_type=%s/", ev.EventType)) {
 			t.Fatal("partition path lost the type")
 		}
 	})
@@ -266,7 +266,7 @@ func FuzzDecode(f *testing.F) {
 func BenchmarkEncodeParquet(b *testing.B) {
 	const n = 20000
 	in := s3laketest.Events(n, 4, t0, 1)
-	byType := map[pipeline.EventType][]s3lake.Event{}
+	byType := map[pipeline.EventType][]pipeline.LakeRecord{}
 	var jsonl bytes.Buffer
 	for _, ev := range in {
 		body, err := json.Marshal(ev)
@@ -275,7 +275,7 @@ func BenchmarkEncodeParquet(b *testing.B) {
 		}
 		jsonl.Write(body)
 		jsonl.WriteByte('\n')
-		d, err := s3lake.Decode(body, now)
+		d, err := pipeline.DecodeLakeEvent(body, now)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -315,9 +315,9 @@ func BenchmarkDecodeEncode(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		byType := map[pipeline.EventType][]s3lake.Event{}
+		byType := map[pipeline.EventType][]pipeline.LakeRecord{}
 		for _, body := range bodies {
-			d, err := s3lake.Decode(body, now)
+			d, err := pipeline.DecodeLakeEvent(body, now)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -293,7 +293,7 @@ func (m *memLake) Get(_ context.Context, key string) ([]byte, error) {
 	return m.objs[key], nil
 }
 
-func (m *memLake) put(t *testing.T, key string, typ pipeline.EventType, evs ...s3lake.Event) {
+func (m *memLake) put(t *testing.T, key string, typ pipeline.EventType, evs ...pipeline.LakeRecord) {
 	t.Helper()
 	var b bytes.Buffer
 	require.NoError(t, s3lake.EncodeParquet(&b, typ, evs))
@@ -302,8 +302,8 @@ func (m *memLake) put(t *testing.T, key string, typ pipeline.EventType, evs ...s
 	m.mu.Unlock()
 }
 
-func logEvent(id, run, room string, attempt int, at time.Time) s3lake.Event {
-	return s3lake.Event{ReceivedAt: at, LakeEvent: pipeline.LakeEvent{EventID: id, EventType: pipeline.EventInferenceLog, OccurredAt: at, SchemaVersion: 1,
+func logEvent(id, run, room string, attempt int, at time.Time) pipeline.LakeRecord {
+	return pipeline.LakeRecord{ReceivedAt: at, LakeEvent: pipeline.LakeEvent{EventID: id, EventType: pipeline.EventInferenceLog, OccurredAt: at, SchemaVersion: 1,
 		Payload: pipeline.InferenceLog{RoomID: room, RunID: run, Stage: pipeline.StageTriage, Pool: pipeline.PoolPrimary, Attempt: attempt, Outcome: "ok"}}}
 }
 
@@ -314,7 +314,7 @@ func TestLakeReaderReadsEachObjectOnceAndKeepsOnlyItsRun(t *testing.T) {
 	part := "p/" + s3lake.PartitionPath(pipeline.EventInferenceLog, at)
 	m.put(t, part+"a.parquet", pipeline.EventInferenceLog, logEvent("1", "run", "r1", 1, at), logEvent("2", "other", "r2", 1, at))
 	m.put(t, "p/"+s3lake.PartitionPath(pipeline.EventInferenceLog, at.Add(-3*time.Hour))+"old.parquet", pipeline.EventInferenceLog, logEvent("9", "run", "r9", 1, at))
-	m.put(t, "p/"+s3lake.PartitionPath(pipeline.EventVerdict, at)+"v.parquet", pipeline.EventVerdict, s3lake.Event{ReceivedAt: at, LakeEvent: pipeline.LakeEvent{
+	m.put(t, "p/"+s3lake.PartitionPath(pipeline.EventVerdict, at)+"v.parquet", pipeline.EventVerdict, pipeline.LakeRecord{ReceivedAt: at, LakeEvent: pipeline.LakeEvent{
 		EventID: "v1", EventType: pipeline.EventVerdict, OccurredAt: at, SchemaVersion: 1, Payload: pipeline.VerdictEvent{RoomID: "r1", RunID: "run", Status: pipeline.StatusDone}}})
 
 	lr := newLakeReader(m, "p/", "run", at.Add(-time.Minute))

@@ -49,7 +49,7 @@ func newLakeReader(store lakeStore, prefix, runID string, since time.Time) *lake
 // refresh reads the objects written since the last call, in the partitions
 // of every hour from since to now.
 func (l *lakeReader) refresh(ctx context.Context, now time.Time) error {
-	for h := s3lake.HourOf(l.since); !h.After(now.UTC()); h = h.Add(time.Hour) {
+	for h := pipeline.LakeHour(l.since); !h.After(now.UTC()); h = h.Add(time.Hour) {
 		for _, t := range []pipeline.EventType{pipeline.EventInferenceLog, pipeline.EventVerdict} {
 			keys, err := l.store.List(ctx, l.prefix+s3lake.PartitionPath(t, h))
 			if err != nil {

@@ -101,7 +101,7 @@ type Lake interface {
 type Contents struct {
 	Events []pipeline.LakeEvent
 	Keys   []string
-	Errors []s3lake.ErrorLine
+	Errors []pipeline.LakeErrorLine
 	// Objects counts the objects read.
 	Objects int
 }
@@ -149,7 +149,7 @@ func ReadLake(ctx context.Context, lake Lake, eventsPrefix, errorsPrefix string)
 			return out, fmt.Errorf("object %s: %w", key, err)
 		}
 		for _, ev := range evs {
-			want := eventsPrefix + s3lake.PartitionPath(ev.EventType, s3lake.HourOf(ev.OccurredAt))
+			want := eventsPrefix + s3lake.PartitionPath(ev.EventType, pipeline.LakeHour(ev.OccurredAt))
 			if !strings.HasPrefix(key, want) {
 				return out, fmt.Errorf("event %s of %s at %s is in %s, want %s", ev.EventID, ev.EventType, ev.OccurredAt, key, want)
 			}

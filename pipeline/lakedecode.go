@@ -1,4 +1,4 @@
-package s3lake
+package pipeline
 
 import (
 	"bytes"
@@ -10,69 +10,68 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-
-	"github.com/chatguard/chatguard/pipeline"
 )
 
-// SupportedSchemaVersions lists, per event type, the payload schema versions
+// LakeSchemaVersions lists, per event type, the payload schema versions
 // this build can decode. A new version means a new decoder here, never a
 // silent reinterpretation of an old one.
-var SupportedSchemaVersions = map[pipeline.EventType][]int{
-	pipeline.EventInferenceLog:      {1},
-	pipeline.EventModeratorFeedback: {1},
-	pipeline.EventVerdict:           {1},
+var LakeSchemaVersions = map[EventType][]int{
+	EventInferenceLog:      {1},
+	EventModeratorFeedback: {1},
+	EventVerdict:           {1},
 }
 
-// EventTypes lists the lake event types in a fixed order (tables, metrics).
-var EventTypes = []pipeline.EventType{pipeline.EventInferenceLog, pipeline.EventModeratorFeedback, pipeline.EventVerdict}
+// LakeEventTypes lists the lake event types in a fixed order (tables, metrics).
+var LakeEventTypes = []EventType{EventInferenceLog, EventModeratorFeedback, EventVerdict}
 
 // maxFutureSkew bounds how far occurred_at may lie after the receive time:
 // a producer clock that far ahead would scatter events into partitions that
 // no analyst query looks at.
 const maxFutureSkew = 24 * time.Hour
 
-// InvalidEventError reports a "feedback" message body that can never be
+// InvalidLakeEventError reports a "feedback" message body that can never be
 // written to the lake. Reason is stored next to the body under errors/.
-type InvalidEventError struct {
+type InvalidLakeEventError struct {
 	Reason string
 	// EventID and EventType are set when the envelope got that far, to help
 	// whoever reads errors/.
 	EventID   string
-	EventType pipeline.EventType
+	EventType EventType
 }
 
 // Error implements error.
-func (e *InvalidEventError) Error() string { return "invalid lake event: " + e.Reason }
+func (e *InvalidLakeEventError) Error() string { return "invalid lake event: " + e.Reason }
 
-// Event is one decoded, validated lake event: the envelope with a typed
-// payload (pipeline.InferenceLog, pipeline.ModeratorFeedback or
-// pipeline.VerdictEvent, by value) and the time the consumer received it.
-type Event struct {
-	pipeline.LakeEvent
+// LakeRecord is one decoded, validated lake event: the envelope with a
+// typed payload (InferenceLog, ModeratorFeedback or VerdictEvent, by value)
+// and the time the consumer received it. It is what the consumer buffers
+// and a LakeWriter encodes as one row.
+type LakeRecord struct {
+	LakeEvent
 	ReceivedAt time.Time
 }
 
-type envelope struct {
-	EventID       *string             `json:"event_id"`
-	EventType     *pipeline.EventType `json:"event_type"`
-	OccurredAt    *time.Time          `json:"occurred_at"`
-	SchemaVersion *int                `json:"schema_version"`
-	Payload       json.RawMessage     `json:"payload"`
+type lakeEnvelope struct {
+	EventID       *string         `json:"event_id"`
+	EventType     *EventType      `json:"event_type"`
+	OccurredAt    *time.Time      `json:"occurred_at"`
+	SchemaVersion *int            `json:"schema_version"`
+	Payload       json.RawMessage `json:"payload"`
 }
 
-// Decode parses and validates one "feedback" message body received at
+// DecodeLakeEvent parses and validates one "feedback" message body received at
 // receivedAt. Unknown fields, in the envelope or the payload, are rejected so
 // that a producer on a newer schema is noticed instead of half-understood.
-// Every failure is an *InvalidEventError naming every problem found. The
+// Every failure is an *InvalidLakeEventError naming every problem found. The
 // event id is returned in canonical lower-case form and every time in UTC.
-func Decode(body []byte, receivedAt time.Time) (Event, error) {
-	var env envelope
+func DecodeLakeEvent(body []byte, receivedAt time.Time) (LakeRecord, error) {
+	var env lakeEnvelope
 	if err := strictUnmarshal(body, &env); err != nil {
-		return Event{}, &InvalidEventError{Reason: "not a JSON lake event: " + err.Error()}
+		return LakeRecord{}, &InvalidLakeEventError{Reason: "not a JSON lake event: " + err.Error()}
 	}
 	var (
 		probs []string
-		ev    = Event{ReceivedAt: receivedAt.UTC()}
+		ev    = LakeRecord{ReceivedAt: receivedAt.UTC()}
 	)
 	switch {
 	case env.EventID == nil || *env.EventID == "":
@@ -91,7 +90,7 @@ func Decode(body []byte, receivedAt time.Time) (Event, error) {
 		probs = append(probs, "event_type is missing")
 	default:
 		ev.EventType = *env.EventType
-		if _, known = SupportedSchemaVersions[ev.EventType]; !known {
+		if _, known = LakeSchemaVersions[ev.EventType]; !known {
 			probs = append(probs, fmt.Sprintf("event_type %q is unknown", clip(string(ev.EventType))))
 			ev.EventType = ""
 		}
@@ -109,7 +108,7 @@ func Decode(body []byte, receivedAt time.Time) (Event, error) {
 	switch {
 	case env.SchemaVersion == nil:
 		probs = append(probs, "schema_version is missing")
-	case known && !slices.Contains(SupportedSchemaVersions[ev.EventType], *env.SchemaVersion):
+	case known && !slices.Contains(LakeSchemaVersions[ev.EventType], *env.SchemaVersion):
 		probs = append(probs, fmt.Sprintf("schema_version %d of %s is not supported", *env.SchemaVersion, ev.EventType))
 	default:
 		ev.SchemaVersion = *env.SchemaVersion
@@ -117,34 +116,34 @@ func Decode(body []byte, receivedAt time.Time) (Event, error) {
 	if len(env.Payload) == 0 || string(env.Payload) == "null" {
 		probs = append(probs, "payload is missing")
 	} else if known {
-		p, err := decodePayload(ev.EventType, env.Payload)
+		p, err := decodeLakePayload(ev.EventType, env.Payload)
 		if err != nil {
 			probs = append(probs, err.Error())
 		}
 		ev.Payload = p
 	}
 	if len(probs) > 0 {
-		return Event{}, &InvalidEventError{Reason: strings.Join(probs, "; "), EventID: ev.EventID, EventType: ev.EventType}
+		return LakeRecord{}, &InvalidLakeEventError{Reason: strings.Join(probs, "; "), EventID: ev.EventID, EventType: ev.EventType}
 	}
 	return ev, nil
 }
 
-func decodePayload(t pipeline.EventType, raw json.RawMessage) (any, error) {
+func decodeLakePayload(t EventType, raw json.RawMessage) (any, error) {
 	var (
 		probs []string
 		out   any
 	)
 	switch t {
-	case pipeline.EventInferenceLog:
-		var p pipeline.InferenceLog
+	case EventInferenceLog:
+		var p InferenceLog
 		if err := strictUnmarshal(raw, &p); err != nil {
 			return nil, fmt.Errorf("payload is not an inference_log: %s", err)
 		}
 		probs = identity(p.RoomID, p.WindowStart, p.WindowEnd, p.PipelineVersion)
-		if !slices.Contains(pipeline.Stages, p.Stage) {
+		if !slices.Contains(Stages, p.Stage) {
 			probs = append(probs, fmt.Sprintf("payload.stage %q is unknown", clip(string(p.Stage))))
 		}
-		if p.Pool != "" && p.Pool != pipeline.PoolPrimary && p.Pool != pipeline.PoolFallback {
+		if p.Pool != "" && p.Pool != PoolPrimary && p.Pool != PoolFallback {
 			probs = append(probs, fmt.Sprintf("payload.pool %q is unknown", clip(string(p.Pool))))
 		}
 		if p.Attempt < 0 || p.TokensIn < 0 || p.TokensOut < 0 || p.LatencyMs < 0 || p.TTFTMillis < 0 {
@@ -152,8 +151,8 @@ func decodePayload(t pipeline.EventType, raw json.RawMessage) (any, error) {
 		}
 		p.WindowStart, p.WindowEnd = p.WindowStart.UTC(), p.WindowEnd.UTC()
 		out = p
-	case pipeline.EventModeratorFeedback:
-		var p pipeline.ModeratorFeedback
+	case EventModeratorFeedback:
+		var p ModeratorFeedback
 		if err := strictUnmarshal(raw, &p); err != nil {
 			return nil, fmt.Errorf("payload is not a moderator_feedback: %s", err)
 		}
@@ -168,18 +167,18 @@ func decodePayload(t pipeline.EventType, raw json.RawMessage) (any, error) {
 		probs = append(probs, checkAction("payload.action_taken", p.ActionTaken)...)
 		p.WindowStart, p.WindowEnd = p.WindowStart.UTC(), p.WindowEnd.UTC()
 		out = p
-	case pipeline.EventVerdict:
-		var p pipeline.VerdictEvent
+	case EventVerdict:
+		var p VerdictEvent
 		if err := strictUnmarshal(raw, &p); err != nil {
 			return nil, fmt.Errorf("payload is not a verdict: %s", err)
 		}
 		probs = identity(p.RoomID, p.WindowStart, p.WindowEnd, p.PipelineVersion)
 		switch p.Status {
-		case pipeline.StatusDone, pipeline.StatusExpired, pipeline.StatusStopped, pipeline.StatusFailed:
+		case StatusDone, StatusExpired, StatusStopped, StatusFailed:
 		default:
 			probs = append(probs, fmt.Sprintf("payload.status %q is unknown", clip(string(p.Status))))
 		}
-		probs = append(probs, checkLabel("payload.label", p.Label, p.Status == pipeline.StatusDone)...)
+		probs = append(probs, checkLabel("payload.label", p.Label, p.Status == StatusDone)...)
 		probs = append(probs, checkCategory("payload.category", p.Category)...)
 		probs = append(probs, checkAction("payload.action", p.Action)...)
 		if p.Severity < 0 || p.Severity > 5 {
@@ -215,9 +214,9 @@ func identity(roomID string, start, end time.Time, pipelineVersion string) []str
 	return probs
 }
 
-func checkLabel(field string, l pipeline.Label, required bool) []string {
+func checkLabel(field string, l Label, required bool) []string {
 	switch l {
-	case pipeline.LabelAbusive, pipeline.LabelSuspicious, pipeline.LabelClean:
+	case LabelAbusive, LabelSuspicious, LabelClean:
 		return nil
 	case "":
 		if !required {
@@ -228,16 +227,16 @@ func checkLabel(field string, l pipeline.Label, required bool) []string {
 	return []string{fmt.Sprintf("%s %q is unknown", field, clip(string(l)))}
 }
 
-func checkCategory(field string, c pipeline.Category) []string {
+func checkCategory(field string, c Category) []string {
 	if c == "" || c.Valid() {
 		return nil
 	}
 	return []string{fmt.Sprintf("%s %q is unknown", field, clip(string(c)))}
 }
 
-func checkAction(field string, a pipeline.Action) []string {
+func checkAction(field string, a Action) []string {
 	switch a {
-	case "", pipeline.ActionNone, pipeline.ActionWarn, pipeline.ActionRestrict, pipeline.ActionBan:
+	case "", ActionNone, ActionWarn, ActionRestrict, ActionBan:
 		return nil
 	}
 	return []string{fmt.Sprintf("%s %q is unknown", field, clip(string(a)))}
