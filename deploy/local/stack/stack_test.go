@@ -199,9 +199,12 @@ func TestStackStartsCleansUpAfterKilledRunAndStopsEverything(t *testing.T) {
 func TestStartFailsFastOnATakenPort(t *testing.T) {
 	t.Parallel()
 	cfg := setup(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(cfg.ChatAPIPort))
+	// Take a port first, then point the config at it: re-binding a port
+	// freePorts released races every other process on the machine.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer ln.Close()
+	cfg.ChatAPIPort = ln.Addr().(*net.TCPAddr).Port
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, err = Start(ctx, cfg)
