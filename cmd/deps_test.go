@@ -182,3 +182,62 @@ func TestModuleGraphCheckCatchesDeployLocal(t *testing.T) {
 		require.Contains(t, found, want, "the scan misses %s in deploy/local's graph", want)
 	}
 }
+
+// storageImportAllowed says whether a production package may import an
+// adapter under storage/: the mains (which wire adapters to engines) and
+// the adapters themselves (which may share types). Engines and domain
+// packages depend on the interfaces pipeline declares, never on an adapter,
+// so that an adapter can be replaced without touching them.
+func storageImportAllowed(pkg string) bool {
+	rel := strings.TrimPrefix(pkg, module+"/")
+	return strings.HasPrefix(rel, "cmd/") || strings.HasPrefix(rel, "storage/")
+}
+
+func TestOnlyMainsAndAdaptersImportStorage(t *testing.T) {
+	t.Parallel()
+	// Every non-test package of the production module (GOWORK=off keeps the
+	// other workspace modules out), with its direct imports.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, "go", "list", "-json=ImportPath,Imports", module+"/...")
+	cmd.Env = append(cmd.Environ(), "GOWORK=off")
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "go list: %s", stderr.String())
+	dec := json.NewDecoder(bytes.NewReader(out))
+	var bad []string
+	n := 0
+	for {
+		var p listedPackage
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else {
+			require.NoError(t, err)
+		}
+		n++
+		if storageImportAllowed(p.ImportPath) {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if strings.HasPrefix(imp, module+"/storage/") {
+				bad = append(bad, p.ImportPath+" imports "+imp)
+			}
+		}
+	}
+	require.Greater(t, n, 10, "go list found the module's packages")
+	require.Empty(t, bad, "only cmd/ and storage/ may import an adapter; declare an interface in pipeline instead")
+}
+
+func TestStorageImportRule(t *testing.T) {
+	t.Parallel()
+	for pkg, want := range map[string]bool{
+		module + "/cmd/worker":      true,
+		module + "/storage/sqs":     true,
+		module + "/consumer":        false,
+		module + "/pipeline/sqsjob": false,
+		module + "/internal/retry":  false,
+	} {
+		require.Equal(t, want, storageImportAllowed(pkg), pkg)
+	}
+}
