@@ -1,0 +1,4 @@
+package chatprep
+
+func genLongCorpus() []signalCase           { return nil }
+func genInjectionTextCorpus() []signalCase { return nil }
