@@ -57,10 +57,14 @@ func SystemPrompt(stage pipeline.StageName) string {
 }
 
 // SignalLine is one rule signal as the models see it; Value is masked.
+// Cut marks a match in text the models do not see (a message left out for
+// length, or the cut middle of a long message): only the signal says it is
+// there.
 type SignalLine struct {
 	Kind      string `json:"kind"`
 	MessageID string `json:"message_id"`
 	Value     string `json:"value"`
+	Cut       bool   `json:"cut,omitempty"`
 }
 
 // Findings are the earlier stages' answers passed to a later stage.
@@ -80,6 +84,9 @@ type PromptInput struct {
 	// token budget cut.
 	Omitted                int
 	OmittedFrom, OmittedTo string
+	// Shortened counts long messages that keep only their start and end
+	// around a "[… N characters cut …]" mark.
+	Shortened int
 	Signals                []SignalLine
 	// Findings are passed to extract (triage) and judge (all).
 	Findings *Findings

@@ -210,3 +210,15 @@ func FuzzParseAnswers(f *testing.F) {
 		}
 	})
 }
+
+func TestUserPromptSaysWhatWasCut(t *testing.T) {
+	t.Parallel()
+	user, err := UserPrompt(pipeline.StageJudge, PromptInput{
+		Transcript: FormatTranscript(nil), Shortened: 2,
+		Signals: []SignalLine{{Kind: "phone", MessageID: "m9", Value: "*********78", Cut: true}, {Kind: "url", MessageID: "m1", Value: "x.xyz"}},
+	})
+	require.NoError(t, err)
+	require.Contains(t, user, `2 long messages keep only their start and end`)
+	require.Contains(t, user, `{"kind":"phone","message_id":"m9","value":"*********78","cut":true}`)
+	require.Contains(t, user, `{"kind":"url","message_id":"m1","value":"x.xyz"}`+"\n")
+}

@@ -261,12 +261,23 @@ func cutMiddle(text string, maxRunes int, ms []match) (string, int, int) {
 	tailRunes := maxRunes - headRunes
 	headEnd := runeOffset(text, headRunes)
 	tailStart := runeOffset(text, total-tailRunes)
+	// A match across an edge is kept whole when that costs little, and
+	// cut whole otherwise (a match is never split).
+	const stretch = 256
 	for _, m := range ms {
 		if m.start < headEnd && m.end > headEnd {
-			headEnd = m.start
+			if m.end-headEnd <= stretch {
+				headEnd = m.end
+			} else {
+				headEnd = m.start
+			}
 		}
 		if m.start < tailStart && m.end > tailStart {
-			tailStart = m.end
+			if tailStart-m.start <= stretch {
+				tailStart = m.start
+			} else {
+				tailStart = m.end
+			}
 		}
 	}
 	if tailStart <= headEnd {

@@ -211,7 +211,7 @@ func scan(n Normalized) []match {
 		out = append(out, match{kind: SignalURL, start: u[0], end: u[1], value: urlHost(lower[u[0]:u[1]])})
 	}
 	out = append(out, findMessengerIDs(lower, emails)...)
-	if loc := messengerRe.FindStringIndex(lower); loc != nil && !hasKind(out, SignalMessengerID) {
+	if loc := messengerRe.find(lower); loc != nil && !hasKind(out, SignalMessengerID) {
 		out = append(out, match{kind: SignalMessenger, start: loc[0], end: loc[1], value: t[loc[0]:loc[1]]})
 	}
 	out = append(out, findInjections(lower)...)
@@ -647,11 +647,11 @@ const (
 )
 
 var (
-	plainEmailRe   = regexp.MustCompile(emailLocal + `@(` + emailLabel + `(?:\.` + emailLabel + `)*\.[a-z]{2,24})\b`)
-	spelledEmailRe = regexp.MustCompile(emailLocal + emailAt + `(` +
-		emailLabel + `(?:` + emailDot + emailLabel + `)*` + emailDot + emailTLD +
-		`|` + emailLabel + `\s*(?:닷컴|닷넷)` +
-		`|` + emailProvider + `)`)
+	plainEmailRe   = anchor(emailLocal+`@(`+emailLabel+`(?:\.`+emailLabel+`)*\.[a-z]{2,24})\b`, 70, 260, "@")
+	spelledEmailRe = anchor(emailLocal+emailAt+`(`+
+		emailLabel+`(?:`+emailDot+emailLabel+`)*`+emailDot+emailTLD+
+		`|`+emailLabel+`\s*(?:닷컴|닷넷)`+
+		`|`+emailProvider+`)`, 80, 260, "@", " at ", "at]", "at)", "at}", "at>", "골뱅이", "앳")
 	providerDomain = map[string]string{"네이버": "naver.com", "지메일": "gmail.com", "다음": "daum.net", "한메일": "hanmail.net", "네이트": "nate.com", "카카오": "kakao.com",
 		"naver": "naver.com", "gmail": "gmail.com", "daum": "daum.net", "hanmail": "hanmail.net", "nate": "nate.com", "kakao": "kakao.com"}
 	spelledDotRe = regexp.MustCompile(emailDot)
@@ -660,14 +660,11 @@ var (
 // findEmails returns the spans of e-mail addresses, plain or spelled out:
 // each span is [start, end, localEnd, domainStart].
 func findEmails(s string) [][]int {
-	if !strings.Contains(s, "@") && !strings.Contains(s, "at") && !strings.Contains(s, "골뱅이") && !strings.Contains(s, "앳") {
-		return nil
-	}
 	var out [][]int
-	for _, m := range plainEmailRe.FindAllStringSubmatchIndex(s, -1) {
+	for _, m := range plainEmailRe.findAll(s) {
 		out = append(out, []int{m[0], m[1], m[3], m[4]})
 	}
-	for _, m := range spelledEmailRe.FindAllStringSubmatchIndex(s, -1) {
+	for _, m := range spelledEmailRe.findAll(s) {
 		overlap := false
 		for _, o := range out {
 			if m[0] < o[1] && o[0] < m[1] {
@@ -707,16 +704,17 @@ var (
 	urlRe = regexp.MustCompile(`(?i)\b(?:https?://|www\.)[^\s<>"'\x60]+|\b[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*\.(?:com|net|org|xyz|top|shop|click|win|kr|io|me|ly|link|site|online|app|info|biz|cc|pw|store|live|club|vip)\b(?:/[^\s<>"'\x60]*)?`)
 	// messengerRe matches names of outside messengers, including the
 	// spellings abusers use to dodge filters (카.톡, ㅋㅌ, K톡).
-	messengerRe = regexp.MustCompile(`(?i)카카오톡|카\s?\.?\s?톡|까톡|ㅋㅌ|k톡|kakao\s?talk|kakao\s?t\b|\bkakao\b|\bk[.\-]?talk\b|\bkkt\b|텔레그램|텔레(?:$|[^비])|telegram|\btele\b|라인\s?(?:아이디|id)|\bline\s?id\b|whatsapp|왓츠앱|위챗|wechat|오픈\s?채팅|오픈\s?톡|open\s?chat|open\.kakao\.com|문자로|문자\s?주세요|text me`)
+	messengerRe = anchor(`(?i)카카오톡|카\s?\.?\s?톡|까톡|ㅋㅌ|k톡|kakao\s?talk|kakao\s?t\b|\bkakao\b|\bk[.\-]?talk\b|\bkkt\b|텔레그램|텔레(?:$|[^비])|telegram|\btele\b|라인\s?(?:아이디|id)|\bline\s?id\b|whatsapp|왓츠앱|위챗|wechat|오픈\s?채팅|오픈\s?톡|open\s?chat|open\.kakao\.com|문자로|문자\s?주세요|text me`, 8, 16,
+		"카", "까", "ㅋㅌ", "k톡", "kakao", "talk", "kkt", "텔레", "telegram", "tele", "라인", "line", "whatsapp", "왓츠앱", "위챗", "wechat", "오픈", "open", "문자", "text me")
 	// messengerIDRe finds the id after "아이디"/"ID": letters, digits, _ and
 	// ., possibly spaced out character by character.
-	messengerIDRe = regexp.MustCompile(`(?i)(?:아이디|\bid\b)\s*(?:is|:|는|은|=)?\s*([a-z0-9_.](?:[ ]?[a-z0-9_.]){2,29})`)
+	messengerIDRe = anchor(`(?i)(?:아이디|\bid\b)\s*(?:is|:|는|은|=)?\s*([a-z0-9_.](?:[ ]?[a-z0-9_.]){2,29})`, 4, 80, "아이디", "id")
 	// platformIDRe finds "카톡: deal8282", "텔레 @deal", "line: deal".
-	platformIDRe = regexp.MustCompile(`(?i)(?:카카오톡|카톡|까톡|kakao(?:\s?talk)?|텔레그램|텔레|telegram|\btg|라인|\bline)\s*(?:아이디|id)?\s*[:=]\s*@?([a-z][a-z0-9_.]{2,29})`)
+	platformIDRe = anchor(`(?i)(?:카카오톡|카톡|까톡|kakao(?:\s?talk)?|텔레그램|텔레|telegram|\btg|라인|\bline)\s*(?:아이디|id)?\s*[:=]\s*@?([a-z][a-z0-9_.]{2,29})`, 4, 60, "카톡", "까톡", "kakao", "텔레", "telegram", "tg", "라인", "line")
 	// linkIDRe finds messenger links, also with spaces around the dots:
 	// KakaoTalk open chat, Telegram, Line and WhatsApp.
-	linkIDRe = regexp.MustCompile(`(?i)(open\s*\.?\s*kakao\s*\.?\s*com\s*/\s*(?:o|me)\s*/\s*|\bt\s*\.\s*me\s*/\s*|telegram\s*\.\s*me\s*/\s*|line\s*\.\s*me\s*/\s*(?:ti\s*/\s*p\s*/\s*|r\s*/\s*ti\s*/\s*p\s*/\s*)?~?|wa\s*\.\s*me\s*/\s*\+?)([a-z0-9_\-]{3,40})`)
-	handleRe = regexp.MustCompile(`(?:^|[^A-Za-z0-9_.@])@([A-Za-z][A-Za-z0-9_]{3,31})`)
+	linkIDRe = anchor(`(?i)(open\s*\.?\s*kakao\s*\.?\s*com\s*/\s*(?:o|me)\s*/\s*|\bt\s*\.\s*me\s*/\s*|telegram\s*\.\s*me\s*/\s*|line\s*\.\s*me\s*/\s*(?:ti\s*/\s*p\s*/\s*|r\s*/\s*ti\s*/\s*p\s*/\s*)?~?|wa\s*\.\s*me\s*/\s*\+?)([a-z0-9_\-]{3,40})`, 40, 60, "kakao", "me/", "me /")
+	handleRe = anchor(`(?:^|[^A-Za-z0-9_.@])@([A-Za-z][A-Za-z0-9_]{3,31})`, 4, 36, "@")
 )
 
 func findMessengerIDs(s string, emails [][]int) []match {
@@ -730,19 +728,19 @@ func findMessengerIDs(s string, emails [][]int) []match {
 		seen[strings.ToLower(id)] = true
 		out = append(out, match{kind: SignalMessengerID, start: start, end: end, value: prefix + maskID(id, 2), maskFrom: start, maskTo: end, keep: 2})
 	}
-	for _, m := range linkIDRe.FindAllStringSubmatchIndex(s, -1) {
+	for _, m := range linkIDRe.findAll(s) {
 		prefix := strings.Join(strings.Fields(s[m[2]:m[3]]), "")
 		add(m[4], m[5], prefix, s[m[4]:m[5]])
 	}
-	for _, m := range handleRe.FindAllStringSubmatchIndex(s, -1) {
+	for _, m := range handleRe.findAll(s) {
 		add(m[2], m[3], "@", s[m[2]:m[3]])
 	}
-	for _, m := range platformIDRe.FindAllStringSubmatchIndex(s, -1) {
+	for _, m := range platformIDRe.findAll(s) {
 		add(m[2], m[3], "", s[m[2]:m[3]])
 	}
-	if messengerRe.MatchString(s) {
-		if m := messengerIDRe.FindStringSubmatchIndex(s); m != nil {
-			add(m[2], m[3], "", s[m[2]:m[3]])
+	if messengerRe.find(s) != nil {
+		if ms := messengerIDRe.findAll(s); len(ms) > 0 {
+			add(ms[0][2], ms[0][3], "", s[ms[0][2]:ms[0][3]])
 		}
 	}
 	return out

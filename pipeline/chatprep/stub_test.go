@@ -1,4 +1,3 @@
 package chatprep
 
-func genLongCorpus() []signalCase           { return nil }
 func genInjectionTextCorpus() []signalCase { return nil }

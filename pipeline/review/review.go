@@ -134,10 +134,10 @@ func (r *Reviewer) Review(ctx context.Context, ev pipeline.ReviewEvent, msgs []p
 	rn := &run{r: r, ev: ev, w: w, v: &v}
 	rn.base = stages.PromptInput{
 		Transcript: stages.FormatTranscript(w.Messages), Messages: len(w.Messages),
-		Omitted: w.Cut.Messages, OmittedFrom: w.Cut.FirstID, OmittedTo: w.Cut.LastID,
+		Omitted: w.Cut.Messages, OmittedFrom: w.Cut.FirstID, OmittedTo: w.Cut.LastID, Shortened: w.Truncated,
 	}
 	for _, s := range w.Signals {
-		rn.base.Signals = append(rn.base.Signals, stages.SignalLine{Kind: string(s.Kind), MessageID: s.MessageID, Value: s.Value})
+		rn.base.Signals = append(rn.base.Signals, stages.SignalLine{Kind: string(s.Kind), MessageID: s.MessageID, Value: s.Value, Cut: s.Cut})
 	}
 	v, err := rn.stages(ctx)
 	v.InjectionFlagged = rn.injection.Load()
