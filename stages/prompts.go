@@ -87,7 +87,7 @@ type PromptInput struct {
 	// Shortened counts long messages that keep only their start and end
 	// around a "[… N characters cut …]" mark.
 	Shortened int
-	Signals                []SignalLine
+	Signals   []SignalLine
 	// Findings are passed to extract (triage) and judge (all).
 	Findings *Findings
 	// ImageIDs name the image parts of a vision request, in order.
