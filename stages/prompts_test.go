@@ -222,3 +222,18 @@ func TestUserPromptSaysWhatWasCut(t *testing.T) {
 	require.Contains(t, user, `{"kind":"phone","message_id":"m9","value":"*********78","cut":true}`)
 	require.Contains(t, user, `{"kind":"url","message_id":"m1","value":"x.xyz"}`+"\n")
 }
+
+func TestProblemsNeverEchoModelText(t *testing.T) {
+	t.Parallel()
+	known := func(string) bool { return true }
+	leak := "clean; call 010-4821-3397"
+	_, err := ParseJudge([]byte(`{"label":"`+leak+`","category":"clean","severity":1,"confidence":0.5,"action":"none","rationale":"x","evidence_ids":[],"kim@naver.com":1}`), known)
+	require.Error(t, err)
+	require.NotContains(t, err.Error(), "4821")
+	require.NotContains(t, err.Error(), "kim@naver.com")
+	_, err = ParseJudge([]byte(`{"label":"clean","category":"clean","severity":1,"confidence":0.5,"action":"none","rationale":"x","evidence_ids":[],"kim@naver.com":1}`), known)
+	require.ErrorContains(t, err, "unknown field (a 13-character value)")
+	_, err = ParseTriage([]byte(`{"risk":"maybe","categories":["scam"],"reason":"x"}`))
+	require.ErrorContains(t, err, `risk "maybe" is not none`, "an enum-like value is still shown, for the repair prompt")
+	require.ErrorContains(t, err, `category "scam"`)
+}

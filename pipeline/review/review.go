@@ -11,7 +11,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -140,6 +139,9 @@ func (r *Reviewer) Review(ctx context.Context, ev pipeline.ReviewEvent, msgs []p
 		rn.base.Signals = append(rn.base.Signals, stages.SignalLine{Kind: string(s.Kind), MessageID: s.MessageID, Value: s.Value, Cut: s.Cut})
 	}
 	v, err := rn.stages(ctx)
+	if err != nil {
+		err = &cleanError{msg: cleanText(err.Error(), maxErrorRunes), err: err}
+	}
 	v.InjectionFlagged = rn.injection.Load()
 	v.FinishedAt = r.now().UTC()
 	if v.InjectionFlagged {
@@ -206,7 +208,8 @@ func (rn *run) stages(ctx context.Context) (pipeline.Verdict, error) {
 	}
 	v.Status = pipeline.StatusDone
 	v.Label, v.Category, v.Severity = judge.Label, judge.Category, judge.Severity
-	v.Confidence, v.Action, v.Rationale = judge.Confidence, judge.Action, judge.Rationale
+	// The rationale is model text: it may quote the chat's numbers.
+	v.Confidence, v.Action, v.Rationale = judge.Confidence, judge.Action, chatprep.Redact(pipeline.ClipRunes(judge.Rationale, 500))
 	v.EvidenceIDs = judge.EvidenceIDs
 	if v.EvidenceIDs == nil {
 		v.EvidenceIDs = []string{}
@@ -289,7 +292,7 @@ func runStage[T any](ctx context.Context, rn *run, stage pipeline.StageName, in 
 		Latency: resp.Latency, TokensIn: resp.TokensIn, TokensOut: resp.TokensOut,
 	}
 	if err != nil {
-		res.Error = truncate(err.Error(), 1000)
+		res.Error = cleanText(err.Error(), 1000)
 		rn.v.Stages = append(rn.v.Stages, res)
 		return out, err
 	}
@@ -362,9 +365,23 @@ func (rn *run) publish(stage pipeline.StageName, a llm.Attempt, p promptFacts) {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "")
+// cleanText bounds a text that may carry model or server output (an
+// error's message quotes what a pool answered) and masks any contact
+// detail in it, before it reaches MySQL, the lake or a log.
+func cleanText(s string, n int) string {
+	return chatprep.Redact(pipeline.ClipRunes(s, n))
 }
+
+// cleanError is an error whose text was cleaned (cleanText) while the
+// chain below it still answers errors.Is and errors.As.
+type cleanError struct {
+	msg string
+	err error
+}
+
+func (e *cleanError) Error() string { return e.msg }
+func (e *cleanError) Unwrap() error { return e.err }
+
+// maxErrorRunes bounds the text of an error Review returns; the job loop
+// stores it as the verdict's error.
+const maxErrorRunes = 2000

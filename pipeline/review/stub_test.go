@@ -1,0 +1,3 @@
+package review
+
+func genInjectionSuite() []outputCase { return nil }
