@@ -269,4 +269,3 @@ func TestModelOutputCorpus(t *testing.T) {
 	require.Empty(t, leaks, "a chat-derived secret left the process through model output")
 	require.Equal(t, all.n, all.bounded)
 }
-
