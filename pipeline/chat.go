@@ -71,6 +71,8 @@ type HistoryTrim struct {
 	DroppedSystem int `json:"dropped_system"`
 	// DroppedBytes is the size of their text and image URLs.
 	DroppedBytes int64 `json:"dropped_bytes"`
+	// CutMessages counts kept messages whose middle the source cut.
+	CutMessages int `json:"cut_messages,omitempty"`
 	// Unread is set when reading stopped at the byte bound: an unknown
 	// number of further messages were never read.
 	Unread bool `json:"unread,omitempty"`
@@ -92,7 +94,7 @@ type TrimSignal struct {
 }
 
 // Any reports whether anything was left out.
-func (t HistoryTrim) Any() bool { return t.Dropped > 0 || t.Unread }
+func (t HistoryTrim) Any() bool { return t.Dropped > 0 || t.Unread || t.CutMessages > 0 }
 
 // Notice returns the trim notice message carrying t, sent at at.
 func (t HistoryTrim) Notice(at time.Time) ChatMessage {

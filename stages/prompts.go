@@ -87,7 +87,12 @@ type PromptInput struct {
 	// Shortened counts long messages that keep only their start and end
 	// around a "[… N characters cut …]" mark.
 	Shortened int
-	Signals   []SignalLine
+	// Flooded counts messages an oversized history lost before the
+	// window was built (FloodUnread: and more were never read); their
+	// rule signals are among Signals, marked cut.
+	Flooded     int
+	FloodUnread bool
+	Signals     []SignalLine
 	// Findings are passed to extract (triage) and judge (all).
 	Findings *Findings
 	// ImageIDs name the image parts of a vision request, in order.

@@ -237,3 +237,11 @@ func TestProblemsNeverEchoModelText(t *testing.T) {
 	require.ErrorContains(t, err, `risk "maybe" is not none`, "an enum-like value is still shown, for the repair prompt")
 	require.ErrorContains(t, err, `category "scam"`)
 }
+
+func TestUserPromptSaysTheHistoryWasTrimmed(t *testing.T) {
+	t.Parallel()
+	user, err := UserPrompt(pipeline.StageTriage, PromptInput{Transcript: FormatTranscript(nil), Flooded: 1200, FloodUnread: true})
+	require.NoError(t, err)
+	require.Contains(t, user, "1200 older messages were left out")
+	require.Contains(t, user, "too large to read to its end")
+}

@@ -134,6 +134,7 @@ func (r *Reviewer) Review(ctx context.Context, ev pipeline.ReviewEvent, msgs []p
 	rn.base = stages.PromptInput{
 		Transcript: stages.FormatTranscript(w.Messages), Messages: len(w.Messages),
 		Omitted: w.Cut.Messages, OmittedFrom: w.Cut.FirstID, OmittedTo: w.Cut.LastID, Shortened: w.Truncated,
+		Flooded: w.Trim.Dropped, FloodUnread: w.Trim.Unread,
 	}
 	for _, s := range w.Signals {
 		rn.base.Signals = append(rn.base.Signals, stages.SignalLine{Kind: string(s.Kind), MessageID: s.MessageID, Value: s.Value, Cut: s.Cut})

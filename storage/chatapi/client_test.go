@@ -104,9 +104,13 @@ func TestHistory(t *testing.T) {
 		{name: "timeouts to the end", steps: steps(slow), wantCalls: 3, wantDisp: pipeline.RetryLater, wantErr: "timeout"},
 		{name: "long retry-after goes to the queue", steps: steps(status(429, "Retry-After", "60")), wantCalls: 1, wantDisp: pipeline.RetryLater, wantAfter: time.Minute, wantErr: "status 429"},
 		{name: "bad json is retryable", steps: steps(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("{")) }), wantCalls: 3, wantDisp: pipeline.RetryLater, wantErr: "decode"},
-		{name: "oversized body is permanent", steps: steps(func(w http.ResponseWriter, _ *http.Request) {
+		{name: "oversized body is read, not refused", steps: steps(func(w http.ResponseWriter, _ *http.Request) {
 			_, _ = w.Write([]byte(`{"messages":[` + strings.Repeat(" ", 5000) + `]}`))
-		}), wantCalls: 1, wantDisp: pipeline.GiveUp, wantErr: "larger than"},
+		}), wantMsgs: 0, wantCalls: 1},
+		{name: "cut mid-body is retryable", steps: steps(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Length", "400")
+			_, _ = w.Write([]byte(`{"messages":[{"message_id":"m1"`))
+		}), wantCalls: 3, wantDisp: pipeline.RetryLater, wantErr: "decode"},
 		{name: "answer for another room", steps: steps(history("other", 1)), wantCalls: 3, wantDisp: pipeline.RetryLater, wantErr: "another room"},
 	}
 	for _, tc := range tests {
