@@ -37,7 +37,7 @@ var (
 		for _, st := range pipeline.Stages {
 			t := template.Must(template.New("system.tmpl").Funcs(funcs).ParseFS(promptFS, "prompts/system.tmpl", "prompts/"+string(st)+".tmpl"))
 			var b strings.Builder
-			if err := t.Execute(&b, map[string]string{"Stage": string(st), "Canary": Canary}); err != nil {
+			if err := t.Execute(&b, map[string]string{"Stage": string(st), "Canary": Canary, "Marker": string(DataMarker)}); err != nil {
 				panic(fmt.Sprintf("stages: render system prompt for %s: %v", st, err))
 			}
 			out[st] = b.String()
@@ -93,6 +93,8 @@ type PromptInput struct {
 	Flooded     int
 	FloodUnread bool
 	Signals     []SignalLine
+	// SignalsOmitted counts rule signals left off a long list.
+	SignalsOmitted int
 	// Findings are passed to extract (triage) and judge (all).
 	Findings *Findings
 	// ImageIDs name the image parts of a vision request, in order.

@@ -24,9 +24,12 @@ var injectionRules = []struct {
 }{
 	{InjectionRoleTag, anchor(`<\|?\s*/?\s*(?:im_start|im_end|system|assistant|endoftext|eot_id|start_header_id|end_header_id)\s*\|?>`, 8, 40, "<")},
 	{InjectionRoleTag, anchor(`\[/?(?:inst|sys)\]|<<\s*/?sys\s*>>`, 4, 12, "[inst", "[/inst", "[sys", "[/sys", "<<")},
+	// A role turn after the end of a sentence ("… 네. system: …"); at the
+	// start of a line, roleLine finds it.
+	{InjectionRoleTag, anchor(`[.!?。]\s+(?:system|assistant|developer|시스템|어시스턴트)\s*(?:message|prompt|메시지)?\s*:`, 8, 30, "system", "assistant", "developer", "시스템", "어시스턴트")},
 	{InjectionSystemNotice, anchor(`\[\s*(?:system|시스템|관리자|운영자|운영팀|admin|administrator|moderator)[^\]\n]{0,24}\]`, 4, 60, "[")},
 	{InjectionSystemNotice, anchor(`(?:system|admin|moderator|관리자|운영자|운영팀|검수팀|번개장터|당근마켓|중고나라)\s*(?:notice|message|override|알림|공지|메시지|안내)\s*:`, 40, 20, "notice", "message", "override", "알림", "공지", "메시지", "안내")},
-	{InjectionSystemNotice, anchor(`(?:verified|approved|whitelisted)\s+(?:safe|clean|seller|by)|this (?:chat|conversation|room|seller) (?:has been|was|is) (?:reviewed|verified|approved|whitelisted)`, 40, 40, "verified", "approved", "whitelisted")},
+	{InjectionSystemNotice, anchor(`(?:verified|approved|whitelisted)\s+(?:safe|clean|seller|by)|this (?:chat|conversation|room|seller) (?:has been|was|is) (?:reviewed|verified|approved|whitelisted)`, 40, 40, "verified", "approved", "whitelisted", "reviewed")},
 	{InjectionIgnoreRules, anchor(`(?:ignore|disregard|forget|override|bypass)\s+(?:(?:all|any|the|your|of)\s+)*(?:(?:previous|prior|above|earlier|preceding|system|safety|original)\s+)?(?:instructions?|prompts?|rules?|directions?|guidelines?|policies)`, 4, 80, "ignore", "disregard", "forget", "override", "bypass")},
 	{InjectionIgnoreRules, anchor(`(?:지시|지침|명령|규칙|프롬프트|규정)\S{0,3}\s*(?:사항\S{0,2}\s*)?(?:은|는|을|를)?\s*(?:모두|전부|다)?\s*(?:무시|잊)|new instructions?\s*:|새로운\s*지시`, 40, 40, "무시", "잊", "new instruction", "새로운")},
 	{InjectionAddressesModel, anchor(`\bai\s*(?:reviewer|moderator|assistant|model|검수자|검수|심사관|심사|모델|리뷰어)|(?:dear|attention|note to (?:the )?)\s*(?:reviewer|moderator|model|classifier)|검수자\s*(?:님|분)|모델\s*(?:님|에게)`, 20, 20, "reviewer", "moderator", "assistant", "model", "classifier", "검수", "심사", "모델", "리뷰어")},

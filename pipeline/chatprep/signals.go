@@ -705,7 +705,7 @@ var (
 	// messengerRe matches names of outside messengers, including the
 	// spellings abusers use to dodge filters (카.톡, ㅋㅌ, K톡).
 	messengerRe = anchor(`(?i)카카오톡|카\s?\.?\s?톡|까톡|ㅋㅌ|k톡|kakao\s?talk|kakao\s?t\b|\bkakao\b|\bk[.\-]?talk\b|\bkkt\b|텔레그램|텔레(?:$|[^비])|telegram|\btele\b|라인\s?(?:아이디|id)|\bline\s?id\b|whatsapp|왓츠앱|위챗|wechat|오픈\s?채팅|오픈\s?톡|open\s?chat|open\.kakao\.com|문자로|문자\s?주세요|text me`, 8, 16,
-		"카", "까", "ㅋㅌ", "k톡", "kakao", "talk", "kkt", "텔레", "telegram", "tele", "라인", "line", "whatsapp", "왓츠앱", "위챗", "wechat", "오픈", "open", "문자", "text me")
+		"톡", "ㅋㅌ", "kakao", "talk", "kkt", "텔레", "telegram", "tele", "라인", "line", "whatsapp", "왓츠앱", "위챗", "wechat", "오픈", "open", "문자", "text me")
 	// messengerIDRe finds the id after "아이디"/"ID": letters, digits, _ and
 	// ., possibly spaced out character by character.
 	messengerIDRe = anchor(`(?i)(?:아이디|\bid\b)\s*(?:is|:|는|은|=)?\s*([a-z0-9_.](?:[ ]?[a-z0-9_.]){2,29})`, 4, 80, "아이디", "id")

@@ -94,8 +94,8 @@ func (r *Router) attempt(ctx context.Context, l lease, req *Request, msgs []Mess
 			p.cooldown.extend(r.now().Add(cooldownFor(meta.retryAfter, p.cfg, r.now())))
 		case status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge || status == http.StatusUnprocessableEntity:
 			// The request itself is wrong; another pool or attempt will not
-			// make it right.
-			a.Outcome, a.Err, neutral = OutcomeRejected, err, true
+			// make it right (a shorter prompt may: see ContextLengthError).
+			a.Outcome, a.Err, neutral = OutcomeRejected, contextLength(err), true
 		case status >= 400:
 			// 5xx, 408, and 401/403/404 (a misconfigured pool): the pool
 			// is unhealthy for us.

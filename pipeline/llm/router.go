@@ -119,6 +119,7 @@ type Router struct {
 	fallback *pool // nil when not configured
 	m        *metrics
 	now      func() time.Time
+	tok      tokenizer // the primary's tokenizer, see CountTokens
 }
 
 // New builds a router from cfg (defaults applied, then validated) and

@@ -338,12 +338,16 @@ func TestCanaryInAnswerFlagsInjection(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, v.InjectionFlagged)
 	require.Equal(t, pipeline.LabelAbusive, v.Label)
-	require.Equal(t, 2, v.Stages[0].Attempts)
+	require.Equal(t, 1, v.Stages[0].Attempts, "a canary answer is not asked again: the chat would only get another try")
+	var tri stages.TriageOutput
+	require.NoError(t, json.Unmarshal(v.Stages[0].Output, &tri))
+	require.Equal(t, stages.RiskHigh, tri.Risk, "a compromised triage stands in as high risk")
 	evs := sink.all()
 	require.Equal(t, "canary", evs[0].Payload.(pipeline.InferenceLog).ErrorKind)
 	require.Equal(t, "invalid", evs[0].Payload.(pipeline.InferenceLog).Outcome)
 	b, _ := json.Marshal(evs)
-	require.NotContains(t, string(b), stages.Canary, "invalid answers are not logged")
+	require.NotContains(t, string(b), stages.Canary, "canary answers are not logged")
+	require.NotContains(t, string(v.Stages[0].Output), stages.Canary, "nor stored")
 	// Every system prompt carries the canary; no user prompt does.
 	for _, c := range fr.calls {
 		require.Contains(t, c.Messages[0].Text, stages.Canary)
@@ -416,7 +420,14 @@ func TestPrimaryThrottledFallsBackWithinOneAttemptAndStaysOff(t *testing.T) {
 
 	// After the cooldown the primary is used again.
 	require.NoError(t, e.prim.Server.SetFaults(llmsim.FaultRates{}))
-	time.Sleep(time.Until(start.Add(5100 * time.Millisecond)))
+	require.Eventually(t, func() bool {
+		for _, st := range e.router.State() {
+			if st.Pool == pipeline.PoolPrimary && !st.CoolingUntil.IsZero() {
+				return false
+			}
+		}
+		return true
+	}, 15*time.Second, 20*time.Millisecond, "the primary's cooldown ends")
 	v, err = e.rev.Review(t.Context(), event("r9b"), externalPaymentChat, 1)
 	require.NoError(t, err)
 	require.Equal(t, pipeline.PoolPrimary, v.Stages[0].Pool)

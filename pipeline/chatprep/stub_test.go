@@ -1,3 +1,0 @@
-package chatprep
-
-func genInjectionTextCorpus() []signalCase { return nil }

@@ -1,3 +1,0 @@
-package review
-
-func genInjectionSuite() []outputCase { return nil }
