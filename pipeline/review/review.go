@@ -407,7 +407,7 @@ func (rn *run) stages(ctx context.Context) (pipeline.Verdict, error) {
 	v.Status = pipeline.StatusDone
 	// The rationale is model text: it may quote the chat's numbers.
 	v.Label, v.Category, v.Severity = judge.Label, judge.Category, judge.Severity
-	v.Confidence, v.Action, v.Rationale = judge.Confidence, judge.Action, chatprep.Redact(pipeline.ClipRunes(judge.Rationale, 500))
+	v.Confidence, v.Action, v.Rationale = judge.Confidence, judge.Action, pipeline.ClipRunes(chatprep.Redact(judge.Rationale), 500)
 	v.EvidenceIDs = judge.EvidenceIDs
 	if v.EvidenceIDs == nil {
 		v.EvidenceIDs = []string{}
@@ -661,11 +661,12 @@ func (rn *run) publish(stage pipeline.StageName, a llm.Attempt, p promptFacts) {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// cleanText bounds a text that may carry model or server output (an
-// error's message quotes what a pool answered) and masks any contact
-// detail in it, before it reaches MySQL, the lake or a log.
+// cleanText masks any contact detail in a text that may carry model or
+// server output (an error's message quotes what a pool answered) and then
+// bounds it, before it reaches MySQL, the lake or a log. Masking comes
+// first: a number cut in half by the bound would no longer look like one.
 func cleanText(s string, n int) string {
-	return chatprep.Redact(pipeline.ClipRunes(s, n))
+	return pipeline.ClipRunes(chatprep.Redact(s), n)
 }
 
 // cleanError is an error whose text was cleaned (cleanText) while the
