@@ -117,6 +117,7 @@ func TestFindSignals(t *testing.T) {
 		{"spaced digits", "Or text me: 0 1 0 5 5 5 5 1 2 3 4", []kv{{SignalPhone, "*********34"}, {SignalMessenger, "text me"}}},
 		{"hangul digits", "공일공-일이삼사-오육칠팔 로 연락", []kv{{SignalPhone, "*********78"}}},
 		{"mixed hangul", "010 일이삼사 5678", []kv{{SignalPhone, "*********78"}}},
+		{"hangul vowel as a dash", "010 ㅡ 1234 ㅡ 5678", []kv{{SignalPhone, "*********78"}}},
 		{"hangul words are not digits", "제 번호 010-1234-5678 이 맞아요 사이즈 이거", []kv{{SignalPhone, "*********78"}}},
 		{"bank account", "국민은행 123456-12-123456 김민수 입니다", []kv{{SignalBankAccount, "국민은행 ************56"}}},
 		{"card", "4111-1111-1111-1111 입니다", []kv{{SignalCardNumber, "**************11"}}},

@@ -262,7 +262,8 @@ func isHangulSyllable(r rune) bool { return r >= 0xAC00 && r <= 0xD7A3 }
 // isNumSep reports the characters a number may be split with.
 func isNumSep(r rune) bool {
 	switch r {
-	case ' ', '.', '-', '_', '(', ')', '*', '~', '\t', '\n', '\r', '|', '^':
+	case ' ', '.', '-', '_', '(', ')', '*', '~', '\t', '\n', '\r', '|', '^',
+		'ㅡ': // the Hangul vowel, typed as a dash
 		return true
 	}
 	return false
