@@ -363,9 +363,10 @@ func budget(msgs []pipeline.ChatMessage, cfg Config) ([]pipeline.ChatMessage, Cu
 // line adds around the text.
 const messageOverhead = 24
 
-// EstimateMessageTokens estimates the tokens one transcript line costs.
+// EstimateMessageTokens estimates the tokens one transcript line costs,
+// the data markers (MarkData) included.
 func EstimateMessageTokens(m pipeline.ChatMessage) int {
-	return messageOverhead + EstimateTokens(m.Text) + EstimateTokens(m.ImageURL)
+	return messageOverhead + EstimateTokens(m.Text) + markCount(m.Text) + EstimateTokens(m.ImageURL)
 }
 
 // EstimateTokens is a tokenizer-free estimate that errs high: about four
