@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -39,13 +40,15 @@ func (e *InvalidEventError) Error() string { return "invalid review event: " + e
 // logs or MySQL columns.
 const maxRoomIDLen = 128
 
-// DecodeReviewEvent parses and validates one review-event body. Unknown
-// fields are rejected so that a producer on a newer schema is noticed instead
-// of half-understood. Every failure is an *InvalidEventError.
+// DecodeReviewEvent parses and validates one review-event body. It is a
+// tolerant reader: unknown fields are ignored, so a producer that adds a
+// field does not dead-letter every event during a rolling deploy; a
+// breaking change bumps schema_version, which is checked. Every failure is
+// an *InvalidEventError. Limits that need the clock or configuration are
+// checked by EventLimits.Check.
 func DecodeReviewEvent(body []byte) (ReviewEvent, error) {
 	var ev ReviewEvent
 	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
 	if err := dec.Decode(&ev); err != nil {
 		return ReviewEvent{}, &InvalidEventError{Reason: "not a JSON review event: " + trimErr(err)}
 	}
@@ -85,8 +88,11 @@ func (e ReviewEvent) Validate() error {
 	if !e.WindowStart.IsZero() && !e.WindowEnd.IsZero() && !e.WindowEnd.After(e.WindowStart) {
 		probs = append(probs, "window_end is not after window_start")
 	}
-	if strings.TrimSpace(e.RunID) == "" {
+	switch {
+	case strings.TrimSpace(e.RunID) == "":
 		probs = append(probs, "run_id is missing")
+	case !ValidRunID(e.RunID):
+		probs = append(probs, "run_id "+RunIDRule)
 	}
 	if e.PublishedAt.IsZero() {
 		probs = append(probs, "published_at is missing")
@@ -135,9 +141,85 @@ func trimErr(err error) string {
 	if errors.As(err, &se) {
 		return fmt.Sprintf("syntax error at byte %d", se.Offset)
 	}
-	s := err.Error()
-	if len(s) > 200 {
-		s = s[:200]
+	return ClipRunes(err.Error(), 200)
+}
+
+// runIDPattern keeps run ids safe as an SQS attribute, a MySQL key
+// (VARCHAR(128)) and a log field.
+var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
+
+// RunIDRule says what ValidRunID accepts, for error messages.
+const RunIDRule = "must be 1-128 letters, digits or _.:- starting with a letter or digit"
+
+// ValidRunID reports whether id is a run id the batch may stamp and the
+// worker accepts: checked before any model call, so a bad one never fails
+// every save after the models ran.
+func ValidRunID(id string) bool { return runIDPattern.MatchString(id) }
+
+// EventLimits bound a review event by configuration and the clock.
+type EventLimits struct {
+	// MaxWindow is the longest window a review may fetch: a ten-year window
+	// would fetch ten years of chat.
+	MaxWindow time.Duration
+	// MaxClockSkew is how far in the future published_at and window_end
+	// may be, for producers whose clocks run ahead: a published_at further
+	// ahead would dodge the age limit.
+	MaxClockSkew time.Duration
+}
+
+// The EventLimits defaults.
+const (
+	DefaultMaxWindow    = 24 * time.Hour
+	DefaultMaxClockSkew = 5 * time.Minute
+)
+
+// DefaultEventLimits returns the defaults.
+func DefaultEventLimits() EventLimits {
+	return EventLimits{MaxWindow: DefaultMaxWindow, MaxClockSkew: DefaultMaxClockSkew}
+}
+
+// WithDefaults returns l with zero fields set to the defaults.
+func (l EventLimits) WithDefaults() EventLimits {
+	if l.MaxWindow == 0 {
+		l.MaxWindow = DefaultMaxWindow
 	}
-	return s
+	if l.MaxClockSkew == 0 {
+		l.MaxClockSkew = DefaultMaxClockSkew
+	}
+	return l
+}
+
+// Validate reports every out-of-range field at once; zero fields take the
+// defaults.
+func (l EventLimits) Validate() error {
+	var errs []error
+	if l.MaxWindow < 0 {
+		errs = append(errs, fmt.Errorf("max window %s must not be negative", l.MaxWindow))
+	}
+	if l.MaxClockSkew < 0 || l.MaxClockSkew > time.Hour {
+		errs = append(errs, fmt.Errorf("max clock skew %s must be in 0..1h", l.MaxClockSkew))
+	}
+	return errors.Join(errs...)
+}
+
+// Check reports, as one *InvalidEventError, every limit a decoded event
+// breaks at now: a window longer than MaxWindow, and a published_at or
+// window_end more than MaxClockSkew in the future. Such an event can never
+// become valid by waiting, so it is dead-lettered with the reason.
+func (l EventLimits) Check(e ReviewEvent, now time.Time) error {
+	l = l.WithDefaults()
+	var probs []string
+	if w := e.WindowEnd.Sub(e.WindowStart); w > l.MaxWindow {
+		probs = append(probs, fmt.Sprintf("window of %s is longer than %s", w, l.MaxWindow))
+	}
+	if ahead := e.PublishedAt.Sub(now); ahead > l.MaxClockSkew {
+		probs = append(probs, fmt.Sprintf("published_at is %s in the future, beyond the %s clock-skew bound", ahead.Round(time.Second), l.MaxClockSkew))
+	}
+	if ahead := e.WindowEnd.Sub(now); ahead > l.MaxClockSkew {
+		probs = append(probs, fmt.Sprintf("window_end is %s in the future: the window has not ended", ahead.Round(time.Second)))
+	}
+	if len(probs) > 0 {
+		return &InvalidEventError{Reason: strings.Join(probs, "; ")}
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 )
@@ -41,7 +42,6 @@ func TestDecodeReviewEventRejects(t *testing.T) {
 		{"not json", `hello`, []string{"not a JSON review event"}},
 		{"empty", ``, []string{"not a JSON review event"}},
 		{"array", `[]`, []string{"not a JSON review event"}},
-		{"unknown field", `{"room_id":"r","extra":1}`, []string{"unknown field"}},
 		{"trailing data", `{"room_id":"r","window_start":"2026-11-02T19:00:00Z","window_end":"2026-11-02T20:00:00Z","run_id":"x","published_at":"2026-11-02T20:00:00Z","schema_version":1} {}`, []string{"trailing data"}},
 		{"everything missing", `{}`, []string{"schema_version 0 is not supported", "room_id is missing", "window_start is missing", "window_end is missing", "run_id is missing", "published_at is missing"}},
 		{"inverted window", `{"room_id":"r","window_start":"2026-11-02T20:00:00Z","window_end":"2026-11-02T19:00:00Z","run_id":"x","published_at":"2026-11-02T20:00:00Z","schema_version":1}`, []string{"window_end is not after window_start"}},
@@ -63,6 +63,47 @@ func TestDecodeReviewEventRejects(t *testing.T) {
 			disp, _ := Classify(err)
 			require.Equal(t, GiveUp, disp, "an invalid event is never retried")
 		})
+	}
+}
+
+func TestDecodeReviewEventIgnoresUnknownFields(t *testing.T) {
+	t.Parallel()
+	body, err := validEvent().Encode()
+	require.NoError(t, err)
+	withExtra := strings.Replace(string(body), "{", `{"trace_id":"abc","source":{"dag":"x"},`, 1)
+	got, err := DecodeReviewEvent([]byte(withExtra))
+	require.NoError(t, err, "a producer that adds a field must not dead-letter the queue")
+	require.Equal(t, validEvent(), got)
+}
+
+func TestEventLimits(t *testing.T) {
+	t.Parallel()
+	now := validEvent().PublishedAt.Add(time.Minute)
+	require.NoError(t, DefaultEventLimits().Check(validEvent(), now))
+	require.NoError(t, EventLimits{}.Check(validEvent(), now), "zero limits take the defaults")
+	long := validEvent()
+	long.WindowStart = long.WindowEnd.Add(-48 * time.Hour)
+	require.ErrorContains(t, DefaultEventLimits().Check(long, now), "longer than 24h0m0s")
+	require.NoError(t, EventLimits{MaxWindow: 72 * time.Hour}.Check(long, now), "the window bound is configurable")
+	ahead := validEvent()
+	ahead.PublishedAt = now.Add(10 * time.Minute)
+	err := DefaultEventLimits().Check(ahead, now)
+	var inv *InvalidEventError
+	require.ErrorAs(t, err, &inv)
+	require.Contains(t, inv.Reason, "10m0s in the future")
+	require.NoError(t, EventLimits{MaxClockSkew: 15 * time.Minute}.Check(ahead, now))
+	require.ErrorContains(t, EventLimits{MaxWindow: -1, MaxClockSkew: 2 * time.Hour}.Validate(), "max window")
+	require.ErrorContains(t, EventLimits{MaxClockSkew: 2 * time.Hour}.Validate(), "clock skew")
+}
+
+func TestClipRunes(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "가나", ClipRunes("가나다", 2))
+	require.Equal(t, "abc", ClipRunes("abc", 5))
+	require.Equal(t, "", ClipRunes("abc", 0))
+	require.Equal(t, "a\uFFFD", ClipRunes("a\xffb", 2))
+	for n := range 12 {
+		require.True(t, utf8.ValidString(ClipRunes("한국어 텍스트", n)))
 	}
 }
 

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -89,16 +91,27 @@ func jsonProblem(err error) string {
 	case errors.As(err, &te):
 		return fmt.Sprintf("field %q must be %s, not %s", te.Field, te.Type, te.Value)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return "unknown field " + strings.TrimPrefix(err.Error(), "json: unknown field ")
+		return "unknown field " + shown(strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`))
 	case strings.Contains(err.Error(), "unexpected end of JSON input"), strings.Contains(err.Error(), "unexpected EOF"):
 		return "the JSON is cut off"
 	default:
-		s := err.Error()
-		if len(s) > 120 {
-			s = s[:120]
-		}
-		return s
+		return pipeline.ClipRunes(err.Error(), 120)
 	}
+}
+
+// shownValue is what a model-supplied value may look like to be echoed in
+// a problem: a short lower-case identifier, as every enum of the schemas is.
+var shownValue = regexp.MustCompile(`^[a-z_]{0,32}$`)
+
+// shown quotes a model-supplied value for a problem text when it looks
+// like an enum, and otherwise only says how long it is: the value is model
+// output, possibly chat text with phone numbers, and problems go to logs,
+// repair prompts and MySQL.
+func shown(v string) string {
+	if shownValue.MatchString(v) {
+		return strconv.Quote(v)
+	}
+	return fmt.Sprintf("(a %d-character value)", utf8.RuneCountInString(v))
 }
 
 func tooLong(s string, n int) bool { return utf8.RuneCountInString(s) > n }
@@ -115,14 +128,14 @@ func ParseTriage(b []byte) (TriageOutput, error) {
 	}
 	p := problems{stage: pipeline.StageTriage}
 	if !validRisk(o.Risk) {
-		p.add("risk %q is not none, low or high", o.Risk)
+		p.add("risk %s is not none, low or high", shown(string(o.Risk)))
 	}
 	if len(o.Categories) > 9 {
 		p.add("%d categories, at most 9", len(o.Categories))
 	}
 	for _, c := range o.Categories {
 		if !abuseCategory(c) {
-			p.add("category %q is not an abuse category", c)
+			p.add("category %s is not an abuse category", shown(string(c)))
 		}
 	}
 	if tooLong(o.Reason, 300) {
@@ -147,7 +160,7 @@ func ParseExtract(b []byte, known IDSet) (ExtractOutput, error) {
 			p.add("evidence %d names a message id that is not in the chat", i)
 		}
 		if !abuseCategory(e.Category) {
-			p.add("evidence %d: category %q is not an abuse category", i, e.Category)
+			p.add("evidence %d: category %s is not an abuse category", i, shown(string(e.Category)))
 		}
 		if tooLong(e.Quote, 200) {
 			p.add("evidence %d: quote is longer than 200 characters", i)
@@ -174,14 +187,14 @@ func ParseVision(b []byte, images IDSet) (VisionOutput, error) {
 			p.add("image %d names a message id that is not one of the images sent", i)
 		}
 		if !validRisk(im.Risk) {
-			p.add("image %d: risk %q is not none, low or high", i, im.Risk)
+			p.add("image %d: risk %s is not none, low or high", i, shown(string(im.Risk)))
 		}
 		if len(im.Flags) > 4 {
 			p.add("image %d: %d flags, at most 4", i, len(im.Flags))
 		}
 		for _, f := range im.Flags {
 			if !slices.Contains(imageFlags, f) {
-				p.add("image %d: flag %q is unknown", i, f)
+				p.add("image %d: flag %s is unknown", i, shown(string(f)))
 			}
 		}
 		if tooLong(im.Description, 200) {
@@ -202,13 +215,13 @@ func ParseJudge(b []byte, known IDSet) (JudgeOutput, error) {
 	switch o.Label {
 	case pipeline.LabelAbusive, pipeline.LabelSuspicious, pipeline.LabelClean:
 	default:
-		p.add("label %q is not abusive, suspicious or clean", o.Label)
+		p.add("label %s is not abusive, suspicious or clean", shown(string(o.Label)))
 	}
 	if !o.Category.Valid() {
-		p.add("category %q is unknown", o.Category)
+		p.add("category %s is unknown", shown(string(o.Category)))
 	}
 	if (o.Label == pipeline.LabelClean) != (o.Category == pipeline.CategoryClean) {
-		p.add("label %q and category %q disagree: category is clean exactly when the label is", o.Label, o.Category)
+		p.add("label %s and category %s disagree: category is clean exactly when the label is", shown(string(o.Label)), shown(string(o.Category)))
 	}
 	if o.Severity < 1 || o.Severity > 5 {
 		p.add("severity %d is outside 1..5", o.Severity)
@@ -219,7 +232,7 @@ func ParseJudge(b []byte, known IDSet) (JudgeOutput, error) {
 	switch o.Action {
 	case pipeline.ActionNone, pipeline.ActionWarn, pipeline.ActionRestrict, pipeline.ActionBan:
 	default:
-		p.add("action %q is not none, warn, restrict or ban", o.Action)
+		p.add("action %s is not none, warn, restrict or ban", shown(string(o.Action)))
 	}
 	if tooLong(o.Rationale, 500) {
 		p.add("rationale is longer than 500 characters")

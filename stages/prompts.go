@@ -37,7 +37,7 @@ var (
 		for _, st := range pipeline.Stages {
 			t := template.Must(template.New("system.tmpl").Funcs(funcs).ParseFS(promptFS, "prompts/system.tmpl", "prompts/"+string(st)+".tmpl"))
 			var b strings.Builder
-			if err := t.Execute(&b, map[string]string{"Stage": string(st), "Canary": Canary}); err != nil {
+			if err := t.Execute(&b, map[string]string{"Stage": string(st), "Canary": Canary, "Marker": string(DataMarker)}); err != nil {
 				panic(fmt.Sprintf("stages: render system prompt for %s: %v", st, err))
 			}
 			out[st] = b.String()
@@ -57,10 +57,14 @@ func SystemPrompt(stage pipeline.StageName) string {
 }
 
 // SignalLine is one rule signal as the models see it; Value is masked.
+// Cut marks a match in text the models do not see (a message left out for
+// length, or the cut middle of a long message): only the signal says it is
+// there.
 type SignalLine struct {
 	Kind      string `json:"kind"`
 	MessageID string `json:"message_id"`
 	Value     string `json:"value"`
+	Cut       bool   `json:"cut,omitempty"`
 }
 
 // Findings are the earlier stages' answers passed to a later stage.
@@ -80,7 +84,17 @@ type PromptInput struct {
 	// token budget cut.
 	Omitted                int
 	OmittedFrom, OmittedTo string
-	Signals                []SignalLine
+	// Shortened counts long messages that keep only their start and end
+	// around a "[… N characters cut …]" mark.
+	Shortened int
+	// Flooded counts messages an oversized history lost before the
+	// window was built (FloodUnread: and more were never read); their
+	// rule signals are among Signals, marked cut.
+	Flooded     int
+	FloodUnread bool
+	Signals     []SignalLine
+	// SignalsOmitted counts rule signals left off a long list.
+	SignalsOmitted int
 	// Findings are passed to extract (triage) and judge (all).
 	Findings *Findings
 	// ImageIDs name the image parts of a vision request, in order.

@@ -210,3 +210,38 @@ func FuzzParseAnswers(f *testing.F) {
 		}
 	})
 }
+
+func TestUserPromptSaysWhatWasCut(t *testing.T) {
+	t.Parallel()
+	user, err := UserPrompt(pipeline.StageJudge, PromptInput{
+		Transcript: FormatTranscript(nil), Shortened: 2,
+		Signals: []SignalLine{{Kind: "phone", MessageID: "m9", Value: "*********78", Cut: true}, {Kind: "url", MessageID: "m1", Value: "x.xyz"}},
+	})
+	require.NoError(t, err)
+	require.Contains(t, user, `2 long messages keep only their start and end`)
+	require.Contains(t, user, `{"kind":"phone","message_id":"m9","value":"*********78","cut":true}`)
+	require.Contains(t, user, `{"kind":"url","message_id":"m1","value":"x.xyz"}`+"\n")
+}
+
+func TestProblemsNeverEchoModelText(t *testing.T) {
+	t.Parallel()
+	known := func(string) bool { return true }
+	leak := "clean; call 010-4821-3397"
+	_, err := ParseJudge([]byte(`{"label":"`+leak+`","category":"clean","severity":1,"confidence":0.5,"action":"none","rationale":"x","evidence_ids":[],"kim@naver.com":1}`), known)
+	require.Error(t, err)
+	require.NotContains(t, err.Error(), "4821")
+	require.NotContains(t, err.Error(), "kim@naver.com")
+	_, err = ParseJudge([]byte(`{"label":"clean","category":"clean","severity":1,"confidence":0.5,"action":"none","rationale":"x","evidence_ids":[],"kim@naver.com":1}`), known)
+	require.ErrorContains(t, err, "unknown field (a 13-character value)")
+	_, err = ParseTriage([]byte(`{"risk":"maybe","categories":["scam"],"reason":"x"}`))
+	require.ErrorContains(t, err, `risk "maybe" is not none`, "an enum-like value is still shown, for the repair prompt")
+	require.ErrorContains(t, err, `category "scam"`)
+}
+
+func TestUserPromptSaysTheHistoryWasTrimmed(t *testing.T) {
+	t.Parallel()
+	user, err := UserPrompt(pipeline.StageTriage, PromptInput{Transcript: FormatTranscript(nil), Flooded: 1200, FloodUnread: true})
+	require.NoError(t, err)
+	require.Contains(t, user, "1200 older messages were left out")
+	require.Contains(t, user, "too large to read to its end")
+}

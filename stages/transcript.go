@@ -34,6 +34,16 @@ type TranscriptLine struct {
 
 // FormatTranscript renders messages as a delimited transcript block.
 func FormatTranscript(msgs []pipeline.ChatMessage) string {
+	return formatTranscript(msgs, false)
+}
+
+// FormatMarkedTranscript is FormatTranscript with every text datamarked
+// (MarkData): the form the stages send.
+func FormatMarkedTranscript(msgs []pipeline.ChatMessage) string {
+	return formatTranscript(msgs, true)
+}
+
+func formatTranscript(msgs []pipeline.ChatMessage, marked bool) string {
 	var b strings.Builder
 	b.WriteString(TranscriptOpen)
 	b.WriteByte('\n')
@@ -41,6 +51,9 @@ func FormatTranscript(msgs []pipeline.ChatMessage) string {
 		line := TranscriptLine{
 			ID: m.MessageID, Role: string(m.SenderRole), At: m.SentAt.UTC().Format(time.RFC3339),
 			Kind: string(m.Kind), Text: m.Text, ImageURL: m.ImageURL,
+		}
+		if marked {
+			line.Text = MarkData(line.Text)
 		}
 		// Marshal of this struct cannot fail: it holds only strings.
 		j, _ := json.Marshal(line)

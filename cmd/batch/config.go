@@ -4,12 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
+
 	"strings"
 	"time"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
 	"github.com/chatguard/chatguard/pipeline/batchrun"
+	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/storage/athena"
 	"github.com/chatguard/chatguard/storage/sqs"
 )
@@ -105,13 +106,10 @@ func RunIDFor(start, end time.Time) string {
 	return "batch-" + start.UTC().Format(layout) + "-" + end.UTC().Format(layout)
 }
 
-// runIDPattern keeps run ids safe as an SQS attribute, a MySQL key and a
-// log field.
-var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
-
 // maxWindow bounds one run; longer backfills run window by window (Airflow
-// catchup) so that each keeps its own run record.
-const maxWindow = 7 * 24 * time.Hour
+// catchup) so that each keeps its own run record. It is the worker's
+// default --max-window: a longer window would be dead-lettered there.
+const maxWindow = pipeline.DefaultMaxWindow
 
 // Validate reports every problem at once. It expects WithDefaultWindow to
 // have run.
@@ -127,8 +125,8 @@ func (c Config) Validate() error {
 	if c.MaxEvents < 0 {
 		errs = append(errs, fmt.Errorf("max events %d must not be negative", c.MaxEvents))
 	}
-	if !runIDPattern.MatchString(c.RunID) {
-		errs = append(errs, fmt.Errorf("run id %q must be 1-128 letters, digits or _.:- starting with a letter or digit", c.RunID))
+	if !pipeline.ValidRunID(c.RunID) {
+		errs = append(errs, fmt.Errorf("run id %q %s", c.RunID, pipeline.RunIDRule))
 	}
 	if !c.DryRun {
 		if strings.TrimSpace(c.MySQLDSN) == "" {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
 	"github.com/chatguard/chatguard/internal/retry"
+	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/llm"
 	"github.com/chatguard/chatguard/pipeline/sqsjob"
 	"github.com/chatguard/chatguard/storage/chatapi"
@@ -27,6 +28,8 @@ type Config struct {
 	Pollers           int
 	WaitTime          time.Duration
 	MaxAge            time.Duration
+	MaxWindow         time.Duration
+	MaxClockSkew      time.Duration
 	VisibilityTimeout time.Duration
 	HeartbeatInterval time.Duration
 	JobTimeout        time.Duration
@@ -79,6 +82,8 @@ func DefaultConfig() Config {
 		Concurrency:         loop.Concurrency,
 		WaitTime:            loop.WaitTime,
 		MaxAge:              6 * time.Hour,
+		MaxWindow:           pipeline.DefaultMaxWindow,
+		MaxClockSkew:        pipeline.DefaultMaxClockSkew,
 		VisibilityTimeout:   loop.VisibilityTimeout,
 		HeartbeatInterval:   loop.HeartbeatInterval,
 		JobTimeout:          loop.JobTimeout,
@@ -115,6 +120,8 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.IntVar(&c.Pollers, "pollers", "receive calls in flight at once (0: concurrency/10, 1..8)")
 	fs.DurationVar(&c.WaitTime, "wait-time", "SQS long-poll wait (at most 20s); keep --drain-timeout above it")
 	fs.DurationVar(&c.MaxAge, "max-age", "events older than this (by published_at) are recorded expired without a model call; 0 disables")
+	fs.DurationVar(&c.MaxWindow, "max-window", "longest review window an event may ask for; a longer one is dead-lettered")
+	fs.DurationVar(&c.MaxClockSkew, "max-clock-skew", "how far in the future an event's published_at or window_end may be (producer clocks); further is dead-lettered")
 	fs.DurationVar(&c.VisibilityTimeout, "visibility-timeout", "visibility asked for on receive and renewed by heartbeats (whole seconds)")
 	fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", "how often visibilities are renewed; at most a third of --visibility-timeout")
 	fs.DurationVar(&c.JobTimeout, "job-timeout", "deadline of one job")
@@ -169,6 +176,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxAge < 0 {
 		errs = append(errs, errors.New("--max-age must not be negative"))
+	}
+	if c.MaxWindow <= 0 {
+		errs = append(errs, errors.New("--max-window must be positive"))
+	}
+	if c.MaxClockSkew <= 0 || c.MaxClockSkew > time.Hour {
+		errs = append(errs, errors.New("--max-clock-skew must be in (0, 1h]"))
 	}
 	if c.VisibilityTimeout%time.Second != 0 {
 		errs = append(errs, errors.New("--visibility-timeout must be whole seconds"))
@@ -226,6 +239,10 @@ func (c Config) loop() sqsjob.Config {
 	l.RetryBase, l.RetryMax = c.RetryBase, c.RetryMax
 	l.MaxReceiveCount = c.MaxReceiveCount
 	return l
+}
+
+func (c Config) limits() pipeline.EventLimits {
+	return pipeline.EventLimits{MaxWindow: c.MaxWindow, MaxClockSkew: c.MaxClockSkew}
 }
 
 // reviewQueue is the review queue the loop receives from and settles:

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/pipeline"
 )
 
 func validEnv() map[string]string {
@@ -122,4 +123,19 @@ func TestFlagsAndEnvReachTheParts(t *testing.T) {
 	r := c.router()
 	require.Equal(t, "qwen", r.Primary.Model)
 	require.False(t, r.Fallback.Enabled())
+}
+
+func TestEventLimitFlags(t *testing.T) {
+	t.Parallel()
+	c := DefaultConfig()
+	fs := c.flags()
+	env := validEnv()
+	env["CHATGUARD_MAX_CLOCK_SKEW"] = "2m"
+	require.NoError(t, fs.Parse([]string{"--max-window=72h"}, func(k string) string { return env[k] }))
+	require.NoError(t, c.Validate())
+	require.Equal(t, pipeline.EventLimits{MaxWindow: 72 * time.Hour, MaxClockSkew: 2 * time.Minute}, c.limits())
+	c.MaxWindow, c.MaxClockSkew = 0, 2*time.Hour
+	err := c.Validate()
+	require.ErrorContains(t, err, "--max-window")
+	require.ErrorContains(t, err, "--max-clock-skew")
 }

@@ -135,7 +135,7 @@ func (m *Main) Run(ctx context.Context) error {
 		stopSubscriber()
 		stops.wait(5 * time.Second)
 	}()
-	reviewCfg := sqsjob.ReviewConfig{MaxAge: cfg.MaxAge, BusyRetry: cfg.BusyRetry}
+	reviewCfg := sqsjob.ReviewConfig{MaxAge: cfg.MaxAge, BusyRetry: cfg.BusyRetry, Limits: cfg.limits()}
 	var stopPub pipeline.StopPublisher
 	if stops != nil {
 		reviewCfg.Stops, stopPub = stops.guard, stops.pub

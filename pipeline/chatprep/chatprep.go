@@ -7,6 +7,7 @@ package chatprep
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -108,8 +109,12 @@ type Window struct {
 	// NoiseDropped counts system notices, empty and duplicate messages
 	// that were removed.
 	NoiseDropped int
-	// Truncated counts messages whose text was shortened.
+	// Truncated counts messages whose text was shortened, and CutRunes the
+	// characters their cut middles held.
 	Truncated int
+	CutRunes  int
+	// Trim is what the chat source left out of an oversized history.
+	Trim pipeline.HistoryTrim
 	// Tokens is the estimated token count of Messages.
 	Tokens int
 
@@ -135,12 +140,22 @@ func (w Window) HasImage(id string) bool {
 
 // Prepare builds the models' view of one window. msgs may come in any order
 // and are not modified. An empty result (no usable messages) is valid.
+//
+// Every text is normalized (see Normalize) and its rule signals are found
+// on the whole text before anything is cut. A message longer than
+// MaxMessageRunes keeps its head and tail around a CutMarker; signals in
+// the cut middle, and in messages the token budget leaves out, are listed
+// with Cut set.
 func Prepare(msgs []pipeline.ChatMessage, cfg Config) Window {
 	cfg = cfg.WithDefaults()
 	w := Window{}
 	kept := make([]pipeline.ChatMessage, 0, len(msgs))
 	seen := make(map[string]struct{}, len(msgs))
 	for _, m := range msgs {
+		if m.MessageID == pipeline.TrimNoticeID && (m.Kind == pipeline.KindSystem || m.SenderRole == pipeline.RoleSystem) {
+			w.Trim = parseTrimNotice(m.Text)
+			continue
+		}
 		if _, dup := seen[m.MessageID]; dup || m.MessageID == "" {
 			w.NoiseDropped++
 			continue
@@ -149,10 +164,6 @@ func Prepare(msgs []pipeline.ChatMessage, cfg Config) Window {
 		if isNoise(m) {
 			w.NoiseDropped++
 			continue
-		}
-		if n := utf8.RuneCountInString(m.Text); n > cfg.MaxMessageRunes {
-			m.Text = truncateRunes(m.Text, cfg.MaxMessageRunes) + " …[truncated]"
-			w.Truncated++
 		}
 		kept = append(kept, m)
 	}
@@ -164,12 +175,47 @@ func Prepare(msgs []pipeline.ChatMessage, cfg Config) Window {
 		}
 		return cmp.Compare(a.MessageID, b.MessageID)
 	})
-	for _, m := range kept {
-		if m.Kind != pipeline.KindImage && m.SenderRole != pipeline.RoleSystem {
-			w.Signals = append(w.Signals, FindSignals(m.MessageID, m.Text)...)
+	// Signals of each kept message, by index, so a budget cut can mark them.
+	sigs := make([][]Signal, len(kept))
+	for i := range kept {
+		m := &kept[i]
+		if m.Text == "" {
+			continue
+		}
+		n := Normalize(m.Text)
+		var ms []match
+		if m.SenderRole != pipeline.RoleSystem && m.Kind != pipeline.KindSystem {
+			// Image captions are user text too.
+			ms = scan(n)
+			sigs[i] = signalsOf(m.MessageID, n, ms)
+		}
+		text, cutFrom, cutTo := cutMiddle(n.Text, cfg.MaxMessageRunes, ms)
+		if cutTo > cutFrom {
+			w.Truncated++
+			w.CutRunes += utf8.RuneCountInString(n.Text[cutFrom:cutTo])
+			for k, mt := range ms {
+				if mt.start < cutTo && mt.end > cutFrom {
+					sigs[i][k].Cut = true
+				}
+			}
+		}
+		m.Text = text
+	}
+	var keptIdx []int
+	w.Messages, w.Cut, keptIdx = budget(kept, cfg)
+	inView := make([]bool, len(kept))
+	for _, i := range keptIdx {
+		inView[i] = true
+	}
+	for i, ss := range sigs {
+		for _, s := range ss {
+			s.Cut = s.Cut || !inView[i]
+			w.Signals = append(w.Signals, s)
 		}
 	}
-	w.Messages, w.Cut = budget(kept, cfg)
+	for _, ts := range w.Trim.Signals {
+		w.Signals = append(w.Signals, Signal{Kind: SignalKind(ts.Kind), MessageID: ts.MessageID, Value: ts.Value, Cut: true})
+	}
 	w.ids = make(map[string]struct{}, len(w.Messages))
 	for _, m := range w.Messages {
 		w.ids[m.MessageID] = struct{}{}
@@ -183,6 +229,74 @@ func Prepare(msgs []pipeline.ChatMessage, cfg Config) Window {
 		w.Images = w.Images[len(w.Images)-cfg.MaxImages:]
 	}
 	return w
+}
+
+// parseTrimNotice reads a trim notice; a notice that does not parse still
+// says that something was left out.
+func parseTrimNotice(text string) pipeline.HistoryTrim {
+	var t pipeline.HistoryTrim
+	if err := json.Unmarshal([]byte(text), &t); err != nil {
+		return pipeline.HistoryTrim{Unread: true}
+	}
+	if len(t.Signals) > pipeline.MaxTrimSignals {
+		t.Signals = t.Signals[:pipeline.MaxTrimSignals]
+	}
+	return t
+}
+
+// CutMarker is the text that stands for the cut middle of a long message:
+// the models are told that the message goes on, and by how much.
+func CutMarker(runes int) string { return fmt.Sprintf("[… %d characters cut …]", runes) }
+
+// cutMiddle shortens a text of more than max runes to its head and tail
+// around a CutMarker, and returns the cut byte span of text ([0, 0) when
+// nothing was cut). A cut edge never splits a match: it moves to the
+// match's edge, so a number is seen whole or listed as cut.
+func cutMiddle(text string, maxRunes int, ms []match) (string, int, int) {
+	total := utf8.RuneCountInString(text)
+	if total <= maxRunes {
+		return text, 0, 0
+	}
+	headRunes := maxRunes / 2
+	tailRunes := maxRunes - headRunes
+	headEnd := runeOffset(text, headRunes)
+	tailStart := runeOffset(text, total-tailRunes)
+	// A match across an edge is kept whole when that costs little, and
+	// cut whole otherwise (a match is never split).
+	const stretch = 256
+	for _, m := range ms {
+		if m.start < headEnd && m.end > headEnd {
+			if m.end-headEnd <= stretch {
+				headEnd = m.end
+			} else {
+				headEnd = m.start
+			}
+		}
+		if m.start < tailStart && m.end > tailStart {
+			if tailStart-m.start <= stretch {
+				tailStart = m.start
+			} else {
+				tailStart = m.end
+			}
+		}
+	}
+	if tailStart <= headEnd {
+		return text, 0, 0
+	}
+	cut := utf8.RuneCountInString(text[headEnd:tailStart])
+	return text[:headEnd] + " " + CutMarker(cut) + " " + text[tailStart:], headEnd, tailStart
+}
+
+// runeOffset is the byte offset of the n-th rune of s (len(s) past the end).
+func runeOffset(s string, n int) int {
+	i := 0
+	for pos := range s {
+		if i == n {
+			return pos
+		}
+		i++
+	}
+	return len(s)
 }
 
 // tradeEvents are system notices that carry trade state the judge needs
@@ -210,28 +324,19 @@ func isNoise(m pipeline.ChatMessage) bool {
 	}
 }
 
-func truncateRunes(s string, n int) string {
-	i := 0
-	for pos := range s {
-		if i == n {
-			return s[:pos]
-		}
-		i++
-	}
-	return s
-}
-
 // budget keeps the opening messages and as many of the most recent ones as
 // fit, cutting one contiguous run in between.
-func budget(msgs []pipeline.ChatMessage, cfg Config) ([]pipeline.ChatMessage, Cut) {
+func budget(msgs []pipeline.ChatMessage, cfg Config) ([]pipeline.ChatMessage, Cut, []int) {
 	costs := make([]int, len(msgs))
 	total := 0
+	all := make([]int, len(msgs))
 	for i, m := range msgs {
 		costs[i] = EstimateMessageTokens(m)
 		total += costs[i]
+		all[i] = i
 	}
 	if total <= cfg.MaxTokens {
-		return msgs, Cut{}
+		return msgs, Cut{}, all
 	}
 	used := 0
 	head := 0
@@ -251,28 +356,30 @@ func budget(msgs []pipeline.ChatMessage, cfg Config) ([]pipeline.ChatMessage, Cu
 	out := make([]pipeline.ChatMessage, 0, head+len(msgs)-tail)
 	out = append(out, msgs[:head]...)
 	out = append(out, msgs[tail:]...)
-	return out, cut
+	return out, cut, append(all[:head:head], all[tail:]...)
 }
 
 // messageOverhead approximates the JSON keys, id and timestamp a transcript
 // line adds around the text.
 const messageOverhead = 24
 
-// EstimateMessageTokens estimates the tokens one transcript line costs.
+// EstimateMessageTokens estimates the tokens one transcript line costs,
+// the data markers (MarkData) included.
 func EstimateMessageTokens(m pipeline.ChatMessage) int {
-	return messageOverhead + EstimateTokens(m.Text) + EstimateTokens(m.ImageURL)
+	return messageOverhead + EstimateTokens(m.Text) + markCount(m.Text) + EstimateTokens(m.ImageURL)
 }
 
 // EstimateTokens is a tokenizer-free estimate that errs high: about four
-// ASCII bytes per token, one token per Hangul syllable or other non-ASCII
-// rune (BPE vocabularies split Korean finely).
+// ASCII bytes per token, and for other runes one token less than their
+// UTF-8 length: a Hangul syllable (three bytes) counts two, because BPE
+// vocabularies split all but the commonest syllables into byte tokens.
 func EstimateTokens(s string) int {
 	ascii, other := 0, 0
 	for _, r := range s {
 		if r < utf8.RuneSelf {
 			ascii++
 		} else {
-			other++
+			other += max(utf8.RuneLen(r)-1, 1)
 		}
 	}
 	return (ascii+3)/4 + other

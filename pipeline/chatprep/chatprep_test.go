@@ -73,7 +73,9 @@ func TestPrepareBudgetKeepsHeadAndTail(t *testing.T) {
 	require.Equal(t, fmt.Sprintf("m%03d", 199-(len(got)-3)), w.Cut.LastID)
 	require.Positive(t, w.Cut.Tokens)
 	require.False(t, w.HasMessage("m100"))
-	require.Equal(t, []Signal{{Kind: SignalPhone, MessageID: "m100", Value: "*********78"}}, w.Signals)
+	require.Equal(t, []kv{{SignalPhone, "*********78"}}, kvs(w.Signals))
+	require.Equal(t, "m100", w.Signals[0].MessageID)
+	require.True(t, w.Signals[0].Cut, "the models do not see m100")
 }
 
 func TestPrepareTruncatesHugeMessageAndCapsImages(t *testing.T) {
@@ -89,39 +91,55 @@ func TestPrepareTruncatesHugeMessageAndCapsImages(t *testing.T) {
 	require.Equal(t, []string{"i3", "i4"}, []string{w.Images[0].MessageID, w.Images[1].MessageID})
 }
 
+// kv is a signal's kind and value, what the signal tests compare.
+type kv struct {
+	Kind  SignalKind
+	Value string
+}
+
+func kvs(ss []Signal) []kv {
+	var out []kv
+	for _, s := range ss {
+		out = append(out, kv{s.Kind, s.Value})
+	}
+	return out
+}
+
 func TestFindSignals(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
 		text string
-		want []Signal
+		want []kv
 	}{
-		{"plain phone", "문자로 주셔도 돼요 010-1234-5678", []Signal{{SignalPhone, "m", "*********78"}, {SignalMessenger, "m", "문자로"}}},
-		{"dotted phone", "call 010.9876.5432 please", []Signal{{SignalPhone, "m", "*********32"}}},
-		{"spaced digits", "Or text me: 0 1 0 5 5 5 5 1 2 3 4", []Signal{{SignalPhone, "m", "*********34"}, {SignalMessenger, "m", "text me"}}},
-		{"hangul digits", "공일공-일이삼사-오육칠팔 로 연락", []Signal{{SignalPhone, "m", "*********78"}}},
-		{"mixed hangul", "010 일이삼사 5678", []Signal{{SignalPhone, "m", "*********78"}}},
-		{"hangul words are not digits", "제 번호 010-1234-5678 이 맞아요 사이즈 이거", []Signal{{SignalPhone, "m", "*********78"}}},
-		{"bank account", "국민은행 123456-12-123456 김민수 입니다", []Signal{{SignalBankAccount, "m", "************56"}}},
-		{"card", "1234-5678-9012-3456 입니다", []Signal{{SignalCardNumber, "m", "**************56"}}},
+		{"plain phone", "문자로 주셔도 돼요 010-1234-5678", []kv{{SignalPhone, "*********78"}, {SignalMessenger, "문자로"}}},
+		{"dotted phone", "call 010.9876.5432 please", []kv{{SignalPhone, "*********32"}}},
+		{"spaced digits", "Or text me: 0 1 0 5 5 5 5 1 2 3 4", []kv{{SignalPhone, "*********34"}, {SignalMessenger, "text me"}}},
+		{"hangul digits", "공일공-일이삼사-오육칠팔 로 연락", []kv{{SignalPhone, "*********78"}}},
+		{"mixed hangul", "010 일이삼사 5678", []kv{{SignalPhone, "*********78"}}},
+		{"hangul vowel as a dash", "010 ㅡ 1234 ㅡ 5678", []kv{{SignalPhone, "*********78"}}},
+		{"hangul words are not digits", "제 번호 010-1234-5678 이 맞아요 사이즈 이거", []kv{{SignalPhone, "*********78"}}},
+		{"bank account", "국민은행 123456-12-123456 김민수 입니다", []kv{{SignalBankAccount, "국민은행 ************56"}}},
+		{"card", "4111-1111-1111-1111 입니다", []kv{{SignalCardNumber, "**************11"}}},
+		{"card without luhn is nothing", "1234-5678-9012-3456 입니다", nil},
 		{"tracking number is not an account", "CJ대한통운 송장번호 1234-5678-9012 입니다", nil},
 		{"price and otp are nothing", "가격 820,000원이고 인증번호 123456", nil},
-		{"phish url", "안전결제 링크입니다 https://bunjang-pay.safe24.xyz/pay?order=123456 30분", []Signal{{SignalURL, "m", "bunjang-pay.safe24.xyz"}}},
-		{"bare domain", "go to kaka0-pay.com/refund now", []Signal{{SignalURL, "m", "kaka0-pay.com"}}},
-		{"kakao id", "앱이 느려서 그런데 카톡으로 얘기해요 아이디 deal8282", []Signal{{SignalMessengerID, "m", "deal8282"}}},
-		{"spaced kakao id", "let's talk on K.talk. My ID is d e a l 8 2 8 2", []Signal{{SignalMessengerID, "m", "deal8282"}}},
-		{"telegram handle", "텔레그램 @fastdeal_kr 으로 연락주세요", []Signal{{SignalMessengerID, "m", "@fastdeal_kr"}, {SignalMessenger, "m", "텔레그램"}}},
-		{"messenger mention", "혹시 카톡 되세요? 그게 편해서요", []Signal{{SignalMessenger, "m", "카톡"}}},
-		{"open chat", "오픈채팅방 https://open.kakao.com/o/sAbc123 들어오시면", []Signal{{SignalURL, "m", "open.kakao.com"}, {SignalMessenger, "m", "오픈채팅"}}},
+		{"phish url", "안전결제 링크입니다 https://bunjang-pay.safe24.xyz/pay?order=123456 30분", []kv{{SignalURL, "bunjang-pay.safe24.xyz"}}},
+		{"bare domain", "go to kaka0-pay.com/refund now", []kv{{SignalURL, "kaka0-pay.com"}}},
+		{"kakao id", "앱이 느려서 그런데 카톡으로 얘기해요 아이디 deal8282", []kv{{SignalMessengerID, "de******"}}},
+		{"spaced kakao id", "let's talk on K.talk. My ID is d e a l 8 2 8 2", []kv{{SignalMessengerID, "de******"}}},
+		{"telegram handle", "텔레그램 @fastdeal_kr 으로 연락주세요", []kv{{SignalMessengerID, "@fa******_**"}}},
+		{"messenger mention", "혹시 카톡 되세요? 그게 편해서요", []kv{{SignalMessenger, "카톡"}}},
+		{"open chat", "오픈채팅방 https://open.kakao.com/o/sAbc123 들어오시면", []kv{{SignalURL, "open.kakao.com"}, {SignalMessengerID, "open.kakao.com/o/sa*****"}}},
 		{"television is not telegram", "텔레비전 팔아요", nil},
-		{"email is not a handle", "mail me at kim@example.org", []Signal{{SignalURL, "m", "example.org"}}},
+		{"email is not a handle", "mail me at kim@example.org", []kv{{SignalEmail, "k**@example.org"}}},
 		{"safe payment talk", "네 앱 안에서 안전결제 버튼 눌러서 결제해주세요", nil},
 		{"id card is not a messenger id", "신분증 ID card 사진 보내주세요", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			require.Equal(t, tc.want, FindSignals("m", tc.text))
+			require.Equal(t, tc.want, kvs(FindSignals("m", tc.text)))
 		})
 	}
 }

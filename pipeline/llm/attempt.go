@@ -32,6 +32,26 @@ func (e *stopError) Unwrap() error { return e.err }
 // connection dropped mid-answer.
 var errNoFinish = errors.New("stream ended without a finish reason")
 
+// errAnswerCap marks a stream that passed answerCap: a server that ignores
+// max_tokens must not fill the process's memory.
+var errAnswerCap = errors.New("answer passed its size bound")
+
+// maxBytesPerToken bounds the bytes one answer token can take (a token is
+// a few UTF-8 characters at most), and DefaultAnswerCap the answer of a
+// request without MaxTokens.
+const (
+	maxBytesPerToken = 16
+	DefaultAnswerCap = 1 << 20
+)
+
+// answerCap is the most bytes of answer read for req.
+func answerCap(req *Request) int {
+	if req.MaxTokens > 0 {
+		return req.MaxTokens * maxBytesPerToken
+	}
+	return DefaultAnswerCap
+}
+
 // attempt makes one streaming call on the leased pool, validates the
 // answer, updates the pool's breaker and cooldown, records metrics and calls
 // OnAttempt.
@@ -48,6 +68,8 @@ func (r *Router) attempt(ctx context.Context, l lease, req *Request, msgs []Mess
 
 	neutral, failed := false, false
 	switch {
+	case errors.Is(err, errAnswerCap):
+		a.Outcome, a.Err = OutcomeTruncated, fmt.Errorf("%w: the answer passed %d bytes", ErrTruncated, answerCap(req))
 	case err == nil && finish == string(openai.FinishReasonLength):
 		a.Outcome, a.Err = OutcomeTruncated, ErrTruncated
 	case err == nil && finish == "":
@@ -74,8 +96,8 @@ func (r *Router) attempt(ctx context.Context, l lease, req *Request, msgs []Mess
 			p.cooldown.extend(now.Add(cooldownFor(meta.retryAfter, meta.retryAfterMS, p.cfg, now)))
 		case status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge || status == http.StatusUnprocessableEntity:
 			// The request itself is wrong; another pool or attempt will not
-			// make it right.
-			a.Outcome, a.Err, neutral = OutcomeRejected, err, true
+			// make it right (a shorter prompt may: see ContextLengthError).
+			a.Outcome, a.Err, neutral = OutcomeRejected, contextLength(err), true
 		case status >= 400:
 			// 5xx, 408, and 401/403/404 (a misconfigured pool): the pool
 			// is unhealthy for us.
@@ -137,6 +159,7 @@ func (r *Router) stream(ctx context.Context, p *pool, req *Request, msgs []Messa
 	}
 	defer s.Close()
 	var buf bytes.Buffer
+	limit := answerCap(req)
 	finish := ""
 	for {
 		chunk, err := s.Recv()
@@ -165,6 +188,10 @@ func (r *Router) stream(ctx context.Context, p *pool, req *Request, msgs []Messa
 			if c.Delta.Content != "" {
 				if a.TTFT == 0 {
 					a.TTFT = max(r.now().Sub(start), time.Nanosecond)
+				}
+				if buf.Len()+len(c.Delta.Content) > limit {
+					buf.WriteString(c.Delta.Content[:limit-buf.Len()])
+					return bytes.ToValidUTF8(buf.Bytes(), nil), "", errAnswerCap
 				}
 				buf.WriteString(c.Delta.Content)
 			}

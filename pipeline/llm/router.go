@@ -121,6 +121,7 @@ type Router struct {
 	now      func() time.Time
 	sleep    retry.SleepFunc
 	backoff  retry.Policy
+	tok      tokenizer // the primary's tokenizer, see CountTokens
 }
 
 // New builds a router from cfg (defaults applied, then validated) and

@@ -16,6 +16,8 @@ type metrics struct {
 	signals       *prometheus.CounterVec
 	cutMessages   prometheus.Counter
 	noise         prometheus.Counter
+	tokenCounts   *prometheus.CounterVec
+	shrinks       prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -26,7 +28,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"outcome"}),
 		injections: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "chatguard_review_injections_flagged_total",
-			Help: "Reviews where a model answer repeated the system prompt's canary.",
+			Help: "Reviews where the chat tried to instruct the models (an injection rule signal, or an answer that repeated the canary).",
 		}),
 		eventsDropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "chatguard_review_inference_events_dropped_total",
@@ -44,12 +46,20 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "chatguard_review_noise_dropped_total",
 			Help: "System notices, empty and duplicate messages dropped by preprocessing.",
 		}),
+		tokenCounts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chatguard_review_token_counts_total",
+			Help: "Transcript sizes taken from the serving model's tokenizer or, when it could not be asked, the estimate.",
+		}, []string{"source"}),
+		shrinks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chatguard_review_prompt_shrinks_total",
+			Help: "Prompts shrunk and retried after a pool refused them for the context length.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.reviews, m.injections, m.eventsDropped, m.signals, m.cutMessages, m.noise} {
+	for _, c := range []prometheus.Collector{m.reviews, m.injections, m.eventsDropped, m.signals, m.cutMessages, m.noise, m.tokenCounts, m.shrinks} {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)
 		}

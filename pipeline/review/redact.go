@@ -14,8 +14,9 @@ import (
 
 // redactOutput turns a validated stage answer into what may leave the
 // process (inference logs, stored stage results): extract's quotes are chat
-// text, so each becomes a hash and a length; every phone, account and card
-// number left in free text (reasons, rationales, descriptions) is masked.
+// text, so each becomes a hash and a length; every contact or identity
+// detail left in free text (reasons, rationales, descriptions) is masked,
+// however it was spelled (chatprep.Redact).
 func redactOutput(stage pipeline.StageName, content []byte) string {
 	if stage == pipeline.StageExtract {
 		var o stages.ExtractOutput
@@ -28,7 +29,7 @@ func redactOutput(stage pipeline.StageName, content []byte) string {
 			}
 		}
 	}
-	return chatprep.MaskNumbers(string(content))
+	return chatprep.Redact(string(content))
 }
 
 // quoteDigest identifies a quote without its text: analysts can join equal

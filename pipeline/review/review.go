@@ -6,12 +6,14 @@
 package review
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
+	"slices"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -33,6 +35,15 @@ type Completer interface {
 
 var _ Completer = (*llm.Router)(nil)
 
+// TokenCounter is a Completer that can ask the serving model's tokenizer
+// how long a text is (*llm.Router, through vLLM's /tokenize). Without one,
+// or when it fails, the reviewer keeps chatprep's estimate.
+type TokenCounter interface {
+	CountTokens(ctx context.Context, text string) (llm.TokenCount, error)
+}
+
+var _ TokenCounter = (*llm.Router)(nil)
+
 // Config tunes the reviewer. The zero value is usable.
 type Config struct {
 	// Prep bounds what the models see (token budget, images).
@@ -42,6 +53,21 @@ type Config struct {
 	// Class is the router class of this reviewer's calls (batch for the
 	// queue; an on-demand path would build a second reviewer).
 	Class llm.Class
+	// Defence selects the prompt-injection defences; leave it zero.
+	Defence Defence
+}
+
+// Defence turns prompt-injection defences off, one by one. The zero value
+// is every defence, and nothing but the injection suite (which measures
+// what each changes) should set a field.
+type Defence struct {
+	// NoDatamark sends chat text without datamarking (stages.MarkData).
+	NoDatamark bool
+	// NoFloor behaves as before the defence: rule signals of injection
+	// attempts are not shown or counted, an injection cannot stop an early
+	// clean exit, a clean verdict stays clean, and an answer that repeats
+	// the canary is retried until the stage fails.
+	NoFloor bool
 }
 
 // DefaultMaxTokens are the per-stage answer limits: enough for the
@@ -52,6 +78,10 @@ var DefaultMaxTokens = map[pipeline.StageName]int{
 	pipeline.StageVision:  1200,
 	pipeline.StageJudge:   800,
 }
+
+// MaxPromptSignals bounds the rule signals a prompt lists; a flooded chat
+// can hold thousands. The rest are counted in the prompt.
+const MaxPromptSignals = 64
 
 // Validate reports every problem at once.
 func (c Config) Validate() error {
@@ -75,6 +105,9 @@ type Reviewer struct {
 	version string
 	m       *metrics
 	now     func() time.Time
+	// overhead estimates the tokens of a prompt beyond its transcript
+	// (system prompt, signals, findings) plus the longest answer.
+	overhead int
 }
 
 var _ pipeline.Reviewer = (*Reviewer)(nil)
@@ -97,12 +130,19 @@ func New(cfg Config, router Completer, sink pipeline.EventSink, reg prometheus.R
 		}
 	}
 	cfg.MaxTokens = mt
+	cfg.Prep = cfg.Prep.WithDefaults()
 	m, err := newMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
 	prim, fb := router.Models()
-	return &Reviewer{cfg: cfg, router: router, sink: sink, version: stages.Fingerprint(prim, fb), m: m, now: time.Now}, nil
+	overhead := 0
+	for _, st := range pipeline.Stages {
+		overhead = max(overhead, chatprep.EstimateTokens(stages.SystemPrompt(st))+mt[st])
+	}
+	// Signals (at most MaxPromptSignals lines) and findings come on top.
+	overhead += MaxPromptSignals*24 + 1500
+	return &Reviewer{cfg: cfg, router: router, sink: sink, version: stages.Fingerprint(prim, fb), m: m, now: time.Now, overhead: overhead}, nil
 }
 
 // PipelineVersion returns the short hex fingerprint of prompts, schemas and
@@ -111,10 +151,13 @@ func (r *Reviewer) PipelineVersion() string { return r.version }
 
 // run is one review in progress.
 type run struct {
-	r         *Reviewer
-	ev        pipeline.ReviewEvent
-	w         chatprep.Window
-	base      stages.PromptInput
+	r    *Reviewer
+	ev   pipeline.ReviewEvent
+	msgs []pipeline.ChatMessage
+	prep chatprep.Config
+	w    chatprep.Window
+	base stages.PromptInput
+	// injection is set when an answer repeated the canary.
 	injection atomic.Bool
 	v         *pipeline.Verdict
 }
@@ -123,24 +166,29 @@ type run struct {
 // done. On error the returned verdict still carries the key and the stage
 // results that ran (failed stages included, with their Error), so the
 // caller can store them; the error is the router's: retryable, permanent,
-// or wrapping context.Cause(ctx) / the stop check's *StoppedError.
+// or wrapping context.Cause(ctx) / the stop check's *StoppedError. Its text
+// is clipped and masked (it may quote what a pool answered).
+//
+// A chat that tries to instruct the models (a rule signal of kind
+// injection) or an answer that repeats the system prompt's canary makes the
+// verdict at least suspicious, with InjectionFlagged set, and never lets
+// the review end early as clean without the judge. A pool's context-length
+// refusal shrinks the prompt and retries the stage once.
 func (r *Reviewer) Review(ctx context.Context, ev pipeline.ReviewEvent, msgs []pipeline.ChatMessage, attempt int) (pipeline.Verdict, error) {
 	v := pipeline.Verdict{
 		Key: ev.Key(r.version), RunID: ev.RunID, Attempts: attempt, PublishedAt: ev.PublishedAt,
 		StartedAt: r.now().UTC(), Status: pipeline.StatusFailed,
 	}
-	w := chatprep.Prepare(msgs, r.cfg.Prep)
-	r.m.observePrep(w)
-	rn := &run{r: r, ev: ev, w: w, v: &v}
-	rn.base = stages.PromptInput{
-		Transcript: stages.FormatTranscript(w.Messages), Messages: len(w.Messages),
-		Omitted: w.Cut.Messages, OmittedFrom: w.Cut.FirstID, OmittedTo: w.Cut.LastID,
-	}
-	for _, s := range w.Signals {
-		rn.base.Signals = append(rn.base.Signals, stages.SignalLine{Kind: string(s.Kind), MessageID: s.MessageID, Value: s.Value})
-	}
+	rn := &run{r: r, ev: ev, msgs: msgs, prep: r.cfg.Prep, v: &v}
+	rn.w = chatprep.Prepare(msgs, rn.prep)
+	rn.fit(ctx)
+	r.m.observePrep(rn.w)
+	rn.rebase()
 	v, err := rn.stages(ctx)
-	v.InjectionFlagged = rn.injection.Load()
+	if err != nil {
+		err = &cleanError{msg: cleanText(err.Error(), maxErrorRunes), err: err}
+	}
+	v.InjectionFlagged = rn.injection.Load() || (!r.cfg.Defence.NoFloor && len(rn.injections()) > 0)
 	v.FinishedAt = r.now().UTC()
 	if v.InjectionFlagged {
 		r.m.injections.Inc()
@@ -158,6 +206,145 @@ func (r *Reviewer) Review(ctx context.Context, ev pipeline.ReviewEvent, msgs []p
 	return v, err
 }
 
+// fit asks the serving model's tokenizer how long the transcript really
+// is and, when it is over the budget the estimate kept it under, prepares
+// the window again with a budget scaled down by the estimate's error.
+func (rn *run) fit(ctx context.Context) {
+	tc, ok := rn.r.router.(TokenCounter)
+	if !ok || len(rn.w.Messages) == 0 {
+		rn.r.m.tokenCounts.WithLabelValues("estimate").Inc()
+		return
+	}
+	n, err := tc.CountTokens(ctx, rn.transcript())
+	if err != nil || n.Tokens <= 0 {
+		rn.r.m.tokenCounts.WithLabelValues("estimate").Inc()
+		return
+	}
+	rn.r.m.tokenCounts.WithLabelValues("tokenizer").Inc()
+	limit := rn.prep.MaxTokens
+	if n.MaxModelLen > 0 {
+		// The rest of the prompt and the longest answer must fit too.
+		limit = min(limit, n.MaxModelLen-rn.r.overhead)
+	}
+	if n.Tokens <= limit || rn.w.Tokens <= 0 {
+		return
+	}
+	// The estimate said w.Tokens, the model says n.Tokens: scale the
+	// estimated budget so that the real count fits, with a margin.
+	budget := int(float64(rn.w.Tokens) * float64(max(limit, 1)) / float64(n.Tokens) * 0.95)
+	rn.reprepare(budget)
+}
+
+// reprepare builds the window again under an estimated token budget
+// (never below chatprep's floor of 200), shortening long messages in
+// proportion.
+func (rn *run) reprepare(budget int) {
+	budget = max(budget, 200)
+	if rn.prep.MaxTokens > 0 && budget < rn.prep.MaxTokens {
+		rn.prep.MaxMessageRunes = max(100, rn.prep.MaxMessageRunes*budget/rn.prep.MaxTokens)
+	}
+	rn.prep.MaxTokens = budget
+	rn.w = chatprep.Prepare(rn.msgs, rn.prep)
+}
+
+// transcript is the window's transcript block as the models see it.
+func (rn *run) transcript() string {
+	if rn.r.cfg.Defence.NoDatamark {
+		return stages.FormatTranscript(rn.w.Messages)
+	}
+	return stages.FormatMarkedTranscript(rn.w.Messages)
+}
+
+// signals are the window's rule signals as the models and the early exit
+// see them.
+func (rn *run) signals() []chatprep.Signal {
+	if !rn.r.cfg.Defence.NoFloor {
+		return rn.w.Signals
+	}
+	var out []chatprep.Signal
+	for _, s := range rn.w.Signals {
+		if s.Kind != chatprep.SignalInjection {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// injections are the window's injection signals.
+func (rn *run) injections() []chatprep.Signal {
+	var out []chatprep.Signal
+	for _, s := range rn.w.Signals {
+		if s.Kind == chatprep.SignalInjection {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// rebase builds the stages' common prompt input from the window.
+func (rn *run) rebase() {
+	w := rn.w
+	rn.base = stages.PromptInput{
+		Transcript: rn.transcript(), Messages: len(w.Messages),
+		Omitted: w.Cut.Messages, OmittedFrom: w.Cut.FirstID, OmittedTo: w.Cut.LastID, Shortened: w.Truncated,
+		Flooded: w.Trim.Dropped, FloodUnread: w.Trim.Unread,
+	}
+	sigs := slices.Clone(rn.signals())
+	// Injection attempts first, then what the models can see, then what
+	// was cut: if the list must be shortened, the end goes.
+	rank := func(s chatprep.Signal) int {
+		switch {
+		case s.Kind == chatprep.SignalInjection:
+			return 0
+		case !s.Cut:
+			return 1
+		}
+		return 2
+	}
+	slices.SortStableFunc(sigs, func(a, b chatprep.Signal) int { return rank(a) - rank(b) })
+	if len(sigs) > MaxPromptSignals {
+		rn.base.SignalsOmitted = len(sigs) - MaxPromptSignals
+		sigs = sigs[:MaxPromptSignals]
+	}
+	for _, s := range sigs {
+		rn.base.Signals = append(rn.base.Signals, stages.SignalLine{Kind: string(s.Kind), MessageID: s.MessageID, Value: s.Value, Cut: s.Cut})
+	}
+}
+
+// withBase returns in with its window-derived fields taken from the
+// current base (after a shrink), keeping the findings.
+func (rn *run) withBase(in stages.PromptInput) stages.PromptInput {
+	out := rn.base
+	out.Findings = in.Findings
+	if len(in.ImageIDs) > 0 {
+		for _, im := range rn.w.Images {
+			out.ImageIDs = append(out.ImageIDs, im.MessageID)
+		}
+	}
+	return out
+}
+
+// shrink prepares a smaller window after a pool refused a stage's prompt
+// for its length (each stage retries once): by what the pool said is too
+// much, with a margin, and at least by half. It reports false when the
+// window cannot get smaller.
+func (rn *run) shrink(cl *llm.ContextLengthError) bool {
+	if rn.w.Tokens <= 200 {
+		return false
+	}
+	// At least half: there is one retry, and the server's count and the
+	// estimate differ by an unknown factor.
+	factor := 0.5
+	if cl.Limit > 0 && cl.Requested > cl.Limit {
+		factor = min(factor, float64(cl.Limit)/float64(cl.Requested)*0.7)
+	}
+	budget := int(float64(rn.w.Tokens) * factor)
+	rn.reprepare(budget)
+	rn.rebase()
+	rn.r.m.shrinks.Inc()
+	return true
+}
+
 func (rn *run) stages(ctx context.Context) (pipeline.Verdict, error) {
 	v := rn.v
 	if len(rn.w.Messages) == 0 {
@@ -165,53 +352,131 @@ func (rn *run) stages(ctx context.Context) (pipeline.Verdict, error) {
 		rn.clean(1, "no user messages in the window")
 		return *v, nil
 	}
-	triage, err := runStage(ctx, rn, pipeline.StageTriage, rn.base, nil, stages.ParseTriage)
+	floor := !rn.r.cfg.Defence.NoFloor
+	triage, err := runStage(ctx, rn, pipeline.StageTriage, rn.base, stages.ParseTriage, func() stages.TriageOutput {
+		return stages.TriageOutput{Risk: stages.RiskHigh, Categories: []pipeline.Category{}, Reason: injectionNote}
+	})
 	if err != nil {
 		return *v, err
 	}
-	if triage.Risk == stages.RiskNone && len(rn.w.Signals) == 0 {
+	// An injection attempt is a rule signal: no early exit past the judge.
+	if triage.Risk == stages.RiskNone && len(rn.signals()) == 0 && !(floor && rn.injection.Load()) {
 		rn.clean(0, "triage found no risk and no rule signal")
 		return *v, nil
 	}
 	in := rn.base
 	in.Findings = &stages.Findings{Triage: &triage}
-	extract, err := runStage(ctx, rn, pipeline.StageExtract, in, nil, func(b []byte) (stages.ExtractOutput, error) {
+	extract, err := runStage(ctx, rn, pipeline.StageExtract, in, func(b []byte) (stages.ExtractOutput, error) {
 		return stages.ParseExtract(b, rn.w.HasMessage)
-	})
+	}, func() stages.ExtractOutput { return stages.ExtractOutput{Evidence: []stages.Evidence{}} })
 	if err != nil {
 		return *v, err
 	}
+	in = rn.withBase(in)
 	in.Findings = &stages.Findings{Triage: &triage, Evidence: extract.Evidence}
 	if len(rn.w.Images) > 0 {
 		vin := rn.base
 		vin.Findings = in.Findings
-		urls := make([]string, len(rn.w.Images))
-		for i, im := range rn.w.Images {
+		for _, im := range rn.w.Images {
 			vin.ImageIDs = append(vin.ImageIDs, im.MessageID)
-			urls[i] = im.URL
 		}
-		vision, err := runStage(ctx, rn, pipeline.StageVision, vin, urls, func(b []byte) (stages.VisionOutput, error) {
+		vision, err := runStage(ctx, rn, pipeline.StageVision, vin, func(b []byte) (stages.VisionOutput, error) {
 			return stages.ParseVision(b, rn.w.HasImage)
+		}, func() stages.VisionOutput {
+			out := stages.VisionOutput{Images: []stages.ImageFinding{}}
+			for _, im := range rn.w.Images {
+				out.Images = append(out.Images, stages.ImageFinding{MessageID: im.MessageID, Description: "not described: " + injectionNote, Flags: []stages.ImageFlag{}, Risk: stages.RiskLow})
+			}
+			return out
 		})
 		if err != nil {
 			return *v, err
 		}
 		in.Findings.Vision = &vision
 	}
-	judge, err := runStage(ctx, rn, pipeline.StageJudge, in, nil, func(b []byte) (stages.JudgeOutput, error) {
+	in = rn.withBase(in)
+	judge, err := runStage(ctx, rn, pipeline.StageJudge, in, func(b []byte) (stages.JudgeOutput, error) {
 		return stages.ParseJudge(b, rn.w.HasMessage)
+	}, func() stages.JudgeOutput {
+		return stages.JudgeOutput{Label: pipeline.LabelClean, Category: pipeline.CategoryClean, Severity: 1, Action: pipeline.ActionNone,
+			Rationale: injectionNote, EvidenceIDs: []string{}}
 	})
 	if err != nil {
 		return *v, err
 	}
 	v.Status = pipeline.StatusDone
+	// The rationale is model text: it may quote the chat's numbers.
 	v.Label, v.Category, v.Severity = judge.Label, judge.Category, judge.Severity
-	v.Confidence, v.Action, v.Rationale = judge.Confidence, judge.Action, judge.Rationale
+	v.Confidence, v.Action, v.Rationale = judge.Confidence, judge.Action, pipeline.ClipRunes(chatprep.Redact(judge.Rationale), 500)
 	v.EvidenceIDs = judge.EvidenceIDs
 	if v.EvidenceIDs == nil {
 		v.EvidenceIDs = []string{}
 	}
+	if floor {
+		rn.floorInjection(&triage, extract)
+	}
 	return *v, nil
+}
+
+// injectionNote explains a substitute answer and a raised verdict.
+const injectionNote = "the chat tried to instruct the reviewing model (prompt injection)"
+
+// floorInjection makes a verdict at least suspicious when the chat tried
+// to instruct the models: a canary hit, or an injection rule signal.
+func (rn *run) floorInjection(triage *stages.TriageOutput, extract stages.ExtractOutput) {
+	inj := rn.injections()
+	if !rn.injection.Load() && len(inj) == 0 {
+		return
+	}
+	v := rn.v
+	var ids []string
+	for _, s := range inj {
+		if rn.w.HasMessage(s.MessageID) && !slices.Contains(ids, s.MessageID) {
+			ids = append(ids, s.MessageID)
+		}
+	}
+	if v.Label == pipeline.LabelClean {
+		v.Label = pipeline.LabelSuspicious
+		v.Category = floorCategory(triage, extract, rn.w.Signals)
+		v.Severity, v.Action = max(v.Severity, 2), pipeline.ActionWarn
+		v.Confidence = max(v.Confidence, 0.6)
+		v.Rationale = pipeline.ClipRunes("Raised from clean: "+injectionNote+". "+v.Rationale, 500)
+		v.EvidenceIDs = nil
+	}
+	for _, id := range ids {
+		if !slices.Contains(v.EvidenceIDs, id) && len(v.EvidenceIDs) < 20 {
+			v.EvidenceIDs = append(v.EvidenceIDs, id)
+		}
+	}
+	if v.EvidenceIDs == nil {
+		v.EvidenceIDs = []string{}
+	}
+}
+
+// floorCategory names the category of a verdict raised for an injection
+// attempt: what the earlier stages or the rule signals point at, and spam
+// (unsolicited text aimed at the platform rather than the trade) when
+// nothing does.
+func floorCategory(triage *stages.TriageOutput, extract stages.ExtractOutput, sigs []chatprep.Signal) pipeline.Category {
+	if triage != nil && len(triage.Categories) > 0 {
+		return triage.Categories[0]
+	}
+	if len(extract.Evidence) > 0 {
+		return extract.Evidence[0].Category
+	}
+	for _, s := range sigs {
+		switch s.Kind {
+		case chatprep.SignalURL:
+			return pipeline.CategoryPhishingLink
+		case chatprep.SignalBankAccount:
+			return pipeline.CategoryExternalPayment
+		case chatprep.SignalCardNumber, chatprep.SignalResidentID:
+			return pipeline.CategoryPersonalInfo
+		case chatprep.SignalPhone, chatprep.SignalEmail, chatprep.SignalMessenger, chatprep.SignalMessengerID:
+			return pipeline.CategoryOffPlatform
+		}
+	}
+	return pipeline.CategorySpam
 }
 
 // clean ends the review early with a clean verdict. confidence 0 takes
@@ -235,8 +500,11 @@ func (rn *run) clean(confidence float64, why string) {
 const triageCleanConfidence = 0.8
 
 // runStage makes one stage call, records its StageResult on the verdict
-// and returns the parsed answer.
-func runStage[T any](ctx context.Context, rn *run, stage pipeline.StageName, in stages.PromptInput, imageURLs []string, parse func([]byte) (T, error)) (T, error) {
+// and returns the parsed answer. An answer that repeats the canary is
+// taken as compromised: the injection is recorded and compromised()
+// stands in for it (with the floor off, it is invalid as before). A
+// context-length refusal shrinks the window and retries once.
+func runStage[T any](ctx context.Context, rn *run, stage pipeline.StageName, in stages.PromptInput, parse func([]byte) (T, error), compromised func() T) (T, error) {
 	var out T
 	if err := pipeline.CheckStop(ctx); err != nil {
 		return out, fmt.Errorf("%s: %w", stage, err)
@@ -244,58 +512,87 @@ func runStage[T any](ctx context.Context, rn *run, stage pipeline.StageName, in 
 	if err := context.Cause(ctx); err != nil {
 		return out, fmt.Errorf("%s: %w", stage, err)
 	}
-	user, err := stages.UserPrompt(stage, in)
-	if err != nil {
-		return out, pipeline.Permanent(err)
-	}
-	sys := stages.SystemPrompt(stage)
-	ph := sha256.New()
-	ph.Write([]byte(sys))
-	ph.Write([]byte{0})
-	ph.Write([]byte(user))
-	for _, u := range imageURLs {
+	floor := !rn.r.cfg.Defence.NoFloor
+	res := pipeline.StageResult{Stage: stage}
+	for try := 0; ; try++ {
+		var imageURLs []string
+		if len(in.ImageIDs) > 0 {
+			for _, im := range rn.w.Images {
+				imageURLs = append(imageURLs, im.URL)
+			}
+		}
+		user, err := stages.UserPrompt(stage, in)
+		if err != nil {
+			return out, pipeline.Permanent(err)
+		}
+		sys := stages.SystemPrompt(stage)
+		ph := sha256.New()
+		ph.Write([]byte(sys))
 		ph.Write([]byte{0})
-		ph.Write([]byte(u))
-	}
-	prompt := promptFacts{sha: hex.EncodeToString(ph.Sum(nil)), chars: utf8.RuneCountInString(sys) + utf8.RuneCountInString(user), images: len(imageURLs)}
-
-	req := llm.Request{
-		Stage: stage,
-		Class: rn.r.cfg.Class,
-		Messages: []llm.Message{
-			{Role: llm.RoleSystem, Text: sys},
-			{Role: llm.RoleUser, Text: user, ImageURLs: imageURLs},
-		},
-		Schema:    stages.Schema(stage),
-		MaxTokens: rn.r.cfg.MaxTokens[stage],
-		Validate: func(b []byte) error {
-			o, err := parse(b)
-			if errors.Is(err, stages.ErrCanary) {
-				rn.injection.Store(true)
-			}
-			if err == nil {
-				out = o
-			}
-			return err
-		},
-		Repair: repairMessages,
-		OnAttempt: func(a llm.Attempt) {
-			rn.publish(stage, a, prompt)
-		},
-	}
-	resp, err := rn.r.router.Complete(ctx, req)
-	res := pipeline.StageResult{
-		Stage: stage, Pool: resp.Pool, Model: resp.Model, Attempts: resp.Attempts, TTFT: resp.TTFT,
-		Latency: resp.Latency, TokensIn: resp.TokensIn, TokensOut: resp.TokensOut,
-	}
-	if err != nil {
-		res.Error = truncate(err.Error(), 1000)
+		ph.Write([]byte(user))
+		for _, u := range imageURLs {
+			ph.Write([]byte{0})
+			ph.Write([]byte(u))
+		}
+		prompt := promptFacts{sha: hex.EncodeToString(ph.Sum(nil)), chars: utf8.RuneCountInString(sys) + utf8.RuneCountInString(user), images: len(imageURLs)}
+		canaried := false
+		req := llm.Request{
+			Stage: stage,
+			Class: rn.r.cfg.Class,
+			Messages: []llm.Message{
+				{Role: llm.RoleSystem, Text: sys},
+				{Role: llm.RoleUser, Text: user, ImageURLs: imageURLs},
+			},
+			Schema:    stages.Schema(stage),
+			MaxTokens: rn.r.cfg.MaxTokens[stage],
+			Validate: func(b []byte) error {
+				o, err := parse(b)
+				if errors.Is(err, stages.ErrCanary) {
+					rn.injection.Store(true)
+					if floor {
+						// The chat talked the model into leaking its
+						// instructions: nothing it said can be trusted,
+						// and asking again only lets the chat try again.
+						out, canaried = compromised(), true
+						return nil
+					}
+				}
+				if err == nil {
+					out = o
+				}
+				return err
+			},
+			Repair: repairMessages,
+			OnAttempt: func(a llm.Attempt) {
+				rn.publish(stage, a, prompt)
+			},
+		}
+		resp, err := rn.r.router.Complete(ctx, req)
+		res.Pool, res.Model, res.TTFT = resp.Pool, resp.Model, resp.TTFT
+		res.Attempts += resp.Attempts
+		res.Latency += resp.Latency
+		res.TokensIn += resp.TokensIn
+		res.TokensOut += resp.TokensOut
+		var cl *llm.ContextLengthError
+		if err != nil && try == 0 && errors.As(err, &cl) && rn.shrink(cl) {
+			in = rn.withBase(in)
+			continue
+		}
+		if err != nil {
+			res.Error = cleanText(err.Error(), 1000)
+			rn.v.Stages = append(rn.v.Stages, res)
+			return out, err
+		}
+		if canaried {
+			// Never store an answer that holds the canary.
+			b, _ := json.Marshal(out)
+			res.Output = []byte(redactOutput(stage, b))
+		} else {
+			res.Output = []byte(redactOutput(stage, resp.Content))
+		}
 		rn.v.Stages = append(rn.v.Stages, res)
-		return out, err
+		return out, nil
 	}
-	res.Output = []byte(redactOutput(stage, resp.Content))
-	rn.v.Stages = append(rn.v.Stages, res)
-	return out, nil
 }
 
 // repairMessages asks once more after an invalid or truncated answer. A
@@ -343,12 +640,14 @@ func (rn *run) publish(stage pipeline.StageName, a llm.Attempt, p promptFacts) {
 		TTFTMillis: ms(a.TTFT), LatencyMs: ms(a.Latency), TokensIn: a.TokensIn, TokensOut: a.TokensOut,
 		PromptSHA256: p.sha, PromptChars: p.chars, Messages: len(rn.w.Messages), Images: p.images,
 	}
-	if a.Outcome != llm.OutcomeOK {
+	switch {
+	case bytes.Contains(a.Content, []byte(stages.Canary)):
+		// Replaced (or refused): the answer itself never leaves, it holds
+		// the confidential canary.
+		log.Outcome, log.ErrorKind = "invalid", "canary"
+	case a.Outcome != llm.OutcomeOK:
 		log.ErrorKind = a.Outcome
-		if errors.Is(a.Err, stages.ErrCanary) {
-			log.ErrorKind = "canary"
-		}
-	} else {
+	default:
 		log.Output = redactOutput(stage, a.Content)
 	}
 	ev := pipeline.LakeEvent{
@@ -362,9 +661,24 @@ func (rn *run) publish(stage pipeline.StageName, a llm.Attempt, p promptFacts) {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "")
+// cleanText masks any contact detail in a text that may carry model or
+// server output (an error's message quotes what a pool answered) and then
+// bounds it, before it reaches MySQL, the lake or a log. Masking comes
+// first: a number cut in half by the bound would no longer look like one.
+func cleanText(s string, n int) string {
+	return pipeline.ClipRunes(chatprep.Redact(s), n)
 }
+
+// cleanError is an error whose text was cleaned (cleanText) while the
+// chain below it still answers errors.Is and errors.As.
+type cleanError struct {
+	msg string
+	err error
+}
+
+func (e *cleanError) Error() string { return e.msg }
+func (e *cleanError) Unwrap() error { return e.err }
+
+// maxErrorRunes bounds the text of an error Review returns; the job loop
+// stores it as the verdict's error.
+const maxErrorRunes = 2000

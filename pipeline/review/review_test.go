@@ -347,12 +347,16 @@ func TestCanaryInAnswerFlagsInjection(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, v.InjectionFlagged)
 	require.Equal(t, pipeline.LabelAbusive, v.Label)
-	require.Equal(t, 2, v.Stages[0].Attempts)
+	require.Equal(t, 1, v.Stages[0].Attempts, "a canary answer is not asked again: the chat would only get another try")
+	var tri stages.TriageOutput
+	require.NoError(t, json.Unmarshal(v.Stages[0].Output, &tri))
+	require.Equal(t, stages.RiskHigh, tri.Risk, "a compromised triage stands in as high risk")
 	evs := sink.all()
 	require.Equal(t, "canary", evs[0].Payload.(pipeline.InferenceLog).ErrorKind)
 	require.Equal(t, "invalid", evs[0].Payload.(pipeline.InferenceLog).Outcome)
 	b, _ := json.Marshal(evs)
-	require.NotContains(t, string(b), stages.Canary, "invalid answers are not logged")
+	require.NotContains(t, string(b), stages.Canary, "canary answers are not logged")
+	require.NotContains(t, string(v.Stages[0].Output), stages.Canary, "nor stored")
 	// Every system prompt carries the canary; no user prompt does.
 	for _, c := range fr.calls {
 		require.Contains(t, c.Messages[0].Text, stages.Canary)

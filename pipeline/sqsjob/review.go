@@ -28,6 +28,9 @@ type ReviewConfig struct {
 	// Stops, when set, ties each review to operator stop signals: a
 	// stopped review is cancelled at once, recorded stopped and deleted.
 	Stops StopGuard
+	// Limits bound an event's window and clock skew (zero fields take
+	// pipeline's defaults); an event beyond them is poison.
+	Limits pipeline.EventLimits
 }
 
 // StopGuard registers a running review for stop signals (pipeline/stop.Guard
@@ -80,6 +83,9 @@ func NewReviewHandler(cfg ReviewConfig, store pipeline.VerdictStore, chat pipeli
 func (h *ReviewHandler) Handle(ctx context.Context, m Message) Outcome {
 	start := h.now()
 	ev, err := pipeline.DecodeReviewEvent(m.Body)
+	if err == nil {
+		err = h.cfg.Limits.Check(ev, start)
+	}
 	if err != nil {
 		h.m.admissions.WithLabelValues("invalid").Inc()
 		var inv *pipeline.InvalidEventError
@@ -305,9 +311,5 @@ func (h *ReviewHandler) publish(v pipeline.Verdict) {
 	})
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
-}
+// truncate bounds a stored text by runes, never splitting one.
+func truncate(s string, n int) string { return pipeline.ClipRunes(s, n) }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/chatprep"
 )
 
 var _ pipeline.ChatSource = (*Client)(nil)
@@ -36,8 +37,14 @@ type Config struct {
 	MaxAttempts int
 	// RetryBase and RetryMax shape the full-jitter backoff between attempts.
 	RetryBase, RetryMax time.Duration
-	// MaxBodyBytes bounds the response body; a bigger answer is an error.
+	// MaxBodyBytes bounds the messages kept in memory. A bigger history is
+	// trimmed while it is read (chatprep.Trimmer: the newest and the
+	// signal-bearing messages stay, the rest are summed up), never refused:
+	// flooding a room must not avoid its review.
 	MaxBodyBytes int64
+	// MaxReadBytes bounds how much of one answer is read at all; the rest
+	// is left unread and the trim notice says so.
+	MaxReadBytes int64
 	// HTTPClient, when set, replaces the default transport (tests).
 	HTTPClient *http.Client
 	// Registerer, when set, receives the client's metrics.
@@ -57,7 +64,7 @@ const maxRetryAfter = 12 * time.Hour
 
 // DefaultConfig returns the defaults; BaseURL must still be set.
 func DefaultConfig() Config {
-	return Config{Timeout: 5 * time.Second, MaxAttempts: 3, RetryBase: 100 * time.Millisecond, RetryMax: 2 * time.Second, MaxBodyBytes: 8 << 20}
+	return Config{Timeout: 5 * time.Second, MaxAttempts: 3, RetryBase: 100 * time.Millisecond, RetryMax: 2 * time.Second, MaxBodyBytes: 8 << 20, MaxReadBytes: 64 << 20}
 }
 
 // Validate reports every problem with the configuration.
@@ -80,6 +87,9 @@ func (c Config) Validate() error {
 	if c.MaxBodyBytes <= 0 {
 		errs = append(errs, errors.New("chat max body bytes must be positive"))
 	}
+	if c.MaxReadBytes < c.MaxBodyBytes {
+		errs = append(errs, errors.New("chat max read bytes must be at least max body bytes"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -92,6 +102,8 @@ type Client struct {
 	now      func() time.Time
 	requests *prometheus.CounterVec
 	latency  prometheus.Histogram
+	trimmed  prometheus.Counter
+	dropped  prometheus.Counter
 }
 
 // New returns a client for cfg, or the configuration's problems.
@@ -125,12 +137,19 @@ func New(cfg Config) (*Client, error) {
 	if c.now == nil {
 		c.now = time.Now
 	}
+	c.trimmed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "chatguard_chatapi_histories_trimmed_total",
+		Help: "Chat histories over the size bound that were trimmed (or read only in part) instead of refused.",
+	})
+	c.dropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "chatguard_chatapi_messages_trimmed_total",
+		Help: "Messages left out of trimmed histories (summed up in the trim notice).",
+	})
 	if cfg.Registerer != nil {
-		if err := cfg.Registerer.Register(c.requests); err != nil {
-			return nil, fmt.Errorf("chatapi: metrics: %w", err)
-		}
-		if err := cfg.Registerer.Register(c.latency); err != nil {
-			return nil, fmt.Errorf("chatapi: metrics: %w", err)
+		for _, col := range []prometheus.Collector{c.requests, c.latency, c.trimmed, c.dropped} {
+			if err := cfg.Registerer.Register(col); err != nil {
+				return nil, fmt.Errorf("chatapi: metrics: %w", err)
+			}
 		}
 	}
 	return c, nil
@@ -207,10 +226,10 @@ func (c *Client) once(ctx context.Context, target, roomID string) ([]pipeline.Ch
 		return nil, 0, fmt.Errorf("chatapi: get: %w", err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxBodyBytes+1))
-	if err != nil {
-		c.observe(start, transportOutcome(err))
-		return nil, 0, fmt.Errorf("chatapi: read body: %w", err)
+	if resp.StatusCode != http.StatusOK {
+		// Drain a little so the connection can be reused; an error body
+		// says nothing we keep.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	}
 	switch {
 	case resp.StatusCode == http.StatusOK:
@@ -224,21 +243,101 @@ func (c *Client) once(ctx context.Context, target, roomID string) ([]pipeline.Ch
 		c.observe(start, "client_error")
 		return nil, 0, pipeline.Permanent(fmt.Errorf("chatapi: status %d", resp.StatusCode))
 	}
-	if int64(len(body)) > c.cfg.MaxBodyBytes {
-		c.observe(start, "error")
-		return nil, 0, pipeline.Permanent(fmt.Errorf("chatapi: response larger than %d bytes", c.cfg.MaxBodyBytes))
+	msgs, trim, err := c.decode(resp.Body, roomID)
+	if err != nil {
+		c.observe(start, transportOutcome(err))
+		return nil, 0, err
 	}
-	var h pipeline.ChatHistory
-	if err := json.Unmarshal(body, &h); err != nil {
-		c.observe(start, "error")
-		return nil, 0, fmt.Errorf("chatapi: decode: %w", err)
-	}
-	if h.RoomID != "" && h.RoomID != roomID {
-		c.observe(start, "error")
-		return nil, 0, fmt.Errorf("chatapi: answer is for another room")
+	if trim.Any() {
+		c.trimmed.Inc()
+		c.dropped.Add(float64(trim.Dropped))
 	}
 	c.observe(start, "ok")
-	return h.Messages, 0, nil
+	return msgs, 0, nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// decode reads a history answer message by message into a Trimmer, so
+// memory stays within MaxBodyBytes however big the answer is, and reads at
+// most MaxReadBytes of it. Running into that bound is not an error: what
+// was read is reviewed and the trim notice says the rest is unread.
+func (c *Client) decode(body io.Reader, roomID string) ([]pipeline.ChatMessage, pipeline.HistoryTrim, error) {
+	cr := &countingReader{r: io.LimitReader(body, c.cfg.MaxReadBytes)}
+	dec := json.NewDecoder(cr)
+	t := chatprep.NewTrimmer(c.cfg.MaxBodyBytes, 0)
+	atBound := func(err error) bool {
+		return cr.n >= c.cfg.MaxReadBytes && (errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF))
+	}
+	fail := func(err error) ([]pipeline.ChatMessage, pipeline.HistoryTrim, error) {
+		if atBound(err) {
+			t.MarkUnread()
+			return t.Messages(), t.Trim(), nil
+		}
+		return nil, pipeline.HistoryTrim{}, fmt.Errorf("chatapi: decode: %w", err)
+	}
+	if tok, err := dec.Token(); err != nil {
+		return fail(err)
+	} else if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, pipeline.HistoryTrim{}, errors.New("chatapi: decode: the answer is not a JSON object")
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return fail(err)
+		}
+		key, _ := tok.(string)
+		switch key {
+		case "room_id":
+			var id string
+			if err := dec.Decode(&id); err != nil {
+				return fail(err)
+			}
+			if id != "" && id != roomID {
+				return nil, pipeline.HistoryTrim{}, errors.New("chatapi: answer is for another room")
+			}
+		case "messages":
+			tok, err := dec.Token()
+			if err != nil {
+				return fail(err)
+			}
+			if tok == nil {
+				continue // "messages": null
+			}
+			if d, ok := tok.(json.Delim); !ok || d != '[' {
+				return nil, pipeline.HistoryTrim{}, errors.New("chatapi: decode: messages is not an array")
+			}
+			for dec.More() {
+				var m pipeline.ChatMessage
+				if err := dec.Decode(&m); err != nil {
+					return fail(err)
+				}
+				t.Add(m)
+			}
+			if _, err := dec.Token(); err != nil { // ']'
+				return fail(err)
+			}
+		default:
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	if _, err := dec.Token(); err != nil { // '}'
+		return fail(err)
+	}
+	return t.Messages(), t.Trim(), nil
 }
 
 func (c *Client) observe(start time.Time, outcome string) {

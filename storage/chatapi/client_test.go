@@ -133,9 +133,13 @@ func TestHistory(t *testing.T) {
 		{name: "timeouts to the end", steps: steps(slow), wantCalls: 3, wantDisp: pipeline.RetryLater, wantErr: "timeout"},
 		{name: "long retry-after goes to the queue", steps: steps(status(429, "Retry-After", "60")), wantCalls: 1, wantDisp: pipeline.RetryLater, wantAfter: time.Minute, wantErr: "status 429"},
 		{name: "bad json is retryable", steps: steps(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("{")) }), wantCalls: 3, wantDisp: pipeline.RetryLater, wantErr: "decode"},
-		{name: "oversized body is permanent", steps: steps(func(w http.ResponseWriter, _ *http.Request) {
+		{name: "oversized body is read, not refused", steps: steps(func(w http.ResponseWriter, _ *http.Request) {
 			_, _ = w.Write([]byte(`{"messages":[` + strings.Repeat(" ", 5000) + `]}`))
-		}), wantCalls: 1, wantDisp: pipeline.GiveUp, wantErr: "larger than"},
+		}), wantMsgs: 0, wantCalls: 1},
+		{name: "cut mid-body is retryable", steps: steps(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Length", "400")
+			_, _ = w.Write([]byte(`{"messages":[{"message_id":"m1"`))
+		}), wantCalls: 3, wantDisp: pipeline.RetryLater, wantErr: "decode"},
 		{name: "answer for another room", steps: steps(history("other", 1)), wantCalls: 3, wantDisp: pipeline.RetryLater, wantErr: "another room"},
 	}
 	for _, tc := range tests {
@@ -264,7 +268,7 @@ func FuzzRetryAfter(f *testing.F) {
 	for _, s := range []string{"", "0", "5", "-3", "Wed, 21 Oct 2015 07:28:00 GMT", "abc", "99999999999999999999", "1e300", "NaN"} {
 		f.Add(s)
 	}
-	c, err := New(Config{BaseURL: "http://chat", Timeout: time.Second, MaxAttempts: 1, RetryBase: 1, RetryMax: 1, MaxBodyBytes: 1})
+	c, err := New(Config{BaseURL: "http://chat", Timeout: time.Second, MaxAttempts: 1, RetryBase: 1, RetryMax: 1, MaxBodyBytes: 1, MaxReadBytes: 1})
 	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, s string) {
 		if d := c.retryAfter(s); d < 0 || d > maxRetryAfter {

@@ -41,6 +41,10 @@ func analyzePrompt(block string, imageURLs []string) Analysis {
 	if err != nil {
 		lines = nil
 	}
+	for i := range lines {
+		// A datamarked transcript reads as the chat without its markers.
+		lines[i].Text = stages.UnmarkData(lines[i].Text)
+	}
 	return Analyze(attachImageParts(lines, imageURLs))
 }
 

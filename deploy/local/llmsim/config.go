@@ -83,6 +83,13 @@ type Config struct {
 	MaxHang time.Duration
 	// CacheSize bounds the answer cache (by prompt hash); 0 disables it.
 	CacheSize int
+	// MaxModelLen is the context length in tokens: a request whose prompt
+	// and max_tokens exceed it gets vLLM's 400. 0 means no limit.
+	MaxModelLen int
+	// Gullible makes the simulated model follow instructions typed into a
+	// chat, as real models too often do, unless the text is datamarked
+	// (see gullible.go). Off, the rules read the chat only as data.
+	Gullible bool
 }
 
 // DefaultModel is the model id served when Config.Models is left empty.
@@ -152,6 +159,9 @@ func (c Config) Validate() error {
 	if c.CacheSize < 0 {
 		bad("cache_size %d is negative", c.CacheSize)
 	}
+	if c.MaxModelLen < 0 {
+		bad("max_model_len %d is negative", c.MaxModelLen)
+	}
 	sum := 0.0
 	c.Faults.each(func(f Fault, r float64) {
 		if r < 0 || r > 1 {
@@ -188,6 +198,8 @@ type configJSON struct {
 	RetryAfter      duration   `json:"retry_after"`
 	MaxHang         duration   `json:"max_hang"`
 	CacheSize       int        `json:"cache_size"`
+	MaxModelLen     int        `json:"max_model_len"`
+	Gullible        bool       `json:"gullible"`
 }
 
 func toJSON(c Config) configJSON {
@@ -196,6 +208,7 @@ func toJSON(c Config) configJSON {
 		TTFT: duration(c.TTFT), ITL: duration(c.ITL), Jitter: c.Jitter, TokensPerChunk: c.TokensPerChunk,
 		MaxRunning: c.MaxRunning, MaxWaiting: c.MaxWaiting, QueueFullStatus: c.QueueFullStatus,
 		Faults: c.Faults, RetryAfter: duration(c.RetryAfter), MaxHang: duration(c.MaxHang), CacheSize: c.CacheSize,
+		MaxModelLen: c.MaxModelLen, Gullible: c.Gullible,
 	}
 }
 
@@ -205,6 +218,7 @@ func (j configJSON) config() Config {
 		TTFT: time.Duration(j.TTFT), ITL: time.Duration(j.ITL), Jitter: j.Jitter, TokensPerChunk: j.TokensPerChunk,
 		MaxRunning: j.MaxRunning, MaxWaiting: j.MaxWaiting, QueueFullStatus: j.QueueFullStatus,
 		Faults: j.Faults, RetryAfter: time.Duration(j.RetryAfter), MaxHang: time.Duration(j.MaxHang), CacheSize: j.CacheSize,
+		MaxModelLen: j.MaxModelLen, Gullible: j.Gullible,
 	}
 }
 

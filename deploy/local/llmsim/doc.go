@@ -24,6 +24,8 @@
 //	                           max_tokens / max_completion_tokens cut the
 //	                           JSON with finish_reason "length"
 //	GET  /v1/models
+//	POST /tokenize             vLLM's tokenizer: {"prompt"} or {"messages"} →
+//	                           {"count", "max_model_len", "tokens"}
 //	GET  /metrics              vllm:num_requests_running, vllm:num_requests_waiting,
 //	                           vllm:time_to_first_token_seconds, vllm:e2e_request_latency_seconds,
 //	                           vllm:request_queue_time_seconds, vllm:prompt_tokens_total,
@@ -34,6 +36,12 @@
 //	PUT  /admin/config         a partial JSON patch, e.g. {"faults":{"429":1},"ttft":"200ms"}
 //	GET  /admin/stats          requests by endpoint, model, stage and outcome
 //	DELETE /admin/stats        zero the counters
+//
+// Config.MaxModelLen makes a prompt over the context length get vLLM's 400
+// ("This model's maximum context length is …"). Config.Gullible makes the
+// stand-in follow instructions typed into the chat when the chat text is not
+// datamarked (gullible.go), so that prompt-injection defences can be
+// measured; it is off by default.
 //
 // Per-request headers for deterministic tests: X-Sim-Fault
 // (429|500|503|hang|drop|malformed|truncate|none), X-Sim-TTFT-Ms and

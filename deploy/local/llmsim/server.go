@@ -66,6 +66,7 @@ func New(cfg Config) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	mux.HandleFunc("GET /v1/models", s.handleModels)
+	mux.HandleFunc("POST /tokenize", s.handleTokenize)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("GET /admin/config", s.handleGetConfig)
@@ -238,6 +239,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, "invalid_request_error", code, param, err.Error())
 		return
 	}
+	if s.refuseOverContext(w, &c) {
+		return
+	}
 	if s.injectEarlyFault(w, r, &c) {
 		return
 	}
@@ -366,6 +370,9 @@ func (s *Server) generate(ctx context.Context, w http.ResponseWriter, c *call) {
 	s.metrics.promptTokens.Add(float64(promptTokens))
 
 	content := s.answer(c)
+	if c.cfg.Gullible {
+		content = gullibleAnswer(c, content)
+	}
 	finish, outcome := "stop", OutcomeOK
 	switch c.fault {
 	case FaultMalformed:
