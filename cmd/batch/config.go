@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
-	"github.com/chatguard/chatguard/pipeline/batchrun"
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/batchrun"
 	"github.com/chatguard/chatguard/storage/athena"
 	"github.com/chatguard/chatguard/storage/sqs"
 )

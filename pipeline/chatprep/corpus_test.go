@@ -392,10 +392,3 @@ func canonical(s string) string {
 	}
 	return b.String()
 }
-
-// techniqueOf is the family of a corpus technique ("phone/fullwidth" →
-// "phone"), for the README table.
-func techniqueOf(t string) string {
-	f, _, _ := strings.Cut(t, "/")
-	return f
-}

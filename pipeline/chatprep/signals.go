@@ -204,9 +204,7 @@ func scan(n Normalized) []match {
 	urls = slices.DeleteFunc(urls, func(u []int) bool { return within(u[0], emails) })
 	taken := append(slices.Clone(emails), urls...)
 	out = append(out, findNumberSignals(lower, taken)...)
-	for _, e := range emailMatches(lower, emails) {
-		out = append(out, e)
-	}
+	out = append(out, emailMatches(lower, emails)...)
 	for _, u := range urls {
 		out = append(out, match{kind: SignalURL, start: u[0], end: u[1], value: urlHost(lower[u[0]:u[1]])})
 	}

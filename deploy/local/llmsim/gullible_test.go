@@ -84,6 +84,7 @@ func TestMaxModelLenRefusesLikeVLLM(t *testing.T) {
 	cfg.MaxModelLen = 300
 	f := setup(t, cfg, nil)
 	req := stageRequest(pipeline.StageJudge, []line{{"s", strings.Repeat("가나다라마바사 ", 100), ""}})
+	//lint:ignore SA1019 the name vLLM clients send
 	req.MaxTokens = 100
 	_, err := f.client.CreateChatCompletion(t.Context(), req)
 	var apiErr *openai.APIError
@@ -92,6 +93,7 @@ func TestMaxModelLenRefusesLikeVLLM(t *testing.T) {
 	require.Contains(t, apiErr.Message, "maximum context length is 300 tokens")
 	require.Regexp(t, `you requested \d+ tokens`, apiErr.Message)
 	short := stageRequest(pipeline.StageJudge, []line{{"s", "안녕하세요", ""}})
+	//lint:ignore SA1019 the name vLLM clients send
 	short.MaxTokens = 50
 	_, err = f.client.CreateChatCompletion(t.Context(), short)
 	require.NoError(t, err)
