@@ -62,8 +62,12 @@ func (r *Router) attempt(ctx context.Context, l lease, req *Request, msgs []Mess
 	actx, cancel := context.WithTimeout(context.WithValue(ctx, metaKey{}, meta), p.cfg.AttemptTimeout)
 	defer cancel()
 	start := r.now()
+	inFlight := p.gate.used()
 	content, finish, err := r.stream(actx, p, req, msgs, &a, start)
 	a.Latency = r.now().Sub(start)
+	if p.adaptive != nil {
+		p.adaptive.observe(r.now(), a.TTFT, inFlight)
+	}
 	a.Content = content
 
 	neutral, failed := false, false

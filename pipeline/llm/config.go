@@ -56,6 +56,9 @@ type PoolConfig struct {
 	MaxCooldown time.Duration
 	// Transport replaces the tuned HTTP transport (tests, benchmarks).
 	Transport http.RoundTripper
+	// Adaptive makes the concurrency limit follow the pool's latency
+	// (adaptive.go); off, it is MaxConcurrency.
+	Adaptive AdaptiveConfig
 }
 
 // Enabled reports whether the pool is configured at all; a fallback with no
@@ -100,6 +103,9 @@ func (p PoolConfig) WithDefaults() PoolConfig {
 	if p.MaxCooldown == 0 {
 		p.MaxCooldown = DefaultMaxCooldown
 	}
+	if p.Adaptive.Enabled {
+		p.Adaptive = p.Adaptive.withDefaults(p.MaxConcurrency)
+	}
 	return p
 }
 
@@ -137,6 +143,9 @@ func (p PoolConfig) validate() error {
 	}
 	if p.DefaultCooldown <= 0 || p.MaxCooldown < p.DefaultCooldown {
 		bad("cooldown default %s / max %s: want 0 < default <= max", p.DefaultCooldown, p.MaxCooldown)
+	}
+	if err := p.Adaptive.validate(p.MaxConcurrency); err != nil {
+		bad("%v", err)
 	}
 	return errors.Join(errs...)
 }
