@@ -18,5 +18,8 @@ func capacityCollectors(r *Router) []prometheus.Collector {
 			}, func() float64 { return float64(p.waiting.Load()) }),
 		)
 	}
+	if r.fleet != nil {
+		cs = append(cs, r.fleet.collectors()...)
+	}
 	return cs
 }

@@ -164,6 +164,9 @@ type Config struct {
 	// Now replaces time.Now for cooldowns, breaker windows and latencies;
 	// nil means time.Now. Tests move it forward instead of sleeping.
 	Now func() time.Time
+	// Fleet shares the pools' limits across replicas (fleet.go); its zero
+	// value shares nothing.
+	Fleet FleetConfig
 	// Sleep replaces retry.Sleep for the backoff between attempts; nil
 	// means retry.Sleep. It must return promptly with ctx's cause when
 	// ctx ends.
@@ -201,6 +204,9 @@ func (c Config) WithDefaults() Config {
 	if c.Sleep == nil {
 		c.Sleep = retry.Sleep
 	}
+	if c.Fleet.enabled() {
+		c.Fleet = c.Fleet.withDefaults()
+	}
 	return c
 }
 
@@ -209,6 +215,9 @@ func (c Config) Validate() error {
 	errs := []error{c.Primary.validate()}
 	if c.Fallback.Enabled() {
 		errs = append(errs, c.Fallback.validate())
+	}
+	if c.Fleet.enabled() {
+		errs = append(errs, c.Fleet.validate())
 	}
 	if c.MaxAttempts < 1 || c.MaxAttempts > 20 {
 		errs = append(errs, fmt.Errorf("llm: max attempts %d is outside 1..20", c.MaxAttempts))

@@ -237,6 +237,9 @@ type pool struct {
 	// otherwise); waiting is the pool's last scraped waiting queue.
 	adaptive *adaptiveLimit
 	waiting  atomic.Int64
+	// leases bounds the pool's calls fleet-wide (the primary's, when
+	// FleetConfig sets a limit); nil otherwise.
+	leases *fleet
 }
 
 func newPool(cfg PoolConfig) *pool {
