@@ -71,6 +71,9 @@ type Config struct {
 
 	AdminAddr string
 	LogLevel  string
+
+	// Capacity: interactive reserve, adaptive and fleet-wide limits (capacity.go).
+	Capacity CapacityConfig
 }
 
 // DefaultConfig returns the defaults shown by --help.
@@ -106,6 +109,7 @@ func DefaultConfig() Config {
 		StopCheckTimeout:    250 * time.Millisecond,
 		AdminAddr:           ":9090",
 		LogLevel:            "info",
+		Capacity:            defaultCapacity(),
 	}
 }
 
@@ -148,6 +152,7 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.IntVar(&c.EventBuffer, "event-buffer", "lake events buffered for the feedback queue before drops")
 	fs.DurationVar(&c.EventFlushAge, "event-flush-age", "longest a lake event waits for its batch")
 	c.stopFlags(fs)
+	c.Capacity.flags(fs)
 	fs.StringVar(&c.AdminAddr, "admin-addr", "listen address of /healthz, /readyz, /metrics, /debug/pprof and POST /v1/stop")
 	fs.StringVar(&c.LogLevel, "log-level", "debug|info|warn|error")
 	return fs
@@ -192,6 +197,7 @@ func (c Config) Validate() error {
 	if c.AttemptTimeout <= 0 || c.AttemptTimeout >= c.JobTimeout {
 		errs = append(errs, fmt.Errorf("--attempt-timeout %s must be positive and below --job-timeout %s", c.AttemptTimeout, c.JobTimeout))
 	}
+	errs = append(errs, c.validateCapacity())
 	if c.LLMMaxAttempts < 1 || c.LLMMaxAttempts > 20 {
 		errs = append(errs, errors.New("--llm-max-attempts must be in 1..20"))
 	}
