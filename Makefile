@@ -127,6 +127,11 @@ bench: ## run the benchmarks of every workspace module (no tests)
 BENCH_VERDICTS ?= 1000000
 BENCH_MYSQL_DSN ?= root@tcp(127.0.0.1:3306)/
 
+.PHONY: bench-fleet
+bench-fleet: ## 4 worker-like processes x 256 calls against a 64-sequence vLLM stand-in and a 600 req/min managed API: static vs adaptive + Redis-shared limits (needs Redis; not part of make test)
+	cd deploy/local && $(GO) build -o ../../bin/fleetbench ./cmd/fleetbench
+	./bin/fleetbench $(FLEETBENCH_FLAGS)
+
 .PHONY: bench-mysql
 bench-mysql: ## time the README and review-queue queries and the purge on 1,000,000 generated verdicts (not part of make test)
 	set -o pipefail; CHATGUARD_STACK_ENV=/dev/null CHATGUARD_MYSQL_DSN='$(BENCH_MYSQL_DSN)' BENCH_VERDICTS=$(BENCH_VERDICTS) \

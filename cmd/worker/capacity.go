@@ -99,7 +99,7 @@ func newFleetStore(c Config, rc *llm.Config) (closeFn func()) {
 	}
 	// Its own client: a lease is asked for on every primary call, so the
 	// pool is larger than the stop checks', and the router's per-call
-	// deadline (50 ms) must bound the socket reads too.
+	// deadline (100 ms) must bound the socket reads too.
 	rdb := redis.NewClient(&redis.Options{
 		Addr: c.RedisAddr, Password: c.RedisPassword, DB: c.RedisDB,
 		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,

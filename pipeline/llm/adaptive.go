@@ -15,7 +15,8 @@ import (
 // window's mean TTFT stays within Tolerance of the pool's unloaded TTFT,
 // and shrinks in proportion when it does not (a gradient limiter). When
 // MetricsURL is set, the pool's own vllm:num_requests_waiting pulls the
-// limit down before the queue shows in TTFT.
+// limit down before the queue shows in TTFT, and while fresh scrapes show
+// no queue a TTFT rise alone does not shrink the limit.
 type AdaptiveConfig struct {
 	// Enabled switches the adaptive limit on; off, the limit is
 	// MaxConcurrency.
@@ -119,7 +120,8 @@ type adaptiveLimit struct {
 	n     int
 	peak  int // most calls in flight seen in the window
 
-	waiting float64 // the pool's waiting queue at the last scrape, -1 unknown
+	waiting   float64   // the pool's waiting queue at the last scrape, -1 unknown
+	scrapedAt time.Time // when waiting was read
 }
 
 func newAdaptiveLimit(cfg AdaptiveConfig, set func(int)) *adaptiveLimit {
@@ -162,7 +164,11 @@ func (a *adaptiveLimit) observe(now time.Time, ttft time.Duration, inFlight int)
 		a.base = min(a.base*(1+baselineDrift), short)
 	}
 	prev := int(a.limit)
-	if ratio := short / a.base; ratio > a.cfg.Tolerance {
+	// A fresh scrape that shows no queue is the server's own word: a TTFT
+	// rise is then not a queue at this pool (the client's CPU, the network,
+	// longer prompts) and shrinking would only waste the pool.
+	noQueue := a.waiting >= 0 && a.waiting <= float64(a.cfg.MaxWaiting) && now.Sub(a.scrapedAt) <= 2*a.cfg.ScrapeEvery
+	if ratio := short / a.base; ratio > a.cfg.Tolerance && !noQueue {
 		// Calls queue at the server: shrink in proportion, at most by half.
 		a.limit *= math.Max(0.5, a.cfg.Tolerance/ratio)
 	} else if saturated && a.waiting <= float64(a.cfg.MaxWaiting) {
@@ -175,10 +181,10 @@ func (a *adaptiveLimit) observe(now time.Time, ttft time.Duration, inFlight int)
 
 // observeWaiting takes a scraped waiting-queue length: above MaxWaiting the
 // limit shrinks by a tenth at once, ahead of the TTFT it will cost.
-func (a *adaptiveLimit) observeWaiting(waiting float64) {
+func (a *adaptiveLimit) observeWaiting(now time.Time, waiting float64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.waiting = waiting
+	a.waiting, a.scrapedAt = waiting, now
 	if waiting <= float64(a.cfg.MaxWaiting) {
 		return
 	}

@@ -68,16 +68,29 @@ func TestAdaptiveShrinksWhenTTFTShowsAQueue(t *testing.T) {
 
 func TestAdaptiveWaitingQueueCutsAtOnceAndHoldsGrowth(t *testing.T) {
 	a, _ := limiterUnderTest(AdaptiveConfig{Enabled: true, Min: 1, Max: 64, Initial: 50, MaxWaiting: 4})
-	a.observeWaiting(4)
-	require.Equal(t, 50, a.current(), "a small queue is tolerated")
-	a.observeWaiting(20)
-	require.Equal(t, 45, a.current())
 	t0 := time.Unix(0, 0)
+	a.observeWaiting(t0, 4)
+	require.Equal(t, 50, a.current(), "a small queue is tolerated")
+	a.observeWaiting(t0, 20)
+	require.Equal(t, 45, a.current())
 	window(a, &t0, 50*time.Millisecond, 45)
 	require.Equal(t, 45, a.current(), "no growth while the pool reports a queue")
-	a.observeWaiting(0)
+	a.observeWaiting(t0, 0)
 	window(a, &t0, 50*time.Millisecond, 45)
 	require.Equal(t, 46, a.current())
+}
+
+func TestAdaptiveFreshScrapeWithoutAQueueOverridesATTFTRise(t *testing.T) {
+	a, _ := limiterUnderTest(AdaptiveConfig{Enabled: true, Min: 1, Max: 64, Initial: 30, ScrapeEvery: time.Second})
+	t0 := time.Unix(0, 0)
+	window(a, &t0, 50*time.Millisecond, 30) // baseline
+	require.Equal(t, 31, a.current())
+	a.observeWaiting(t0, 0)
+	window(a, &t0, 200*time.Millisecond, 31) // 4x, but the server has no queue
+	require.Equal(t, 32, a.current())
+	t0 = t0.Add(3 * time.Second) // the scrape is stale: TTFT decides again
+	window(a, &t0, 200*time.Millisecond, 32)
+	require.Equal(t, 16, a.current())
 }
 
 func TestAdaptiveConfigValidate(t *testing.T) {

@@ -67,7 +67,7 @@ const (
 	DefaultLeaseTTL     = 15 * time.Second
 	DefaultLeaseWait    = time.Second
 	DefaultBudgetBurst  = time.Second
-	DefaultFleetTimeout = 50 * time.Millisecond
+	DefaultFleetTimeout = 100 * time.Millisecond
 	DefaultFleetRetry   = time.Second
 )
 
@@ -128,6 +128,7 @@ type fleet struct {
 	// storeDownUntil is when to ask the store again (unix ns; 0: up).
 	storeDownUntil atomic.Int64
 	poll           chan struct{} // one batch caller per process polls a full fleet
+	budgetTurn     chan struct{} // one fallback call per process asks the budget at a time
 
 	mu   sync.Mutex
 	held map[string]bool // lease id -> taken from the local share
@@ -147,7 +148,7 @@ func newFleet(cfg FleetConfig) *fleet {
 	_, _ = crand.Read(b[:])
 	f := &fleet{
 		cfg: cfg, local: capacity.NewLocal(), pod: hex.EncodeToString(b[:]),
-		poll: make(chan struct{}, 1), held: make(map[string]bool),
+		poll: make(chan struct{}, 1), budgetTurn: make(chan struct{}, 1), held: make(map[string]bool),
 		storeSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "chatguard_llm_fleet_store_seconds",
 			Help:    "Duration of one call to the fleet-limit store (Redis) by operation (acquire, release, renew, take).",
@@ -305,16 +306,19 @@ func (l fleetLease) release() {
 	f.mu.Lock()
 	delete(f.held, l.id)
 	f.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.Timeout)
-	defer cancel()
 	if l.local {
-		_ = f.local.Release(ctx, f.leaseNamePrefix, l.id)
+		_ = f.local.Release(context.Background(), f.leaseNamePrefix, l.id)
 		return
 	}
+	// A release may take longer than an acquire: nobody waits on it but
+	// the caller's next job, and a lease left behind costs a whole TTL.
+	ctx, cancel := context.WithTimeout(context.Background(), 4*f.cfg.Timeout)
+	defer cancel()
 	start := time.Now()
 	if err := f.cfg.Leases.Release(ctx, f.leaseNamePrefix, l.id); err != nil {
-		// It expires within a TTL; the next calls use the static share.
-		f.storeFailed(ctx)
+		// It expires within a TTL; a failed release alone does not put
+		// the pod on its static share (acquires decide that).
+		f.storeErrors.Inc()
 	}
 	f.observe("release", start)
 }
@@ -452,6 +456,18 @@ func (r *Router) fleetAdmit(ctx context.Context, l lease, req *Request, msgs []M
 	if f == nil || l.p != r.fallback || f.cfg.Budget == nil || (f.cfg.FallbackRPM <= 0 && f.cfg.FallbackTPM <= 0) {
 		return true
 	}
+	// One caller at a time: when the budget is spent, every caller of the
+	// process would otherwise ask the store again the moment the cooldown
+	// ends, and all but one be refused.
+	select {
+	case f.budgetTurn <- struct{}{}:
+		defer func() { <-f.budgetTurn }()
+	case <-ctx.Done():
+		return false
+	}
+	if l.p.cooldown.active(r.now()) {
+		return false // refused to another caller while this one waited its turn
+	}
 	ok, wait := f.takeBudget(ctx, estimateTokens(req, msgs))
 	if !ok {
 		l.p.cooldown.extend(r.now().Add(wait))
@@ -470,25 +486,34 @@ func (p *pool) takeFleetLease(ctx context.Context, class Class, wait time.Durati
 
 // collectors are the fleet's metrics.
 func (f *fleet) collectors() []prometheus.Collector {
-	g := func(name, help string, labels prometheus.Labels, fn func() float64) prometheus.Collector {
-		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, fn)
-	}
 	prim := prometheus.Labels{"pool": string(pipeline.PoolPrimary)}
+	const remainHelp = "The fallback's fleet budget left at once at this pod's last take (-1: not taken yet)."
 	return []prometheus.Collector{
 		f.storeSeconds, f.budgetDenied, f.storeErrors, f.leaseLost,
-		g("chatguard_llm_fleet_degraded", "1 while the fleet-limit store is unreachable and this pod runs on its static share.", nil,
-			func() float64 {
-				if f.degraded() {
-					return 1
-				}
-				return 0
-			}),
-		g("chatguard_llm_fleet_limit", "The primary's calls in flight allowed fleet-wide (L).", prim, func() float64 { return float64(f.cfg.PrimaryLimit) }),
-		g("chatguard_llm_fleet_leases_held", "Primary leases held fleet-wide at this pod's last store answer.", prim, func() float64 { return float64(f.fleetHeld.Load()) }),
-		g("chatguard_llm_fleet_leases_local", "Primary leases held by this process.", prim, func() float64 { return float64(f.leasesHeld()) }),
-		g("chatguard_llm_fleet_budget_remaining", "The fallback's fleet budget left at once at this pod's last take (-1: not taken yet).",
-			prometheus.Labels{"pool": string(pipeline.PoolFallback), "unit": "requests"}, func() float64 { return float64(f.remainRequests.Load()) }),
-		g("chatguard_llm_fleet_budget_remaining", "The fallback's fleet budget left at once at this pod's last take (-1: not taken yet).",
-			prometheus.Labels{"pool": string(pipeline.PoolFallback), "unit": "tokens"}, func() float64 { return float64(f.remainTokens.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "chatguard_llm_fleet_degraded", Help: "1 while the fleet-limit store is unreachable and this pod runs on its static share.",
+		}, func() float64 {
+			if f.degraded() {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "chatguard_llm_fleet_limit", Help: "The primary's calls in flight allowed fleet-wide (L).", ConstLabels: prim,
+		}, func() float64 { return float64(f.cfg.PrimaryLimit) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "chatguard_llm_fleet_leases_held", Help: "Primary leases held fleet-wide at this pod's last store answer.", ConstLabels: prim,
+		}, func() float64 { return float64(f.fleetHeld.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "chatguard_llm_fleet_leases_local", Help: "Primary leases held by this process.", ConstLabels: prim,
+		}, func() float64 { return float64(f.leasesHeld()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "chatguard_llm_fleet_budget_remaining", Help: remainHelp,
+			ConstLabels: prometheus.Labels{"pool": string(pipeline.PoolFallback), "unit": "requests"},
+		}, func() float64 { return float64(f.remainRequests.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "chatguard_llm_fleet_budget_remaining", Help: remainHelp,
+			ConstLabels: prometheus.Labels{"pool": string(pipeline.PoolFallback), "unit": "tokens"},
+		}, func() float64 { return float64(f.remainTokens.Load()) }),
 	}
 }

@@ -91,6 +91,6 @@ func (p *pool) scrapeLoop(ctx context.Context, m *metrics) {
 			continue
 		}
 		p.waiting.Store(int64(w))
-		p.adaptive.observeWaiting(w)
+		p.adaptive.observeWaiting(time.Now(), w)
 	}
 }

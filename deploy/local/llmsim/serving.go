@@ -111,14 +111,15 @@ func (s *Server) KVCacheUsage() float64 {
 	return min(float64(held)/float64(capTokens), 1)
 }
 
-// MaxGoodput is the most requests per second the configured replica can
-// finish for answers of outTokens tokens and prompts of promptTokens
-// uncached tokens: MaxRunning sequences, each taking TTFT, prefill and
-// outTokens at the full-batch inter-token latency. A client's goodput is
+// MaxGoodput is the most streamed requests per second the configured
+// replica can finish for answers of outTokens tokens and prompts of
+// promptTokens uncached tokens: MaxRunning sequences, each taking TTFT,
+// prefill and, after the first chunk (which comes with TTFT), the rest of
+// its tokens at the full-batch inter-token latency. A client's goodput is
 // judged against it.
 func (c Config) MaxGoodput(promptTokens, outTokens int) float64 {
 	itl := float64(c.ITL) * (1 + max(c.BatchSlowdown, 0))
-	per := float64(c.TTFT) + float64(promptTokens)*float64(c.PrefillPerToken) + float64(max(outTokens-1, 0))*itl
+	per := float64(c.TTFT) + float64(promptTokens)*float64(c.PrefillPerToken) + float64(max(outTokens-c.TokensPerChunk, 0))*itl
 	if per <= 0 {
 		return math.Inf(1)
 	}
