@@ -71,6 +71,11 @@ const (
 	DefaultFleetRetry   = time.Second
 )
 
+// failuresToDegrade consecutive store errors put a pod on its static
+// share: one slow answer on a busy node is not an outage, and switching
+// back and forth spends both the shared and the local budget.
+const failuresToDegrade = 3
+
 // leasePoll is how often a batch caller asks the store again for a lease
 // while the fleet is full: a lease freed elsewhere is idle about half this.
 const leasePoll = 2 * time.Millisecond
@@ -127,6 +132,7 @@ type fleet struct {
 
 	// storeDownUntil is when to ask the store again (unix ns; 0: up).
 	storeDownUntil atomic.Int64
+	failRun        atomic.Int32 // consecutive store errors
 	poll           chan struct{} // one batch caller per process polls a full fleet
 	budgetTurn     chan struct{} // one fallback call per process asks the budget at a time
 
@@ -184,15 +190,22 @@ func (r *Router) attachFleet() {
 // degraded reports whether the pod is on its static share now.
 func (f *fleet) degraded() bool { return time.Now().UnixNano() < f.storeDownUntil.Load() }
 
-// storeFailed puts the pod on its static share for Retry, unless the
-// caller's own context ended (that says nothing about the store).
+// storeFailed counts a store error, unless the caller's own context ended
+// (that says nothing about the store), and after failuresToDegrade in a row
+// puts the pod on its static share for Retry.
 func (f *fleet) storeFailed(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
 	f.storeErrors.Inc()
-	f.storeDownUntil.Store(time.Now().Add(f.cfg.Retry).UnixNano())
+	if f.failRun.Add(1) >= failuresToDegrade {
+		f.failRun.Store(0)
+		f.storeDownUntil.Store(time.Now().Add(f.cfg.Retry).UnixNano())
+	}
 }
+
+// storeOK ends a run of store errors.
+func (f *fleet) storeOK() { f.failRun.Store(0) }
 
 // share is a limit's static share per pod.
 func (f *fleet) share(limit int) int { return max(1, limit/f.cfg.Replicas) }
@@ -232,6 +245,7 @@ func (f *fleet) tryLease(ctx context.Context, class Class) (fleetLease, bool, er
 		cancel()
 		f.observe("acquire", start)
 		if err == nil {
+			f.storeOK()
 			f.fleetHeld.Store(int64(held))
 			if ok {
 				f.hold(id, false)
@@ -242,6 +256,9 @@ func (f *fleet) tryLease(ctx context.Context, class Class) (fleetLease, bool, er
 			return fleetLease{}, false, ctx.Err()
 		}
 		f.storeFailed(ctx)
+		if !f.degraded() && class == ClassBatch {
+			return fleetLease{}, false, nil // a blip: a batch caller asks again
+		}
 	}
 	ok, _, err := f.local.Acquire(ctx, f.leaseNamePrefix, id, f.leaseLimit(class, true), f.cfg.LeaseTTL)
 	if ok {
@@ -428,6 +445,13 @@ func (f *fleet) takeBudget(ctx context.Context, tokens int) (bool, time.Duration
 			f.observe("take", start)
 			if err != nil {
 				f.storeFailed(ctx)
+				if !f.degraded() {
+					// A blip: hold the call back briefly rather than spend
+					// a local budget the store does not know about.
+					return false, 50 * time.Millisecond
+				}
+			} else {
+				f.storeOK()
 			}
 		}
 		if err != nil || f.degraded() {

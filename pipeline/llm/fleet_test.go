@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"context"
 	"net/http"
 	"sync"
 	"testing"
@@ -160,4 +161,40 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("no metric %s", name)
 	return 0
+}
+
+func TestFleetBudgetWaitEndsWithTheCaller(t *testing.T) {
+	t.Parallel()
+	store := capacity.NewLocal()
+	prim := newFake(t, status(http.StatusServiceUnavailable, "60"))
+	fb := newFake(t, answer(okAnswer))
+	r, _ := fleetRouter(t, prim, fb, FleetConfig{Budget: store, FallbackRPM: 1, BudgetBurst: time.Minute})
+	_, err := r.Complete(t.Context(), triageReq()) // spends the whole budget
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	// A cancelled caller gets its cause back instead of spinning on the
+	// spent budget.
+	_, err = r.Complete(ctx, triageReq())
+	require.ErrorIs(t, err, context.Canceled)
+	require.EqualValues(t, 1, fb.calls.Load())
+}
+
+func TestFleetOneStoreErrorIsNotAnOutage(t *testing.T) {
+	store := capacity.NewLocal()
+	f := newFleet(FleetConfig{Leases: store, PrimaryLimit: 4, Replicas: 2}.withDefaults())
+	store.SetFailing(true)
+	for i := range failuresToDegrade - 1 {
+		_, ok, err := f.tryLease(t.Context(), ClassBatch)
+		require.NoError(t, err)
+		require.False(t, ok, i)
+		require.False(t, f.degraded())
+	}
+	l, ok, err := f.tryLease(t.Context(), ClassBatch)
+	require.NoError(t, err)
+	require.True(t, ok, "on the static share after the third error in a row")
+	require.True(t, f.degraded())
+	require.True(t, l.local)
+	l.release()
+	require.Zero(t, f.leasesHeld())
 }

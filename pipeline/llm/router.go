@@ -226,6 +226,10 @@ func (r *Router) Complete(ctx context.Context, req Request) (Response, error) {
 		if !r.fleetAdmit(ctx, l, &req, msgs) {
 			// The fleet's fallback budget is spent: choose again.
 			l.abandon(r.now())
+			if ctx.Err() != nil {
+				finish("none", OutcomeCanceled)
+				return resp, fmt.Errorf("llm: %s: %w", st, context.Cause(ctx))
+			}
 			continue
 		}
 		p := l.p

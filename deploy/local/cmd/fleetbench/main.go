@@ -24,6 +24,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -108,6 +109,7 @@ type result struct {
 	Attempts     int
 	FallbackCall int
 	Limit        float64 // the primary's local limit at the end
+	FirstErr     string
 	StoreErrors  float64
 	Degraded     float64
 }
@@ -180,8 +182,22 @@ func runChild(o opts) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(0, o.endAt))
+	// Cancelled at the end, without a deadline: each call has its own, as
+	// a worker's job has, so the router does not give up on a call because
+	// the run is about to end.
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	stopAtEnd := time.AfterFunc(time.Until(time.Unix(0, o.endAt)), cancel)
+	defer stopAtEnd.Stop()
+	// A replica that has not finished 10 s after the end says where it is.
+	watchdog := time.AfterFunc(time.Until(time.Unix(0, o.endAt).Add(10*time.Second)), func() {
+		buf := make([]byte, 1<<20)
+		n := runtime.Stack(buf, true)
+		_ = os.WriteFile(fmt.Sprintf("%s/fleetbench-replica-%d.stack", os.TempDir(), os.Getpid()), buf[:n], 0o600)
+		fmt.Fprintf(os.Stderr, "replica stuck; stacks in %s\n", os.TempDir())
+		os.Exit(3)
+	})
+	defer watchdog.Stop()
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = r.Run(ctx) })
 	var mu sync.Mutex
@@ -190,7 +206,9 @@ func runChild(o opts) error {
 	for w := range o.conc {
 		wg.Go(func() {
 			for i := 0; ctx.Err() == nil; i++ {
-				resp, err := r.Complete(ctx, stageRequest(w*100000+i, llm.ClassBatch))
+				cctx, ccancel := context.WithTimeout(ctx, time.Minute)
+				resp, err := r.Complete(cctx, stageRequest(w*100000+i, llm.ClassBatch))
+				ccancel()
 				now := time.Now()
 				if now.Before(start) || now.After(end) {
 					continue
@@ -207,6 +225,9 @@ func runChild(o opts) error {
 					}
 				} else if ctx.Err() == nil {
 					res.Failed++
+					if res.FirstErr == "" {
+						res.FirstErr = err.Error()
+					}
 				}
 				mu.Unlock()
 			}
@@ -381,11 +402,11 @@ func runScenario(o opts, sc scenario, self string, prim, fb *llmsim.Running, pre
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			if err := cmd.Run(); err != nil {
-				errs[i] = fmt.Errorf("replica %d: %w: %s", i, err, stderr.String())
+				errs[i] = fmt.Errorf("replica %d: %w: %s", i, err, lastBytes(stderr.String(), 6000))
 				return
 			}
 			errs[i] = json.NewDecoder(bufio.NewReader(&stdout)).Decode(&results[i])
-			fmt.Fprintf(os.Stderr, "  replica %d: ok %d failed %d limit %.0f store errors %.0f\n", i, results[i].OK, results[i].Failed, results[i].Limit, results[i].StoreErrors)
+			fmt.Fprintf(os.Stderr, "  replica %d: ok %d failed %d limit %.0f store errors %.0f %s\n", i, results[i].OK, results[i].Failed, results[i].Limit, results[i].StoreErrors, results[i].FirstErr)
 		})
 	}
 	// Sample the primary's waiting queue through the measurement.
@@ -483,4 +504,11 @@ func printTable(o opts, idle []float64, scs []scenario, outs []outcome, pc llmsi
 		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.1f\t%.2f\t\t\t\t\t\t\n", sc.name, total, 100*float64(limited)/math.Max(float64(total), 1),
 			100*okps/(float64(o.rpm)/60), okps)
 	}
+}
+
+func lastBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
 }
