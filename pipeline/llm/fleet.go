@@ -132,7 +132,7 @@ type fleet struct {
 
 	// storeDownUntil is when to ask the store again (unix ns; 0: up).
 	storeDownUntil atomic.Int64
-	failRun        atomic.Int32 // consecutive store errors
+	failRun        atomic.Int32  // consecutive store errors
 	poll           chan struct{} // one batch caller per process polls a full fleet
 	budgetTurn     chan struct{} // one fallback call per process asks the budget at a time
 
