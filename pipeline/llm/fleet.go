@@ -132,9 +132,10 @@ type fleet struct {
 
 	// storeDownUntil is when to ask the store again (unix ns; 0: up).
 	storeDownUntil atomic.Int64
-	failRun        atomic.Int32  // consecutive store errors
-	poll           chan struct{} // one batch caller per process polls a full fleet
-	budgetTurn     chan struct{} // one fallback call per process asks the budget at a time
+	failRun        atomic.Int32    // consecutive store errors
+	poll           chan struct{}   // one batch caller per process polls a full fleet
+	handoff        chan fleetLease // a finished batch call's lease, to a waiting one
+	budgetTurn     chan struct{}   // one fallback call per process asks the budget at a time
 
 	mu   sync.Mutex
 	held map[string]bool // lease id -> taken from the local share
@@ -154,7 +155,7 @@ func newFleet(cfg FleetConfig) *fleet {
 	_, _ = crand.Read(b[:])
 	f := &fleet{
 		cfg: cfg, local: capacity.NewLocal(), pod: hex.EncodeToString(b[:]),
-		poll: make(chan struct{}, 1), budgetTurn: make(chan struct{}, 1), held: make(map[string]bool),
+		poll: make(chan struct{}, 1), handoff: make(chan fleetLease), budgetTurn: make(chan struct{}, 1), held: make(map[string]bool),
 		storeSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "chatguard_llm_fleet_store_seconds",
 			Help:    "Duration of one call to the fleet-limit store (Redis) by operation (acquire, release, renew, take).",
@@ -220,7 +221,15 @@ type fleetLease struct {
 	f     *fleet
 	id    string
 	local bool
+	batch bool // taken under the batch limit, so a batch call may inherit it
+	hops  int  // how many times it was handed on in process
 }
+
+// maxHandoffs bounds how often a lease passes from a finished call to a
+// waiting one in the same process before it goes back to the store: each
+// hand-off saves the store two calls and the lease an idle gap, but a pod
+// that kept its leases for ever would starve pods that KEDA adds.
+const maxHandoffs = 4
 
 // leaseLimit is the semaphore limit for class: L, or L − R for batch.
 func (f *fleet) leaseLimit(class Class, local bool) int {
@@ -250,7 +259,7 @@ func (f *fleet) tryLease(ctx context.Context, class Class) (fleetLease, bool, er
 			if ok {
 				f.hold(id, false)
 			}
-			return fleetLease{f: f, id: id}, ok, nil
+			return fleetLease{f: f, id: id, batch: class == ClassBatch}, ok, nil
 		}
 		if ctx.Err() != nil {
 			return fleetLease{}, false, ctx.Err()
@@ -264,7 +273,7 @@ func (f *fleet) tryLease(ctx context.Context, class Class) (fleetLease, bool, er
 	if ok {
 		f.hold(id, true)
 	}
-	return fleetLease{f: f, id: id, local: true}, ok, err
+	return fleetLease{f: f, id: id, local: true, batch: class == ClassBatch}, ok, err
 }
 
 func (f *fleet) hold(id string, local bool) {
@@ -288,6 +297,8 @@ func (f *fleet) acquireLease(ctx context.Context, class Class, wait time.Duratio
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
+	case l := <-f.handoff:
+		return l, true
 	case f.poll <- struct{}{}:
 		defer func() { <-f.poll }()
 	case <-t.C:
@@ -299,6 +310,8 @@ func (f *fleet) acquireLease(ctx context.Context, class Class, wait time.Duratio
 	defer tick.Stop()
 	for {
 		select {
+		case l := <-f.handoff:
+			return l, true
 		case <-t.C:
 			return fleetLease{}, false
 		case <-ctx.Done():
@@ -320,6 +333,15 @@ func (l fleetLease) release() {
 		return
 	}
 	f := l.f
+	if l.batch && l.hops < maxHandoffs {
+		next := l
+		next.hops++
+		select {
+		case f.handoff <- next:
+			return // still held, now by the waiting call
+		default:
+		}
+	}
 	f.mu.Lock()
 	delete(f.held, l.id)
 	f.mu.Unlock()
