@@ -254,11 +254,6 @@ func runChild(o opts) error {
 	return json.NewEncoder(os.Stdout).Encode(res)
 }
 
-// sims are the two simulators.
-type sims struct {
-	prim, fb *llmsim.Running
-}
-
 func primaryConfig(maxRunning int) llmsim.Config {
 	c := llmsim.DefaultConfig()
 	c.TTFT, c.ITL, c.Jitter = 40*time.Millisecond, 4*time.Millisecond, 0.1
