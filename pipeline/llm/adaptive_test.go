@@ -161,3 +161,30 @@ func TestScrapedQueuePullsTheLimitDown(t *testing.T) {
 	require.LessOrEqual(t, r.primary.gate.capacity(), 81)
 	require.EqualValues(t, 50, r.primary.waiting.Load())
 }
+
+func TestScrapeErrorsAreCountedAndLeaveTheLimit(t *testing.T) {
+	t.Parallel()
+	var scrapes atomic.Int64
+	done := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if scrapes.Add(1) == 2 {
+			defer close(done)
+		}
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	defer srv.Close()
+	prim := newFake(t, answer(okAnswer))
+	reg := prometheus.NewRegistry()
+	r, err := New(Config{Primary: PoolConfig{BaseURL: prim.url(), Model: "m", MaxConcurrency: 10,
+		Adaptive: AdaptiveConfig{Enabled: true, Initial: 10, MetricsURL: srv.URL, ScrapeEvery: time.Millisecond}}}, reg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan error, 1)
+	go func() { ran <- r.Run(ctx) }()
+	<-done
+	cancel()
+	require.NoError(t, <-ran)
+	require.Equal(t, 10, r.primary.gate.capacity())
+	require.GreaterOrEqual(t, metricValue(t, reg, "chatguard_llm_scrape_errors_total"), 1.0)
+	require.Equal(t, 10.0, metricValue(t, reg, "chatguard_llm_concurrency_limit"))
+}
