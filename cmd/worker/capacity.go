@@ -17,6 +17,7 @@ import (
 // reserve, the adaptive primary limit and the limits shared by every
 // replica through Redis (--redis-addr).
 type CapacityConfig struct {
+	Prefetch                   int
 	PrimaryReservedInteractive int
 	PrimaryAdaptive            bool
 	PrimaryAdaptiveMin         int
@@ -34,6 +35,7 @@ func defaultCapacity() CapacityConfig {
 }
 
 func (c *CapacityConfig) flags(fs *cli.FlagSet) {
+	fs.IntVar(&c.Prefetch, "prefetch", "messages received ahead of free slots and held until one frees, so a slot never idles for a receive (0..concurrency)")
 	fs.IntVar(&c.PrimaryReservedInteractive, "primary-reserved-interactive", "primary slots of this process only interactive calls may take")
 	fs.BoolVar(&c.PrimaryAdaptive, "primary-adaptive", "let the primary's limit in this process follow its TTFT between --primary-adaptive-min and --primary-concurrency")
 	fs.IntVar(&c.PrimaryAdaptiveMin, "primary-adaptive-min", "lowest adaptive primary limit")
@@ -53,6 +55,9 @@ func (c CapacityConfig) shared() bool {
 func (c Config) validateCapacity() error {
 	k := c.Capacity
 	var errs []error
+	if k.Prefetch < 0 || k.Prefetch > c.Concurrency {
+		errs = append(errs, errors.New("--prefetch must be in 0..--concurrency"))
+	}
 	if k.PrimaryReservedInteractive < 0 || k.PrimaryReservedInteractive >= c.PrimaryConcurrency {
 		errs = append(errs, errors.New("--primary-reserved-interactive must be in 0..--primary-concurrency-1"))
 	}
