@@ -115,16 +115,16 @@ func DefaultCompactConfig() CompactConfig {
 func (c CompactConfig) Validate() error {
 	var errs []error
 	if c.TargetBytes < 1<<20 {
-		errs = append(errs, fmt.Errorf("--target-bytes %d must be at least 1 MiB", c.TargetBytes))
+		errs = append(errs, fmt.Errorf("--compact-target-bytes %d must be at least 1 MiB", c.TargetBytes))
 	}
 	if c.Grace < 0 {
-		errs = append(errs, fmt.Errorf("--grace %s must not be negative", c.Grace))
+		errs = append(errs, fmt.Errorf("--compact-grace %s must not be negative", c.Grace))
 	}
 	if c.Lookback < time.Hour {
-		errs = append(errs, fmt.Errorf("--lookback %s must be at least 1h", c.Lookback))
+		errs = append(errs, fmt.Errorf("--compact-lookback %s must be at least 1h", c.Lookback))
 	}
 	if c.Concurrency < 1 {
-		errs = append(errs, fmt.Errorf("--concurrency %d must be at least 1", c.Concurrency))
+		errs = append(errs, fmt.Errorf("--compact-concurrency %d must be at least 1", c.Concurrency))
 	}
 	if c.Retry.Attempts < 1 {
 		errs = append(errs, errors.New("compact: retry attempts must be at least 1"))

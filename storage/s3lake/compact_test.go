@@ -388,7 +388,7 @@ func TestCompactConfigValidate(t *testing.T) {
 	cfg.TargetBytes, cfg.Grace, cfg.Lookback, cfg.Concurrency = 10, -time.Second, time.Minute, 0
 	err := cfg.Validate()
 	require.Error(t, err)
-	for _, flag := range []string{"--target-bytes", "--grace", "--lookback", "--concurrency"} {
+	for _, flag := range []string{"--compact-target-bytes", "--compact-grace", "--compact-lookback", "--compact-concurrency"} {
 		require.ErrorContains(t, err, flag)
 	}
 }
