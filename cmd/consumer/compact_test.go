@@ -9,55 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	awsathena "github.com/aws/aws-sdk-go-v2/service/athena"
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
-	"github.com/chatguard/chatguard/deploy/athena"
-	"github.com/chatguard/chatguard/internal/stacktest"
-	"github.com/chatguard/chatguard/internal/standin"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/storage/s3lake"
 	"github.com/chatguard/chatguard/storage/s3lake/s3laketest"
 )
-
-// lakeAthena is a private Athena stand-in over one test's corner of the
-// stack's lake.
-type lakeAthena struct {
-	client *awsathena.Client
-}
-
-func startLakeAthena(t *testing.T, s *stack) lakeAthena {
-	t.Helper()
-	tables := map[string]string{}
-	for _, tb := range athena.Tables {
-		tables[tb] = "s3://" + s.bucket + "/" + s.root + "/events/event_type=" + tb + "/dt=*/hour=*/*.parquet"
-	}
-	sim := standin.StartAthena(t, standin.AthenaOptions{LakeDir: stacktest.LakeDir(t), Bucket: s.bucket, Tables: tables})
-	return lakeAthena{client: awsathena.New(awsathena.Options{Region: "us-east-1", BaseEndpoint: aws.String(sim.URL),
-		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")})}
-}
-
-// counts returns, per table, the rows of its _dedup view and of the raw
-// table.
-func (a lakeAthena) counts(ctx context.Context) (dedup, raw map[string]int, err error) {
-	dedup, raw = map[string]int{}, map[string]int{}
-	for _, tb := range athena.Tables {
-		q, err := athena.WithDedupViews("SELECT (SELECT count(*) FROM " + tb + "_dedup), (SELECT count(*) FROM " + tb + ")")
-		if err != nil {
-			return nil, nil, err
-		}
-		rows, err := athena.RunQuery(ctx, a.client, athena.Where{Database: "chatguard"}, q)
-		if err != nil {
-			return nil, nil, err
-		}
-		dedup[tb], _ = strconv.Atoi(rows[1][0])
-		raw[tb], _ = strconv.Atoi(rows[1][1])
-	}
-	return dedup, raw, nil
-}
 
 // TestStackCompactKeepsEveryEventVisible writes a lake the way consumers
 // do (many small objects, some events twice), compacts one partition while
