@@ -29,31 +29,39 @@ func jsonFunc(v any) (string, error) {
 }
 
 var (
-	funcs        = template.FuncMap{"json": jsonFunc}
-	userTmpl     = template.Must(template.New("user.tmpl").Funcs(funcs).ParseFS(promptFS, "prompts/user.tmpl"))
-	repairTmpl   = template.Must(template.New("repair.tmpl").Funcs(funcs).ParseFS(promptFS, "prompts/repair.tmpl"))
-	systemByName = func() map[pipeline.StageName]string {
-		out := map[pipeline.StageName]string{}
+	funcs      = template.FuncMap{"json": jsonFunc}
+	repairTmpl = template.Must(template.New("repair.tmpl").Funcs(funcs).ParseFS(promptFS, "prompts/repair.tmpl"))
+	// systemPrompt is one text for every stage: the stages' prompts share
+	// their longest possible prefix (system prompt, then the chat and its
+	// rule signals), so a serving engine's prefix cache computes the chat
+	// once per review. What differs per stage comes after the chat.
+	systemPrompt = func() string {
+		t := template.Must(template.New("system.tmpl").Funcs(funcs).ParseFS(promptFS, "prompts/system.tmpl"))
+		var b strings.Builder
+		if err := t.Execute(&b, map[string]string{"Canary": Canary, "Marker": string(DataMarker)}); err != nil {
+			panic(fmt.Sprintf("stages: render system prompt: %v", err))
+		}
+		return b.String()
+	}()
+	// userByName holds user.tmpl joined with each stage's task template.
+	userByName = func() map[pipeline.StageName]*template.Template {
+		out := map[pipeline.StageName]*template.Template{}
 		for _, st := range pipeline.Stages {
-			t := template.Must(template.New("system.tmpl").Funcs(funcs).ParseFS(promptFS, "prompts/system.tmpl", "prompts/"+string(st)+".tmpl"))
-			var b strings.Builder
-			if err := t.Execute(&b, map[string]string{"Stage": string(st), "Canary": Canary, "Marker": string(DataMarker)}); err != nil {
-				panic(fmt.Sprintf("stages: render system prompt for %s: %v", st, err))
-			}
-			out[st] = b.String()
+			out[st] = template.Must(template.New("user.tmpl").Funcs(funcs).ParseFS(promptFS, "prompts/user.tmpl", "prompts/"+string(st)+".tmpl"))
 		}
 		return out
 	}()
 )
 
 // SystemPrompt returns the system prompt of a stage (rendered once at
-// start-up). It panics on an unknown stage: the set is fixed.
+// start-up). Every stage gets the same text, so that the stages' prompts
+// share a prefix; the stage is named in the user message, after the chat.
+// It panics on an unknown stage: the set is fixed.
 func SystemPrompt(stage pipeline.StageName) string {
-	s, ok := systemByName[stage]
-	if !ok {
+	if _, ok := userByName[stage]; !ok {
 		panic(fmt.Sprintf("stages: no system prompt for stage %q", stage))
 	}
-	return s
+	return systemPrompt
 }
 
 // SignalLine is one rule signal as the models see it; Value is masked.
@@ -101,10 +109,19 @@ type PromptInput struct {
 	ImageIDs []string
 }
 
-// UserPrompt renders a stage's user message. The transcript comes last and
-// is the only chat_transcript block in the prompt; every other
+// UserPrompt renders a stage's user message. It starts with what every
+// stage of a review shares (the window's description, the transcript and
+// the rule signals) and ends with what is the stage's own (its name, the
+// earlier findings, the attached images, its task), so the four prompts of
+// a review share the longest prefix a prefix cache can reuse. The
+// transcript is the only chat_transcript block in the prompt; every other
 // chat-derived value is JSON-encoded so it cannot open or close a block.
+// It fails only for an unknown stage.
 func UserPrompt(stage pipeline.StageName, in PromptInput) (string, error) {
+	userTmpl, ok := userByName[stage]
+	if !ok {
+		return "", fmt.Errorf("stages: no prompt for stage %q", stage)
+	}
 	var b strings.Builder
 	data := struct {
 		PromptInput

@@ -36,10 +36,11 @@ func TestPromptsKeepChatInsideOneBlock(t *testing.T) {
 			t.Parallel()
 			sys := SystemPrompt(st)
 			require.Contains(t, sys, Canary)
-			require.Contains(t, sys, "the "+string(st)+" step")
 			require.NotContains(t, sys, TranscriptOpen, "the simulator finds the first block: none may precede the chat")
 			user, err := UserPrompt(st, in)
 			require.NoError(t, err)
+			// The stage is named, and its task set, only after the chat.
+			require.Greater(t, strings.Index(user, "the "+string(st)+" step"), strings.Index(user, TranscriptClose))
 			joined := sys + "\n" + user
 			require.Equal(t, 1, strings.Count(joined, TranscriptOpen))
 			require.Equal(t, 1, strings.Count(joined, TranscriptClose))

@@ -83,6 +83,10 @@ type Config struct {
 	MaxHang time.Duration
 	// CacheSize bounds the answer cache (by prompt hash); 0 disables it.
 	CacheSize int
+	// PrefixCacheBlocks bounds the prefix-cache model (prefixcache.go), in
+	// blocks of PrefixBlockTokens tokens; 0 turns it off (and usage has no
+	// prompt_tokens_details).
+	PrefixCacheBlocks int
 	// MaxModelLen is the context length in tokens: a request whose prompt
 	// and max_tokens exceed it gets vLLM's 400. 0 means no limit.
 	MaxModelLen int
@@ -111,6 +115,8 @@ func DefaultConfig() Config {
 		RetryAfter:      time.Second,
 		MaxHang:         2 * time.Minute,
 		CacheSize:       4096,
+		// A field of its own, so the literal above stays as it was.
+		PrefixCacheBlocks: DefaultPrefixCacheBlocks,
 	}
 }
 
@@ -159,6 +165,9 @@ func (c Config) Validate() error {
 	if c.CacheSize < 0 {
 		bad("cache_size %d is negative", c.CacheSize)
 	}
+	if c.PrefixCacheBlocks < 0 {
+		bad("prefix_cache_blocks %d is negative", c.PrefixCacheBlocks)
+	}
 	if c.MaxModelLen < 0 {
 		bad("max_model_len %d is negative", c.MaxModelLen)
 	}
@@ -199,6 +208,7 @@ type configJSON struct {
 	MaxHang         duration   `json:"max_hang"`
 	CacheSize       int        `json:"cache_size"`
 	MaxModelLen     int        `json:"max_model_len"`
+	PrefixCache     int        `json:"prefix_cache_blocks"`
 	Gullible        bool       `json:"gullible"`
 }
 
@@ -208,7 +218,7 @@ func toJSON(c Config) configJSON {
 		TTFT: duration(c.TTFT), ITL: duration(c.ITL), Jitter: c.Jitter, TokensPerChunk: c.TokensPerChunk,
 		MaxRunning: c.MaxRunning, MaxWaiting: c.MaxWaiting, QueueFullStatus: c.QueueFullStatus,
 		Faults: c.Faults, RetryAfter: duration(c.RetryAfter), MaxHang: duration(c.MaxHang), CacheSize: c.CacheSize,
-		MaxModelLen: c.MaxModelLen, Gullible: c.Gullible,
+		MaxModelLen: c.MaxModelLen, Gullible: c.Gullible, PrefixCache: c.PrefixCacheBlocks,
 	}
 }
 
@@ -218,7 +228,7 @@ func (j configJSON) config() Config {
 		TTFT: time.Duration(j.TTFT), ITL: time.Duration(j.ITL), Jitter: j.Jitter, TokensPerChunk: j.TokensPerChunk,
 		MaxRunning: j.MaxRunning, MaxWaiting: j.MaxWaiting, QueueFullStatus: j.QueueFullStatus,
 		Faults: j.Faults, RetryAfter: time.Duration(j.RetryAfter), MaxHang: time.Duration(j.MaxHang), CacheSize: j.CacheSize,
-		MaxModelLen: j.MaxModelLen, Gullible: j.Gullible,
+		MaxModelLen: j.MaxModelLen, Gullible: j.Gullible, PrefixCacheBlocks: j.PrefixCache,
 	}
 }
 

@@ -93,6 +93,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.DurationVar(&c.RetryAfter, "retry-after", c.RetryAfter, "Retry-After sent with 429 and 503")
 	fs.DurationVar(&c.MaxHang, "max-hang", c.MaxHang, "longest a hang fault holds a request")
 	fs.IntVar(&c.CacheSize, "cache-size", c.CacheSize, "answers cached by prompt hash (0: off)")
+	fs.IntVar(&c.PrefixCacheBlocks, "prefix-cache-blocks", c.PrefixCacheBlocks, "prefix-cache model size in 16-token blocks (0: off)")
 	fs.Float64Var(&c.Faults.Status429, "fault-429", 0, "rate of 429 answers")
 	fs.Float64Var(&c.Faults.Status500, "fault-500", 0, "rate of 500 answers")
 	fs.Float64Var(&c.Faults.Status503, "fault-503", 0, "rate of 503 answers")
