@@ -251,6 +251,8 @@ func TestDedupViewsAndAnalystQueries(t *testing.T) {
 		}
 	})
 
+	t.Run("cost per 1000 reviews per day", func(t *testing.T) { testCostPer1000(t, l, byType[pipeline.EventInferenceLog], days) })
+
 	t.Run("fallback rate and latency per hour", func(t *testing.T) {
 		type agg struct {
 			n, fallback int
