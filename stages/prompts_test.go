@@ -40,7 +40,8 @@ func TestPromptsKeepChatInsideOneBlock(t *testing.T) {
 			user, err := UserPrompt(st, in)
 			require.NoError(t, err)
 			// The stage is named, and its task set, only after the chat.
-			require.Greater(t, strings.Index(user, "the "+string(st)+" step"), strings.Index(user, TranscriptClose))
+			require.Greater(t, strings.Index(user, "Your step: "+string(st)), strings.Index(user, TranscriptClose))
+			require.Contains(t, sys, "- "+string(st)+": ", "every task is in the shared system prompt")
 			joined := sys + "\n" + user
 			require.Equal(t, 1, strings.Count(joined, TranscriptOpen))
 			require.Equal(t, 1, strings.Count(joined, TranscriptClose))

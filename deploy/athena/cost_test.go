@@ -79,3 +79,39 @@ func testCostPer1000(t *testing.T, l *lake, logs []pipeline.LakeEvent, days []st
 		requireClose(t, 1000*w.cost/float64(w.reviews), r[10], 1e-9)
 	}
 }
+
+// testModeratorPrecision checks moderator_precision_category_week against
+// the same counts done here: flagged verdicts only, weeks from Monday.
+func testModeratorPrecision(t *testing.T, l *lake, feedback []pipeline.LakeEvent, days []string) {
+	type agg struct{ n, kept, same int }
+	want := map[string]*agg{}
+	for _, ev := range feedback {
+		p := ev.Payload.(pipeline.ModeratorFeedback)
+		if p.VerdictLabel != pipeline.LabelAbusive && p.VerdictLabel != pipeline.LabelSuspicious {
+			continue
+		}
+		d := ev.OccurredAt.UTC()
+		monday := d.AddDate(0, 0, -((int(d.Weekday())+6)%7)).Format(time.DateOnly)
+		k := monday + "|" + string(p.VerdictCategory)
+		if want[k] == nil {
+			want[k] = &agg{}
+		}
+		want[k].n++
+		if p.DecidedLabel != pipeline.LabelClean {
+			want[k].kept++
+			if p.DecidedCategory == p.VerdictCategory {
+				want[k].same++
+			}
+		}
+	}
+	rows := l.query(t, "moderator_precision_category_week", days...)
+	require.Len(t, rows, len(want))
+	for _, r := range rows {
+		w := want[r[0]+"|"+r[1]]
+		require.NotNil(t, w, "row %v", r)
+		require.Equal(t, strconv.Itoa(w.n), r[2])
+		require.Equal(t, strconv.Itoa(w.kept), r[3])
+		requireClose(t, float64(w.kept)/float64(w.n), r[4], 1e-9)
+		requireClose(t, float64(w.same)/float64(w.n), r[5], 1e-9)
+	}
+}

@@ -59,6 +59,9 @@ type Config struct {
 	TTFT time.Duration
 	// ITL is the inter-token latency; a chunk of n tokens takes n*ITL.
 	ITL time.Duration
+	// ImageTTFT is added to TTFT per image part of a request (a vision
+	// encoder's time: a managed API's slow image stage).
+	ImageTTFT time.Duration
 	// Jitter spreads TTFT and ITL uniformly by ±Jitter (0.2 = ±20%).
 	Jitter float64
 	// TokensPerChunk is how many tokens one streamed chunk carries; more
@@ -138,6 +141,9 @@ func (c Config) Validate() error {
 	if c.TTFT < 0 {
 		bad("ttft %v is negative", c.TTFT)
 	}
+	if c.ImageTTFT < 0 {
+		bad("image_ttft %v is negative", c.ImageTTFT)
+	}
 	if c.ITL < 0 {
 		bad("itl %v is negative", c.ITL)
 	}
@@ -198,6 +204,7 @@ type configJSON struct {
 	APIKeySet       bool       `json:"api_key_set"`
 	TTFT            duration   `json:"ttft"`
 	ITL             duration   `json:"itl"`
+	ImageTTFT       duration   `json:"image_ttft"`
 	Jitter          float64    `json:"jitter"`
 	TokensPerChunk  int        `json:"tokens_per_chunk"`
 	MaxRunning      int        `json:"max_running"`
@@ -215,7 +222,7 @@ type configJSON struct {
 func toJSON(c Config) configJSON {
 	return configJSON{
 		Name: c.Name, Models: slices.Clone(c.Models), APIKey: c.APIKey, APIKeySet: c.APIKey != "",
-		TTFT: duration(c.TTFT), ITL: duration(c.ITL), Jitter: c.Jitter, TokensPerChunk: c.TokensPerChunk,
+		TTFT: duration(c.TTFT), ITL: duration(c.ITL), ImageTTFT: duration(c.ImageTTFT), Jitter: c.Jitter, TokensPerChunk: c.TokensPerChunk,
 		MaxRunning: c.MaxRunning, MaxWaiting: c.MaxWaiting, QueueFullStatus: c.QueueFullStatus,
 		Faults: c.Faults, RetryAfter: duration(c.RetryAfter), MaxHang: duration(c.MaxHang), CacheSize: c.CacheSize,
 		MaxModelLen: c.MaxModelLen, Gullible: c.Gullible, PrefixCache: c.PrefixCacheBlocks,
@@ -225,7 +232,7 @@ func toJSON(c Config) configJSON {
 func (j configJSON) config() Config {
 	return Config{
 		Name: j.Name, Models: j.Models, APIKey: j.APIKey,
-		TTFT: time.Duration(j.TTFT), ITL: time.Duration(j.ITL), Jitter: j.Jitter, TokensPerChunk: j.TokensPerChunk,
+		TTFT: time.Duration(j.TTFT), ITL: time.Duration(j.ITL), ImageTTFT: time.Duration(j.ImageTTFT), Jitter: j.Jitter, TokensPerChunk: j.TokensPerChunk,
 		MaxRunning: j.MaxRunning, MaxWaiting: j.MaxWaiting, QueueFullStatus: j.QueueFullStatus,
 		Faults: j.Faults, RetryAfter: time.Duration(j.RetryAfter), MaxHang: time.Duration(j.MaxHang), CacheSize: j.CacheSize,
 		MaxModelLen: j.MaxModelLen, Gullible: j.Gullible, PrefixCacheBlocks: j.PrefixCache,

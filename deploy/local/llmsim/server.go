@@ -316,6 +316,9 @@ func (s *Server) readCall(w http.ResponseWriter, r *http.Request, c *call) error
 		return errors.New("max_tokens must not be negative")
 	}
 	c.model = req.Model
+	for _, m := range req.Messages {
+		c.ttft += c.cfg.ImageTTFT * time.Duration(len(m.Content.images))
+	}
 	if st := stageOf(req.ResponseFormat); st != "" {
 		c.stage = string(st)
 	}

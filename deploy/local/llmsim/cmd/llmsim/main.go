@@ -85,6 +85,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.StringVar(&c.APIKey, "api-key", c.APIKey, "bearer key required on /v1 (empty: none)")
 	fs.DurationVar(&c.TTFT, "ttft", c.TTFT, "time to first token")
 	fs.DurationVar(&c.ITL, "itl", c.ITL, "inter-token latency")
+	fs.DurationVar(&c.ImageTTFT, "image-ttft", c.ImageTTFT, "time to first token added per image part (a slow vision stage)")
 	fs.Float64Var(&c.Jitter, "jitter", c.Jitter, "relative jitter of ttft and itl, in [0, 1]")
 	fs.IntVar(&c.TokensPerChunk, "tokens-per-chunk", c.TokensPerChunk, "tokens per streamed chunk")
 	fs.IntVar(&c.MaxRunning, "max-running", c.MaxRunning, "requests generating at once (vLLM max_num_seqs)")
