@@ -44,7 +44,7 @@ var (
 		}
 		var tasks []task
 		for _, st := range pipeline.Stages {
-			t := template.Must(template.New(string(st) + ".tmpl").Funcs(funcs).ParseFS(promptFS, "prompts/"+string(st)+".tmpl"))
+			t := template.Must(template.New(string(st)+".tmpl").Funcs(funcs).ParseFS(promptFS, "prompts/"+string(st)+".tmpl"))
 			var b strings.Builder
 			if err := t.ExecuteTemplate(&b, "task", nil); err != nil {
 				panic(fmt.Sprintf("stages: render the %s task: %v", st, err))

@@ -91,7 +91,7 @@ func testModeratorPrecision(t *testing.T, l *lake, feedback []pipeline.LakeEvent
 			continue
 		}
 		d := ev.OccurredAt.UTC()
-		monday := d.AddDate(0, 0, -((int(d.Weekday())+6)%7)).Format(time.DateOnly)
+		monday := d.AddDate(0, 0, -((int(d.Weekday()) + 6) % 7)).Format(time.DateOnly)
 		k := monday + "|" + string(p.VerdictCategory)
 		if want[k] == nil {
 			want[k] = &agg{}
