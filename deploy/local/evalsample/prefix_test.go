@@ -2,7 +2,6 @@ package evalsample_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -139,7 +138,7 @@ func TestPromptsReuseTheTranscriptFromThePrefixCache(t *testing.T) {
 	t.Logf("verdicts identical with the cache on and off: %d of %d; label agrees with the truth set: %d of %d (%.1f%%)",
 		same, reviews, right, labelled, 100*float64(right)/float64(labelled))
 	require.Equal(t, reviews, same)
-	require.GreaterOrEqual(t, float64(right)/float64(labelled), 0.9, fmt.Sprint("label agreement"))
+	require.GreaterOrEqual(t, float64(right)/float64(labelled), 0.9, "label agreement")
 }
 
 // approxTokens is llmsim's token estimate (4 ASCII bytes or one other rune
