@@ -122,6 +122,9 @@ func (r *Router) attempt(ctx context.Context, l lease, req *Request, msgs []Mess
 	if a.TokensOut > 0 {
 		r.m.tokens.WithLabelValues(st, pl, "out").Add(float64(a.TokensOut))
 	}
+	if a.TokensCached > 0 {
+		r.m.tokens.WithLabelValues(st, pl, "cached").Add(float64(a.TokensCached))
+	}
 	a.CostUSD = p.cfg.Price.Cost(a.TokensIn, a.TokensCached, a.TokensOut, a.Latency)
 	resp.TokensIn += a.TokensIn
 	resp.TokensOut += a.TokensOut
