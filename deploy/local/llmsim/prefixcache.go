@@ -70,40 +70,45 @@ func (p *prefixCache) blockHashes(msgs []chatMessage) ([]uint64, int) {
 		total  int
 	)
 	h.SetSeed(p.seed)
-	tok := func(s string) {
-		h.WriteString(s)
-		h.WriteByte(0)
-		inBlk++
-		total++
+	// add writes b as n tokens that fit in the current block.
+	add := func(b string, n int) {
+		h.WriteString(b)
+		inBlk += n
+		total += n
 		if inBlk == PrefixBlockTokens {
 			sum := h.Sum64()
 			hashes = append(hashes, sum)
 			h.Reset()
 			// Chain: a block's name covers everything before it.
-			var b [8]byte
-			for i := range b {
-				b[i] = byte(sum >> (8 * i))
+			var c [8]byte
+			for i := range c {
+				c[i] = byte(sum >> (8 * i))
 			}
-			h.Write(b[:])
+			h.Write(c[:])
 			inBlk = 0
 		}
 	}
 	for _, m := range msgs {
-		// The chat template's per-message overhead.
-		tok("\x01start")
-		tok(m.Role)
-		tok("\x01sep")
-		tok("\x01nl")
-		for off := 0; off < len(m.Content.text); {
-			end, _ := advanceTokens(m.Content.text, off, 1)
-			tok(m.Content.text[off:end])
+		// The chat template's per-message overhead, one token each.
+		add("\x01start\x00", 1)
+		add(m.Role+"\x00", 1)
+		add("\x01sep\x00", 1)
+		add("\x01nl\x00", 1)
+		// Text: as many tokens as fit the block at a time, written as
+		// one run of bytes (token boundaries follow from the bytes).
+		text := m.Content.text
+		for off := 0; off < len(text); {
+			end, got := advanceTokens(text, off, PrefixBlockTokens-inBlk)
+			add(text[off:end], got)
 			off = end
 		}
 		for _, u := range m.Content.images {
 			// An image's placeholder tokens are named by the image.
-			tok("\x01image:" + u)
-			for range imageTokens - 1 {
-				tok("\x01img")
+			add("\x01image:"+u+"\x00", 1)
+			for left := imageTokens - 1; left > 0; {
+				n := min(left, PrefixBlockTokens-inBlk)
+				add("\x01img\x00", n)
+				left -= n
 			}
 		}
 	}
