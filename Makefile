@@ -132,10 +132,25 @@ bench-fleet: ## 4 worker-like processes x 256 calls against a 64-sequence vLLM s
 	cd deploy/local && $(GO) build -o ../../bin/fleetbench ./cmd/fleetbench
 	./bin/fleetbench $(FLEETBENCH_FLAGS)
 
+.PHONY: eval-sample
+eval-sample: ## regenerate the sample `worker eval` report in docs/eval/sample against three llmsim profiles (simulators; a few minutes)
+	@$(GO) build -o bin/worker ./cmd/worker
+	@$(GO) run ./deploy/local/evalsample/cmd/evalsample --worker bin/worker --out docs/eval/sample
+
 .PHONY: bench-mysql
 bench-mysql: ## time the README and review-queue queries and the purge on 1,000,000 generated verdicts (not part of make test)
 	set -o pipefail; CHATGUARD_STACK_ENV=/dev/null CHATGUARD_MYSQL_DSN='$(BENCH_MYSQL_DSN)' BENCH_VERDICTS=$(BENCH_VERDICTS) \
 		$(GO) test -tags mysqlbench -run '^TestMySQLBench$$' -count=1 -timeout 60m -v ./storage/mysql/ | grep -v -e '^=== RUN' -e '^--- PASS' -e '^PASS'
+
+# The lake benchmark's load: events per second, consumer replicas, hours.
+BENCH_LAKE_RATE ?= 150
+BENCH_LAKE_REPLICAS ?= 2
+BENCH_LAKE_HOURS ?= 24
+
+.PHONY: bench-lake
+bench-lake: ## objects per partition-hour and Athena-stand-in query time over a simulated day, before and after `consumer compact` (needs the running stack; not part of make test)
+	set -o pipefail; BENCH_LAKE_RATE=$(BENCH_LAKE_RATE) BENCH_LAKE_REPLICAS=$(BENCH_LAKE_REPLICAS) BENCH_LAKE_HOURS=$(BENCH_LAKE_HOURS) \
+		$(GO) test -tags lakebench -run '^TestLakeCompactionBench$$' -count=1 -timeout 120m -v ./cmd/consumer/ | grep -v -e '^=== RUN' -e '^--- PASS' -e '^PASS' -e '^ *{"time"'
 
 .PHONY: clean
 clean: ## remove built binaries (keeps .cache and the stack state)

@@ -59,6 +59,8 @@ type PoolConfig struct {
 	// Adaptive makes the concurrency limit follow the pool's latency
 	// (adaptive.go); off, it is MaxConcurrency.
 	Adaptive AdaptiveConfig
+	// Price is what this pool's calls cost (price.go); zero is free.
+	Price Price
 }
 
 // Enabled reports whether the pool is configured at all; a fallback with no
@@ -146,6 +148,9 @@ func (p PoolConfig) validate() error {
 	}
 	if err := p.Adaptive.validate(p.MaxConcurrency); err != nil {
 		bad("%v", err)
+	}
+	if err := p.Price.Validate(); err != nil {
+		bad("%w", err)
 	}
 	return errors.Join(errs...)
 }

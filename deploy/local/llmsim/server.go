@@ -37,6 +37,7 @@ type Server struct {
 	cfgMu   sync.Mutex // serializes configuration changes
 	sched   *scheduler
 	cache   *answerCache
+	prefix  *prefixCache
 	metrics *metrics
 	serving serving // load-dependent latency and rate limits (serving.go)
 	stats   statCounters
@@ -59,6 +60,7 @@ func New(cfg Config) (*Server, error) {
 		name:   cfg.Name,
 		sched:  newScheduler(cfg.MaxRunning, cfg.MaxWaiting),
 		cache:  newAnswerCache(cfg.CacheSize),
+		prefix: newPrefixCache(cfg.PrefixCacheBlocks),
 		seed:   maphash.MakeSeed(),
 		closed: make(chan struct{}),
 	}
@@ -115,6 +117,7 @@ func (s *Server) setConfigLocked(cfg Config) error {
 	}
 	s.sched.setLimits(cfg.MaxRunning, cfg.MaxWaiting)
 	s.cache.resize(cfg.CacheSize)
+	s.prefix.resize(cfg.PrefixCacheBlocks)
 	s.cfg.Store(&cfg)
 	return nil
 }
@@ -136,12 +139,16 @@ func (s *Server) SetFaults(f FaultRates) error {
 
 // Stats returns a snapshot of the request counters and the queue.
 func (s *Server) Stats() Stats {
-	return Stats{Name: s.name, Running: int(s.sched.nRunning.Load()), Waiting: int(s.sched.nWaiting.Load()), Rows: s.stats.rows()}
+	return Stats{Name: s.name, Running: int(s.sched.nRunning.Load()), Waiting: int(s.sched.nWaiting.Load()), Rows: s.stats.rows(),
+		PrefixCache: s.prefix.stats()}
 }
 
 // ResetStats zeroes the request counters (not the Prometheus metrics,
 // which are cumulative by contract).
-func (s *Server) ResetStats() { s.stats.reset() }
+func (s *Server) ResetStats() {
+	s.stats.reset()
+	s.prefix.reset()
+}
 
 // Close ends every hang and every wait in the queue at once (those requests
 // are dropped or refused with 503); requests already generating finish
@@ -217,8 +224,9 @@ type call struct {
 	fault   Fault
 	ttft    time.Duration
 	itl     time.Duration
-	// promptTokens is the prompt's size (promptTokens in serving.go).
-	promptTokens int
+	// promptTokens is the prompt's size, cachedTokens the part of it the
+	// prefix cache holds (uncachedPromptTokens in serving.go).
+	promptTokens, cachedTokens int
 }
 
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
@@ -317,6 +325,9 @@ func (s *Server) readCall(w http.ResponseWriter, r *http.Request, c *call) error
 		return errors.New("max_tokens must not be negative")
 	}
 	c.model = req.Model
+	for _, m := range req.Messages {
+		c.ttft += c.cfg.ImageTTFT * time.Duration(len(m.Content.images))
+	}
 	if st := stageOf(req.ResponseFormat); st != "" {
 		c.stage = string(st)
 	}
@@ -371,7 +382,8 @@ func (s *Server) injectEarlyFault(w http.ResponseWriter, r *http.Request, c *cal
 
 // generate produces the answer with the configured timing.
 func (s *Server) generate(ctx context.Context, w http.ResponseWriter, c *call) {
-	promptTokens := c.promptTokens
+	promptTokens, cachedTokens := s.promptTokens(c)
+	c.promptTokens, c.cachedTokens = promptTokens, cachedTokens
 	s.metrics.promptTokens.Add(float64(promptTokens))
 	c.ttft += s.prefillTime(c)
 
@@ -399,6 +411,9 @@ func (s *Server) generate(ctx context.Context, w http.ResponseWriter, c *call) {
 	}
 	u := usage{PromptTokens: promptTokens, CompletionTokens: countTokens(content)}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	if c.cfg.PrefixCacheBlocks > 0 {
+		u.PromptTokensDetails = &promptTokensDetails{CachedTokens: cachedTokens}
+	}
 	defer s.holdKV(u.TotalTokens)()
 
 	// The outcome is counted just before the answer's last bytes go out,

@@ -54,12 +54,11 @@ func (v *serving) init(s *Server, model string) {
 	)
 }
 
-// uncachedPromptTokens is how many prompt tokens the request must prefill.
-// It is the one place the prefix cache plugs in: a cache subtracts the
-// tokens it holds for the prompt's prefix. Without one every token is
-// uncached.
+// uncachedPromptTokens is how many prompt tokens the request must prefill:
+// the prompt less what the prefix cache (prefixcache.go) holds of it, as
+// generate looked it up.
 func (s *Server) uncachedPromptTokens(c *call) int {
-	return c.promptTokens
+	return max(c.promptTokens-c.cachedTokens, 0)
 }
 
 // prefillTime is the prefill's share of TTFT for c.

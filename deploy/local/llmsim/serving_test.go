@@ -22,6 +22,9 @@ func TestPrefillGrowsWithUncachedPromptTokens(t *testing.T) {
 	long := &call{cfg: cfg, promptTokens: 4000}
 	require.Equal(t, time.Millisecond, s.prefillTime(short))
 	require.Equal(t, 40*time.Millisecond, s.prefillTime(long))
+	// What the prefix cache holds is not prefilled again.
+	warm := &call{cfg: cfg, promptTokens: 4000, cachedTokens: 3000}
+	require.Equal(t, 10*time.Millisecond, s.prefillTime(warm))
 }
 
 func TestTokenLatencyGrowsWithTheRunningBatch(t *testing.T) {
