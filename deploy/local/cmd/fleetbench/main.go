@@ -262,6 +262,9 @@ func primaryConfig(maxRunning int) llmsim.Config {
 	c.TokensPerChunk = 8
 	c.MaxRunning, c.MaxWaiting = maxRunning, 100000
 	c.CacheSize = 0
+	// Every prompt token is prefilled, so the simulator's maximum is exact
+	// (MaxGoodput takes uncached tokens).
+	c.PrefixCacheBlocks = 0
 	return c
 }
 
