@@ -62,15 +62,21 @@ type Config struct {
 
 	// RedisAddr is the Redis that carries stop signals; empty disables
 	// them (reviews run, but cannot be stopped by an operator).
-	RedisAddr        string
-	RedisPassword    string
-	RedisDB          int
+	redisOptions
 	StopChannel      string
 	StopKeyPrefix    string
 	StopCheckTimeout time.Duration
 
-	AdminAddr string
-	LogLevel  string
+	// AdminAddr serves probes and metrics; OperatorAddr the authenticated
+	// operator API; PprofAddr (loopback only) the profiles.
+	AdminAddr         string
+	OperatorAddr      string
+	OperatorTokensDir string
+	OperatorTLSCert   string
+	OperatorTLSKey    string
+	OperatorClientCA  string
+	PprofAddr         string
+	LogLevel          string
 }
 
 // DefaultConfig returns the defaults shown by --help.
@@ -148,7 +154,8 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.IntVar(&c.EventBuffer, "event-buffer", "lake events buffered for the feedback queue before drops")
 	fs.DurationVar(&c.EventFlushAge, "event-flush-age", "longest a lake event waits for its batch")
 	c.stopFlags(fs)
-	fs.StringVar(&c.AdminAddr, "admin-addr", "listen address of /healthz, /readyz, /metrics, /debug/pprof and POST /v1/stop")
+	fs.StringVar(&c.AdminAddr, "admin-addr", "listen address of /healthz, /readyz and /metrics (cluster-internal; no operator API, no pprof)")
+	c.operatorFlags(fs)
 	fs.StringVar(&c.LogLevel, "log-level", "debug|info|warn|error")
 	return fs
 }
@@ -203,7 +210,7 @@ func (c Config) Validate() error {
 	if _, err := c.level(); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, c.validateStops())
+	errs = append(errs, c.validateStops(), c.validateOperator())
 	// The parts validate their own ranges; a missing required value is
 	// already reported above by its flag name, so stand-ins keep the parts
 	// from reporting it twice.
