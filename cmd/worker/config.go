@@ -60,6 +60,8 @@ type Config struct {
 	EventBuffer   int
 	EventFlushAge time.Duration
 
+	privacyOptions
+
 	// RedisAddr is the Redis that carries stop signals; empty disables
 	// them (reviews run, but cannot be stopped by an operator).
 	redisOptions
@@ -85,6 +87,7 @@ func DefaultConfig() Config {
 	ev := sqs.DefaultLakeConfig()
 	chat := chatapi.DefaultConfig()
 	return Config{
+		privacyOptions:      defaultPrivacy(),
 		Concurrency:         loop.Concurrency,
 		WaitTime:            loop.WaitTime,
 		MaxAge:              6 * time.Hour,
@@ -153,6 +156,7 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.IntVar(&c.LLMMaxAttempts, "llm-max-attempts", "model calls per stage across both pools")
 	fs.IntVar(&c.EventBuffer, "event-buffer", "lake events buffered for the feedback queue before drops")
 	fs.DurationVar(&c.EventFlushAge, "event-flush-age", "longest a lake event waits for its batch")
+	c.privacyOptions.flags(fs)
 	c.stopFlags(fs)
 	fs.StringVar(&c.AdminAddr, "admin-addr", "listen address of /healthz, /readyz and /metrics (cluster-internal; no operator API, no pprof)")
 	c.operatorFlags(fs)
@@ -210,7 +214,7 @@ func (c Config) Validate() error {
 	if _, err := c.level(); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, c.validateStops(), c.validateOperator())
+	errs = append(errs, c.validateStops(), c.validateOperator(), c.privacyOptions.validate())
 	// The parts validate their own ranges; a missing required value is
 	// already reported above by its flag name, so stand-ins keep the parts
 	// from reporting it twice.
@@ -291,9 +295,9 @@ func (c Config) mysql() mysql.Config {
 func (c Config) router() llm.Config {
 	return llm.Config{
 		Primary: llm.PoolConfig{BaseURL: c.PrimaryBaseURL, Model: c.PrimaryModel, APIKey: c.PrimaryAPIKey,
-			MaxConcurrency: c.PrimaryConcurrency, AttemptTimeout: c.AttemptTimeout},
+			MaxConcurrency: c.PrimaryConcurrency, AttemptTimeout: c.AttemptTimeout, Pseudonymize: c.PrimaryPseudonymize},
 		Fallback: llm.PoolConfig{BaseURL: c.FallbackBaseURL, Model: c.FallbackModel, APIKey: c.FallbackAPIKey,
-			MaxConcurrency: c.FallbackConcurrency, AttemptTimeout: c.AttemptTimeout},
+			MaxConcurrency: c.FallbackConcurrency, AttemptTimeout: c.AttemptTimeout, Pseudonymize: c.FallbackPseudonymize},
 		MaxAttempts: c.LLMMaxAttempts,
 	}
 }

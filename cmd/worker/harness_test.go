@@ -109,6 +109,7 @@ func startRig(t testing.TB, o rigOpts) *rig {
 	cfg.ChatAPIURL = chatURL
 	cfg.PrimaryBaseURL, cfg.PrimaryModel = "http://127.0.0.1:1/v1", "unused"
 	cfg.AdminAddr = "127.0.0.1:0"
+	cfg.ImageHosts = "img.example-market.test" // the sample chats' image host
 	cfg.Concurrency = 8
 	cfg.WaitTime = time.Second
 	cfg.VisibilityTimeout, cfg.HeartbeatInterval = o.visibility, o.visibility/3
