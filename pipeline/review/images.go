@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -79,6 +81,22 @@ func (rn *run) applyVetted() {
 		}
 	}
 	rn.w.Images = kept
+	// A rejected image stays in the transcript as a note, without its URL:
+	// the model knows a picture was sent, and never sees where it points.
+	var msgs []pipeline.ChatMessage
+	for i, m := range rn.w.Messages {
+		if m.Kind != pipeline.KindImage || rn.vetted[m.MessageID] != "" {
+			continue
+		}
+		if msgs == nil {
+			msgs = slices.Clone(rn.w.Messages)
+		}
+		msgs[i].Kind, msgs[i].ImageURL = pipeline.KindText, ""
+		msgs[i].Text = strings.TrimSpace("[image withheld: not from the marketplace image host] " + m.Text)
+	}
+	if msgs != nil {
+		rn.w.Messages = msgs
+	}
 }
 
 // recordRejected adds "rejected_images" to the stored output of the last
