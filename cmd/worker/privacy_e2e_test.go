@@ -130,7 +130,7 @@ func (s *memSink) Publish(ev pipeline.LakeEvent) bool {
 func simRouter(t testing.TB, primary, fallback string, pseudonymize bool) *llm.Router {
 	t.Helper()
 	cfg := llm.Config{
-		Primary: llm.PoolConfig{BaseURL: primary, Model: "sim-p", MaxConcurrency: 16, AttemptTimeout: 30 * time.Second},
+		Primary:     llm.PoolConfig{BaseURL: primary, Model: "sim-p", MaxConcurrency: 16, AttemptTimeout: 30 * time.Second},
 		MaxAttempts: 4,
 	}
 	if fallback != "" {
