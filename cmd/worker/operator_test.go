@@ -262,3 +262,32 @@ func TestStopClientSendsTheToken(t *testing.T) {
 	require.Equal(t, 2, code)
 	require.Equal(t, 2, pub.count())
 }
+
+// TestOperatorMTLS: with a client CA, the operator listener refuses a
+// client without a certificate before any token is looked at, and
+// `worker stop` gets through with its certificate and token.
+func TestOperatorMTLS(t *testing.T) {
+	t.Parallel()
+	cert, key := selfSigned(t)
+	cfg := DefaultConfig()
+	cfg.OperatorAddr, cfg.OperatorTokensDir = "127.0.0.1:0", tokensDir(t)
+	cfg.OperatorTLSCert, cfg.OperatorTLSKey, cfg.OperatorClientCA = cert, key, cert
+	require.NoError(t, cfg.validateOperator())
+	audit := &memAudit{}
+	s, err := startOperator(cfg, &memPublisher{}, audit, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	t.Cleanup(func() { s.close(context.Background(), slog.New(slog.DiscardHandler)) })
+	url := "https://" + s.addr()
+
+	var out, errb strings.Builder
+	code := runStop(context.Background(), []string{"--operator-url", url, "--token-file", filepath.Join(cfg.OperatorTokensDir, "console"), "--room", "r1", "--ca-file", cert},
+		func(string) string { return "" }, &out, &errb)
+	require.Equal(t, 1, code, "no client certificate: the handshake fails")
+	require.Empty(t, audit.all(), "refused before HTTP: nothing to audit")
+
+	errb.Reset()
+	code = runStop(context.Background(), []string{"--operator-url", url, "--token-file", filepath.Join(cfg.OperatorTokensDir, "console"), "--room", "r1",
+		"--ca-file", cert, "--cert-file", cert, "--key-file", key}, func(string) string { return "" }, &out, &errb)
+	require.Equal(t, 0, code, errb.String())
+	require.Equal(t, "console", audit.all()[0].Identity)
+}
