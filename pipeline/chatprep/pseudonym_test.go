@@ -48,3 +48,18 @@ func TestPseudonymsKeepText(t *testing.T) {
 	in := strings.Repeat("네고 가능할까요? ", 3)
 	require.Equal(t, in, NewPseudonyms().Apply(in))
 }
+
+func TestRedactMasksNamesWhereTheChatSaysSo(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"예금주 홍길동 으로 보내주세요":       "예금주 홍** 으로 보내주세요",
+		"입금자명: 김철수":              "입금자명: 김**",
+		"받는분 이영희, 010-1234-5678": "받는분 이**, ***-****-**78",
+		"my name is John Smith.": "my name is J*** *****.",
+		"이름 알려주세요":               "이름 알려주세요",
+		"네고 가능한가요":               "네고 가능한가요",
+		"예금주는 박민수 입니다":           "예금주는 박** 입니다",
+	} {
+		require.Equal(t, want, Redact(in), in)
+	}
+}
