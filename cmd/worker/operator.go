@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
 	"github.com/chatguard/chatguard/internal/bearer"
@@ -128,7 +129,20 @@ type operatorAPI struct {
 	// that could not be written (the log line is then the only trail).
 	requests    *prometheus.CounterVec
 	auditErrors prometheus.Counter
+	// refusedRows bounds the MySQL rows unauthenticated requests may
+	// write, so that anyone who reaches the port cannot fill the audit
+	// table; past it a refused request is only logged and counted in
+	// auditSkipped.
+	refusedRows  *rate.Limiter
+	auditSkipped prometheus.Counter
 }
+
+// Refused requests write at most refusedRowsPerSecond audit rows (burst
+// refusedRowsBurst); authenticated ones are always written.
+const (
+	refusedRowsPerSecond = 5
+	refusedRowsBurst     = 50
+)
 
 func newOperatorAPI(tokens *bearer.Set, pub pipeline.StopPublisher, audit pipeline.StopAudit, reg prometheus.Registerer, log *slog.Logger) *operatorAPI {
 	o := &operatorAPI{tokens: tokens, pub: pub, audit: audit, log: log, now: time.Now,
@@ -136,11 +150,14 @@ func newOperatorAPI(tokens *bearer.Set, pub pipeline.StopPublisher, audit pipeli
 			Help: "POST /v1/stop requests by outcome (accepted|refused|invalid|failed)."}, []string{"outcome"}),
 		auditErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "chatguard_operator_audit_errors_total",
 			Help: "Operator requests whose audit row could not be written to MySQL (the log line is the trail)."}),
+		refusedRows: rate.NewLimiter(refusedRowsPerSecond, refusedRowsBurst),
+		auditSkipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "chatguard_operator_audit_rows_skipped_total",
+			Help: "Refused (unauthenticated) operator requests past the audit-row rate limit: logged, no MySQL row."}),
 	}
 	for _, oc := range []pipeline.StopOutcome{pipeline.StopAccepted, pipeline.StopRefused, pipeline.StopInvalid, pipeline.StopFailed} {
 		o.requests.WithLabelValues(string(oc))
 	}
-	reg.MustRegister(o.requests, o.auditErrors)
+	reg.MustRegister(o.requests, o.auditErrors, o.auditSkipped)
 	return o
 }
 
@@ -225,7 +242,13 @@ func (o *operatorAPI) record(ctx context.Context, e pipeline.StopAuditEntry) {
 	o.requests.WithLabelValues(string(e.Outcome)).Inc()
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 	defer cancel()
-	auditErr := o.audit.RecordStop(actx, e)
+	var auditErr error
+	skipped := e.Outcome == pipeline.StopRefused && !o.refusedRows.Allow()
+	if skipped {
+		o.auditSkipped.Inc()
+	} else {
+		auditErr = o.audit.RecordStop(actx, e)
+	}
 	level := slog.LevelInfo
 	if e.Outcome != pipeline.StopAccepted {
 		level = slog.LevelWarn
@@ -234,6 +257,9 @@ func (o *operatorAPI) record(ctx context.Context, e pipeline.StopAuditEntry) {
 		"scope", string(e.Scope), "room_id", e.RoomID, "run_id", e.RunID, "ttl", e.TTL.String(), "reason", e.Reason, "detail", chatprep.Redact(e.Detail)}
 	if !e.WindowStart.IsZero() {
 		attrs = append(attrs, "window_start", e.WindowStart.UTC().Format(time.RFC3339), "window_end", e.WindowEnd.UTC().Format(time.RFC3339))
+	}
+	if skipped {
+		attrs = append(attrs, "audit_row", "skipped (refused-request rate limit)")
 	}
 	if auditErr != nil {
 		o.auditErrors.Inc()

@@ -291,3 +291,21 @@ func TestOperatorMTLS(t *testing.T) {
 	require.Equal(t, 0, code, errb.String())
 	require.Equal(t, "console", audit.all()[0].Identity)
 }
+
+// TestRefusedRequestsCannotFloodTheAudit: unauthenticated requests write
+// audit rows only up to a rate; past it they are logged and counted, and
+// an authenticated stop is still audited.
+func TestRefusedRequestsCannotFloodTheAudit(t *testing.T) {
+	t.Parallel()
+	srv, audit, reg, logs := newTestOperator(t, &memPublisher{})
+	for range refusedRowsBurst + 30 {
+		require.Equal(t, 401, post(t, srv.URL, "Bearer wrong", `{"room_id":"r"}`))
+	}
+	rows := len(audit.all())
+	require.GreaterOrEqual(t, rows, refusedRowsBurst)
+	require.Less(t, rows, refusedRowsBurst+30, "the rate limit held some back")
+	require.Equal(t, float64(refusedRowsBurst+30-rows), metricValue(t, reg, "chatguard_operator_audit_rows_skipped_total", ""))
+	require.Contains(t, logs.tail(1<<20), "refused-request rate limit")
+	require.Equal(t, 202, post(t, srv.URL, "Bearer "+consoleToken, `{"room_id":"r"}`))
+	require.Equal(t, "console", audit.all()[rows].Identity, "authenticated stops are never limited")
+}
