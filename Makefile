@@ -140,6 +140,16 @@ bench-operator: ## p50/p99 of the authenticated, audited POST /v1/stop on loopba
 pii-scan: ## the contact-detail corpus through the fallback: PII per 1,000 requests/rows before and after (needs make stack-up)
 	$(GO) test -run '^TestPIIScanAfterCorpusRun$$' -count=1 -v ./cmd/worker/ | grep -e '^ *privacy_e2e_test.go' -e '^--- ' | sed 's/^ *privacy_e2e_test.go:[0-9]*: //'
 
+# The lake benchmark's load: events per second, consumer replicas, hours.
+BENCH_LAKE_RATE ?= 150
+BENCH_LAKE_REPLICAS ?= 2
+BENCH_LAKE_HOURS ?= 24
+
+.PHONY: bench-lake
+bench-lake: ## objects per partition-hour and Athena-stand-in query time over a simulated day, before and after `consumer compact` (needs the running stack; not part of make test)
+	set -o pipefail; BENCH_LAKE_RATE=$(BENCH_LAKE_RATE) BENCH_LAKE_REPLICAS=$(BENCH_LAKE_REPLICAS) BENCH_LAKE_HOURS=$(BENCH_LAKE_HOURS) \
+		$(GO) test -tags lakebench -run '^TestLakeCompactionBench$$' -count=1 -timeout 120m -v ./cmd/consumer/ | grep -v -e '^=== RUN' -e '^--- PASS' -e '^PASS' -e '^ *{"time"'
+
 .PHONY: clean
 clean: ## remove built binaries (keeps .cache and the stack state)
 	rm -rf bin
