@@ -127,6 +127,11 @@ bench: ## run the benchmarks of every workspace module (no tests)
 BENCH_VERDICTS ?= 1000000
 BENCH_MYSQL_DSN ?= root@tcp(127.0.0.1:3306)/
 
+.PHONY: eval-sample
+eval-sample: ## regenerate the sample `worker eval` report in docs/eval/sample against three llmsim profiles (simulators; a few minutes)
+	@$(GO) build -o bin/worker ./cmd/worker
+	@$(GO) run ./deploy/local/evalsample/cmd/evalsample --worker bin/worker --out docs/eval/sample
+
 .PHONY: bench-mysql
 bench-mysql: ## time the README and review-queue queries and the purge on 1,000,000 generated verdicts (not part of make test)
 	set -o pipefail; CHATGUARD_STACK_ENV=/dev/null CHATGUARD_MYSQL_DSN='$(BENCH_MYSQL_DSN)' BENCH_VERDICTS=$(BENCH_VERDICTS) \

@@ -56,6 +56,10 @@ type Config struct {
 	FallbackConcurrency int
 	AttemptTimeout      time.Duration
 	LLMMaxAttempts      int
+	// PrimaryPrice and FallbackPrice are llm.ParsePrice texts: what each
+	// pool's calls cost, recorded per stage (empty: free).
+	PrimaryPrice  string
+	FallbackPrice string
 
 	EventBuffer   int
 	EventFlushAge time.Duration
@@ -154,6 +158,8 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.IntVar(&c.FallbackConcurrency, "fallback-concurrency", "calls in flight to the fallback pool at most")
 	fs.DurationVar(&c.AttemptTimeout, "attempt-timeout", "timeout of one model call, stream included")
 	fs.IntVar(&c.LLMMaxAttempts, "llm-max-attempts", "model calls per stage across both pools")
+	fs.StringVar(&c.PrimaryPrice, "primary-price", "what a primary call costs, recorded per stage: gpu_hour=USD,shared_by=N (self-hosted) and/or prompt=,cached=,completion= USD per 1M tokens; empty: free")
+	fs.StringVar(&c.FallbackPrice, "fallback-price", "what a fallback call costs: prompt=,cached=,completion= USD per 1M tokens (managed API) and/or gpu_hour=,shared_by=; empty: free")
 	fs.IntVar(&c.EventBuffer, "event-buffer", "lake events buffered for the feedback queue before drops")
 	fs.DurationVar(&c.EventFlushAge, "event-flush-age", "longest a lake event waits for its batch")
 	c.privacyOptions.flags(fs)
@@ -202,6 +208,11 @@ func (c Config) Validate() error {
 	}
 	if c.AttemptTimeout <= 0 || c.AttemptTimeout >= c.JobTimeout {
 		errs = append(errs, fmt.Errorf("--attempt-timeout %s must be positive and below --job-timeout %s", c.AttemptTimeout, c.JobTimeout))
+	}
+	for _, pr := range []struct{ flag, v string }{{"primary-price", c.PrimaryPrice}, {"fallback-price", c.FallbackPrice}} {
+		if _, err := llm.ParsePrice(pr.v); err != nil {
+			errs = append(errs, fmt.Errorf("--%s: %w", pr.flag, err))
+		}
 	}
 	if c.LLMMaxAttempts < 1 || c.LLMMaxAttempts > 20 {
 		errs = append(errs, errors.New("--llm-max-attempts must be in 1..20"))
@@ -293,11 +304,14 @@ func (c Config) mysql() mysql.Config {
 }
 
 func (c Config) router() llm.Config {
+	// Validate has checked the prices.
+	pp, _ := llm.ParsePrice(c.PrimaryPrice)
+	fp, _ := llm.ParsePrice(c.FallbackPrice)
 	return llm.Config{
 		Primary: llm.PoolConfig{BaseURL: c.PrimaryBaseURL, Model: c.PrimaryModel, APIKey: c.PrimaryAPIKey,
-			MaxConcurrency: c.PrimaryConcurrency, AttemptTimeout: c.AttemptTimeout, Pseudonymize: c.PrimaryPseudonymize},
+			MaxConcurrency: c.PrimaryConcurrency, AttemptTimeout: c.AttemptTimeout, Price: pp, Pseudonymize: c.PrimaryPseudonymize},
 		Fallback: llm.PoolConfig{BaseURL: c.FallbackBaseURL, Model: c.FallbackModel, APIKey: c.FallbackAPIKey,
-			MaxConcurrency: c.FallbackConcurrency, AttemptTimeout: c.AttemptTimeout, Pseudonymize: c.FallbackPseudonymize},
+			MaxConcurrency: c.FallbackConcurrency, AttemptTimeout: c.AttemptTimeout, Price: fp, Pseudonymize: c.FallbackPseudonymize},
 		MaxAttempts: c.LLMMaxAttempts,
 	}
 }

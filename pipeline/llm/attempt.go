@@ -129,8 +129,14 @@ func (r *Router) attempt(ctx context.Context, l lease, req *Request, msgs []Mess
 	if a.TokensOut > 0 {
 		r.m.tokens.WithLabelValues(st, pl, "out").Add(float64(a.TokensOut))
 	}
+	if a.TokensCached > 0 {
+		r.m.tokens.WithLabelValues(st, pl, "cached").Add(float64(a.TokensCached))
+	}
+	a.CostUSD = p.cfg.Price.Cost(a.TokensIn, a.TokensCached, a.TokensOut, a.Latency)
 	resp.TokensIn += a.TokensIn
 	resp.TokensOut += a.TokensOut
+	resp.TokensCached += a.TokensCached
+	resp.CostUSD += a.CostUSD
 	if req.OnAttempt != nil {
 		req.OnAttempt(a)
 	}
@@ -187,6 +193,9 @@ func (r *Router) stream(ctx context.Context, p *pool, req *Request, msgs []Messa
 		}
 		if chunk.Usage != nil {
 			a.TokensIn, a.TokensOut = chunk.Usage.PromptTokens, chunk.Usage.CompletionTokens
+			if d := chunk.Usage.PromptTokensDetails; d != nil {
+				a.TokensCached = d.CachedTokens
+			}
 		}
 		for _, c := range chunk.Choices {
 			if c.Index != 0 {

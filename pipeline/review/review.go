@@ -608,6 +608,8 @@ func runStage[T any](ctx context.Context, rn *run, stage pipeline.StageName, in 
 		res.Latency += resp.Latency
 		res.TokensIn += resp.TokensIn
 		res.TokensOut += resp.TokensOut
+		res.TokensCached += resp.TokensCached
+		res.CostUSD += resp.CostUSD
 		var cl *llm.ContextLengthError
 		if err != nil && try == 0 && errors.As(err, &cl) && rn.shrink(cl) {
 			in = rn.withBase(in)
@@ -673,7 +675,7 @@ func (rn *run) publish(stage pipeline.StageName, a llm.Attempt, p promptFacts) {
 		PipelineVersion: rn.r.version, RunID: rn.ev.RunID, Stage: stage, Pool: a.Pool, Model: a.Model,
 		Attempt: a.N, Outcome: outcome,
 		TTFTMillis: ms(a.TTFT), LatencyMs: ms(a.Latency), TokensIn: a.TokensIn, TokensOut: a.TokensOut,
-		PromptSHA256: p.sha, PromptChars: p.chars, Messages: len(rn.w.Messages), Images: p.images,
+		TokensCached: a.TokensCached, CostUSD: a.CostUSD, PromptSHA256: p.sha, PromptChars: p.chars, Messages: len(rn.w.Messages), Images: p.images,
 	}
 	switch {
 	case bytes.Contains(a.Content, []byte(stages.Canary)):
