@@ -62,7 +62,14 @@ func (r *Router) attempt(ctx context.Context, l lease, req *Request, msgs []Mess
 	actx, cancel := context.WithTimeout(context.WithValue(ctx, metaKey{}, meta), p.cfg.AttemptTimeout)
 	defer cancel()
 	start := r.now()
+	pseudo := p.cfg.Pseudonymize && req.Pseudonyms != nil
+	if pseudo {
+		msgs = pseudonymize(req.Pseudonyms, msgs)
+	}
 	content, finish, err := r.stream(actx, p, req, msgs, &a, start)
+	if pseudo && content != nil {
+		content = req.Pseudonyms.RestoreJSON(content)
+	}
 	a.Latency = r.now().Sub(start)
 	a.Content = content
 
@@ -209,6 +216,16 @@ func (r *Router) stream(ctx context.Context, p *pool, req *Request, msgs []Messa
 			}
 		}
 	}
+}
+
+// pseudonymize returns a copy of msgs with every text passed through ps.
+func pseudonymize(ps Pseudonymizer, msgs []Message) []Message {
+	out := make([]Message, len(msgs))
+	for i, m := range msgs {
+		out[i] = m
+		out[i].Text = ps.Apply(m.Text)
+	}
+	return out
 }
 
 func toOpenAI(msgs []Message) []openai.ChatCompletionMessage {
