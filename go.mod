@@ -25,6 +25,7 @@ require (
 	golang.org/x/sync v0.25.0
 	golang.org/x/term v0.44.0
 	golang.org/x/text v0.44.0
+	golang.org/x/time v0.16.0
 	gonum.org/v1/plot v0.17.0
 )
 

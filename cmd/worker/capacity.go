@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -98,21 +99,25 @@ func (c Config) capacityRouter(rc llm.Config) llm.Config {
 // newFleetStore connects the fleet limits to Redis when any is set; close
 // closes that client. A Redis that is down at start is not an error: the
 // router runs on its static share until it answers.
-func newFleetStore(c Config, rc *llm.Config) (closeFn func()) {
+func newFleetStore(c Config, rc *llm.Config) (closeFn func(), err error) {
 	if !c.Capacity.shared() {
-		return func() {}
+		return func() {}, nil
+	}
+	tc, err := c.redisOptions.tlsConfig()
+	if err != nil {
+		return nil, fmt.Errorf("fleet limits: %w", err)
 	}
 	// Its own client: a lease is asked for on every primary call, so the
 	// pool is larger than the stop checks', and the router's per-call
 	// deadline (100 ms) must bound the socket reads too.
 	rdb := redis.NewClient(&redis.Options{
-		Addr: c.RedisAddr, Password: c.RedisPassword, DB: c.RedisDB,
+		Addr: c.RedisAddr, Username: c.RedisUsername, Password: c.RedisPassword, DB: c.RedisDB, TLSConfig: tc,
 		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
-		PoolTimeout: time.Second, MaxRetries: 0, PoolSize: 64, MinIdleConns: 4, ContextTimeoutEnabled: true,
+		PoolTimeout: time.Second, MaxRetries: 0, PoolSize: 64, ContextTimeoutEnabled: true,
 	})
 	store := redislimits.New(rdb, "")
 	rc.Fleet.Leases, rc.Fleet.Budget = store, store
-	return func() { _ = rdb.Close() }
+	return func() { _ = rdb.Close() }, nil
 }
 
 // runRouter runs the router's background work until the returned stop is

@@ -39,13 +39,14 @@ func TestCapacityReachesTheRouter(t *testing.T) {
 		FleetFallbackRPM: 600, FleetReplicas: 4, FleetKeyPrefix: "cg:fleet:"}
 	require.NoError(t, c.Validate())
 	rc := c.capacityRouter(c.router())
-	closeStore := newFleetStore(c, &rc)
+	closeStore, err := newFleetStore(c, &rc)
+	require.NoError(t, err)
 	defer closeStore()
 	require.Equal(t, 2, rc.Primary.ReservedInteractive)
 	require.Equal(t, llm.AdaptiveConfig{Enabled: true, Min: 3, MetricsURL: "http://vllm:8000/metrics"}, rc.Primary.Adaptive)
 	require.Equal(t, 64, rc.Fleet.PrimaryLimit)
 	require.Equal(t, "cg:fleet", rc.Fleet.Name)
 	require.NotNil(t, rc.Fleet.Leases)
-	_, err := llm.New(rc, nil)
+	_, err = llm.New(rc, nil)
 	require.NoError(t, err)
 }

@@ -64,17 +64,25 @@ type Config struct {
 	EventBuffer   int
 	EventFlushAge time.Duration
 
+	privacyOptions
+
 	// RedisAddr is the Redis that carries stop signals; empty disables
 	// them (reviews run, but cannot be stopped by an operator).
-	RedisAddr        string
-	RedisPassword    string
-	RedisDB          int
+	redisOptions
 	StopChannel      string
 	StopKeyPrefix    string
 	StopCheckTimeout time.Duration
 
-	AdminAddr string
-	LogLevel  string
+	// AdminAddr serves probes and metrics; OperatorAddr the authenticated
+	// operator API; PprofAddr (loopback only) the profiles.
+	AdminAddr         string
+	OperatorAddr      string
+	OperatorTokensDir string
+	OperatorTLSCert   string
+	OperatorTLSKey    string
+	OperatorClientCA  string
+	PprofAddr         string
+	LogLevel          string
 
 	// Capacity: interactive reserve, adaptive and fleet-wide limits (capacity.go).
 	Capacity CapacityConfig
@@ -86,6 +94,7 @@ func DefaultConfig() Config {
 	ev := sqs.DefaultLakeConfig()
 	chat := chatapi.DefaultConfig()
 	return Config{
+		privacyOptions:      defaultPrivacy(),
 		Concurrency:         loop.Concurrency,
 		WaitTime:            loop.WaitTime,
 		MaxAge:              6 * time.Hour,
@@ -120,7 +129,7 @@ func DefaultConfig() Config {
 func (c *Config) flags() *cli.FlagSet {
 	fs := cli.NewFlagSet("worker", "Reviews chat rooms from the SQS review queue with the LLM stages and stores verdicts in MySQL.\n"+
 		"Subcommands: 'worker migrate --mysql-dsn DSN' applies the schema migrations and exits;\n"+
-		"'worker stop --room R | --run ID | --review ROOM,START,END' stops reviews on every worker (see 'worker stop --help').")
+		"'worker stop --room R | --run ID | --review ROOM,START,END' stops reviews on every worker through a worker's operator API, with a token (see 'worker stop --help').")
 	fs.StringVar(&c.ReviewQueueURL, "review-queue-url", "SQS review queue URL")
 	fs.StringVar(&c.ReviewDLQURL, "review-dlq-url", "SQS dead-letter queue of the review queue (poison messages are copied there)")
 	fs.StringVar(&c.FeedbackQueueURL, "feedback-queue-url", "SQS feedback queue URL for inference-log and verdict events")
@@ -157,9 +166,11 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.StringVar(&c.FallbackPrice, "fallback-price", "what a fallback call costs: prompt=,cached=,completion= USD per 1M tokens (managed API) and/or gpu_hour=,shared_by=; empty: free")
 	fs.IntVar(&c.EventBuffer, "event-buffer", "lake events buffered for the feedback queue before drops")
 	fs.DurationVar(&c.EventFlushAge, "event-flush-age", "longest a lake event waits for its batch")
+	c.privacyOptions.flags(fs)
 	c.stopFlags(fs)
 	c.Capacity.flags(fs)
-	fs.StringVar(&c.AdminAddr, "admin-addr", "listen address of /healthz, /readyz, /metrics, /debug/pprof and POST /v1/stop")
+	fs.StringVar(&c.AdminAddr, "admin-addr", "listen address of /healthz, /readyz and /metrics (cluster-internal; no operator API, no pprof)")
+	c.operatorFlags(fs)
 	fs.StringVar(&c.LogLevel, "log-level", "debug|info|warn|error")
 	return fs
 }
@@ -220,7 +231,7 @@ func (c Config) Validate() error {
 	if _, err := c.level(); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, c.validateStops())
+	errs = append(errs, c.validateStops(), c.validateOperator(), c.privacyOptions.validate())
 	// The parts validate their own ranges; a missing required value is
 	// already reported above by its flag name, so stand-ins keep the parts
 	// from reporting it twice.
@@ -305,9 +316,9 @@ func (c Config) router() llm.Config {
 	fp, _ := llm.ParsePrice(c.FallbackPrice)
 	return llm.Config{
 		Primary: llm.PoolConfig{BaseURL: c.PrimaryBaseURL, Model: c.PrimaryModel, APIKey: c.PrimaryAPIKey,
-			MaxConcurrency: c.PrimaryConcurrency, AttemptTimeout: c.AttemptTimeout, Price: pp},
+			MaxConcurrency: c.PrimaryConcurrency, AttemptTimeout: c.AttemptTimeout, Price: pp, Pseudonymize: c.PrimaryPseudonymize},
 		Fallback: llm.PoolConfig{BaseURL: c.FallbackBaseURL, Model: c.FallbackModel, APIKey: c.FallbackAPIKey,
-			MaxConcurrency: c.FallbackConcurrency, AttemptTimeout: c.AttemptTimeout, Price: fp},
+			MaxConcurrency: c.FallbackConcurrency, AttemptTimeout: c.AttemptTimeout, Price: fp, Pseudonymize: c.FallbackPseudonymize},
 		MaxAttempts: c.LLMMaxAttempts,
 	}
 }

@@ -63,7 +63,14 @@ func (r *Router) attempt(ctx context.Context, l lease, req *Request, msgs []Mess
 	defer cancel()
 	start := r.now()
 	inFlight := p.gate.used()
+	pseudo := p.cfg.Pseudonymize && req.Pseudonyms != nil
+	if pseudo {
+		msgs = pseudonymize(req.Pseudonyms, msgs)
+	}
 	content, finish, err := r.stream(actx, p, req, msgs, &a, start)
+	if pseudo && content != nil {
+		content = req.Pseudonyms.RestoreJSON(content)
+	}
 	a.Latency = r.now().Sub(start)
 	if p.adaptive != nil {
 		p.adaptive.observe(r.now(), a.TTFT, inFlight)
@@ -213,6 +220,16 @@ func (r *Router) stream(ctx context.Context, p *pool, req *Request, msgs []Messa
 			}
 		}
 	}
+}
+
+// pseudonymize returns a copy of msgs with every text passed through ps.
+func pseudonymize(ps Pseudonymizer, msgs []Message) []Message {
+	out := make([]Message, len(msgs))
+	for i, m := range msgs {
+		out[i] = m
+		out[i].Text = ps.Apply(m.Text)
+	}
+	return out
 }
 
 func toOpenAI(msgs []Message) []openai.ChatCompletionMessage {

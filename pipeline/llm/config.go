@@ -31,6 +31,10 @@ type PoolConfig struct {
 	APIKey string
 	// Model is the model id requested.
 	Model string
+	// Pseudonymize sends a request's messages through its Pseudonyms (when
+	// it has them) before they leave for this pool: on for a third-party
+	// API, so contact details never reach it.
+	Pseudonymize bool
 	// MaxConcurrency bounds the calls in flight to this pool from this
 	// process (every job shares it).
 	MaxConcurrency int

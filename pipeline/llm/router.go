@@ -50,6 +50,18 @@ type Request struct {
 	// OnAttempt, when set, is called after every attempt (repair tries
 	// included) on the caller's goroutine: the hook for inference logs.
 	OnAttempt func(Attempt)
+	// Pseudonyms, when set, replaces contact details in the messages sent
+	// to a pool whose PoolConfig.Pseudonymize is on (the third-party
+	// fallback), and restores them in its answer before Validate. One per
+	// review keeps the placeholders consistent across its stages.
+	Pseudonyms Pseudonymizer
+}
+
+// Pseudonymizer swaps contact details for typed placeholders and back
+// (*chatprep.Pseudonyms).
+type Pseudonymizer interface {
+	Apply(text string) string
+	RestoreJSON(content []byte) []byte
 }
 
 // Attempt outcomes, as reported in Attempt.Outcome and the attempts metric.
