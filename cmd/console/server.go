@@ -392,7 +392,7 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	s.log.Info("console: audit", "action", "decide", "moderator", who.ID, "decision", d.Decision, "verdict_id", id,
 		"decision_id", decID, "room_id", v.Key.RoomID, "label", d.Label, "category", d.Category)
 	ev := pipeline.LakeEvent{
-		EventID: uuid.NewSHA1(uuid.NameSpaceOID, []byte("chatguard/moderator_decision/"+strconv.FormatUint(decID, 10))).String(),
+		EventID:   uuid.NewSHA1(uuid.NameSpaceOID, []byte("chatguard/moderator_decision/"+strconv.FormatUint(decID, 10))).String(),
 		EventType: pipeline.EventModeratorFeedback, OccurredAt: d.DecidedAt, SchemaVersion: pipeline.LakeEventSchemaVersion,
 		Payload: pipeline.ModeratorFeedback{RoomID: v.Key.RoomID, WindowStart: v.Key.WindowStart, WindowEnd: v.Key.WindowEnd,
 			PipelineVersion: v.Key.PipelineVersion, ModeratorID: who.ID, VerdictLabel: v.Label, VerdictCategory: v.Category,
