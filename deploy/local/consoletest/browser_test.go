@@ -305,4 +305,3 @@ func requireFeedbackInLake(t *testing.T, ctx context.Context, queueURL, prefix, 
 	require.Equal(t, "abusive", aws.ToString(row[1].VarCharValue))
 	require.Equal(t, "abusive", aws.ToString(row[2].VarCharValue))
 }
-
