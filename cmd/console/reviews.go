@@ -202,7 +202,7 @@ func startSSE(w http.ResponseWriter, id string) *sse {
 	return s
 }
 
-func (s *sse) event(ev pipeline.LiveEvent) error {
+func (s *sse) event(ev *pipeline.LiveEvent) error {
 	_ = s.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
 	_, err := fmt.Fprintf(s.w, "id: %s.%d\nevent: %s\ndata: %s\n\n", s.id, ev.Seq, ev.Type, ev.Data)
 	return err
@@ -298,7 +298,8 @@ func (rv *reviews) tail(w http.ResponseWriter, r *http.Request, id string, after
 	s := startSSE(w, id)
 	idle := time.Now()
 	for {
-		for _, ev := range evs {
+		for i := range evs {
+			ev := &evs[i]
 			if s.event(ev) != nil {
 				return
 			}

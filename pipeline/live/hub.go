@@ -35,7 +35,7 @@ type Config struct {
 
 // DefaultConfig suits a console pod.
 func DefaultConfig() Config {
-	return Config{SubscriberBuffer: 256, LogBuffer: 4096, LogBatch: 256, LogTimeout: 2 * time.Second}
+	return Config{SubscriberBuffer: 128, LogBuffer: 1024, LogBatch: 256, LogTimeout: 2 * time.Second}
 }
 
 // Validate reports every problem at once.
@@ -90,7 +90,7 @@ func (h *Hub) Open(id string) (*Stream, error) {
 	if h.draining {
 		return nil, ErrDraining
 	}
-	s := &Stream{h: h, id: id, subs: map[*Sub]struct{}{}, logCh: make(chan pipeline.LiveEvent, h.cfg.LogBuffer)}
+	s := &Stream{h: h, id: id, subs: map[*Sub]struct{}{}, logCh: make(chan *pipeline.LiveEvent, h.cfg.LogBuffer)}
 	h.streams[id] = s
 	h.writers.Add(1)
 	go s.writeLog()
@@ -139,7 +139,7 @@ func (h *Hub) Wait(ctx context.Context) error {
 type Stream struct {
 	h     *Hub
 	id    string
-	logCh chan pipeline.LiveEvent
+	logCh chan *pipeline.LiveEvent
 
 	mu     sync.Mutex
 	seq    uint64
@@ -147,7 +147,7 @@ type Stream struct {
 	closed bool
 	// recent keeps the tail of the events so a subscriber that joins late
 	// on this pod (a resume that lands here) needs no log read.
-	recent []pipeline.LiveEvent
+	recent []*pipeline.LiveEvent
 }
 
 // maxRecent bounds Stream.recent.
@@ -167,7 +167,7 @@ func (s *Stream) Emit(typ pipeline.LiveEventType, data []byte) {
 		return
 	}
 	s.seq++
-	ev := pipeline.LiveEvent{Seq: s.seq, Type: typ, Data: data}
+	ev := &pipeline.LiveEvent{Seq: s.seq, Type: typ, Data: data}
 	if len(s.recent) == maxRecent {
 		s.recent = append(s.recent[:0], s.recent[maxRecent/2:]...)
 	}
@@ -234,14 +234,14 @@ func (s *Stream) Subscribe(after uint64) (sub *Sub, ok bool) {
 	if s.closed {
 		return nil, false
 	}
-	var backlog []pipeline.LiveEvent
+	var backlog []*pipeline.LiveEvent
 	if after < s.seq {
 		if len(s.recent) == 0 || s.recent[0].Seq > after+1 {
 			return nil, false
 		}
 		backlog = s.recent[after+1-s.recent[0].Seq:]
 	}
-	sub = &Sub{ch: make(chan pipeline.LiveEvent, s.h.cfg.SubscriberBuffer+len(backlog)), dropped: make(chan struct{}), s: s}
+	sub = &Sub{ch: make(chan *pipeline.LiveEvent, s.h.cfg.SubscriberBuffer+len(backlog)), dropped: make(chan struct{}), s: s}
 	for _, ev := range backlog {
 		sub.ch <- ev
 	}
@@ -255,7 +255,7 @@ func (s *Stream) writeLog() {
 	defer s.h.writers.Done()
 	batch := make([]pipeline.LiveEvent, 0, s.h.cfg.LogBatch)
 	for ev := range s.logCh {
-		batch = append(batch[:0], ev)
+		batch = append(batch[:0], *ev)
 	fill:
 		for len(batch) < s.h.cfg.LogBatch {
 			select {
@@ -263,7 +263,7 @@ func (s *Stream) writeLog() {
 				if !ok {
 					break fill
 				}
-				batch = append(batch, ev)
+				batch = append(batch, *ev)
 			default:
 				break fill
 			}
@@ -283,14 +283,14 @@ func (s *Stream) writeLog() {
 // Sub is one client's view of a stream.
 type Sub struct {
 	s       *Stream
-	ch      chan pipeline.LiveEvent
+	ch      chan *pipeline.LiveEvent
 	dropped chan struct{}
 	reason  atomic.Value
 }
 
-// Events delivers the events; it is closed when the stream ends or the
+// Events delivers the events (shared by every subscriber: read only); it is closed when the stream ends or the
 // client is dropped (then Dropped is closed first).
-func (c *Sub) Events() <-chan pipeline.LiveEvent { return c.ch }
+func (c *Sub) Events() <-chan *pipeline.LiveEvent { return c.ch }
 
 // Dropped is closed when the client was dropped for falling behind.
 func (c *Sub) Dropped() <-chan struct{} { return c.dropped }
