@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -184,11 +185,19 @@ func afterOf(r *http.Request, id string) (uint64, error) {
 	return 0, nil
 }
 
-// sse writes events to one client.
+// sse writes events to one client. On HTTP/1.1 it hijacks the
+// connection after the headers and writes events straight to it: an idle
+// stream then holds no bufio buffers, no chunked writer and no background
+// read goroutine (the per-stream memory is the figure issue 16 bounds). A
+// client that left is noticed at the next write (an event or the
+// heartbeat). Elsewhere (HTTP/2, tests with a recorder) it writes through
+// the ResponseWriter and flushes.
 type sse struct {
-	w  io.Writer
-	rc *http.ResponseController
-	id string
+	id   string
+	buf  []byte
+	conn net.Conn // nil: not hijacked
+	w    http.ResponseWriter
+	rc   *http.ResponseController
 }
 
 func startSSE(w http.ResponseWriter, id string) *sse {
@@ -196,27 +205,79 @@ func startSSE(w http.ResponseWriter, id string) *sse {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	s := &sse{w: w, rc: http.NewResponseController(w), id: id}
+	s := &sse{id: id, w: w, rc: http.NewResponseController(w)}
+	if conn, brw, err := s.rc.Hijack(); err == nil {
+		s.conn = conn
+		// What the client sent after its request (nothing, for a GET or
+		// a read body) is of no use; the buffers are dropped with brw.
+		_ = brw
+		h.Set("Connection", "close")
+		s.buf = append(s.buf, "HTTP/1.1 200 OK\r\n"...)
+		for k, vs := range h {
+			for _, v := range vs {
+				s.buf = append(s.buf, k...)
+				s.buf = append(s.buf, ": "...)
+				s.buf = append(s.buf, v...)
+				s.buf = append(s.buf, "\r\n"...)
+			}
+		}
+		s.buf = append(s.buf, "\r\n"...)
+	} else {
+		w.WriteHeader(http.StatusOK)
+	}
 	_ = s.flush()
 	return s
 }
 
-func (s *sse) event(ev *pipeline.LiveEvent) error {
-	_ = s.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
-	_, err := fmt.Fprintf(s.w, "id: %s.%d\nevent: %s\ndata: %s\n\n", s.id, ev.Seq, ev.Type, ev.Data)
-	return err
+func (s *sse) event(ev *pipeline.LiveEvent) {
+	s.buf = append(s.buf, "id: "...)
+	s.buf = append(s.buf, s.id...)
+	s.buf = append(s.buf, '.')
+	s.buf = strconv.AppendUint(s.buf, ev.Seq, 10)
+	s.buf = append(s.buf, "\nevent: "...)
+	s.buf = append(s.buf, ev.Type...)
+	s.buf = append(s.buf, "\ndata: "...)
+	s.buf = append(s.buf, ev.Data...)
+	s.buf = append(s.buf, "\n\n"...)
 }
 
+func (s *sse) ping() { s.buf = append(s.buf, ": ping\n\n"...) }
+
+// flush writes what is buffered, bounded by writeTimeout.
 func (s *sse) flush() error {
+	defer func() {
+		// An idle stream keeps no buffer.
+		if cap(s.buf) > 4096 {
+			s.buf = nil
+		} else {
+			s.buf = s.buf[:0]
+		}
+	}()
+	if s.conn != nil {
+		if len(s.buf) == 0 {
+			return nil
+		}
+		_ = s.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+		_, err := s.conn.Write(s.buf)
+		return err
+	}
 	_ = s.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := s.w.Write(s.buf); err != nil {
+		return err
+	}
 	return s.rc.Flush()
 }
 
+// close ends a hijacked connection (the server closes the others).
+func (s *sse) close() {
+	if s.conn != nil {
+		_ = s.conn.Close()
+	}
+}
+
 func (s *sse) reconnect(after time.Duration) {
-	_ = s.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
 	// No id: the client's Last-Event-ID stays that of the last real event.
-	_, _ = fmt.Fprintf(s.w, "retry: %d\nevent: %s\ndata: {\"retry_ms\":%d}\n\n", after.Milliseconds(), pipeline.LiveReconnect, after.Milliseconds())
+	s.buf = fmt.Appendf(s.buf, "retry: %d\nevent: %s\ndata: {\"retry_ms\":%d}\n\n", after.Milliseconds(), pipeline.LiveReconnect, after.Milliseconds())
 	_ = s.flush()
 }
 
@@ -226,6 +287,7 @@ func (s *sse) reconnect(after time.Duration) {
 func (rv *reviews) pump(w http.ResponseWriter, r *http.Request, id string, sub *live.Sub) {
 	defer sub.Leave()
 	s := startSSE(w, id)
+	defer s.close()
 	tick := time.NewTicker(heartbeat)
 	defer tick.Stop()
 	for {
@@ -234,9 +296,7 @@ func (rv *reviews) pump(w http.ResponseWriter, r *http.Request, id string, sub *
 			if !ok {
 				return
 			}
-			if s.event(ev) != nil {
-				return
-			}
+			s.event(ev)
 			// Write what is already waiting before one flush.
 			final := ev.Type.Final()
 		batch:
@@ -246,9 +306,7 @@ func (rv *reviews) pump(w http.ResponseWriter, r *http.Request, id string, sub *
 					if !ok {
 						break batch
 					}
-					if s.event(ev) != nil {
-						return
-					}
+					s.event(ev)
 					final = ev.Type.Final()
 				default:
 					break batch
@@ -265,7 +323,7 @@ func (rv *reviews) pump(w http.ResponseWriter, r *http.Request, id string, sub *
 		case <-r.Context().Done():
 			return
 		case <-tick.C:
-			_, _ = io.WriteString(s.w, ": ping\n\n")
+			s.ping()
 			if s.flush() != nil {
 				return
 			}
@@ -296,13 +354,12 @@ func (rv *reviews) tail(w http.ResponseWriter, r *http.Request, id string, after
 		return
 	}
 	s := startSSE(w, id)
+	defer s.close()
 	idle := time.Now()
 	for {
 		for i := range evs {
 			ev := &evs[i]
-			if s.event(ev) != nil {
-				return
-			}
+			s.event(ev)
 			after = ev.Seq
 			if ev.Type.Final() {
 				_ = s.flush()
@@ -316,7 +373,7 @@ func (rv *reviews) tail(w http.ResponseWriter, r *http.Request, id string, after
 			}
 		} else if time.Since(idle) > heartbeat {
 			idle = time.Now()
-			_, _ = io.WriteString(s.w, ": ping\n\n")
+			s.ping()
 			if s.flush() != nil {
 				return
 			}

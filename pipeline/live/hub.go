@@ -79,6 +79,10 @@ func NewHub(cfg Config, log pipeline.LiveLog, reg prometheus.Registerer) (*Hub, 
 	return &Hub{cfg: cfg, log: log, m: m, streams: map[string]*Stream{}, drainCh: make(chan struct{})}, nil
 }
 
+// DroppedCounter is the counter of clients dropped for a full buffer (for
+// benchmarks; it is also chatguard_console_live_clients_dropped_total).
+func (h *Hub) DroppedCounter() prometheus.Counter { return h.m.dropped }
+
 // ErrDraining is returned by Open while the hub drains.
 var ErrDraining = errors.New("live: draining")
 
