@@ -190,7 +190,11 @@ func lagClient(br *bufio.Reader, lags *[]time.Duration, mu *sync.Mutex) {
 			return
 		}
 		if strings.HasPrefix(line, "data: {\"t\":") {
-			ns, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(line, "data: {\"t\":"), "}\n"), 10, 64)
+			num := strings.TrimPrefix(line, "data: {\"t\":")
+			if i := strings.IndexAny(num, ",}"); i >= 0 {
+				num = num[:i]
+			}
+			ns, _ := strconv.ParseInt(num, 10, 64)
 			d := time.Since(time.Unix(0, ns))
 			mu.Lock()
 			*lags = append(*lags, d)
@@ -259,7 +263,7 @@ func activeStreams(t *testing.T, n, rate int, dur time.Duration) []row {
 	}
 }
 
-// stalledClient streams 1 KB events at 500/s to 50 reading clients, once
+// stalledClient streams 4 KB events at 500/s to 50 reading clients, once
 // alone and once with a client that never reads (its receive buffer set
 // to 4 KB so the kernel cannot hide the stall for long).
 func stalledClient(t *testing.T) []row {
@@ -294,8 +298,8 @@ func stalledClient(t *testing.T) []row {
 			time.Sleep(100 * time.Millisecond) // its subscription is in place
 		}
 		droppedAt = -1
-		pad := strings.Repeat("x", 1000)
-		for i := 1; i <= 2500; i++ {
+		pad := strings.Repeat("x", 4000)
+		for i := 1; i <= 2000; i++ {
 			st.Emit(pipeline.LiveToken, []byte(`{"t":`+strconv.FormatInt(time.Now().UnixNano(), 10)+`,"p":"`+pad+`"}`))
 			if stall && droppedAt < 0 && i%10 == 0 && testutil.ToFloat64(hub.DroppedCounter()) > 0 {
 				droppedAt = i
@@ -315,9 +319,9 @@ func stalledClient(t *testing.T) []row {
 	with, at := run(true)
 	note := "not dropped"
 	if at > 0 {
-		note = fmt.Sprintf("dropped after %d events of 1 KB (its buffer: %d events, plus the socket buffers)", at, live.DefaultConfig().SubscriberBuffer)
+		note = fmt.Sprintf("dropped after %d events of 4 KB (its buffer: %d events, plus the socket buffers)", at, live.DefaultConfig().SubscriberBuffer)
 	}
-	return []row{{"a stalled client among 50 readers of one stream (1 KB events, 500/s)",
+	return []row{{"a stalled client among 50 readers of one stream (4 KB events, 500/s, 4 s)",
 		fmt.Sprintf("%s; readers' p99 %s with it vs %s without", note, with.Round(10*time.Microsecond), base.Round(10*time.Microsecond)),
 		"dropped within its buffer bound, no added lag"}}
 }

@@ -194,6 +194,14 @@ func (m *Main) Run(ctx context.Context) error {
 	defer cancel()
 	_ = web.Shutdown(sctx)
 	_ = admin.Shutdown(sctx)
+	// Detached streams end at their reconnect event (or the next log read).
+	streamsDone := make(chan struct{})
+	go func() { rv.streams.Wait(); close(streamsDone) }()
+	select {
+	case <-streamsDone:
+	case <-sctx.Done():
+		log.Warn("console: streams still open at shutdown")
+	}
 	if err := hub.Wait(sctx); err != nil {
 		log.Warn("console: live events not all kept at shutdown", "err", err)
 	}

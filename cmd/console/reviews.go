@@ -44,6 +44,8 @@ type reviews struct {
 	// timeout is over.
 	ctx     context.Context
 	running sync.WaitGroup
+	// streams counts the detached stream goroutines (see detach).
+	streams sync.WaitGroup
 
 	mu       sync.Mutex
 	draining bool
@@ -285,9 +287,34 @@ func (s *sse) reconnect(after time.Duration) {
 // client is dropped for falling behind (the connection closes; it may
 // resume), or the pod drains (a reconnect event).
 func (rv *reviews) pump(w http.ResponseWriter, r *http.Request, id string, sub *live.Sub) {
-	defer sub.Leave()
 	s := startSSE(w, id)
-	defer s.close()
+	rv.detach(s, r, func(gone <-chan struct{}) {
+		defer sub.Leave()
+		rv.pumpSub(s, sub, gone)
+	})
+}
+
+// detach runs body, the rest of a stream, on a goroutine of its own when
+// the connection was hijacked, and returns: the request's goroutine, its
+// large stack and the server's buffers for the connection are then freed
+// while the stream stays open (the goroutine's owner is rv.streams). gone
+// is closed when the client leaves; for a hijacked connection it never is,
+// and a gone client is noticed at the next write.
+func (rv *reviews) detach(s *sse, r *http.Request, body func(gone <-chan struct{})) {
+	if s.conn == nil {
+		defer s.close()
+		body(r.Context().Done())
+		return
+	}
+	rv.streams.Add(1)
+	go func() {
+		defer rv.streams.Done()
+		defer s.close()
+		body(nil)
+	}()
+}
+
+func (rv *reviews) pumpSub(s *sse, sub *live.Sub, gone <-chan struct{}) {
 	tick := time.NewTicker(heartbeat)
 	defer tick.Stop()
 	for {
@@ -320,7 +347,7 @@ func (rv *reviews) pump(w http.ResponseWriter, r *http.Request, id string, sub *
 		case <-rv.hub.Draining():
 			s.reconnect(time.Second)
 			return
-		case <-r.Context().Done():
+		case <-gone:
 			return
 		case <-tick.C:
 			s.ping()
@@ -354,7 +381,16 @@ func (rv *reviews) tail(w http.ResponseWriter, r *http.Request, id string, after
 		return
 	}
 	s := startSSE(w, id)
-	defer s.close()
+	rv.detach(s, r, func(gone <-chan struct{}) {
+		ctx := rv.ctx
+		if gone != nil {
+			ctx = r.Context()
+		}
+		rv.tailLog(ctx, s, id, after, evs)
+	})
+}
+
+func (rv *reviews) tailLog(ctx context.Context, s *sse, id string, after uint64, evs []pipeline.LiveEvent) {
 	idle := time.Now()
 	for {
 		for i := range evs {
@@ -386,6 +422,7 @@ func (rv *reviews) tail(w http.ResponseWriter, r *http.Request, id string, after
 			return
 		default:
 		}
+		var err error
 		evs, err = rv.liveLog.Read(ctx, id, after, tailWait)
 		if err != nil {
 			if ctx.Err() == nil {
