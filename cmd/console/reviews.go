@@ -209,7 +209,9 @@ func startSSE(w http.ResponseWriter, id string) *sse {
 	h.Set("X-Accel-Buffering", "no")
 	s := &sse{id: id, w: w, rc: http.NewResponseController(w)}
 	if conn, brw, err := s.rc.Hijack(); err == nil {
-		s.conn = conn
+		// The ResponseWriter holds the request and the server's buffers
+		// for the connection: keep nothing of it.
+		s.conn, s.w, s.rc = conn, nil, nil
 		// What the client sent after its request (nothing, for a GET or
 		// a read body) is of no use; the buffers are dropped with brw.
 		_ = brw
