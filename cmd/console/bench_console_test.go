@@ -35,8 +35,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/internal/stacktest"
+	"github.com/chatguard/chatguard/internal/standin"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/live"
+	"github.com/chatguard/chatguard/pipeline/llm"
 	"github.com/chatguard/chatguard/storage/redislive"
 )
 
@@ -128,6 +130,67 @@ func memNow() (heapStack uint64, rss uint64) {
 
 type row struct{ what, value, goal string }
 
+func TestMain(m *testing.M) { standin.Main(m) }
+
+// ttftUnderBacklog measures the interactive class's time to first token
+// with the primary idle and while a worker's batch backlog keeps it busy:
+// one simulator (16 requests running at most, like a vLLM server's
+// max_num_seqs), a worker router of batch calls and the console's router
+// of interactive calls, two processes' routers sharing one server. Once
+// with the batch router using all 16 server slots, once leaving 4 to
+// interactive work (the fleet-wide reserve of issue 17).
+func ttftUnderBacklog(t *testing.T) []row {
+	sim := standin.StartLLM(t, standin.LLMOptions{Name: "primary", Model: "sim",
+		Config: `{"ttft":"40ms","itl":"4ms","jitter":0,"tokens_per_chunk":4,"max_running":16,"max_waiting":10000}`})
+	router := func(conc int) *llm.Router {
+		r, err := llm.New(llm.Config{Primary: llm.PoolConfig{BaseURL: sim.BaseURL, Model: sim.Model, MaxConcurrency: conc,
+			AttemptTimeout: 30 * time.Second}, MaxAttempts: 1}, nil)
+		require.NoError(t, err)
+		return r
+	}
+	req := func(c llm.Class) llm.Request {
+		return llm.Request{Stage: pipeline.StageTriage, Class: c, MaxTokens: 120, Messages: []llm.Message{
+			{Role: llm.RoleSystem, Text: "Review the chat."}, {Role: llm.RoleUser, Text: "buyer: 안녕하세요\nseller: 계좌이체로 선입금 부탁해요"}}}
+	}
+	console := router(4)
+	p95 := func() time.Duration {
+		var ds []time.Duration
+		for range 40 {
+			resp, err := console.Complete(context.Background(), req(llm.ClassInteractive))
+			require.NoError(t, err)
+			ds = append(ds, resp.TTFT)
+		}
+		return pct(ds, 0.95)
+	}
+	idle := p95()
+	backlog := func(conc int) time.Duration {
+		worker := router(conc)
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for range 48 { // a queue backlog: more jobs than slots
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ctx.Err() == nil {
+					_, _ = worker.Complete(ctx, req(llm.ClassBatch))
+				}
+			}()
+		}
+		time.Sleep(time.Second)
+		got := p95()
+		cancel()
+		wg.Wait()
+		return got
+	}
+	full, reserved := backlog(16), backlog(12)
+	ratio := func(d time.Duration) string { return fmt.Sprintf("%.2f×", float64(d)/float64(idle)) }
+	return []row{
+		{"interactive TTFT p95, primary idle", idle.Round(100 * time.Microsecond).String(), "-"},
+		{"… while a batch backlog uses all 16 server slots", fmt.Sprintf("%s (%s idle)", full.Round(100*time.Microsecond), ratio(full)), "≤ 1.2× idle"},
+		{"… while the batch backlog leaves 4 slots to interactive work", fmt.Sprintf("%s (%s idle)", reserved.Round(100*time.Microsecond), ratio(reserved)), "≤ 1.2× idle"},
+	}
+}
+
 func TestConsoleBench(t *testing.T) {
 	raiseFDLimit(t)
 	var rows []row
@@ -135,6 +198,7 @@ func TestConsoleBench(t *testing.T) {
 	rows = append(rows, activeStreams(t, 1000, 20, 10*time.Second)...)
 	rows = append(rows, stalledClient(t)...)
 	rows = append(rows, drainResume(t, 100, 10)...)
+	rows = append(rows, ttftUnderBacklog(t)...)
 	fmt.Printf("\n| figure | measured | goal |\n| --- | --- | --- |\n")
 	for _, r := range rows {
 		fmt.Printf("| %s | %s | %s |\n", r.what, r.value, r.goal)
