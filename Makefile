@@ -132,6 +132,16 @@ bench-mysql: ## time the README and review-queue queries and the purge on 1,000,
 	set -o pipefail; CHATGUARD_STACK_ENV=/dev/null CHATGUARD_MYSQL_DSN='$(BENCH_MYSQL_DSN)' BENCH_VERDICTS=$(BENCH_VERDICTS) \
 		$(GO) test -tags mysqlbench -run '^TestMySQLBench$$' -count=1 -timeout 60m -v ./storage/mysql/ | grep -v -e '^=== RUN' -e '^--- PASS' -e '^PASS'
 
+# The lake benchmark's load: events per second, consumer replicas, hours.
+BENCH_LAKE_RATE ?= 150
+BENCH_LAKE_REPLICAS ?= 2
+BENCH_LAKE_HOURS ?= 24
+
+.PHONY: bench-lake
+bench-lake: ## objects per partition-hour and Athena-stand-in query time over a simulated day, before and after `consumer compact` (needs the running stack; not part of make test)
+	set -o pipefail; BENCH_LAKE_RATE=$(BENCH_LAKE_RATE) BENCH_LAKE_REPLICAS=$(BENCH_LAKE_REPLICAS) BENCH_LAKE_HOURS=$(BENCH_LAKE_HOURS) \
+		$(GO) test -tags lakebench -run '^TestLakeCompactionBench$$' -count=1 -timeout 120m -v ./cmd/consumer/ | grep -v -e '^=== RUN' -e '^--- PASS' -e '^PASS' -e '^ *{"time"'
+
 .PHONY: clean
 clean: ## remove built binaries (keeps .cache and the stack state)
 	rm -rf bin

@@ -29,6 +29,7 @@ func TestReadmeDocumentsEveryFlag(t *testing.T) {
 	}{
 		{"batch", nil}, {"worker", nil}, {"consumer", nil}, {"console", nil},
 		{"worker", []string{"stop"}}, {"worker", []string{"migrate"}}, {"worker", []string{"purge"}},
+		{"consumer", []string{"compact"}},
 	} {
 		path := filepath.Join(dir, bin.name)
 		if _, err := os.Stat(path); err != nil {

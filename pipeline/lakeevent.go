@@ -15,6 +15,9 @@ const (
 	EventVerdict           EventType = "verdict"
 )
 
+// EventTypes lists every lake event type, in the lake's table order.
+var EventTypes = []EventType{EventInferenceLog, EventModeratorFeedback, EventVerdict}
+
 // LakeEventSchemaVersion is the payload schema version this build writes.
 const LakeEventSchemaVersion = 1
 

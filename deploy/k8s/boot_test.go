@@ -225,6 +225,22 @@ func TestRenderedConfigStartsTheBinaries(t *testing.T) {
 				requireAccepted(t, p, p.exit(t))
 				require.Len(t, deps.accepted, 1, "migrate never dialled MySQL")
 			})
+			t.Run("purge", func(t *testing.T) {
+				t.Parallel()
+				deps := newDeadDeps(t)
+				c := s.CronJobs["chatguard-purge"].Spec.JobTemplate.Spec.Template.Spec.Containers[0]
+				p := start(t, filepath.Join(dir, "worker"), append(c.Command[1:], c.Args...), deps.environ(t, envOf(t, s, c)))
+				requireAccepted(t, p, p.exit(t))
+				require.Len(t, deps.accepted, 1, "purge never dialled MySQL")
+			})
+			t.Run("compact", func(t *testing.T) {
+				t.Parallel()
+				deps := newDeadDeps(t)
+				c := s.CronJobs["chatguard-compact"].Spec.JobTemplate.Spec.Template.Spec.Containers[0]
+				p := start(t, filepath.Join(dir, "consumer"), append(c.Command[1:], c.Args...), deps.environ(t, envOf(t, s, c)))
+				requireAccepted(t, p, p.exit(t))
+				require.Contains(t, p.stderr(), "s3lake: compact: list", "compaction reached for S3")
+			})
 			t.Run("batch", func(t *testing.T) {
 				t.Parallel()
 				deps := newDeadDeps(t)
