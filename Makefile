@@ -127,10 +127,23 @@ bench: ## run the benchmarks of every workspace module (no tests)
 BENCH_VERDICTS ?= 1000000
 BENCH_MYSQL_DSN ?= root@tcp(127.0.0.1:3306)/
 
+.PHONY: eval-sample
+eval-sample: ## regenerate the sample `worker eval` report in docs/eval/sample against three llmsim profiles (simulators; a few minutes)
+	@$(GO) build -o bin/worker ./cmd/worker
+	@$(GO) run ./deploy/local/evalsample/cmd/evalsample --worker bin/worker --out docs/eval/sample
+
 .PHONY: bench-mysql
 bench-mysql: ## time the README and review-queue queries and the purge on 1,000,000 generated verdicts (not part of make test)
 	set -o pipefail; CHATGUARD_STACK_ENV=/dev/null CHATGUARD_MYSQL_DSN='$(BENCH_MYSQL_DSN)' BENCH_VERDICTS=$(BENCH_VERDICTS) \
 		$(GO) test -tags mysqlbench -run '^TestMySQLBench$$' -count=1 -timeout 60m -v ./storage/mysql/ | grep -v -e '^=== RUN' -e '^--- PASS' -e '^PASS'
+
+.PHONY: bench-operator
+bench-operator: ## p50/p99 of the authenticated, audited POST /v1/stop on loopback (needs make stack-up for the MySQL row)
+	$(GO) test -run '^$$' -bench BenchmarkOperatorStop -benchtime 3000x -count=1 ./cmd/worker/ | grep '^|'
+
+.PHONY: pii-scan
+pii-scan: ## the contact-detail corpus through the fallback: PII per 1,000 requests/rows before and after (needs make stack-up)
+	$(GO) test -run '^TestPIIScanAfterCorpusRun$$' -count=1 -v ./cmd/worker/ | grep -e '^ *privacy_e2e_test.go' -e '^--- ' | sed 's/^ *privacy_e2e_test.go:[0-9]*: //'
 
 # The lake benchmark's load: events per second, consumer replicas, hours.
 BENCH_LAKE_RATE ?= 150

@@ -28,7 +28,7 @@ func TestReadmeDocumentsEveryFlag(t *testing.T) {
 		args []string
 	}{
 		{"batch", nil}, {"worker", nil}, {"consumer", nil}, {"console", nil},
-		{"worker", []string{"stop"}}, {"worker", []string{"migrate"}}, {"worker", []string{"purge"}},
+		{"worker", []string{"stop"}}, {"worker", []string{"migrate"}}, {"worker", []string{"purge"}}, {"worker", []string{"eval"}},
 		{"consumer", []string{"compact"}},
 	} {
 		path := filepath.Join(dir, bin.name)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
@@ -81,10 +82,15 @@ func (d *deadDeps) environ(t *testing.T, env map[string]envSource) []string {
 		switch {
 		case k == "CHATGUARD_MYSQL_DSN":
 			val = "chatguard:test@tcp(" + d.mysql.Addr().String() + ")/chatguard?timeout=2s"
+		case k == "CHATGUARD_QUOTE_DIGEST_KEY":
+			val = "test-secret-of-at-least-thirty-two-bytes"
 		case v.secretRef != nil:
 			val = "test-secret"
-		case k == "CHATGUARD_ADMIN_ADDR":
+		case k == "CHATGUARD_ADMIN_ADDR", k == "CHATGUARD_OPERATOR_ADDR":
 			val = "127.0.0.1:0"
+		case k == "CHATGUARD_OPERATOR_TOKENS_DIR":
+			val = t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(val, "console"), []byte("test-token-of-at-least-thirty-two-bytes"), 0o600))
 		}
 		out = append(out, k+"="+val)
 	}

@@ -326,9 +326,17 @@ func TestProbesHitServedRoutes(t *testing.T) {
 				env := envOf(t, s, c)
 				_, port, err := net.SplitHostPort(setting(t, env, flags[c.Command[0]], "admin-addr"))
 				require.NoError(t, err)
-				require.Len(t, c.Ports, 1, d)
+				// The admin port first; the worker adds "operator", which
+				// must be --operator-addr's (issue 14: two listeners).
 				require.Equal(t, "admin", c.Ports[0].Name)
 				require.Equal(t, port, strconv.Itoa(int(c.Ports[0].ContainerPort)), "%s: the container port must be --admin-addr's", d)
+				for _, cp := range c.Ports[1:] {
+					require.Equal(t, "operator", cp.Name, "%s: unexpected port %s", d, cp.Name)
+					_, op, err := net.SplitHostPort(setting(t, env, flags[c.Command[0]], "operator-addr"))
+					require.NoError(t, err)
+					require.Equal(t, op, strconv.Itoa(int(cp.ContainerPort)), "%s: the operator port must be --operator-addr's", d)
+					require.Empty(t, setting(t, env, flags[c.Command[0]], "pprof-addr"), "%s: pprof stays off in a deployment", d)
+				}
 
 				probes := map[string]*corev1.Probe{"startup": c.StartupProbe, "liveness": c.LivenessProbe, "readiness": c.ReadinessProbe}
 				for kind, p := range probes {
@@ -524,6 +532,12 @@ func TestNetworkPolicies(t *testing.T) {
 			}
 			op := s.NetworkPolicies["chatguard-worker-operator-api"]
 			require.Equal(t, "moderator-console", op.Spec.Ingress[0].From[0].PodSelector.MatchLabels["app.kubernetes.io/name"])
+			require.Equal(t, "operator", op.Spec.Ingress[0].Ports[0].Port.String(), "the console reaches only the operator port")
+			for _, rule := range metrics.Spec.Ingress {
+				for _, p := range rule.Ports {
+					require.Equal(t, "admin", p.Port.String(), "Prometheus reaches only the admin port")
+				}
+			}
 		})
 	}
 }
@@ -557,7 +571,7 @@ func TestMonitorsScrapeWhatThePodsServe(t *testing.T) {
 			svc := s.Services["chatguard-worker"]
 			require.NotNil(t, svc)
 			require.True(t, labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(s.Deployments["chatguard-worker"].Spec.Template.Labels)))
-			require.Equal(t, "admin", svc.Spec.Ports[0].TargetPort.String())
+			require.Equal(t, "operator", svc.Spec.Ports[0].TargetPort.String(), "the Service exposes only the operator API")
 		})
 	}
 }
