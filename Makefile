@@ -10,7 +10,7 @@ STACK_FLAGS ?=
 # How long stack-up waits for every service to answer.
 STACK_WAIT  ?= 3m
 TEST_FLAGS  ?= -race -count=1 -p 2 -timeout 20m
-BINARIES    := batch worker consumer
+BINARIES    := batch worker consumer console
 
 # Every module of the workspace (go.work): the production module and
 # deploy/local, each as a ./dir/... pattern. `./...` alone names only the
@@ -201,3 +201,34 @@ IMAGE_FLAGS    ?=
 image: ## build the image without a daemon into bin/image (OCI layout)
 	@rm -rf bin/image
 	cd deploy/k8s && $(GO) run ./cmd/chatguard-image --root ../.. --version $(IMAGE_VERSION) --revision $(IMAGE_REVISION) --layout ../../bin/image --tag chatguard:$(IMAGE_VERSION) $(IMAGE_FLAGS)
+
+# The moderators' console on the running stack, over the demo's database
+# (make demo first; it leaves the stack up with `DEMO_FLAGS=--keep-stack`
+# when it started it). It runs in the background, logs to
+# .stack/console.log and stops with `make console-down`.
+CONSOLE_ADDR ?= 127.0.0.1:8088
+CONSOLE_DB   ?= chatguard_demo
+
+.PHONY: console
+console: $(STACK_BIN) ## run the moderators' console on the running stack over the demo's verdicts and print its URL (dev login)
+	@$(STACK_BIN) status >/dev/null 2>&1 || { echo "no stack is running: make stack-up (and make demo for verdicts)"; exit 1; }
+	@$(GO) build -o bin/console ./cmd/console
+	@$(MAKE) --no-print-directory console-down >/dev/null 2>&1 || true
+	@set -a; . $(STATE_DIR)/env; set +a; \
+	dsn=$$(printf '%s' "$$CHATGUARD_MYSQL_DSN" | sed 's#/[^/?]*\(?\|$$\)#/$(CONSOLE_DB)\1#'); \
+	CHATGUARD_MYSQL_DSN="$$dsn" setsid bin/console --listen-addr $(CONSOLE_ADDR) --admin-addr 127.0.0.1:0 --dev-login \
+		>$(STATE_DIR)/console.log 2>&1 </dev/null & echo $$! >$(STATE_DIR)/console.pid; \
+	for i in $$(seq 1 100); do \
+		url=$$(sed -n 's/.*"msg":"console: serving","url":"\([^"]*\)".*/\1/p' $(STATE_DIR)/console.log); \
+		if [ -n "$$url" ]; then echo "console: $$url/ (dev login: any e-mail; log in $(STATE_DIR)/console.log; make console-down stops it)"; exit 0; fi; \
+		if ! kill -0 $$(cat $(STATE_DIR)/console.pid) 2>/dev/null; then cat $(STATE_DIR)/console.log; exit 1; fi; \
+		sleep 0.2; \
+	done; echo "the console did not start; see $(STATE_DIR)/console.log"; exit 1
+
+.PHONY: console-down
+console-down: ## stop the console started by make console
+	@if [ -f $(STATE_DIR)/console.pid ]; then kill $$(cat $(STATE_DIR)/console.pid) 2>/dev/null || true; rm -f $(STATE_DIR)/console.pid; fi
+
+.PHONY: bench-console
+bench-console: ## the console's SSE figures: idle-stream memory, delivery lag, stalled client, drain and resume (not part of make test)
+	$(GO) test -tags consolebench -run '^TestConsoleBench$$' -count=1 -timeout 20m -v ./cmd/console/ | grep -v -e '^=== RUN' -e '^--- PASS' -e '^PASS'

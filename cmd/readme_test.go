@@ -27,7 +27,7 @@ func TestReadmeDocumentsEveryFlag(t *testing.T) {
 		name string
 		args []string
 	}{
-		{"batch", nil}, {"worker", nil}, {"consumer", nil},
+		{"batch", nil}, {"worker", nil}, {"consumer", nil}, {"console", nil},
 		{"worker", []string{"stop"}}, {"worker", []string{"migrate"}}, {"worker", []string{"purge"}}, {"worker", []string{"eval"}},
 		{"consumer", []string{"compact"}},
 	} {

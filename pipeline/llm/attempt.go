@@ -170,6 +170,10 @@ func (r *Router) stream(ctx context.Context, p *pool, req *Request, msgs []Messa
 			},
 		}
 	}
+	obs := ObserverFrom(ctx)
+	if obs != nil {
+		obs.Attempt(req.Stage, a.N, p.cfg.Name)
+	}
 	s, err := p.client.CreateChatCompletionStream(ctx, creq)
 	if err != nil {
 		return nil, "", err
@@ -214,6 +218,9 @@ func (r *Router) stream(ctx context.Context, p *pool, req *Request, msgs []Messa
 					return bytes.ToValidUTF8(buf.Bytes(), nil), "", errAnswerCap
 				}
 				buf.WriteString(c.Delta.Content)
+				if obs != nil {
+					obs.Delta(req.Stage, c.Delta.Content)
+				}
 			}
 			if c.FinishReason != "" {
 				finish = string(c.FinishReason)
