@@ -38,9 +38,7 @@ type Config struct {
 
 	FeedbackQueueURL string
 
-	RedisAddr     string
-	RedisPassword string
-	RedisDB       int
+	cli.RedisOptions
 	StopChannel   string
 	StopKeyPrefix string
 	LiveKeyPrefix string
@@ -116,9 +114,7 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.StringVar(&c.ChatAPIURL, "chat-api-url", "chat-history API base URL (the room page fetches history live; the console stores no chat text)")
 	fs.DurationVar(&c.ChatTimeout, "chat-timeout", "timeout of one chat-history request")
 	fs.StringVar(&c.FeedbackQueueURL, "feedback-queue-url", "SQS feedback queue URL for moderator_feedback and inference-log events")
-	fs.StringVar(&c.RedisAddr, "redis-addr", "Redis host:port: stop signals and the live event streams (resume)")
-	fs.StringVar(&c.RedisPassword, "redis-password", "Redis password (prefer the environment variable; never logged)")
-	fs.IntVar(&c.RedisDB, "redis-db", "Redis database number")
+	c.RedisOptions.Flags(fs, "Redis host:port: stop signals and the live event streams (resume)")
 	fs.StringVar(&c.StopChannel, "stop-channel", "Redis pub/sub channel of stop signals")
 	fs.StringVar(&c.StopKeyPrefix, "stop-key-prefix", "prefix of the Redis keys that keep live stop signals")
 	fs.StringVar(&c.LiveKeyPrefix, "live-key-prefix", "prefix of the Redis Streams keeping on-demand reviews' events")
@@ -200,7 +196,7 @@ func (c Config) Validate() error {
 	if c.MySQLMaxOpenConns < 1 {
 		errs = append(errs, errors.New("--mysql-max-open-conns must be positive"))
 	}
-	errs = append(errs, c.hub().Validate(), c.liveLog().Validate(), c.redisStop().Validate(), c.Fleet.validate())
+	errs = append(errs, c.RedisOptions.Validate(), c.hub().Validate(), c.liveLog().Validate(), c.redisStop().Validate(), c.Fleet.validate())
 	return errors.Join(errs...)
 }
 

@@ -103,9 +103,13 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("console: %w", err)
 	}
 
-	rdb := redis.NewClient(&redis.Options{Addr: cfg.RedisAddr, Password: cfg.RedisPassword, DB: cfg.RedisDB,
-		DialTimeout: 2 * time.Second, ReadTimeout: 2*time.Second + tailWait, WriteTimeout: 2 * time.Second,
-		PoolTimeout: 2 * time.Second, MaxRetries: 1, PoolSize: 64})
+	rdb, err := cfg.RedisOptions.Client(func(o *redis.Options) {
+		// Resumes block on XREAD for up to tailWait; streams are many.
+		o.ReadTimeout, o.PoolSize = 2*time.Second+tailWait, 64
+	})
+	if err != nil {
+		return fmt.Errorf("console: redis: %w", err)
+	}
 	defer rdb.Close()
 	liveLog, err := redislive.New(rdb, cfg.liveLog())
 	if err != nil {

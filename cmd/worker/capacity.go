@@ -103,18 +103,16 @@ func newFleetStore(c Config, rc *llm.Config) (closeFn func(), err error) {
 	if !c.Capacity.shared() {
 		return func() {}, nil
 	}
-	tc, err := c.redisOptions.tlsConfig()
-	if err != nil {
-		return nil, fmt.Errorf("fleet limits: %w", err)
-	}
 	// Its own client: a lease is asked for on every primary call, so the
 	// pool is larger than the stop checks', and the router's per-call
 	// deadline (100 ms) must bound the socket reads too.
-	rdb := redis.NewClient(&redis.Options{
-		Addr: c.RedisAddr, Username: c.RedisUsername, Password: c.RedisPassword, DB: c.RedisDB, TLSConfig: tc,
-		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
-		PoolTimeout: time.Second, MaxRetries: 0, PoolSize: 64, ContextTimeoutEnabled: true,
+	rdb, err := c.RedisOptions.Client(func(o *redis.Options) {
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = time.Second, time.Second, time.Second, time.Second
+		o.MaxRetries, o.PoolSize, o.ContextTimeoutEnabled = 0, 64, true
 	})
+	if err != nil {
+		return nil, fmt.Errorf("fleet limits: %w", err)
+	}
 	store := redislimits.New(rdb, "")
 	rc.Fleet.Leases, rc.Fleet.Budget = store, store
 	return func() { _ = rdb.Close() }, nil

@@ -68,7 +68,7 @@ type Config struct {
 
 	// RedisAddr is the Redis that carries stop signals; empty disables
 	// them (reviews run, but cannot be stopped by an operator).
-	redisOptions
+	cli.RedisOptions
 	StopChannel      string
 	StopKeyPrefix    string
 	StopCheckTimeout time.Duration

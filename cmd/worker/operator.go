@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -97,25 +95,13 @@ func (c Config) operatorTLS() (*tls.Config, error) {
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
 	if c.OperatorClientCA != "" {
-		pool, err := loadCAPool(c.OperatorClientCA)
+		pool, err := cli.LoadCAPool(c.OperatorClientCA)
 		if err != nil {
 			return nil, fmt.Errorf("operator tls: %w", err)
 		}
 		tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
 	return tc, nil
-}
-
-func loadCAPool(path string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("ca: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("ca %s: no PEM certificate", path)
-	}
-	return pool, nil
 }
 
 // operatorAPI serves the authenticated operator endpoints.

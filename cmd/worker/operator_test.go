@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/internal/bearer"
+	"github.com/chatguard/chatguard/internal/tlstest"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -268,7 +269,7 @@ func TestStopClientSendsTheToken(t *testing.T) {
 // `worker stop` gets through with its certificate and token.
 func TestOperatorMTLS(t *testing.T) {
 	t.Parallel()
-	cert, key := selfSigned(t)
+	cert, key := tlstest.SelfSigned(t)
 	cfg := DefaultConfig()
 	cfg.OperatorAddr, cfg.OperatorTokensDir = "127.0.0.1:0", tokensDir(t)
 	cfg.OperatorTLSCert, cfg.OperatorTLSKey, cfg.OperatorClientCA = cert, key, cert

@@ -19,7 +19,7 @@ import (
 )
 
 func (c *Config) stopFlags(fs *cli.FlagSet) {
-	c.redisOptions.flags(fs)
+	c.RedisOptions.Flags(fs, "Redis host:port carrying stop signals; empty disables stop signals")
 	fs.StringVar(&c.StopChannel, "stop-channel", "Redis pub/sub channel of stop signals")
 	fs.StringVar(&c.StopKeyPrefix, "stop-key-prefix", "prefix of the Redis keys that keep live stop signals")
 	fs.DurationVar(&c.StopCheckTimeout, "stop-check-timeout", "bound of the one Redis check each review makes when it starts")
@@ -27,7 +27,7 @@ func (c *Config) stopFlags(fs *cli.FlagSet) {
 
 func (c Config) validateStops() error {
 	var errs []error
-	errs = append(errs, c.redisOptions.validate())
+	errs = append(errs, c.RedisOptions.Validate())
 	if c.StopCheckTimeout <= 0 {
 		errs = append(errs, errors.New("--stop-check-timeout must be positive"))
 	}
@@ -61,7 +61,7 @@ func startStops(ctx context.Context, cfg Config, reg prometheus.Registerer, log 
 		log.Warn("worker: stop signals disabled: no --redis-addr")
 		return nil, nil
 	}
-	rdb, err := cfg.redisOptions.client()
+	rdb, err := cfg.RedisOptions.Client(nil)
 	if err != nil {
 		return nil, err
 	}

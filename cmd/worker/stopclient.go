@@ -145,7 +145,7 @@ func operatorClient(caFile, certFile, keyFile string, timeout time.Duration) (*h
 	if caFile != "" || certFile != "" {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12}
 		if caFile != "" {
-			pool, err := loadCAPool(caFile)
+			pool, err := cli.LoadCAPool(caFile)
 			if err != nil {
 				return nil, fmt.Errorf("--ca-file: %w", err)
 			}

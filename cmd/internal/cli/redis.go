@@ -1,20 +1,21 @@
-package main
+package cli
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/chatguard/chatguard/cmd/internal/cli"
 )
 
-// redisOptions is how every Redis client of the worker connects: address,
-// ACL user and password, database, and TLS (ElastiCache in-transit
-// encryption, optionally with a client certificate).
-type redisOptions struct {
+// RedisOptions is how every Redis client of the chatguard binaries
+// connects: address, ACL user and password, database, and TLS (ElastiCache
+// in-transit encryption, optionally with a client certificate). The worker
+// and the console embed it, so their flags are the same.
+type RedisOptions struct {
 	RedisAddr       string
 	RedisUsername   string
 	RedisPassword   string
@@ -26,8 +27,10 @@ type redisOptions struct {
 	RedisServerName string
 }
 
-func (o *redisOptions) flags(fs *cli.FlagSet) {
-	fs.StringVar(&o.RedisAddr, "redis-addr", "Redis host:port carrying stop signals; empty disables stop signals")
+// Flags declares the --redis-* flags; addrUsage says what the address is
+// for in this binary.
+func (o *RedisOptions) Flags(fs *FlagSet, addrUsage string) {
+	fs.StringVar(&o.RedisAddr, "redis-addr", addrUsage)
 	fs.StringVar(&o.RedisUsername, "redis-username", "Redis ACL user (empty: the default user)")
 	fs.StringVar(&o.RedisPassword, "redis-password", "Redis password (prefer the environment variable; never logged)")
 	fs.IntVar(&o.RedisDB, "redis-db", "Redis database number")
@@ -38,7 +41,8 @@ func (o *redisOptions) flags(fs *cli.FlagSet) {
 	fs.StringVar(&o.RedisServerName, "redis-server-name", "name the Redis server certificate must carry (empty: the host of --redis-addr)")
 }
 
-func (o redisOptions) validate() error {
+// Validate reports every problem of the options at once, naming the flags.
+func (o RedisOptions) Validate() error {
 	var errs []error
 	if o.RedisDB < 0 {
 		errs = append(errs, errors.New("--redis-db must not be negative"))
@@ -52,18 +56,19 @@ func (o redisOptions) validate() error {
 	return errors.Join(errs...)
 }
 
-func (o redisOptions) useTLS() bool {
+func (o RedisOptions) useTLS() bool {
 	return o.RedisTLS || o.RedisCAFile != "" || o.RedisCertFile != ""
 }
 
-// tlsConfig returns nil for a plain connection.
-func (o redisOptions) tlsConfig() (*tls.Config, error) {
+// TLSConfig returns nil for a plain connection, or the TLS settings; it
+// fails on unreadable or invalid PEM files.
+func (o RedisOptions) TLSConfig() (*tls.Config, error) {
 	if !o.useTLS() {
 		return nil, nil
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: o.RedisServerName}
 	if o.RedisCAFile != "" {
-		pool, err := loadCAPool(o.RedisCAFile)
+		pool, err := LoadCAPool(o.RedisCAFile)
 		if err != nil {
 			return nil, fmt.Errorf("redis tls: %w", err)
 		}
@@ -79,17 +84,37 @@ func (o redisOptions) tlsConfig() (*tls.Config, error) {
 	return tc, nil
 }
 
-// client returns a client whose every wait is bounded, so a Redis outage
-// costs a review at most the stop-check timeout. It fails only on
+// Client returns a client whose every wait is bounded (2 s per dial, read,
+// write and pool wait), so a Redis outage costs a caller seconds, not
+// minutes; tune, when set, adjusts the options before the client is made
+// (a larger pool, a longer read for blocking reads). It fails only on
 // unreadable TLS files.
-func (o redisOptions) client() (*redis.Client, error) {
-	tc, err := o.tlsConfig()
+func (o RedisOptions) Client(tune func(*redis.Options)) (*redis.Client, error) {
+	tc, err := o.TLSConfig()
 	if err != nil {
 		return nil, err
 	}
-	return redis.NewClient(&redis.Options{
+	ro := &redis.Options{
 		Addr: o.RedisAddr, Username: o.RedisUsername, Password: o.RedisPassword, DB: o.RedisDB, TLSConfig: tc,
 		DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second,
 		PoolTimeout: 2 * time.Second, MaxRetries: 1, PoolSize: 16,
-	}), nil
+	}
+	if tune != nil {
+		tune(ro)
+	}
+	return redis.NewClient(ro), nil
+}
+
+// LoadCAPool reads a PEM bundle of CA certificates; it fails when the file
+// is unreadable or holds none.
+func LoadCAPool(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("ca %s: no PEM certificate", path)
+	}
+	return pool, nil
 }

@@ -1,4 +1,5 @@
-package main
+// Package tlstest makes throwaway certificates for tests of TLS options.
+package tlstest
 
 import (
 	"crypto/ecdsa"
@@ -17,8 +18,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// selfSigned writes a CA certificate and its key as PEM files.
-func selfSigned(t *testing.T) (certFile, keyFile string) {
+// SelfSigned writes a self-signed CA certificate for 127.0.0.1 (usable as
+// server, client and CA certificate) and its key as PEM files in a
+// temporary folder of t.
+func SelfSigned(t testing.TB) (certFile, keyFile string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
@@ -34,32 +37,4 @@ func selfSigned(t *testing.T) (certFile, keyFile string) {
 	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
 	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600))
 	return certFile, keyFile
-}
-
-func TestRedisTLSAndACLOptions(t *testing.T) {
-	t.Parallel()
-	plain := redisOptions{RedisAddr: "redis:6379"}
-	tc, err := plain.tlsConfig()
-	require.NoError(t, err)
-	require.Nil(t, tc, "no TLS unless asked for")
-
-	cert, key := selfSigned(t)
-	o := redisOptions{RedisAddr: "redis:6379", RedisUsername: "chatguard", RedisPassword: "pw", RedisCAFile: cert,
-		RedisCertFile: cert, RedisKeyFile: key, RedisServerName: "redis.internal"}
-	require.NoError(t, o.validate())
-	tc, err = o.tlsConfig()
-	require.NoError(t, err)
-	require.NotNil(t, tc.RootCAs)
-	require.Len(t, tc.Certificates, 1)
-	require.Equal(t, "redis.internal", tc.ServerName)
-	c, err := o.client()
-	require.NoError(t, err)
-	defer c.Close()
-	require.Equal(t, "chatguard", c.Options().Username)
-	require.NotNil(t, c.Options().TLSConfig)
-
-	require.ErrorContains(t, redisOptions{RedisCertFile: cert}.validate(), "go together")
-	require.ErrorContains(t, redisOptions{RedisUsername: "u"}.validate(), "needs --redis-password")
-	_, err = redisOptions{RedisCAFile: key}.tlsConfig()
-	require.Error(t, err, "a key is not a CA")
 }
