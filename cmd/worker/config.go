@@ -83,6 +83,9 @@ type Config struct {
 	OperatorClientCA  string
 	PprofAddr         string
 	LogLevel          string
+
+	// Capacity: interactive reserve, adaptive and fleet-wide limits (capacity.go).
+	Capacity CapacityConfig
 }
 
 // DefaultConfig returns the defaults shown by --help.
@@ -119,6 +122,7 @@ func DefaultConfig() Config {
 		StopCheckTimeout:    250 * time.Millisecond,
 		AdminAddr:           ":9090",
 		LogLevel:            "info",
+		Capacity:            defaultCapacity(),
 	}
 }
 
@@ -164,6 +168,7 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.DurationVar(&c.EventFlushAge, "event-flush-age", "longest a lake event waits for its batch")
 	c.privacyOptions.flags(fs)
 	c.stopFlags(fs)
+	c.Capacity.flags(fs)
 	fs.StringVar(&c.AdminAddr, "admin-addr", "listen address of /healthz, /readyz and /metrics (cluster-internal; no operator API, no pprof)")
 	c.operatorFlags(fs)
 	fs.StringVar(&c.LogLevel, "log-level", "debug|info|warn|error")
@@ -209,6 +214,7 @@ func (c Config) Validate() error {
 	if c.AttemptTimeout <= 0 || c.AttemptTimeout >= c.JobTimeout {
 		errs = append(errs, fmt.Errorf("--attempt-timeout %s must be positive and below --job-timeout %s", c.AttemptTimeout, c.JobTimeout))
 	}
+	errs = append(errs, c.validateCapacity())
 	for _, pr := range []struct{ flag, v string }{{"primary-price", c.PrimaryPrice}, {"fallback-price", c.FallbackPrice}} {
 		if _, err := llm.ParsePrice(pr.v); err != nil {
 			errs = append(errs, fmt.Errorf("--%s: %w", pr.flag, err))
@@ -260,6 +266,7 @@ func (c Config) loop() sqsjob.Config {
 	l.JobTimeout, l.DrainTimeout = c.JobTimeout, c.DrainTimeout
 	l.RetryBase, l.RetryMax = c.RetryBase, c.RetryMax
 	l.MaxReceiveCount = c.MaxReceiveCount
+	l.Prefetch = c.Capacity.Prefetch
 	return l
 }
 
