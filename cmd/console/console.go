@@ -96,6 +96,14 @@ func (m *Main) Run(ctx context.Context) error {
 	defer db.Close()
 	store := mysql.New(db)
 
+	// The outbox sweeper resends feedback events SQS did not accept
+	// (feedback.go); it stops before the queue and the database close.
+	fbm := newFeedbackMetrics(reg)
+	outboxCtx, stopOutbox := context.WithCancel(context.WithoutCancel(ctx))
+	outboxDone := make(chan struct{})
+	go func() { defer close(outboxDone); _ = newOutbox(cfg.Outbox, store, feedback, fbm, log).Run(outboxCtx) }()
+	defer func() { stopOutbox(); <-outboxDone }()
+
 	chatCfg := cfg.chat()
 	chatCfg.Registerer = reg
 	chat, err := chatapi.New(chatCfg)
@@ -154,7 +162,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("console: templates: %w", err)
 	}
 	srv := &server{cfg: cfg, auth: &auth{proxies: proxies, devLogin: cfg.DevLogin, key: key, now: time.Now},
-		store: store, chat: chat, feedback: feedback, reviews: rv, hub: hub, log: log, tmpl: tmpl, now: time.Now}
+		store: store, chat: chat, feedback: feedback, fbm: fbm, reviews: rv, hub: hub, log: log, tmpl: tmpl, now: time.Now}
 	if cfg.OperatorURL != "" {
 		srv.stops = newOperatorClient(cfg.OperatorURL, cfg.OperatorTokenFile)
 	}
