@@ -248,8 +248,9 @@ func adminRoutes(reg *prometheus.Registry, db interface{ Ping(context.Context) e
 	return mux
 }
 
-// newConsoleMetrics registers the admission gauges.
+// newConsoleMetrics registers the admission gauges and counters.
 func newConsoleMetrics(reg prometheus.Registerer, rv *reviews) {
+	rv.admission = newAdmissionMetrics(reg)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "chatguard_console_reviews_running",
 		Help: "On-demand reviews running on this pod (admission slots taken)."}, func() float64 { return float64(len(rv.slots)) }))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "chatguard_console_reviews_slots",
