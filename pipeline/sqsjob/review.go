@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -302,7 +300,7 @@ func (h *ReviewHandler) publish(v pipeline.Verdict) {
 		latency = float64(v.FinishedAt.Sub(v.StartedAt)) / float64(time.Millisecond)
 	}
 	h.events.Publish(pipeline.LakeEvent{
-		EventID: uuid.NewString(), EventType: pipeline.EventVerdict, OccurredAt: h.now().UTC(), SchemaVersion: pipeline.LakeEventSchemaVersion,
+		EventID: pipeline.VerdictEventID(v.Key, v.Status), EventType: pipeline.EventVerdict, OccurredAt: h.now().UTC(), SchemaVersion: pipeline.LakeEventSchemaVersion,
 		Payload: pipeline.VerdictEvent{
 			RoomID: v.Key.RoomID, WindowStart: v.Key.WindowStart, WindowEnd: v.Key.WindowEnd, PipelineVersion: v.Key.PipelineVersion,
 			RunID: v.RunID, Status: v.Status, Label: v.Label, Category: v.Category, Severity: v.Severity, Confidence: v.Confidence,
