@@ -71,6 +71,8 @@ type Config struct {
 
 	AdminAddr string
 	LogLevel  string
+
+	FaultConfig
 }
 
 // DefaultConfig returns the defaults shown by --help.
@@ -106,6 +108,7 @@ func DefaultConfig() Config {
 		StopCheckTimeout:    250 * time.Millisecond,
 		AdminAddr:           ":9090",
 		LogLevel:            "info",
+		FaultConfig:         defaultFaultConfig(),
 	}
 }
 
@@ -148,6 +151,7 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.IntVar(&c.EventBuffer, "event-buffer", "lake events buffered for the feedback queue before drops")
 	fs.DurationVar(&c.EventFlushAge, "event-flush-age", "longest a lake event waits for its batch")
 	c.stopFlags(fs)
+	c.faultFlags(fs)
 	fs.StringVar(&c.AdminAddr, "admin-addr", "listen address of /healthz, /readyz, /metrics, /debug/pprof and POST /v1/stop")
 	fs.StringVar(&c.LogLevel, "log-level", "debug|info|warn|error")
 	return fs
@@ -203,7 +207,7 @@ func (c Config) Validate() error {
 	if _, err := c.level(); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, c.validateStops())
+	errs = append(errs, c.validateStops(), c.validateFaults())
 	// The parts validate their own ranges; a missing required value is
 	// already reported above by its flag name, so stand-ins keep the parts
 	// from reporting it twice.

@@ -86,6 +86,13 @@ var (
 	// ErrJobTimeout is the cancellation cause of a job that ran past the
 	// job timeout; it is a retryable failure.
 	ErrJobTimeout = errors.New("sqsjob: job timeout")
+	// ErrLeaseLost is the cancellation cause of a job whose visibility could
+	// not be extended before the next heartbeat would come too late (or
+	// whose review claim was lost): it is cancelled while its lease still
+	// holds, so no model call starts after the lease ends, and its message
+	// is left alone (no delete, no visibility change with a receipt that may
+	// be stale); it returns when its visibility ends.
+	ErrLeaseLost = errors.New("sqsjob: lease lost: visibility could not be extended")
 )
 
 // DLQ message attributes set on poison messages.
@@ -390,6 +397,9 @@ type job struct {
 	mu       sync.Mutex
 	ended    bool
 	deadline time.Time // visibility end as last set; guarded by the heartbeat's lock
+	// lose cancels the job with ErrLeaseLost; set before the heartbeat
+	// sees the job.
+	lose context.CancelCauseFunc
 }
 
 func (l *Loop) start(jobBase context.Context, pm pipeline.Message) {
@@ -398,6 +408,8 @@ func (l *Loop) start(jobBase context.Context, pm pipeline.Message) {
 	if !m.SentAt.IsZero() {
 		l.m.messageAge.Observe(max(l.now().Sub(m.SentAt), 0).Seconds())
 	}
+	leaseCtx, lose := context.WithCancelCause(jobBase)
+	j.lose = lose
 	l.hb.add(j)
 	l.m.inflight.Inc()
 	l.jobs.Add(1)
@@ -405,8 +417,9 @@ func (l *Loop) start(jobBase context.Context, pm pipeline.Message) {
 		defer l.jobs.Done()
 		defer l.sem.Release(1)
 		defer l.m.inflight.Dec()
+		defer lose(nil)
 		start := l.now()
-		ctx, cancel := context.WithTimeoutCause(jobBase, l.cfg.JobTimeout, ErrJobTimeout)
+		ctx, cancel := context.WithTimeoutCause(leaseCtx, l.cfg.JobTimeout, ErrJobTimeout)
 		out := l.handle(ctx, m)
 		drained := errors.Is(context.Cause(ctx), ErrDraining)
 		cancel()
@@ -414,7 +427,13 @@ func (l *Loop) start(jobBase context.Context, pm pipeline.Message) {
 			out.Action, out.Label = Release, "released"
 		}
 		l.hb.remove(j)
-		l.settle(j, out)
+		if errors.Is(context.Cause(leaseCtx), ErrLeaseLost) {
+			// The receipt may be stale and another pod may hold the
+			// message: touch nothing, whatever the handler decided.
+			out.Label = "lease_lost"
+		} else {
+			l.settle(j, out)
+		}
 		l.m.jobs.WithLabelValues(out.Label).Inc()
 		l.m.duration.Observe(l.now().Sub(start).Seconds())
 		attrs := []any{"message_id", m.ID, "receive_count", m.ReceiveCount, "outcome", out.Label, "duration_ms", l.now().Sub(start).Milliseconds()}

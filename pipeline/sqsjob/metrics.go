@@ -17,6 +17,7 @@ type Metrics struct {
 	extended   prometheus.Counter
 	poison     prometheus.Counter
 	panics     prometheus.Counter
+	leaseLost  prometheus.Counter
 	messageAge prometheus.Histogram
 	duration   prometheus.Histogram
 
@@ -64,6 +65,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		panics: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "chatguard_worker_job_panics_total", Help: "Jobs that panicked (each counts as a failed attempt).",
 		}),
+		leaseLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chatguard_worker_leases_lost_total", Help: "Jobs cancelled because their visibility or review claim could not be kept; their messages were left alone.",
+		}),
 		messageAge: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "chatguard_worker_message_age_seconds",
 			Help:    "Time from SQS send to pickup.",
@@ -92,7 +96,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"decision"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.jobs, m.inflight, m.calls, m.callTime, m.received, m.deleted, m.extended, m.poison, m.panics,
+		reg.MustRegister(m.jobs, m.inflight, m.calls, m.callTime, m.received, m.deleted, m.extended, m.poison, m.panics, m.leaseLost,
 			m.messageAge, m.duration, m.eventAge, m.stageLatency, m.stageTTFT, m.tokens, m.admissions)
 	}
 	return m

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -29,6 +31,14 @@ type ReviewConfig struct {
 	// Limits bound an event's window and clock skew (zero fields take
 	// pipeline's defaults); an event beyond them is poison.
 	Limits pipeline.EventLimits
+	// Claims, when set, is the cross-pod claim taken before a review's
+	// first model call (see claimReview); Owner names this process in it
+	// (each job adds a sequence number). ClaimTTL (DefaultClaimTTL when
+	// zero) is how long a dead holder blocks a review; ClaimPoll
+	// (DefaultClaimPoll when zero) how often a duplicate looks again.
+	Claims              pipeline.ReviewClaims
+	Owner               string
+	ClaimTTL, ClaimPoll time.Duration
 }
 
 // StopGuard registers a running review for stop signals (pipeline/stop.Guard
@@ -51,6 +61,10 @@ type ReviewHandler struct {
 	m        *Metrics
 	log      *slog.Logger
 	now      func() time.Time
+	// wait paces a duplicate waiting for another worker's claim;
+	// renewWait the claim's renewals. Tests replace both.
+	wait, renewWait retry.SleepFunc
+	seq             atomic.Uint64
 
 	mu     sync.Mutex
 	active map[pipeline.ReviewKey]struct{}
@@ -71,8 +85,14 @@ func NewReviewHandler(cfg ReviewConfig, store pipeline.VerdictStore, chat pipeli
 	if cfg.BusyRetry <= 0 {
 		cfg.BusyRetry = 10 * time.Second
 	}
+	if cfg.ClaimTTL <= 0 {
+		cfg.ClaimTTL = DefaultClaimTTL
+	}
+	if cfg.ClaimPoll <= 0 {
+		cfg.ClaimPoll = DefaultClaimPoll
+	}
 	return &ReviewHandler{cfg: cfg, store: store, chat: chat, reviewer: reviewer, events: events, m: m, log: log, now: time.Now,
-		active: map[pipeline.ReviewKey]struct{}{}}
+		wait: retry.Sleep, renewWait: retry.Sleep, active: map[pipeline.ReviewKey]struct{}{}}
 }
 
 // Handle runs one review message to an Outcome. It never panics out of a
@@ -119,11 +139,15 @@ func (h *ReviewHandler) review(ctx context.Context, m Message, ev pipeline.Revie
 
 	// Two copies of one event in one receive batch (a republished run)
 	// would both miss the duplicate check and pay twice for the models.
-	if !h.claim(key) {
-		h.m.admissions.WithLabelValues("busy").Inc()
-		return Outcome{Action: Retry, Label: "busy", After: h.cfg.BusyRetry}
+	// With cross-pod claims the second copy waits for the first instead
+	// (claimReview), which spends no receive count.
+	if h.cfg.Claims == nil {
+		if !h.claim(key) {
+			h.m.admissions.WithLabelValues("busy").Inc()
+			return Outcome{Action: Retry, Label: "busy", After: h.cfg.BusyRetry}
+		}
+		defer h.unclaim(key)
 	}
-	defer h.unclaim(key)
 
 	if h.cfg.Stops != nil {
 		var release func()
@@ -132,6 +156,15 @@ func (h *ReviewHandler) review(ctx context.Context, m Message, ev pipeline.Revie
 		if ctx.Err() != nil { // stopped before it started: no lookups, no model calls
 			return h.fail(ctx, m, base, fmt.Errorf("review: %w", context.Cause(ctx)))
 		}
+	}
+
+	if h.cfg.Claims != nil {
+		claimed, release, stop := h.claimReview(ctx, m, key, base)
+		if stop != nil {
+			return *stop
+		}
+		defer release()
+		ctx = claimed
 	}
 
 	old, err := h.store.Get(ctx, key)
@@ -211,6 +244,11 @@ func (h *ReviewHandler) fail(ctx context.Context, m Message, v pipeline.Verdict,
 	cause := context.Cause(ctx)
 	if errors.Is(cause, ErrDraining) {
 		return Outcome{Action: Release, Label: "released", Err: err}
+	}
+	if errors.Is(cause, ErrLeaseLost) {
+		// Another pod may run the review now: record nothing; the loop
+		// leaves the message alone.
+		return Outcome{Action: Release, Label: "lease_lost", Err: err}
 	}
 	if errors.Is(cause, ErrJobTimeout) {
 		err = pipeline.Retryable(fmt.Errorf("%w: %w", ErrJobTimeout, err), 0)
