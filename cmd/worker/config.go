@@ -242,6 +242,7 @@ func (c Config) loop() sqsjob.Config {
 	l.JobTimeout, l.DrainTimeout = c.JobTimeout, c.DrainTimeout
 	l.RetryBase, l.RetryMax = c.RetryBase, c.RetryMax
 	l.MaxReceiveCount = c.MaxReceiveCount
+	l.MaxHold = c.MaxHold
 	return l
 }
 

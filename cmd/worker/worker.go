@@ -15,6 +15,7 @@ import (
 	"github.com/chatguard/chatguard/internal/awsclient"
 	"github.com/chatguard/chatguard/migrations"
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/health"
 	"github.com/chatguard/chatguard/pipeline/sqsjob"
 	"github.com/chatguard/chatguard/storage/chatapi"
 	"github.com/chatguard/chatguard/storage/mysql"
@@ -142,18 +143,25 @@ func (m *Main) Run(ctx context.Context) error {
 		reviewCfg.Stops, stopPub = stops.guard, stops.pub
 	}
 
+	mon, err := health.New(cfg.health(), reg, log)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	reviewCfg.Health = mon
+
 	metrics := sqsjob.NewMetrics(reg)
 	handler := sqsjob.NewReviewHandler(reviewCfg, store, chat, reviewer, pub, metrics, log)
 	loop, err := sqsjob.New(cfg.loop(), review, dlq, handler, metrics, log)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
+	loop.HoldOn(mon)
 
 	ln, err := net.Listen("tcp", cfg.AdminAddr)
 	if err != nil {
 		return fmt.Errorf("worker: admin listen: %w", err)
 	}
-	srv := &http.Server{Handler: adminHandler(reg, loop, store, stopHandler(stopPub)), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: adminHandler(reg, loop, readiness{db: store, health: mon}, stopHandler(stopPub)), ReadHeaderTimeout: 5 * time.Second}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	defer func() {

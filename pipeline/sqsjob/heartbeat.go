@@ -62,14 +62,17 @@ func (h *heartbeat) run(ctx context.Context) {
 }
 
 // beat extends every job whose visibility ends within two intervals, and
-// cancels those whose visibility ends before the next beat (see lost).
+// cancels those whose visibility has ended or, after a failed extension,
+// ends before the next beat (see lost).
 func (h *heartbeat) beat(ctx context.Context) {
 	now := h.l.now()
 	horizon := now.Add(2 * h.l.cfg.HeartbeatInterval)
 	h.mu.Lock()
 	var due []*job
 	for j := range h.jobs {
-		if h.lost(j, now) {
+		// Past its end the lease may already be another pod's; short of
+		// it, an extension is tried first (a late beat is not a failure).
+		if !j.deadline.After(now) {
 			h.loseLocked(j)
 			continue
 		}

@@ -53,6 +53,11 @@ const (
 	Poison
 	// Release: make the message visible again at once (shutdown).
 	Release
+	// Hold: a dependency the job needs (Outcome.Dep) is down. The loop
+	// keeps the message invisible without spending its receive count,
+	// waits until the dependency may be probed, and runs the job again;
+	// without a health gate, or past Config.MaxHold, it is a Retry.
+	Hold
 )
 
 // Outcome is a Handler's decision about one message. Label names the
@@ -64,6 +69,8 @@ type Outcome struct {
 	After  time.Duration
 	Reason string
 	Err    error
+	// Dep is the dependency that is down, for Hold.
+	Dep pipeline.Dependency
 }
 
 // Handler runs one job. It must honour ctx: on a drain or job timeout its
@@ -93,7 +100,25 @@ var (
 	// is left alone (no delete, no visibility change with a receipt that may
 	// be stale); it returns when its visibility ends.
 	ErrLeaseLost = errors.New("sqsjob: lease lost: visibility could not be extended")
+	// ErrHoldTimeout ends a hold that lasted Config.MaxHold.
+	ErrHoldTimeout = errors.New("sqsjob: held too long for a dependency that is down")
 )
+
+// Health is what the loop needs of the dependencies' health state
+// (pipeline/health.Monitor implements it).
+type Health interface {
+	// WaitNotOpen blocks until no dependency's breaker is open, or ctx
+	// ends with its cause: the loop receives only then.
+	WaitNotOpen(ctx context.Context) error
+	// WaitProbe blocks until d may be called again (closed, or half-open
+	// with no probe in flight), or ctx ends with its cause.
+	WaitProbe(ctx context.Context, d pipeline.Dependency) error
+}
+
+// HoldOn makes the loop dependency-aware: it stops receiving while h has a
+// dependency down and holds the jobs that failed because of it (see Hold).
+// Call it before Run.
+func (l *Loop) HoldOn(h Health) { l.health = h }
 
 // DLQ message attributes set on poison messages.
 const (
@@ -132,6 +157,9 @@ type Config struct {
 	// CallTimeout bounds each settle (delete, visibility, DLQ send), the
 	// adapter's retries included.
 	CallTimeout time.Duration
+	// MaxHold bounds how long a job is held for a dependency that is down
+	// (see Hold) before its message is retried as an ordinary failure.
+	MaxHold time.Duration
 }
 
 // DefaultConfig returns the defaults; the queue URLs must still be set.
@@ -140,7 +168,7 @@ func DefaultConfig() Config {
 		Concurrency: 16, WaitTime: 20 * time.Second, VisibilityTimeout: 60 * time.Second,
 		HeartbeatInterval: 15 * time.Second, JobTimeout: 10 * time.Minute, DrainTimeout: 25 * time.Second,
 		RetryBase: 5 * time.Second, RetryMax: 5 * time.Minute, MaxReceiveCount: 5,
-		CallTimeout: 10 * time.Second,
+		CallTimeout: 10 * time.Second, MaxHold: time.Hour,
 	}
 }
 
@@ -180,6 +208,9 @@ func (c Config) Validate() error {
 	if c.CallTimeout <= 0 {
 		errs = append(errs, errors.New("call timeout must be positive"))
 	}
+	if c.MaxHold < 0 || c.MaxHold > maxVisibility {
+		errs = append(errs, fmt.Errorf("max hold %s must be in 0..12h", c.MaxHold))
+	}
 	return errors.Join(errs...)
 }
 
@@ -208,6 +239,8 @@ type Loop struct {
 
 	mu       sync.Mutex
 	draining bool
+
+	health Health
 }
 
 // New returns a loop over q, copying poison messages to dlq; metrics may
@@ -301,6 +334,9 @@ func (l *Loop) Run(ctx context.Context) error {
 func (l *Loop) poll(stop, callCtx, jobBase context.Context) {
 	failures := 0
 	for stop.Err() == nil {
+		if l.health != nil && l.health.WaitNotOpen(stop) != nil {
+			return
+		}
 		if err := l.sem.Acquire(stop, 1); err != nil {
 			return
 		}
@@ -330,7 +366,7 @@ func (l *Loop) poll(stop, callCtx, jobBase context.Context) {
 		}
 		failures = 0
 		for _, sm := range msgs {
-			l.start(jobBase, sm)
+			l.start(stop, jobBase, sm)
 		}
 	}
 }
@@ -402,7 +438,7 @@ type job struct {
 	lose context.CancelCauseFunc
 }
 
-func (l *Loop) start(jobBase context.Context, pm pipeline.Message) {
+func (l *Loop) start(stop, jobBase context.Context, pm pipeline.Message) {
 	m := toMessage(pm, l.cfg.MaxReceiveCount)
 	j := &job{msg: m, deadline: l.now().Add(l.cfg.VisibilityTimeout)}
 	if !m.SentAt.IsZero() {
@@ -419,10 +455,8 @@ func (l *Loop) start(jobBase context.Context, pm pipeline.Message) {
 		defer l.m.inflight.Dec()
 		defer lose(nil)
 		start := l.now()
-		ctx, cancel := context.WithTimeoutCause(leaseCtx, l.cfg.JobTimeout, ErrJobTimeout)
-		out := l.handle(ctx, m)
-		drained := errors.Is(context.Cause(ctx), ErrDraining)
-		cancel()
+		out := l.run(stop, leaseCtx, m)
+		drained := errors.Is(context.Cause(leaseCtx), ErrDraining)
 		if drained && out.Action == Retry {
 			out.Action, out.Label = Release, "released"
 		}
@@ -444,6 +478,48 @@ func (l *Loop) start(jobBase context.Context, pm pipeline.Message) {
 	}()
 }
 
+// run runs the job, each attempt under its own job timeout, holding it
+// while a dependency it needs is down: the message stays invisible (the
+// heartbeat extends it) and its receive count unspent, and the job runs
+// again once the dependency may be probed. A hold ends as a Retry past
+// MaxHold, and as a Release when shutdown begins.
+func (l *Loop) run(stop, leaseCtx context.Context, m Message) Outcome {
+	var heldSince time.Time
+	for {
+		ctx, cancel := context.WithTimeoutCause(leaseCtx, l.cfg.JobTimeout, ErrJobTimeout)
+		out := l.handle(ctx, m)
+		cancel()
+		if out.Action != Hold {
+			return out
+		}
+		if l.health == nil {
+			out.Action = Retry
+			return out
+		}
+		if heldSince.IsZero() {
+			heldSince = l.now()
+			l.m.held.Inc()
+			defer l.m.held.Dec()
+		}
+		hctx, hcancel := context.WithTimeoutCause(leaseCtx, max(l.cfg.MaxHold-l.now().Sub(heldSince), 0), ErrHoldTimeout)
+		unstop := context.AfterFunc(stop, func() { hcancel() })
+		err := l.health.WaitProbe(hctx, out.Dep)
+		unstop()
+		hcancel()
+		switch {
+		case err == nil:
+			l.m.holdRetries.Inc()
+			continue
+		case errors.Is(context.Cause(leaseCtx), ErrLeaseLost):
+			return out
+		case stop.Err() != nil || errors.Is(context.Cause(leaseCtx), ErrDraining):
+			return Outcome{Action: Release, Label: "released", Err: out.Err}
+		default: // held too long: an ordinary failed attempt
+			return Outcome{Action: Retry, Label: "hold_timeout", Err: fmt.Errorf("%w: %w", ErrHoldTimeout, out.Err)}
+		}
+	}
+}
+
 // handle runs the handler, turning a panic into a failed attempt.
 func (l *Loop) handle(ctx context.Context, m Message) (out Outcome) {
 	defer func() {
@@ -455,7 +531,7 @@ func (l *Loop) handle(ctx context.Context, m Message) (out Outcome) {
 	}()
 	out = l.h.Handle(ctx, m)
 	if out.Label == "" {
-		out.Label = [...]string{"deleted", "retry", "poison", "released"}[out.Action]
+		out.Label = [...]string{"deleted", "retry", "poison", "released", "held"}[out.Action]
 	}
 	return out
 }

@@ -39,6 +39,10 @@ type ReviewConfig struct {
 	Claims              pipeline.ReviewClaims
 	Owner               string
 	ClaimTTL, ClaimPoll time.Duration
+	// Health, when set, feeds every call to MySQL, the chat API and the
+	// models to that dependency's breaker; a job that fails while one is
+	// down is held (Outcome Hold) instead of retried.
+	Health DependencyGate
 }
 
 // StopGuard registers a running review for stop signals (pipeline/stop.Guard
@@ -91,8 +95,10 @@ func NewReviewHandler(cfg ReviewConfig, store pipeline.VerdictStore, chat pipeli
 	if cfg.ClaimPoll <= 0 {
 		cfg.ClaimPoll = DefaultClaimPoll
 	}
-	return &ReviewHandler{cfg: cfg, store: store, chat: chat, reviewer: reviewer, events: events, m: m, log: log, now: time.Now,
+	h := &ReviewHandler{cfg: cfg, store: store, chat: chat, reviewer: reviewer, events: events, m: m, log: log, now: time.Now,
 		wait: retry.Sleep, renewWait: retry.Sleep, active: map[pipeline.ReviewKey]struct{}{}}
+	h.gate(cfg.Health)
+	return h
 }
 
 // Handle runs one review message to an Outcome. It never panics out of a
@@ -260,6 +266,9 @@ func (h *ReviewHandler) fail(ctx context.Context, m Message, v pipeline.Verdict,
 			disp, err = pipeline.Stopped, stopped
 		}
 	}
+	if disp == pipeline.Hold {
+		return held(err)
+	}
 	v.FinishedAt = h.now().UTC()
 	v.Error = truncate(err.Error(), 4000)
 	switch disp {
@@ -270,14 +279,14 @@ func (h *ReviewHandler) fail(ctx context.Context, m Message, v pipeline.Verdict,
 			v.Error = truncate(stopped.Reason, 4000)
 		}
 		if serr := h.save(ctx, v); serr != nil {
-			return Outcome{Action: Retry, Label: "retry", Err: errors.Join(err, serr)}
+			return retryOrHold(errors.Join(err, serr), serr)
 		}
 		h.publish(v)
 		return Outcome{Action: Delete, Label: "stopped", Err: err}
 	case pipeline.GiveUp:
 		v.Status = pipeline.StatusFailed
 		if serr := h.save(ctx, v); serr != nil {
-			return Outcome{Action: Retry, Label: "retry", Err: errors.Join(err, serr)}
+			return retryOrHold(errors.Join(err, serr), serr)
 		}
 		h.publish(v)
 		return Outcome{Action: Delete, Label: "failed", Err: err}
