@@ -30,7 +30,9 @@ const (
 // release to call when the review ends, or the outcome of a job that must
 // not go on.
 func (h *ReviewHandler) claimReview(ctx context.Context, m Message, key pipeline.ReviewKey, base pipeline.Verdict) (context.Context, func(), *Outcome) {
-	owner := fmt.Sprintf("%s/%d", h.cfg.Owner, h.seq.Add(1))
+	// One owner per delivery: a held job run again after an outage finds
+	// the claim it took before (and could not release) still its own.
+	owner := fmt.Sprintf("%s/%s/%d", h.cfg.Owner, m.ID, m.ReceiveCount)
 	ttl := h.cfg.ClaimTTL
 	waited := false
 	var c pipeline.Claim

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/chatguard/chatguard/internal/retry"
@@ -33,7 +32,7 @@ type ReviewConfig struct {
 	Limits pipeline.EventLimits
 	// Claims, when set, is the cross-pod claim taken before a review's
 	// first model call (see claimReview); Owner names this process in it
-	// (each job adds a sequence number). ClaimTTL (DefaultClaimTTL when
+	// (each delivery adds its message id and receive count). ClaimTTL (DefaultClaimTTL when
 	// zero) is how long a dead holder blocks a review; ClaimPoll
 	// (DefaultClaimPoll when zero) how often a duplicate looks again.
 	Claims              pipeline.ReviewClaims
@@ -68,7 +67,6 @@ type ReviewHandler struct {
 	// wait paces a duplicate waiting for another worker's claim;
 	// renewWait the claim's renewals. Tests replace both.
 	wait, renewWait retry.SleepFunc
-	seq             atomic.Uint64
 
 	mu     sync.Mutex
 	active map[pipeline.ReviewKey]struct{}

@@ -1,0 +1,209 @@
+package chaos
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// sizes are a run's loads: the issue's table with CHATGUARD_CHAOS=full
+// (make chaos), a short form that fits make test's budget otherwise.
+type sizes struct {
+	dup         int
+	kill, kills int
+	mysql       int
+	mysqlDown   time.Duration
+	chat        int
+	chatDown    time.Duration
+	pools       int
+	poolsDown   time.Duration
+	primary     int
+	full        bool
+	settle      time.Duration
+}
+
+func loads() sizes {
+	if os.Getenv("CHATGUARD_CHAOS") == "full" {
+		return sizes{dup: 200, kill: 1000, kills: 10, mysql: 500, mysqlDown: 120 * time.Second, chat: 500, chatDown: 60 * time.Second,
+			pools: 300, poolsDown: 5 * time.Minute, primary: 500, full: true, settle: 15 * time.Minute}
+	}
+	return sizes{dup: 30, kill: 60, kills: 2, mysql: 40, mysqlDown: 8 * time.Second, settle: 3 * time.Minute}
+}
+
+// TestChaos runs the scenarios one after another (they share two cores and
+// measure throughput) and prints one table; every row is asserted.
+func TestChaos(t *testing.T) {
+	s := loads()
+	defer printTable()
+	t.Run("kill -9", func(t *testing.T) { killScenario(t, s) })
+	t.Run("mysql down", func(t *testing.T) { mysqlScenario(t, s) })
+	t.Run("duplicate delivery", func(t *testing.T) { dupScenario(t, s) })
+	if !s.full {
+		return
+	}
+	t.Run("chat api down", func(t *testing.T) { chatScenario(t, s) })
+	t.Run("both pools down", func(t *testing.T) { poolsScenario(t, s) })
+	t.Run("primary 30% faults", func(t *testing.T) { primaryScenario(t, s) })
+}
+
+// dupScenario: every event sent twice, two pods; one set of model calls
+// per review.
+func dupScenario(t *testing.T, s sizes) {
+	e := newEnv(t)
+	e.startWorker()
+	e.startWorker()
+	evs := events(t, s.dup)
+	e.send(evs)
+	e.send(evs)
+	e.settle(s.dup, s.settle)
+	calls, recorded := e.modelCalls(), e.recordedCalls()
+	dlq := e.depth(e.queue.DLQURL)
+	dups := e.metricAll(`chatguard_worker_jobs_total{outcome="duplicate"}`)
+	holds := calls == recorded && dlq == 0 && e.done() == s.dup
+	record(row{"duplicate delivery on two pods", fmt.Sprintf("%d events sent twice, 2 workers", s.dup),
+		fmt.Sprintf("model calls %d, accounted for by stored verdicts %d (extra %d); %d copies acknowledged as duplicates; DLQ %d", calls, recorded, calls-recorded, int(dups), dlq), holds})
+	require.Equal(t, recorded, calls, "one set of model calls per review")
+	require.Zero(t, dlq)
+}
+
+// killScenario: three workers, SIGKILLs at random points, each restarted.
+func killScenario(t *testing.T, s sizes) {
+	e := newEnv(t)
+	ws := []*worker{e.startWorker(), e.startWorker(), e.startWorker()}
+	evs := events(t, s.kill)
+	e.send(evs)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 12))
+	killed := 0
+	for killed < s.kills {
+		// A random point: after a random share of the work between kills.
+		target := (killed + 1) * s.kill / (s.kills + 2)
+		target += rng.IntN(max(s.kill/(s.kills+2)/2, 1))
+		deadline := time.Now().Add(s.settle)
+		for e.done() < target && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond) // watching real processes
+		}
+		i := rng.IntN(len(ws))
+		ws[i].kill()
+		killed++
+		ws[i] = e.startWorker()
+	}
+	e.settle(s.kill, s.settle)
+	rows := e.count("SELECT COUNT(*) FROM verdicts")
+	done := e.done()
+	dlq := e.depth(e.queue.DLQURL)
+	calls, recorded := e.modelCalls(), e.recordedCalls()
+	holds := rows == s.kill && done == s.kill && dlq == 0
+	record(row{"kill -9", fmt.Sprintf("%d events, 3 workers, %d SIGKILLs, each restarted", s.kill, s.kills),
+		fmt.Sprintf("%d verdict rows, %d done, 0 lost: %v; DLQ %d; model calls beyond one review's worth: %d (of %d)", rows, done, done == s.kill, dlq, calls-recorded, calls), holds})
+	require.Equal(t, s.kill, rows, "exactly one verdict row per event")
+	require.Equal(t, s.kill, done)
+	require.Zero(t, dlq)
+	// Only killed jobs pay twice: at most concurrency jobs per kill, each at
+	// most a review's worth of calls (4 stages, a few attempts).
+	require.LessOrEqual(t, calls-recorded, int64(s.kills*8*4*3))
+}
+
+// mysqlScenario: MySQL unreachable mid-run. Jobs are held, polling pauses,
+// nothing reaches the DLQ.
+func mysqlScenario(t *testing.T, s sizes) {
+	e := newEnv(t)
+	e.startWorker()
+	e.startWorker()
+	evs := events(t, s.mysql)
+	e.send(evs)
+	deadline := time.Now().Add(s.settle)
+	for e.done() < s.mysql/4 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	before := e.metricAll(`chatguard_worker_sqs_calls_total{op="receive"`)
+	e.mysqlProxy.SetDown(true)
+	time.Sleep(s.mysqlDown) // the outage itself
+	during := e.metricAll(`chatguard_worker_sqs_calls_total{op="receive"`) - before
+	held := e.metricAll(`chatguard_worker_jobs_held`)
+	e.mysqlProxy.SetDown(false)
+	up := time.Now()
+	doneAt := e.done()
+	var firstAfter time.Duration
+	for e.done() <= doneAt && time.Since(up) < time.Minute {
+		time.Sleep(50 * time.Millisecond)
+	}
+	firstAfter = time.Since(up)
+	e.settle(s.mysql, s.settle)
+	dlq := e.depth(e.queue.DLQURL)
+	lost := s.mysql - e.done()
+	holds := dlq == 0 && lost == 0
+	record(row{fmt.Sprintf("MySQL down %s mid-run", s.mysqlDown), fmt.Sprintf("%d events, 2 workers", s.mysql),
+		fmt.Sprintf("DLQ %d, lost %d; receive calls during the outage %d (both workers); jobs held at its end %d; first verdict %s after recovery",
+			dlq, lost, int(during), int(held), firstAfter.Round(100*time.Millisecond)), holds})
+	require.Zero(t, dlq)
+	require.Zero(t, lost)
+}
+
+// chatScenario: the chat API unreachable for a while.
+func chatScenario(t *testing.T, s sizes) {
+	e := newEnv(t)
+	e.startWorker()
+	e.startWorker()
+	e.send(events(t, s.chat))
+	deadline := time.Now().Add(s.settle)
+	for e.done() < s.chat/4 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.chatProxy.SetDown(true)
+	time.Sleep(s.chatDown)
+	e.chatProxy.SetDown(false)
+	e.settle(s.chat, s.settle)
+	dlq := e.depth(e.queue.DLQURL)
+	lost := s.chat - e.done()
+	record(row{fmt.Sprintf("chat API down %s", s.chatDown), fmt.Sprintf("%d events, 2 workers", s.chat),
+		fmt.Sprintf("DLQ %d, lost %d", dlq, lost), dlq == 0 && lost == 0})
+	require.Zero(t, dlq)
+	require.Zero(t, lost)
+}
+
+// poolsScenario: both model pools answer 500 for a while.
+func poolsScenario(t *testing.T, s sizes) {
+	e := newEnv(t)
+	e.startWorker()
+	e.startWorker()
+	e.send(events(t, s.pools))
+	deadline := time.Now().Add(s.settle)
+	for e.done() < s.pools/4 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	down := `{"faults":{"500":1}}`
+	e.prim.Configure(t, down)
+	e.fb.Configure(t, down)
+	time.Sleep(s.poolsDown)
+	e.prim.Configure(t, fastSim)
+	e.fb.Configure(t, fastSim)
+	e.settle(s.pools, s.settle)
+	dlq := e.depth(e.queue.DLQURL)
+	lost := s.pools - e.done()
+	record(row{fmt.Sprintf("both pools down %s", s.poolsDown), fmt.Sprintf("%d events, 2 workers", s.pools),
+		fmt.Sprintf("DLQ %d, not done %d", dlq, lost), dlq == 0 && lost == 0})
+	require.Zero(t, dlq)
+	require.Zero(t, lost)
+}
+
+// primaryScenario: the primary fails 30 % of calls in every way it can.
+func primaryScenario(t *testing.T, s sizes) {
+	e := newEnv(t)
+	e.prim.Configure(t, `{"faults":{"429":0.06,"500":0.06,"hang":0.06,"malformed":0.06,"truncate":0.06}}`)
+	e.startWorker()
+	e.startWorker()
+	e.send(events(t, s.primary))
+	e.settle(s.primary, s.settle)
+	stages := e.count("SELECT COUNT(*) FROM verdict_stages")
+	fallback := e.count("SELECT COUNT(*) FROM verdict_stages WHERE pool = 'fallback'")
+	dlq := e.depth(e.queue.DLQURL)
+	done := e.done()
+	record(row{"primary pool 30 % faults (429, 500, hang, malformed, truncated)", fmt.Sprintf("%d events, 2 workers", s.primary),
+		fmt.Sprintf("%d%% done; fallback answered %d of %d stages (%.1f %%); DLQ %d", 100*done/s.primary, fallback, stages, 100*float64(fallback)/float64(max(stages, 1)), dlq),
+		done == s.primary && dlq == 0})
+	require.Equal(t, s.primary, done)
+}
