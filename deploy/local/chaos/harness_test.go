@@ -186,16 +186,6 @@ func (w *worker) kill() {
 	<-w.exited
 }
 
-// term sends SIGTERM and waits (bounded) for the exit.
-func (w *worker) term() {
-	_ = w.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-w.exited:
-	case <-time.After(30 * time.Second):
-		w.kill()
-	}
-}
-
 // metric sums the series of the worker's /metrics whose line starts with
 // prefix (a name with an optional label subset written as it appears).
 func (w *worker) metric(prefix string) float64 {
