@@ -167,13 +167,24 @@ func chatScenario(t *testing.T, s sizes) {
 	for e.done() < s.chat/4 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	e.chatProxy.SetDown(true)
-	time.Sleep(s.chatDown)
-	e.chatProxy.SetDown(false)
+	// Alternately cut (connections refused and reset, as a 503ing load
+	// balancer with no backends) and stalled (10 s per phase, longer than
+	// the client's timeout), for chatDown in all.
+	for spent := time.Duration(0); spent < s.chatDown; spent += 10 * time.Second {
+		cut := (spent/(10*time.Second))%2 == 0
+		if cut {
+			e.chatProxy.SetDown(true)
+		} else {
+			e.chatProxy.SetStalled(true)
+		}
+		time.Sleep(min(10*time.Second, s.chatDown-spent)) // the fault's phase
+		e.chatProxy.SetDown(false)
+		e.chatProxy.SetStalled(false)
+	}
 	e.settle(s.chat, s.settle)
 	dlq := e.depth(e.queue.DLQURL)
 	lost := s.chat - e.done()
-	record(row{fmt.Sprintf("chat API down %s", s.chatDown), fmt.Sprintf("%d events, 2 workers", s.chat),
+	record(row{fmt.Sprintf("chat API cut / stalled in 10 s phases for %s", s.chatDown), fmt.Sprintf("%d events, 2 workers", s.chat),
 		fmt.Sprintf("DLQ %d, lost %d", dlq, lost), dlq == 0 && lost == 0})
 	require.Zero(t, dlq)
 	require.Zero(t, lost)

@@ -7,16 +7,17 @@ package chaos
 
 import (
 	"errors"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
 )
 
-// Proxy is a TCP proxy whose link can be cut: while Down, every open
-// connection is closed and new ones are accepted and closed at once, as a
-// crashed or partitioned server looks to a client. It is a small stand-in
-// for toxiproxy, with only the faults the suite needs.
+// Proxy is a TCP proxy whose link can be cut or stalled: while Down, every
+// open connection is closed and new ones are accepted and closed at once, as
+// a crashed or partitioned server looks to a client; while Stalled, bytes
+// are held in both directions (connections stay open), as a hung server
+// looks. It is a small stand-in for toxiproxy, with only the faults the
+// suite needs.
 type Proxy struct {
 	ln     net.Listener
 	target string
@@ -24,6 +25,9 @@ type Proxy struct {
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	wg     sync.WaitGroup
+	// flowing is closed while bytes may flow; a stall replaces it with an
+	// open channel until it ends.
+	flowing chan struct{}
 }
 
 // NewProxy listens on 127.0.0.1:0 and forwards to target.
@@ -32,7 +36,8 @@ func NewProxy(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, flowing: make(chan struct{})}
+	close(p.flowing)
 	p.wg.Go(p.accept)
 	return p, nil
 }
@@ -52,11 +57,51 @@ func (p *Proxy) SetDown(down bool) {
 	}
 }
 
+// SetStalled holds (true) or releases (false) every byte in flight.
+func (p *Proxy) SetStalled(stalled bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.flowing: // flowing now
+		if stalled {
+			p.flowing = make(chan struct{})
+		}
+	default:
+		if !stalled {
+			close(p.flowing)
+		}
+	}
+}
+
+func (p *Proxy) gate() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.flowing
+}
+
 // Close stops the proxy and waits for its goroutines.
 func (p *Proxy) Close() {
 	_ = p.ln.Close()
+	p.SetStalled(false)
 	p.SetDown(true)
 	p.wg.Wait()
+}
+
+// pipe copies src to dst, holding each chunk while the proxy is stalled.
+func (p *Proxy) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			<-p.gate()
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 func (p *Proxy) track(c net.Conn, add bool) bool {
@@ -104,8 +149,8 @@ func (p *Proxy) serve(c net.Conn) {
 	defer p.track(up, false)
 	defer up.Close()
 	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
+	go func() { p.pipe(up, c); done <- struct{}{} }()
+	go func() { p.pipe(c, up); done <- struct{}{} }()
 	<-done
 	_ = c.Close()
 	_ = up.Close()

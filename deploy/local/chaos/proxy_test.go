@@ -54,6 +54,22 @@ func TestProxyForwardsAndCuts(t *testing.T) {
 	require.Error(t, err, "a new one is closed at once")
 
 	p.SetDown(false)
+	// A stall holds the answer until it ends; the connection stays open.
+	cs, err := net.Dial("tcp", p.Addr())
+	require.NoError(t, err)
+	p.SetStalled(true)
+	_, err = cs.Write([]byte("held\n"))
+	require.NoError(t, err)
+	got := make(chan string, 1)
+	go func() { l, _ := bufio.NewReader(cs).ReadString('\n'); got <- l }()
+	select {
+	case l := <-got:
+		t.Fatalf("answered %q during a stall", l)
+	default:
+	}
+	p.SetStalled(false)
+	require.Equal(t, "held\n", <-got)
+
 	c3, err := net.Dial("tcp", p.Addr())
 	require.NoError(t, err)
 	_, err = c3.Write([]byte("back\n"))
