@@ -64,6 +64,44 @@ func TestChaos(t *testing.T) {
 	}
 }
 
+// outageFigures are what an outage scenario measures.
+type outageFigures struct {
+	receives   int           // receive calls of every worker during the outage
+	held       int           // jobs held when it ended
+	doneBefore int           // reviews done when it began
+	firstAfter time.Duration // recovery to the first new verdict
+	allAfter   time.Duration // recovery to every review done
+}
+
+// outage waits until a quarter of n reviews are done, runs fault (which
+// returns once the dependency is back), and measures around it.
+func (e *env) outage(n int, s sizes, fault func()) outageFigures {
+	var f outageFigures
+	deadline := time.Now().Add(s.settle)
+	for e.done() < n/4 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond) // watching real processes
+	}
+	f.doneBefore = e.done()
+	before := e.metricAll(`chatguard_worker_sqs_calls_total{op="receive"`)
+	fault()
+	f.receives = int(e.metricAll(`chatguard_worker_sqs_calls_total{op="receive"`) - before)
+	f.held = int(e.metricAll(`chatguard_worker_jobs_held`))
+	up := time.Now()
+	at := e.done()
+	for e.done() <= at && at < n && time.Since(up) < s.settle {
+		time.Sleep(50 * time.Millisecond)
+	}
+	f.firstAfter = time.Since(up)
+	e.settle(n, s.settle)
+	f.allAfter = time.Since(up)
+	return f
+}
+
+func (f outageFigures) String() string {
+	return fmt.Sprintf("receive calls during the outage %d (all workers); jobs held at its end %d; first verdict %s and all %s after recovery",
+		f.receives, f.held, f.firstAfter.Round(100*time.Millisecond), f.allAfter.Round(100*time.Millisecond))
+}
+
 // dupScenario: every event sent twice, two pods; one set of model calls
 // per review.
 func dupScenario(t *testing.T, s sizes) {
@@ -127,65 +165,45 @@ func mysqlScenario(t *testing.T, s sizes) {
 	e := newEnv(t)
 	e.startWorker()
 	e.startWorker()
-	evs := events(t, s.mysql)
-	e.send(evs)
-	deadline := time.Now().Add(s.settle)
-	for e.done() < s.mysql/4 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	before := e.metricAll(`chatguard_worker_sqs_calls_total{op="receive"`)
-	e.mysqlProxy.SetDown(true)
-	time.Sleep(s.mysqlDown) // the outage itself
-	during := e.metricAll(`chatguard_worker_sqs_calls_total{op="receive"`) - before
-	held := e.metricAll(`chatguard_worker_jobs_held`)
-	e.mysqlProxy.SetDown(false)
-	up := time.Now()
-	doneAt := e.done()
-	var firstAfter time.Duration
-	for e.done() <= doneAt && time.Since(up) < time.Minute {
-		time.Sleep(50 * time.Millisecond)
-	}
-	firstAfter = time.Since(up)
-	e.settle(s.mysql, s.settle)
+	e.send(events(t, s.mysql))
+	f := e.outage(s.mysql, s, func() {
+		e.mysqlProxy.SetDown(true)
+		time.Sleep(s.mysqlDown) // the outage itself
+		e.mysqlProxy.SetDown(false)
+	})
 	dlq := e.depth(e.queue.DLQURL)
 	lost := s.mysql - e.done()
-	holds := dlq == 0 && lost == 0
 	record(row{fmt.Sprintf("MySQL down %s mid-run", s.mysqlDown), fmt.Sprintf("%d events, 2 workers", s.mysql),
-		fmt.Sprintf("DLQ %d, lost %d; receive calls during the outage %d (both workers); jobs held at its end %d; first verdict %s after recovery",
-			dlq, lost, int(during), int(held), firstAfter.Round(100*time.Millisecond)), holds})
+		fmt.Sprintf("DLQ %d, lost %d; %s", dlq, lost, f), dlq == 0 && lost == 0})
 	require.Zero(t, dlq)
 	require.Zero(t, lost)
 }
 
-// chatScenario: the chat API unreachable for a while.
+// chatScenario: the chat API cut and stalled for a while.
 func chatScenario(t *testing.T, s sizes) {
 	e := newEnv(t)
 	e.startWorker()
 	e.startWorker()
 	e.send(events(t, s.chat))
-	deadline := time.Now().Add(s.settle)
-	for e.done() < s.chat/4 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	// Alternately cut (connections refused and reset, as a 503ing load
-	// balancer with no backends) and stalled (10 s per phase, longer than
-	// the client's timeout), for chatDown in all.
-	for spent := time.Duration(0); spent < s.chatDown; spent += 10 * time.Second {
-		cut := (spent/(10*time.Second))%2 == 0
-		if cut {
-			e.chatProxy.SetDown(true)
-		} else {
-			e.chatProxy.SetStalled(true)
+	f := e.outage(s.chat, s, func() {
+		// Alternately cut (connections refused and reset, as a 503ing
+		// load balancer with no backends) and stalled (longer than the
+		// client's timeout), 10 s per phase, for chatDown in all.
+		for spent := time.Duration(0); spent < s.chatDown; spent += 10 * time.Second {
+			if (spent/(10*time.Second))%2 == 0 {
+				e.chatProxy.SetDown(true)
+			} else {
+				e.chatProxy.SetStalled(true)
+			}
+			time.Sleep(min(10*time.Second, s.chatDown-spent)) // the fault's phase
+			e.chatProxy.SetDown(false)
+			e.chatProxy.SetStalled(false)
 		}
-		time.Sleep(min(10*time.Second, s.chatDown-spent)) // the fault's phase
-		e.chatProxy.SetDown(false)
-		e.chatProxy.SetStalled(false)
-	}
-	e.settle(s.chat, s.settle)
+	})
 	dlq := e.depth(e.queue.DLQURL)
 	lost := s.chat - e.done()
 	record(row{fmt.Sprintf("chat API cut / stalled in 10 s phases for %s", s.chatDown), fmt.Sprintf("%d events, 2 workers", s.chat),
-		fmt.Sprintf("DLQ %d, lost %d", dlq, lost), dlq == 0 && lost == 0})
+		fmt.Sprintf("DLQ %d, lost %d; %s", dlq, lost, f), dlq == 0 && lost == 0})
 	require.Zero(t, dlq)
 	require.Zero(t, lost)
 }
@@ -196,21 +214,21 @@ func poolsScenario(t *testing.T, s sizes) {
 	e.startWorker()
 	e.startWorker()
 	e.send(events(t, s.pools))
-	deadline := time.Now().Add(s.settle)
-	for e.done() < s.pools/4 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	down := `{"faults":{"500":1}}`
-	e.prim.Configure(t, down)
-	e.fb.Configure(t, down)
-	time.Sleep(s.poolsDown)
-	e.prim.Configure(t, fastSim)
-	e.fb.Configure(t, fastSim)
-	e.settle(s.pools, s.settle)
+	var during int64
+	f := e.outage(s.pools, s, func() {
+		down := `{"faults":{"500":1}}`
+		e.prim.Configure(t, down)
+		e.fb.Configure(t, down)
+		c0 := e.modelCalls()
+		time.Sleep(s.poolsDown) // the outage
+		during = e.modelCalls() - c0
+		e.prim.Configure(t, fastSim)
+		e.fb.Configure(t, fastSim)
+	})
 	dlq := e.depth(e.queue.DLQURL)
 	lost := s.pools - e.done()
 	record(row{fmt.Sprintf("both pools down %s", s.poolsDown), fmt.Sprintf("%d events, 2 workers", s.pools),
-		fmt.Sprintf("DLQ %d, not done %d", dlq, lost), dlq == 0 && lost == 0})
+		fmt.Sprintf("DLQ %d, not done %d; model calls during the outage %d; %s", dlq, lost, during, f), dlq == 0 && lost == 0})
 	require.Zero(t, dlq)
 	require.Zero(t, lost)
 }
