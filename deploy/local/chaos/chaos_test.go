@@ -24,6 +24,8 @@ type sizes struct {
 	primary     int
 	redis       int
 	redisDown   time.Duration
+	lake        int
+	s3Down      time.Duration
 	full        bool
 	settle      time.Duration
 }
@@ -31,9 +33,11 @@ type sizes struct {
 func loads() sizes {
 	if os.Getenv("CHATGUARD_CHAOS") == "full" {
 		return sizes{dup: 200, kill: 1000, kills: 10, mysql: 500, mysqlDown: 120 * time.Second, chat: 500, chatDown: 60 * time.Second,
-			pools: 300, poolsDown: 5 * time.Minute, primary: 500, redis: 100, redisDown: 60 * time.Second, full: true, settle: 15 * time.Minute}
+			pools: 300, poolsDown: 5 * time.Minute, primary: 500, redis: 100, redisDown: 60 * time.Second,
+			lake: 20000, s3Down: 120 * time.Second, full: true, settle: 15 * time.Minute}
 	}
-	return sizes{dup: 30, kill: 60, kills: 2, mysql: 40, mysqlDown: 8 * time.Second, redis: 10, redisDown: 3 * time.Second, settle: 3 * time.Minute}
+	return sizes{dup: 30, kill: 60, kills: 2, mysql: 40, mysqlDown: 8 * time.Second, redis: 10, redisDown: 3 * time.Second,
+		lake: 2000, s3Down: 5 * time.Second, settle: 3 * time.Minute}
 }
 
 // TestChaos runs the scenarios one after another (they share two cores and
@@ -54,6 +58,7 @@ func TestChaos(t *testing.T) {
 		{"pools", true, poolsScenario},
 		{"primary", true, primaryScenario},
 		{"redis", true, redisScenario},
+		{"s3", true, s3Scenario},
 	}
 	only := os.Getenv("CHATGUARD_CHAOS_ONLY")
 	for _, sc := range scenarios {

@@ -147,6 +147,17 @@ func (e *env) startWorker() *worker {
 		"CHATGUARD_MYSQL_MAX_OPEN_CONNS=16", "CHATGUARD_LOG_LEVEL=info", "CHATGUARD_REDIS_ADDR=",
 	)
 	w.cmd.Env = append(w.cmd.Env, e.extraEnv...)
+	startProc(t, w)
+	e.mu.Lock()
+	e.workers = append(e.workers, w)
+	e.mu.Unlock()
+	return w
+}
+
+// startProc starts w.cmd, keeps the tail of its stderr, and waits until it
+// logs its admin address (a worker's "polling", a consumer's "receiving").
+func startProc(t *testing.T, w *worker) {
+	t.Helper()
 	pr, pw := io.Pipe()
 	w.cmd.Stderr = pw
 	w.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -174,10 +185,6 @@ func (e *env) startWorker() *worker {
 	case <-time.After(60 * time.Second):
 		t.Fatalf("worker did not start in 60s:\n%s", w.tail())
 	}
-	e.mu.Lock()
-	e.workers = append(e.workers, w)
-	e.mu.Unlock()
-	return w
 }
 
 // kill sends SIGKILL and waits for the exit.
@@ -267,19 +274,9 @@ func (e *env) send(evs []pipeline.ReviewEvent) {
 	}
 }
 
-// depth returns a queue's visible plus in-flight messages.
-func (e *env) depth(url string) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	out, err := e.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
-		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
-	if err != nil {
-		return -1
-	}
-	v, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
-	f, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
-	return v + f
-}
+// depth returns a queue's visible plus in-flight messages (-1 when it
+// cannot be read).
+func (e *env) depth(url string) int { return depthOf(e.sqs, url) }
 
 func (e *env) count(q string) int {
 	var n int
