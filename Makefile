@@ -133,7 +133,7 @@ bench-mysql: ## time the README and review-queue queries and the purge on 1,000,
 		$(GO) test -tags mysqlbench -run '^TestMySQLBench$$' -count=1 -timeout 60m -v ./storage/mysql/ | grep -v -e '^=== RUN' -e '^--- PASS' -e '^PASS'
 
 .PHONY: chaos
-chaos: deps $(STACK_BIN) ## the fault suite at the issue's full sizes (kill -9, MySQL/chat API/both pools down, primary faults, duplicates) on the running stack; prints one table (make test runs a short form)
+chaos: deps $(STACK_BIN) ## the fault suite at the issue's full sizes (kill -9, MySQL/chat API/both pools/Redis/S3 down, primary faults, duplicates) on the running stack; prints one table (make test runs a short form)
 	set -o pipefail; CHATGUARD_CHAOS=full $(GO) test -run '^TestChaos$$' -count=1 -timeout 90m -v ./deploy/local/chaos/ | grep -v -e '^=== RUN' -e '^\s*{'
 
 .PHONY: clean
