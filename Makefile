@@ -10,7 +10,7 @@ STACK_FLAGS ?=
 # How long stack-up waits for every service to answer.
 STACK_WAIT  ?= 3m
 TEST_FLAGS  ?= -race -count=1 -p 2 -timeout 20m
-BINARIES    := batch worker consumer
+BINARIES    := batch worker consumer console
 
 # Every module of the workspace (go.work): the production module and
 # deploy/local, each as a ./dir/... pattern. `./...` alone names only the
@@ -127,6 +127,11 @@ bench: ## run the benchmarks of every workspace module (no tests)
 BENCH_VERDICTS ?= 1000000
 BENCH_MYSQL_DSN ?= root@tcp(127.0.0.1:3306)/
 
+.PHONY: eval-sample
+eval-sample: ## regenerate the sample `worker eval` report in docs/eval/sample against three llmsim profiles (simulators; a few minutes)
+	@$(GO) build -o bin/worker ./cmd/worker
+	@$(GO) run ./deploy/local/evalsample/cmd/evalsample --worker bin/worker --out docs/eval/sample
+
 .PHONY: bench-mysql
 bench-mysql: ## time the README and review-queue queries and the purge on 1,000,000 generated verdicts (not part of make test)
 	set -o pipefail; CHATGUARD_STACK_ENV=/dev/null CHATGUARD_MYSQL_DSN='$(BENCH_MYSQL_DSN)' BENCH_VERDICTS=$(BENCH_VERDICTS) \
@@ -135,6 +140,24 @@ bench-mysql: ## time the README and review-queue queries and the purge on 1,000,
 .PHONY: chaos
 chaos: deps $(STACK_BIN) ## the fault suite at the issue's full sizes (kill -9, MySQL/chat API/both pools/Redis/S3 down, primary faults, duplicates) on the running stack; prints one table (make test runs a short form)
 	set -o pipefail; CHATGUARD_CHAOS=full $(GO) test -run '^TestChaos$$' -count=1 -timeout 90m -v ./deploy/local/chaos/ | grep -v -e '^=== RUN' -e '^\s*{'
+
+.PHONY: bench-operator
+bench-operator: ## p50/p99 of the authenticated, audited POST /v1/stop on loopback (needs make stack-up for the MySQL row)
+	$(GO) test -run '^$$' -bench BenchmarkOperatorStop -benchtime 3000x -count=1 ./cmd/worker/ | grep '^|'
+
+.PHONY: pii-scan
+pii-scan: ## the contact-detail corpus through the fallback: PII per 1,000 requests/rows before and after (needs make stack-up)
+	$(GO) test -run '^TestPIIScanAfterCorpusRun$$' -count=1 -v ./cmd/worker/ | grep -e '^ *privacy_e2e_test.go' -e '^--- ' | sed 's/^ *privacy_e2e_test.go:[0-9]*: //'
+
+# The lake benchmark's load: events per second, consumer replicas, hours.
+BENCH_LAKE_RATE ?= 150
+BENCH_LAKE_REPLICAS ?= 2
+BENCH_LAKE_HOURS ?= 24
+
+.PHONY: bench-lake
+bench-lake: ## objects per partition-hour and Athena-stand-in query time over a simulated day, before and after `consumer compact` (needs the running stack; not part of make test)
+	set -o pipefail; BENCH_LAKE_RATE=$(BENCH_LAKE_RATE) BENCH_LAKE_REPLICAS=$(BENCH_LAKE_REPLICAS) BENCH_LAKE_HOURS=$(BENCH_LAKE_HOURS) \
+		$(GO) test -tags lakebench -run '^TestLakeCompactionBench$$' -count=1 -timeout 120m -v ./cmd/consumer/ | grep -v -e '^=== RUN' -e '^--- PASS' -e '^PASS' -e '^ *{"time"'
 
 .PHONY: clean
 clean: ## remove built binaries (keeps .cache and the stack state)
@@ -177,3 +200,34 @@ IMAGE_FLAGS    ?=
 image: ## build the image without a daemon into bin/image (OCI layout)
 	@rm -rf bin/image
 	cd deploy/k8s && $(GO) run ./cmd/chatguard-image --root ../.. --version $(IMAGE_VERSION) --revision $(IMAGE_REVISION) --layout ../../bin/image --tag chatguard:$(IMAGE_VERSION) $(IMAGE_FLAGS)
+
+# The moderators' console on the running stack, over the demo's database
+# (make demo first; it leaves the stack up with `DEMO_FLAGS=--keep-stack`
+# when it started it). It runs in the background, logs to
+# .stack/console.log and stops with `make console-down`.
+CONSOLE_ADDR ?= 127.0.0.1:8088
+CONSOLE_DB   ?= chatguard_demo
+
+.PHONY: console
+console: $(STACK_BIN) ## run the moderators' console on the running stack over the demo's verdicts and print its URL (dev login)
+	@$(STACK_BIN) status >/dev/null 2>&1 || { echo "no stack is running: make stack-up (and make demo for verdicts)"; exit 1; }
+	@$(GO) build -o bin/console ./cmd/console
+	@$(MAKE) --no-print-directory console-down >/dev/null 2>&1 || true
+	@set -a; . $(STATE_DIR)/env; set +a; \
+	dsn=$$(printf '%s' "$$CHATGUARD_MYSQL_DSN" | sed 's#/[^/?]*\(?\|$$\)#/$(CONSOLE_DB)\1#'); \
+	CHATGUARD_MYSQL_DSN="$$dsn" setsid bin/console --listen-addr $(CONSOLE_ADDR) --admin-addr 127.0.0.1:0 --dev-login \
+		>$(STATE_DIR)/console.log 2>&1 </dev/null & echo $$! >$(STATE_DIR)/console.pid; \
+	for i in $$(seq 1 100); do \
+		url=$$(sed -n 's/.*"msg":"console: serving","url":"\([^"]*\)".*/\1/p' $(STATE_DIR)/console.log); \
+		if [ -n "$$url" ]; then echo "console: $$url/ (dev login: any e-mail; log in $(STATE_DIR)/console.log; make console-down stops it)"; exit 0; fi; \
+		if ! kill -0 $$(cat $(STATE_DIR)/console.pid) 2>/dev/null; then cat $(STATE_DIR)/console.log; exit 1; fi; \
+		sleep 0.2; \
+	done; echo "the console did not start; see $(STATE_DIR)/console.log"; exit 1
+
+.PHONY: console-down
+console-down: ## stop the console started by make console
+	@if [ -f $(STATE_DIR)/console.pid ]; then kill $$(cat $(STATE_DIR)/console.pid) 2>/dev/null || true; rm -f $(STATE_DIR)/console.pid; fi
+
+.PHONY: bench-console
+bench-console: ## the console's SSE figures: idle-stream memory, delivery lag, stalled client, drain and resume (not part of make test)
+	$(GO) test -tags consolebench -run '^TestConsoleBench$$' -count=1 -timeout 20m -v ./cmd/console/ | grep -v -e '^=== RUN' -e '^--- PASS' -e '^PASS'

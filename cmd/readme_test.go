@@ -27,8 +27,9 @@ func TestReadmeDocumentsEveryFlag(t *testing.T) {
 		name string
 		args []string
 	}{
-		{"batch", nil}, {"worker", nil}, {"consumer", nil},
-		{"worker", []string{"stop"}}, {"worker", []string{"migrate"}}, {"worker", []string{"purge"}},
+		{"batch", nil}, {"worker", nil}, {"consumer", nil}, {"console", nil},
+		{"worker", []string{"stop"}}, {"worker", []string{"migrate"}}, {"worker", []string{"purge"}}, {"worker", []string{"eval"}},
+		{"consumer", []string{"compact"}},
 	} {
 		path := filepath.Join(dir, bin.name)
 		if _, err := os.Stat(path); err != nil {

@@ -146,7 +146,7 @@ func decodeLakePayload(t EventType, raw json.RawMessage) (any, error) {
 		if p.Pool != "" && p.Pool != PoolPrimary && p.Pool != PoolFallback {
 			probs = append(probs, fmt.Sprintf("payload.pool %q is unknown", clip(string(p.Pool))))
 		}
-		if p.Attempt < 0 || p.TokensIn < 0 || p.TokensOut < 0 || p.LatencyMs < 0 || p.TTFTMillis < 0 {
+		if p.Attempt < 0 || p.TokensIn < 0 || p.TokensOut < 0 || p.TokensCached < 0 || p.CostUSD < 0 || p.LatencyMs < 0 || p.TTFTMillis < 0 {
 			probs = append(probs, "payload has a negative count or latency")
 		}
 		p.WindowStart, p.WindowEnd = p.WindowStart.UTC(), p.WindowEnd.UTC()

@@ -15,6 +15,9 @@ const (
 	EventVerdict           EventType = "verdict"
 )
 
+// EventTypes lists every lake event type, in the lake's table order.
+var EventTypes = []EventType{EventInferenceLog, EventModeratorFeedback, EventVerdict}
+
 // LakeEventSchemaVersion is the payload schema version this build writes.
 const LakeEventSchemaVersion = 1
 
@@ -42,12 +45,17 @@ type InferenceLog struct {
 	Model           string    `json:"model"`
 	Attempt         int       `json:"attempt"`
 	// Outcome is ok, invalid (answer failed validation), error or canceled.
-	Outcome      string  `json:"outcome"`
-	ErrorKind    string  `json:"error_kind,omitempty"`
-	TTFTMillis   float64 `json:"ttft_ms"`
-	LatencyMs    float64 `json:"latency_ms"`
-	TokensIn     int     `json:"tokens_in"`
-	TokensOut    int     `json:"tokens_out"`
+	Outcome    string  `json:"outcome"`
+	ErrorKind  string  `json:"error_kind,omitempty"`
+	TTFTMillis float64 `json:"ttft_ms"`
+	LatencyMs  float64 `json:"latency_ms"`
+	TokensIn   int     `json:"tokens_in"`
+	TokensOut  int     `json:"tokens_out"`
+	// TokensCached are the prompt tokens served from the server's prefix
+	// cache (part of TokensIn); CostUSD is the attempt's cost at its
+	// pool's prices. Both are 0 in events written before they existed.
+	TokensCached int     `json:"tokens_cached,omitempty"`
+	CostUSD      float64 `json:"cost_usd,omitempty"`
 	PromptSHA256 string  `json:"prompt_sha256"`
 	PromptChars  int     `json:"prompt_chars"`
 	Messages     int     `json:"messages"`

@@ -102,16 +102,21 @@ var Stages = []StageName{StageTriage, StageExtract, StageVision, StageJudge}
 // StageResult records one stage of one review: who answered, how long it
 // took and what it said (the validated structured output, never chat text).
 type StageResult struct {
-	Stage     StageName       `json:"stage"`
-	Pool      Pool            `json:"pool"`
-	Model     string          `json:"model"`
-	Attempts  int             `json:"attempts"`
-	TTFT      time.Duration   `json:"ttft"`
-	Latency   time.Duration   `json:"latency"`
-	TokensIn  int             `json:"tokens_in"`
-	TokensOut int             `json:"tokens_out"`
-	Output    json.RawMessage `json:"output,omitempty"`
-	Error     string          `json:"error,omitempty"`
+	Stage     StageName     `json:"stage"`
+	Pool      Pool          `json:"pool"`
+	Model     string        `json:"model"`
+	Attempts  int           `json:"attempts"`
+	TTFT      time.Duration `json:"ttft"`
+	Latency   time.Duration `json:"latency"`
+	TokensIn  int           `json:"tokens_in"`
+	TokensOut int           `json:"tokens_out"`
+	// TokensCached are prompt tokens the server served from its prefix
+	// cache (part of TokensIn); CostUSD is the stage's cost at the
+	// answering pool's prices.
+	TokensCached int             `json:"tokens_cached,omitempty"`
+	CostUSD      float64         `json:"cost_usd,omitempty"`
+	Output       json.RawMessage `json:"output,omitempty"`
+	Error        string          `json:"error,omitempty"`
 }
 
 // Verdict is the outcome of one review: the row the verdict store keeps

@@ -29,31 +29,47 @@ func jsonFunc(v any) (string, error) {
 }
 
 var (
-	funcs        = template.FuncMap{"json": jsonFunc}
-	userTmpl     = template.Must(template.New("user.tmpl").Funcs(funcs).ParseFS(promptFS, "prompts/user.tmpl"))
-	repairTmpl   = template.Must(template.New("repair.tmpl").Funcs(funcs).ParseFS(promptFS, "prompts/repair.tmpl"))
-	systemByName = func() map[pipeline.StageName]string {
-		out := map[pipeline.StageName]string{}
-		for _, st := range pipeline.Stages {
-			t := template.Must(template.New("system.tmpl").Funcs(funcs).ParseFS(promptFS, "prompts/system.tmpl", "prompts/"+string(st)+".tmpl"))
-			var b strings.Builder
-			if err := t.Execute(&b, map[string]string{"Stage": string(st), "Canary": Canary, "Marker": string(DataMarker)}); err != nil {
-				panic(fmt.Sprintf("stages: render system prompt for %s: %v", st, err))
-			}
-			out[st] = b.String()
+	funcs      = template.FuncMap{"json": jsonFunc}
+	repairTmpl = template.Must(template.New("repair.tmpl").Funcs(funcs).ParseFS(promptFS, "prompts/repair.tmpl"))
+	// systemPrompt is one text for every stage, with every stage's task
+	// in it: the stages' prompts share their longest possible prefix
+	// (system prompt, then the chat and its rule signals), so a serving
+	// engine's prefix cache computes the system prompt once for all
+	// reviews and the chat once per review. What differs per stage (its
+	// name, the earlier findings, the images) comes after the chat.
+	systemPrompt = func() string {
+		type task struct {
+			Stage pipeline.StageName
+			Text  string
 		}
-		return out
+		var tasks []task
+		for _, st := range pipeline.Stages {
+			t := template.Must(template.New(string(st)+".tmpl").Funcs(funcs).ParseFS(promptFS, "prompts/"+string(st)+".tmpl"))
+			var b strings.Builder
+			if err := t.ExecuteTemplate(&b, "task", nil); err != nil {
+				panic(fmt.Sprintf("stages: render the %s task: %v", st, err))
+			}
+			tasks = append(tasks, task{st, strings.TrimSpace(b.String())})
+		}
+		t := template.Must(template.New("system.tmpl").Funcs(funcs).ParseFS(promptFS, "prompts/system.tmpl"))
+		var b strings.Builder
+		if err := t.Execute(&b, map[string]any{"Canary": Canary, "Marker": string(DataMarker), "Tasks": tasks}); err != nil {
+			panic(fmt.Sprintf("stages: render system prompt: %v", err))
+		}
+		return b.String()
 	}()
+	userTmpl = template.Must(template.New("user.tmpl").Funcs(funcs).ParseFS(promptFS, "prompts/user.tmpl"))
 )
 
 // SystemPrompt returns the system prompt of a stage (rendered once at
-// start-up). It panics on an unknown stage: the set is fixed.
+// start-up). Every stage gets the same text, so that the stages' prompts
+// share a prefix; the stage is named in the user message, after the chat.
+// It panics on an unknown stage: the set is fixed.
 func SystemPrompt(stage pipeline.StageName) string {
-	s, ok := systemByName[stage]
-	if !ok {
+	if !slices.Contains(pipeline.Stages, stage) {
 		panic(fmt.Sprintf("stages: no system prompt for stage %q", stage))
 	}
-	return s
+	return systemPrompt
 }
 
 // SignalLine is one rule signal as the models see it; Value is masked.
@@ -101,10 +117,18 @@ type PromptInput struct {
 	ImageIDs []string
 }
 
-// UserPrompt renders a stage's user message. The transcript comes last and
-// is the only chat_transcript block in the prompt; every other
+// UserPrompt renders a stage's user message. It starts with what every
+// stage of a review shares (the window's description, the transcript and
+// the rule signals) and ends with what is the stage's own (its name, the
+// earlier findings, the attached images), so the four prompts of
+// a review share the longest prefix a prefix cache can reuse. The
+// transcript is the only chat_transcript block in the prompt; every other
 // chat-derived value is JSON-encoded so it cannot open or close a block.
+// It fails only for an unknown stage.
 func UserPrompt(stage pipeline.StageName, in PromptInput) (string, error) {
+	if !slices.Contains(pipeline.Stages, stage) {
+		return "", fmt.Errorf("stages: no prompt for stage %q", stage)
+	}
 	var b strings.Builder
 	data := struct {
 		PromptInput

@@ -36,10 +36,12 @@ func TestPromptsKeepChatInsideOneBlock(t *testing.T) {
 			t.Parallel()
 			sys := SystemPrompt(st)
 			require.Contains(t, sys, Canary)
-			require.Contains(t, sys, "the "+string(st)+" step")
 			require.NotContains(t, sys, TranscriptOpen, "the simulator finds the first block: none may precede the chat")
 			user, err := UserPrompt(st, in)
 			require.NoError(t, err)
+			// The stage is named, and its task set, only after the chat.
+			require.Greater(t, strings.Index(user, "Your step: "+string(st)), strings.Index(user, TranscriptClose))
+			require.Contains(t, sys, "- "+string(st)+": ", "every task is in the shared system prompt")
 			joined := sys + "\n" + user
 			require.Equal(t, 1, strings.Count(joined, TranscriptOpen))
 			require.Equal(t, 1, strings.Count(joined, TranscriptClose))

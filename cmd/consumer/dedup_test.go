@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -17,38 +18,63 @@ import (
 	"github.com/chatguard/chatguard/pipeline"
 )
 
-// requireDedupViews runs the deploy/athena dedup views through the real
-// Athena client against a private Athena stand-in process whose tables are
-// this test's part of the stack's lake directory: each event once, though
-// the raw tables hold dups extra copies.
-func requireDedupViews(t *testing.T, s *stack, want map[string]pipeline.LakeEvent, dups int) {
+// lakeAthena is a private Athena stand-in over one test's corner of the
+// stack's lake.
+type lakeAthena struct {
+	client *awsathena.Client
+}
+
+func startLakeAthena(t *testing.T, s *stack) lakeAthena {
 	t.Helper()
 	tables := map[string]string{}
 	for _, tb := range athena.Tables {
 		tables[tb] = "s3://" + s.bucket + "/" + s.root + "/events/event_type=" + tb + "/dt=*/hour=*/*.parquet"
 	}
 	sim := standin.StartAthena(t, standin.AthenaOptions{LakeDir: stacktest.LakeDir(t), Bucket: s.bucket, Tables: tables})
-	client := awsathena.New(awsathena.Options{Region: "us-east-1", BaseEndpoint: aws.String(sim.URL),
-		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")})
+	return lakeAthena{client: awsathena.New(awsathena.Options{Region: "us-east-1", BaseEndpoint: aws.String(sim.URL),
+		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")})}
+}
+
+// counts returns, per table, the rows of its _dedup view and of the raw
+// table. It fails when a view returns an event id twice.
+func (a lakeAthena) counts(ctx context.Context) (dedup, raw map[string]int, err error) {
+	dedup, raw = map[string]int{}, map[string]int{}
+	for _, tb := range athena.Tables {
+		q, err := athena.WithDedupViews("SELECT (SELECT count(*) FROM " + tb + "_dedup), (SELECT count(DISTINCT event_id) FROM " + tb + "_dedup), (SELECT count(*) FROM " + tb + ")")
+		if err != nil {
+			return nil, nil, err
+		}
+		rows, err := athena.RunQuery(ctx, a.client, athena.Where{Database: "chatguard"}, q)
+		if err != nil {
+			return nil, nil, err
+		}
+		if rows[1][0] != rows[1][1] {
+			return nil, nil, fmt.Errorf("%s_dedup returns %s rows of %s events", tb, rows[1][0], rows[1][1])
+		}
+		dedup[tb], _ = strconv.Atoi(rows[1][0])
+		raw[tb], _ = strconv.Atoi(rows[1][2])
+	}
+	return dedup, raw, nil
+}
+
+// requireDedupViews runs the deploy/athena dedup views through the real
+// Athena client against a private Athena stand-in process whose tables are
+// this test's part of the stack's lake directory: each event once, though
+// the raw tables hold dups extra copies.
+func requireDedupViews(t *testing.T, s *stack, want map[string]pipeline.LakeEvent, dups int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-
 	perType := map[string]int{}
 	for _, ev := range want {
 		perType[string(ev.EventType)]++
 	}
-	raw := 0
-	for _, tb := range athena.Tables {
-		q, err := athena.WithDedupViews("SELECT count(*), count(DISTINCT event_id) FROM " + tb + "_dedup")
-		require.NoError(t, err)
-		rows, err := athena.RunQuery(ctx, client, athena.Where{Database: "chatguard"}, q)
-		require.NoError(t, err)
-		n := strconv.Itoa(perType[tb])
-		require.Equal(t, []string{n, n}, rows[1], "%s_dedup returns each event once", tb)
-		rows, err = athena.RunQuery(ctx, client, athena.Where{Database: "chatguard"}, "SELECT count(*) FROM "+tb)
-		require.NoError(t, err)
-		c, _ := strconv.Atoi(rows[1][0])
-		raw += c
+	dedup, raw, err := startLakeAthena(t, s).counts(ctx)
+	require.NoError(t, err)
+	require.Equal(t, perType, dedup, "the _dedup views return each event once")
+	total := 0
+	for _, n := range raw {
+		total += n
 	}
-	require.Equal(t, len(want)+dups, raw)
+	require.Equal(t, len(want)+dups, total)
 }

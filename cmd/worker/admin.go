@@ -3,27 +3,23 @@ package main
 import (
 	"context"
 	"net/http"
-	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// adminHandler serves the probes, the metrics and pprof.
+// adminHandler serves the probes and the metrics, nothing that changes
+// state or shows the process (the operator API and pprof have listeners of
+// their own, see operator.go).
 //
 //   - /healthz: the process is alive (always 200 while it serves).
 //   - /readyz: 200 only while polling, MySQL answers within a second and no
 //     dependency's breaker is open (the body names the one that is down);
 //     503 while draining, so the endpoint leaves the Service during shutdown.
 //   - /metrics: the worker's private registry in Prometheus text format.
-//   - /debug/pprof/: the runtime profiles.
-//   - POST /v1/stop: publish an operator stop signal (see stopHandler).
-func adminHandler(reg *prometheus.Registry, loop interface{ Draining() bool }, db interface{ Ping(context.Context) error }, stops http.Handler) http.Handler {
+func adminHandler(reg *prometheus.Registry, loop interface{ Draining() bool }, db interface{ Ping(context.Context) error }) http.Handler {
 	mux := http.NewServeMux()
-	if stops != nil {
-		mux.Handle("POST /v1/stop", stops)
-	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
@@ -42,10 +38,5 @@ func adminHandler(reg *prometheus.Registry, loop interface{ Draining() bool }, d
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
 }

@@ -32,7 +32,7 @@ func TestAdminProbes(t *testing.T) {
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "chatguard_worker_test_total", Help: "t"})
 	reg.MustRegister(c)
 	c.Inc()
-	srv := httptest.NewServer(adminHandler(reg, loop, db, stopHandler(nil)))
+	srv := httptest.NewServer(adminHandler(reg, loop, db))
 	t.Cleanup(srv.Close)
 	status := func(path string) int {
 		resp, err := http.Get(srv.URL + path)
@@ -43,7 +43,13 @@ func TestAdminProbes(t *testing.T) {
 	require.Equal(t, 200, status("/healthz"))
 	require.Equal(t, 200, status("/readyz"))
 	require.Equal(t, 200, status("/metrics"))
-	require.Equal(t, 200, status("/debug/pprof/"))
+	// pprof and the operator API are not on the cluster-facing listener.
+	require.Equal(t, 404, status("/debug/pprof/"))
+	require.Equal(t, 404, status("/debug/pprof/cmdline"))
+	resp, err := http.Post(srv.URL+"/v1/stop", "application/json", nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 404, resp.StatusCode)
 
 	down := errors.New("connection refused")
 	db.err.Store(&down)

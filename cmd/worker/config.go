@@ -56,21 +56,33 @@ type Config struct {
 	FallbackConcurrency int
 	AttemptTimeout      time.Duration
 	LLMMaxAttempts      int
+	// PrimaryPrice and FallbackPrice are llm.ParsePrice texts: what each
+	// pool's calls cost, recorded per stage (empty: free).
+	PrimaryPrice  string
+	FallbackPrice string
 
 	EventBuffer   int
 	EventFlushAge time.Duration
 
+	privacyOptions
+
 	// RedisAddr is the Redis that carries stop signals; empty disables
 	// them (reviews run, but cannot be stopped by an operator).
-	RedisAddr        string
-	RedisPassword    string
-	RedisDB          int
+	cli.RedisOptions
 	StopChannel      string
 	StopKeyPrefix    string
 	StopCheckTimeout time.Duration
 
-	AdminAddr string
-	LogLevel  string
+	// AdminAddr serves probes and metrics; OperatorAddr the authenticated
+	// operator API; PprofAddr (loopback only) the profiles.
+	AdminAddr         string
+	OperatorAddr      string
+	OperatorTokensDir string
+	OperatorTLSCert   string
+	OperatorTLSKey    string
+	OperatorClientCA  string
+	PprofAddr         string
+	LogLevel          string
 
 	FaultConfig
 }
@@ -81,6 +93,7 @@ func DefaultConfig() Config {
 	ev := sqs.DefaultLakeConfig()
 	chat := chatapi.DefaultConfig()
 	return Config{
+		privacyOptions:      defaultPrivacy(),
 		Concurrency:         loop.Concurrency,
 		WaitTime:            loop.WaitTime,
 		MaxAge:              6 * time.Hour,
@@ -115,7 +128,7 @@ func DefaultConfig() Config {
 func (c *Config) flags() *cli.FlagSet {
 	fs := cli.NewFlagSet("worker", "Reviews chat rooms from the SQS review queue with the LLM stages and stores verdicts in MySQL.\n"+
 		"Subcommands: 'worker migrate --mysql-dsn DSN' applies the schema migrations and exits;\n"+
-		"'worker stop --room R | --run ID | --review ROOM,START,END' stops reviews on every worker (see 'worker stop --help').")
+		"'worker stop --room R | --run ID | --review ROOM,START,END' stops reviews on every worker through a worker's operator API, with a token (see 'worker stop --help').")
 	fs.StringVar(&c.ReviewQueueURL, "review-queue-url", "SQS review queue URL")
 	fs.StringVar(&c.ReviewDLQURL, "review-dlq-url", "SQS dead-letter queue of the review queue (poison messages are copied there)")
 	fs.StringVar(&c.FeedbackQueueURL, "feedback-queue-url", "SQS feedback queue URL for inference-log and verdict events")
@@ -148,11 +161,15 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.IntVar(&c.FallbackConcurrency, "fallback-concurrency", "calls in flight to the fallback pool at most")
 	fs.DurationVar(&c.AttemptTimeout, "attempt-timeout", "timeout of one model call, stream included")
 	fs.IntVar(&c.LLMMaxAttempts, "llm-max-attempts", "model calls per stage across both pools")
+	fs.StringVar(&c.PrimaryPrice, "primary-price", "what a primary call costs, recorded per stage: gpu_hour=USD,shared_by=N (self-hosted) and/or prompt=,cached=,completion= USD per 1M tokens; empty: free")
+	fs.StringVar(&c.FallbackPrice, "fallback-price", "what a fallback call costs: prompt=,cached=,completion= USD per 1M tokens (managed API) and/or gpu_hour=,shared_by=; empty: free")
 	fs.IntVar(&c.EventBuffer, "event-buffer", "lake events buffered for the feedback queue before drops")
 	fs.DurationVar(&c.EventFlushAge, "event-flush-age", "longest a lake event waits for its batch")
+	c.privacyOptions.flags(fs)
 	c.stopFlags(fs)
 	c.faultFlags(fs)
-	fs.StringVar(&c.AdminAddr, "admin-addr", "listen address of /healthz, /readyz, /metrics, /debug/pprof and POST /v1/stop")
+	fs.StringVar(&c.AdminAddr, "admin-addr", "listen address of /healthz, /readyz and /metrics (cluster-internal; no operator API, no pprof)")
+	c.operatorFlags(fs)
 	fs.StringVar(&c.LogLevel, "log-level", "debug|info|warn|error")
 	return fs
 }
@@ -196,6 +213,11 @@ func (c Config) Validate() error {
 	if c.AttemptTimeout <= 0 || c.AttemptTimeout >= c.JobTimeout {
 		errs = append(errs, fmt.Errorf("--attempt-timeout %s must be positive and below --job-timeout %s", c.AttemptTimeout, c.JobTimeout))
 	}
+	for _, pr := range []struct{ flag, v string }{{"primary-price", c.PrimaryPrice}, {"fallback-price", c.FallbackPrice}} {
+		if _, err := llm.ParsePrice(pr.v); err != nil {
+			errs = append(errs, fmt.Errorf("--%s: %w", pr.flag, err))
+		}
+	}
 	if c.LLMMaxAttempts < 1 || c.LLMMaxAttempts > 20 {
 		errs = append(errs, errors.New("--llm-max-attempts must be in 1..20"))
 	}
@@ -207,7 +229,7 @@ func (c Config) Validate() error {
 	if _, err := c.level(); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, c.validateStops(), c.validateFaults())
+	errs = append(errs, c.validateStops(), c.validateOperator(), c.privacyOptions.validate(), c.validateFaults())
 	// The parts validate their own ranges; a missing required value is
 	// already reported above by its flag name, so stand-ins keep the parts
 	// from reporting it twice.
@@ -287,11 +309,14 @@ func (c Config) mysql() mysql.Config {
 }
 
 func (c Config) router() llm.Config {
+	// Validate has checked the prices.
+	pp, _ := llm.ParsePrice(c.PrimaryPrice)
+	fp, _ := llm.ParsePrice(c.FallbackPrice)
 	return llm.Config{
 		Primary: llm.PoolConfig{BaseURL: c.PrimaryBaseURL, Model: c.PrimaryModel, APIKey: c.PrimaryAPIKey,
-			MaxConcurrency: c.PrimaryConcurrency, AttemptTimeout: c.AttemptTimeout},
+			MaxConcurrency: c.PrimaryConcurrency, AttemptTimeout: c.AttemptTimeout, Price: pp, Pseudonymize: c.PrimaryPseudonymize},
 		Fallback: llm.PoolConfig{BaseURL: c.FallbackBaseURL, Model: c.FallbackModel, APIKey: c.FallbackAPIKey,
-			MaxConcurrency: c.FallbackConcurrency, AttemptTimeout: c.AttemptTimeout},
+			MaxConcurrency: c.FallbackConcurrency, AttemptTimeout: c.AttemptTimeout, Price: fp, Pseudonymize: c.FallbackPseudonymize},
 		MaxAttempts: c.LLMMaxAttempts,
 	}
 }

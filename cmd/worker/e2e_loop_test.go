@@ -27,7 +27,7 @@ func TestE2EDoneAndAdmin(t *testing.T) {
 	code, _ = r.get(t, "/readyz")
 	require.Equal(t, 200, code)
 	code, _ = r.get(t, "/debug/pprof/")
-	require.Equal(t, 200, code)
+	require.Equal(t, 404, code, "no profiles unless --pprof-addr turns them on, and never on the admin port")
 
 	r.sendEvents(t, event("room-01"))
 	require.Eventually(t, func() bool { _, err := r.verdict(t, "room-01", "e2e-fake"); return err == nil }, 30*time.Second, 50*time.Millisecond)

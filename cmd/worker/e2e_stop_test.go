@@ -5,21 +5,25 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/internal/standin"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/storage/mysql"
+	"github.com/chatguard/chatguard/storage/redisstop"
 )
 
 // workerBinary builds the worker once per test process; standin.Main
@@ -131,7 +135,10 @@ func TestE2EStopAcrossProcesses(t *testing.T) {
 		"CHATGUARD_WAIT_TIME=1s", "CHATGUARD_CONCURRENCY=1", "CHATGUARD_ATTEMPT_TIMEOUT=2m", "CHATGUARD_JOB_TIMEOUT=5m",
 		"CHATGUARD_DRAIN_TIMEOUT=5s", "CHATGUARD_MAX_AGE=0s",
 	}, stopEnv...)
-	procs := []*proc{startProc(t, bin, env), startProc(t, bin, env)}
+	// The first process serves the operator API; `worker stop` goes
+	// through it with a token, like the moderator console.
+	operator, tokens := freeAddr(t), tokensDir(t)
+	procs := []*proc{startProc(t, bin, append(env, "CHATGUARD_OPERATOR_ADDR="+operator, "CHATGUARD_OPERATOR_TOKENS_DIR="+tokens)), startProc(t, bin, env)}
 
 	long := roomsByLabel(t, "abusive", 1)[0]
 	r.sendEvents(t, long)
@@ -148,8 +155,8 @@ func TestE2EStopAcrossProcesses(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond)
 
 	// The operator's command, as a third process.
-	stopCmd := exec.Command(bin, "stop", "--room", long.RoomID, "--reason", "a moderator sanctioned the seller", "--ttl", "10m")
-	stopCmd.Env = append(os.Environ(), stopEnv...)
+	stopCmd := exec.Command(bin, "stop", "--operator-url", "http://"+operator, "--token-file", filepath.Join(tokens, "oncall-kim"),
+		"--room", long.RoomID, "--reason", "a moderator sanctioned the seller", "--ttl", "10m")
 	var stdout, stderr bytes.Buffer
 	stopCmd.Stdout, stopCmd.Stderr = &stdout, &stderr
 	require.NoError(t, stopCmd.Run(), stderr.String())
@@ -161,6 +168,9 @@ func TestE2EStopAcrossProcesses(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(stdout.Bytes(), &published), stdout.String())
 	require.Equal(t, 2, published.Receivers, "both worker processes are subscribed")
+	var who, outcome string
+	require.NoError(t, r.db.QueryRow("SELECT identity, outcome FROM stop_signals WHERE room_id = ?", long.RoomID).Scan(&who, &outcome))
+	require.Equal(t, []string{"oncall-kim", "accepted"}, []string{who, outcome}, "the stop is audited with its identity")
 
 	var (
 		status, reason string
@@ -209,14 +219,19 @@ func TestE2EStopPublishedBeforeStart(t *testing.T) {
 	t.Parallel()
 	channel := stacktest.Unique("stop-late")
 	redisAddr := stacktest.Get(t, "CHATGUARD_REDIS_ADDR")
-	var out, errb bytes.Buffer
-	env := map[string]string{"CHATGUARD_REDIS_ADDR": redisAddr, "CHATGUARD_STOP_CHANNEL": channel, "CHATGUARD_STOP_KEY_PREFIX": channel + ":"}
-	code := run(context.Background(), []string{"stop", "--room", "room-07", "--reason", "fraud ring"}, func(k string) string { return env[k] }, &out, &errb)
-	require.Equal(t, 0, code, errb.String())
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	rc := redisstop.DefaultConfig()
+	rc.Channel, rc.KeyPrefix = channel, channel+":"
+	sig, err := pipeline.StopRequest{RoomID: "room-07", Reason: "fraud ring"}.Signal(time.Now())
+	require.NoError(t, err)
+	_, err = redisstop.NewPublisher(rdb, rc, nil).Publish(context.Background(), sig)
+	require.NoError(t, err)
 
 	rev := newFakeReviewer(nil)
 	r := startRig(t, rigOpts{reviewer: rev, mut: func(c *Config) {
 		c.RedisAddr, c.StopChannel, c.StopKeyPrefix = redisAddr, channel, channel+":"
+		c.OperatorAddr, c.OperatorTokensDir = "127.0.0.1:0", tokensDir(t)
 	}})
 	r.sendEvents(t, event("room-07"), event("room-08"))
 	waitRows := func(q string, n int) {
@@ -226,13 +241,24 @@ func TestE2EStopPublishedBeforeStart(t *testing.T) {
 	waitRows("SELECT COUNT(*) FROM verdicts WHERE room_id = 'room-08' AND status = 'done'", 1)
 	require.Zero(t, rev.callsFor("room-07"), "a stopped review calls no model")
 
-	// The admin endpoint publishes with the same validation.
-	resp, err := http.Post("http://"+r.addr+"/v1/stop", "application/json", strings.NewReader(`{"run_id":"run-x","ttl":"5m","reason":"wrong window"}`))
+	// The operator endpoint publishes with the same validation, only with
+	// a token, and audits every request in MySQL.
+	op := "http://" + r.operator
+	require.Equal(t, http.StatusUnauthorized, post(t, op, "", `{"run_id":"run-x","ttl":"5m","reason":"wrong window"}`))
+	require.Equal(t, http.StatusAccepted, post(t, op, "Bearer "+consoleToken, `{"run_id":"run-x","ttl":"5m","reason":"wrong window"}`))
+	require.Equal(t, http.StatusBadRequest, post(t, op, "Bearer "+consoleToken, `{"ttl":"5m"}`))
+	rows, err := r.db.Query("SELECT identity, outcome, http_status, run_id, ttl_seconds FROM stop_signals ORDER BY id")
 	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusAccepted, resp.StatusCode)
-	resp, err = http.Post("http://"+r.addr+"/v1/stop", "application/json", strings.NewReader(`{"ttl":"5m"}`))
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var who, outcome, run string
+		var code, ttl int
+		require.NoError(t, rows.Scan(&who, &outcome, &code, &run, &ttl))
+		got = append(got, fmt.Sprintf("%s %s %d %s %d", who, outcome, code, run, ttl))
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{" refused 401 run-x 300", "console accepted 202 run-x 300", "console invalid 400  300"}, got)
+	code, _ := r.get(t, "/v1/stop")
+	require.Equal(t, http.StatusNotFound, code, "the admin port has no operator API")
 }

@@ -30,7 +30,9 @@ import (
 // rig is one in-process worker over fresh stack resources: its own review
 // queue and DLQ, its own feedback queue, its own database.
 type rig struct {
-	cfg      Config
+	cfg Config
+	// operator is the operator API address ("" when off).
+	operator string
 	sqs      *sqs.Client
 	queue    stacktest.Queue
 	feedback stacktest.Queue
@@ -107,6 +109,7 @@ func startRig(t testing.TB, o rigOpts) *rig {
 	cfg.ChatAPIURL = chatURL
 	cfg.PrimaryBaseURL, cfg.PrimaryModel = "http://127.0.0.1:1/v1", "unused"
 	cfg.AdminAddr = "127.0.0.1:0"
+	cfg.ImageHosts = "img.example-market.test" // the sample chats' image host
 	cfg.Concurrency = 8
 	cfg.WaitTime = time.Second
 	cfg.VisibilityTimeout, cfg.HeartbeatInterval = o.visibility, o.visibility/3
@@ -123,7 +126,8 @@ func startRig(t testing.TB, o rigOpts) *rig {
 	r.cfg = cfg
 	ready := make(chan string, 1)
 	m := &Main{Config: cfg, Reviewer: o.reviewer, OnReady: func(a string) { ready <- a },
-		Log: slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+		OnOperator: func(op, _ string) { r.operator = op },
+		Log:        slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() { r.done <- m.Run(ctx) }()

@@ -1,14 +1,18 @@
 // Command worker is the always-on review worker: it long-polls the SQS
 // review queue, runs each room's window through the LLM stages, upserts the
 // verdict in MySQL, publishes inference-log and verdict events to the
-// feedback queue, and serves /healthz, /readyz, /metrics and /debug/pprof.
+// feedback queue, and serves /healthz, /readyz and /metrics; the operator
+// API (POST /v1/stop, bearer tokens, audited) on --operator-addr, and
+// /debug/pprof only on a loopback --pprof-addr.
 //
 //	worker [flags]                       run the worker
 //	worker migrate --mysql-dsn DSN       apply the schema migrations and exit
 //	worker purge --mysql-dsn DSN [--dry-run]
 //	                                     delete stage rows and verdicts past retention and exit
-//	worker stop --room R | --run ID | --review ROOM,START,END [--ttl D] [--reason TEXT]
-//	                                     stop in-flight and future reviews on every pod
+//	worker stop --operator-url URL --token-file F --room R | --run ID | --review ROOM,START,END [--ttl D] [--reason TEXT]
+//	                                     stop in-flight and future reviews on every pod (through the operator API)
+//	worker eval --endpoint NAME=URL,MODEL ... --cases FILE [--injection-suite FILE] [--out DIR]
+//	                                     compare endpoints on a labelled set; writes a Markdown report
 //
 // Exit status: 0 after a clean drain, 1 on a start-up failure, 2 on bad
 // usage. See --help for the flags and their CHATGUARD_ variables.
@@ -39,6 +43,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if len(args) > 0 && args[0] == "stop" {
 		return runStop(ctx, args[1:], getenv, stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "eval" {
+		return runEval(ctx, args[1:], getenv, stdout, stderr)
 	}
 	cfg := DefaultConfig()
 	fs := cfg.flags()

@@ -19,11 +19,19 @@ func newReviewer(cfg Config, events pipeline.EventSink, reg prometheus.Registere
 	if err != nil {
 		return nil, fmt.Errorf("router: %w", err)
 	}
-	rev, err := review.New(review.Config{Class: llm.ClassBatch}, router, events, reg)
+	gate, err := cfg.imageGate()
+	if err != nil {
+		return nil, fmt.Errorf("images: %w", err)
+	}
+	if cfg.QuoteDigestKey == "" {
+		log.Warn("worker: --quote-digest-key is empty: quote digests use the DEV-ONLY key (labelled hmac-dev); set CHATGUARD_QUOTE_DIGEST_KEY from a Secret in production")
+	}
+	rev, err := review.New(review.Config{Class: llm.ClassBatch, DigestKey: []byte(cfg.QuoteDigestKey), Images: gate}, router, events, reg)
 	if err != nil {
 		return nil, fmt.Errorf("reviewer: %w", err)
 	}
 	prim, fb := router.Models()
-	log.Info("worker: stage engine ready", "primary_model", prim, "fallback_model", fb, "pipeline_version", rev.PipelineVersion())
+	log.Info("worker: stage engine ready", "primary_model", prim, "fallback_model", fb, "pipeline_version", rev.PipelineVersion(),
+		"image_hosts", cfg.ImageHosts, "image_inline", cfg.ImageInline, "fallback_pseudonymize", cfg.FallbackPseudonymize)
 	return rev, nil
 }

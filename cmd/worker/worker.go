@@ -3,12 +3,9 @@ package main
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"time"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
@@ -34,6 +31,9 @@ type Main struct {
 	// OnReady, when set, is called with the admin listener's address once
 	// the worker is about to poll.
 	OnReady func(adminAddr string)
+	// OnOperator, when set, is called with the operator API's and the pprof
+	// listeners' addresses ("" when off) just before OnReady.
+	OnOperator func(operatorAddr, pprofAddr string)
 	// SchemaWait bounds how long Run waits for MySQL at start (default 30 s).
 	SchemaWait time.Duration
 }
@@ -131,7 +131,11 @@ func (m *Main) Run(ctx context.Context) error {
 	// The subscriber outlives the loop's drain, so stops still reach jobs
 	// that are finishing; it ends when Run returns.
 	stopCtx, stopSubscriber := context.WithCancel(context.WithoutCancel(ctx))
-	stops := startStops(stopCtx, cfg, reg, log)
+	stops, err := startStops(stopCtx, cfg, reg, log)
+	if err != nil {
+		stopSubscriber()
+		return fmt.Errorf("worker: %w", err)
+	}
 	defer func() {
 		stopSubscriber()
 		stops.wait(5 * time.Second)
@@ -157,26 +161,33 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	loop.HoldOn(mon)
 
-	ln, err := net.Listen("tcp", cfg.AdminAddr)
+	admin, err := listen("admin", cfg.AdminAddr, adminHandler(reg, loop, readiness{db: store, health: mon}), nil)
 	if err != nil {
-		return fmt.Errorf("worker: admin listen: %w", err)
+		return fmt.Errorf("worker: %w", err)
 	}
-	srv := &http.Server{Handler: adminHandler(reg, loop, readiness{db: store, health: mon}, stopHandler(stopPub)), ReadHeaderTimeout: 5 * time.Second}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-		if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Warn("worker: admin server", "err", err)
+	defer admin.close(ctx, log)
+	var operator, prof *server
+	if cfg.OperatorAddr != "" {
+		if operator, err = startOperator(cfg, stopPub, store, reg, log); err != nil {
+			return fmt.Errorf("worker: %w", err)
 		}
-	}()
+		defer operator.close(ctx, log)
+	}
+	if cfg.PprofAddr != "" {
+		if prof, err = listen("pprof", cfg.PprofAddr, pprofHandler(), nil); err != nil {
+			return fmt.Errorf("worker: %w", err)
+		}
+		defer prof.close(ctx, log)
+	}
 
 	log.Info("worker: polling", "queue", cfg.ReviewQueueURL, "concurrency", cfg.Concurrency,
-		"pipeline_version", reviewer.PipelineVersion(), "admin_addr", ln.Addr().String())
+		"pipeline_version", reviewer.PipelineVersion(), "admin_addr", admin.addr(),
+		"operator_addr", operator.addrOrEmpty(), "pprof_addr", prof.addrOrEmpty())
+	if m.OnOperator != nil {
+		m.OnOperator(operator.addrOrEmpty(), prof.addrOrEmpty())
+	}
 	if m.OnReady != nil {
-		m.OnReady(ln.Addr().String())
+		m.OnReady(admin.addr())
 	}
 	err = loop.Run(ctx)
 	log.Info("worker: drained", "cause", fmt.Sprint(context.Cause(ctx)))

@@ -251,6 +251,11 @@ func TestDedupViewsAndAnalystQueries(t *testing.T) {
 		}
 	})
 
+	t.Run("cost per 1000 reviews per day", func(t *testing.T) { testCostPer1000(t, l, byType[pipeline.EventInferenceLog], days) })
+	t.Run("moderator precision per category and week", func(t *testing.T) {
+		testModeratorPrecision(t, l, byType[pipeline.EventModeratorFeedback], days)
+	})
+
 	t.Run("fallback rate and latency per hour", func(t *testing.T) {
 		type agg struct {
 			n, fallback int

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
@@ -81,10 +82,15 @@ func (d *deadDeps) environ(t *testing.T, env map[string]envSource) []string {
 		switch {
 		case k == "CHATGUARD_MYSQL_DSN":
 			val = "chatguard:test@tcp(" + d.mysql.Addr().String() + ")/chatguard?timeout=2s"
+		case k == "CHATGUARD_QUOTE_DIGEST_KEY":
+			val = "test-secret-of-at-least-thirty-two-bytes"
 		case v.secretRef != nil:
 			val = "test-secret"
-		case k == "CHATGUARD_ADMIN_ADDR":
+		case k == "CHATGUARD_ADMIN_ADDR", k == "CHATGUARD_OPERATOR_ADDR":
 			val = "127.0.0.1:0"
+		case k == "CHATGUARD_OPERATOR_TOKENS_DIR":
+			val = t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(val, "console"), []byte("test-token-of-at-least-thirty-two-bytes"), 0o600))
 		}
 		out = append(out, k+"="+val)
 	}
@@ -224,6 +230,22 @@ func TestRenderedConfigStartsTheBinaries(t *testing.T) {
 				p := start(t, filepath.Join(dir, "worker"), append(c.Command[1:], c.Args...), deps.environ(t, envOf(t, s, c)))
 				requireAccepted(t, p, p.exit(t))
 				require.Len(t, deps.accepted, 1, "migrate never dialled MySQL")
+			})
+			t.Run("purge", func(t *testing.T) {
+				t.Parallel()
+				deps := newDeadDeps(t)
+				c := s.CronJobs["chatguard-purge"].Spec.JobTemplate.Spec.Template.Spec.Containers[0]
+				p := start(t, filepath.Join(dir, "worker"), append(c.Command[1:], c.Args...), deps.environ(t, envOf(t, s, c)))
+				requireAccepted(t, p, p.exit(t))
+				require.Len(t, deps.accepted, 1, "purge never dialled MySQL")
+			})
+			t.Run("compact", func(t *testing.T) {
+				t.Parallel()
+				deps := newDeadDeps(t)
+				c := s.CronJobs["chatguard-compact"].Spec.JobTemplate.Spec.Template.Spec.Containers[0]
+				p := start(t, filepath.Join(dir, "consumer"), append(c.Command[1:], c.Args...), deps.environ(t, envOf(t, s, c)))
+				requireAccepted(t, p, p.exit(t))
+				require.Contains(t, p.stderr(), "s3lake: compact: list", "compaction reached for S3")
 			})
 			t.Run("batch", func(t *testing.T) {
 				t.Parallel()

@@ -104,6 +104,13 @@ func TestIAMPoliciesAreLeastPrivilegeForProd(t *testing.T) {
 		bucket + "/" + consumer["CHATGUARD_ERRORS_PREFIX"].value + "*": {"s3:AbortMultipartUpload", "s3:PutObject"},
 	}, grants(t, "consumer"))
 
+	compact := envOf(t, s, s.CronJobs["chatguard-compact"].Spec.JobTemplate.Spec.Template.Spec.Containers[0])
+	require.Equal(t, map[string][]string{
+		"arn:aws:s3:::" + compact["CHATGUARD_LAKE_BUCKET"].value: {"s3:ListBucket"},
+		"arn:aws:s3:::" + compact["CHATGUARD_LAKE_BUCKET"].value + "/" + compact["CHATGUARD_LAKE_PREFIX"].value + "*": {
+			"s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:PutObject"},
+	}, grants(t, "compact"), "compaction lists, reads, writes and deletes only the events prefix")
+
 	b := grants(t, "batch")
 	require.Equal(t, []string{"sqs:SendMessage"}, b[sqsARN(t, batch["CHATGUARD_REVIEW_QUEUE_URL"])], "batch publishes to the review queue")
 	m := regexp.MustCompile(`^arn:aws:sqs:([a-z0-9-]+):([0-9]{12}):`).FindStringSubmatch(sqsARN(t, batch["CHATGUARD_REVIEW_QUEUE_URL"]))

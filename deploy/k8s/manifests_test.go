@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,6 +40,10 @@ func pods(s *manifest.Set) []pod {
 	for _, n := range manifest.Names(s.Jobs) {
 		j := s.Jobs[n]
 		out = append(out, pod{"Job/" + n, j.Spec.Template.Labels, &j.Spec.Template.Spec})
+	}
+	for _, n := range manifest.Names(s.CronJobs) {
+		j := s.CronJobs[n]
+		out = append(out, pod{"CronJob/" + n, j.Spec.JobTemplate.Spec.Template.Labels, &j.Spec.JobTemplate.Spec.Template.Spec})
 	}
 	return out
 }
@@ -143,15 +148,16 @@ func TestOverlaysRenderStrictly(t *testing.T) {
 			s := render(t, o)
 			var got []string
 			for _, id := range s.Order {
-				if strings.HasPrefix(id, "ConfigMap/chatguard-worker-") || strings.HasPrefix(id, "ConfigMap/chatguard-consumer-") {
+				if strings.HasPrefix(id, "ConfigMap/chatguard-") && id != "ConfigMap/chatguard-batch" && id != "ConfigMap/chatguard-dashboard" {
 					id = id[:strings.LastIndex(id, "-")] + "-<hash>"
 				}
 				got = append(got, id)
 			}
 			sort.Strings(got)
 			require.Equal(t, []string{
-				"ConfigMap/chatguard-batch", "ConfigMap/chatguard-consumer-<hash>", "ConfigMap/chatguard-dashboard",
-				"ConfigMap/chatguard-worker-<hash>",
+				"ConfigMap/chatguard-batch", "ConfigMap/chatguard-compact-<hash>", "ConfigMap/chatguard-consumer-<hash>", "ConfigMap/chatguard-dashboard",
+				"ConfigMap/chatguard-purge-<hash>", "ConfigMap/chatguard-worker-<hash>",
+				"CronJob/chatguard-compact", "CronJob/chatguard-purge",
 				"Deployment/chatguard-consumer", "Deployment/chatguard-worker",
 				"Job/chatguard-migrate",
 				"Namespace/" + map[string]string{"dev": "chatguard-dev", "prod": "chatguard"}[o],
@@ -161,7 +167,8 @@ func TestOverlaysRenderStrictly(t *testing.T) {
 				"PrometheusRule/chatguard",
 				"ScaledObject/chatguard-consumer", "ScaledObject/chatguard-worker",
 				"Service/chatguard-worker",
-				"ServiceAccount/chatguard-batch", "ServiceAccount/chatguard-consumer", "ServiceAccount/chatguard-migrate", "ServiceAccount/chatguard-worker",
+				"ServiceAccount/chatguard-batch", "ServiceAccount/chatguard-compact", "ServiceAccount/chatguard-consumer", "ServiceAccount/chatguard-migrate",
+				"ServiceAccount/chatguard-purge", "ServiceAccount/chatguard-worker",
 				"TriggerAuthentication/chatguard-aws",
 			}, got)
 			require.Empty(t, s.Secrets, "no Secret is kept in git; they are created as deploy/README.md says")
@@ -319,9 +326,17 @@ func TestProbesHitServedRoutes(t *testing.T) {
 				env := envOf(t, s, c)
 				_, port, err := net.SplitHostPort(setting(t, env, flags[c.Command[0]], "admin-addr"))
 				require.NoError(t, err)
-				require.Len(t, c.Ports, 1, d)
+				// The admin port first; the worker adds "operator", which
+				// must be --operator-addr's (issue 14: two listeners).
 				require.Equal(t, "admin", c.Ports[0].Name)
 				require.Equal(t, port, strconv.Itoa(int(c.Ports[0].ContainerPort)), "%s: the container port must be --admin-addr's", d)
+				for _, cp := range c.Ports[1:] {
+					require.Equal(t, "operator", cp.Name, "%s: unexpected port %s", d, cp.Name)
+					_, op, err := net.SplitHostPort(setting(t, env, flags[c.Command[0]], "operator-addr"))
+					require.NoError(t, err)
+					require.Equal(t, op, strconv.Itoa(int(cp.ContainerPort)), "%s: the operator port must be --operator-addr's", d)
+					require.Empty(t, setting(t, env, flags[c.Command[0]], "pprof-addr"), "%s: pprof stays off in a deployment", d)
+				}
 
 				probes := map[string]*corev1.Probe{"startup": c.StartupProbe, "liveness": c.LivenessProbe, "readiness": c.ReadinessProbe}
 				for kind, p := range probes {
@@ -517,6 +532,12 @@ func TestNetworkPolicies(t *testing.T) {
 			}
 			op := s.NetworkPolicies["chatguard-worker-operator-api"]
 			require.Equal(t, "moderator-console", op.Spec.Ingress[0].From[0].PodSelector.MatchLabels["app.kubernetes.io/name"])
+			require.Equal(t, "operator", op.Spec.Ingress[0].Ports[0].Port.String(), "the console reaches only the operator port")
+			for _, rule := range metrics.Spec.Ingress {
+				for _, p := range rule.Ports {
+					require.Equal(t, "admin", p.Port.String(), "Prometheus reaches only the admin port")
+				}
+			}
 		})
 	}
 }
@@ -550,7 +571,7 @@ func TestMonitorsScrapeWhatThePodsServe(t *testing.T) {
 			svc := s.Services["chatguard-worker"]
 			require.NotNil(t, svc)
 			require.True(t, labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(s.Deployments["chatguard-worker"].Spec.Template.Labels)))
-			require.Equal(t, "admin", svc.Spec.Ports[0].TargetPort.String())
+			require.Equal(t, "operator", svc.Spec.Ports[0].TargetPort.String(), "the Service exposes only the operator API")
 		})
 	}
 }
@@ -614,7 +635,7 @@ func TestServiceAccountsCarryTheirRoles(t *testing.T) {
 			s := render(t, o)
 			worker := envOf(t, s, container(t, s, "chatguard-worker"))
 			account := regexp.MustCompile(`/([0-9]{12})/`).FindStringSubmatch(worker["CHATGUARD_REVIEW_QUEUE_URL"].value)[1]
-			for _, n := range []string{"chatguard-worker", "chatguard-consumer", "chatguard-batch"} {
+			for _, n := range []string{"chatguard-worker", "chatguard-consumer", "chatguard-batch", "chatguard-compact"} {
 				sa, ok := s.ServiceAccounts[n]
 				require.True(t, ok, n)
 				require.Equal(t, account, requireIRSA(t, sa), "%s: the role is in the queues' account", n)
@@ -622,6 +643,47 @@ func TestServiceAccountsCarryTheirRoles(t *testing.T) {
 			}
 			require.Equal(t, "chatguard-worker", s.Deployments["chatguard-worker"].Spec.Template.Spec.ServiceAccountName)
 			require.Equal(t, "chatguard-consumer", s.Deployments["chatguard-consumer"].Spec.Template.Spec.ServiceAccountName)
+		})
+	}
+}
+
+// TestCronJobs checks the scheduled maintenance: lake compaction reads the
+// lake the consumer writes, purge uses the workers' DSN, neither overlaps
+// itself, and each binary's own deadline comes before the Job's.
+func TestCronJobs(t *testing.T) {
+	t.Parallel()
+	flags := flagsOf(t)
+	for _, o := range overlays {
+		t.Run(o, func(t *testing.T) {
+			s := render(t, o)
+			for name, want := range map[string]struct {
+				cmd     string
+				timeout string
+			}{
+				"chatguard-compact": {"/consumer compact", "compact-timeout"},
+				"chatguard-purge":   {"/worker purge", "purge-timeout"},
+			} {
+				cj, ok := s.CronJobs[name]
+				require.True(t, ok, name)
+				require.Equal(t, batchv1.ForbidConcurrent, cj.Spec.ConcurrencyPolicy, name)
+				require.NotNil(t, cj.Spec.TimeZone, "%s: a schedule without a time zone follows the controller's", name)
+				js := cj.Spec.JobTemplate.Spec
+				require.Equal(t, corev1.RestartPolicyNever, js.Template.Spec.RestartPolicy, name)
+				c := js.Template.Spec.Containers[0]
+				require.Equal(t, want.cmd, commandOf(t, c))
+				timeout := duration(t, setting(t, envOf(t, s, c), flags[want.cmd], want.timeout))
+				require.NotNil(t, js.ActiveDeadlineSeconds, name)
+				require.Greater(t, time.Duration(*js.ActiveDeadlineSeconds)*time.Second, timeout, "%s: the binary's own deadline ends a long run first", name)
+			}
+			consumer := envOf(t, s, container(t, s, "chatguard-consumer"))
+			compact := envOf(t, s, s.CronJobs["chatguard-compact"].Spec.JobTemplate.Spec.Template.Spec.Containers[0])
+			for _, k := range []string{"CHATGUARD_LAKE_BUCKET", "CHATGUARD_LAKE_PREFIX", "CHATGUARD_S3_PATH_STYLE", "AWS_REGION"} {
+				require.Equal(t, consumer[k].value, compact[k].value, "compaction and the consumer must agree on %s", k)
+			}
+			purge := envOf(t, s, s.CronJobs["chatguard-purge"].Spec.JobTemplate.Spec.Template.Spec.Containers[0])
+			worker := envOf(t, s, container(t, s, "chatguard-worker"))
+			require.Equal(t, worker["CHATGUARD_MYSQL_DSN"].secretRef, purge["CHATGUARD_MYSQL_DSN"].secretRef, "purge uses the workers' DSN")
+			require.NotContains(t, s.ServiceAccounts["chatguard-purge"].Annotations, "eks.amazonaws.com/role-arn", "purge needs no AWS access")
 		})
 	}
 }

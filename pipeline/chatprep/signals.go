@@ -97,10 +97,15 @@ func signalsOf(messageID string, n Normalized, ms []match) []Signal {
 // registration number masked to its last two digits, every e-mail local
 // part and messenger id masked after its first characters, in whatever
 // form they were written (full-width, spaced, split by invisible
-// characters, in Hangul digits). Everything else is kept as written. Use it
-// on anything derived from chat text that leaves the process: stored model
-// answers, rationales, error texts, inference logs.
+// characters, in Hangul digits), and every name where the text says it is
+// one (maskNames). Everything else is kept as written. Use it on anything
+// derived from chat text that leaves the process: stored model answers,
+// rationales, error texts, inference logs.
 func Redact(s string) string {
+	return maskNames(redactContacts(s))
+}
+
+func redactContacts(s string) string {
 	if s == "" {
 		return s
 	}

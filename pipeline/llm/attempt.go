@@ -62,7 +62,14 @@ func (r *Router) attempt(ctx context.Context, l lease, req *Request, msgs []Mess
 	actx, cancel := context.WithTimeout(context.WithValue(ctx, metaKey{}, meta), p.cfg.AttemptTimeout)
 	defer cancel()
 	start := r.now()
+	pseudo := p.cfg.Pseudonymize && req.Pseudonyms != nil
+	if pseudo {
+		msgs = pseudonymize(req.Pseudonyms, msgs)
+	}
 	content, finish, err := r.stream(actx, p, req, msgs, &a, start)
+	if pseudo && content != nil {
+		content = req.Pseudonyms.RestoreJSON(content)
+	}
 	a.Latency = r.now().Sub(start)
 	a.Content = content
 
@@ -122,8 +129,14 @@ func (r *Router) attempt(ctx context.Context, l lease, req *Request, msgs []Mess
 	if a.TokensOut > 0 {
 		r.m.tokens.WithLabelValues(st, pl, "out").Add(float64(a.TokensOut))
 	}
+	if a.TokensCached > 0 {
+		r.m.tokens.WithLabelValues(st, pl, "cached").Add(float64(a.TokensCached))
+	}
+	a.CostUSD = p.cfg.Price.Cost(a.TokensIn, a.TokensCached, a.TokensOut, a.Latency)
 	resp.TokensIn += a.TokensIn
 	resp.TokensOut += a.TokensOut
+	resp.TokensCached += a.TokensCached
+	resp.CostUSD += a.CostUSD
 	if req.OnAttempt != nil {
 		req.OnAttempt(a)
 	}
@@ -153,6 +166,10 @@ func (r *Router) stream(ctx context.Context, p *pool, req *Request, msgs []Messa
 			},
 		}
 	}
+	obs := ObserverFrom(ctx)
+	if obs != nil {
+		obs.Attempt(req.Stage, a.N, p.cfg.Name)
+	}
 	s, err := p.client.CreateChatCompletionStream(ctx, creq)
 	if err != nil {
 		return nil, "", err
@@ -180,6 +197,9 @@ func (r *Router) stream(ctx context.Context, p *pool, req *Request, msgs []Messa
 		}
 		if chunk.Usage != nil {
 			a.TokensIn, a.TokensOut = chunk.Usage.PromptTokens, chunk.Usage.CompletionTokens
+			if d := chunk.Usage.PromptTokensDetails; d != nil {
+				a.TokensCached = d.CachedTokens
+			}
 		}
 		for _, c := range chunk.Choices {
 			if c.Index != 0 {
@@ -194,12 +214,25 @@ func (r *Router) stream(ctx context.Context, p *pool, req *Request, msgs []Messa
 					return bytes.ToValidUTF8(buf.Bytes(), nil), "", errAnswerCap
 				}
 				buf.WriteString(c.Delta.Content)
+				if obs != nil {
+					obs.Delta(req.Stage, c.Delta.Content)
+				}
 			}
 			if c.FinishReason != "" {
 				finish = string(c.FinishReason)
 			}
 		}
 	}
+}
+
+// pseudonymize returns a copy of msgs with every text passed through ps.
+func pseudonymize(ps Pseudonymizer, msgs []Message) []Message {
+	out := make([]Message, len(msgs))
+	for i, m := range msgs {
+		out[i] = m
+		out[i].Text = ps.Apply(m.Text)
+	}
+	return out
 }
 
 func toOpenAI(msgs []Message) []openai.ChatCompletionMessage {

@@ -31,6 +31,10 @@ type PoolConfig struct {
 	APIKey string
 	// Model is the model id requested.
 	Model string
+	// Pseudonymize sends a request's messages through its Pseudonyms (when
+	// it has them) before they leave for this pool: on for a third-party
+	// API, so contact details never reach it.
+	Pseudonymize bool
 	// MaxConcurrency bounds the calls in flight to this pool from this
 	// process (every job shares it).
 	MaxConcurrency int
@@ -56,6 +60,8 @@ type PoolConfig struct {
 	MaxCooldown time.Duration
 	// Transport replaces the tuned HTTP transport (tests, benchmarks).
 	Transport http.RoundTripper
+	// Price is what this pool's calls cost (price.go); zero is free.
+	Price Price
 }
 
 // Enabled reports whether the pool is configured at all; a fallback with no
@@ -137,6 +143,9 @@ func (p PoolConfig) validate() error {
 	}
 	if p.DefaultCooldown <= 0 || p.MaxCooldown < p.DefaultCooldown {
 		bad("cooldown default %s / max %s: want 0 < default <= max", p.DefaultCooldown, p.MaxCooldown)
+	}
+	if err := p.Price.Validate(); err != nil {
+		bad("%w", err)
 	}
 	return errors.Join(errs...)
 }

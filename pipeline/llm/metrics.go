@@ -41,7 +41,7 @@ func newMetrics(reg prometheus.Registerer, r *Router) (*metrics, error) {
 		}, []string{"stage", "pool"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "chatguard_llm_tokens_total",
-			Help: "Tokens by direction (in, out) as the pool reported them.",
+			Help: "Tokens by direction (in, out) as the pool reported them; cached is the part of in the pool's prefix cache served.",
 		}, []string{"stage", "pool", "direction"}),
 		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "chatguard_llm_fallbacks_total",

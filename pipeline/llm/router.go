@@ -50,6 +50,18 @@ type Request struct {
 	// OnAttempt, when set, is called after every attempt (repair tries
 	// included) on the caller's goroutine: the hook for inference logs.
 	OnAttempt func(Attempt)
+	// Pseudonyms, when set, replaces contact details in the messages sent
+	// to a pool whose PoolConfig.Pseudonymize is on (the third-party
+	// fallback), and restores them in its answer before Validate. One per
+	// review keeps the placeholders consistent across its stages.
+	Pseudonyms Pseudonymizer
+}
+
+// Pseudonymizer swaps contact details for typed placeholders and back
+// (*chatprep.Pseudonyms).
+type Pseudonymizer interface {
+	Apply(text string) string
+	RestoreJSON(content []byte) []byte
 }
 
 // Attempt outcomes, as reported in Attempt.Outcome and the attempts metric.
@@ -89,6 +101,11 @@ type Attempt struct {
 	Latency   time.Duration
 	TokensIn  int
 	TokensOut int
+	// TokensCached are the prompt tokens the server served from its
+	// prefix cache (usage.prompt_tokens_details.cached_tokens; 0 when it
+	// does not say), and CostUSD the attempt's cost at the pool's Price.
+	TokensCached int
+	CostUSD      float64
 	// Content is the answer as streamed (ok, invalid and truncated
 	// outcomes); it is model output and may quote chat text.
 	Content []byte
@@ -108,6 +125,9 @@ type Response struct {
 	Latency time.Duration
 	// TokensIn and TokensOut sum every attempt: what the stage cost.
 	TokensIn, TokensOut int
+	// TokensCached and CostUSD sum every attempt too (see Attempt).
+	TokensCached int
+	CostUSD      float64
 }
 
 // Router sends stage calls to the pools. It is safe for concurrent use and

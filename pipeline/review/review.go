@@ -54,6 +54,13 @@ type Config struct {
 	Class llm.Class
 	// Defence selects the prompt-injection defences; leave it zero.
 	Defence Defence
+	// DigestKey keys the HMAC of stored evidence quotes (at least 32
+	// bytes, from a Secret). Empty uses DevDigestKey, labelled "hmac-dev"
+	// in every digest: for the local stack and tests only.
+	DigestKey []byte
+	// Images, when set, vets every image URL before a model sees it (see
+	// ImageGate); nil sends the chat's URLs as they are.
+	Images ImageGate
 }
 
 // Defence turns prompt-injection defences off, one by one. The zero value
@@ -85,6 +92,9 @@ const MaxPromptSignals = 64
 // Validate reports every problem at once.
 func (c Config) Validate() error {
 	errs := []error{c.Prep.Validate()}
+	if len(c.DigestKey) > 0 && len(c.DigestKey) < 32 {
+		errs = append(errs, fmt.Errorf("review: digest key of %d bytes is below 32", len(c.DigestKey)))
+	}
 	for st, n := range c.MaxTokens {
 		if _, ok := DefaultMaxTokens[st]; !ok {
 			errs = append(errs, fmt.Errorf("review: max tokens for unknown stage %q", st))
@@ -107,6 +117,10 @@ type Reviewer struct {
 	// overhead estimates the tokens of a prompt beyond its transcript
 	// (system prompt, signals, findings) plus the longest answer.
 	overhead int
+	// digestKey keys quote digests; devKey says it is DevDigestKey.
+	digestKey      []byte
+	devKey         bool
+	imagesRejected *prometheus.CounterVec
 }
 
 var _ pipeline.Reviewer = (*Reviewer)(nil)
@@ -141,7 +155,16 @@ func New(cfg Config, router Completer, sink pipeline.EventSink, reg prometheus.R
 	}
 	// Signals (at most MaxPromptSignals lines) and findings come on top.
 	overhead += MaxPromptSignals*24 + 1500
-	return &Reviewer{cfg: cfg, router: router, sink: sink, version: stages.Fingerprint(prim, fb), m: m, now: time.Now, overhead: overhead}, nil
+	ir, err := newImageMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	rv := &Reviewer{cfg: cfg, router: router, sink: sink, version: stages.Fingerprint(prim, fb), m: m, now: time.Now, overhead: overhead,
+		digestKey: cfg.DigestKey, imagesRejected: ir}
+	if len(rv.digestKey) == 0 {
+		rv.digestKey, rv.devKey = []byte(DevDigestKey), true
+	}
+	return rv, nil
 }
 
 // PipelineVersion returns the short hex fingerprint of prompts, schemas and
@@ -159,6 +182,13 @@ type run struct {
 	// injection is set when an answer repeated the canary.
 	injection atomic.Bool
 	v         *pipeline.Verdict
+	// vetted maps image message ids to the URL the image gate admitted
+	// ("" rejected); rejected lists the rejections (images.go).
+	vetted   map[string]string
+	rejected []RejectedImage
+	// pseudonyms is this review's placeholder table for pools that
+	// pseudonymize (the third-party fallback).
+	pseudonyms *chatprep.Pseudonyms
 }
 
 // Review implements pipeline.Reviewer. On success the verdict has Status
@@ -178,12 +208,15 @@ func (r *Reviewer) Review(ctx context.Context, ev pipeline.ReviewEvent, msgs []p
 		Key: ev.Key(r.version), RunID: ev.RunID, Attempts: attempt, PublishedAt: ev.PublishedAt,
 		StartedAt: r.now().UTC(), Status: pipeline.StatusFailed,
 	}
-	rn := &run{r: r, ev: ev, msgs: msgs, prep: r.cfg.Prep, v: &v}
+	rn := &run{r: r, ev: ev, msgs: msgs, prep: r.cfg.Prep, v: &v, pseudonyms: chatprep.NewPseudonyms()}
 	rn.w = chatprep.Prepare(msgs, rn.prep)
 	rn.fit(ctx)
+	rn.vetImages(ctx)
 	r.m.observePrep(rn.w)
 	rn.rebase()
 	v, err := rn.stages(ctx)
+	rn.recordRejected()
+	v.Stages = rn.v.Stages
 	if err != nil {
 		err = &cleanError{msg: cleanText(err.Error(), maxErrorRunes), err: err}
 	}
@@ -244,6 +277,7 @@ func (rn *run) reprepare(budget int) {
 	}
 	rn.prep.MaxTokens = budget
 	rn.w = chatprep.Prepare(rn.msgs, rn.prep)
+	rn.applyVetted()
 }
 
 // transcript is the window's transcript block as the models see it.
@@ -561,7 +595,8 @@ func runStage[T any](ctx context.Context, rn *run, stage pipeline.StageName, in 
 				}
 				return err
 			},
-			Repair: repairMessages,
+			Repair:     repairMessages,
+			Pseudonyms: rn.pseudonyms,
 			OnAttempt: func(a llm.Attempt) {
 				rn.publish(stage, a, prompt)
 			},
@@ -572,6 +607,8 @@ func runStage[T any](ctx context.Context, rn *run, stage pipeline.StageName, in 
 		res.Latency += resp.Latency
 		res.TokensIn += resp.TokensIn
 		res.TokensOut += resp.TokensOut
+		res.TokensCached += resp.TokensCached
+		res.CostUSD += resp.CostUSD
 		var cl *llm.ContextLengthError
 		if err != nil && try == 0 && errors.As(err, &cl) && rn.shrink(cl) {
 			in = rn.withBase(in)
@@ -585,9 +622,9 @@ func runStage[T any](ctx context.Context, rn *run, stage pipeline.StageName, in 
 		if canaried {
 			// Never store an answer that holds the canary.
 			b, _ := json.Marshal(out)
-			res.Output = []byte(redactOutput(stage, b))
+			res.Output = []byte(rn.r.redactOutput(stage, b))
 		} else {
-			res.Output = []byte(redactOutput(stage, resp.Content))
+			res.Output = []byte(rn.r.redactOutput(stage, resp.Content))
 		}
 		rn.v.Stages = append(rn.v.Stages, res)
 		return out, nil
@@ -637,7 +674,7 @@ func (rn *run) publish(stage pipeline.StageName, a llm.Attempt, p promptFacts) {
 		PipelineVersion: rn.r.version, RunID: rn.ev.RunID, Stage: stage, Pool: a.Pool, Model: a.Model,
 		Attempt: a.N, Outcome: outcome,
 		TTFTMillis: ms(a.TTFT), LatencyMs: ms(a.Latency), TokensIn: a.TokensIn, TokensOut: a.TokensOut,
-		PromptSHA256: p.sha, PromptChars: p.chars, Messages: len(rn.w.Messages), Images: p.images,
+		TokensCached: a.TokensCached, CostUSD: a.CostUSD, PromptSHA256: p.sha, PromptChars: p.chars, Messages: len(rn.w.Messages), Images: p.images,
 	}
 	switch {
 	case bytes.Contains(a.Content, []byte(stages.Canary)):
@@ -647,7 +684,7 @@ func (rn *run) publish(stage pipeline.StageName, a llm.Attempt, p promptFacts) {
 	case a.Outcome != llm.OutcomeOK:
 		log.ErrorKind = a.Outcome
 	default:
-		log.Output = redactOutput(stage, a.Content)
+		log.Output = rn.r.redactOutput(stage, a.Content)
 	}
 	ev := pipeline.LakeEvent{
 		EventID: pipeline.InferenceLogEventID(rn.ev.Key(rn.r.version), stage, a.N), EventType: pipeline.EventInferenceLog, OccurredAt: rn.r.now().UTC(),

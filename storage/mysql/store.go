@@ -145,7 +145,7 @@ const selectVerdictSQL = `SELECT id, run_id, status, label, category, severity, 
 	FROM verdicts WHERE room_id = ? AND window_start = ? AND window_end = ? AND pipeline_version = ?`
 
 const selectStagesSQL = `SELECT stage, pool, model, attempts, ttft_ms, latency_ms, tokens_in, tokens_out,
-	output, COALESCE(error, '')
+	tokens_cached, cost_usd, output, COALESCE(error, '')
 	FROM verdict_stages WHERE verdict_id = ?
 	ORDER BY FIELD(stage, 'triage', 'extract', 'vision', 'judge'), stage`
 
@@ -208,7 +208,7 @@ func (s *Store) Get(ctx context.Context, key pipeline.ReviewKey) (pipeline.Verdi
 			output         sql.NullString
 			att, tin, tout int
 		)
-		if err := rows.Scan(&stage, &pool, &st.Model, &att, &ttftMs, &latMs, &tin, &tout, &output, &st.Error); err != nil {
+		if err := rows.Scan(&stage, &pool, &st.Model, &att, &ttftMs, &latMs, &tin, &tout, &st.TokensCached, &st.CostUSD, &output, &st.Error); err != nil {
 			return pipeline.Verdict{}, fmt.Errorf("mysql: get stages: %w", err)
 		}
 		st.Stage, st.Pool = pipeline.StageName(stage), pipeline.Pool(pool)
@@ -338,19 +338,20 @@ func insertStages(ctx context.Context, tx *sql.Tx, id int64, stages []pipeline.S
 		return nil
 	}
 	var b strings.Builder
-	b.WriteString("INSERT INTO verdict_stages (verdict_id, stage, pool, model, attempts, ttft_ms, latency_ms, tokens_in, tokens_out, output, error) VALUES ")
-	args := make([]any, 0, len(stages)*11)
+	b.WriteString("INSERT INTO verdict_stages (verdict_id, stage, pool, model, attempts, ttft_ms, latency_ms, tokens_in, tokens_out, tokens_cached, cost_usd, output, error) VALUES ")
+	args := make([]any, 0, len(stages)*13)
 	for i, st := range stages {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 		args = append(args, id, string(st.Stage), string(st.Pool), st.Model, st.Attempts,
-			millis(st.TTFT), millis(st.Latency), st.TokensIn, st.TokensOut, nullJSON(st.Output), nullString(st.Error))
+			millis(st.TTFT), millis(st.Latency), st.TokensIn, st.TokensOut, max(st.TokensCached, 0), max(st.CostUSD, 0),
+			nullJSON(st.Output), nullString(st.Error))
 	}
 	b.WriteString(" ON DUPLICATE KEY UPDATE pool = VALUES(pool), model = VALUES(model), attempts = VALUES(attempts), " +
 		"ttft_ms = VALUES(ttft_ms), latency_ms = VALUES(latency_ms), tokens_in = VALUES(tokens_in), " +
-		"tokens_out = VALUES(tokens_out), output = VALUES(output), error = VALUES(error)")
+		"tokens_out = VALUES(tokens_out), tokens_cached = VALUES(tokens_cached), cost_usd = VALUES(cost_usd), output = VALUES(output), error = VALUES(error)")
 	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
 		return fmt.Errorf("mysql: save stages: %w", err)
 	}

@@ -41,11 +41,15 @@ type InferenceLogRow struct {
 	LatencyMs       float64   `parquet:"latency_ms"`
 	TokensIn        int32     `parquet:"tokens_in"`
 	TokensOut       int32     `parquet:"tokens_out"`
-	PromptSHA256    string    `parquet:"prompt_sha256"`
-	PromptChars     int32     `parquet:"prompt_chars"`
-	Messages        int32     `parquet:"messages"`
-	Images          int32     `parquet:"images"`
-	Output          string    `parquet:"output,optional"`
+	// Optional: files written before token accounting lack the columns
+	// and read as 0.
+	TokensCached int32   `parquet:"tokens_cached,optional"`
+	CostUSD      float64 `parquet:"cost_usd,optional"`
+	PromptSHA256 string  `parquet:"prompt_sha256"`
+	PromptChars  int32   `parquet:"prompt_chars"`
+	Messages     int32   `parquet:"messages"`
+	Images       int32   `parquet:"images"`
+	Output       string  `parquet:"output,optional"`
 }
 
 // ModeratorFeedbackRow is one row of the moderator_feedback table.
@@ -102,7 +106,7 @@ func inferenceLogRow(ev pipeline.LakeRecord) InferenceLogRow {
 		PipelineVersion: p.PipelineVersion, RunID: p.RunID, Stage: string(p.Stage), Pool: string(p.Pool),
 		Model: p.Model, Attempt: int32(p.Attempt), Outcome: p.Outcome, ErrorKind: p.ErrorKind,
 		TTFTMillis: p.TTFTMillis, LatencyMs: p.LatencyMs, TokensIn: int32(p.TokensIn), TokensOut: int32(p.TokensOut),
-		PromptSHA256: p.PromptSHA256, PromptChars: int32(p.PromptChars), Messages: int32(p.Messages),
+		TokensCached: int32(p.TokensCached), CostUSD: p.CostUSD, PromptSHA256: p.PromptSHA256, PromptChars: int32(p.PromptChars), Messages: int32(p.Messages),
 		Images: int32(p.Images), Output: p.Output,
 	}
 }
@@ -143,7 +147,7 @@ func (r InferenceLogRow) LakeEvent() pipeline.LakeEvent {
 			PipelineVersion: r.PipelineVersion, RunID: r.RunID, Stage: pipeline.StageName(r.Stage),
 			Pool: pipeline.Pool(r.Pool), Model: r.Model, Attempt: int(r.Attempt), Outcome: r.Outcome,
 			ErrorKind: r.ErrorKind, TTFTMillis: r.TTFTMillis, LatencyMs: r.LatencyMs,
-			TokensIn: int(r.TokensIn), TokensOut: int(r.TokensOut), PromptSHA256: r.PromptSHA256,
+			TokensIn: int(r.TokensIn), TokensOut: int(r.TokensOut), TokensCached: int(r.TokensCached), CostUSD: r.CostUSD, PromptSHA256: r.PromptSHA256,
 			PromptChars: int(r.PromptChars), Messages: int(r.Messages), Images: int(r.Images), Output: r.Output,
 		},
 	}

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/chatguard/chatguard/pipeline"
@@ -54,6 +56,8 @@ func NewStore(client *s3.Client, bucket string, partSize int64) *Store {
 	}
 }
 
+var _ CompactStore = (*Store)(nil)
+
 // Bucket returns the bucket name.
 func (s *Store) Bucket() string { return s.bucket }
 
@@ -77,11 +81,17 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, contentType st
 	return nil
 }
 
-// Get reads the object under key.
+// Get reads the object under key. A missing key is a
+// *pipeline.PermanentError wrapping ErrNotFound; other errors are
+// classified as Put's.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)})
 	if err != nil {
-		return nil, fmt.Errorf("s3lake: get %s: %w", key, err)
+		var missing *types.NoSuchKey
+		if errors.As(err, &missing) {
+			return nil, pipeline.Permanent(fmt.Errorf("s3lake: get %s: %w: %w", key, ErrNotFound, err))
+		}
+		return nil, classify(fmt.Errorf("s3lake: get %s: %w", key, err))
 	}
 	defer out.Body.Close()
 	b, err := io.ReadAll(out.Body)
@@ -105,6 +115,52 @@ func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
 		}
 	}
 	return keys, nil
+}
+
+// ListObjects implements CompactStore: every object under prefix with its
+// size, in S3's (lexical) order.
+func (s *Store) ListObjects(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	var objs []ObjectInfo
+	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: aws.String(s.bucket), Prefix: aws.String(prefix)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, classify(fmt.Errorf("s3lake: list %s: %w", prefix, err))
+		}
+		for _, o := range page.Contents {
+			objs = append(objs, ObjectInfo{Key: aws.ToString(o.Key), Size: aws.ToInt64(o.Size)})
+		}
+	}
+	return objs, nil
+}
+
+// deleteBatch is S3's limit of keys per DeleteObjects call.
+const deleteBatch = 1000
+
+// Delete implements CompactStore: it removes keys, up to 1,000 per call.
+// Keys that do not exist are not an error (S3 reports them deleted). Any
+// key S3 failed to delete fails the call, naming the first; deleting
+// again is harmless.
+func (s *Store) Delete(ctx context.Context, keys []string) error {
+	for batch := range slices.Chunk(keys, deleteBatch) {
+		objs := make([]types.ObjectIdentifier, len(batch))
+		for i, k := range batch {
+			objs[i] = types.ObjectIdentifier{Key: aws.String(k)}
+		}
+		out, err := s.client.DeleteObjects(ctx, &s3.DeleteObjectsInput{
+			Bucket: aws.String(s.bucket),
+			Delete: &types.Delete{Objects: objs, Quiet: aws.Bool(true)},
+		})
+		if err != nil {
+			return classify(fmt.Errorf("s3lake: delete %d objects: %w", len(batch), err))
+		}
+		if len(out.Errors) > 0 {
+			e := out.Errors[0]
+			return pipeline.Retryable(fmt.Errorf("s3lake: delete %s: %s: %s (%d of %d keys failed)",
+				aws.ToString(e.Key), aws.ToString(e.Code), aws.ToString(e.Message), len(out.Errors), len(batch)), 0)
+		}
+	}
+	return nil
 }
 
 func classify(err error) error {

@@ -24,6 +24,8 @@ CREATE EXTERNAL TABLE IF NOT EXISTS inference_log (
   latency_ms       double,
   tokens_in        int,
   tokens_out       int,
+  tokens_cached    int       COMMENT 'prompt tokens served from the prefix cache (part of tokens_in); NULL in files before token accounting',
+  cost_usd         double    COMMENT 'USD at the pool prices the worker was given; NULL in files before token accounting',
   prompt_sha256    string,
   prompt_chars     int,
   messages         int,

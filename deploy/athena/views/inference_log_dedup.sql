@@ -10,6 +10,7 @@ SELECT
   room_id, window_start, window_end, pipeline_version, run_id,
   stage, pool, model, attempt, outcome,
   error_kind, ttft_ms, latency_ms, tokens_in, tokens_out,
+  coalesce(tokens_cached, 0) AS tokens_cached, coalesce(cost_usd, 0) AS cost_usd,
   prompt_sha256, prompt_chars, messages, images, output,
   dt, hour
 FROM (

@@ -32,6 +32,7 @@ type Set struct {
 	Services        map[string]*corev1.Service
 	Deployments     map[string]*appsv1.Deployment
 	Jobs            map[string]*batchv1.Job
+	CronJobs        map[string]*batchv1.CronJob
 	PDBs            map[string]*policyv1.PodDisruptionBudget
 	NetworkPolicies map[string]*networkingv1.NetworkPolicy
 	ScaledObjects   map[string]*ScaledObject
@@ -55,7 +56,7 @@ func Render(dir string) (*Set, error) {
 		Namespaces: map[string]*corev1.Namespace{}, ServiceAccounts: map[string]*corev1.ServiceAccount{},
 		ConfigMaps: map[string]*corev1.ConfigMap{}, Secrets: map[string]*corev1.Secret{},
 		Services: map[string]*corev1.Service{}, Deployments: map[string]*appsv1.Deployment{},
-		Jobs: map[string]*batchv1.Job{}, PDBs: map[string]*policyv1.PodDisruptionBudget{},
+		Jobs: map[string]*batchv1.Job{}, CronJobs: map[string]*batchv1.CronJob{}, PDBs: map[string]*policyv1.PodDisruptionBudget{},
 		NetworkPolicies: map[string]*networkingv1.NetworkPolicy{}, ScaledObjects: map[string]*ScaledObject{},
 		TriggerAuths: map[string]*TriggerAuthentication{}, PodMonitors: map[string]*PodMonitor{},
 		PrometheusRules: map[string]*PrometheusRule{},
@@ -90,6 +91,8 @@ func (s *Set) add(apiVersion, kind, name string, y []byte) error {
 		err = put(s.Deployments, name, y)
 	case "batch/v1 Job":
 		err = put(s.Jobs, name, y)
+	case "batch/v1 CronJob":
+		err = put(s.CronJobs, name, y)
 	case "policy/v1 PodDisruptionBudget":
 		err = put(s.PDBs, name, y)
 	case "networking.k8s.io/v1 NetworkPolicy":

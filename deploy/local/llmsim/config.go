@@ -59,6 +59,9 @@ type Config struct {
 	TTFT time.Duration
 	// ITL is the inter-token latency; a chunk of n tokens takes n*ITL.
 	ITL time.Duration
+	// ImageTTFT is added to TTFT per image part of a request (a vision
+	// encoder's time: a managed API's slow image stage).
+	ImageTTFT time.Duration
 	// Jitter spreads TTFT and ITL uniformly by ±Jitter (0.2 = ±20%).
 	Jitter float64
 	// TokensPerChunk is how many tokens one streamed chunk carries; more
@@ -83,6 +86,10 @@ type Config struct {
 	MaxHang time.Duration
 	// CacheSize bounds the answer cache (by prompt hash); 0 disables it.
 	CacheSize int
+	// PrefixCacheBlocks bounds the prefix-cache model (prefixcache.go), in
+	// blocks of PrefixBlockTokens tokens; 0 turns it off (and usage has no
+	// prompt_tokens_details).
+	PrefixCacheBlocks int
 	// MaxModelLen is the context length in tokens: a request whose prompt
 	// and max_tokens exceed it gets vLLM's 400. 0 means no limit.
 	MaxModelLen int
@@ -111,6 +118,8 @@ func DefaultConfig() Config {
 		RetryAfter:      time.Second,
 		MaxHang:         2 * time.Minute,
 		CacheSize:       4096,
+		// A field of its own, so the literal above stays as it was.
+		PrefixCacheBlocks: DefaultPrefixCacheBlocks,
 	}
 }
 
@@ -131,6 +140,9 @@ func (c Config) Validate() error {
 	}
 	if c.TTFT < 0 {
 		bad("ttft %v is negative", c.TTFT)
+	}
+	if c.ImageTTFT < 0 {
+		bad("image_ttft %v is negative", c.ImageTTFT)
 	}
 	if c.ITL < 0 {
 		bad("itl %v is negative", c.ITL)
@@ -158,6 +170,9 @@ func (c Config) Validate() error {
 	}
 	if c.CacheSize < 0 {
 		bad("cache_size %d is negative", c.CacheSize)
+	}
+	if c.PrefixCacheBlocks < 0 {
+		bad("prefix_cache_blocks %d is negative", c.PrefixCacheBlocks)
 	}
 	if c.MaxModelLen < 0 {
 		bad("max_model_len %d is negative", c.MaxModelLen)
@@ -189,6 +204,7 @@ type configJSON struct {
 	APIKeySet       bool       `json:"api_key_set"`
 	TTFT            duration   `json:"ttft"`
 	ITL             duration   `json:"itl"`
+	ImageTTFT       duration   `json:"image_ttft"`
 	Jitter          float64    `json:"jitter"`
 	TokensPerChunk  int        `json:"tokens_per_chunk"`
 	MaxRunning      int        `json:"max_running"`
@@ -199,26 +215,27 @@ type configJSON struct {
 	MaxHang         duration   `json:"max_hang"`
 	CacheSize       int        `json:"cache_size"`
 	MaxModelLen     int        `json:"max_model_len"`
+	PrefixCache     int        `json:"prefix_cache_blocks"`
 	Gullible        bool       `json:"gullible"`
 }
 
 func toJSON(c Config) configJSON {
 	return configJSON{
 		Name: c.Name, Models: slices.Clone(c.Models), APIKey: c.APIKey, APIKeySet: c.APIKey != "",
-		TTFT: duration(c.TTFT), ITL: duration(c.ITL), Jitter: c.Jitter, TokensPerChunk: c.TokensPerChunk,
+		TTFT: duration(c.TTFT), ITL: duration(c.ITL), ImageTTFT: duration(c.ImageTTFT), Jitter: c.Jitter, TokensPerChunk: c.TokensPerChunk,
 		MaxRunning: c.MaxRunning, MaxWaiting: c.MaxWaiting, QueueFullStatus: c.QueueFullStatus,
 		Faults: c.Faults, RetryAfter: duration(c.RetryAfter), MaxHang: duration(c.MaxHang), CacheSize: c.CacheSize,
-		MaxModelLen: c.MaxModelLen, Gullible: c.Gullible,
+		MaxModelLen: c.MaxModelLen, Gullible: c.Gullible, PrefixCache: c.PrefixCacheBlocks,
 	}
 }
 
 func (j configJSON) config() Config {
 	return Config{
 		Name: j.Name, Models: j.Models, APIKey: j.APIKey,
-		TTFT: time.Duration(j.TTFT), ITL: time.Duration(j.ITL), Jitter: j.Jitter, TokensPerChunk: j.TokensPerChunk,
+		TTFT: time.Duration(j.TTFT), ITL: time.Duration(j.ITL), ImageTTFT: time.Duration(j.ImageTTFT), Jitter: j.Jitter, TokensPerChunk: j.TokensPerChunk,
 		MaxRunning: j.MaxRunning, MaxWaiting: j.MaxWaiting, QueueFullStatus: j.QueueFullStatus,
 		Faults: j.Faults, RetryAfter: time.Duration(j.RetryAfter), MaxHang: time.Duration(j.MaxHang), CacheSize: j.CacheSize,
-		MaxModelLen: j.MaxModelLen, Gullible: j.Gullible,
+		MaxModelLen: j.MaxModelLen, Gullible: j.Gullible, PrefixCacheBlocks: j.PrefixCache,
 	}
 }
 

@@ -30,12 +30,18 @@
 //	                           vllm:time_to_first_token_seconds, vllm:e2e_request_latency_seconds,
 //	                           vllm:request_queue_time_seconds, vllm:prompt_tokens_total,
 //	                           vllm:generation_tokens_total, vllm:request_success_total,
+//	                           vllm:prefix_cache_queries_total, vllm:prefix_cache_hits_total,
 //	                           chatguard_llmsim_requests_total{outcome}
 //	GET  /health
 //	GET  /admin/config         the configuration (the API key is never shown)
 //	PUT  /admin/config         a partial JSON patch, e.g. {"faults":{"429":1},"ttft":"200ms"}
 //	GET  /admin/stats          requests by endpoint, model, stage and outcome
 //	DELETE /admin/stats        zero the counters
+//
+// Config.PrefixCacheBlocks sizes a model of vLLM's prefix cache
+// (prefixcache.go): usage.prompt_tokens_details.cached_tokens reports the
+// prompt's leading 16-token blocks seen before. Config.ImageTTFT adds time
+// to first token per image (a slow vision stage).
 //
 // Config.MaxModelLen makes a prompt over the context length get vLLM's 400
 // ("This model's maximum context length is …"). Config.Gullible makes the

@@ -15,8 +15,12 @@ type metrics struct {
 	queue        prometheus.Histogram
 	promptTokens prometheus.Counter
 	genTokens    prometheus.Counter
-	success      *prometheus.CounterVec
-	requests     *prometheus.CounterVec
+	// prefixQueries and prefixHits are vLLM's prefix-cache counters, in
+	// tokens.
+	prefixQueries prometheus.Counter
+	prefixHits    prometheus.Counter
+	success       *prometheus.CounterVec
+	requests      *prometheus.CounterVec
 }
 
 func newMetrics(model string, sched *scheduler) *metrics {
@@ -41,6 +45,12 @@ func newMetrics(model string, sched *scheduler) *metrics {
 		genTokens: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "vllm:generation_tokens_total", Help: "Number of generation tokens processed.", ConstLabels: labels,
 		}),
+		prefixQueries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "vllm:prefix_cache_queries_total", Help: "Prefix cache queries, in terms of number of queried tokens.", ConstLabels: labels,
+		}),
+		prefixHits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "vllm:prefix_cache_hits_total", Help: "Prefix cache hits, in terms of number of cached tokens.", ConstLabels: labels,
+		}),
 		success: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vllm:request_success_total", Help: "Count of successfully processed requests.", ConstLabels: labels,
 		}, []string{"finished_reason"}),
@@ -48,7 +58,7 @@ func newMetrics(model string, sched *scheduler) *metrics {
 			Name: "chatguard_llmsim_requests_total", Help: "Chat-completion requests by outcome (ok, length, fault_429, ..., canceled).",
 		}, []string{"outcome"}),
 	}
-	m.reg.MustRegister(m.ttft, m.e2e, m.queue, m.promptTokens, m.genTokens, m.success, m.requests,
+	m.reg.MustRegister(m.ttft, m.e2e, m.queue, m.promptTokens, m.genTokens, m.prefixQueries, m.prefixHits, m.success, m.requests,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "vllm:num_requests_running", Help: "Number of requests in model execution batches.", ConstLabels: labels,
 		}, func() float64 { return float64(sched.nRunning.Load()) }),

@@ -108,6 +108,12 @@ type usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
+	// PromptTokensDetails is set when the prefix cache is on.
+	PromptTokensDetails *promptTokensDetails `json:"prompt_tokens_details,omitempty"`
+}
+
+type promptTokensDetails struct {
+	CachedTokens int `json:"cached_tokens"`
 }
 
 type completion struct {
@@ -232,6 +238,11 @@ func appendUsageChunk(b []byte, id, model string, created int64, u usage) []byte
 	b = strconv.AppendInt(b, int64(u.CompletionTokens), 10)
 	b = append(b, `,"total_tokens":`...)
 	b = strconv.AppendInt(b, int64(u.TotalTokens), 10)
+	if u.PromptTokensDetails != nil {
+		b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
+		b = strconv.AppendInt(b, int64(u.PromptTokensDetails.CachedTokens), 10)
+		b = append(b, '}')
+	}
 	b = append(b, "}}\n\n"...)
 	return b
 }

@@ -37,6 +37,7 @@ type Server struct {
 	cfgMu   sync.Mutex // serializes configuration changes
 	sched   *scheduler
 	cache   *answerCache
+	prefix  *prefixCache
 	metrics *metrics
 	stats   statCounters
 	seed    maphash.Seed
@@ -58,6 +59,7 @@ func New(cfg Config) (*Server, error) {
 		name:   cfg.Name,
 		sched:  newScheduler(cfg.MaxRunning, cfg.MaxWaiting),
 		cache:  newAnswerCache(cfg.CacheSize),
+		prefix: newPrefixCache(cfg.PrefixCacheBlocks),
 		seed:   maphash.MakeSeed(),
 		closed: make(chan struct{}),
 	}
@@ -113,6 +115,7 @@ func (s *Server) setConfigLocked(cfg Config) error {
 	}
 	s.sched.setLimits(cfg.MaxRunning, cfg.MaxWaiting)
 	s.cache.resize(cfg.CacheSize)
+	s.prefix.resize(cfg.PrefixCacheBlocks)
 	s.cfg.Store(&cfg)
 	return nil
 }
@@ -134,12 +137,16 @@ func (s *Server) SetFaults(f FaultRates) error {
 
 // Stats returns a snapshot of the request counters and the queue.
 func (s *Server) Stats() Stats {
-	return Stats{Name: s.name, Running: int(s.sched.nRunning.Load()), Waiting: int(s.sched.nWaiting.Load()), Rows: s.stats.rows()}
+	return Stats{Name: s.name, Running: int(s.sched.nRunning.Load()), Waiting: int(s.sched.nWaiting.Load()), Rows: s.stats.rows(),
+		PrefixCache: s.prefix.stats()}
 }
 
 // ResetStats zeroes the request counters (not the Prometheus metrics,
 // which are cumulative by contract).
-func (s *Server) ResetStats() { s.stats.reset() }
+func (s *Server) ResetStats() {
+	s.stats.reset()
+	s.prefix.reset()
+}
 
 // Close ends every hang and every wait in the queue at once (those requests
 // are dropped or refused with 503); requests already generating finish
@@ -309,6 +316,9 @@ func (s *Server) readCall(w http.ResponseWriter, r *http.Request, c *call) error
 		return errors.New("max_tokens must not be negative")
 	}
 	c.model = req.Model
+	for _, m := range req.Messages {
+		c.ttft += c.cfg.ImageTTFT * time.Duration(len(m.Content.images))
+	}
 	if st := stageOf(req.ResponseFormat); st != "" {
 		c.stage = string(st)
 	}
@@ -363,10 +373,7 @@ func (s *Server) injectEarlyFault(w http.ResponseWriter, r *http.Request, c *cal
 
 // generate produces the answer with the configured timing.
 func (s *Server) generate(ctx context.Context, w http.ResponseWriter, c *call) {
-	promptTokens := 0
-	for _, m := range c.req.Messages {
-		promptTokens += perMessageTokens + countTokens(m.Content.text) + imageTokens*len(m.Content.images)
-	}
+	promptTokens, cachedTokens := s.promptTokens(c)
 	s.metrics.promptTokens.Add(float64(promptTokens))
 
 	content := s.answer(c)
@@ -393,6 +400,9 @@ func (s *Server) generate(ctx context.Context, w http.ResponseWriter, c *call) {
 	}
 	u := usage{PromptTokens: promptTokens, CompletionTokens: countTokens(content)}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	if c.cfg.PrefixCacheBlocks > 0 {
+		u.PromptTokensDetails = &promptTokensDetails{CachedTokens: cachedTokens}
+	}
 
 	// The outcome is counted just before the answer's last bytes go out,
 	// as every other outcome is counted before its answer: a client that

@@ -51,6 +51,8 @@ type Stats struct {
 	Running int        `json:"running"`
 	Waiting int        `json:"waiting"`
 	Rows    []StatsRow `json:"requests"`
+	// PrefixCache counts the prefix cache's lookups (prefixcache.go).
+	PrefixCache PrefixCacheStats `json:"prefix_cache"`
 }
 
 // Count sums the rows that match; an empty argument matches anything.

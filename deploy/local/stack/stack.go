@@ -162,6 +162,9 @@ func (s *Stack) start(ctx context.Context) error {
 		"CHATGUARD_LAKE_DIR", cfg.LakeDir(),
 		"CHATGUARD_TRUTH_DIR", cfg.TruthDir(),
 		"CHATGUARD_MAX_RECEIVE_COUNT", strconv.Itoa(cfg.MaxReceiveCount),
+		// The sample chats' image host: the worker sends no other image
+		// to a model (issue 14).
+		"CHATGUARD_IMAGE_HOSTS", "img.example-market.test",
 		"CHATGUARD_STACK_PID", strconv.Itoa(os.Getpid()),
 	)
 	if err := s.env.WriteFile(cfg.EnvFile()); err != nil {

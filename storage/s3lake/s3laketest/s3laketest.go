@@ -59,6 +59,14 @@ func Events(n int, seed uint64, start time.Time, hours int) []pipeline.LakeEvent
 				TTFTMillis: float64(r.IntN(2000)) + 0.5, LatencyMs: float64(r.IntN(20000)) + 0.25, TokensIn: r.IntN(8000), TokensOut: r.IntN(500),
 				PromptSHA256: fmt.Sprintf("%064x", r.Uint64()), PromptChars: r.IntN(30000), Messages: r.IntN(80), Images: r.IntN(3), Output: output,
 			}
+			// Token accounting, derived (not drawn) so the stream of
+			// random values, and every other field, stays as it was.
+			p := ev.Payload.(pipeline.InferenceLog)
+			if p.Stage != pipeline.StageTriage {
+				p.TokensCached = p.TokensIn * 9 / 10
+			}
+			p.CostUSD = float64(p.TokensIn-p.TokensCached)*0.15/1e6 + float64(p.TokensCached)*0.075/1e6 + float64(p.TokensOut)*0.6/1e6
+			ev.Payload = p
 		case 1:
 			ev.EventType = pipeline.EventModeratorFeedback
 			ev.Payload = pipeline.ModeratorFeedback{

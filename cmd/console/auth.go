@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/mail"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Who is the signed-in moderator.
+type Who struct {
+	// Email is the identity the proxy or the dev login gave; it is shown
+	// to the moderator and never stored.
+	Email string
+	// ID is the pseudonymous moderator id stored with decisions, lake
+	// events and on-demand verdicts: the same person always gets the same
+	// id, and the id alone names nobody.
+	ID string
+}
+
+// moderatorID derives Who.ID from an e-mail.
+func moderatorID(email string) string {
+	sum := sha256.Sum256([]byte(strings.ToLower(strings.TrimSpace(email))))
+	return "mod-" + hex.EncodeToString(sum[:8])
+}
+
+type whoKey struct{}
+
+func whoFrom(ctx context.Context) (Who, bool) {
+	w, ok := ctx.Value(whoKey{}).(Who)
+	return w, ok
+}
+
+// auth decides who a request comes from: the auth proxy's identity header,
+// trusted only when the connection comes from one of the proxy's
+// addresses (anyone else could send the header), or a development session
+// cookie when --dev-login is on. It also issues and checks CSRF tokens.
+type auth struct {
+	proxies  []netip.Prefix
+	devLogin bool
+	key      []byte
+	now      func() time.Time
+}
+
+// The identity headers of oauth2-proxy (--set-xauthrequest and
+// --pass-user-headers variants).
+var identityHeaders = []string{"X-Auth-Request-Email", "X-Forwarded-Email"}
+
+const (
+	sessionCookie = "chatguard_session"
+	sessionTTL    = 12 * time.Hour
+	csrfHeader    = "X-CSRF-Token"
+	csrfField     = "csrf"
+)
+
+// loadKey reads the signing key from path, or makes a random one.
+func loadKey(path string) ([]byte, error) {
+	if path == "" {
+		k := make([]byte, 32)
+		_, _ = rand.Read(k)
+		return k, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("session key: %w", err)
+	}
+	b = []byte(strings.TrimSpace(string(b)))
+	if len(b) < 32 {
+		return nil, errors.New("session key: the file holds fewer than 32 bytes")
+	}
+	return b, nil
+}
+
+func (a *auth) fromProxy(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	ip = ip.Unmap()
+	for _, p := range a.proxies {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// identify returns who sent r, if anyone.
+func (a *auth) identify(r *http.Request) (Who, bool) {
+	if a.fromProxy(r) {
+		for _, h := range identityHeaders {
+			if v := strings.TrimSpace(r.Header.Get(h)); v != "" && validEmail(v) {
+				return Who{Email: v, ID: moderatorID(v)}, true
+			}
+		}
+	}
+	if a.devLogin {
+		if c, err := r.Cookie(sessionCookie); err == nil {
+			if email, ok := a.verifySession(c.Value); ok {
+				return Who{Email: email, ID: moderatorID(email)}, true
+			}
+		}
+	}
+	return Who{}, false
+}
+
+func validEmail(s string) bool {
+	if len(s) > 254 {
+		return false
+	}
+	addr, err := mail.ParseAddress(s)
+	return err == nil && addr.Address == s
+}
+
+func (a *auth) sign(parts ...string) string {
+	m := hmac.New(sha256.New, a.key)
+	for _, p := range parts {
+		m.Write([]byte(p))
+		m.Write([]byte{0})
+	}
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// session returns a signed cookie value for email, valid sessionTTL.
+func (a *auth) session(email string) string {
+	exp := strconv.FormatInt(a.now().Add(sessionTTL).Unix(), 10)
+	e := base64.RawURLEncoding.EncodeToString([]byte(email))
+	return e + "." + exp + "." + a.sign("session", e, exp)
+}
+
+func (a *auth) verifySession(v string) (string, bool) {
+	parts := strings.Split(v, ".")
+	if len(parts) != 3 {
+		return "", false
+	}
+	if subtle.ConstantTimeCompare([]byte(parts[2]), []byte(a.sign("session", parts[0], parts[1]))) != 1 {
+		return "", false
+	}
+	exp, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil || a.now().Unix() > exp {
+		return "", false
+	}
+	email, err := base64.RawURLEncoding.DecodeString(parts[0])
+	if err != nil {
+		return "", false
+	}
+	return string(email), true
+}
+
+// csrfToken is the token a page embeds for who's POSTs: bound to the
+// moderator and the UTC day, so it cannot be replayed for another user and
+// expires within two days.
+func (a *auth) csrfToken(who Who, day time.Time) string {
+	return a.sign("csrf", who.ID, day.UTC().Format("2006-01-02"))
+}
+
+func (a *auth) checkCSRF(r *http.Request, who Who) bool {
+	// A cross-site form post carries a foreign Origin: refuse it outright.
+	if o := r.Header.Get("Origin"); o != "" && !sameOrigin(o, r) {
+		return false
+	}
+	tok := r.Header.Get(csrfHeader)
+	if tok == "" {
+		tok = r.PostFormValue(csrfField)
+	}
+	now := a.now()
+	for _, d := range []time.Time{now, now.Add(-24 * time.Hour)} {
+		if subtle.ConstantTimeCompare([]byte(tok), []byte(a.csrfToken(who, d))) == 1 {
+			return true
+		}
+	}
+	return false
+}
+
+func sameOrigin(origin string, r *http.Request) bool {
+	host := r.Host
+	if fh := r.Header.Get("X-Forwarded-Host"); fh != "" {
+		host = fh
+	}
+	_, rest, ok := strings.Cut(origin, "://")
+	return ok && rest == host
+}
+
+// require wraps h: unauthenticated requests go to /login (pages) or get
+// 401 (the API); POSTs need a valid CSRF token.
+func (a *auth) require(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		who, ok := a.identify(r)
+		if !ok {
+			if r.Method == http.MethodGet && !strings.HasPrefix(r.URL.Path, "/v1/") && a.devLogin {
+				http.Redirect(w, r, "/login?next="+urlQueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				return
+			}
+			http.Error(w, "sign in through the auth proxy", http.StatusUnauthorized)
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead && !a.checkCSRF(r, who) {
+			http.Error(w, "missing or bad CSRF token; reload the page", http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), whoKey{}, who)))
+	})
+}

@@ -1,0 +1,266 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/live"
+	"github.com/chatguard/chatguard/pipeline/llm"
+	"github.com/chatguard/chatguard/storage/chatapi"
+	"github.com/chatguard/chatguard/storage/mysql"
+	"github.com/chatguard/chatguard/storage/redislive"
+	"github.com/chatguard/chatguard/storage/redisstop"
+	"github.com/chatguard/chatguard/storage/sqs"
+)
+
+// Config is every setting of the console; each is a flag and a CHATGUARD_
+// environment variable (see --help).
+type Config struct {
+	ListenAddr string
+	AdminAddr  string
+	PublicURL  string
+
+	MySQLDSN          string
+	MySQLMaxOpenConns int
+
+	ChatAPIURL  string
+	ChatTimeout time.Duration
+
+	FeedbackQueueURL string
+
+	cli.RedisOptions
+	StopChannel   string
+	StopKeyPrefix string
+	LiveKeyPrefix string
+	LiveMaxLen    int64
+	LiveTTL       time.Duration
+
+	PrimaryBaseURL      string
+	PrimaryModel        string
+	PrimaryAPIKey       string
+	PrimaryConcurrency  int
+	FallbackBaseURL     string
+	FallbackModel       string
+	FallbackAPIKey      string
+	FallbackConcurrency int
+	AttemptTimeout      time.Duration
+	LLMMaxAttempts      int
+
+	MaxReviews    int
+	ReviewTimeout time.Duration
+	MaxWindow     time.Duration
+	ClientBuffer  int
+	DrainTimeout  time.Duration
+	RetryAfter    time.Duration
+
+	OperatorURL       string
+	OperatorTokenFile string
+	StopTTL           time.Duration
+
+	TrustedProxies string
+	DevLogin       bool
+	SessionKeyFile string
+
+	LogLevel string
+}
+
+// DefaultConfig returns the defaults shown by --help.
+func DefaultConfig() Config {
+	lv := redislive.DefaultConfig()
+	return Config{
+		ListenAddr:          ":8080",
+		AdminAddr:           ":9091",
+		MySQLMaxOpenConns:   16,
+		ChatTimeout:         chatapi.DefaultConfig().Timeout,
+		StopChannel:         redisstop.DefaultConfig().Channel,
+		StopKeyPrefix:       redisstop.DefaultConfig().KeyPrefix,
+		LiveKeyPrefix:       lv.KeyPrefix,
+		LiveMaxLen:          lv.MaxLen,
+		LiveTTL:             lv.TTL,
+		PrimaryConcurrency:  8,
+		FallbackConcurrency: 8,
+		AttemptTimeout:      llm.DefaultAttemptTimeout,
+		LLMMaxAttempts:      llm.DefaultMaxAttempts,
+		MaxReviews:          8,
+		ReviewTimeout:       5 * time.Minute,
+		MaxWindow:           pipeline.DefaultMaxWindow,
+		ClientBuffer:        live.DefaultConfig().SubscriberBuffer,
+		DrainTimeout:        25 * time.Second,
+		RetryAfter:          5 * time.Second,
+		StopTTL:             10 * time.Minute,
+		LogLevel:            "info",
+	}
+}
+
+func (c *Config) flags() *cli.FlagSet {
+	fs := cli.NewFlagSet("console", "The moderators' console: the review queue, room pages with live chat history, confirm/overturn\n"+
+		"(moderator_feedback events), on-demand reviews streamed over SSE (POST /v1/reviews) and the stop button.")
+	fs.StringVar(&c.ListenAddr, "listen-addr", "listen address of the console pages and POST /v1/reviews (behind the auth proxy)")
+	fs.StringVar(&c.AdminAddr, "admin-addr", "listen address of /healthz, /readyz and /metrics")
+	fs.StringVar(&c.PublicURL, "public-url", "the console's URL as moderators open it (printed at start; empty: derived from --listen-addr)")
+	fs.StringVar(&c.MySQLDSN, "mysql-dsn", "MySQL DSN (user:pass@tcp(host:3306)/db)")
+	fs.IntVar(&c.MySQLMaxOpenConns, "mysql-max-open-conns", "MySQL connection pool size")
+	fs.StringVar(&c.ChatAPIURL, "chat-api-url", "chat-history API base URL (the room page fetches history live; the console stores no chat text)")
+	fs.DurationVar(&c.ChatTimeout, "chat-timeout", "timeout of one chat-history request")
+	fs.StringVar(&c.FeedbackQueueURL, "feedback-queue-url", "SQS feedback queue URL for moderator_feedback and inference-log events")
+	c.RedisOptions.Flags(fs, "Redis host:port: stop signals and the live event streams (resume)")
+	fs.StringVar(&c.StopChannel, "stop-channel", "Redis pub/sub channel of stop signals")
+	fs.StringVar(&c.StopKeyPrefix, "stop-key-prefix", "prefix of the Redis keys that keep live stop signals")
+	fs.StringVar(&c.LiveKeyPrefix, "live-key-prefix", "prefix of the Redis Streams keeping on-demand reviews' events")
+	fs.Int64Var(&c.LiveMaxLen, "live-max-len", "events kept per on-demand review (approximate MAXLEN)")
+	fs.DurationVar(&c.LiveTTL, "live-ttl", "how long an on-demand review's events are kept for resume after its last event")
+	fs.StringVar(&c.PrimaryBaseURL, "primary-base-url", "primary (vLLM) OpenAI-compatible base URL, ending in /v1")
+	fs.StringVar(&c.PrimaryModel, "primary-model", "primary model id (the same as the workers', so verdicts share a pipeline version)")
+	fs.StringVar(&c.PrimaryAPIKey, "primary-api-key", "primary API key (empty sends none)")
+	fs.IntVar(&c.PrimaryConcurrency, "primary-concurrency", "interactive calls in flight to the primary pool at most from this pod")
+	fs.StringVar(&c.FallbackBaseURL, "fallback-base-url", "fallback (managed API) base URL; empty disables the fallback")
+	fs.StringVar(&c.FallbackModel, "fallback-model", "fallback model id")
+	fs.StringVar(&c.FallbackAPIKey, "fallback-api-key", "fallback API key")
+	fs.IntVar(&c.FallbackConcurrency, "fallback-concurrency", "interactive calls in flight to the fallback pool at most from this pod")
+	fs.DurationVar(&c.AttemptTimeout, "attempt-timeout", "timeout of one model call, stream included")
+	fs.IntVar(&c.LLMMaxAttempts, "llm-max-attempts", "model calls per stage across both pools")
+	fs.IntVar(&c.MaxReviews, "max-reviews", "on-demand reviews running at once on this pod; one more is refused with 429 and Retry-After")
+	fs.DurationVar(&c.ReviewTimeout, "review-timeout", "deadline of one on-demand review")
+	fs.DurationVar(&c.MaxWindow, "max-window", "longest window an on-demand review may ask for")
+	fs.IntVar(&c.ClientBuffer, "client-buffer", "events an SSE client may fall behind before it is dropped (it may resume)")
+	fs.DurationVar(&c.DrainTimeout, "drain-timeout", "on SIGTERM, how long running reviews may finish after clients were told to reconnect")
+	fs.DurationVar(&c.RetryAfter, "retry-after", "Retry-After of a refused on-demand review")
+	fs.StringVar(&c.OperatorURL, "operator-url", "base URL of the worker's operator API (POST /v1/stop); empty hides the stop button")
+	fs.StringVar(&c.OperatorTokenFile, "operator-token-file", "file holding the operator API's bearer token (sent as Authorization: Bearer)")
+	fs.DurationVar(&c.StopTTL, "stop-ttl", "how long the stop button's room stop lasts")
+	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "comma-separated CIDRs of the auth proxy; X-Forwarded-Email / X-Auth-Request-Email is trusted only from them")
+	fs.BoolVar(&c.DevLogin, "dev-login", "allow a password-less development login at /login (never in production)")
+	fs.StringVar(&c.SessionKeyFile, "session-key-file", "file holding the key that signs sessions and CSRF tokens (empty: a random key per process; pods behind one Service need a shared file)")
+	fs.StringVar(&c.LogLevel, "log-level", "debug|info|warn|error")
+	return fs
+}
+
+// Validate reports every problem at once, naming the flags.
+func (c Config) Validate() error {
+	var errs []error
+	req := func(v, name string) {
+		if v == "" {
+			errs = append(errs, fmt.Errorf("--%s is required", name))
+		}
+	}
+	req(c.MySQLDSN, "mysql-dsn")
+	req(c.ChatAPIURL, "chat-api-url")
+	req(c.FeedbackQueueURL, "feedback-queue-url")
+	req(c.RedisAddr, "redis-addr")
+	req(c.PrimaryBaseURL, "primary-base-url")
+	req(c.PrimaryModel, "primary-model")
+	if c.FallbackBaseURL != "" {
+		req(c.FallbackModel, "fallback-model")
+	}
+	for _, a := range []struct{ v, name string }{{c.ListenAddr, "listen-addr"}, {c.AdminAddr, "admin-addr"}} {
+		if _, _, err := net.SplitHostPort(a.v); err != nil {
+			errs = append(errs, fmt.Errorf("--%s %q: %v", a.name, a.v, err))
+		}
+	}
+	if _, err := c.proxies(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.TrustedProxies == "" && !c.DevLogin {
+		errs = append(errs, errors.New("give --trusted-proxies (the auth proxy) or --dev-login, or nobody can sign in"))
+	}
+	if c.OperatorURL != "" && c.OperatorTokenFile == "" {
+		errs = append(errs, errors.New("--operator-token-file is required with --operator-url"))
+	}
+	if c.MaxReviews < 1 || c.MaxReviews > 10000 {
+		errs = append(errs, errors.New("--max-reviews must be in 1..10000"))
+	}
+	if c.ReviewTimeout <= c.AttemptTimeout {
+		errs = append(errs, errors.New("--review-timeout must be above --attempt-timeout"))
+	}
+	if c.MaxWindow <= 0 || c.DrainTimeout <= 0 || c.RetryAfter < time.Second || c.StopTTL <= 0 {
+		errs = append(errs, errors.New("--max-window, --drain-timeout and --stop-ttl must be positive, --retry-after at least 1s"))
+	}
+	if c.PrimaryConcurrency < 1 || (c.FallbackBaseURL != "" && c.FallbackConcurrency < 1) {
+		errs = append(errs, errors.New("--primary-concurrency and --fallback-concurrency must be at least 1"))
+	}
+	if _, err := c.level(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.MySQLMaxOpenConns < 1 {
+		errs = append(errs, errors.New("--mysql-max-open-conns must be positive"))
+	}
+	errs = append(errs, c.RedisOptions.Validate(), c.hub().Validate(), c.liveLog().Validate(), c.redisStop().Validate())
+	return errors.Join(errs...)
+}
+
+func (c Config) level() (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return 0, fmt.Errorf("--log-level %q must be debug, info, warn or error", c.LogLevel)
+	}
+	return l, nil
+}
+
+func (c Config) proxies() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range strings.Split(c.TrustedProxies, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("--trusted-proxies: %q is not a CIDR", s)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+func (c Config) hub() live.Config {
+	h := live.DefaultConfig()
+	h.SubscriberBuffer = c.ClientBuffer
+	return h
+}
+
+func (c Config) liveLog() redislive.Config {
+	l := redislive.DefaultConfig()
+	l.KeyPrefix, l.MaxLen, l.TTL = c.LiveKeyPrefix, c.LiveMaxLen, c.LiveTTL
+	return l
+}
+
+func (c Config) redisStop() redisstop.Config {
+	rc := redisstop.DefaultConfig()
+	rc.Channel, rc.KeyPrefix = c.StopChannel, c.StopKeyPrefix
+	return rc
+}
+
+func (c Config) chat() chatapi.Config {
+	ch := chatapi.DefaultConfig()
+	ch.BaseURL, ch.Timeout = c.ChatAPIURL, c.ChatTimeout
+	return ch
+}
+
+func (c Config) mysql() mysql.Config {
+	m := mysql.DefaultConfig()
+	m.DSN, m.MaxOpenConns = c.MySQLDSN, c.MySQLMaxOpenConns
+	return m
+}
+
+func (c Config) feedback() sqs.Config {
+	q := sqs.DefaultConfig()
+	q.Name, q.URL = "feedback", c.FeedbackQueueURL
+	return q
+}
+
+func (c Config) router() llm.Config {
+	return llm.Config{
+		Primary: llm.PoolConfig{BaseURL: c.PrimaryBaseURL, Model: c.PrimaryModel, APIKey: c.PrimaryAPIKey,
+			MaxConcurrency: c.PrimaryConcurrency, AttemptTimeout: c.AttemptTimeout},
+		Fallback: llm.PoolConfig{BaseURL: c.FallbackBaseURL, Model: c.FallbackModel, APIKey: c.FallbackAPIKey,
+			MaxConcurrency: c.FallbackConcurrency, AttemptTimeout: c.AttemptTimeout},
+		MaxAttempts: c.LLMMaxAttempts,
+	}
+}

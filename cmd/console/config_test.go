@@ -1,0 +1,36 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestValidateNamesEveryProblem(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.OperatorURL, cfg.TrustedProxies, cfg.MaxReviews = "http://worker:9090", "10.0.0.0/8,not-a-cidr", 0
+	err := cfg.Validate()
+	require.Error(t, err)
+	for _, want := range []string{"--mysql-dsn is required", "--redis-addr is required", "--operator-token-file is required",
+		"--trusted-proxies: \"not-a-cidr\"", "--max-reviews"} {
+		require.Contains(t, err.Error(), want)
+	}
+	cfg = DefaultConfig()
+	cfg.MySQLDSN, cfg.ChatAPIURL, cfg.FeedbackQueueURL, cfg.RedisAddr = "u@tcp(h:3306)/d", "http://chat", "http://sqs/q", "r:6379"
+	cfg.PrimaryBaseURL, cfg.PrimaryModel = "http://llm/v1", "m"
+	require.ErrorContains(t, cfg.Validate(), "give --trusted-proxies", "nobody could sign in")
+	cfg.DevLogin = true
+	require.NoError(t, cfg.Validate())
+}
+
+func TestHelpAndBadUsage(t *testing.T) {
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, run(context.Background(), []string{"--help"}, func(string) string { return "" }, &out, &errb))
+	require.Contains(t, out.String(), "CHATGUARD_OPERATOR_TOKEN_FILE")
+	out.Reset()
+	require.Equal(t, 2, run(context.Background(), nil, func(string) string { return "" }, &out, &errb))
+	require.True(t, strings.Contains(errb.String(), "--mysql-dsn is required"))
+}

@@ -1,0 +1,444 @@
+package main
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/live"
+	"github.com/chatguard/chatguard/storage/mysql"
+)
+
+//go:embed web/templates/*.html
+var templateFS embed.FS
+
+//go:embed web/static
+var staticFS embed.FS
+
+// store is what the console needs of MySQL (*mysql.Store).
+type store interface {
+	ListQueue(ctx context.Context, f mysql.QueueFilter, cursor string) (mysql.QueuePage, error)
+	VerdictByID(ctx context.Context, id uint64) (pipeline.Verdict, error)
+	VerdictID(ctx context.Context, key pipeline.ReviewKey) (uint64, error)
+	AddDecision(ctx context.Context, d mysql.Decision) (uint64, error)
+	Decisions(ctx context.Context, verdictID uint64, limit int) ([]mysql.Decision, error)
+	Save(ctx context.Context, v pipeline.Verdict) error
+	Ping(ctx context.Context) error
+}
+
+var _ store = (*mysql.Store)(nil)
+
+// feedbackSender sends lake events to the feedback queue and returns once
+// SQS holds them (*sqs.Queue).
+type feedbackSender interface {
+	Send(ctx context.Context, msgs []pipeline.OutMessage) error
+}
+
+// stopper publishes a stop signal through the operator API.
+type stopper interface {
+	Stop(ctx context.Context, req pipeline.StopRequest) error
+}
+
+// server is the console's HTTP side.
+type server struct {
+	cfg      Config
+	auth     *auth
+	store    store
+	chat     pipeline.ChatSource
+	feedback feedbackSender
+	stops    stopper // nil: no stop button
+	reviews  *reviews
+	hub      *live.Hub
+	log      *slog.Logger
+	tmpl     *template.Template
+	now      func() time.Time
+}
+
+var funcs = template.FuncMap{
+	"labels": func() []string { return []string{"abusive", "suspicious", "clean"} },
+	"fmtTime": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format("2006-01-02 15:04 UTC")
+	},
+	"rfc3339": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"pct":     func(f float64) string { return strconv.Itoa(int(f*100+0.5)) + "%" },
+	"ms":      func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) + " ms" },
+	"pretty": func(b json.RawMessage) string {
+		var v any
+		if json.Unmarshal(b, &v) != nil {
+			return string(b)
+		}
+		out, _ := json.MarshalIndent(v, "", "  ")
+		return string(out)
+	},
+}
+
+func parseTemplates() (*template.Template, error) {
+	return template.New("").Funcs(funcs).ParseFS(templateFS, "web/templates/*.html")
+}
+
+// routes returns the console's handler: static files and /login open, the
+// rest behind auth.
+func (s *server) routes() http.Handler {
+	mux := http.NewServeMux()
+	static, _ := fs.Sub(staticFS, "web")
+	mux.Handle("GET /static/", http.FileServerFS(static))
+	mux.HandleFunc("GET /login", s.loginPage)
+	mux.HandleFunc("POST /login", s.login)
+	app := http.NewServeMux()
+	app.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/queue", http.StatusSeeOther) })
+	app.HandleFunc("GET /queue", s.queuePage)
+	app.HandleFunc("GET /verdicts/{id}", s.roomPage)
+	app.HandleFunc("POST /verdicts/{id}/decide", s.decide)
+	app.HandleFunc("POST /verdicts/{id}/stop", s.stop)
+	app.HandleFunc("POST /logout", s.logout)
+	app.HandleFunc("POST /v1/reviews", s.reviews.start)
+	app.HandleFunc("GET /v1/reviews/{id}/events", s.reviews.resume)
+	mux.Handle("/", s.auth.require(app))
+	return securityHeaders(mux)
+}
+
+// securityHeaders: no framing, no sniffing, scripts only from here (htmx
+// and the console's script are embedded files).
+func securityHeaders(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Frame-Options", "DENY")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Referrer-Policy", "same-origin")
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'")
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (s *server) render(w http.ResponseWriter, name string, code int, data map[string]any) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	if err := s.tmpl.ExecuteTemplate(w, name, data); err != nil {
+		s.log.Warn("console: render", "template", name, "err", err)
+	}
+}
+
+func (s *server) page(r *http.Request, data map[string]any) map[string]any {
+	who, _ := whoFrom(r.Context())
+	data["Who"] = who
+	data["CSRF"] = s.auth.csrfToken(who, s.now())
+	return data
+}
+
+func (s *server) fail(w http.ResponseWriter, r *http.Request, code int, msg string, err error) {
+	if err != nil {
+		s.log.Warn("console: request failed", "path", r.URL.Path, "code", code, "err", err)
+	}
+	http.Error(w, msg, code)
+}
+
+// loginPage and login are the development login (--dev-login): any e-mail
+// signs in. Production runs behind the auth proxy with it off.
+func (s *server) loginPage(w http.ResponseWriter, r *http.Request) {
+	if !s.auth.devLogin {
+		http.Error(w, "sign in through the auth proxy", http.StatusNotFound)
+		return
+	}
+	s.render(w, "login.html", http.StatusOK, map[string]any{"Next": safeNext(r.URL.Query().Get("next"))})
+}
+
+func (s *server) login(w http.ResponseWriter, r *http.Request) {
+	if !s.auth.devLogin {
+		http.Error(w, "sign in through the auth proxy", http.StatusNotFound)
+		return
+	}
+	if o := r.Header.Get("Origin"); o != "" && !sameOrigin(o, r) {
+		http.Error(w, "cross-site login refused", http.StatusForbidden)
+		return
+	}
+	email := strings.TrimSpace(r.PostFormValue("email"))
+	if !validEmail(email) {
+		s.render(w, "login.html", http.StatusBadRequest, map[string]any{"Error": "enter an e-mail address", "Next": safeNext(r.PostFormValue("next"))})
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: s.auth.session(email), Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(sessionTTL.Seconds())})
+	s.log.Info("console: audit", "action", "dev_login", "moderator", moderatorID(email))
+	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
+}
+
+func (s *server) logout(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// safeNext keeps a post-login redirect on this site.
+func safeNext(n string) string {
+	if !strings.HasPrefix(n, "/") || strings.HasPrefix(n, "//") || strings.Contains(n, "\\") {
+		return "/queue"
+	}
+	return n
+}
+
+func urlQueryEscape(s string) string { return url.QueryEscape(s) }
+
+// queueFilter reads the queue's filter from the query string.
+func queueFilter(q url.Values) (mysql.QueueFilter, error) {
+	var (
+		f    mysql.QueueFilter
+		errs []error
+	)
+	f.Status = pipeline.Status(q.Get("status"))
+	if l := q.Get("label"); l != "" {
+		f.Labels = []pipeline.Label{pipeline.Label(l)}
+	}
+	f.Category = pipeline.Category(q.Get("category"))
+	if v := q.Get("severity"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			errs = append(errs, errors.New("severity is not a number"))
+		}
+		f.MinSeverity = n
+	}
+	for _, t := range []struct {
+		name string
+		dst  *time.Time
+	}{{"from", &f.From}, {"to", &f.To}} {
+		if v := q.Get(t.name); v != "" {
+			tm, err := parseFormTime(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %v", t.name, err))
+			}
+			*t.dst = tm
+		}
+	}
+	f.RunID = q.Get("run")
+	f.IncludeDecided = q.Get("decided") == "1"
+	return f, errors.Join(errs...)
+}
+
+// parseFormTime takes RFC 3339 or a datetime-local input's value (UTC).
+func parseFormTime(v string) (time.Time, error) {
+	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04", "2006-01-02"} {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, errors.New("not a time (RFC 3339 or YYYY-MM-DDTHH:MM, UTC)")
+}
+
+func (s *server) queuePage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f, ferr := queueFilter(q)
+	data := s.page(r, map[string]any{"Q": q, "Categories": pipeline.AbuseCategories, "Statuses": []pipeline.Status{pipeline.StatusDone, pipeline.StatusFailed, pipeline.StatusExpired, pipeline.StatusStopped}})
+	if ferr != nil {
+		data["Error"] = ferr.Error()
+		s.render(w, "queue.html", http.StatusBadRequest, data)
+		return
+	}
+	page, err := s.store.ListQueue(r.Context(), f, q.Get("cursor"))
+	if err != nil {
+		data["Error"] = "could not read the queue: " + err.Error()
+		s.log.Warn("console: queue", "err", err)
+		s.render(w, "queue.html", http.StatusBadRequest, data)
+		return
+	}
+	data["Page"] = page
+	if page.Next != "" {
+		nq := url.Values{}
+		for k, v := range q {
+			nq[k] = v
+		}
+		nq.Set("cursor", page.Next)
+		data["NextURL"] = "/queue?" + nq.Encode()
+	}
+	if r.Header.Get("HX-Request") == "true" && q.Get("cursor") != "" {
+		// "More" appends rows to the table.
+		s.render(w, "queue_rows", http.StatusOK, data)
+		return
+	}
+	s.render(w, "queue.html", http.StatusOK, data)
+}
+
+// chatLine is one message as the room page shows it.
+type chatLine struct {
+	pipeline.ChatMessage
+	Evidence bool
+}
+
+func verdictIDParam(r *http.Request) (uint64, bool) {
+	id, err := strconv.ParseUint(r.PathValue("id"), 10, 64)
+	return id, err == nil && id > 0
+}
+
+func (s *server) roomPage(w http.ResponseWriter, r *http.Request) {
+	id, ok := verdictIDParam(r)
+	if !ok {
+		s.fail(w, r, http.StatusNotFound, "no such verdict", nil)
+		return
+	}
+	v, err := s.store.VerdictByID(r.Context(), id)
+	if errors.Is(err, pipeline.ErrVerdictNotFound) {
+		s.fail(w, r, http.StatusNotFound, "no such verdict", nil)
+		return
+	}
+	if err != nil {
+		s.fail(w, r, http.StatusServiceUnavailable, "could not read the verdict", err)
+		return
+	}
+	decisions, err := s.store.Decisions(r.Context(), id, 20)
+	if err != nil {
+		s.fail(w, r, http.StatusServiceUnavailable, "could not read the decisions", err)
+		return
+	}
+	data := s.page(r, map[string]any{"ID": id, "V": v, "Decisions": decisions, "Categories": pipeline.AbuseCategories,
+		"Evidence": evidenceIDs(v), "CanStop": s.stops != nil})
+	// The chat is fetched live and never stored by the console.
+	hctx, cancel := context.WithTimeout(r.Context(), s.cfg.ChatTimeout+2*time.Second)
+	defer cancel()
+	msgs, err := s.chat.History(hctx, v.Key.RoomID, v.Key.WindowStart, v.Key.WindowEnd)
+	if err != nil {
+		s.log.Warn("console: chat history", "room_id", v.Key.RoomID, "err", err)
+		data["ChatError"] = "the chat history could not be fetched: " + err.Error()
+	}
+	ev := data["Evidence"].(map[string]bool)
+	lines := make([]chatLine, 0, len(msgs))
+	for _, m := range msgs {
+		lines = append(lines, chatLine{ChatMessage: m, Evidence: ev[m.MessageID]})
+	}
+	data["Chat"] = lines
+	s.render(w, "room.html", http.StatusOK, data)
+}
+
+// evidenceIDs are the messages the judge cited plus the spans extract
+// found: the lines the room page highlights.
+func evidenceIDs(v pipeline.Verdict) map[string]bool {
+	out := map[string]bool{}
+	for _, id := range v.EvidenceIDs {
+		out[id] = true
+	}
+	for _, st := range v.Stages {
+		if st.Stage != pipeline.StageExtract || len(st.Output) == 0 {
+			continue
+		}
+		var ex struct {
+			Evidence []struct {
+				MessageID string `json:"message_id"`
+			} `json:"evidence"`
+		}
+		if json.Unmarshal(st.Output, &ex) == nil {
+			for _, e := range ex.Evidence {
+				out[e.MessageID] = true
+			}
+		}
+	}
+	return out
+}
+
+// decide records a confirm or overturn: the decision row first (the
+// queue's state), then the moderator_feedback event on the feedback queue
+// (the lake), with the decision's id in the event id so a resend
+// deduplicates.
+func (s *server) decide(w http.ResponseWriter, r *http.Request) {
+	who, _ := whoFrom(r.Context())
+	id, ok := verdictIDParam(r)
+	if !ok {
+		s.fail(w, r, http.StatusNotFound, "no such verdict", nil)
+		return
+	}
+	v, err := s.store.VerdictByID(r.Context(), id)
+	if errors.Is(err, pipeline.ErrVerdictNotFound) {
+		s.fail(w, r, http.StatusNotFound, "no such verdict", nil)
+		return
+	}
+	if err != nil {
+		s.fail(w, r, http.StatusServiceUnavailable, "could not read the verdict", err)
+		return
+	}
+	d := mysql.Decision{VerdictID: id, Moderator: who.ID, Decision: r.PostFormValue("decision"), Note: r.PostFormValue("note"), DecidedAt: s.now().UTC()}
+	switch d.Decision {
+	case mysql.DecisionConfirm:
+		d.Label, d.Category = v.Label, v.Category
+	case mysql.DecisionOverturn:
+		d.Label, d.Category = pipeline.Label(r.PostFormValue("label")), pipeline.Category(r.PostFormValue("category"))
+	}
+	decided := d.Category
+	if d.Label == pipeline.LabelClean {
+		// The row keeps '' for clean (its schema); the lake compares
+		// categories, and a clean verdict's category is "clean".
+		d.Category, decided = "", pipeline.CategoryClean
+	}
+	decID, err := s.store.AddDecision(r.Context(), d)
+	var perm *pipeline.PermanentError
+	if errors.As(err, &perm) {
+		s.fail(w, r, http.StatusBadRequest, err.Error(), nil)
+		return
+	}
+	if err != nil {
+		s.fail(w, r, http.StatusServiceUnavailable, "could not save the decision", err)
+		return
+	}
+	s.log.Info("console: audit", "action", "decide", "moderator", who.ID, "decision", d.Decision, "verdict_id", id,
+		"decision_id", decID, "room_id", v.Key.RoomID, "label", d.Label, "category", d.Category)
+	ev := pipeline.LakeEvent{
+		EventID:   uuid.NewSHA1(uuid.NameSpaceOID, []byte("chatguard/moderator_decision/"+strconv.FormatUint(decID, 10))).String(),
+		EventType: pipeline.EventModeratorFeedback, OccurredAt: d.DecidedAt, SchemaVersion: pipeline.LakeEventSchemaVersion,
+		Payload: pipeline.ModeratorFeedback{RoomID: v.Key.RoomID, WindowStart: v.Key.WindowStart, WindowEnd: v.Key.WindowEnd,
+			PipelineVersion: v.Key.PipelineVersion, ModeratorID: who.ID, VerdictLabel: v.Label, VerdictCategory: v.Category,
+			DecidedLabel: d.Label, DecidedCategory: decided, ActionTaken: v.Action},
+	}
+	body, _ := json.Marshal(ev) // plain fields: cannot fail
+	sctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	if err := s.feedback.Send(sctx, []pipeline.OutMessage{{Body: body}}); err != nil {
+		s.log.Error("console: feedback event not sent", "decision_id", decID, "event_id", ev.EventID, "err", err)
+		s.fail(w, r, http.StatusBadGateway, "the decision is saved but its feedback event was not sent; it is logged for a resend", nil)
+		return
+	}
+	if r.Header.Get("HX-Request") == "true" {
+		decisions, _ := s.store.Decisions(r.Context(), id, 20)
+		s.render(w, "decisions", http.StatusOK, map[string]any{"Decisions": decisions, "Saved": d.Decision})
+		return
+	}
+	http.Redirect(w, r, "/verdicts/"+strconv.FormatUint(id, 10), http.StatusSeeOther)
+}
+
+// stop publishes a room stop through the operator API.
+func (s *server) stop(w http.ResponseWriter, r *http.Request) {
+	who, _ := whoFrom(r.Context())
+	if s.stops == nil {
+		s.fail(w, r, http.StatusNotFound, "the stop button is off (no --operator-url)", nil)
+		return
+	}
+	id, ok := verdictIDParam(r)
+	if !ok {
+		s.fail(w, r, http.StatusNotFound, "no such verdict", nil)
+		return
+	}
+	v, err := s.store.VerdictByID(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, http.StatusNotFound, "no such verdict", err)
+		return
+	}
+	req := pipeline.StopRequest{RoomID: v.Key.RoomID, TTL: s.cfg.StopTTL.String(), Reason: "console: stopped by " + who.ID}
+	sctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	if err := s.stops.Stop(sctx, req); err != nil {
+		s.fail(w, r, http.StatusBadGateway, "the stop was not published: "+err.Error(), err)
+		return
+	}
+	s.log.Info("console: audit", "action", "stop", "moderator", who.ID, "verdict_id", id, "room_id", v.Key.RoomID, "ttl", req.TTL)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = fmt.Fprintf(w, "stop published for room %s (%s)\n", v.Key.RoomID, req.TTL)
+}

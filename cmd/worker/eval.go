@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/pipeline/eval"
+	"github.com/chatguard/chatguard/pipeline/llm"
+)
+
+// listFlag is a repeatable string flag; from the environment it takes one
+// value, or several separated by ';'.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ";") }
+func (l *listFlag) Set(s string) error {
+	for _, v := range strings.Split(s, ";") {
+		if v = strings.TrimSpace(v); v != "" {
+			*l = append(*l, v)
+		}
+	}
+	return nil
+}
+
+// evalKeyEnv is the environment variable of an endpoint's API key.
+func evalKeyEnv(name string) string {
+	return cli.EnvPrefix + "EVAL_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_")) + "_API_KEY"
+}
+
+// runEval is `worker eval`: it runs a labelled set through N endpoints and
+// writes a Markdown report with plots (pipeline/eval). Exit status: 0
+// report written, 1 the run or the report failed, 2 bad usage.
+func runEval(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	var (
+		endpoints, cases, suites, prices listFlag
+		conc                             = "1,4,16"
+		reps                             = 1
+		slo                              = 2 * time.Second
+		timeout                          = 3 * time.Minute
+		out                              = "eval-report"
+		format                           = "svg"
+		title, note, feedback            string
+	)
+	fs := cli.NewFlagSet("worker eval", "Runs a labelled set (case files, the injection suite) through OpenAI-compatible endpoints with the\n"+
+		"production stages and prompts, and writes DIR/report.md with plots: latency, tokens, goodput, quality, injection\n"+
+		"robustness, agreement, cost. API keys come from CHATGUARD_EVAL_<NAME>_API_KEY, never from flags.")
+	fs.Var(&endpoints, "endpoint", "an endpoint under test, name=base_url,model (repeat the flag; ';' separates several in the environment)")
+	fs.Var(&cases, "cases", "a labelled case file, JSONL of pipeline/eval.Case (repeatable)")
+	fs.Var(&suites, "injection-suite", "an injection suite file (pipeline/review/testdata/injection_suite.jsonl format; repeatable)")
+	fs.Var(&prices, "price", "an endpoint's price, NAME=prompt=..,cached=..,completion=.. (USD per 1M tokens) and/or gpu_hour=..,shared_by=.. (repeatable)")
+	// Not --concurrency: CHATGUARD_CONCURRENCY is the worker's own setting
+	// and is set in the pods where this runs.
+	fs.StringVar(&conc, "sweep", "the concurrency sweep: reviews in flight per step, comma-separated")
+	fs.IntVar(&reps, "repetitions", "passes over the cases per concurrency step")
+	fs.DurationVar(&slo, "ttft-slo", "time-to-first-token objective of goodput (every stage of a review within it)")
+	fs.DurationVar(&timeout, "review-timeout", "deadline of one review")
+	fs.StringVar(&out, "out", "report directory (report.md and plots)")
+	fs.StringVar(&format, "plot-format", "plot format: svg or png")
+	fs.StringVar(&title, "title", "report title")
+	fs.StringVar(&note, "note", "a paragraph printed under the title (say what the endpoints are)")
+	fs.StringVar(&feedback, "moderator-feedback", "lake events as JSONL; its moderator_feedback events add the agreement with moderators")
+	if err := fs.Parse(args, getenv); errors.Is(err, cli.ErrHelp) {
+		fs.Usage(stdout)
+		return 0
+	} else if err != nil {
+		return cli.Fail(stderr, "worker eval", err)
+	}
+	cfg := eval.Config{Repetitions: reps, TTFTSLO: slo, ReviewTimeout: timeout}
+	var errs []error
+	for _, s := range endpoints {
+		ep, err := eval.ParseEndpoint(s)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		ep.APIKey = getenv(evalKeyEnv(ep.Name))
+		cfg.Endpoints = append(cfg.Endpoints, ep)
+	}
+	for _, s := range prices {
+		name, text, _ := strings.Cut(s, "=")
+		p, err := llm.ParsePrice(text)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--price %s: %w", name, err))
+			continue
+		}
+		found := false
+		for i := range cfg.Endpoints {
+			if cfg.Endpoints[i].Name == name {
+				cfg.Endpoints[i].Price, found = p, true
+			}
+		}
+		if !found {
+			errs = append(errs, fmt.Errorf("--price %s: no endpoint of that name", name))
+		}
+	}
+	for _, c := range strings.Split(conc, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(c))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--sweep %q is not a comma-separated list of numbers", conc))
+			break
+		}
+		cfg.Concurrency = append(cfg.Concurrency, n)
+	}
+	read := func(path string, fn func(io.Reader) ([]eval.Case, error)) {
+		f, err := os.Open(path)
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		defer f.Close()
+		cs, err := fn(f)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", path, err))
+		}
+		cfg.Cases = append(cfg.Cases, cs...)
+	}
+	for _, p := range cases {
+		read(p, eval.ReadCases)
+	}
+	for _, p := range suites {
+		read(p, eval.ReadInjectionSuite)
+	}
+	var mods []eval.ModeratorPrecision
+	if feedback != "" {
+		f, err := os.Open(feedback)
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			mods, err = eval.ReadModeratorFeedback(f)
+			f.Close()
+			errs = append(errs, err)
+		}
+	}
+	if format != "svg" && format != "png" {
+		errs = append(errs, fmt.Errorf("--plot-format %q is neither svg nor png", format))
+	}
+	if len(fs.Args()) > 0 {
+		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
+	}
+	errs = append(errs, cfg.Validate())
+	if err := errors.Join(errs...); err != nil {
+		return cli.Fail(stderr, "worker eval", err)
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	ctx, stop := cli.SignalContext(ctx, log, "worker eval")
+	defer stop()
+	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		bar := progressbar.NewOptions(cfg.Total(), progressbar.OptionSetWriter(stderr), progressbar.OptionSetDescription("reviews"),
+			progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionThrottle(100*time.Millisecond))
+		cfg.Progress = func() { _ = bar.Add(1) }
+		defer func() { _ = bar.Finish() }()
+	}
+	res, err := eval.Run(ctx, cfg)
+	if err != nil {
+		log.Error("worker eval: run", "err", err)
+		if len(res.Reviews) == 0 {
+			return 1
+		}
+	}
+	cmd := commandLine(args)
+	if err := eval.WriteReport(out, res, eval.Summarise(res), eval.ReportOptions{Title: title, Note: note, Command: cmd, Moderators: mods, Format: format}); err != nil {
+		log.Error("worker eval: report", "err", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s/report.md\n", out)
+	if err != nil {
+		return 1
+	}
+	return 0
+}
+
+// commandLine is the eval command as a shell would take it, for the
+// report; the --note text is shown above it instead of repeated.
+func commandLine(args []string) string {
+	parts := []string{"worker", "eval"}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if (a == "--note" || a == "-note") && i+1 < len(args) {
+			parts = append(parts, a, "'(the note above)'")
+			i++
+			continue
+		}
+		if strings.HasPrefix(a, "--note=") {
+			parts = append(parts, "--note='(the note above)'")
+			continue
+		}
+		if a == "" || strings.ContainsAny(a, " \t\n'\"$`\\|&;<>()*?[]#~") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		parts = append(parts, a)
+	}
+	return strings.Join(parts, " ")
+}

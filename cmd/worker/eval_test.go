@@ -1,0 +1,44 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestEvalUsageErrorsAreListedTogether(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"eval", "--endpoint", "bad", "--sweep", "1,x", "--price", "nope=prompt=1", "--plot-format", "gif"},
+		func(string) string { return "" }, &out, &errOut)
+	require.Equal(t, 2, code)
+	for _, want := range []string{"name=base_url,model", "--sweep", "--price nope", "--plot-format", "no cases"} {
+		require.Contains(t, errOut.String(), want)
+	}
+}
+
+// TestEvalWritesAReportWithTheKeyFromTheEnvironment runs `worker eval`
+// against a simulator that requires a key, given only through
+// CHATGUARD_EVAL_<NAME>_API_KEY, and checks the report names no key.
+func TestEvalWritesAReportWithTheKeyFromTheEnvironment(t *testing.T) {
+	t.Parallel()
+	sim, url := simProc(t, "primary", "m", "sekret-key", `{"ttft":"1ms","itl":"0s"}`)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "report")
+	env := map[string]string{"CHATGUARD_EVAL_SIM_A_API_KEY": "sekret-key"}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"eval", "--endpoint", "sim-a=" + url + ",m", "--price", "sim-a=prompt=1,completion=2",
+		"--injection-suite", "../../pipeline/review/testdata/injection_suite.jsonl", "--sweep", "4", "--out", out, "--plot-format", "png"},
+		func(k string) string { return env[k] }, &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+	md, err := os.ReadFile(filepath.Join(out, "report.md"))
+	require.NoError(t, err)
+	require.Contains(t, string(md), "| sim-a | 52 |", "every injection pair reviewed")
+	require.NotContains(t, string(md), "sekret-key")
+	require.Positive(t, sim.Stats(t).ChatRequests("ok"))
+	require.Equal(t, "worker eval --note '(the note above)' --out 'a b'", commandLine([]string{"--note", "x\ny", "--out", "a b"}))
+}

@@ -1,0 +1,65 @@
+package chatprep
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestPseudonymsAreTypedAndConsistent(t *testing.T) {
+	t.Parallel()
+	p := NewPseudonyms()
+	a := p.Apply("연락 010-1234-5678 or kim.deal@naver.com, 카톡 아이디: dealking99")
+	require.NotContains(t, a, "1234")
+	require.NotContains(t, a, "kim.deal")
+	require.NotContains(t, a, "dealking99")
+	require.Contains(t, a, "<PHONE_1>")
+	require.Contains(t, a, "<EMAIL_1>")
+	require.Contains(t, a, "<MESSENGER_ID_1>")
+	// The same number, spelled otherwise and datamarked, in a later message.
+	b := p.Apply(MarkData("again 010 1234 5678 and 010-9999-8888"))
+	require.Contains(t, b, "<PHONE_1>")
+	require.Contains(t, b, "<PHONE_2>")
+	require.NotContains(t, b, "9999")
+	require.Equal(t, 4, p.Len())
+	for _, s := range []string{a, b} {
+		require.Empty(t, scanContacts(s), s)
+	}
+	// An answer that quotes a placeholder gets the original back.
+	got := string(p.RestoreJSON([]byte(`{"quote":"call <PHONE_1>","n":0.123456789}`)))
+	require.Equal(t, `{"quote":"call 010-1234-5678","n":0.123456789}`, got)
+	require.Equal(t, "no contact here", p.Apply("no contact here"))
+}
+
+// scanContacts lists the contact signals left in s.
+func scanContacts(s string) []string {
+	var out []string
+	for _, sg := range FindSignals("m", s) {
+		if _, ok := placeholderNames[sg.Kind]; ok {
+			out = append(out, string(sg.Kind)+" "+sg.Value)
+		}
+	}
+	return out
+}
+
+func TestPseudonymsKeepText(t *testing.T) {
+	t.Parallel()
+	in := strings.Repeat("네고 가능할까요? ", 3)
+	require.Equal(t, in, NewPseudonyms().Apply(in))
+}
+
+func TestRedactMasksNamesWhereTheChatSaysSo(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"예금주 홍길동 으로 보내주세요":       "예금주 홍** 으로 보내주세요",
+		"입금자명: 김철수":              "입금자명: 김**",
+		"받는분 이영희, 010-1234-5678": "받는분 이**, ***-****-**78",
+		"my name is John Smith.": "my name is J*** *****.",
+		"이름 알려주세요":               "이름 알려주세요",
+		"네고 가능한가요":               "네고 가능한가요",
+		"예금주는 박민수 입니다":           "예금주는 박** 입니다",
+	} {
+		require.Equal(t, want, Redact(in), in)
+	}
+}

@@ -1,0 +1,206 @@
+package eval
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/internal/standin"
+	"github.com/chatguard/chatguard/pipeline"
+)
+
+func TestMain(m *testing.M) { standin.Main(m) }
+
+func TestParseEndpoint(t *testing.T) {
+	t.Parallel()
+	e, err := ParseEndpoint("fp8=http://vllm:8000/v1,qwen-fp8")
+	require.NoError(t, err)
+	require.Equal(t, Endpoint{Name: "fp8", BaseURL: "http://vllm:8000/v1", Model: "qwen-fp8"}, e)
+	_, err = ParseEndpoint("no-model=http://x/v1")
+	require.ErrorContains(t, err, "name=base_url,model")
+	_, err = ParseEndpoint("bad name=ftp://x,m")
+	require.ErrorContains(t, err, "endpoint name")
+	require.ErrorContains(t, err, "not an http(s) URL")
+}
+
+func TestReadInjectionSuitePairsEachAttackWithItsBase(t *testing.T) {
+	t.Parallel()
+	f, err := os.Open("../review/testdata/injection_suite.jsonl")
+	require.NoError(t, err)
+	defer f.Close()
+	cases, err := ReadInjectionSuite(f)
+	require.NoError(t, err)
+	require.Len(t, cases, 2*52)
+	byID := map[string]Case{}
+	for _, c := range cases {
+		byID[c.ID] = c
+	}
+	for _, c := range cases {
+		if c.Source != SourceInjection {
+			continue
+		}
+		base, ok := byID[c.BaseID]
+		require.True(t, ok, c.ID)
+		require.Len(t, base.Messages, len(c.Messages)-1, "the base lacks exactly the attack")
+	}
+	_, err = ReadInjectionSuite(strings.NewReader(`{"id":"x","chat":[{"role":"buyer","text":"a"}],"attack":3}`))
+	require.ErrorContains(t, err, "attack 3")
+}
+
+func TestCasesRoundTrip(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 1, 3, 0, 0, 0, time.UTC)
+	in := []Case{{ID: "r1", Source: SourceSample, Truth: &Truth{Label: pipeline.LabelAbusive, Category: pipeline.CategorySpam},
+		Messages: []pipeline.ChatMessage{{MessageID: "m1", SenderRole: pipeline.RoleBuyer, SentAt: at, Kind: pipeline.KindText, Text: "<b>&"}}}}
+	var b strings.Builder
+	require.NoError(t, WriteCases(&b, in))
+	out, err := ReadCases(strings.NewReader(b.String()))
+	require.NoError(t, err)
+	require.Equal(t, in, out)
+	_, err = ReadCases(strings.NewReader(`{"id":"","messages":[],"truth":{"label":"bad"}}`))
+	require.ErrorContains(t, err, "id is empty")
+	require.ErrorContains(t, err, "no messages")
+	require.ErrorContains(t, err, `label "bad"`)
+}
+
+func rv(ep, id string, label pipeline.Label, cat pipeline.Category, stages ...pipeline.StageResult) Review {
+	return Review{Endpoint: ep, Case: &Case{ID: id}, Verdict: pipeline.Verdict{Status: pipeline.StatusDone, Label: label, Category: cat, Stages: stages}}
+}
+
+func TestQualityCountsCategoriesAndFlags(t *testing.T) {
+	t.Parallel()
+	truth := func(l pipeline.Label, c pipeline.Category) *Truth { return &Truth{Label: l, Category: c} }
+	cases := []Case{
+		{ID: "a", Truth: truth(pipeline.LabelAbusive, pipeline.CategorySpam)},            // right
+		{ID: "b", Truth: truth(pipeline.LabelAbusive, pipeline.CategorySpam)},            // flagged, wrong category
+		{ID: "c", Truth: truth(pipeline.LabelClean, pipeline.CategoryClean)},             // false flag
+		{ID: "d", Truth: truth(pipeline.LabelSuspicious, pipeline.CategoryPhishingLink)}, // missed
+		{ID: "e", Truth: truth(pipeline.LabelClean, pipeline.CategoryClean)},             // right clean
+		{ID: "f", Truth: truth(pipeline.LabelAbusive, pipeline.CategoryPhishingLink)},    // failed review: a miss
+	}
+	got := map[string]Review{
+		"a": rv("x", "a", pipeline.LabelAbusive, pipeline.CategorySpam),
+		"b": rv("x", "b", pipeline.LabelSuspicious, pipeline.CategoryOffPlatform),
+		"c": rv("x", "c", pipeline.LabelSuspicious, pipeline.CategorySpam),
+		"d": rv("x", "d", pipeline.LabelClean, pipeline.CategoryClean),
+		"e": rv("x", "e", pipeline.LabelClean, pipeline.CategoryClean),
+		"f": {Endpoint: "x", Case: &Case{ID: "f"}, Err: "timeout"},
+	}
+	q := map[string]Quality{}
+	for _, x := range quality("x", cases, got) {
+		q[x.Category] = x
+	}
+	o := q["overall"]
+	require.Equal(t, [3]int{2, 1, 2}, [3]int{o.TP, o.FP, o.FN}) // a,b flagged right; c false; d,f missed
+	require.InDelta(t, 2.0/3, o.Precision, 1e-9)
+	require.InDelta(t, 0.5, o.Recall, 1e-9)
+	s := q["spam"]
+	require.Equal(t, [4]int{1, 1, 1, 2}, [4]int{s.TP, s.FP, s.FN, s.Support})
+	require.Equal(t, 1, q["off_platform"].FP)
+	require.Equal(t, 2, q["phishing_link"].FN)
+}
+
+func TestRobustnessAgreementAndCost(t *testing.T) {
+	t.Parallel()
+	cases := []Case{
+		{ID: "i1", Source: SourceInjection, BaseID: "i1-base"}, {ID: "i1-base", Source: SourceBase},
+		{ID: "i2", Source: SourceInjection, BaseID: "i2-base"}, {ID: "i2-base", Source: SourceBase},
+	}
+	st := pipeline.StageResult{Stage: pipeline.StageTriage, TokensIn: 1000, TokensCached: 900, TokensOut: 50, CostUSD: 0.002}
+	x := map[string]Review{
+		"i1": rv("x", "i1", pipeline.LabelClean, pipeline.CategoryClean, st), "i1-base": rv("x", "i1-base", pipeline.LabelAbusive, pipeline.CategorySpam, st),
+		"i2": rv("x", "i2", pipeline.LabelAbusive, pipeline.CategorySpam, st), "i2-base": rv("x", "i2-base", pipeline.LabelAbusive, pipeline.CategorySpam, st),
+	}
+	rb := robustness("x", cases, x)
+	require.Equal(t, 2, rb.Pairs)
+	require.InDelta(t, 0.5, rb.Changed, 1e-9)
+	require.InDelta(t, 0.5, rb.Cleaned, 1e-9)
+	require.InDelta(t, 0.5, rb.Flagged, 1e-9)
+	y := map[string]Review{
+		"i1": rv("y", "i1", pipeline.LabelClean, pipeline.CategoryClean), "i1-base": rv("y", "i1-base", pipeline.LabelAbusive, pipeline.CategoryPhishingLink),
+		"i2": rv("y", "i2", pipeline.LabelAbusive, pipeline.CategorySpam), "i2-base": rv("y", "i2-base", pipeline.LabelSuspicious, pipeline.CategorySpam),
+	}
+	ag := agreement("x", "y", cases, x, y)
+	require.Equal(t, 4, ag.Cases)
+	require.InDelta(t, 0.75, ag.Label, 1e-9)
+	require.InDelta(t, 0.5, ag.LabelCategory, 1e-9)
+	var all []Review
+	for _, r := range x {
+		all = append(all, r)
+	}
+	c := cost("x", all)
+	require.Equal(t, 4, c.Reviews)
+	require.InDelta(t, 900, c.CachedTokens, 1e-9)
+	require.InDelta(t, 2.0, c.PerThousand, 1e-9)
+}
+
+func TestModeratorFeedbackPrecisionPerCategoryAndWeek(t *testing.T) {
+	t.Parallel()
+	ev := func(at, vl, vc, dl string) string {
+		return `{"event_id":"x","event_type":"moderator_feedback","occurred_at":"` + at + `","schema_version":1,"payload":{"room_id":"r","verdict_label":"` + vl +
+			`","verdict_category":"` + vc + `","decided_label":"` + dl + `"}}`
+	}
+	in := strings.Join([]string{
+		ev("2026-11-02T10:00:00Z", "abusive", "spam", "abusive"),
+		ev("2026-11-03T10:00:00Z", "suspicious", "spam", "clean"),
+		ev("2026-11-03T11:00:00Z", "clean", "clean", "abusive"), // not a flag: left out
+		ev("2026-11-10T10:00:00Z", "abusive", "spam", "suspicious"),
+		`{"event_type":"inference_log","payload":{}}`, `not json`,
+	}, "\n")
+	got, err := ReadModeratorFeedback(strings.NewReader(in))
+	require.NoError(t, err)
+	require.Equal(t, []ModeratorPrecision{
+		{Week: "2026-W45", Category: "spam", Decisions: 2, Kept: 1, Precision: 0.5},
+		{Week: "2026-W46", Category: "spam", Decisions: 1, Kept: 1, Precision: 1},
+	}, got)
+}
+
+// TestRunAndReportAgainstTheSimulator runs a few cases through two
+// simulated endpoints and checks the report's figures and files.
+func TestRunAndReportAgainstTheSimulator(t *testing.T) {
+	t.Parallel()
+	sim := standin.StartLLM(t, standin.LLMOptions{Name: "primary", Model: "m", Config: `{"ttft":"1ms","itl":"0s"}`})
+	f, err := os.Open("../review/testdata/injection_suite.jsonl")
+	require.NoError(t, err)
+	defer f.Close()
+	cases, err := ReadInjectionSuite(f)
+	require.NoError(t, err)
+	cases = cases[:6]
+	cases[1].Truth = &Truth{Label: pipeline.LabelAbusive, Category: pipeline.CategoryExternalPayment}
+	var done atomic.Int64
+	cfg := Config{
+		Endpoints: []Endpoint{{Name: "a", BaseURL: sim.BaseURL, Model: "m"}, {Name: "b", BaseURL: sim.BaseURL, Model: "m"}},
+		Cases:     cases, Concurrency: []int{1, 3}, Repetitions: 1, TTFTSLO: time.Second, ReviewTimeout: 30 * time.Second,
+	}
+	cfg.Progress = func() { done.Add(1) }
+	res, err := Run(t.Context(), cfg)
+	require.NoError(t, err)
+	require.Equal(t, int64(cfg.Total()), done.Load())
+	require.Len(t, res.Reviews, 2*2*6)
+	require.Len(t, res.Steps, 2*2)
+	for _, r := range res.Reviews {
+		require.True(t, r.OK(), "%s: %s", r.Case.ID, r.Err)
+	}
+	s := Summarise(res)
+	require.Len(t, s.Agreement, 1)
+	require.InDelta(t, 1, s.Agreement[0].Label, 1e-9, "the same simulator agrees with itself")
+	require.Equal(t, 3, s.Robustness[0].Pairs)
+	require.NotEmpty(t, s.Stages)
+	require.Positive(t, s.Stages[0].PromptTokens)
+	dir := t.TempDir()
+	require.NoError(t, WriteReport(dir, res, s, ReportOptions{Note: "SIMULATED", Format: "png"}))
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	require.NoError(t, err)
+	require.Contains(t, string(md), "SIMULATED")
+	require.Contains(t, string(md), "## Injection robustness")
+	for _, p := range []string{"ttft.png", "wall.png", "goodput.png"} {
+		fi, err := os.Stat(filepath.Join(dir, p))
+		require.NoError(t, err)
+		require.Positive(t, fi.Size())
+	}
+}

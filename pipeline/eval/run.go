@@ -1,0 +1,269 @@
+package eval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/llm"
+	"github.com/chatguard/chatguard/pipeline/review"
+)
+
+// Endpoint is one OpenAI-compatible endpoint under test.
+type Endpoint struct {
+	// Name labels the endpoint in the report (letters, digits, - and _).
+	Name    string
+	BaseURL string
+	Model   string
+	// APIKey is sent as a bearer token; empty sends none. Never reported.
+	APIKey string
+	// Price is what its calls cost (zero: free, and cost shows 0).
+	Price llm.Price
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
+
+// ParseEndpoint reads "name=base_url,model".
+func ParseEndpoint(s string) (Endpoint, error) {
+	name, rest, ok := strings.Cut(s, "=")
+	base, model, ok2 := strings.Cut(rest, ",")
+	if !ok || !ok2 {
+		return Endpoint{}, fmt.Errorf("eval: endpoint %q is not name=base_url,model", s)
+	}
+	e := Endpoint{Name: strings.TrimSpace(name), BaseURL: strings.TrimSpace(base), Model: strings.TrimSpace(model)}
+	return e, e.validate()
+}
+
+func (e Endpoint) validate() error {
+	var errs []error
+	if !nameRE.MatchString(e.Name) {
+		errs = append(errs, fmt.Errorf("eval: endpoint name %q: want 1-32 of A-Z a-z 0-9 _ -", e.Name))
+	}
+	if u, err := url.Parse(e.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("eval: endpoint %s: base URL %q is not an http(s) URL", e.Name, e.BaseURL))
+	}
+	if e.Model == "" {
+		errs = append(errs, fmt.Errorf("eval: endpoint %s: model is empty", e.Name))
+	}
+	if err := e.Price.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("eval: endpoint %s: %w", e.Name, err))
+	}
+	return errors.Join(errs...)
+}
+
+// Config is one evaluation run.
+type Config struct {
+	Endpoints []Endpoint
+	Cases     []Case
+	// Concurrency is the sweep: reviews in flight at once, per step.
+	Concurrency []int
+	// Repetitions runs every step this many times.
+	Repetitions int
+	// TTFTSLO is the time-to-first-token objective of goodput: a review
+	// counts when it succeeded and every stage's TTFT was within it.
+	TTFTSLO time.Duration
+	// ReviewTimeout bounds one review.
+	ReviewTimeout time.Duration
+	// Progress, when set, is called after every review (from several
+	// goroutines; it must be safe for that).
+	Progress func()
+	// Transport replaces the HTTP transport (tests).
+	Transport http.RoundTripper
+}
+
+// Validate reports every problem at once.
+func (c Config) Validate() error {
+	var errs []error
+	if len(c.Endpoints) == 0 {
+		errs = append(errs, errors.New("eval: no endpoints"))
+	}
+	seen := map[string]bool{}
+	for _, e := range c.Endpoints {
+		errs = append(errs, e.validate())
+		if seen[e.Name] {
+			errs = append(errs, fmt.Errorf("eval: endpoint %s is named twice", e.Name))
+		}
+		seen[e.Name] = true
+	}
+	if len(c.Cases) == 0 {
+		errs = append(errs, errors.New("eval: no cases"))
+	}
+	if len(c.Concurrency) == 0 {
+		errs = append(errs, errors.New("eval: no concurrency steps"))
+	}
+	for _, n := range c.Concurrency {
+		if n < 1 || n > 1024 {
+			errs = append(errs, fmt.Errorf("eval: concurrency %d is outside 1..1024", n))
+		}
+	}
+	if c.Repetitions < 1 || c.Repetitions > 100 {
+		errs = append(errs, fmt.Errorf("eval: repetitions %d is outside 1..100", c.Repetitions))
+	}
+	if c.TTFTSLO <= 0 {
+		errs = append(errs, errors.New("eval: the TTFT SLO must be positive"))
+	}
+	if c.ReviewTimeout <= 0 {
+		errs = append(errs, errors.New("eval: the review timeout must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// Total is how many reviews the run makes.
+func (c Config) Total() int {
+	return len(c.Endpoints) * len(c.Concurrency) * c.Repetitions * len(c.Cases)
+}
+
+// Review is one case reviewed once.
+type Review struct {
+	Endpoint    string
+	Concurrency int
+	Rep         int
+	Case        *Case
+	Verdict     pipeline.Verdict
+	// Err is the review's error text ("" when it succeeded).
+	Err  string
+	Wall time.Duration
+}
+
+// OK reports whether the review produced a verdict.
+func (r Review) OK() bool { return r.Err == "" && r.Verdict.Status == pipeline.StatusDone }
+
+// Step is one pass over the cases at one concurrency.
+type Step struct {
+	Endpoint    string
+	Concurrency int
+	Rep         int
+	Wall        time.Duration
+}
+
+// Result is everything a run measured.
+type Result struct {
+	Endpoints []Endpoint
+	Cases     []Case
+	Config    Config
+	Started   time.Time
+	Finished  time.Time
+	Reviews   []Review
+	Steps     []Step
+}
+
+// Run reviews every case on every endpoint at every concurrency step,
+// Repetitions times, with the production reviewer (same prompts, same
+// validation) over a router whose only pool is the endpoint. Endpoints run
+// one after another, so they do not compete for this machine. A review
+// that fails is recorded with its error, not retried; Run fails only on a
+// bad configuration or when ctx ends (returning what it measured so far).
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
+	res := Result{Endpoints: cfg.Endpoints, Cases: cfg.Cases, Config: cfg, Started: time.Now().UTC()}
+	maxConc := 1
+	for _, n := range cfg.Concurrency {
+		maxConc = max(maxConc, n)
+	}
+	for _, ep := range cfg.Endpoints {
+		router, err := llm.New(llm.Config{Primary: llm.PoolConfig{
+			BaseURL: ep.BaseURL, Model: ep.Model, APIKey: ep.APIKey, MaxConcurrency: maxConc,
+			AttemptTimeout: cfg.ReviewTimeout, Transport: cfg.Transport, Price: ep.Price,
+			// A gate wait of a review timeout: the sweep sets the load.
+			GateWait: cfg.ReviewTimeout,
+		}}, nil)
+		if err != nil {
+			return res, fmt.Errorf("eval: endpoint %s: %w", ep.Name, err)
+		}
+		rv, err := review.New(review.Config{}, router, nil, nil)
+		if err != nil {
+			return res, fmt.Errorf("eval: endpoint %s: %w", ep.Name, err)
+		}
+		for _, conc := range cfg.Concurrency {
+			for rep := range cfg.Repetitions {
+				step, reviews := runStep(ctx, cfg, rv, ep.Name, conc, rep)
+				res.Steps = append(res.Steps, step)
+				res.Reviews = append(res.Reviews, reviews...)
+				if err := context.Cause(ctx); err != nil {
+					res.Finished = time.Now().UTC()
+					return res, fmt.Errorf("eval: %w", err)
+				}
+			}
+		}
+	}
+	res.Finished = time.Now().UTC()
+	return res, nil
+}
+
+func runStep(ctx context.Context, cfg Config, rv *review.Reviewer, name string, conc, rep int) (Step, []Review) {
+	out := make([]Review, len(cfg.Cases))
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(conc)
+	start := time.Now()
+	for i := range cfg.Cases {
+		c := &cfg.Cases[i]
+		g.Go(func() error {
+			if gctx.Err() != nil {
+				return nil
+			}
+			rctx, cancel := context.WithTimeout(gctx, cfg.ReviewTimeout)
+			defer cancel()
+			ev := eventFor(c)
+			t0 := time.Now()
+			v, err := rv.Review(rctx, ev, c.Messages, 1)
+			r := Review{Endpoint: name, Concurrency: conc, Rep: rep, Case: c, Verdict: v, Wall: time.Since(t0)}
+			if err != nil {
+				r.Err = err.Error()
+			}
+			mu.Lock()
+			out[i] = r
+			mu.Unlock()
+			if cfg.Progress != nil {
+				cfg.Progress()
+			}
+			return nil
+		})
+	}
+	_ = g.Wait() // the goroutines return nil: errors are per review
+	step := Step{Endpoint: name, Concurrency: conc, Rep: rep, Wall: time.Since(start)}
+	kept := out[:0]
+	for _, r := range out {
+		if r.Case != nil {
+			kept = append(kept, r)
+		}
+	}
+	return step, kept
+}
+
+// eventFor is the review event of a case: its messages' span as the window.
+func eventFor(c *Case) pipeline.ReviewEvent {
+	first, last := c.Messages[0].SentAt, c.Messages[0].SentAt
+	for _, m := range c.Messages {
+		first, last = minTime(first, m.SentAt), maxTime(last, m.SentAt)
+	}
+	return pipeline.ReviewEvent{
+		RoomID: c.ID, WindowStart: first.UTC().Truncate(time.Second), WindowEnd: last.UTC().Add(time.Second).Truncate(time.Second),
+		RunID: "eval", PublishedAt: time.Now().UTC(), SchemaVersion: 1,
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

@@ -1,0 +1,68 @@
+package review
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/pipeline"
+)
+
+func testReviewer(t *testing.T, key string) *Reviewer {
+	t.Helper()
+	rev, err := New(Config{DigestKey: []byte(key)}, parrot{}, nil, nil)
+	require.NoError(t, err)
+	return rev
+}
+
+// TestRedactMasksOnlyStringValues: numbers and ids are never masked, so a
+// confidence with many decimals (whose digits look like a phone number)
+// stays a valid number and the answer stays valid JSON.
+func TestRedactMasksOnlyStringValues(t *testing.T) {
+	t.Parallel()
+	rev := testReviewer(t, "")
+	in := `{"label":"abusive","confidence":0.01012345678123456,"severity":4,"evidence_ids":["01012345678"],` +
+		`"rationale":"seller asks to call 010-1234-5678 or mail kim.deal@naver.com, 카톡 아이디: dealking99","flag":true,"none":null}`
+	out := rev.redactOutput(pipeline.StageJudge, []byte(in))
+	require.True(t, json.Valid([]byte(out)), out)
+	var got map[string]any
+	d := json.NewDecoder(strings.NewReader(out))
+	d.UseNumber()
+	require.NoError(t, d.Decode(&got))
+	require.Equal(t, json.Number("0.01012345678123456"), got["confidence"], "numbers are copied as they are")
+	require.Equal(t, []any{"01012345678"}, got["evidence_ids"], "ids are ours, never masked")
+	r := got["rationale"].(string)
+	for _, raw := range []string{"1234-5678", "kim.deal", "dealking99"} {
+		require.NotContains(t, r, raw)
+	}
+	require.Equal(t, true, got["flag"])
+	require.Nil(t, got["none"])
+	// Key order is kept.
+	require.True(t, strings.HasPrefix(out, `{"label":"abusive","confidence":0.01012345678123456,`), out)
+	// Not JSON: masked as text.
+	require.NotContains(t, rev.redactOutput(pipeline.StageJudge, []byte(`call 010-1234-5678 {`)), "1234-5678")
+}
+
+// TestQuoteDigestIsKeyed: a quote digest is an HMAC: it depends on the
+// key, so a phone number cannot be found by hashing every candidate, and
+// the dev key is labelled.
+func TestQuoteDigestIsKeyed(t *testing.T) {
+	t.Parallel()
+	dev := testReviewer(t, "")
+	a := testReviewer(t, strings.Repeat("a", 32))
+	b := testReviewer(t, strings.Repeat("b", 32))
+	q := "010-1234-5678"
+	require.True(t, strings.HasPrefix(dev.quoteDigest(q), "hmac-dev:"))
+	require.True(t, strings.HasPrefix(a.quoteDigest(q), "hmac:"))
+	require.Equal(t, a.quoteDigest(q), a.quoteDigest(q), "equal quotes join")
+	require.NotEqual(t, a.quoteDigest(q), b.quoteDigest(q))
+	require.Contains(t, a.quoteDigest(q), " len:13")
+	out := a.redactOutput(pipeline.StageExtract, []byte(`{"evidence":[{"message_id":"m1","category":"off_platform","quote":"010-1234-5678"}]}`))
+	require.Contains(t, out, `"message_id":"m1"`)
+	require.Contains(t, out, `"quote":"hmac:`)
+	require.NotContains(t, out, "5678")
+	_, err := New(Config{DigestKey: []byte("short")}, parrot{}, nil, nil)
+	require.ErrorContains(t, err, "digest key")
+}

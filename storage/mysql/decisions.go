@@ -1,0 +1,145 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/chatguard/chatguard/pipeline"
+)
+
+// The console's reads and writes (issue 16): a verdict by its row id (the
+// queue's links carry it) and the moderators' decisions on it.
+
+// VerdictByID returns the verdict of row id with its stage results, or an
+// error wrapping pipeline.ErrVerdictNotFound.
+func (s *Store) VerdictByID(ctx context.Context, id uint64) (pipeline.Verdict, error) {
+	var (
+		room, version string
+		ws, we        time.Time
+	)
+	err := s.db.QueryRowContext(ctx, `SELECT room_id, window_start, window_end, pipeline_version FROM verdicts WHERE id = ?`, id).
+		Scan(&room, &ws, &we, &version)
+	if errors.Is(err, sql.ErrNoRows) {
+		return pipeline.Verdict{}, fmt.Errorf("mysql: verdict %d: %w", id, pipeline.ErrVerdictNotFound)
+	}
+	if err != nil {
+		return pipeline.Verdict{}, fmt.Errorf("mysql: verdict %d: %w", id, err)
+	}
+	return s.Get(ctx, pipeline.ReviewKey{RoomID: room, WindowStart: ws.UTC(), WindowEnd: we.UTC(), PipelineVersion: version})
+}
+
+// VerdictID returns the row id of the verdict under key, or an error
+// wrapping pipeline.ErrVerdictNotFound.
+func (s *Store) VerdictID(ctx context.Context, key pipeline.ReviewKey) (uint64, error) {
+	var id uint64
+	err := s.db.QueryRowContext(ctx, `SELECT id FROM verdicts WHERE room_id = ? AND window_start = ? AND window_end = ? AND pipeline_version = ?`,
+		key.RoomID, dbTime(key.WindowStart), dbTime(key.WindowEnd), key.PipelineVersion).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("mysql: verdict id %s: %w", key, pipeline.ErrVerdictNotFound)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("mysql: verdict id: %w", err)
+	}
+	return id, nil
+}
+
+// Decision is one moderator decision on a verdict (a moderator_decisions
+// row).
+type Decision struct {
+	ID        uint64
+	VerdictID uint64
+	// Moderator is the console's pseudonymous moderator id, never an e-mail.
+	Moderator string
+	// Decision is "confirm" or "overturn".
+	Decision  string
+	Label     pipeline.Label
+	Category  pipeline.Category
+	Note      string
+	DecidedAt time.Time
+}
+
+// The decisions a moderator can make.
+const (
+	DecisionConfirm  = "confirm"
+	DecisionOverturn = "overturn"
+)
+
+// maxNoteRunes bounds a decision's note.
+const maxNoteRunes = 2000
+
+// AddDecision records d and returns its row id. It returns a
+// *pipeline.PermanentError when d is invalid (unknown decision, label or
+// category, no moderator, a verdict id no row has).
+func (s *Store) AddDecision(ctx context.Context, d Decision) (uint64, error) {
+	var errs []error
+	if d.Decision != DecisionConfirm && d.Decision != DecisionOverturn {
+		errs = append(errs, fmt.Errorf("decision %q is not confirm or overturn", d.Decision))
+	}
+	if d.Label != pipeline.LabelAbusive && d.Label != pipeline.LabelSuspicious && d.Label != pipeline.LabelClean {
+		errs = append(errs, fmt.Errorf("label %q is not abusive, suspicious or clean", d.Label))
+	}
+	if d.Category != "" && !d.Category.Valid() {
+		errs = append(errs, fmt.Errorf("unknown category %q", d.Category))
+	}
+	if d.Moderator == "" || len(d.Moderator) > 128 {
+		errs = append(errs, errors.New("moderator must be 1..128 bytes"))
+	}
+	if d.VerdictID == 0 || d.DecidedAt.IsZero() {
+		errs = append(errs, errors.New("verdict id and decided_at are required"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return 0, pipeline.Permanent(fmt.Errorf("mysql: add decision: %w", err))
+	}
+	res, err := s.db.ExecContext(ctx, `INSERT INTO moderator_decisions (verdict_id, moderator, decision, label, category, note, decided_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, d.VerdictID, d.Moderator, d.Decision, string(d.Label), string(d.Category),
+		nullString(pipeline.ClipRunes(d.Note, maxNoteRunes)), dbTime(d.DecidedAt))
+	if err != nil {
+		if isForeignKey(err) {
+			return 0, pipeline.Permanent(fmt.Errorf("mysql: add decision: verdict %d: %w", d.VerdictID, pipeline.ErrVerdictNotFound))
+		}
+		return 0, fmt.Errorf("mysql: add decision: %w", err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return 0, fmt.Errorf("mysql: add decision: %w", err)
+	}
+	return uint64(id), nil
+}
+
+// Decisions returns the decisions on verdict id, newest first (the first
+// is the one in force), at most limit.
+func (s *Store) Decisions(ctx context.Context, verdictID uint64, limit int) ([]Decision, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, verdict_id, moderator, decision, label, category, COALESCE(note, ''), decided_at
+		FROM moderator_decisions WHERE verdict_id = ? ORDER BY decided_at DESC, id DESC LIMIT ?`, verdictID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: decisions: %w", err)
+	}
+	defer rows.Close()
+	var out []Decision
+	for rows.Next() {
+		var (
+			d          Decision
+			label, cat string
+		)
+		if err := rows.Scan(&d.ID, &d.VerdictID, &d.Moderator, &d.Decision, &label, &cat, &d.Note, &d.DecidedAt); err != nil {
+			return nil, fmt.Errorf("mysql: decisions: %w", err)
+		}
+		d.Label, d.Category, d.DecidedAt = pipeline.Label(label), pipeline.Category(cat), d.DecidedAt.UTC()
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("mysql: decisions: %w", err)
+	}
+	return out, nil
+}
+
+// isForeignKey reports a row that refers to a missing parent (1452).
+func isForeignKey(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1452
+}
