@@ -1,15 +1,16 @@
 package chaos
 
 import (
+	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/internal/stacktest"
+	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/storage/redisstop"
 )
 
 // redisScenario: Redis unreachable for the workers while stops are
@@ -25,11 +26,16 @@ func redisScenario(t *testing.T, s sizes) {
 	prefix := channel + ":"
 	e := newEnv(t, "CHATGUARD_REDIS_ADDR="+proxy.Addr(), "CHATGUARD_STOP_CHANNEL="+channel, "CHATGUARD_STOP_KEY_PREFIX="+prefix)
 	ws := []*worker{e.startWorker(), e.startWorker()}
+	// The operator's side reaches Redis directly (the workers' link is the
+	// one cut), as the operator API of a pod that still reaches it would.
+	cfg := redisstop.DefaultConfig()
+	cfg.Channel, cfg.KeyPrefix = channel, prefix
+	pub := redisstop.NewPublisher(stacktest.Redis(t), cfg, nil)
 	stop := func(room string) {
-		cmd := exec.Command(e.bin, "stop", "--room", room, "--reason", "chaos", "--ttl", "10m")
-		cmd.Env = append(os.Environ(), "CHATGUARD_REDIS_ADDR="+redisAddr, "CHATGUARD_STOP_CHANNEL="+channel, "CHATGUARD_STOP_KEY_PREFIX="+prefix)
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, string(out))
+		now := time.Now().UTC()
+		_, err := pub.Publish(context.Background(), pipeline.StopSignal{Scope: pipeline.StopScopeRoom, RoomID: room, Reason: "chaos",
+			PublishedAt: now, ExpiresAt: now.Add(10 * time.Minute)})
+		require.NoError(t, err)
 	}
 	scans := func(w *worker) float64 { return w.metric(`chatguard_stop_received_total{source="scan"}`) }
 	const before, during = 3, 3
