@@ -3,6 +3,7 @@ package sqsjob
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/chatguard/chatguard/pipeline"
@@ -108,4 +109,33 @@ func retryOrHold(err, serr error) Outcome {
 		return held(err)
 	}
 	return Outcome{Action: Retry, Label: "retry", Err: err}
+}
+
+// unsavedVerdicts keeps the verdict of a held job whose save failed, for
+// the same delivery's next run: the loop runs a held job again in this
+// process, and the models need not be paid twice for one review. Only held
+// jobs put entries, and each run takes its own, so it holds at most one per
+// job in flight.
+type unsavedVerdicts struct {
+	mu sync.Mutex
+	m  map[string]pipeline.Verdict
+}
+
+func deliveryKey(m Message) string { return m.ID + "/" + m.ReceiptHandle }
+
+func (u *unsavedVerdicts) put(m Message, v pipeline.Verdict) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.m == nil {
+		u.m = map[string]pipeline.Verdict{}
+	}
+	u.m[deliveryKey(m)] = v
+}
+
+func (u *unsavedVerdicts) take(m Message) (pipeline.Verdict, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	v, ok := u.m[deliveryKey(m)]
+	delete(u.m, deliveryKey(m))
+	return v, ok
 }

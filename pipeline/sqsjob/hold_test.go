@@ -13,6 +13,7 @@ import (
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/health"
 	"github.com/chatguard/chatguard/pipeline/queuetest"
+	"github.com/chatguard/chatguard/storage/storetest"
 )
 
 // fakeHealth is a dependency gate the test opens and closes.
@@ -144,4 +145,37 @@ func TestReviewHoldsWhenMySQLIsDown(t *testing.T) {
 	out = r2.h.Handle(context.Background(), msg(r2.body(t), 1, 5))
 	require.Equal(t, "failed", out.Label)
 	require.Equal(t, health.Closed, mon2.State(pipeline.DepChatAPI))
+}
+
+// A job held because MySQL went down after its model calls saves the
+// verdict it already has when it runs again: no second set of calls.
+func TestHeldSaveKeepsTheVerdict(t *testing.T) {
+	t.Parallel()
+	r := setupReview(t)
+	mon, err := health.New(health.Config{Failures: 1, OpenFor: time.Minute}, nil, nil)
+	require.NoError(t, err)
+	clock := storetest.NewManualClock(r.now)
+	mon.Now = clock.Now
+	r.h.gate(mon)
+	var down atomic.Bool
+	down.Store(true)
+	r.store.SaveErr = func(pipeline.Verdict) error {
+		if down.Load() {
+			return pipeline.Retryable(errors.New("mysql: connection refused"), 0)
+		}
+		return nil
+	}
+	m := msg(r.body(t), 1, 5)
+	out := r.h.Handle(context.Background(), m)
+	require.Equal(t, Hold, out.Action)
+	require.Equal(t, int32(1), r.rev.calls.Load())
+	down.Store(false)
+	clock.Advance(time.Minute) // the open time ends; the rerun's first call probes
+	out = r.h.Handle(context.Background(), m)
+	require.Equal(t, "done", out.Label)
+	require.Equal(t, int32(1), r.rev.calls.Load(), "the verdict was kept, not reviewed again")
+	require.Equal(t, int32(1), r.chat.calls.Load())
+	v, err := r.store.Get(context.Background(), r.key())
+	require.NoError(t, err)
+	require.Equal(t, pipeline.StatusDone, v.Status)
 }

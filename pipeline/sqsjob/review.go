@@ -67,6 +67,7 @@ type ReviewHandler struct {
 	// wait paces a duplicate waiting for another worker's claim;
 	// renewWait the claim's renewals. Tests replace both.
 	wait, renewWait retry.SleepFunc
+	unsaved         unsavedVerdicts
 
 	mu     sync.Mutex
 	active map[pipeline.ReviewKey]struct{}
@@ -119,6 +120,9 @@ func (h *ReviewHandler) Handle(ctx context.Context, m Message) Outcome {
 		return Outcome{Action: Poison, Label: "poison", Reason: reason, Err: err}
 	}
 	out := h.review(ctx, m, ev, start)
+	if out.Action != Hold {
+		h.unsaved.take(m) // a kept verdict ends with its delivery's hold
+	}
 	attrs := []any{
 		"room_id", ev.RoomID, "window_start", ev.WindowStart.Format(time.RFC3339), "window_end", ev.WindowEnd.Format(time.RFC3339),
 		"run_id", ev.RunID, "message_id", m.ID, "attempt", m.ReceiveCount, "outcome", out.Label,
@@ -192,20 +196,29 @@ func (h *ReviewHandler) review(ctx context.Context, m Message, ev pipeline.Revie
 	}
 	h.m.admissions.WithLabelValues("admitted").Inc()
 
-	msgs, err := h.chat.History(ctx, ev.RoomID, ev.WindowStart, ev.WindowEnd)
-	if err != nil {
-		return h.fail(ctx, m, base, fmt.Errorf("review: chat history: %w", err))
+	// A job held because its verdict could not be saved (MySQL down)
+	// saves the verdict it already paid for when it runs again.
+	v, ok := h.unsaved.take(m)
+	if !ok {
+		msgs, err := h.chat.History(ctx, ev.RoomID, ev.WindowStart, ev.WindowEnd)
+		if err != nil {
+			return h.fail(ctx, m, base, fmt.Errorf("review: chat history: %w", err))
+		}
+		v, err = h.runReviewer(ctx, ev, msgs, m.ReceiveCount)
+		if err != nil {
+			base.Stages = v.Stages
+			return h.fail(ctx, m, base, fmt.Errorf("review: %w", err))
+		}
+		v.Key, v.RunID, v.PublishedAt, v.StartedAt, v.Attempts = key, ev.RunID, ev.PublishedAt, start.UTC(), m.ReceiveCount
+		v.Status, v.Error = pipeline.StatusDone, ""
 	}
-	v, err := h.runReviewer(ctx, ev, msgs, m.ReceiveCount)
-	if err != nil {
-		base.Stages = v.Stages
-		return h.fail(ctx, m, base, fmt.Errorf("review: %w", err))
-	}
-	v.Key, v.RunID, v.PublishedAt, v.StartedAt, v.Attempts = key, ev.RunID, ev.PublishedAt, start.UTC(), m.ReceiveCount
-	v.Status, v.Error = pipeline.StatusDone, ""
 	v.FinishedAt = h.now().UTC()
 	if err := h.store.Save(ctx, v); err != nil {
-		return h.fail(ctx, m, base, fmt.Errorf("review: save verdict: %w", err))
+		out := h.fail(ctx, m, base, fmt.Errorf("review: save verdict: %w", err))
+		if out.Action == Hold {
+			h.unsaved.put(m, v)
+		}
+		return out
 	}
 	h.observeStages(v)
 	h.publish(v)
