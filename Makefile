@@ -127,6 +127,11 @@ bench: ## run the benchmarks of every workspace module (no tests)
 BENCH_VERDICTS ?= 1000000
 BENCH_MYSQL_DSN ?= root@tcp(127.0.0.1:3306)/
 
+.PHONY: bench-fleet
+bench-fleet: ## 4 worker-like processes x 256 calls against a 64-sequence vLLM stand-in and a 600 req/min managed API: static vs adaptive + Redis-shared limits (needs Redis; not part of make test)
+	cd deploy/local && $(GO) build -o ../../bin/fleetbench ./cmd/fleetbench
+	./bin/fleetbench $(FLEETBENCH_FLAGS)
+
 .PHONY: eval-sample
 eval-sample: ## regenerate the sample `worker eval` report in docs/eval/sample against three llmsim profiles (simulators; a few minutes)
 	@$(GO) build -o bin/worker ./cmd/worker

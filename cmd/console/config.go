@@ -23,6 +23,9 @@ import (
 // Config is every setting of the console; each is a flag and a CHATGUARD_
 // environment variable (see --help).
 type Config struct {
+	// Fleet: the workers' fleet-wide primary leases (capacity.go).
+	Fleet FleetConfig
+
 	ListenAddr string
 	AdminAddr  string
 	PublicURL  string
@@ -75,6 +78,7 @@ type Config struct {
 func DefaultConfig() Config {
 	lv := redislive.DefaultConfig()
 	return Config{
+		Fleet:               defaultFleet(),
 		ListenAddr:          ":8080",
 		AdminAddr:           ":9091",
 		MySQLMaxOpenConns:   16,
@@ -114,6 +118,7 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.StringVar(&c.StopChannel, "stop-channel", "Redis pub/sub channel of stop signals")
 	fs.StringVar(&c.StopKeyPrefix, "stop-key-prefix", "prefix of the Redis keys that keep live stop signals")
 	fs.StringVar(&c.LiveKeyPrefix, "live-key-prefix", "prefix of the Redis Streams keeping on-demand reviews' events")
+	c.Fleet.flags(fs)
 	fs.Int64Var(&c.LiveMaxLen, "live-max-len", "events kept per on-demand review (approximate MAXLEN)")
 	fs.DurationVar(&c.LiveTTL, "live-ttl", "how long an on-demand review's events are kept for resume after its last event")
 	fs.StringVar(&c.PrimaryBaseURL, "primary-base-url", "primary (vLLM) OpenAI-compatible base URL, ending in /v1")
@@ -191,7 +196,7 @@ func (c Config) Validate() error {
 	if c.MySQLMaxOpenConns < 1 {
 		errs = append(errs, errors.New("--mysql-max-open-conns must be positive"))
 	}
-	errs = append(errs, c.RedisOptions.Validate(), c.hub().Validate(), c.liveLog().Validate(), c.redisStop().Validate())
+	errs = append(errs, c.RedisOptions.Validate(), c.hub().Validate(), c.liveLog().Validate(), c.redisStop().Validate(), c.Fleet.validate())
 	return errors.Join(errs...)
 }
 

@@ -131,10 +131,11 @@ func (m *Main) Run(ctx context.Context) error {
 
 	reviewer := m.Reviewer
 	if reviewer == nil {
-		router, err := llm.New(cfg.router(), reg)
+		router, err := llm.New(cfg.Fleet.withFleet(cfg.router(), rdb), reg)
 		if err != nil {
 			return fmt.Errorf("console: router: %w", err)
 		}
+		defer runRouter(router)()
 		// The interactive class: refused at once when the pools are full,
 		// never queued behind batch work.
 		reviewer, err = review.New(review.Config{Class: llm.ClassInteractive}, router, events, reg)

@@ -85,6 +85,8 @@ type Config struct {
 	LogLevel          string
 
 	FaultConfig
+	// Capacity: interactive reserve, adaptive and fleet-wide limits (capacity.go).
+	Capacity CapacityConfig
 }
 
 // DefaultConfig returns the defaults shown by --help.
@@ -122,6 +124,7 @@ func DefaultConfig() Config {
 		AdminAddr:           ":9090",
 		LogLevel:            "info",
 		FaultConfig:         defaultFaultConfig(),
+		Capacity:            defaultCapacity(),
 	}
 }
 
@@ -168,6 +171,7 @@ func (c *Config) flags() *cli.FlagSet {
 	c.privacyOptions.flags(fs)
 	c.stopFlags(fs)
 	c.faultFlags(fs)
+	c.Capacity.flags(fs)
 	fs.StringVar(&c.AdminAddr, "admin-addr", "listen address of /healthz, /readyz and /metrics (cluster-internal; no operator API, no pprof)")
 	c.operatorFlags(fs)
 	fs.StringVar(&c.LogLevel, "log-level", "debug|info|warn|error")
@@ -213,6 +217,7 @@ func (c Config) Validate() error {
 	if c.AttemptTimeout <= 0 || c.AttemptTimeout >= c.JobTimeout {
 		errs = append(errs, fmt.Errorf("--attempt-timeout %s must be positive and below --job-timeout %s", c.AttemptTimeout, c.JobTimeout))
 	}
+	errs = append(errs, c.validateCapacity())
 	for _, pr := range []struct{ flag, v string }{{"primary-price", c.PrimaryPrice}, {"fallback-price", c.FallbackPrice}} {
 		if _, err := llm.ParsePrice(pr.v); err != nil {
 			errs = append(errs, fmt.Errorf("--%s: %w", pr.flag, err))
@@ -265,6 +270,7 @@ func (c Config) loop() sqsjob.Config {
 	l.RetryBase, l.RetryMax = c.RetryBase, c.RetryMax
 	l.MaxReceiveCount = c.MaxReceiveCount
 	l.MaxHold = c.MaxHold
+	l.Prefetch = c.Capacity.Prefetch
 	return l
 }
 

@@ -62,6 +62,7 @@ func (r *Router) attempt(ctx context.Context, l lease, req *Request, msgs []Mess
 	actx, cancel := context.WithTimeout(context.WithValue(ctx, metaKey{}, meta), p.cfg.AttemptTimeout)
 	defer cancel()
 	start := r.now()
+	inFlight := p.gate.used()
 	pseudo := p.cfg.Pseudonymize && req.Pseudonyms != nil
 	if pseudo {
 		msgs = pseudonymize(req.Pseudonyms, msgs)
@@ -71,6 +72,9 @@ func (r *Router) attempt(ctx context.Context, l lease, req *Request, msgs []Mess
 		content = req.Pseudonyms.RestoreJSON(content)
 	}
 	a.Latency = r.now().Sub(start)
+	if p.adaptive != nil {
+		p.adaptive.observe(r.now(), a.TTFT, inFlight)
+	}
 	a.Content = content
 
 	neutral, failed := false, false

@@ -60,6 +60,9 @@ type PoolConfig struct {
 	MaxCooldown time.Duration
 	// Transport replaces the tuned HTTP transport (tests, benchmarks).
 	Transport http.RoundTripper
+	// Adaptive makes the concurrency limit follow the pool's latency
+	// (adaptive.go); off, it is MaxConcurrency.
+	Adaptive AdaptiveConfig
 	// Price is what this pool's calls cost (price.go); zero is free.
 	Price Price
 }
@@ -106,6 +109,9 @@ func (p PoolConfig) WithDefaults() PoolConfig {
 	if p.MaxCooldown == 0 {
 		p.MaxCooldown = DefaultMaxCooldown
 	}
+	if p.Adaptive.Enabled {
+		p.Adaptive = p.Adaptive.withDefaults(p.MaxConcurrency)
+	}
 	return p
 }
 
@@ -144,6 +150,9 @@ func (p PoolConfig) validate() error {
 	if p.DefaultCooldown <= 0 || p.MaxCooldown < p.DefaultCooldown {
 		bad("cooldown default %s / max %s: want 0 < default <= max", p.DefaultCooldown, p.MaxCooldown)
 	}
+	if err := p.Adaptive.validate(p.MaxConcurrency); err != nil {
+		bad("%v", err)
+	}
 	if err := p.Price.Validate(); err != nil {
 		bad("%w", err)
 	}
@@ -164,6 +173,9 @@ type Config struct {
 	// Now replaces time.Now for cooldowns, breaker windows and latencies;
 	// nil means time.Now. Tests move it forward instead of sleeping.
 	Now func() time.Time
+	// Fleet shares the pools' limits across replicas (fleet.go); its zero
+	// value shares nothing.
+	Fleet FleetConfig
 	// Sleep replaces retry.Sleep for the backoff between attempts; nil
 	// means retry.Sleep. It must return promptly with ctx's cause when
 	// ctx ends.
@@ -201,6 +213,9 @@ func (c Config) WithDefaults() Config {
 	if c.Sleep == nil {
 		c.Sleep = retry.Sleep
 	}
+	if c.Fleet.enabled() {
+		c.Fleet = c.Fleet.withDefaults()
+	}
 	return c
 }
 
@@ -209,6 +224,9 @@ func (c Config) Validate() error {
 	errs := []error{c.Primary.validate()}
 	if c.Fallback.Enabled() {
 		errs = append(errs, c.Fallback.validate())
+	}
+	if c.Fleet.enabled() {
+		errs = append(errs, c.Fleet.validate())
 	}
 	if c.MaxAttempts < 1 || c.MaxAttempts > 20 {
 		errs = append(errs, fmt.Errorf("llm: max attempts %d is outside 1..20", c.MaxAttempts))

@@ -16,6 +16,8 @@ type metrics struct {
 	latency   *prometheus.HistogramVec
 	tokens    *prometheus.CounterVec
 	fallbacks *prometheus.CounterVec
+	// scrapeErrors counts failed scrapes of a pool's /metrics (adaptive.go).
+	scrapeErrors *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, r *Router) (*metrics, error) {
@@ -48,10 +50,14 @@ func newMetrics(reg prometheus.Registerer, r *Router) (*metrics, error) {
 			Help: "Attempts sent to the fallback pool by why the primary was passed over (cooldown, breaker_open, gate_full, last_attempt).",
 		}, []string{"stage", "reason"}),
 	}
+	m.scrapeErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "chatguard_llm_scrape_errors_total", Help: "Failed scrapes of a pool's /metrics for its adaptive limit.",
+	}, []string{"pool"})
 	if reg == nil {
 		return m, nil
 	}
-	cs := []prometheus.Collector{m.requests, m.attempts, m.ttft, m.latency, m.tokens, m.fallbacks}
+	cs := []prometheus.Collector{m.requests, m.attempts, m.ttft, m.latency, m.tokens, m.fallbacks, m.scrapeErrors}
+	cs = append(cs, capacityCollectors(r)...)
 	for _, p := range r.pools() {
 		labels := prometheus.Labels{"pool": string(p.cfg.Name)}
 		cs = append(cs,

@@ -44,7 +44,8 @@ func (g *gate) tryAcquire(c Class) bool {
 	defer g.mu.Unlock()
 	limit := g.max
 	if c == ClassBatch {
-		limit -= g.reserved
+		// An adaptive limit may fall to the reserve: batch keeps one slot.
+		limit -= min(g.reserved, g.max-1)
 	}
 	if g.inUse < limit {
 		g.inUse++
@@ -232,6 +233,13 @@ type pool struct {
 	gate     *gate
 	breaker  *breaker
 	cooldown cooldown
+	// adaptive moves gate's limit when AdaptiveConfig is enabled (nil
+	// otherwise); waiting is the pool's last scraped waiting queue.
+	adaptive *adaptiveLimit
+	waiting  atomic.Int64
+	// leases bounds the pool's calls fleet-wide (the primary's, when
+	// FleetConfig sets a limit); nil otherwise.
+	leases *fleet
 }
 
 func newPool(cfg PoolConfig) *pool {
@@ -252,12 +260,16 @@ func newPool(cfg PoolConfig) *pool {
 	// No client timeout: it would cut long streams. Each attempt has its
 	// own context deadline instead.
 	oc.HTTPClient = &headerCapture{c: &http.Client{Transport: rt}}
-	return &pool{
+	p := &pool{
 		cfg:     cfg,
 		client:  openai.NewClientWithConfig(oc),
 		gate:    newGate(cfg.MaxConcurrency, cfg.ReservedInteractive),
 		breaker: &breaker{threshold: cfg.BreakerFailures, openFor: cfg.BreakerOpenFor, probes: cfg.HalfOpenProbes},
 	}
+	if cfg.Adaptive.Enabled {
+		p.adaptive = newAdaptiveLimit(cfg.Adaptive, p.gate.setMax)
+	}
+	return p
 }
 
 // unavailable says why the pool cannot take a call now ("" when it can) and

@@ -142,6 +142,7 @@ type Router struct {
 	sleep    retry.SleepFunc
 	backoff  retry.Policy
 	tok      tokenizer // the primary's tokenizer, see CountTokens
+	fleet    *fleet    // limits shared across replicas (fleet.go); nil when off
 }
 
 // New builds a router from cfg (defaults applied, then validated) and
@@ -159,6 +160,7 @@ func New(cfg Config, reg prometheus.Registerer) (*Router, error) {
 	if cfg.Fallback.Enabled() {
 		r.fallback = newPool(cfg.Fallback)
 	}
+	r.attachFleet()
 	m, err := newMetrics(reg, r)
 	if err != nil {
 		return nil, err
@@ -241,6 +243,15 @@ func (r *Router) Complete(ctx context.Context, req Request) (Response, error) {
 				return resp, pipeline.Retryable(fmt.Errorf("llm: %s: %w", st, errors.Join(err, lastErr)), r.primaryWait())
 			}
 		}
+		if !r.fleetAdmit(ctx, l, &req, msgs) {
+			// The fleet's fallback budget is spent: choose again.
+			l.abandon(r.now())
+			if ctx.Err() != nil {
+				finish("none", OutcomeCanceled)
+				return resp, fmt.Errorf("llm: %s: %w", st, context.Cause(ctx))
+			}
+			continue
+		}
 		p := l.p
 		if p == r.fallback && reason != "" {
 			r.m.fallbacks.WithLabelValues(st, reason).Inc()
@@ -308,11 +319,15 @@ var errNoPool = errors.New("no pool can take the call before the deadline")
 type lease struct {
 	p     *pool
 	probe bool
+	fl    fleetLease // the fleet-wide primary lease, when the fleet bounds it
 }
 
 // release gives the gate slot back after a call; the call itself reported
 // to the breaker (and freed a probe slot) through breaker.done.
-func (l lease) release() { l.p.gate.release() }
+func (l lease) release() {
+	l.fl.release()
+	l.p.gate.release()
+}
 
 // abandon gives back a lease that made no call: the gate slot and, when it
 // took one, the half-open probe slot. Leaking that probe slot would leave
@@ -322,6 +337,7 @@ func (l lease) abandon(now time.Time) {
 	if l.probe {
 		l.p.breaker.done(now, true, false, true)
 	}
+	l.fl.release()
 	l.p.gate.release()
 }
 
@@ -335,12 +351,18 @@ func (p *pool) take(ctx context.Context, class Class, wait time.Duration, now fu
 		p.gate.release()
 		return lease{}, false
 	}
-	ok, probe := p.breaker.allow(now(), true)
+	fl, ok := p.takeFleetLease(ctx, class, wait)
 	if !ok {
 		p.gate.release()
 		return lease{}, false
 	}
-	return lease{p: p, probe: probe}, true
+	ok, probe := p.breaker.allow(now(), true)
+	if !ok {
+		fl.release()
+		p.gate.release()
+		return lease{}, false
+	}
+	return lease{p: p, probe: probe, fl: fl}, true
 }
 
 // acquire picks a pool and takes a slot on its gate. The primary is passed

@@ -137,6 +137,10 @@ type Config struct {
 	// one and at most eight. One poller caps throughput at ten messages per
 	// round trip, and SQS often returns fewer than asked.
 	Pollers int
+	// Prefetch is how many messages may be received ahead of free slots
+	// and held until one frees (prefetch.go); 0 receives only for free
+	// slots, so each slot idles a receive round trip between jobs.
+	Prefetch int
 	// WaitTime is the long-poll wait (SQS allows at most 20 s).
 	WaitTime time.Duration
 	// VisibilityTimeout is asked for on receive and renewed by heartbeats.
@@ -184,6 +188,9 @@ func (c Config) Validate() error {
 	if c.Pollers < 0 || c.Pollers > 64 {
 		errs = append(errs, fmt.Errorf("pollers %d must be in 0..64", c.Pollers))
 	}
+	if c.Prefetch < 0 || c.Prefetch > c.Concurrency {
+		errs = append(errs, fmt.Errorf("prefetch %d must be in 0..concurrency", c.Prefetch))
+	}
 	if c.WaitTime < 0 || c.WaitTime > 20*time.Second {
 		errs = append(errs, fmt.Errorf("wait time %s must be in 0..20s", c.WaitTime))
 	}
@@ -226,6 +233,7 @@ type Loop struct {
 	m    *Metrics
 	log  *slog.Logger
 	sem  *semaphore.Weighted
+	run  *semaphore.Weighted // job slots when Prefetch > 0 (sem then also counts held messages)
 	jobs sync.WaitGroup
 	hb   *heartbeat
 
@@ -256,10 +264,13 @@ func New(cfg Config, q pipeline.Inbox, dlq pipeline.Sender, h Handler, m *Metric
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	l := &Loop{cfg: cfg, q: q, dlq: dlq, h: h, m: m, log: log, sem: semaphore.NewWeighted(int64(cfg.Concurrency)),
+	l := &Loop{cfg: cfg, q: q, dlq: dlq, h: h, m: m, log: log, sem: semaphore.NewWeighted(int64(cfg.Concurrency + cfg.Prefetch)),
 		now: time.Now, sleep: retry.Sleep,
 		ticker: func(d time.Duration) (<-chan time.Time, func()) { t := time.NewTicker(d); return t.C, t.Stop },
 		timer:  func(d time.Duration) (<-chan time.Time, func() bool) { t := time.NewTimer(d); return t.C, t.Stop },
+	}
+	if cfg.Prefetch > 0 {
+		l.run = semaphore.NewWeighted(int64(cfg.Concurrency))
 	}
 	l.hb = newHeartbeat(l)
 	return l, nil
@@ -365,7 +376,11 @@ func (l *Loop) poll(stop, callCtx, jobBase context.Context) {
 			continue
 		}
 		failures = 0
-		for _, sm := range msgs {
+		for i, sm := range msgs {
+			if !l.waitJobSlot(stop) {
+				l.handBack(msgs[i:])
+				break
+			}
 			l.start(stop, jobBase, sm)
 		}
 	}
@@ -452,10 +467,11 @@ func (l *Loop) start(stop, jobBase context.Context, pm pipeline.Message) {
 	go func() {
 		defer l.jobs.Done()
 		defer l.sem.Release(1)
+		defer l.releaseJobSlot()
 		defer l.m.inflight.Dec()
 		defer lose(nil)
 		start := l.now()
-		out := l.run(stop, leaseCtx, m)
+		out := l.runHeld(stop, leaseCtx, m)
 		drained := errors.Is(context.Cause(leaseCtx), ErrDraining)
 		if drained && out.Action == Retry {
 			out.Action, out.Label = Release, "released"
@@ -478,12 +494,12 @@ func (l *Loop) start(stop, jobBase context.Context, pm pipeline.Message) {
 	}()
 }
 
-// run runs the job, each attempt under its own job timeout, holding it
+// runHeld runs the job, each attempt under its own job timeout, holding it
 // while a dependency it needs is down: the message stays invisible (the
 // heartbeat extends it) and its receive count unspent, and the job runs
 // again once the dependency may be probed. A hold ends as a Retry past
 // MaxHold, and as a Release when shutdown begins.
-func (l *Loop) run(stop, leaseCtx context.Context, m Message) Outcome {
+func (l *Loop) runHeld(stop, leaseCtx context.Context, m Message) Outcome {
 	var heldSince time.Time
 	for {
 		ctx, cancel := context.WithTimeoutCause(leaseCtx, l.cfg.JobTimeout, ErrJobTimeout)

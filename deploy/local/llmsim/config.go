@@ -93,6 +93,21 @@ type Config struct {
 	// MaxModelLen is the context length in tokens: a request whose prompt
 	// and max_tokens exceed it gets vLLM's 400. 0 means no limit.
 	MaxModelLen int
+	// PrefillPerToken is the prefill time per uncached prompt token, added
+	// to TTFT after admission (serving.go).
+	PrefillPerToken time.Duration
+	// BatchSlowdown makes the inter-token latency grow with the running
+	// batch: ITL·(1+BatchSlowdown) at MaxRunning sequences. 0 keeps it flat.
+	BatchSlowdown float64
+	// KVCacheTokens is the KV cache's size in tokens for
+	// vllm:kv_cache_usage_perc; 0 means MaxRunning·2048.
+	KVCacheTokens int
+	// RPM and TPM are a managed API's requests and tokens per minute; a
+	// request over either gets 429 with Retry-After. 0 means no limit.
+	RPM, TPM int
+	// RateWindow is the burst the RPM and TPM buckets allow, as the time
+	// that earns it; 0 means a minute.
+	RateWindow time.Duration
 	// Gullible makes the simulated model follow instructions typed into a
 	// chat, as real models too often do, unless the text is datamarked
 	// (see gullible.go). Off, the rules read the chat only as data.
@@ -177,6 +192,9 @@ func (c Config) Validate() error {
 	if c.MaxModelLen < 0 {
 		bad("max_model_len %d is negative", c.MaxModelLen)
 	}
+	if c.PrefillPerToken < 0 || c.BatchSlowdown < 0 || c.KVCacheTokens < 0 || c.RPM < 0 || c.TPM < 0 || c.RateWindow < 0 {
+		bad("prefill_per_token, batch_slowdown, kv_cache_tokens, rpm, tpm and rate_window must not be negative")
+	}
 	sum := 0.0
 	c.Faults.each(func(f Fault, r float64) {
 		if r < 0 || r > 1 {
@@ -217,6 +235,12 @@ type configJSON struct {
 	MaxModelLen     int        `json:"max_model_len"`
 	PrefixCache     int        `json:"prefix_cache_blocks"`
 	Gullible        bool       `json:"gullible"`
+	PrefillPerToken duration   `json:"prefill_per_token"`
+	BatchSlowdown   float64    `json:"batch_slowdown"`
+	KVCacheTokens   int        `json:"kv_cache_tokens"`
+	RPM             int        `json:"rpm"`
+	TPM             int        `json:"tpm"`
+	RateWindow      duration   `json:"rate_window"`
 }
 
 func toJSON(c Config) configJSON {
@@ -226,6 +250,8 @@ func toJSON(c Config) configJSON {
 		MaxRunning: c.MaxRunning, MaxWaiting: c.MaxWaiting, QueueFullStatus: c.QueueFullStatus,
 		Faults: c.Faults, RetryAfter: duration(c.RetryAfter), MaxHang: duration(c.MaxHang), CacheSize: c.CacheSize,
 		MaxModelLen: c.MaxModelLen, Gullible: c.Gullible, PrefixCache: c.PrefixCacheBlocks,
+		PrefillPerToken: duration(c.PrefillPerToken), BatchSlowdown: c.BatchSlowdown, KVCacheTokens: c.KVCacheTokens,
+		RPM: c.RPM, TPM: c.TPM, RateWindow: duration(c.RateWindow),
 	}
 }
 
@@ -236,6 +262,8 @@ func (j configJSON) config() Config {
 		MaxRunning: j.MaxRunning, MaxWaiting: j.MaxWaiting, QueueFullStatus: j.QueueFullStatus,
 		Faults: j.Faults, RetryAfter: time.Duration(j.RetryAfter), MaxHang: time.Duration(j.MaxHang), CacheSize: j.CacheSize,
 		MaxModelLen: j.MaxModelLen, Gullible: j.Gullible, PrefixCacheBlocks: j.PrefixCache,
+		PrefillPerToken: time.Duration(j.PrefillPerToken), BatchSlowdown: j.BatchSlowdown, KVCacheTokens: j.KVCacheTokens,
+		RPM: j.RPM, TPM: j.TPM, RateWindow: time.Duration(j.RateWindow),
 	}
 }
 

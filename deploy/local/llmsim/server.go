@@ -39,6 +39,7 @@ type Server struct {
 	cache   *answerCache
 	prefix  *prefixCache
 	metrics *metrics
+	serving serving // load-dependent latency and rate limits (serving.go)
 	stats   statCounters
 	seed    maphash.Seed
 	seq     atomic.Uint64
@@ -65,6 +66,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.cfg.Store(&cfg)
 	s.metrics = newMetrics(cfg.Models[0], s.sched)
+	s.serving.init(s, cfg.Models[0])
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	mux.HandleFunc("GET /v1/models", s.handleModels)
@@ -222,6 +224,9 @@ type call struct {
 	fault   Fault
 	ttft    time.Duration
 	itl     time.Duration
+	// promptTokens is the prompt's size, cachedTokens the part of it the
+	// prefix cache holds (uncachedPromptTokens in serving.go).
+	promptTokens, cachedTokens int
 }
 
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
@@ -250,6 +255,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.injectEarlyFault(w, r, &c) {
+		return
+	}
+	c.promptTokens = promptTokens(&c.req)
+	if s.refuseOverRate(w, &c) {
 		return
 	}
 	ctx := r.Context()
@@ -374,7 +383,9 @@ func (s *Server) injectEarlyFault(w http.ResponseWriter, r *http.Request, c *cal
 // generate produces the answer with the configured timing.
 func (s *Server) generate(ctx context.Context, w http.ResponseWriter, c *call) {
 	promptTokens, cachedTokens := s.promptTokens(c)
+	c.promptTokens, c.cachedTokens = promptTokens, cachedTokens
 	s.metrics.promptTokens.Add(float64(promptTokens))
+	c.ttft += s.prefillTime(c)
 
 	content := s.answer(c)
 	if c.cfg.Gullible {
@@ -403,6 +414,7 @@ func (s *Server) generate(ctx context.Context, w http.ResponseWriter, c *call) {
 	if c.cfg.PrefixCacheBlocks > 0 {
 		u.PromptTokensDetails = &promptTokensDetails{CachedTokens: cachedTokens}
 	}
+	defer s.holdKV(u.TotalTokens)()
 
 	// The outcome is counted just before the answer's last bytes go out,
 	// as every other outcome is counted before its answer: a client that
@@ -489,7 +501,7 @@ func (s *Server) complete(ctx context.Context, w http.ResponseWriter, c *call, c
 	ttft := jittered(c.ttft, c.cfg.Jitter)
 	wait := ttft
 	if u.CompletionTokens > 1 {
-		wait += jittered(c.itl*time.Duration(u.CompletionTokens-1), c.cfg.Jitter)
+		wait += jittered(s.tokenLatency(c)*time.Duration(u.CompletionTokens-1), c.cfg.Jitter)
 	}
 	t := time.NewTimer(time.Hour)
 	t.Stop()
@@ -497,6 +509,7 @@ func (s *Server) complete(ctx context.Context, w http.ResponseWriter, c *call, c
 		return false
 	}
 	s.metrics.ttft.Observe((time.Since(c.arrived) - (wait - ttft)).Seconds())
+	s.observeTPOT(wait-ttft, u.CompletionTokens-1)
 	if c.fault == FaultDrop {
 		s.count(EndpointChat, c.model, c.stage, OutcomeDrop)
 		panic(http.ErrAbortHandler)
@@ -540,8 +553,12 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, c *call, con
 	sent := 0
 	for off, first := 0, true; first || off < len(content); first = false {
 		end, n := advanceTokens(content, off, perChunk)
-		if !first && !s.sleep(ctx, t, jittered(c.itl*time.Duration(n), c.cfg.Jitter)) {
-			return false
+		if !first {
+			d := jittered(s.tokenLatency(c)*time.Duration(n), c.cfg.Jitter)
+			if !s.sleep(ctx, t, d) {
+				return false
+			}
+			s.observeTPOT(d, n)
 		}
 		buf = appendChunk(buf[:0], id, c.model, created, first, content[off:end], "")
 		if !send(buf) {

@@ -1,0 +1,565 @@
+package llm
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/capacity"
+)
+
+// FleetConfig shares the pools' limits across every replica of the
+// worker: the primary's calls in flight through a lease semaphore, the
+// fallback's requests and tokens per minute through GCRA budgets. When the
+// store fails, each pod falls back to its static share (the limits divided
+// by Replicas) in process until the store answers again.
+type FleetConfig struct {
+	// Leases, when set with PrimaryLimit, bounds the primary's calls in
+	// flight fleet-wide.
+	Leases pipeline.LeaseSemaphore
+	// Budget, when set with FallbackRPM or FallbackTPM, bounds the
+	// fallback's requests and tokens per minute fleet-wide.
+	Budget pipeline.RateBudget
+	// Name names the shared semaphore and budgets: every pod calling the
+	// same pools must use the same name. Empty means "chatguard".
+	Name string
+	// PrimaryLimit is L, the primary's calls in flight fleet-wide; 0 means
+	// no fleet-wide limit.
+	PrimaryLimit int
+	// PrimaryReserved is R: batch calls may hold L − R leases, interactive
+	// calls L, so R leases are kept for moderators across the fleet.
+	PrimaryReserved int
+	// LeaseTTL is how long a lease outlives a pod that stops renewing it;
+	// Run renews held leases every third of it. 0 means DefaultLeaseTTL.
+	LeaseTTL time.Duration
+	// LeaseWait bounds a batch caller's wait for a lease when the router
+	// gives it no gate wait of its own (no fallback); it then asks again.
+	// 0 means DefaultLeaseWait.
+	LeaseWait time.Duration
+	// FallbackRPM and FallbackTPM are the managed API's per-minute limits
+	// for the whole fleet; 0 leaves one unlimited.
+	FallbackRPM, FallbackTPM int
+	// BudgetBurst is the burst the budgets allow, as the time that earns
+	// it. 0 means DefaultBudgetBurst.
+	BudgetBurst time.Duration
+	// Replicas is how many pods share the limits when the store is down:
+	// each then takes limit/Replicas (at least 1). 0 means 1.
+	Replicas int
+	// Timeout bounds one store call. 0 means DefaultFleetTimeout.
+	Timeout time.Duration
+	// Retry is how long a pod stays on its static share after a store
+	// error before it asks the store again. 0 means DefaultFleetRetry.
+	Retry time.Duration
+}
+
+// The fleet defaults.
+const (
+	DefaultLeaseTTL     = 15 * time.Second
+	DefaultLeaseWait    = time.Second
+	DefaultBudgetBurst  = time.Second
+	DefaultFleetTimeout = 100 * time.Millisecond
+	DefaultFleetRetry   = time.Second
+)
+
+// failuresToDegrade consecutive store errors put a pod on its static
+// share: one slow answer on a busy node is not an outage, and switching
+// back and forth spends both the shared and the local budget.
+const failuresToDegrade = 3
+
+// leasePoll is how often a batch caller asks the store again for a lease
+// while the fleet is full: a lease freed elsewhere is idle about half this.
+const leasePoll = 2 * time.Millisecond
+
+func (f FleetConfig) enabled() bool {
+	return (f.Leases != nil && f.PrimaryLimit > 0) || (f.Budget != nil && (f.FallbackRPM > 0 || f.FallbackTPM > 0))
+}
+
+func (f FleetConfig) withDefaults() FleetConfig {
+	if f.Name == "" {
+		f.Name = "chatguard"
+	}
+	if f.LeaseTTL == 0 {
+		f.LeaseTTL = DefaultLeaseTTL
+	}
+	if f.LeaseWait == 0 {
+		f.LeaseWait = DefaultLeaseWait
+	}
+	if f.BudgetBurst == 0 {
+		f.BudgetBurst = DefaultBudgetBurst
+	}
+	if f.Replicas == 0 {
+		f.Replicas = 1
+	}
+	if f.Timeout == 0 {
+		f.Timeout = DefaultFleetTimeout
+	}
+	if f.Retry == 0 {
+		f.Retry = DefaultFleetRetry
+	}
+	return f
+}
+
+func (f FleetConfig) validate() error {
+	var errs []error
+	if f.PrimaryLimit < 0 || f.PrimaryReserved < 0 || (f.PrimaryLimit > 0 && f.PrimaryReserved >= f.PrimaryLimit) {
+		errs = append(errs, fmt.Errorf("llm: fleet primary limit %d / reserved %d: want 0 <= reserved < limit", f.PrimaryLimit, f.PrimaryReserved))
+	}
+	if f.FallbackRPM < 0 || f.FallbackTPM < 0 {
+		errs = append(errs, errors.New("llm: fleet fallback rpm and tpm must not be negative"))
+	}
+	if f.LeaseTTL < 10*time.Millisecond || f.LeaseWait < 0 || f.BudgetBurst <= 0 || f.Replicas < 1 || f.Timeout <= 0 || f.Retry <= 0 {
+		errs = append(errs, errors.New("llm: fleet lease ttl (>= 10ms), lease wait, budget burst, replicas, timeout and retry must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// fleet is the router's side of the shared limits.
+type fleet struct {
+	cfg   FleetConfig
+	local *capacity.Local // the static shares while the store is down
+	pod   string          // this process's lease id prefix
+	seq   atomic.Uint64
+
+	// storeDownUntil is when to ask the store again (unix ns; 0: up).
+	storeDownUntil atomic.Int64
+	failRun        atomic.Int32    // consecutive store errors
+	poll           chan struct{}   // one batch caller per process polls a full fleet
+	handoff        chan fleetLease // a finished batch call's lease, to a waiting one
+	budgetTurn     chan struct{}   // one fallback call per process asks the budget at a time
+
+	mu   sync.Mutex
+	held map[string]bool // lease id -> taken from the local share
+
+	fleetHeld       atomic.Int64 // leases held fleet-wide at the last answer
+	remainRequests  atomic.Int64
+	remainTokens    atomic.Int64
+	storeSeconds    *prometheus.HistogramVec
+	budgetDenied    *prometheus.CounterVec
+	storeErrors     prometheus.Counter
+	leaseLost       prometheus.Counter
+	leaseNamePrefix string
+}
+
+func newFleet(cfg FleetConfig) *fleet {
+	var b [6]byte
+	_, _ = crand.Read(b[:])
+	f := &fleet{
+		cfg: cfg, local: capacity.NewLocal(), pod: hex.EncodeToString(b[:]),
+		poll: make(chan struct{}, 1), handoff: make(chan fleetLease), budgetTurn: make(chan struct{}, 1), held: make(map[string]bool),
+		storeSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "chatguard_llm_fleet_store_seconds",
+			Help:    "Duration of one call to the fleet-limit store (Redis) by operation (acquire, release, renew, take).",
+			Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1},
+		}, []string{"op"}),
+		budgetDenied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chatguard_llm_fleet_budget_denied_total", Help: "Fallback calls held back because the fleet's per-minute budget was spent, by unit (requests, tokens).",
+		}, []string{"unit"}),
+		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chatguard_llm_fleet_store_errors_total", Help: "Failed calls to the fleet-limit store; each puts this pod on its static share for a while.",
+		}),
+		leaseLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chatguard_llm_fleet_leases_lost_total", Help: "Primary leases that expired before this pod renewed them.",
+		}),
+		leaseNamePrefix: cfg.Name + ":primary",
+	}
+	f.remainRequests.Store(-1)
+	f.remainTokens.Store(-1)
+	return f
+}
+
+// attachFleet sets up the shared limits when configured.
+func (r *Router) attachFleet() {
+	if !r.cfg.Fleet.enabled() {
+		return
+	}
+	r.fleet = newFleet(r.cfg.Fleet)
+	if r.cfg.Fleet.Leases != nil && r.cfg.Fleet.PrimaryLimit > 0 {
+		r.primary.leases = r.fleet
+	}
+}
+
+// degraded reports whether the pod is on its static share now.
+func (f *fleet) degraded() bool { return time.Now().UnixNano() < f.storeDownUntil.Load() }
+
+// storeFailed counts a store error, unless the caller's own context ended
+// (that says nothing about the store), and after failuresToDegrade in a row
+// puts the pod on its static share for Retry.
+func (f *fleet) storeFailed(ctx context.Context) {
+	if ctx.Err() != nil {
+		return
+	}
+	f.storeErrors.Inc()
+	if f.failRun.Add(1) >= failuresToDegrade {
+		f.failRun.Store(0)
+		f.storeDownUntil.Store(time.Now().Add(f.cfg.Retry).UnixNano())
+	}
+}
+
+// storeOK ends a run of store errors.
+func (f *fleet) storeOK() { f.failRun.Store(0) }
+
+// share is a limit's static share per pod.
+func (f *fleet) share(limit int) int { return max(1, limit/f.cfg.Replicas) }
+
+// observe records one store call's duration.
+func (f *fleet) observe(op string, start time.Time) {
+	f.storeSeconds.WithLabelValues(op).Observe(time.Since(start).Seconds())
+}
+
+// fleetLease is a held primary lease; the zero value holds nothing.
+type fleetLease struct {
+	f     *fleet
+	id    string
+	local bool
+	batch bool // taken under the batch limit, so a batch call may inherit it
+	hops  int  // how many times it was handed on in process
+}
+
+// maxHandoffs bounds how often a lease passes from a finished call to a
+// waiting one in the same process before it goes back to the store: each
+// hand-off saves the store two calls and the lease an idle gap, but a pod
+// that kept its leases for ever would starve pods that KEDA adds.
+const maxHandoffs = 4
+
+// leaseLimit is the semaphore limit for class: L, or L − R for batch.
+func (f *fleet) leaseLimit(class Class, local bool) int {
+	l, r := f.cfg.PrimaryLimit, f.cfg.PrimaryReserved
+	if local {
+		l, r = f.share(l), r/f.cfg.Replicas
+	}
+	if class == ClassBatch {
+		return max(l-r, 1)
+	}
+	return l
+}
+
+// tryLease makes one acquire on the store, or on the static share while
+// the store is down.
+func (f *fleet) tryLease(ctx context.Context, class Class) (fleetLease, bool, error) {
+	id := f.pod + "-" + strconv.FormatUint(f.seq.Add(1), 36)
+	if !f.degraded() {
+		c, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
+		start := time.Now()
+		ok, held, err := f.cfg.Leases.Acquire(c, f.leaseNamePrefix, id, f.leaseLimit(class, false), f.cfg.LeaseTTL)
+		cancel()
+		f.observe("acquire", start)
+		if err == nil {
+			f.storeOK()
+			f.fleetHeld.Store(int64(held))
+			if ok {
+				f.hold(id, false)
+			}
+			return fleetLease{f: f, id: id, batch: class == ClassBatch}, ok, nil
+		}
+		if ctx.Err() != nil {
+			return fleetLease{}, false, ctx.Err()
+		}
+		f.storeFailed(ctx)
+		if !f.degraded() && class == ClassBatch {
+			return fleetLease{}, false, nil // a blip: a batch caller asks again
+		}
+	}
+	ok, _, err := f.local.Acquire(ctx, f.leaseNamePrefix, id, f.leaseLimit(class, true), f.cfg.LeaseTTL)
+	if ok {
+		f.hold(id, true)
+	}
+	return fleetLease{f: f, id: id, local: true, batch: class == ClassBatch}, ok, err
+}
+
+func (f *fleet) hold(id string, local bool) {
+	f.mu.Lock()
+	f.held[id] = local
+	f.mu.Unlock()
+}
+
+// acquireLease takes a primary lease. An interactive caller asks once; a
+// batch caller waits up to wait (LeaseWait when wait is 0), one caller per
+// process polling the store at a time so that a full fleet costs the store
+// one call per leasePoll per pod, not one per waiting job.
+func (f *fleet) acquireLease(ctx context.Context, class Class, wait time.Duration) (fleetLease, bool) {
+	l, ok, err := f.tryLease(ctx, class)
+	if ok || err != nil || class == ClassInteractive {
+		return l, ok
+	}
+	if wait <= 0 {
+		wait = f.cfg.LeaseWait
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case l := <-f.handoff:
+		return l, true
+	case f.poll <- struct{}{}:
+		defer func() { <-f.poll }()
+	case <-t.C:
+		return fleetLease{}, false
+	case <-ctx.Done():
+		return fleetLease{}, false
+	}
+	tick := time.NewTimer(0)
+	defer tick.Stop()
+	for {
+		select {
+		case l := <-f.handoff:
+			return l, true
+		case <-t.C:
+			return fleetLease{}, false
+		case <-ctx.Done():
+			return fleetLease{}, false
+		case <-tick.C:
+		}
+		if l, ok, err := f.tryLease(ctx, class); ok || err != nil {
+			return l, ok
+		}
+		tick.Reset(leasePoll/2 + rand.N(leasePoll))
+	}
+}
+
+// release gives the lease back, bounded by the store timeout even when the
+// call that held it was cancelled: a lease left behind costs the fleet a
+// slot for a whole TTL.
+func (l fleetLease) release() {
+	if l.f == nil {
+		return
+	}
+	f := l.f
+	if l.batch && l.hops < maxHandoffs {
+		next := l
+		next.hops++
+		select {
+		case f.handoff <- next:
+			return // still held, now by the waiting call
+		default:
+		}
+	}
+	f.mu.Lock()
+	delete(f.held, l.id)
+	f.mu.Unlock()
+	if l.local {
+		_ = f.local.Release(context.Background(), f.leaseNamePrefix, l.id)
+		return
+	}
+	// A release may take longer than an acquire: nobody waits on it but
+	// the caller's next job, and a lease left behind costs a whole TTL.
+	ctx, cancel := context.WithTimeout(context.Background(), 4*f.cfg.Timeout)
+	defer cancel()
+	start := time.Now()
+	if err := f.cfg.Leases.Release(ctx, f.leaseNamePrefix, l.id); err != nil {
+		// It expires within a TTL; a failed release alone does not put
+		// the pod on its static share (acquires decide that).
+		f.storeErrors.Inc()
+	}
+	f.observe("release", start)
+}
+
+// renewLoop renews this process's leases every third of their TTL until
+// ctx ends.
+func (f *fleet) renewLoop(ctx context.Context) {
+	t := time.NewTicker(f.cfg.LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		f.renew(ctx)
+	}
+}
+
+func (f *fleet) renew(ctx context.Context) {
+	var remote, local []string
+	f.mu.Lock()
+	for id, isLocal := range f.held {
+		if isLocal {
+			local = append(local, id)
+		} else {
+			remote = append(remote, id)
+		}
+	}
+	f.mu.Unlock()
+	if len(local) > 0 {
+		_, _ = f.local.Renew(ctx, f.leaseNamePrefix, local, f.cfg.LeaseTTL)
+	}
+	if len(remote) == 0 {
+		return
+	}
+	c, cancel := context.WithTimeout(ctx, max(f.cfg.Timeout, f.cfg.LeaseTTL/6))
+	defer cancel()
+	start := time.Now()
+	n, err := f.cfg.Leases.Renew(c, f.leaseNamePrefix, remote, f.cfg.LeaseTTL)
+	f.observe("renew", start)
+	if err != nil {
+		f.storeFailed(ctx)
+		return
+	}
+	// Leases released while the renewal ran also count as missing here;
+	// only a shortfall beyond the releases is a loss worth counting.
+	f.mu.Lock()
+	still := 0
+	for _, id := range remote {
+		if _, ok := f.held[id]; ok {
+			still++
+		}
+	}
+	f.mu.Unlock()
+	if lost := still - n; lost > 0 {
+		f.leaseLost.Add(float64(lost))
+	}
+}
+
+// leasesHeld is how many primary leases this process holds.
+func (f *fleet) leasesHeld() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.held)
+}
+
+// estimateTokens is a request's charge against a tokens-per-minute budget,
+// counted as managed APIs count it before the call: the prompt (a token per
+// three bytes, on the safe side for Hangul and English alike) and the
+// answer's max_tokens.
+func estimateTokens(req *Request, msgs []Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += 4 + len(m.Text)/3 + 85*len(m.ImageURLs)
+	}
+	return n + req.MaxTokens
+}
+
+// takeBudget charges one fallback call against the fleet's per-minute
+// budgets. It reports false with how long until the budget allows it.
+func (f *fleet) takeBudget(ctx context.Context, tokens int) (bool, time.Duration) {
+	type unit struct {
+		name   string
+		perMin int
+		n      int
+		remain *atomic.Int64
+	}
+	units := []unit{
+		{"requests", f.cfg.FallbackRPM, 1, &f.remainRequests},
+		{"tokens", f.cfg.FallbackTPM, tokens, &f.remainTokens},
+	}
+	for _, u := range units {
+		if u.perMin <= 0 {
+			continue
+		}
+		rate := pipeline.Rate{PerMinute: u.perMin, Burst: max(1, int(float64(u.perMin)*f.cfg.BudgetBurst.Seconds()/60))}
+		n := min(u.n, rate.Burst) // a request larger than the burst would never pass
+		name := f.cfg.Name + ":fallback:" + u.name
+		var res pipeline.RateResult
+		var err error
+		if !f.degraded() {
+			c, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
+			start := time.Now()
+			res, err = f.cfg.Budget.Take(c, name, rate, n)
+			cancel()
+			f.observe("take", start)
+			if err != nil {
+				f.storeFailed(ctx)
+				if !f.degraded() {
+					// A blip: hold the call back briefly rather than spend
+					// a local budget the store does not know about.
+					return false, 50 * time.Millisecond
+				}
+			} else {
+				f.storeOK()
+			}
+		}
+		if err != nil || f.degraded() {
+			if ctx.Err() != nil {
+				return false, 0
+			}
+			rate.PerMinute, rate.Burst = f.share(rate.PerMinute), f.share(rate.Burst)
+			res, _ = f.local.Take(ctx, name, rate, min(n, rate.Burst))
+		}
+		u.remain.Store(int64(res.Remaining))
+		if !res.Allowed {
+			f.budgetDenied.WithLabelValues(u.name).Inc()
+			return false, max(res.RetryAfter, time.Millisecond)
+		}
+	}
+	return true, 0
+}
+
+// fleetAdmit charges a fallback call against the fleet's budgets before it
+// is made. When the budget is spent it puts the fallback in cooldown until
+// the budget allows a call (every local caller then waits or goes
+// elsewhere, as after a 429) and reports false; the caller gives the lease
+// back and chooses again, without spending an attempt.
+func (r *Router) fleetAdmit(ctx context.Context, l lease, req *Request, msgs []Message) bool {
+	f := r.fleet
+	if f == nil || l.p != r.fallback || f.cfg.Budget == nil || (f.cfg.FallbackRPM <= 0 && f.cfg.FallbackTPM <= 0) {
+		return true
+	}
+	// One caller at a time: when the budget is spent, every caller of the
+	// process would otherwise ask the store again the moment the cooldown
+	// ends, and all but one be refused.
+	select {
+	case f.budgetTurn <- struct{}{}:
+		defer func() { <-f.budgetTurn }()
+	case <-ctx.Done():
+		return false
+	}
+	if l.p.cooldown.active(r.now()) {
+		return false // refused to another caller while this one waited its turn
+	}
+	ok, wait := f.takeBudget(ctx, estimateTokens(req, msgs))
+	if !ok {
+		l.p.cooldown.extend(r.now().Add(wait))
+	}
+	return ok
+}
+
+// takeFleetLease takes a primary lease for a call on p when the fleet
+// bounds p; every other pool and an unbounded primary get the zero lease.
+func (p *pool) takeFleetLease(ctx context.Context, class Class, wait time.Duration) (fleetLease, bool) {
+	if p.leases == nil {
+		return fleetLease{}, true
+	}
+	return p.leases.acquireLease(ctx, class, wait)
+}
+
+// collectors are the fleet's metrics.
+func (f *fleet) collectors() []prometheus.Collector {
+	prim := prometheus.Labels{"pool": string(pipeline.PoolPrimary)}
+	const remainHelp = "The fallback's fleet budget left at once at this pod's last take (-1: not taken yet)."
+	return []prometheus.Collector{
+		f.storeSeconds, f.budgetDenied, f.storeErrors, f.leaseLost,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "chatguard_llm_fleet_degraded", Help: "1 while the fleet-limit store is unreachable and this pod runs on its static share.",
+		}, func() float64 {
+			if f.degraded() {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "chatguard_llm_fleet_limit", Help: "The primary's calls in flight allowed fleet-wide (L).", ConstLabels: prim,
+		}, func() float64 { return float64(f.cfg.PrimaryLimit) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "chatguard_llm_fleet_leases_held", Help: "Primary leases held fleet-wide at this pod's last store answer.", ConstLabels: prim,
+		}, func() float64 { return float64(f.fleetHeld.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "chatguard_llm_fleet_leases_local", Help: "Primary leases held by this process.", ConstLabels: prim,
+		}, func() float64 { return float64(f.leasesHeld()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "chatguard_llm_fleet_budget_remaining", Help: remainHelp,
+			ConstLabels: prometheus.Labels{"pool": string(pipeline.PoolFallback), "unit": "requests"},
+		}, func() float64 { return float64(f.remainRequests.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "chatguard_llm_fleet_budget_remaining", Help: remainHelp,
+			ConstLabels: prometheus.Labels{"pool": string(pipeline.PoolFallback), "unit": "tokens"},
+		}, func() float64 { return float64(f.remainTokens.Load()) }),
+	}
+}
