@@ -142,6 +142,10 @@ bench-mysql: ## time the README and review-queue queries and the purge on 1,000,
 	set -o pipefail; CHATGUARD_STACK_ENV=/dev/null CHATGUARD_MYSQL_DSN='$(BENCH_MYSQL_DSN)' BENCH_VERDICTS=$(BENCH_VERDICTS) \
 		$(GO) test -tags mysqlbench -run '^TestMySQLBench$$' -count=1 -timeout 60m -v ./storage/mysql/ | grep -v -e '^=== RUN' -e '^--- PASS' -e '^PASS'
 
+.PHONY: chaos
+chaos: deps $(STACK_BIN) ## the fault suite at the issue's full sizes (kill -9, MySQL/chat API/both pools/Redis/S3 down, primary faults, duplicates) on the running stack; prints one table (make test runs a short form)
+	set -o pipefail; CHATGUARD_CHAOS=full $(GO) test -run '^TestChaos$$' -count=1 -timeout 90m -v ./deploy/local/chaos/ | grep -v -e '^=== RUN' -e '^\s*{'
+
 .PHONY: bench-operator
 bench-operator: ## p50/p99 of the authenticated, audited POST /v1/stop on loopback (needs make stack-up for the MySQL row)
 	$(GO) test -run '^$$' -bench BenchmarkOperatorStop -benchtime 3000x -count=1 ./cmd/worker/ | grep '^|'

@@ -69,27 +69,84 @@ const (
 	GiveUp
 	// Stopped: an operator stopped the review.
 	Stopped
+	// Hold: a dependency the job needs is down; keep the message (its
+	// visibility extended, its receive count unspent) and run the job again
+	// once the dependency is back.
+	Hold
 )
 
 // Classify sorts an error into a Disposition and the minimum delay before a
-// retry. Unknown errors are retryable: losing work to a misclassified
-// transient error is worse than retrying a permanent one a bounded number of
-// times.
+// retry. A failure of a dependency known to be down is held; unknown errors
+// are retryable: losing work to a misclassified transient error is worse
+// than retrying a permanent one a bounded number of times.
 func Classify(err error) (Disposition, time.Duration) {
 	var (
 		perm    *PermanentError
 		invalid *InvalidEventError
 		retry   *RetryableError
 		stopped *StoppedError
+		dep     *DependencyError
 	)
 	switch {
 	case errors.As(err, &stopped):
 		return Stopped, 0
 	case errors.As(err, &perm), errors.As(err, &invalid):
 		return GiveUp, 0
+	case errors.As(err, &dep) && dep.Down:
+		return Hold, 0
 	case errors.As(err, &retry):
 		return RetryLater, retry.After
 	default:
 		return RetryLater, 0
 	}
+}
+
+// Dependency names a service every job needs; each has its own health
+// state (pipeline/health) fed by the outcomes of real calls.
+type Dependency string
+
+// The dependencies of a review job. The model pools count as one: the
+// fallback covers the primary, so models are down only when both are.
+const (
+	DepMySQL   Dependency = "mysql"
+	DepChatAPI Dependency = "chat_api"
+	DepModels  Dependency = "models"
+)
+
+// Dependencies lists every Dependency in a fixed order (metrics, /readyz).
+var Dependencies = []Dependency{DepMySQL, DepChatAPI, DepModels}
+
+// DependencyError is a failure of a call to a dependency that is not
+// specific to the job: a timeout, a refused connection, a 5xx, or a call
+// not made because the dependency's breaker is open. Down is true when the
+// dependency was known to be down (its breaker open or probing) after the
+// call: the job failed because of an outage and must be held, not retried.
+type DependencyError struct {
+	Dep  Dependency
+	Down bool
+	Err  error
+}
+
+// Error implements error.
+func (e *DependencyError) Error() string {
+	if e.Down {
+		return string(e.Dep) + " down: " + e.Err.Error()
+	}
+	return e.Err.Error()
+}
+
+// Unwrap returns the wrapped error.
+func (e *DependencyError) Unwrap() error { return e.Err }
+
+// IsJobSpecific reports whether err from a dependency call is the job's own
+// problem (nil, a permanent failure, an invalid event, a missing verdict, an
+// operator stop), which says nothing about the dependency's health.
+// Cancellation is neither: the caller gave up, the dependency did not fail.
+func IsJobSpecific(err error) bool {
+	var (
+		perm    *PermanentError
+		invalid *InvalidEventError
+		stopped *StoppedError
+	)
+	return err == nil || errors.As(err, &perm) || errors.As(err, &invalid) || errors.As(err, &stopped) || errors.Is(err, ErrVerdictNotFound)
 }

@@ -14,8 +14,9 @@ import (
 // their own, see operator.go).
 //
 //   - /healthz: the process is alive (always 200 while it serves).
-//   - /readyz: 200 only while polling and MySQL answers within a second; 503
-//     while draining, so the endpoint leaves the Service during shutdown.
+//   - /readyz: 200 only while polling, MySQL answers within a second and no
+//     dependency's breaker is open (the body names the one that is down);
+//     503 while draining, so the endpoint leaves the Service during shutdown.
 //   - /metrics: the worker's private registry in Prometheus text format.
 func adminHandler(reg *prometheus.Registry, loop interface{ Draining() bool }, db interface{ Ping(context.Context) error }) http.Handler {
 	mux := http.NewServeMux()
@@ -30,7 +31,8 @@ func adminHandler(reg *prometheus.Registry, loop interface{ Draining() bool }, d
 		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 		defer cancel()
 		if err := db.Ping(ctx); err != nil {
-			http.Error(w, "mysql unreachable", http.StatusServiceUnavailable)
+			// The error names the dependency that is down (see readiness).
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ready\n"))

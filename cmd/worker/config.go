@@ -84,6 +84,7 @@ type Config struct {
 	PprofAddr         string
 	LogLevel          string
 
+	FaultConfig
 	// Capacity: interactive reserve, adaptive and fleet-wide limits (capacity.go).
 	Capacity CapacityConfig
 }
@@ -122,6 +123,7 @@ func DefaultConfig() Config {
 		StopCheckTimeout:    250 * time.Millisecond,
 		AdminAddr:           ":9090",
 		LogLevel:            "info",
+		FaultConfig:         defaultFaultConfig(),
 		Capacity:            defaultCapacity(),
 	}
 }
@@ -168,6 +170,7 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.DurationVar(&c.EventFlushAge, "event-flush-age", "longest a lake event waits for its batch")
 	c.privacyOptions.flags(fs)
 	c.stopFlags(fs)
+	c.faultFlags(fs)
 	c.Capacity.flags(fs)
 	fs.StringVar(&c.AdminAddr, "admin-addr", "listen address of /healthz, /readyz and /metrics (cluster-internal; no operator API, no pprof)")
 	c.operatorFlags(fs)
@@ -231,7 +234,7 @@ func (c Config) Validate() error {
 	if _, err := c.level(); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, c.validateStops(), c.validateOperator(), c.privacyOptions.validate())
+	errs = append(errs, c.validateStops(), c.validateOperator(), c.privacyOptions.validate(), c.validateFaults())
 	// The parts validate their own ranges; a missing required value is
 	// already reported above by its flag name, so stand-ins keep the parts
 	// from reporting it twice.
@@ -266,6 +269,7 @@ func (c Config) loop() sqsjob.Config {
 	l.JobTimeout, l.DrainTimeout = c.JobTimeout, c.DrainTimeout
 	l.RetryBase, l.RetryMax = c.RetryBase, c.RetryMax
 	l.MaxReceiveCount = c.MaxReceiveCount
+	l.MaxHold = c.MaxHold
 	l.Prefetch = c.Capacity.Prefetch
 	return l
 }

@@ -117,6 +117,7 @@ func startRig(t testing.TB, o rigOpts) *rig {
 	cfg.RetryBase, cfg.RetryMax = time.Second, 2*time.Second
 	cfg.DrainTimeout = 5 * time.Second
 	cfg.BusyRetry = time.Second
+	cfg.ClaimPoll = 100 * time.Millisecond
 	cfg.EventFlushAge = 20 * time.Millisecond
 	cfg.LogLevel = "debug"
 	if o.mut != nil {

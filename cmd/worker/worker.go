@@ -12,6 +12,7 @@ import (
 	"github.com/chatguard/chatguard/internal/awsclient"
 	"github.com/chatguard/chatguard/migrations"
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/health"
 	"github.com/chatguard/chatguard/pipeline/sqsjob"
 	"github.com/chatguard/chatguard/storage/chatapi"
 	"github.com/chatguard/chatguard/storage/mysql"
@@ -141,11 +142,18 @@ func (m *Main) Run(ctx context.Context) error {
 		stopSubscriber()
 		stops.wait(5 * time.Second)
 	}()
-	reviewCfg := sqsjob.ReviewConfig{MaxAge: cfg.MaxAge, BusyRetry: cfg.BusyRetry, Limits: cfg.limits()}
+	reviewCfg := sqsjob.ReviewConfig{MaxAge: cfg.MaxAge, BusyRetry: cfg.BusyRetry, Limits: cfg.limits(),
+		Claims: mysql.NewClaims(db, nil), Owner: claimOwner(), ClaimTTL: cfg.ClaimTTL, ClaimPoll: cfg.ClaimPoll}
 	var stopPub pipeline.StopPublisher
 	if stops != nil {
 		reviewCfg.Stops, stopPub = stops.guard, stops.pub
 	}
+
+	mon, err := health.New(cfg.health(), reg, log)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	reviewCfg.Health = mon
 
 	metrics := sqsjob.NewMetrics(reg)
 	handler := sqsjob.NewReviewHandler(reviewCfg, store, chat, reviewer, pub, metrics, log)
@@ -153,8 +161,9 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
+	loop.HoldOn(mon)
 
-	admin, err := listen("admin", cfg.AdminAddr, adminHandler(reg, loop, store), nil)
+	admin, err := listen("admin", cfg.AdminAddr, adminHandler(reg, loop, readiness{db: store, health: mon}), nil)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}

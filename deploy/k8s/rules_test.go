@@ -20,7 +20,7 @@ var requiredAlerts = []string{
 	"ChatguardDeadLetterQueueNotEmpty", "ChatguardWorkerDown", "ChatguardNoVerdicts",
 	"ChatguardJobFailureRateHigh", "ChatguardFallbackShareHigh", "ChatguardLLMBreakerOpen",
 	"ChatguardStopSubscriberDown", "ChatguardLakeEventsDropped", "ChatguardConsumerDown",
-	"ChatguardConsumerBufferStale",
+	"ChatguardConsumerBufferStale", "ChatguardDependencyDown",
 }
 
 const runbookBase = "https://github.com/chatguard/chatguard/blob/main/deploy/README.md#"

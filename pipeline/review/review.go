@@ -18,7 +18,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chatguard/chatguard/pipeline"
@@ -688,7 +687,7 @@ func (rn *run) publish(stage pipeline.StageName, a llm.Attempt, p promptFacts) {
 		log.Output = rn.r.redactOutput(stage, a.Content)
 	}
 	ev := pipeline.LakeEvent{
-		EventID: uuid.NewString(), EventType: pipeline.EventInferenceLog, OccurredAt: rn.r.now().UTC(),
+		EventID: pipeline.InferenceLogEventID(rn.ev.Key(rn.r.version), stage, a.N), EventType: pipeline.EventInferenceLog, OccurredAt: rn.r.now().UTC(),
 		SchemaVersion: pipeline.LakeEventSchemaVersion, Payload: log,
 	}
 	if !rn.r.sink.Publish(ev) {

@@ -61,13 +61,21 @@ func (h *heartbeat) run(ctx context.Context) {
 	}
 }
 
-// beat extends every job whose visibility ends within two intervals.
+// beat extends every job whose visibility ends within two intervals, and
+// cancels those whose visibility has ended or, after a failed extension,
+// ends before the next beat (see lost).
 func (h *heartbeat) beat(ctx context.Context) {
 	now := h.l.now()
 	horizon := now.Add(2 * h.l.cfg.HeartbeatInterval)
 	h.mu.Lock()
 	var due []*job
 	for j := range h.jobs {
+		// Past its end the lease may already be another pod's; short of
+		// it, an extension is tried first (a late beat is not a failure).
+		if !j.deadline.After(now) {
+			h.loseLocked(j)
+			continue
+		}
 		if !j.deadline.After(horizon) {
 			due = append(due, j)
 		}
@@ -115,11 +123,31 @@ func (h *heartbeat) extend(ctx context.Context, batch []*job) {
 		h.l.log.Warn("sqsjob: heartbeat failed for some jobs; retrying next interval", "jobs", len(live), "err", err)
 	}
 	h.mu.Lock()
+	now := h.l.now()
 	for i, j := range live {
 		if errs[i] == nil {
 			j.deadline = sent.Add(vis)
 			h.l.m.extended.Inc()
+		} else if h.lost(j, now) {
+			h.loseLocked(j)
 		}
 	}
 	h.mu.Unlock()
+}
+
+// lost reports whether a job's visibility ends before the next beat could
+// extend it: the job must stop now, while its lease still holds, rather
+// than call a model after another pod may have received the message.
+// Called with h.mu held.
+func (h *heartbeat) lost(j *job, now time.Time) bool {
+	return !j.deadline.After(now.Add(h.l.cfg.HeartbeatInterval))
+}
+
+// loseLocked cancels a job whose lease cannot be kept and stops beating for
+// it. Called with h.mu held.
+func (h *heartbeat) loseLocked(j *job) {
+	delete(h.jobs, j)
+	h.l.m.leaseLost.Inc()
+	h.l.log.Warn("sqsjob: lease lost; cancelling the job and leaving its message alone", "message_id", j.msg.ID, "visibility_ends", j.deadline.UTC().Format(time.RFC3339))
+	j.lose(ErrLeaseLost)
 }

@@ -53,6 +53,11 @@ const (
 	Poison
 	// Release: make the message visible again at once (shutdown).
 	Release
+	// Hold: a dependency the job needs (Outcome.Dep) is down. The loop
+	// keeps the message invisible without spending its receive count,
+	// waits until the dependency may be probed, and runs the job again;
+	// without a health gate, or past Config.MaxHold, it is a Retry.
+	Hold
 )
 
 // Outcome is a Handler's decision about one message. Label names the
@@ -64,6 +69,8 @@ type Outcome struct {
 	After  time.Duration
 	Reason string
 	Err    error
+	// Dep is the dependency that is down, for Hold.
+	Dep pipeline.Dependency
 }
 
 // Handler runs one job. It must honour ctx: on a drain or job timeout its
@@ -86,7 +93,32 @@ var (
 	// ErrJobTimeout is the cancellation cause of a job that ran past the
 	// job timeout; it is a retryable failure.
 	ErrJobTimeout = errors.New("sqsjob: job timeout")
+	// ErrLeaseLost is the cancellation cause of a job whose visibility could
+	// not be extended before the next heartbeat would come too late (or
+	// whose review claim was lost): it is cancelled while its lease still
+	// holds, so no model call starts after the lease ends, and its message
+	// is left alone (no delete, no visibility change with a receipt that may
+	// be stale); it returns when its visibility ends.
+	ErrLeaseLost = errors.New("sqsjob: lease lost: visibility could not be extended")
+	// ErrHoldTimeout ends a hold that lasted Config.MaxHold.
+	ErrHoldTimeout = errors.New("sqsjob: held too long for a dependency that is down")
 )
+
+// Health is what the loop needs of the dependencies' health state
+// (pipeline/health.Monitor implements it).
+type Health interface {
+	// WaitNotOpen blocks until no dependency's breaker is open, or ctx
+	// ends with its cause: the loop receives only then.
+	WaitNotOpen(ctx context.Context) error
+	// WaitProbe blocks until d may be called again (closed, or half-open
+	// with no probe in flight), or ctx ends with its cause.
+	WaitProbe(ctx context.Context, d pipeline.Dependency) error
+}
+
+// HoldOn makes the loop dependency-aware: it stops receiving while h has a
+// dependency down and holds the jobs that failed because of it (see Hold).
+// Call it before Run.
+func (l *Loop) HoldOn(h Health) { l.health = h }
 
 // DLQ message attributes set on poison messages.
 const (
@@ -129,6 +161,9 @@ type Config struct {
 	// CallTimeout bounds each settle (delete, visibility, DLQ send), the
 	// adapter's retries included.
 	CallTimeout time.Duration
+	// MaxHold bounds how long a job is held for a dependency that is down
+	// (see Hold) before its message is retried as an ordinary failure.
+	MaxHold time.Duration
 }
 
 // DefaultConfig returns the defaults; the queue URLs must still be set.
@@ -137,7 +172,7 @@ func DefaultConfig() Config {
 		Concurrency: 16, WaitTime: 20 * time.Second, VisibilityTimeout: 60 * time.Second,
 		HeartbeatInterval: 15 * time.Second, JobTimeout: 10 * time.Minute, DrainTimeout: 25 * time.Second,
 		RetryBase: 5 * time.Second, RetryMax: 5 * time.Minute, MaxReceiveCount: 5,
-		CallTimeout: 10 * time.Second,
+		CallTimeout: 10 * time.Second, MaxHold: time.Hour,
 	}
 }
 
@@ -180,6 +215,9 @@ func (c Config) Validate() error {
 	if c.CallTimeout <= 0 {
 		errs = append(errs, errors.New("call timeout must be positive"))
 	}
+	if c.MaxHold < 0 || c.MaxHold > maxVisibility {
+		errs = append(errs, fmt.Errorf("max hold %s must be in 0..12h", c.MaxHold))
+	}
 	return errors.Join(errs...)
 }
 
@@ -209,6 +247,8 @@ type Loop struct {
 
 	mu       sync.Mutex
 	draining bool
+
+	health Health
 }
 
 // New returns a loop over q, copying poison messages to dlq; metrics may
@@ -305,6 +345,9 @@ func (l *Loop) Run(ctx context.Context) error {
 func (l *Loop) poll(stop, callCtx, jobBase context.Context) {
 	failures := 0
 	for stop.Err() == nil {
+		if l.health != nil && l.health.WaitNotOpen(stop) != nil {
+			return
+		}
 		if err := l.sem.Acquire(stop, 1); err != nil {
 			return
 		}
@@ -338,7 +381,7 @@ func (l *Loop) poll(stop, callCtx, jobBase context.Context) {
 				l.handBack(msgs[i:])
 				break
 			}
-			l.start(jobBase, sm)
+			l.start(stop, jobBase, sm)
 		}
 	}
 }
@@ -405,14 +448,19 @@ type job struct {
 	mu       sync.Mutex
 	ended    bool
 	deadline time.Time // visibility end as last set; guarded by the heartbeat's lock
+	// lose cancels the job with ErrLeaseLost; set before the heartbeat
+	// sees the job.
+	lose context.CancelCauseFunc
 }
 
-func (l *Loop) start(jobBase context.Context, pm pipeline.Message) {
+func (l *Loop) start(stop, jobBase context.Context, pm pipeline.Message) {
 	m := toMessage(pm, l.cfg.MaxReceiveCount)
 	j := &job{msg: m, deadline: l.now().Add(l.cfg.VisibilityTimeout)}
 	if !m.SentAt.IsZero() {
 		l.m.messageAge.Observe(max(l.now().Sub(m.SentAt), 0).Seconds())
 	}
+	leaseCtx, lose := context.WithCancelCause(jobBase)
+	j.lose = lose
 	l.hb.add(j)
 	l.m.inflight.Inc()
 	l.jobs.Add(1)
@@ -421,16 +469,21 @@ func (l *Loop) start(jobBase context.Context, pm pipeline.Message) {
 		defer l.sem.Release(1)
 		defer l.releaseJobSlot()
 		defer l.m.inflight.Dec()
+		defer lose(nil)
 		start := l.now()
-		ctx, cancel := context.WithTimeoutCause(jobBase, l.cfg.JobTimeout, ErrJobTimeout)
-		out := l.handle(ctx, m)
-		drained := errors.Is(context.Cause(ctx), ErrDraining)
-		cancel()
+		out := l.runHeld(stop, leaseCtx, m)
+		drained := errors.Is(context.Cause(leaseCtx), ErrDraining)
 		if drained && out.Action == Retry {
 			out.Action, out.Label = Release, "released"
 		}
 		l.hb.remove(j)
-		l.settle(j, out)
+		if errors.Is(context.Cause(leaseCtx), ErrLeaseLost) {
+			// The receipt may be stale and another pod may hold the
+			// message: touch nothing, whatever the handler decided.
+			out.Label = "lease_lost"
+		} else {
+			l.settle(j, out)
+		}
 		l.m.jobs.WithLabelValues(out.Label).Inc()
 		l.m.duration.Observe(l.now().Sub(start).Seconds())
 		attrs := []any{"message_id", m.ID, "receive_count", m.ReceiveCount, "outcome", out.Label, "duration_ms", l.now().Sub(start).Milliseconds()}
@@ -439,6 +492,48 @@ func (l *Loop) start(jobBase context.Context, pm pipeline.Message) {
 		}
 		l.log.Debug("sqsjob: settled", attrs...)
 	}()
+}
+
+// runHeld runs the job, each attempt under its own job timeout, holding it
+// while a dependency it needs is down: the message stays invisible (the
+// heartbeat extends it) and its receive count unspent, and the job runs
+// again once the dependency may be probed. A hold ends as a Retry past
+// MaxHold, and as a Release when shutdown begins.
+func (l *Loop) runHeld(stop, leaseCtx context.Context, m Message) Outcome {
+	var heldSince time.Time
+	for {
+		ctx, cancel := context.WithTimeoutCause(leaseCtx, l.cfg.JobTimeout, ErrJobTimeout)
+		out := l.handle(ctx, m)
+		cancel()
+		if out.Action != Hold {
+			return out
+		}
+		if l.health == nil {
+			out.Action = Retry
+			return out
+		}
+		if heldSince.IsZero() {
+			heldSince = l.now()
+			l.m.held.Inc()
+			defer l.m.held.Dec()
+		}
+		hctx, hcancel := context.WithTimeoutCause(leaseCtx, max(l.cfg.MaxHold-l.now().Sub(heldSince), 0), ErrHoldTimeout)
+		unstop := context.AfterFunc(stop, func() { hcancel() })
+		err := l.health.WaitProbe(hctx, out.Dep)
+		unstop()
+		hcancel()
+		switch {
+		case err == nil:
+			l.m.holdRetries.Inc()
+			continue
+		case errors.Is(context.Cause(leaseCtx), ErrLeaseLost):
+			return out
+		case stop.Err() != nil || errors.Is(context.Cause(leaseCtx), ErrDraining):
+			return Outcome{Action: Release, Label: "released", Err: out.Err}
+		default: // held too long: an ordinary failed attempt
+			return Outcome{Action: Retry, Label: "hold_timeout", Err: fmt.Errorf("%w: %w", ErrHoldTimeout, out.Err)}
+		}
+	}
 }
 
 // handle runs the handler, turning a panic into a failed attempt.
@@ -452,7 +547,7 @@ func (l *Loop) handle(ctx context.Context, m Message) (out Outcome) {
 	}()
 	out = l.h.Handle(ctx, m)
 	if out.Label == "" {
-		out.Label = [...]string{"deleted", "retry", "poison", "released"}[out.Action]
+		out.Label = [...]string{"deleted", "retry", "poison", "released", "held"}[out.Action]
 	}
 	return out
 }

@@ -40,11 +40,12 @@ type harness struct {
 	reg    *prometheus.Registry
 	// tick drives the heartbeat; drain fires the drain timeout (when
 	// the test asked for a manual one); waits records receive backoffs.
-	tick  chan time.Time
-	drain chan time.Time
-	waits *waitLog
-	done  chan error
-	fault queuetest.Fault
+	tick   chan time.Time
+	drain  chan time.Time
+	waits  *waitLog
+	done   chan error
+	fault  queuetest.Fault
+	health Health
 }
 
 // waitLog records the loop's backoff waits instead of waiting.
@@ -102,6 +103,9 @@ func setup(t *testing.T, cfg Config, h Handler, bodies []string, opts ...option)
 	l.now = hs.q.Now
 	l.sleep = hs.waits.sleep
 	l.ticker = func(time.Duration) (<-chan time.Time, func()) { return hs.tick, func() {} }
+	if hs.health != nil {
+		l.HoldOn(hs.health)
+	}
 	if hs.drain != nil {
 		l.timer = func(d time.Duration) (<-chan time.Time, func() bool) {
 			require.Equal(t, cfg.DrainTimeout, d)

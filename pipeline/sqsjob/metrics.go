@@ -8,17 +8,20 @@ import (
 // named chatguard_worker_*. One Metrics is shared by a Loop and its
 // ReviewHandler.
 type Metrics struct {
-	jobs       *prometheus.CounterVec
-	inflight   prometheus.Gauge
-	calls      *prometheus.CounterVec
-	callTime   *prometheus.HistogramVec
-	received   prometheus.Counter
-	deleted    prometheus.Counter
-	extended   prometheus.Counter
-	poison     prometheus.Counter
-	panics     prometheus.Counter
-	messageAge prometheus.Histogram
-	duration   prometheus.Histogram
+	jobs        *prometheus.CounterVec
+	inflight    prometheus.Gauge
+	calls       *prometheus.CounterVec
+	callTime    *prometheus.HistogramVec
+	received    prometheus.Counter
+	deleted     prometheus.Counter
+	extended    prometheus.Counter
+	poison      prometheus.Counter
+	panics      prometheus.Counter
+	leaseLost   prometheus.Counter
+	held        prometheus.Gauge
+	holdRetries prometheus.Counter
+	messageAge  prometheus.Histogram
+	duration    prometheus.Histogram
 
 	eventAge     prometheus.Histogram
 	stageLatency *prometheus.HistogramVec
@@ -64,6 +67,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		panics: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "chatguard_worker_job_panics_total", Help: "Jobs that panicked (each counts as a failed attempt).",
 		}),
+		leaseLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chatguard_worker_leases_lost_total", Help: "Jobs cancelled because their visibility or review claim could not be kept; their messages were left alone.",
+		}),
+		held: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "chatguard_worker_jobs_held", Help: "Jobs held, their messages kept invisible, while a dependency they need is down.",
+		}),
+		holdRetries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chatguard_worker_hold_retries_total", Help: "Held jobs run again once their dependency could be probed (no receive count spent).",
+		}),
 		messageAge: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "chatguard_worker_message_age_seconds",
 			Help:    "Time from SQS send to pickup.",
@@ -92,7 +104,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"decision"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.jobs, m.inflight, m.calls, m.callTime, m.received, m.deleted, m.extended, m.poison, m.panics,
+		reg.MustRegister(m.jobs, m.inflight, m.calls, m.callTime, m.received, m.deleted, m.extended, m.poison, m.panics, m.leaseLost, m.held, m.holdRetries,
 			m.messageAge, m.duration, m.eventAge, m.stageLatency, m.stageTTFT, m.tokens, m.admissions)
 	}
 	return m

@@ -8,8 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
-
+	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -31,6 +30,18 @@ type ReviewConfig struct {
 	// Limits bound an event's window and clock skew (zero fields take
 	// pipeline's defaults); an event beyond them is poison.
 	Limits pipeline.EventLimits
+	// Claims, when set, is the cross-pod claim taken before a review's
+	// first model call (see claimReview); Owner names this process in it
+	// (each delivery adds its message id and receive count). ClaimTTL (DefaultClaimTTL when
+	// zero) is how long a dead holder blocks a review; ClaimPoll
+	// (DefaultClaimPoll when zero) how often a duplicate looks again.
+	Claims              pipeline.ReviewClaims
+	Owner               string
+	ClaimTTL, ClaimPoll time.Duration
+	// Health, when set, feeds every call to MySQL, the chat API and the
+	// models to that dependency's breaker; a job that fails while one is
+	// down is held (Outcome Hold) instead of retried.
+	Health DependencyGate
 }
 
 // StopGuard registers a running review for stop signals (pipeline/stop.Guard
@@ -53,6 +64,10 @@ type ReviewHandler struct {
 	m        *Metrics
 	log      *slog.Logger
 	now      func() time.Time
+	// wait paces a duplicate waiting for another worker's claim;
+	// renewWait the claim's renewals. Tests replace both.
+	wait, renewWait retry.SleepFunc
+	unsaved         unsavedVerdicts
 
 	mu     sync.Mutex
 	active map[pipeline.ReviewKey]struct{}
@@ -73,8 +88,16 @@ func NewReviewHandler(cfg ReviewConfig, store pipeline.VerdictStore, chat pipeli
 	if cfg.BusyRetry <= 0 {
 		cfg.BusyRetry = 10 * time.Second
 	}
-	return &ReviewHandler{cfg: cfg, store: store, chat: chat, reviewer: reviewer, events: events, m: m, log: log, now: time.Now,
-		active: map[pipeline.ReviewKey]struct{}{}}
+	if cfg.ClaimTTL <= 0 {
+		cfg.ClaimTTL = DefaultClaimTTL
+	}
+	if cfg.ClaimPoll <= 0 {
+		cfg.ClaimPoll = DefaultClaimPoll
+	}
+	h := &ReviewHandler{cfg: cfg, store: store, chat: chat, reviewer: reviewer, events: events, m: m, log: log, now: time.Now,
+		wait: retry.Sleep, renewWait: retry.Sleep, active: map[pipeline.ReviewKey]struct{}{}}
+	h.gate(cfg.Health)
+	return h
 }
 
 // Handle runs one review message to an Outcome. It never panics out of a
@@ -97,6 +120,9 @@ func (h *ReviewHandler) Handle(ctx context.Context, m Message) Outcome {
 		return Outcome{Action: Poison, Label: "poison", Reason: reason, Err: err}
 	}
 	out := h.review(ctx, m, ev, start)
+	if out.Action != Hold {
+		h.unsaved.take(m) // a kept verdict ends with its delivery's hold
+	}
 	attrs := []any{
 		"room_id", ev.RoomID, "window_start", ev.WindowStart.Format(time.RFC3339), "window_end", ev.WindowEnd.Format(time.RFC3339),
 		"run_id", ev.RunID, "message_id", m.ID, "attempt", m.ReceiveCount, "outcome", out.Label,
@@ -121,11 +147,15 @@ func (h *ReviewHandler) review(ctx context.Context, m Message, ev pipeline.Revie
 
 	// Two copies of one event in one receive batch (a republished run)
 	// would both miss the duplicate check and pay twice for the models.
-	if !h.claim(key) {
-		h.m.admissions.WithLabelValues("busy").Inc()
-		return Outcome{Action: Retry, Label: "busy", After: h.cfg.BusyRetry}
+	// With cross-pod claims the second copy waits for the first instead
+	// (claimReview), which spends no receive count.
+	if h.cfg.Claims == nil {
+		if !h.claim(key) {
+			h.m.admissions.WithLabelValues("busy").Inc()
+			return Outcome{Action: Retry, Label: "busy", After: h.cfg.BusyRetry}
+		}
+		defer h.unclaim(key)
 	}
-	defer h.unclaim(key)
 
 	if h.cfg.Stops != nil {
 		var release func()
@@ -134,6 +164,15 @@ func (h *ReviewHandler) review(ctx context.Context, m Message, ev pipeline.Revie
 		if ctx.Err() != nil { // stopped before it started: no lookups, no model calls
 			return h.fail(ctx, m, base, fmt.Errorf("review: %w", context.Cause(ctx)))
 		}
+	}
+
+	if h.cfg.Claims != nil {
+		claimed, release, stop := h.claimReview(ctx, m, key, base)
+		if stop != nil {
+			return *stop
+		}
+		defer release()
+		ctx = claimed
 	}
 
 	old, err := h.store.Get(ctx, key)
@@ -157,20 +196,29 @@ func (h *ReviewHandler) review(ctx context.Context, m Message, ev pipeline.Revie
 	}
 	h.m.admissions.WithLabelValues("admitted").Inc()
 
-	msgs, err := h.chat.History(ctx, ev.RoomID, ev.WindowStart, ev.WindowEnd)
-	if err != nil {
-		return h.fail(ctx, m, base, fmt.Errorf("review: chat history: %w", err))
+	// A job held because its verdict could not be saved (MySQL down)
+	// saves the verdict it already paid for when it runs again.
+	v, ok := h.unsaved.take(m)
+	if !ok {
+		msgs, err := h.chat.History(ctx, ev.RoomID, ev.WindowStart, ev.WindowEnd)
+		if err != nil {
+			return h.fail(ctx, m, base, fmt.Errorf("review: chat history: %w", err))
+		}
+		v, err = h.runReviewer(ctx, ev, msgs, m.ReceiveCount)
+		if err != nil {
+			base.Stages = v.Stages
+			return h.fail(ctx, m, base, fmt.Errorf("review: %w", err))
+		}
+		v.Key, v.RunID, v.PublishedAt, v.StartedAt, v.Attempts = key, ev.RunID, ev.PublishedAt, start.UTC(), m.ReceiveCount
+		v.Status, v.Error = pipeline.StatusDone, ""
 	}
-	v, err := h.runReviewer(ctx, ev, msgs, m.ReceiveCount)
-	if err != nil {
-		base.Stages = v.Stages
-		return h.fail(ctx, m, base, fmt.Errorf("review: %w", err))
-	}
-	v.Key, v.RunID, v.PublishedAt, v.StartedAt, v.Attempts = key, ev.RunID, ev.PublishedAt, start.UTC(), m.ReceiveCount
-	v.Status, v.Error = pipeline.StatusDone, ""
 	v.FinishedAt = h.now().UTC()
 	if err := h.store.Save(ctx, v); err != nil {
-		return h.fail(ctx, m, base, fmt.Errorf("review: save verdict: %w", err))
+		out := h.fail(ctx, m, base, fmt.Errorf("review: save verdict: %w", err))
+		if out.Action == Hold {
+			h.unsaved.put(m, v)
+		}
+		return out
 	}
 	h.observeStages(v)
 	h.publish(v)
@@ -214,6 +262,11 @@ func (h *ReviewHandler) fail(ctx context.Context, m Message, v pipeline.Verdict,
 	if errors.Is(cause, ErrDraining) {
 		return Outcome{Action: Release, Label: "released", Err: err}
 	}
+	if errors.Is(cause, ErrLeaseLost) {
+		// Another pod may run the review now: record nothing; the loop
+		// leaves the message alone.
+		return Outcome{Action: Release, Label: "lease_lost", Err: err}
+	}
 	if errors.Is(cause, ErrJobTimeout) {
 		err = pipeline.Retryable(fmt.Errorf("%w: %w", ErrJobTimeout, err), 0)
 	}
@@ -223,6 +276,9 @@ func (h *ReviewHandler) fail(ctx context.Context, m Message, v pipeline.Verdict,
 		if errors.As(cause, &stopped) {
 			disp, err = pipeline.Stopped, stopped
 		}
+	}
+	if disp == pipeline.Hold {
+		return held(err)
 	}
 	v.FinishedAt = h.now().UTC()
 	v.Error = truncate(err.Error(), 4000)
@@ -234,14 +290,14 @@ func (h *ReviewHandler) fail(ctx context.Context, m Message, v pipeline.Verdict,
 			v.Error = truncate(stopped.Reason, 4000)
 		}
 		if serr := h.save(ctx, v); serr != nil {
-			return Outcome{Action: Retry, Label: "retry", Err: errors.Join(err, serr)}
+			return retryOrHold(errors.Join(err, serr), serr)
 		}
 		h.publish(v)
 		return Outcome{Action: Delete, Label: "stopped", Err: err}
 	case pipeline.GiveUp:
 		v.Status = pipeline.StatusFailed
 		if serr := h.save(ctx, v); serr != nil {
-			return Outcome{Action: Retry, Label: "retry", Err: errors.Join(err, serr)}
+			return retryOrHold(errors.Join(err, serr), serr)
 		}
 		h.publish(v)
 		return Outcome{Action: Delete, Label: "failed", Err: err}
@@ -302,7 +358,7 @@ func (h *ReviewHandler) publish(v pipeline.Verdict) {
 		latency = float64(v.FinishedAt.Sub(v.StartedAt)) / float64(time.Millisecond)
 	}
 	h.events.Publish(pipeline.LakeEvent{
-		EventID: uuid.NewString(), EventType: pipeline.EventVerdict, OccurredAt: h.now().UTC(), SchemaVersion: pipeline.LakeEventSchemaVersion,
+		EventID: pipeline.VerdictEventID(v.Key, v.Status), EventType: pipeline.EventVerdict, OccurredAt: h.now().UTC(), SchemaVersion: pipeline.LakeEventSchemaVersion,
 		Payload: pipeline.VerdictEvent{
 			RoomID: v.Key.RoomID, WindowStart: v.Key.WindowStart, WindowEnd: v.Key.WindowEnd, PipelineVersion: v.Key.PipelineVersion,
 			RunID: v.RunID, Status: v.Status, Label: v.Label, Category: v.Category, Severity: v.Severity, Confidence: v.Confidence,

@@ -52,7 +52,10 @@ func DefaultConfig() Config {
 		ScanCount:    500,
 		MaxScanKeys:  100_000,
 		ReconnectMin: 200 * time.Millisecond,
-		ReconnectMax: 10 * time.Second,
+		// A stop published while a pod was cut off must reach it within
+		// a few seconds of Redis coming back (the fault suite's Redis row):
+		// one subscribe attempt per pod every two seconds at worst.
+		ReconnectMax: 2 * time.Second,
 		SweepEvery:   time.Minute,
 	}
 }

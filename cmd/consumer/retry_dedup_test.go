@@ -1,0 +1,84 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/pipeline"
+)
+
+// reviewEvents are the lake events one run of a review emits, with the
+// worker's derived ids: an inference log per stage attempt and the verdict
+// event. shift moves the run later (a retry, a second pod) and changes what
+// a rerun measures differently (latencies), never the ids.
+func reviewEvents(room string, at time.Time, shift time.Duration) []pipeline.LakeEvent {
+	k := pipeline.ReviewKey{RoomID: room, WindowStart: at.Truncate(time.Hour).Add(-time.Hour), WindowEnd: at.Truncate(time.Hour), PipelineVersion: "pv-dedup"}
+	occurred := at.Add(shift)
+	var evs []pipeline.LakeEvent
+	for _, sa := range []struct {
+		stage   pipeline.StageName
+		attempt int
+	}{{pipeline.StageTriage, 1}, {pipeline.StageExtract, 1}, {pipeline.StageJudge, 1}, {pipeline.StageJudge, 2}} {
+		evs = append(evs, pipeline.LakeEvent{
+			EventID: pipeline.InferenceLogEventID(k, sa.stage, sa.attempt), EventType: pipeline.EventInferenceLog,
+			OccurredAt: occurred, SchemaVersion: pipeline.LakeEventSchemaVersion,
+			Payload: pipeline.InferenceLog{RoomID: k.RoomID, WindowStart: k.WindowStart, WindowEnd: k.WindowEnd, PipelineVersion: k.PipelineVersion,
+				RunID: "run-1", Stage: sa.stage, Pool: pipeline.PoolPrimary, Model: "m", Attempt: sa.attempt, Outcome: "ok",
+				LatencyMs: float64(100 + shift.Milliseconds()), PromptSHA256: "00", PromptChars: 10, Messages: 3},
+		})
+	}
+	evs = append(evs, pipeline.LakeEvent{
+		EventID: pipeline.VerdictEventID(k, pipeline.StatusDone), EventType: pipeline.EventVerdict,
+		OccurredAt: occurred, SchemaVersion: pipeline.LakeEventSchemaVersion,
+		Payload: pipeline.VerdictEvent{RoomID: k.RoomID, WindowStart: k.WindowStart, WindowEnd: k.WindowEnd, PipelineVersion: k.PipelineVersion,
+			RunID: "run-1", Status: pipeline.StatusDone, Label: pipeline.LabelClean, Category: pipeline.CategoryClean, Attempts: 1,
+			LatencyMs: float64(500 + shift.Milliseconds())},
+	})
+	return evs
+}
+
+// A review that ran twice (a retry, a duplicate delivery on a second pod)
+// writes every event twice to the raw tables; the _dedup views return each
+// once, because the worker derives the ids from the review key.
+func TestStackRetriedReviewCollapsesInDedupViews(t *testing.T) {
+	t.Parallel()
+	s := setupStack(t)
+	at := time.Now().UTC().Add(-2 * time.Hour).Truncate(time.Hour).Add(10 * time.Minute)
+	want := map[string]pipeline.LakeEvent{}
+	var first, again []pipeline.LakeEvent
+	for _, room := range []string{"room-a", "room-b", "room-c"} {
+		first = append(first, reviewEvents(room, at, 0)...)
+		again = append(again, reviewEvents(room, at, 3*time.Minute)...)
+	}
+	// A moderator's decision, sent once: every table must have rows.
+	first = append(first, pipeline.LakeEvent{EventID: uuid.NewString(), EventType: pipeline.EventModeratorFeedback, OccurredAt: at,
+		SchemaVersion: pipeline.LakeEventSchemaVersion, Payload: pipeline.ModeratorFeedback{RoomID: "room-a", WindowStart: at.Add(-time.Hour),
+			WindowEnd: at, PipelineVersion: "pv-dedup", ModeratorID: "mod-1", VerdictLabel: pipeline.LabelClean, VerdictCategory: pipeline.CategoryClean,
+			DecidedLabel: pipeline.LabelClean, DecidedCategory: pipeline.CategoryClean, ActionTaken: pipeline.ActionNone}})
+	for k, v := range s.sendEvents(t, first) {
+		want[k] = v
+	}
+	for _, ev := range again {
+		require.Contains(t, want, ev.EventID, "the rerun emits the first run's ids")
+	}
+	s.sendEvents(t, again)
+	_, stop := boot(t, s.config())
+	s.settled(t, len(want), 0)
+	require.NoError(t, stop())
+
+	_, copies := s.lake(t).ByID()
+	dups := 0
+	for id, n := range copies {
+		if want[id].EventType == pipeline.EventModeratorFeedback {
+			require.Equal(t, 1, n)
+			continue
+		}
+		require.Equal(t, 2, n, "both runs reach the raw tables")
+		dups += n - 1
+	}
+	require.Equal(t, len(again), dups)
+	requireDedupViews(t, s, want, dups)
+}

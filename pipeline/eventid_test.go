@@ -1,0 +1,56 @@
+package pipeline_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/pipeline"
+)
+
+func TestDerivedEventIDs(t *testing.T) {
+	t.Parallel()
+	ws := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+	k := pipeline.ReviewKey{RoomID: "r1", WindowStart: ws, WindowEnd: ws.Add(time.Hour), PipelineVersion: "v1"}
+	id := pipeline.InferenceLogEventID(k, pipeline.StageTriage, 1)
+	u, err := uuid.Parse(id)
+	require.NoError(t, err)
+	require.Equal(t, uuid.Version(5), u.Version())
+
+	// Same inputs, same id, whatever the time zone the key was built in.
+	seoul := time.FixedZone("KST", 9*3600)
+	k2 := k
+	k2.WindowStart, k2.WindowEnd = ws.In(seoul), ws.Add(time.Hour).In(seoul)
+	require.Equal(t, id, pipeline.InferenceLogEventID(k2, pipeline.StageTriage, 1))
+
+	// Every part of the key and of the attempt tells ids apart.
+	other := map[string]string{}
+	add := func(name, v string) {
+		require.NotEqual(t, id, v, name)
+		require.NotContains(t, other, v, name)
+		other[v] = name
+	}
+	add("attempt", pipeline.InferenceLogEventID(k, pipeline.StageTriage, 2))
+	add("stage", pipeline.InferenceLogEventID(k, pipeline.StageJudge, 1))
+	for name, mod := range map[string]func(*pipeline.ReviewKey){
+		"room":    func(k *pipeline.ReviewKey) { k.RoomID = "r2" },
+		"start":   func(k *pipeline.ReviewKey) { k.WindowStart = k.WindowStart.Add(time.Second) },
+		"end":     func(k *pipeline.ReviewKey) { k.WindowEnd = k.WindowEnd.Add(time.Second) },
+		"version": func(k *pipeline.ReviewKey) { k.PipelineVersion = "v2" },
+	} {
+		kk := k
+		mod(&kk)
+		add(name, pipeline.InferenceLogEventID(kk, pipeline.StageTriage, 1))
+	}
+	// No separator trick: a room id holding the next field is another key.
+	tricky := k
+	tricky.RoomID = `r1","2026`
+	add("separator", pipeline.InferenceLogEventID(tricky, pipeline.StageTriage, 1))
+
+	done := pipeline.VerdictEventID(k, pipeline.StatusDone)
+	require.Equal(t, done, pipeline.VerdictEventID(k2, pipeline.StatusDone))
+	add("verdict done", done)
+	add("verdict failed", pipeline.VerdictEventID(k, pipeline.StatusFailed))
+}

@@ -1,0 +1,135 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/pipeline"
+)
+
+// ManualClock is a clock a test moves by hand, safe for concurrent use.
+type ManualClock struct{ ns atomic.Int64 }
+
+// NewManualClock returns a clock reading t.
+func NewManualClock(t time.Time) *ManualClock {
+	c := &ManualClock{}
+	c.ns.Store(t.UnixNano())
+	return c
+}
+
+// Now returns the clock's time in UTC.
+func (c *ManualClock) Now() time.Time { return time.Unix(0, c.ns.Load()).UTC() }
+
+// Advance moves the clock forward by d.
+func (c *ManualClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+// RunReviewClaimsConformance checks a pipeline.ReviewClaims built by
+// newClaims on the clock now: one holder at a time, renewal by the holder,
+// takeover after expiry only, release by the holder only, and exactly one
+// winner among concurrent claimers.
+func RunReviewClaimsConformance(t *testing.T, newClaims func(t *testing.T, now func() time.Time) pipeline.ReviewClaims) {
+	t.Helper()
+	ws := time.Date(2026, 11, 3, 4, 0, 0, 0, time.UTC)
+	key := func(room string) pipeline.ReviewKey {
+		return pipeline.ReviewKey{RoomID: room, WindowStart: ws, WindowEnd: ws.Add(time.Hour), PipelineVersion: "pv-claims"}
+	}
+	start := time.Date(2026, 11, 3, 5, 0, 0, 0, time.UTC)
+
+	t.Run("one holder until expiry, then takeover", func(t *testing.T) {
+		t.Parallel()
+		clock := NewManualClock(start)
+		c := newClaims(t, clock.Now)
+		ctx := context.Background()
+		k := key("room-1")
+		got, err := c.Claim(ctx, k, "pod-a/1", time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, pipeline.Claim{Held: true, Owner: "pod-a/1", Expires: start.Add(time.Minute)}, got)
+
+		got, err = c.Claim(ctx, k, "pod-b/1", time.Minute)
+		require.NoError(t, err)
+		require.False(t, got.Held, "a live claim is not taken")
+		require.Equal(t, "pod-a/1", got.Owner)
+		require.Equal(t, start.Add(time.Minute), got.Expires)
+
+		// The holder renews; the other still waits.
+		clock.Advance(40 * time.Second)
+		got, err = c.Claim(ctx, k, "pod-a/1", time.Minute)
+		require.NoError(t, err)
+		require.True(t, got.Held)
+		require.Equal(t, start.Add(100*time.Second), got.Expires)
+		clock.Advance(40 * time.Second)
+		got, err = c.Claim(ctx, k, "pod-b/1", time.Minute)
+		require.NoError(t, err)
+		require.False(t, got.Held, "renewed: still live at +80s")
+
+		// The holder dies: at expiry anyone takes over.
+		clock.Advance(20 * time.Second)
+		got, err = c.Claim(ctx, k, "pod-b/1", time.Minute)
+		require.NoError(t, err)
+		require.True(t, got.Held, "an expired claim is taken over")
+		require.Equal(t, "pod-b/1", got.Owner)
+
+		// The old holder's release does not drop the new claim.
+		require.NoError(t, c.Release(ctx, k, "pod-a/1"))
+		got, err = c.Claim(ctx, k, "pod-a/1", time.Minute)
+		require.NoError(t, err)
+		require.False(t, got.Held)
+		require.Equal(t, "pod-b/1", got.Owner)
+
+		// Its holder's release frees it at once.
+		require.NoError(t, c.Release(ctx, k, "pod-b/1"))
+		got, err = c.Claim(ctx, k, "pod-a/2", time.Minute)
+		require.NoError(t, err)
+		require.True(t, got.Held)
+
+		// Keys are independent.
+		got, err = c.Claim(ctx, key("room-2"), "pod-b/2", time.Minute)
+		require.NoError(t, err)
+		require.True(t, got.Held)
+		other := k
+		other.PipelineVersion = "pv-other"
+		got, err = c.Claim(ctx, other, "pod-b/3", time.Minute)
+		require.NoError(t, err)
+		require.True(t, got.Held, "another pipeline version is another review")
+	})
+
+	t.Run("one winner among concurrent claimers", func(t *testing.T) {
+		t.Parallel()
+		clock := NewManualClock(start)
+		c := newClaims(t, clock.Now)
+		for round := range 5 {
+			k := key(fmt.Sprintf("race-%d", round))
+			var wg sync.WaitGroup
+			var held, failed atomic.Int32
+			for i := range 8 {
+				wg.Go(func() {
+					got, err := c.Claim(context.Background(), k, fmt.Sprintf("pod-%d", i), time.Minute)
+					switch {
+					case err != nil:
+						failed.Add(1)
+					case got.Held:
+						held.Add(1)
+					}
+				})
+			}
+			wg.Wait()
+			require.Zero(t, failed.Load(), "round %d: claims failed", round)
+			require.Equal(t, int32(1), held.Load(), "round %d", round)
+		}
+	})
+
+	t.Run("cancelled context", func(t *testing.T) {
+		t.Parallel()
+		c := newClaims(t, NewManualClock(start).Now)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err := c.Claim(ctx, key("room-3"), "pod-a", time.Minute)
+		require.ErrorIs(t, err, context.Canceled)
+	})
+}
