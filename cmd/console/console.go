@@ -94,6 +94,9 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("console: %w", err)
 	}
 	defer db.Close()
+	if err := checkSchema(ctx, db, 10*time.Second); err != nil {
+		return fmt.Errorf("console: %w", err)
+	}
 	store := mysql.New(db)
 
 	// The outbox sweeper resends feedback events SQS did not accept
