@@ -24,11 +24,16 @@ func benchThroughput(b *testing.B, concurrency int, rev pipeline.Reviewer, chatU
 		if v := os.Getenv("BENCH_POLLERS"); v != "" {
 			c.Pollers, _ = strconv.Atoi(v)
 		}
+		if v := os.Getenv("BENCH_PREFETCH"); v != "" {
+			c.Capacity.Prefetch, _ = strconv.Atoi(v)
+		}
 		c.MySQLMaxOpenConns = concurrency + 4
 		c.LogLevel = "warn"
 		c.PrimaryConcurrency, c.FallbackConcurrency = concurrency*4, concurrency*4
 	}})
-	const perIter = 200
+	// Enough events per iteration to keep every slot busy for a while:
+	// the share of the limit is then the share of slots kept busy.
+	perIter := max(200, 4*concurrency)
 	done := 0
 	var elapsed time.Duration
 	for i := 0; i < b.N; i++ {
@@ -79,9 +84,17 @@ func benchThroughput(b *testing.B, concurrency int, rev pipeline.Reviewer, chatU
 
 // BenchmarkLoopThroughput measures the job loop, SQS, the chat API and
 // MySQL around a stand-in engine with a fixed model-bound latency (4 stages
-// of 50 ms), next to the model-bound limit concurrency / 200 ms.
+// of 50 ms), next to the model-bound limit concurrency / 200 ms; the share
+// of the limit is the share of slots kept busy. BENCH_LOOP_CONCURRENCY
+// replaces the concurrencies (e.g. 256), BENCH_PREFETCH sets --prefetch.
 func BenchmarkLoopThroughput(b *testing.B) {
-	for _, conc := range []int{8, 32} {
+	concs := []int{8, 32}
+	if v := os.Getenv("BENCH_LOOP_CONCURRENCY"); v != "" {
+		n, err := strconv.Atoi(v)
+		require.NoError(b, err)
+		concs = []int{n}
+	}
+	for _, conc := range concs {
 		b.Run(fmt.Sprintf("concurrency=%d", conc), func(b *testing.B) {
 			const stageLatency, stages = 50 * time.Millisecond, 4
 			rev := newFakeReviewer(func(ctx context.Context, ev pipeline.ReviewEvent, attempt int) (pipeline.Verdict, error) {

@@ -377,7 +377,7 @@ func (l *Loop) poll(stop, callCtx, jobBase context.Context) {
 		}
 		failures = 0
 		for i, sm := range msgs {
-			if !l.waitJobSlot(stop) {
+			if !l.waitJobSlot(stop, msgs[i:]) {
 				l.handBack(msgs[i:])
 				break
 			}

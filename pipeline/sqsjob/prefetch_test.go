@@ -3,6 +3,7 @@ package sqsjob
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
@@ -63,4 +64,53 @@ func TestPrefetchValidate(t *testing.T) {
 	require.Error(t, cfg.Validate())
 	cfg.Prefetch = cfg.Concurrency
 	require.NoError(t, cfg.Validate())
+}
+
+// A prefetched message that waits longer than half its visibility timeout
+// for a slot (every slot busy, as with jobs held through an outage) is
+// kept invisible instead of handed back, so its receive count is not
+// spent; with MaxHold 0 it is handed back as before.
+func TestPrefetchedMessagesWaitingLongAreExtendedNotHandedBack(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		maxHold  time.Duration
+		extended bool
+	}{{"extended", time.Hour, true}, {"handed back without max hold", 0, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			release := make(chan struct{})
+			h := HandlerFunc(func(ctx context.Context, m Message) Outcome {
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+				return Outcome{Action: Delete}
+			})
+			cfg := testConfig()
+			cfg.Concurrency, cfg.Pollers, cfg.Prefetch, cfg.MaxHold = 1, 1, 1, tc.maxHold
+			// The shortest visibility the loop accepts: the wait for a
+			// slot is cut every half of it (real time; the queue's clock
+			// does not move, so nothing expires on its own).
+			cfg.VisibilityTimeout, cfg.HeartbeatInterval = time.Second, 300*time.Millisecond
+			hs, stop := setup(t, cfg, h, []string{"a", "b"})
+			extends := func() float64 {
+				return testutil.ToFloat64(hs.loop.m.calls.WithLabelValues("prefetch_extend", "ok"))
+			}
+			if tc.extended {
+				eventually(t, func() bool { return extends() >= 2 }, "the waiting message was extended twice")
+				require.Zero(t, hs.q.Stats().Visible, "and never handed back")
+			} else {
+				// Handed back, the poller receives it again at once.
+				eventually(t, func() bool { return hs.q.Stats().Received >= 3 }, "the waiting message was handed back and received again")
+				require.Zero(t, extends())
+			}
+			close(release)
+			eventually(t, func() bool { return hs.q.Stats().Deleted == 2 }, "both done")
+			require.NoError(t, stop())
+			if tc.extended {
+				require.Equal(t, 2, hs.q.Stats().Received, "no message was received twice")
+			}
+		})
+	}
 }

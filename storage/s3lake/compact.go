@@ -365,6 +365,13 @@ func (c *Compactor) compactPartition(ctx context.Context, p pipeline.LakePartiti
 		return r, nil
 	}
 	dir := c.partitionPrefix(p)
+	var earlier map[string]struct{}
+	if !c.cfg.DryRun {
+		var err error
+		if earlier, err = c.previousHourIDs(ctx, p); err != nil {
+			return r, fmt.Errorf("s3lake: compact %s: %w", dir, err)
+		}
+	}
 	var written, inputs []string
 	for _, g := range groups {
 		keys := make([]string, len(g))
@@ -378,7 +385,7 @@ func (c *Compactor) compactPartition(ctx context.Context, p pipeline.LakePartiti
 		if c.cfg.DryRun {
 			continue
 		}
-		rowsIn, body, rowsOut, err := c.merge(ctx, p.Type, keys)
+		rowsIn, body, rowsOut, err := c.merge(ctx, p.Type, keys, earlier)
 		if errors.Is(err, ErrNotFound) {
 			// Another run merged and deleted an input after we listed
 			// it; what this run wrote so far duplicates rows the views
@@ -420,8 +427,9 @@ func (c *Compactor) compactPartition(ctx context.Context, p pipeline.LakePartiti
 
 // merge reads the objects under keys and encodes their rows as one object:
 // each event id once (its earliest received copy, as the _dedup views
-// choose; on a tie the copy in the first key), in the consumer's row order.
-func (c *Compactor) merge(ctx context.Context, t pipeline.EventType, keys []string) (rowsIn int, body []byte, rowsOut int, err error) {
+// choose; on a tie the copy in the first key), in the consumer's row order,
+// leaving out ids in earlier (the previous hour has them already).
+func (c *Compactor) merge(ctx context.Context, t pipeline.EventType, keys []string, earlier map[string]struct{}) (rowsIn int, body []byte, rowsOut int, err error) {
 	best := make(map[string]int) // event id -> index in recs
 	var recs []pipeline.LakeRecord
 	for _, k := range slices.Sorted(slices.Values(keys)) {
@@ -439,6 +447,9 @@ func (c *Compactor) merge(ctx context.Context, t pipeline.EventType, keys []stri
 		}
 		rowsIn += len(got)
 		for _, rec := range got {
+			if _, dup := earlier[rec.EventID]; dup {
+				continue
+			}
 			i, seen := best[rec.EventID]
 			switch {
 			case !seen:
@@ -454,6 +465,66 @@ func (c *Compactor) merge(ctx context.Context, t pipeline.EventType, keys []stri
 		return 0, nil, 0, err
 	}
 	return rowsIn, buf.Bytes(), len(recs), nil
+}
+
+// previousHourIDs returns the event ids in the partition an hour before p.
+//
+// The _dedup views collapse copies of an event within one partition-hour
+// only (partitioning the window by dt and hour keeps partition pruning
+// working through the views). A review retried or taken over after a crash
+// re-emits its events with the same ids (pipeline/eventid.go) but a later
+// occurred_at, which may fall in the next hour; such a copy is the later
+// one, so compacting the later hour drops it. Copies more than an hour
+// apart are left (the rerun would have to outlive a claim TTL and several
+// retries), and so are copies in an hour compaction does not rewrite.
+func (c *Compactor) previousHourIDs(ctx context.Context, p pipeline.LakePartition) (map[string]struct{}, error) {
+	prev := pipeline.LakePartition{Type: p.Type, Hour: p.Hour.Add(-time.Hour)}
+	// A run compacting that hour at the same time may delete what we
+	// listed; its output holds the same ids, so list again. After a few
+	// tries the ids read so far serve: a missed id keeps a copy, which is
+	// safe.
+	ids := make(map[string]struct{})
+	for try := 0; try < 3; try++ {
+		objs, err := c.list(ctx, c.partitionPrefix(prev))
+		if err != nil {
+			return nil, err
+		}
+		gone := false
+		for _, o := range objs {
+			if !strings.HasSuffix(o.Key, ".parquet") {
+				continue
+			}
+			var data []byte
+			err := c.do(ctx, func(ctx context.Context) error {
+				var err error
+				data, err = c.store.Get(ctx, o.Key)
+				return err
+			})
+			if errors.Is(err, ErrNotFound) {
+				gone = true
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("read %s: %w", o.Key, err)
+			}
+			rows, err := ReadRows[eventIDRow](data)
+			if err != nil {
+				return nil, fmt.Errorf("read %s: %w", o.Key, err)
+			}
+			for _, r := range rows {
+				ids[r.EventID] = struct{}{}
+			}
+		}
+		if !gone {
+			break
+		}
+	}
+	return ids, nil
+}
+
+// eventIDRow reads only the event_id column of any lake table.
+type eventIDRow struct {
+	EventID string `parquet:"event_id"`
 }
 
 // do runs one S3 call under the retry policy; a *pipeline.PermanentError

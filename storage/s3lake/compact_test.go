@@ -392,3 +392,37 @@ func TestCompactConfigValidate(t *testing.T) {
 		require.ErrorContains(t, err, flag)
 	}
 }
+
+// A review rerun after a crash re-emits its events with the same ids an
+// hour later; the views cannot see across hours, so compacting the later
+// hour drops the copies the earlier hour holds.
+func TestCompactDropsCopiesOfEventsThePreviousHourHolds(t *testing.T) {
+	t.Parallel()
+	store := s3laketest.NewMemStore()
+	evs := filterHour(s3laketest.Events(300, 29, compactStart, 1), compactStart)
+	want := smallLake(t, store, evs, 3, compactStart.Add(time.Minute))
+	var rerun []pipeline.LakeEvent
+	for _, ev := range evs[:20] {
+		ev.OccurredAt = ev.OccurredAt.Add(time.Hour)
+		rerun = append(rerun, ev)
+	}
+	// The rerun's copies, and some events of the later hour of its own.
+	later := s3laketest.Events(60, 31, compactStart.Add(time.Hour), 1)
+	for id, r := range smallLake(t, store, append(rerun, later...), 2, compactStart.Add(65*time.Minute)) {
+		if _, ok := want[id]; !ok {
+			want[id] = r
+		}
+	}
+	_, err := compactor(t, store, compactStart.Add(4*time.Hour), nil).Run(t.Context())
+	require.NoError(t, err)
+	c, err := s3laketest.ReadLake(t.Context(), store, s3lake.DefaultEventsPrefix, "")
+	require.NoError(t, err)
+	byID, copies := c.ByID()
+	require.Len(t, copies, len(want))
+	for id := range want {
+		require.Equal(t, 1, copies[id], "event %s once across the two hours", id)
+	}
+	for _, ev := range evs[:20] {
+		require.Equal(t, ev.OccurredAt, byID[ev.EventID].OccurredAt, "the earlier copy is kept")
+	}
+}
