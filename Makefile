@@ -236,3 +236,7 @@ console-down: ## stop the console started by make console
 .PHONY: bench-console
 bench-console: ## the console's SSE figures: idle-stream memory, delivery lag, stalled client, drain and resume (not part of make test)
 	$(GO) test -tags consolebench -run '^TestConsoleBench$$' -count=1 -timeout 20m -v ./cmd/console/ | grep -v -e '^=== RUN' -e '^--- PASS' -e '^PASS'
+
+.PHONY: bench-console-ttft
+bench-console-ttft: ## only bench-console's interactive TTFT rows (batch backlog with and without the fleet reserve; needs the stack's Redis)
+	$(GO) test -tags consolebench -run '^TestConsoleBenchTTFT$$' -count=1 -timeout 10m -v ./cmd/console/ | grep -v -e '^=== RUN' -e '^--- PASS' -e '^PASS'

@@ -136,35 +136,51 @@ func TestMain(m *testing.M) { standin.Main(m) }
 // with the primary idle and while a worker's batch backlog keeps it busy:
 // one simulator (16 requests running at most, like a vLLM server's
 // max_num_seqs), a worker router of batch calls and the console's router
-// of interactive calls, two processes' routers sharing one server. Once
-// with the batch router using all 16 server slots, once leaving 4 to
-// interactive work (the fleet-wide reserve of issue 17).
+// of interactive calls, two processes' routers sharing one server. Three
+// backlogs: the batch router using all 16 server slots on its own; the
+// same router (--primary-concurrency 16) with both routers taking the
+// fleet-wide primary leases in Redis as production is configured
+// (--fleet-primary-limit 16 --fleet-primary-reserved 4 on the worker and
+// the console); and, for comparison, a batch router simply configured to
+// 12.
 func ttftUnderBacklog(t *testing.T) []row {
 	sim := standin.StartLLM(t, standin.LLMOptions{Name: "primary", Model: "sim",
 		Config: `{"ttft":"40ms","itl":"4ms","jitter":0,"tokens_per_chunk":4,"max_running":16,"max_waiting":10000}`})
-	router := func(conc int) *llm.Router {
-		r, err := llm.New(llm.Config{Primary: llm.PoolConfig{BaseURL: sim.BaseURL, Model: sim.Model, MaxConcurrency: conc,
-			AttemptTimeout: 30 * time.Second}, MaxAttempts: 1}, nil)
+	rdb := redis.NewClient(&redis.Options{Addr: stacktest.Get(t, "CHATGUARD_REDIS_ADDR"), PoolSize: 128})
+	t.Cleanup(func() { rdb.Close() })
+	fleet := FleetConfig{FleetPrimaryLimit: 16, FleetPrimaryReserved: 4, FleetReplicas: 2,
+		FleetKeyPrefix: stacktest.Unique("bench-fleet") + ":"}
+	router := func(conc int, withFleet bool) *llm.Router {
+		cfg := llm.Config{Primary: llm.PoolConfig{BaseURL: sim.BaseURL, Model: sim.Model, MaxConcurrency: conc,
+			AttemptTimeout: 30 * time.Second}, MaxAttempts: 1}
+		if withFleet {
+			cfg = fleet.withFleet(cfg, rdb)
+		}
+		r, err := llm.New(cfg, nil)
 		require.NoError(t, err)
+		t.Cleanup(runRouter(r))
 		return r
 	}
 	req := func(c llm.Class) llm.Request {
 		return llm.Request{Stage: pipeline.StageTriage, Class: c, MaxTokens: 120, Messages: []llm.Message{
 			{Role: llm.RoleSystem, Text: "Review the chat."}, {Role: llm.RoleUser, Text: "buyer: 안녕하세요\nseller: 계좌이체로 선입금 부탁해요"}}}
 	}
-	console := router(4)
-	p95 := func() time.Duration {
+	p95 := func(console *llm.Router) (time.Duration, int) {
 		var ds []time.Duration
+		refused := 0
 		for range 40 {
 			resp, err := console.Complete(context.Background(), req(llm.ClassInteractive))
-			require.NoError(t, err)
+			if err != nil {
+				refused++ // the interactive class is refused at once, never queued
+				continue
+			}
 			ds = append(ds, resp.TTFT)
 		}
-		return pct(ds, 0.95)
+		return pct(ds, 0.95), refused
 	}
-	idle := p95()
-	backlog := func(conc int) time.Duration {
-		worker := router(conc)
+	idle, _ := p95(router(4, false))
+	backlog := func(conc int, withFleet bool) (time.Duration, int) {
+		worker, console := router(conc, withFleet), router(4, withFleet)
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
 		for range 48 { // a queue backlog: more jobs than slots
@@ -176,19 +192,33 @@ func ttftUnderBacklog(t *testing.T) []row {
 				}
 			}()
 		}
-		time.Sleep(time.Second)
-		got := p95()
+		time.Sleep(time.Second) // let the backlog fill the server before measuring
+		got, refused := p95(console)
 		cancel()
 		wg.Wait()
-		return got
+		return got, refused
 	}
-	full, reserved := backlog(16), backlog(12)
+	full, _ := backlog(16, false)
+	leased, leasedRefused := backlog(16, true)
+	reserved, _ := backlog(12, false)
 	ratio := func(d time.Duration) string { return fmt.Sprintf("%.2f×", float64(d)/float64(idle)) }
 	return []row{
 		{"interactive TTFT p95, primary idle", idle.Round(100 * time.Microsecond).String(), "-"},
-		{"… while a batch backlog uses all 16 server slots", fmt.Sprintf("%s (%s idle)", full.Round(100*time.Microsecond), ratio(full)), "≤ 1.2× idle"},
-		{"… while the batch backlog leaves 4 slots to interactive work", fmt.Sprintf("%s (%s idle)", reserved.Round(100*time.Microsecond), ratio(reserved)), "≤ 1.2× idle"},
+		{"… while a batch backlog uses all 16 server slots (no fleet limit)", fmt.Sprintf("%s (%s idle)", full.Round(100*time.Microsecond), ratio(full)), "≤ 1.2× idle"},
+		{"… the same backlog (batch --primary-concurrency 16) through the fleet leases, --fleet-primary-limit 16 --fleet-primary-reserved 4",
+			fmt.Sprintf("%s (%s idle; %d of 40 refused)", leased.Round(100*time.Microsecond), ratio(leased), leasedRefused), "≤ 1.2× idle"},
+		{"… while the batch router is configured to 12 (no fleet limit)", fmt.Sprintf("%s (%s idle)", reserved.Round(100*time.Microsecond), ratio(reserved)), "≤ 1.2× idle"},
 	}
+}
+
+// TestConsoleBenchTTFT runs only the TTFT rows (make bench-console-ttft).
+func TestConsoleBenchTTFT(t *testing.T) {
+	rows := ttftUnderBacklog(t)
+	fmt.Printf("\n| figure | measured | goal |\n| --- | --- | --- |\n")
+	for _, r := range rows {
+		fmt.Printf("| %s | %s | %s |\n", r.what, r.value, r.goal)
+	}
+	fmt.Printf("\n(%d CPUs, GOMAXPROCS %d, %s)\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version())
 }
 
 func TestConsoleBench(t *testing.T) {

@@ -25,6 +25,8 @@ import (
 type Config struct {
 	// Fleet: the workers' fleet-wide primary leases (capacity.go).
 	Fleet FleetConfig
+	// Outbox: the resend of unsent moderator feedback (feedback.go).
+	Outbox OutboxConfig
 
 	ListenAddr string
 	AdminAddr  string
@@ -79,6 +81,7 @@ func DefaultConfig() Config {
 	lv := redislive.DefaultConfig()
 	return Config{
 		Fleet:               defaultFleet(),
+		Outbox:              defaultOutbox(),
 		ListenAddr:          ":8080",
 		AdminAddr:           ":9091",
 		MySQLMaxOpenConns:   16,
@@ -114,6 +117,7 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.StringVar(&c.ChatAPIURL, "chat-api-url", "chat-history API base URL (the room page fetches history live; the console stores no chat text)")
 	fs.DurationVar(&c.ChatTimeout, "chat-timeout", "timeout of one chat-history request")
 	fs.StringVar(&c.FeedbackQueueURL, "feedback-queue-url", "SQS feedback queue URL for moderator_feedback and inference-log events")
+	c.Outbox.flags(fs)
 	c.RedisOptions.Flags(fs, "Redis host:port: stop signals and the live event streams (resume)")
 	fs.StringVar(&c.StopChannel, "stop-channel", "Redis pub/sub channel of stop signals")
 	fs.StringVar(&c.StopKeyPrefix, "stop-key-prefix", "prefix of the Redis keys that keep live stop signals")
@@ -196,7 +200,7 @@ func (c Config) Validate() error {
 	if c.MySQLMaxOpenConns < 1 {
 		errs = append(errs, errors.New("--mysql-max-open-conns must be positive"))
 	}
-	errs = append(errs, c.RedisOptions.Validate(), c.hub().Validate(), c.liveLog().Validate(), c.redisStop().Validate(), c.Fleet.validate())
+	errs = append(errs, c.RedisOptions.Validate(), c.hub().Validate(), c.liveLog().Validate(), c.redisStop().Validate(), c.Fleet.validate(), c.Outbox.validate())
 	return errors.Join(errs...)
 }
 

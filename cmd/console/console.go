@@ -94,7 +94,18 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("console: %w", err)
 	}
 	defer db.Close()
+	if err := checkSchema(ctx, db, 10*time.Second); err != nil {
+		return fmt.Errorf("console: %w", err)
+	}
 	store := mysql.New(db)
+
+	// The outbox sweeper resends feedback events SQS did not accept
+	// (feedback.go); it stops before the queue and the database close.
+	fbm := newFeedbackMetrics(reg)
+	outboxCtx, stopOutbox := context.WithCancel(context.WithoutCancel(ctx))
+	outboxDone := make(chan struct{})
+	go func() { defer close(outboxDone); _ = newOutbox(cfg.Outbox, store, feedback, fbm, log).Run(outboxCtx) }()
+	defer func() { stopOutbox(); <-outboxDone }()
 
 	chatCfg := cfg.chat()
 	chatCfg.Registerer = reg
@@ -154,7 +165,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("console: templates: %w", err)
 	}
 	srv := &server{cfg: cfg, auth: &auth{proxies: proxies, devLogin: cfg.DevLogin, key: key, now: time.Now},
-		store: store, chat: chat, feedback: feedback, reviews: rv, hub: hub, log: log, tmpl: tmpl, now: time.Now}
+		store: store, chat: chat, feedback: feedback, fbm: fbm, reviews: rv, hub: hub, log: log, tmpl: tmpl, now: time.Now}
 	if cfg.OperatorURL != "" {
 		srv.stops = newOperatorClient(cfg.OperatorURL, cfg.OperatorTokenFile)
 	}
@@ -240,8 +251,9 @@ func adminRoutes(reg *prometheus.Registry, db interface{ Ping(context.Context) e
 	return mux
 }
 
-// newConsoleMetrics registers the admission gauges.
+// newConsoleMetrics registers the admission gauges and counters.
 func newConsoleMetrics(reg prometheus.Registerer, rv *reviews) {
+	rv.admission = newAdmissionMetrics(reg)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "chatguard_console_reviews_running",
 		Help: "On-demand reviews running on this pod (admission slots taken)."}, func() float64 { return float64(len(rv.slots)) }))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "chatguard_console_reviews_slots",

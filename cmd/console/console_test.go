@@ -50,6 +50,16 @@ func (f *fakeStore) AddDecision(_ context.Context, d mysql.Decision) (uint64, er
 	f.decisions = append(f.decisions, d)
 	return uint64(len(f.decisions)), nil
 }
+func (f *fakeStore) MarkFeedbackSent(_ context.Context, at time.Time, ids ...uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, id := range ids {
+		if f.decisions[id-1].FeedbackSentAt.IsZero() {
+			f.decisions[id-1].FeedbackSentAt = at
+		}
+	}
+	return nil
+}
 func (f *fakeStore) Decisions(context.Context, uint64, int) ([]mysql.Decision, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -75,11 +85,15 @@ func (fakeChat) History(context.Context, string, time.Time, time.Time) ([]pipeli
 type fakeFeedback struct {
 	mu   sync.Mutex
 	msgs []pipeline.OutMessage
+	err  error // when set, Send fails with it and keeps nothing
 }
 
 func (f *fakeFeedback) Send(_ context.Context, m []pipeline.OutMessage) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.err != nil {
+		return f.err
+	}
 	f.msgs = append(f.msgs, m...)
 	return nil
 }

@@ -40,6 +40,8 @@ type reviews struct {
 
 	// slots is the admission gate: a review takes one or is refused.
 	slots chan struct{}
+	// admission counts the gate's answers (nil: counted nowhere).
+	admission *admissionMetrics
 	// ctx is the parent of every review: cancelled when the drain
 	// timeout is over.
 	ctx     context.Context
@@ -113,12 +115,14 @@ func (rv *reviews) start(w http.ResponseWriter, r *http.Request) {
 	draining := rv.draining
 	rv.mu.Unlock()
 	if draining {
+		rv.admission.count(admissionDraining)
 		rv.refuse(w, http.StatusServiceUnavailable, "this console pod is shutting down; retry")
 		return
 	}
 	select {
 	case rv.slots <- struct{}{}:
 	default:
+		rv.admission.count(admissionBusy)
 		rv.refuse(w, http.StatusTooManyRequests, "every on-demand review slot is busy; retry")
 		return
 	}
@@ -126,9 +130,11 @@ func (rv *reviews) start(w http.ResponseWriter, r *http.Request) {
 	st, err := rv.hub.Open(id)
 	if err != nil {
 		<-rv.slots
+		rv.admission.count(admissionDraining)
 		rv.refuse(w, http.StatusServiceUnavailable, "this console pod is shutting down; retry")
 		return
 	}
+	rv.admission.count(admissionAdmitted)
 	sub, _ := st.Subscribe(0) // a fresh stream: cannot fail
 	rv.running.Add(1)
 	go func() {

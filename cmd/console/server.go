@@ -15,8 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/live"
 	"github.com/chatguard/chatguard/storage/mysql"
@@ -34,6 +32,7 @@ type store interface {
 	VerdictByID(ctx context.Context, id uint64) (pipeline.Verdict, error)
 	VerdictID(ctx context.Context, key pipeline.ReviewKey) (uint64, error)
 	AddDecision(ctx context.Context, d mysql.Decision) (uint64, error)
+	MarkFeedbackSent(ctx context.Context, at time.Time, ids ...uint64) error
 	Decisions(ctx context.Context, verdictID uint64, limit int) ([]mysql.Decision, error)
 	Save(ctx context.Context, v pipeline.Verdict) error
 	Ping(ctx context.Context) error
@@ -59,7 +58,8 @@ type server struct {
 	store    store
 	chat     pipeline.ChatSource
 	feedback feedbackSender
-	stops    stopper // nil: no stop button
+	fbm      *feedbackMetrics // nil: counted nowhere
+	stops    stopper          // nil: no stop button
 	reviews  *reviews
 	hub      *live.Hub
 	log      *slog.Logger
@@ -347,9 +347,11 @@ func evidenceIDs(v pipeline.Verdict) map[string]bool {
 }
 
 // decide records a confirm or overturn: the decision row first (the
-// queue's state), then the moderator_feedback event on the feedback queue
-// (the lake), with the decision's id in the event id so a resend
-// deduplicates.
+// queue's state, and the outbox of the feedback event), then the
+// moderator_feedback event on the feedback queue (the lake), then the
+// row's feedback_sent_at. It answers success once the row is committed: a
+// send that fails leaves the row unmarked and the outbox sweeper resends
+// it, with the event id derived from the row id, so the lake keeps one.
 func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	who, _ := whoFrom(r.Context())
 	id, ok := verdictIDParam(r)
@@ -366,18 +368,18 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusServiceUnavailable, "could not read the verdict", err)
 		return
 	}
-	d := mysql.Decision{VerdictID: id, Moderator: who.ID, Decision: r.PostFormValue("decision"), Note: r.PostFormValue("note"), DecidedAt: s.now().UTC()}
+	// Microseconds, as the row keeps it: a resend built from the row
+	// carries the same occurred_at (and so the same lake partition).
+	d := mysql.Decision{VerdictID: id, Moderator: who.ID, Decision: r.PostFormValue("decision"), Note: r.PostFormValue("note"),
+		DecidedAt: s.now().UTC().Truncate(time.Microsecond)}
 	switch d.Decision {
 	case mysql.DecisionConfirm:
 		d.Label, d.Category = v.Label, v.Category
 	case mysql.DecisionOverturn:
 		d.Label, d.Category = pipeline.Label(r.PostFormValue("label")), pipeline.Category(r.PostFormValue("category"))
 	}
-	decided := d.Category
 	if d.Label == pipeline.LabelClean {
-		// The row keeps '' for clean (its schema); the lake compares
-		// categories, and a clean verdict's category is "clean".
-		d.Category, decided = "", pipeline.CategoryClean
+		d.Category = "" // the row keeps '' for clean (its schema)
 	}
 	decID, err := s.store.AddDecision(r.Context(), d)
 	var perm *pipeline.PermanentError
@@ -389,29 +391,44 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusServiceUnavailable, "could not save the decision", err)
 		return
 	}
+	d.ID = decID
 	s.log.Info("console: audit", "action", "decide", "moderator", who.ID, "decision", d.Decision, "verdict_id", id,
 		"decision_id", decID, "room_id", v.Key.RoomID, "label", d.Label, "category", d.Category)
-	ev := pipeline.LakeEvent{
-		EventID:   uuid.NewSHA1(uuid.NameSpaceOID, []byte("chatguard/moderator_decision/"+strconv.FormatUint(decID, 10))).String(),
-		EventType: pipeline.EventModeratorFeedback, OccurredAt: d.DecidedAt, SchemaVersion: pipeline.LakeEventSchemaVersion,
-		Payload: pipeline.ModeratorFeedback{RoomID: v.Key.RoomID, WindowStart: v.Key.WindowStart, WindowEnd: v.Key.WindowEnd,
-			PipelineVersion: v.Key.PipelineVersion, ModeratorID: who.ID, VerdictLabel: v.Label, VerdictCategory: v.Category,
-			DecidedLabel: d.Label, DecidedCategory: decided, ActionTaken: v.Action},
-	}
-	body, _ := json.Marshal(ev) // plain fields: cannot fail
+	ev := feedbackEvent(d, v.Key, v.Label, v.Category, v.Action)
+	saved := d.Decision
 	sctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	if err := s.feedback.Send(sctx, []pipeline.OutMessage{{Body: body}}); err != nil {
-		s.log.Error("console: feedback event not sent", "decision_id", decID, "event_id", ev.EventID, "err", err)
-		s.fail(w, r, http.StatusBadGateway, "the decision is saved but its feedback event was not sent; it is logged for a resend", nil)
-		return
+	if err := s.feedback.Send(sctx, []pipeline.OutMessage{{Body: feedbackBody(ev)}}); err != nil {
+		s.count("failed")
+		s.log.Warn("console: feedback event not sent; the outbox sweeper resends it", "decision_id", decID, "event_id", ev.EventID, "err", err)
+		saved += " (feedback queued)"
+	} else {
+		s.count("sent")
+		// Detached: SQS holds the event whether or not the moderator waits.
+		mctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+		defer cancel()
+		if err := s.store.MarkFeedbackSent(mctx, s.now(), decID); err != nil {
+			s.log.Warn("console: feedback sent but not marked; the sweeper resends it with the same event id", "decision_id", decID, "err", err)
+		}
 	}
 	if r.Header.Get("HX-Request") == "true" {
 		decisions, _ := s.store.Decisions(r.Context(), id, 20)
-		s.render(w, "decisions", http.StatusOK, map[string]any{"Decisions": decisions, "Saved": d.Decision})
+		s.render(w, "decisions", http.StatusOK, map[string]any{"Decisions": decisions, "Saved": saved})
 		return
 	}
 	http.Redirect(w, r, "/verdicts/"+strconv.FormatUint(id, 10), http.StatusSeeOther)
+}
+
+// count counts one request-path feedback send by outcome (sent, failed).
+func (s *server) count(outcome string) {
+	if s.fbm == nil {
+		return
+	}
+	if outcome == "sent" {
+		s.fbm.sent.WithLabelValues("decide").Inc()
+	} else {
+		s.fbm.failed.WithLabelValues("decide").Inc()
+	}
 }
 
 // stop publishes a room stop through the operator API.

@@ -61,6 +61,10 @@ type Decision struct {
 	Category  pipeline.Category
 	Note      string
 	DecidedAt time.Time
+	// FeedbackSentAt is when SQS accepted the decision's moderator_feedback
+	// event; zero while it is unsent (the console's sweeper resends it).
+	// AddDecision ignores it.
+	FeedbackSentAt time.Time
 }
 
 // The decisions a moderator can make.
@@ -114,7 +118,7 @@ func (s *Store) AddDecision(ctx context.Context, d Decision) (uint64, error) {
 // Decisions returns the decisions on verdict id, newest first (the first
 // is the one in force), at most limit.
 func (s *Store) Decisions(ctx context.Context, verdictID uint64, limit int) ([]Decision, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, verdict_id, moderator, decision, label, category, COALESCE(note, ''), decided_at
+	rows, err := s.db.QueryContext(ctx, `SELECT id, verdict_id, moderator, decision, label, category, COALESCE(note, ''), decided_at, feedback_sent_at
 		FROM moderator_decisions WHERE verdict_id = ? ORDER BY decided_at DESC, id DESC LIMIT ?`, verdictID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: decisions: %w", err)
@@ -125,11 +129,15 @@ func (s *Store) Decisions(ctx context.Context, verdictID uint64, limit int) ([]D
 		var (
 			d          Decision
 			label, cat string
+			sent       sql.NullTime
 		)
-		if err := rows.Scan(&d.ID, &d.VerdictID, &d.Moderator, &d.Decision, &label, &cat, &d.Note, &d.DecidedAt); err != nil {
+		if err := rows.Scan(&d.ID, &d.VerdictID, &d.Moderator, &d.Decision, &label, &cat, &d.Note, &d.DecidedAt, &sent); err != nil {
 			return nil, fmt.Errorf("mysql: decisions: %w", err)
 		}
 		d.Label, d.Category, d.DecidedAt = pipeline.Label(label), pipeline.Category(cat), d.DecidedAt.UTC()
+		if sent.Valid {
+			d.FeedbackSentAt = sent.Time.UTC()
+		}
 		out = append(out, d)
 	}
 	if err := rows.Err(); err != nil {
