@@ -26,6 +26,8 @@ type sizes struct {
 	redisDown   time.Duration
 	lake        int
 	s3Down      time.Duration
+	sqs         int
+	sqsDown     time.Duration
 	full        bool
 	settle      time.Duration
 }
@@ -34,10 +36,10 @@ func loads() sizes {
 	if os.Getenv("CHATGUARD_CHAOS") == "full" {
 		return sizes{dup: 200, kill: 1000, kills: 10, mysql: 500, mysqlDown: 120 * time.Second, chat: 500, chatDown: 60 * time.Second,
 			pools: 300, poolsDown: 5 * time.Minute, primary: 500, redis: 100, redisDown: 60 * time.Second,
-			lake: 20000, s3Down: 120 * time.Second, full: true, settle: 15 * time.Minute}
+			lake: 20000, s3Down: 120 * time.Second, sqs: 300, sqsDown: 60 * time.Second, full: true, settle: 15 * time.Minute}
 	}
 	return sizes{dup: 30, kill: 60, kills: 2, mysql: 40, mysqlDown: 8 * time.Second, redis: 10, redisDown: 3 * time.Second,
-		lake: 2000, s3Down: 5 * time.Second, settle: 3 * time.Minute}
+		lake: 2000, s3Down: 5 * time.Second, sqs: 40, sqsDown: 15 * time.Second, settle: 3 * time.Minute}
 }
 
 // TestChaos runs the scenarios one after another (they share two cores and
@@ -59,6 +61,7 @@ func TestChaos(t *testing.T) {
 		{"primary", true, primaryScenario},
 		{"redis", true, redisScenario},
 		{"s3", true, s3Scenario},
+		{"sqs", true, sqsScenario},
 	}
 	only := os.Getenv("CHATGUARD_CHAOS_ONLY")
 	for _, sc := range scenarios {
@@ -255,4 +258,28 @@ func primaryScenario(t *testing.T, s sizes) {
 		fmt.Sprintf("%d%% done; fallback answered %d of %d stages (%.1f %%); DLQ %d", 100*done/s.primary, fallback, stages, 100*float64(fallback)/float64(max(stages, 1)), dlq),
 		done == s.primary && dlq == 0})
 	require.Equal(t, s.primary, done)
+}
+
+// sqsScenario: the workers lose SQS for a while (receives, heartbeats,
+// deletes and lake-event sends all fail). Jobs whose lease cannot be
+// extended are cancelled and their messages come back; the review claim
+// and the stored verdicts keep that from costing a second set of model
+// calls beyond the reviews cut short.
+func sqsScenario(t *testing.T, s sizes) {
+	e := newEnv(t)
+	e.startWorker()
+	e.startWorker()
+	e.send(events(t, s.sqs))
+	f := e.outage(s.sqs, s, func() {
+		e.sqsProxy.SetDown(true)
+		time.Sleep(s.sqsDown) // the outage itself
+		e.sqsProxy.SetDown(false)
+	})
+	dlq := e.depth(e.queue.DLQURL)
+	lost := s.sqs - e.done()
+	calls, recorded := e.modelCalls(), e.recordedCalls()
+	record(row{fmt.Sprintf("SQS unreachable from the workers for %s", s.sqsDown), fmt.Sprintf("%d events, 2 workers", s.sqs),
+		fmt.Sprintf("DLQ %d, lost %d; %s; model calls beyond one review's worth %d (of %d)", dlq, lost, f, calls-recorded, calls), dlq == 0 && lost == 0})
+	require.Zero(t, dlq)
+	require.Zero(t, lost)
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,6 +46,7 @@ type env struct {
 	dsn        string // through the MySQL proxy
 	mysqlProxy *Proxy
 	chatProxy  *Proxy
+	sqsProxy   *Proxy // the workers' SQS endpoint; the test's own client goes direct
 	prim, fb   *standin.LLM
 	sqs        *sqs.Client
 	queue      stacktest.Queue
@@ -77,6 +79,12 @@ func newEnv(t *testing.T, extraEnv ...string) *env {
 	e.chatProxy, err = NewProxy(strings.TrimPrefix(chatURL, "http://"))
 	require.NoError(t, err)
 	t.Cleanup(e.chatProxy.Close)
+
+	sqsURL, err := url.Parse(stacktest.Get(t, "AWS_ENDPOINT_URL_SQS"))
+	require.NoError(t, err)
+	e.sqsProxy, err = NewProxy(sqsURL.Host)
+	require.NoError(t, err)
+	t.Cleanup(e.sqsProxy.Close)
 
 	e.prim = standin.StartLLM(t, standin.LLMOptions{Name: "primary", Model: "sim-p", Config: fastSim})
 	e.fb = standin.StartLLM(t, standin.LLMOptions{Name: "fallback", Model: "sim-f", APIKey: "k", Config: fastSim})
@@ -135,7 +143,7 @@ func (e *env) startWorker() *worker {
 	w.cmd.Env = append(os.Environ(),
 		"CHATGUARD_REVIEW_QUEUE_URL="+e.queue.URL, "CHATGUARD_REVIEW_DLQ_URL="+e.queue.DLQURL,
 		"CHATGUARD_FEEDBACK_QUEUE_URL="+e.feedback.URL, "CHATGUARD_MYSQL_DSN="+e.dsn,
-		"CHATGUARD_CHAT_API_URL=http://"+e.chatProxy.Addr(),
+		"CHATGUARD_CHAT_API_URL=http://"+e.chatProxy.Addr(), "AWS_ENDPOINT_URL_SQS=http://"+e.sqsProxy.Addr(),
 		"CHATGUARD_PRIMARY_BASE_URL="+e.prim.BaseURL, "CHATGUARD_PRIMARY_MODEL=sim-p",
 		"CHATGUARD_FALLBACK_BASE_URL="+e.fb.BaseURL, "CHATGUARD_FALLBACK_MODEL=sim-f", "CHATGUARD_FALLBACK_API_KEY=k",
 		"CHATGUARD_ADMIN_ADDR=127.0.0.1:0", "CHATGUARD_WAIT_TIME=1s", "CHATGUARD_DRAIN_TIMEOUT=5s",
