@@ -27,7 +27,8 @@ func benchThroughput(b *testing.B, concurrency int, rev pipeline.Reviewer, chatU
 		if v := os.Getenv("BENCH_PREFETCH"); v != "" {
 			c.Capacity.Prefetch, _ = strconv.Atoi(v)
 		}
-		c.MySQLMaxOpenConns = concurrency + 4
+		// Bounded below the server's max_connections (151 by default).
+		c.MySQLMaxOpenConns = min(concurrency+4, 64)
 		c.LogLevel = "warn"
 		c.PrimaryConcurrency, c.FallbackConcurrency = concurrency*4, concurrency*4
 	}})
