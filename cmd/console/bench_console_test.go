@@ -459,6 +459,9 @@ func drainResume(t *testing.T, reviews, perReview int) []row {
 					res.err = err
 					return
 				}
+				// Bounded: a stream that never ends fails its row
+				// instead of hanging the benchmark.
+				_ = c.SetDeadline(time.Now().Add(2 * time.Minute))
 				if hop == 0 {
 					opened.Add(1)
 				}
@@ -493,8 +496,9 @@ func drainResume(t *testing.T, reviews, perReview int) []row {
 			}
 		}(i)
 	}
-	for opened.Load() < int64(len(results)) {
-		time.Sleep(10 * time.Millisecond)
+	for openBy := time.Now().Add(2 * time.Minute); opened.Load() < int64(len(results)); {
+		require.True(t, time.Now().Before(openBy), "only %d of %d streams opened", opened.Load(), len(results))
+		time.Sleep(10 * time.Millisecond) // polling real connections, not synchronising goroutines of ours
 	}
 	emit := func(k int) {
 		for range k {
