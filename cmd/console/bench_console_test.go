@@ -221,6 +221,14 @@ func TestConsoleBenchTTFT(t *testing.T) {
 	fmt.Printf("\n(%d CPUs, GOMAXPROCS %d, %s)\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version())
 }
 
+// TestConsoleBenchDrain runs only the drain row.
+func TestConsoleBenchDrain(t *testing.T) {
+	raiseFDLimit(t)
+	for _, r := range drainResume(t, 100, 10) {
+		fmt.Printf("| %s | %s | %s |\n", r.what, r.value, r.goal)
+	}
+}
+
 func TestConsoleBench(t *testing.T) {
 	raiseFDLimit(t)
 	var rows []row
@@ -426,8 +434,11 @@ func drainResume(t *testing.T, reviews, perReview int) []row {
 	defer rdb.Close()
 	lcfg := redislive.DefaultConfig()
 	lcfg.KeyPrefix = stacktest.Unique("bench-live") + ":"
+	tail := redis.NewClient(&redis.Options{Addr: stacktest.Get(t, "CHATGUARD_REDIS_ADDR"), PoolSize: 1024, ReadTimeout: 5 * time.Second})
+	defer tail.Close()
 	log, err := redislive.New(rdb, lcfg)
 	require.NoError(t, err)
+	log = log.WithTailClient(tail) // as the console does
 	hubA, err := live.NewHub(live.DefaultConfig(), log, nil)
 	require.NoError(t, err)
 	hubB, err := live.NewHub(live.DefaultConfig(), log, nil)
@@ -518,17 +529,26 @@ func drainResume(t *testing.T, reviews, perReview int) []row {
 	wg.Wait()
 	require.NoError(t, hubA.Wait(context.Background()))
 	resumed, lastResume := 0, time.Duration(0)
+	why := map[string]int{} // how the others failed, for the report
 	for _, r := range results {
 		ok := r.err == nil && len(r.seqs) == 41
 		for j, s := range r.seqs {
 			ok = ok && s == uint64(j+1)
 		}
-		if ok {
+		switch {
+		case ok:
 			resumed++
+		case r.err != nil:
+			why[r.err.Error()]++
+		default:
+			why[fmt.Sprintf("%d events, first %v", len(r.seqs), r.seqs[:min(3, len(r.seqs))])]++
 		}
 		if !r.resumedAt.IsZero() {
 			lastResume = max(lastResume, r.resumedAt.Sub(drainStart))
 		}
+	}
+	for w, n := range why {
+		t.Logf("drain: %d clients: %s", n, w)
 	}
 	return []row{
 		{fmt.Sprintf("drain with %d open streams (%d reviews): clients that resumed on another pod with every event once", len(results), reviews),

@@ -122,10 +122,21 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("console: redis: %w", err)
 	}
 	defer rdb.Close()
+	// Resumed clients tail the live log with blocking reads; they get a
+	// pool of their own so that they never starve the log writer's
+	// appends (redislive.WithTailClient).
+	tailRdb, err := cfg.RedisOptions.Client(func(o *redis.Options) {
+		o.ReadTimeout, o.PoolSize = 2*time.Second+tailWait, 1024
+	})
+	if err != nil {
+		return fmt.Errorf("console: redis: %w", err)
+	}
+	defer tailRdb.Close()
 	liveLog, err := redislive.New(rdb, cfg.liveLog())
 	if err != nil {
 		return fmt.Errorf("console: %w", err)
 	}
+	liveLog = liveLog.WithTailClient(tailRdb)
 	hub, err := live.NewHub(cfg.hub(), liveLog, reg)
 	if err != nil {
 		return fmt.Errorf("console: %w", err)

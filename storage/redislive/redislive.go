@@ -60,8 +60,9 @@ func (c Config) Validate() error {
 
 // Log is a pipeline.LiveLog over Redis Streams.
 type Log struct {
-	rdb redis.UniversalClient
-	cfg Config
+	rdb    redis.UniversalClient
+	tailer redis.UniversalClient // blocking reads; rdb unless WithTailClient
+	cfg    Config
 }
 
 var _ pipeline.LiveLog = (*Log)(nil)
@@ -71,7 +72,18 @@ func New(rdb redis.UniversalClient, cfg Config) (*Log, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Log{rdb: rdb, cfg: cfg}, nil
+	return &Log{rdb: rdb, tailer: rdb, cfg: cfg}, nil
+}
+
+// WithTailClient returns a copy of l whose blocking reads (Read with a
+// wait) go through tailer. A blocking XREAD holds a pooled connection for
+// up to its wait, so many resumed clients tailing through the writers'
+// pool starve Append of connections until its timeout drops events that
+// those very clients wait for; a pool of their own keeps appends flowing.
+func (l *Log) WithTailClient(tailer redis.UniversalClient) *Log {
+	c := *l
+	c.tailer = tailer
+	return &c
 }
 
 func (l *Log) key(id string) string { return l.cfg.KeyPrefix + id }
@@ -117,7 +129,11 @@ func (l *Log) Read(ctx context.Context, id string, after uint64, wait time.Durat
 	if wait > 0 {
 		args.Block = wait
 	}
-	res, err := l.rdb.XRead(ctx, args).Result()
+	rdb := l.rdb
+	if wait > 0 {
+		rdb = l.tailer
+	}
+	res, err := rdb.XRead(ctx, args).Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}

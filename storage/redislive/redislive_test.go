@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/internal/stacktest"
@@ -59,4 +60,42 @@ func TestAppendReadResumeAndGone(t *testing.T) {
 	ttl, err := stacktest.Redis(t).TTL(ctx, cfg.KeyPrefix+"r1").Result()
 	require.NoError(t, err)
 	require.Greater(t, ttl, time.Duration(0), "the stream expires")
+}
+
+// Blocking reads go through the tail client, everything else through the
+// writers' client: with a tail pool of one connection held by a blocked
+// reader, appends still land at once.
+func TestBlockingReadsUseTheTailClient(t *testing.T) {
+	ctx := context.Background()
+	cfg := DefaultConfig()
+	cfg.KeyPrefix = stacktest.Unique("live-tail") + ":"
+	addr := stacktest.Redis(t).Options().Addr
+	tail := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1, PoolTimeout: 100 * time.Millisecond, ReadTimeout: 5 * time.Second})
+	defer tail.Close()
+	l, err := New(stacktest.Redis(t), cfg)
+	require.NoError(t, err)
+	l = l.WithTailClient(tail)
+	require.NoError(t, l.Append(ctx, "r", []pipeline.LiveEvent{{Seq: 1, Type: pipeline.LiveToken, Data: []byte(`{}`)}}))
+
+	// A reader blocks on the tail client's only connection, waiting for
+	// event 2.
+	got := make(chan []pipeline.LiveEvent, 1)
+	go func() {
+		evs, _ := l.Read(ctx, "r", 1, 3*time.Second)
+		got <- evs
+	}()
+	require.Eventually(t, func() bool { return tail.PoolStats().TotalConns == 1 && tail.PoolStats().IdleConns == 0 },
+		2*time.Second, time.Millisecond, "the reader holds the tail connection")
+	// A second blocking reader finds the tail pool exhausted...
+	_, err = l.Read(ctx, "r", 1, time.Second)
+	require.Error(t, err, "the tail pool has one connection, held")
+	// ...but appends do not wait for it, and wake the first reader.
+	require.NoError(t, l.Append(ctx, "r", []pipeline.LiveEvent{{Seq: 2, Type: pipeline.LiveVerdict, Data: []byte(`{}`)}}))
+	select {
+	case evs := <-got:
+		require.Len(t, evs, 1)
+		require.Equal(t, uint64(2), evs[0].Seq)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the blocked reader never saw the append")
+	}
 }
