@@ -32,25 +32,36 @@ func NewClaims(db *sql.DB, now func() time.Time) *Claims {
 	return &Claims{db: db, now: now}
 }
 
-// Claim implements pipeline.ReviewClaims in three single-row statements,
-// each atomic under the row's lock: create the claim if there is none, else
-// take it if it is expired or ours (claimed_at is set before owner: MySQL
-// applies SET assignments left to right), then read who holds it. Two claimers
-// racing for a free or expired claim cannot both win: the loser's UPDATE
+// Claim implements pipeline.ReviewClaims. One upsert, atomic under the
+// row's lock, creates the claim when there is none and takes it when it is
+// expired or already ours; its affected-row count says whether it did (1
+// inserted, 2 updated), so the common case is one round trip. Only when the
+// row was left as it was (0: another live holder, or a renewal within the
+// same microsecond) is the claim read back to name its holder. Two claimers
+// racing for a free or expired claim cannot both win: the loser's upsert
 // sees the winner's new expiry. Errors are *pipeline.RetryableError.
+//
+// The ON DUPLICATE KEY UPDATE assignments are applied left to right and a
+// later one reads the columns an earlier one set: claimed_at and owner are
+// decided on the old owner and expiry, then expires_at on the new owner.
+// VALUES() rather than MySQL 8's row alias keeps it valid on MariaDB.
 func (c *Claims) Claim(ctx context.Context, k pipeline.ReviewKey, owner string, ttl time.Duration) (pipeline.Claim, error) {
 	now := dbTime(c.now())
-	exp := now.Add(ttl)
+	exp := dbTime(now.Add(ttl))
 	ws, we := dbTime(k.WindowStart), dbTime(k.WindowEnd)
-	_, err := c.db.ExecContext(ctx, `INSERT IGNORE INTO review_claims
-		(room_id, window_start, window_end, pipeline_version, owner, expires_at, claimed_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+	res, err := c.db.ExecContext(ctx, `INSERT INTO review_claims
+		(room_id, window_start, window_end, pipeline_version, owner, expires_at, claimed_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON DUPLICATE KEY UPDATE
+		claimed_at = IF(owner <> VALUES(owner) AND expires_at <= VALUES(claimed_at), VALUES(claimed_at), claimed_at),
+		owner = IF(expires_at <= VALUES(claimed_at), VALUES(owner), owner),
+		expires_at = IF(owner = VALUES(owner), VALUES(expires_at), expires_at)`,
 		k.RoomID, ws, we, k.PipelineVersion, owner, exp, now)
+	var n int64
 	if err == nil {
-		_, err = c.db.ExecContext(ctx, `UPDATE review_claims SET claimed_at = IF(owner = ?, claimed_at, ?),
-			owner = ?, expires_at = ?
-			WHERE room_id = ? AND window_start = ? AND window_end = ? AND pipeline_version = ?
-			AND (owner = ? OR expires_at <= ?)`,
-			owner, now, owner, exp, k.RoomID, ws, we, k.PipelineVersion, owner, now)
+		n, err = res.RowsAffected()
+	}
+	if err == nil && n > 0 {
+		return pipeline.Claim{Held: true, Owner: owner, Expires: exp.UTC()}, nil
 	}
 	var got pipeline.Claim
 	if err == nil {
@@ -75,11 +86,20 @@ func (c *Claims) Claim(ctx context.Context, k pipeline.ReviewKey, owner string, 
 // owner still holds it. Errors are *pipeline.RetryableError; an unreleased
 // claim only delays a duplicate delivery until it expires.
 func (c *Claims) Release(ctx context.Context, k pipeline.ReviewKey, owner string) error {
-	_, err := c.db.ExecContext(ctx, `DELETE FROM review_claims
+	if err := releaseClaim(ctx, c.db, k, owner); err != nil {
+		return classify(err)
+	}
+	return nil
+}
+
+// releaseClaim deletes owner's claim on k, alone or inside a verdict's
+// save (Store.SaveReleasing).
+func releaseClaim(ctx context.Context, db execer, k pipeline.ReviewKey, owner string) error {
+	_, err := db.ExecContext(ctx, `DELETE FROM review_claims
 		WHERE room_id = ? AND window_start = ? AND window_end = ? AND pipeline_version = ? AND owner = ?`,
 		k.RoomID, dbTime(k.WindowStart), dbTime(k.WindowEnd), k.PipelineVersion, owner)
 	if err != nil {
-		return fmt.Errorf("mysql: release review claim: %w", classify(err))
+		return fmt.Errorf("mysql: release review claim: %w", err)
 	}
 	return nil
 }

@@ -1,8 +1,11 @@
 package mysql_test
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/storage/mysql"
@@ -15,4 +18,39 @@ func TestClaimsConformance(t *testing.T) {
 		s := setup(t)
 		return mysql.NewClaims(s.DB(), now)
 	})
+}
+
+func TestSaveReleasingDropsOnlyTheOwnersClaim(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	claims := mysql.NewClaims(s.DB(), nil)
+	ctx := context.Background()
+
+	v := storetest.SampleVerdict("room-save-releasing")
+	got, err := claims.Claim(ctx, v.Key, "pod-a/1", time.Minute)
+	require.NoError(t, err)
+	require.True(t, got.Held)
+	require.NoError(t, s.SaveReleasing(ctx, v, "pod-a/1"))
+	stored, err := s.Get(ctx, v.Key)
+	require.NoError(t, err)
+	require.Equal(t, v.Status, stored.Status)
+	require.Len(t, stored.Stages, len(v.Stages))
+	got, err = claims.Claim(ctx, v.Key, "pod-b/1", time.Minute)
+	require.NoError(t, err)
+	require.True(t, got.Held, "the save released pod-a's claim")
+
+	// Another owner's claim stays: pod-a's took over or expired long ago.
+	require.NoError(t, s.SaveReleasing(ctx, v, "pod-a/1"))
+	got, err = claims.Claim(ctx, v.Key, "pod-c/1", time.Minute)
+	require.NoError(t, err)
+	require.False(t, got.Held)
+	require.Equal(t, "pod-b/1", got.Owner)
+
+	// A rejected verdict changes neither the verdict nor the claim.
+	bad := v
+	bad.Status = "maybe"
+	require.Error(t, s.SaveReleasing(ctx, bad, "pod-b/1"))
+	got, err = claims.Claim(ctx, v.Key, "pod-c/1", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, "pod-b/1", got.Owner)
 }

@@ -42,6 +42,8 @@ func (s *Store) MarkFeedbackSent(ctx context.Context, at time.Time, ids ...uint6
 	return nil
 }
 
+// execer is a *sql.DB or a *sql.Tx, for statements that run alone or
+// inside a larger transaction.
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }

@@ -79,6 +79,12 @@ func OpenDB(cfg Config) (*sql.DB, error) {
 	dc.ParseTime = true
 	dc.Loc = time.UTC
 	dc.ClientFoundRows = false
+	// Without interpolation every statement with arguments is a prepare
+	// and an execute: two round trips where one does. At the worker's
+	// concurrency those round trips, not the server's work, were most of a
+	// job's time outside the models (issue 17). The driver interpolates
+	// only for charsets where escaping is safe and falls back otherwise.
+	dc.InterpolateParams = true
 	if dc.Timeout == 0 {
 		dc.Timeout = 5 * time.Second
 	}
@@ -144,6 +150,9 @@ const selectVerdictSQL = `SELECT id, run_id, status, label, category, severity, 
 	published_at, started_at, finished_at
 	FROM verdicts WHERE room_id = ? AND window_start = ? AND window_end = ? AND pipeline_version = ?`
 
+const existsVerdictSQL = `SELECT 1 FROM verdicts
+	WHERE room_id = ? AND window_start = ? AND window_end = ? AND pipeline_version = ?`
+
 const selectStagesSQL = `SELECT stage, pool, model, attempts, ttft_ms, latency_ms, tokens_in, tokens_out,
 	tokens_cached, cost_usd, output, COALESCE(error, '')
 	FROM verdict_stages WHERE verdict_id = ?
@@ -151,7 +160,21 @@ const selectStagesSQL = `SELECT stage, pool, model, attempts, ttft_ms, latency_m
 
 // Get returns the verdict under key with its stage results in pipeline
 // order, or an error wrapping pipeline.ErrVerdictNotFound.
+//
+// Most calls are the worker's admission check on a review it has not seen
+// yet: one statement outside a transaction answers those (issue 17: a
+// transaction's begin and rollback were two of the job's round trips). A
+// verdict that exists is then read with its stage rows in one read-only
+// transaction, so that the two are consistent.
 func (s *Store) Get(ctx context.Context, key pipeline.ReviewKey) (pipeline.Verdict, error) {
+	var exists int
+	err := s.db.QueryRowContext(ctx, existsVerdictSQL, key.RoomID, dbTime(key.WindowStart), dbTime(key.WindowEnd), key.PipelineVersion).Scan(&exists)
+	if errors.Is(err, sql.ErrNoRows) {
+		return pipeline.Verdict{}, fmt.Errorf("mysql: get %s: %w", key, pipeline.ErrVerdictNotFound)
+	}
+	if err != nil {
+		return pipeline.Verdict{}, fmt.Errorf("mysql: get: %w", err)
+	}
 	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return pipeline.Verdict{}, fmt.Errorf("mysql: get: begin: %w", err)
@@ -245,7 +268,25 @@ func (s *Store) Save(ctx context.Context, v pipeline.Verdict) error {
 	// cheaper than a queue round trip that pays for the model calls again.
 	// The random pause keeps the losers from colliding again in lockstep.
 	return retry.Do(ctx, saveRetry, retry.Options{Retryable: isLockConflict}, func(ctx context.Context) error {
-		return s.save(ctx, v, args)
+		return s.save(ctx, v, args, "")
+	})
+}
+
+var _ pipeline.ReleasingSaver = (*Store)(nil)
+
+// SaveReleasing implements pipeline.ReleasingSaver: Save, and in the same
+// transaction the delete of owner's row in review_claims (Claims, on the
+// same database). Errors are Save's.
+func (s *Store) SaveReleasing(ctx context.Context, v pipeline.Verdict, owner string) error {
+	if err := checkVerdict(v); err != nil {
+		return pipeline.Permanent(fmt.Errorf("mysql: save: %w", err))
+	}
+	args, err := upsertArgs(v)
+	if err != nil {
+		return pipeline.Permanent(fmt.Errorf("mysql: save: %w", err))
+	}
+	return retry.Do(ctx, saveRetry, retry.Options{Retryable: isLockConflict}, func(ctx context.Context) error {
+		return s.save(ctx, v, args, owner)
 	})
 }
 
@@ -271,7 +312,9 @@ func isLockConflict(err error) bool {
 // logging, this needs binlog_format ROW or MIXED, the defaults.)
 var saveTx = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 
-func (s *Store) save(ctx context.Context, v pipeline.Verdict, args []any) error {
+// save runs one attempt of Save; a non-empty owner also releases owner's
+// claim on v.Key before the commit.
+func (s *Store) save(ctx context.Context, v pipeline.Verdict, args []any, owner string) error {
 	tx, err := s.db.BeginTx(ctx, saveTx)
 	if err != nil {
 		return classify(fmt.Errorf("mysql: save: begin: %w", err))
@@ -307,6 +350,11 @@ func (s *Store) save(ctx context.Context, v pipeline.Verdict, args []any) error 
 			if err := replaceStages(ctx, tx, id, v.Stages); err != nil {
 				return classify(err)
 			}
+		}
+	}
+	if owner != "" {
+		if err := releaseClaim(ctx, tx, v.Key, owner); err != nil {
+			return classify(err)
 		}
 	}
 	if err := tx.Commit(); err != nil {

@@ -57,6 +57,11 @@ func RunReviewClaimsConformance(t *testing.T, newClaims func(t *testing.T, now f
 		require.Equal(t, "pod-a/1", got.Owner)
 		require.Equal(t, start.Add(time.Minute), got.Expires)
 
+		// A renewal at the very same instant changes nothing and is held.
+		got, err = c.Claim(ctx, k, "pod-a/1", time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, pipeline.Claim{Held: true, Owner: "pod-a/1", Expires: start.Add(time.Minute)}, got)
+
 		// The holder renews; the other still waits.
 		clock.Advance(40 * time.Second)
 		got, err = c.Claim(ctx, k, "pod-a/1", time.Minute)
@@ -122,6 +127,23 @@ func RunReviewClaimsConformance(t *testing.T, newClaims func(t *testing.T, now f
 			require.Zero(t, failed.Load(), "round %d: claims failed", round)
 			require.Equal(t, int32(1), held.Load(), "round %d", round)
 		}
+		// Racing to take over one expired claim: one winner too.
+		k := key("race-expired")
+		_, err := c.Claim(context.Background(), k, "pod-dead", time.Minute)
+		require.NoError(t, err)
+		clock.Advance(2 * time.Minute)
+		var wg sync.WaitGroup
+		var held atomic.Int32
+		for i := range 8 {
+			wg.Go(func() {
+				got, err := c.Claim(context.Background(), k, fmt.Sprintf("pod-new-%d", i), time.Minute)
+				if err == nil && got.Held {
+					held.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		require.Equal(t, int32(1), held.Load(), "takeover of an expired claim")
 	})
 
 	t.Run("cancelled context", func(t *testing.T) {
