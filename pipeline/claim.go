@@ -30,3 +30,15 @@ type ReviewClaims interface {
 	// does not hold (expired and taken over) is not an error.
 	Release(ctx context.Context, k ReviewKey, owner string) error
 }
+
+// ReleasingSaver is a VerdictStore that keeps the review claims in its own
+// database, so that it can release a review's claim in the transaction that
+// saves the review's verdict: one statement and one commit fewer per review
+// than Save followed by ReviewClaims.Release (issue 17).
+type ReleasingSaver interface {
+	// SaveReleasing is Save, and in the same transaction it drops the
+	// claim on v.Key if owner still holds it (a claim taken over by
+	// another owner is left alone). Errors are Save's; after an error
+	// neither the verdict nor the claim has changed.
+	SaveReleasing(ctx context.Context, v Verdict, owner string) error
+}

@@ -74,6 +74,11 @@ func benchThroughput(b *testing.B, concurrency int, rev pipeline.Reviewer, chatU
 			r.metric(b, "chatguard_worker_job_duration_seconds_sum"), r.metric(b, "chatguard_worker_job_duration_seconds_count"),
 			r.metric(b, `chatguard_worker_sqs_calls_total{op="receive",outcome="ok"}`), r.metric(b, "chatguard_worker_messages_received_total"),
 			r.metric(b, `chatguard_worker_sqs_calls_total{op="delete",outcome="ok"}`))
+		for _, p := range []string{"admit", "chat", "review", "save", "release", "settle"} {
+			sum := r.metric(b, fmt.Sprintf(`chatguard_worker_job_phase_seconds_sum{phase=%q}`, p))
+			n := r.metric(b, fmt.Sprintf(`chatguard_worker_job_phase_seconds_count{phase=%q}`, p))
+			b.Logf("phase %-8s mean %6.1f ms over %.0f", p, 1000*sum/max(n, 1), n)
+		}
 	}
 	tput := float64(done) / elapsed.Seconds()
 	limit := float64(concurrency) / (stageLatency * time.Duration(stages)).Seconds()

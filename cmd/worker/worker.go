@@ -143,7 +143,7 @@ func (m *Main) Run(ctx context.Context) error {
 		stops.wait(5 * time.Second)
 	}()
 	reviewCfg := sqsjob.ReviewConfig{MaxAge: cfg.MaxAge, BusyRetry: cfg.BusyRetry, Limits: cfg.limits(),
-		Claims: mysql.NewClaims(db, nil), Owner: claimOwner(), ClaimTTL: cfg.ClaimTTL, ClaimPoll: cfg.ClaimPoll}
+		Claims: mysql.NewClaims(db, nil), ClaimsInStore: true, Owner: claimOwner(), ClaimTTL: cfg.ClaimTTL, ClaimPoll: cfg.ClaimPoll}
 	var stopPub pipeline.StopPublisher
 	if stops != nil {
 		reviewCfg.Stops, stopPub = stops.guard, stops.pub

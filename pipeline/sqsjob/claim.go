@@ -26,10 +26,9 @@ const (
 // before it expires cancels the job with ErrLeaseLost, since another pod
 // may then take the review over.
 //
-// It returns the job's context (cancelled when the claim is lost) and a
-// release to call when the review ends, or the outcome of a job that must
-// not go on.
-func (h *ReviewHandler) claimReview(ctx context.Context, m Message, key pipeline.ReviewKey, base pipeline.Verdict) (context.Context, func(), *Outcome) {
+// It returns the job's context (cancelled when the claim is lost) and the
+// claim held, or the outcome of a job that must not go on.
+func (h *ReviewHandler) claimReview(ctx context.Context, m Message, key pipeline.ReviewKey, base pipeline.Verdict) (context.Context, *heldClaim, *Outcome) {
 	// One owner per delivery: a held job run again after an outage finds
 	// the claim it took before (and could not release) still its own.
 	owner := fmt.Sprintf("%s/%s/%d", h.cfg.Owner, m.ID, m.ReceiveCount)
@@ -67,18 +66,44 @@ func (h *ReviewHandler) claimReview(ctx context.Context, m Message, key pipeline
 	}
 
 	jobCtx, lose := context.WithCancelCause(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() { h.renewClaim(jobCtx, lose, key, owner, c.Expires) })
-	release := func() {
-		lose(nil)
-		wg.Wait()
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.cfg.SaveTimeout)
-		defer cancel()
-		if err := h.cfg.Claims.Release(rctx, key, owner); err != nil {
-			h.log.Warn("review: claim not released; a duplicate waits until it expires", "room_id", key.RoomID, "err", err)
-		}
+	renewCtx, stopRenew := context.WithCancel(jobCtx)
+	hc := &heldClaim{h: h, ctx: ctx, key: key, owner: owner, lose: lose, stopRenew: stopRenew}
+	hc.renewals.Go(func() { h.renewClaim(renewCtx, lose, key, owner, c.Expires) })
+	return jobCtx, hc, nil
+}
+
+// heldClaim is the review claim a job holds, renewed until the review ends.
+type heldClaim struct {
+	h         *ReviewHandler
+	ctx       context.Context // the job's, before the claim
+	key       pipeline.ReviewKey
+	owner     string
+	lose      context.CancelCauseFunc
+	stopRenew context.CancelFunc
+	renewals  sync.WaitGroup
+}
+
+// stopRenewals stops renewing the claim and waits until no renewal is in
+// flight, so that none can write the claim back after the verdict's save
+// released it. Calling it again does nothing.
+func (c *heldClaim) stopRenewals() {
+	c.stopRenew()
+	c.renewals.Wait()
+}
+
+// end is called when the review ends: it stops the renewals and, unless
+// the verdict's save already did (released), drops the claim.
+func (c *heldClaim) end(released bool) {
+	c.stopRenewals()
+	c.lose(nil)
+	if released {
+		return
 	}
-	return jobCtx, release, nil
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), c.h.cfg.SaveTimeout)
+	defer cancel()
+	if err := c.h.cfg.Claims.Release(rctx, c.key, c.owner); err != nil {
+		c.h.log.Warn("review: claim not released; a duplicate waits until it expires", "room_id", c.key.RoomID, "err", err)
+	}
 }
 
 // renewClaim renews the claim every third of its TTL until ctx ends; when

@@ -38,6 +38,14 @@ func (s gatedStore) Save(ctx context.Context, v pipeline.Verdict) error {
 	return s.g.Call(ctx, pipeline.DepMySQL, func(ctx context.Context) error { return s.VerdictStore.Save(ctx, v) })
 }
 
+// SaveReleasing forwards to the store's SaveReleasing; the handler calls it
+// only when the store implements pipeline.ReleasingSaver (releasingStore).
+func (s gatedStore) SaveReleasing(ctx context.Context, v pipeline.Verdict, owner string) error {
+	return s.g.Call(ctx, pipeline.DepMySQL, func(ctx context.Context) error {
+		return s.VerdictStore.(pipeline.ReleasingSaver).SaveReleasing(ctx, v, owner)
+	})
+}
+
 type gatedClaims struct {
 	c pipeline.ReviewClaims
 	g DependencyGate
@@ -86,6 +94,7 @@ func (h *ReviewHandler) gate(g DependencyGate) {
 	if g == nil {
 		return
 	}
+	h.releasing = h.releasing && releasingStore(h.store)
 	h.store = gatedStore{VerdictStore: h.store, g: g}
 	h.chat = gatedChat{c: h.chat, g: g}
 	h.reviewer = gatedReviewer{Reviewer: h.reviewer, g: g}
@@ -138,4 +147,10 @@ func (u *unsavedVerdicts) take(m Message) (pipeline.Verdict, bool) {
 	v, ok := u.m[deliveryKey(m)]
 	delete(u.m, deliveryKey(m))
 	return v, ok
+}
+
+// releasingStore reports whether s can release claims on save.
+func releasingStore(s pipeline.VerdictStore) bool {
+	_, ok := s.(pipeline.ReleasingSaver)
+	return ok
 }

@@ -482,7 +482,9 @@ func (l *Loop) start(stop, jobBase context.Context, pm pipeline.Message) {
 			// message: touch nothing, whatever the handler decided.
 			out.Label = "lease_lost"
 		} else {
+			t := l.now()
 			l.settle(j, out)
+			l.m.phase.WithLabelValues("settle").Observe(l.now().Sub(t).Seconds())
 		}
 		l.m.jobs.WithLabelValues(out.Label).Inc()
 		l.m.duration.Observe(l.now().Sub(start).Seconds())

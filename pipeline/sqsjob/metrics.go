@@ -22,6 +22,7 @@ type Metrics struct {
 	holdRetries prometheus.Counter
 	messageAge  prometheus.Histogram
 	duration    prometheus.Histogram
+	phase       *prometheus.HistogramVec
 
 	eventAge     prometheus.Histogram
 	stageLatency *prometheus.HistogramVec
@@ -84,6 +85,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "chatguard_worker_job_duration_seconds", Help: "Wall time of one job, settle included.", Buckets: latency,
 		}),
+		phase: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "chatguard_worker_job_phase_seconds",
+			Help:    "Where a job's wall time goes, by phase: admit (claim and duplicate lookup), chat (history fetch), review (the model stages), save (verdict upsert), release (claim release), settle (the message's delete or visibility change).",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"phase"}),
 		eventAge: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "chatguard_worker_event_age_seconds",
 			Help:    "Age of a review event at pickup, from its published_at.",
@@ -105,7 +111,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.jobs, m.inflight, m.calls, m.callTime, m.received, m.deleted, m.extended, m.poison, m.panics, m.leaseLost, m.held, m.holdRetries,
-			m.messageAge, m.duration, m.eventAge, m.stageLatency, m.stageTTFT, m.tokens, m.admissions)
+			m.messageAge, m.duration, m.phase, m.eventAge, m.stageLatency, m.stageTTFT, m.tokens, m.admissions)
 	}
 	return m
 }

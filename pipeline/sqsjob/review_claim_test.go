@@ -3,6 +3,7 @@ package sqsjob
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,4 +130,79 @@ func TestClaimLostCancelsTheReview(t *testing.T) {
 	_, err := r.store.Get(context.Background(), r.key())
 	require.ErrorIs(t, err, pipeline.ErrVerdictNotFound, "nothing recorded")
 	require.Equal(t, 1.0, testutil.ToFloat64(r.m.leaseLost))
+}
+
+// sharedDBStore is the in-memory store with claims in the same "database":
+// SaveReleasing saves and drops the claim together.
+type sharedDBStore struct {
+	*storetest.Memory
+	claims        *storetest.Claims
+	calls         int
+	renewalsOver  *atomic.Bool
+	renewedAtSave bool
+	failNextSave  error
+}
+
+func (s *sharedDBStore) SaveReleasing(ctx context.Context, v pipeline.Verdict, owner string) error {
+	s.calls++
+	s.renewedAtSave = !s.renewalsOver.Load()
+	if err := s.failNextSave; err != nil {
+		s.failNextSave = nil
+		return err
+	}
+	if err := s.Save(ctx, v); err != nil {
+		return err
+	}
+	return s.claims.Release(ctx, v.Key, owner)
+}
+
+// countingClaims counts the separate releases.
+type countingClaims struct {
+	pipeline.ReviewClaims
+	releases atomic.Int32
+}
+
+func (c *countingClaims) Release(ctx context.Context, k pipeline.ReviewKey, owner string) error {
+	c.releases.Add(1)
+	return c.ReviewClaims.Release(ctx, k, owner)
+}
+
+func TestClaimIsReleasedByTheVerdictsSaveWhenTheyShareADatabase(t *testing.T) {
+	t.Parallel()
+	r := setupReview(t)
+	clock := storetest.NewManualClock(r.now)
+	claims := storetest.NewClaims(clock.Now)
+	var over atomic.Bool
+	store := &sharedDBStore{Memory: r.store, claims: claims, renewalsOver: &over}
+	counted := &countingClaims{ReviewClaims: claims}
+	r.h = NewReviewHandler(ReviewConfig{MaxAge: 6 * time.Hour, Claims: counted, ClaimsInStore: true, Owner: "pod-a"}, store, r.chat, r.rev, r.sink, r.m, nil)
+	r.h.now = clock.Now
+	r.h.renewWait = func(ctx context.Context, _ time.Duration) error {
+		<-ctx.Done()
+		over.Store(true)
+		return ctx.Err()
+	}
+
+	out := r.h.Handle(context.Background(), msg(r.body(t), 1, 5))
+	require.Equal(t, "done", out.Label)
+	require.Equal(t, 1, store.calls, "one SaveReleasing")
+	require.False(t, store.renewedAtSave, "renewals stopped before the save, so none can write the claim back")
+	require.Zero(t, counted.releases.Load(), "no separate release")
+	require.Zero(t, claims.Len(), "the claim went with the save")
+
+	// A failed save leaves the claim to the separate release.
+	over.Store(false)
+	store.failNextSave = pipeline.Retryable(errors.New("mysql: save: boom"), 0)
+	out = r.h.Handle(context.Background(), msg(r.body(t, func(e *pipeline.ReviewEvent) { e.RoomID = "room-2" }), 1, 5))
+	require.Equal(t, Retry, out.Action)
+	require.Equal(t, int32(1), counted.releases.Load())
+	require.Zero(t, claims.Len())
+
+	// Without ClaimsInStore the store's SaveReleasing is never used.
+	r.h = NewReviewHandler(ReviewConfig{MaxAge: 6 * time.Hour, Claims: counted, Owner: "pod-a"}, store, r.chat, r.rev, r.sink, r.m, nil)
+	r.h.now = clock.Now
+	out = r.h.Handle(context.Background(), msg(r.body(t, func(e *pipeline.ReviewEvent) { e.RoomID = "room-3" }), 1, 5))
+	require.Equal(t, "done", out.Label)
+	require.Equal(t, 2, store.calls)
+	require.Equal(t, int32(2), counted.releases.Load())
 }
