@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -132,13 +133,16 @@ type fleet struct {
 
 	// storeDownUntil is when to ask the store again (unix ns; 0: up).
 	storeDownUntil atomic.Int64
-	failRun        atomic.Int32    // consecutive store errors
-	poll           chan struct{}   // one batch caller per process polls a full fleet
-	handoff        chan fleetLease // a finished batch call's lease, to a waiting one
-	budgetTurn     chan struct{}   // one fallback call per process asks the budget at a time
+	failRun        atomic.Int32  // consecutive store errors
+	poll           chan struct{} // one batch caller per process polls a full fleet
+	budgetTurn     chan struct{} // one fallback call per process asks the budget at a time
 
 	mu   sync.Mutex
 	held map[string]bool // lease id -> taken from the local share
+	// waiters are the batch calls of this process waiting for a lease,
+	// oldest first, each with room for one: a finished batch call hands
+	// its lease to the oldest instead of giving it back to the store.
+	waiters []chan fleetLease
 
 	fleetHeld       atomic.Int64 // leases held fleet-wide at the last answer
 	remainRequests  atomic.Int64
@@ -155,7 +159,7 @@ func newFleet(cfg FleetConfig) *fleet {
 	_, _ = crand.Read(b[:])
 	f := &fleet{
 		cfg: cfg, local: capacity.NewLocal(), pod: hex.EncodeToString(b[:]),
-		poll: make(chan struct{}, 1), handoff: make(chan fleetLease), budgetTurn: make(chan struct{}, 1), held: make(map[string]bool),
+		poll: make(chan struct{}, 1), budgetTurn: make(chan struct{}, 1), held: make(map[string]bool),
 		storeSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "chatguard_llm_fleet_store_seconds",
 			Help:    "Duration of one call to the fleet-limit store (Redis) by operation (acquire, release, renew, take).",
@@ -294,10 +298,12 @@ func (f *fleet) acquireLease(ctx context.Context, class Class, wait time.Duratio
 	if wait <= 0 {
 		wait = f.cfg.LeaseWait
 	}
+	handoff := f.wait()
+	defer f.unwait(handoff)
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
-	case l := <-f.handoff:
+	case l := <-handoff:
 		return l, true
 	case f.poll <- struct{}{}:
 		defer func() { <-f.poll }()
@@ -310,7 +316,7 @@ func (f *fleet) acquireLease(ctx context.Context, class Class, wait time.Duratio
 	defer tick.Stop()
 	for {
 		select {
-		case l := <-f.handoff:
+		case l := <-handoff:
 			return l, true
 		case <-t.C:
 			return fleetLease{}, false
@@ -325,6 +331,38 @@ func (f *fleet) acquireLease(ctx context.Context, class Class, wait time.Duratio
 	}
 }
 
+// wait registers a batch call waiting for a lease and returns the channel
+// a finished call hands its lease over on.
+func (f *fleet) wait() chan fleetLease {
+	w := make(chan fleetLease, 1)
+	f.mu.Lock()
+	f.waiters = append(f.waiters, w)
+	f.mu.Unlock()
+	return w
+}
+
+// unwait ends a wait. A lease handed over after the caller stopped waiting
+// (it took one from the store, timed out or was cancelled) is released
+// onward, so that none is lost: a release sends to w while holding f.mu,
+// and w is no longer listed once unwait has held it.
+func (f *fleet) unwait(w chan fleetLease) {
+	f.mu.Lock()
+	f.waiters = slices.DeleteFunc(f.waiters, func(c chan fleetLease) bool { return c == w })
+	f.mu.Unlock()
+	select {
+	case l := <-w:
+		l.release()
+	default:
+	}
+}
+
+// waiting is how many batch calls wait for a lease in this process.
+func (f *fleet) waiting() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.waiters)
+}
+
 // release gives the lease back, bounded by the store timeout even when the
 // call that held it was cancelled: a lease left behind costs the fleet a
 // slot for a whole TTL.
@@ -333,16 +371,16 @@ func (l fleetLease) release() {
 		return
 	}
 	f := l.f
-	if l.batch && l.hops < maxHandoffs {
+	f.mu.Lock()
+	if l.batch && l.hops < maxHandoffs && len(f.waiters) > 0 {
 		next := l
 		next.hops++
-		select {
-		case f.handoff <- next:
-			return // still held, now by the waiting call
-		default:
-		}
+		w := f.waiters[0]
+		f.waiters = f.waiters[1:]
+		w <- next // room for one, and only this release sends to w
+		f.mu.Unlock()
+		return // still held, now by the waiting call
 	}
-	f.mu.Lock()
 	delete(f.held, l.id)
 	f.mu.Unlock()
 	if l.local {

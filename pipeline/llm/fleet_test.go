@@ -226,6 +226,9 @@ func TestFleetLeaseIsHandedToAWaitingCallInProcess(t *testing.T) {
 		})
 	}
 	<-started
+	// Both others wait for the lease before the first call ends; a call
+	// that came later would find it back in the store.
+	require.Eventually(t, func() bool { return r.fleet.waiting() == 2 }, 10*time.Second, time.Millisecond)
 	close(release)
 	<-started
 	<-started
@@ -236,4 +239,31 @@ func TestFleetLeaseIsHandedToAWaitingCallInProcess(t *testing.T) {
 	ok, _, err := store.Local.Acquire(t.Context(), "chatguard:primary", "probe", 1, time.Minute)
 	require.NoError(t, err)
 	require.True(t, ok, "the last call gave the lease back to the store")
+}
+
+func TestFleetLeaseHandedToACallThatStoppedWaitingGoesOn(t *testing.T) {
+	t.Parallel()
+	store := &countingStore{Local: capacity.NewLocal()}
+	r, _ := fleetRouter(t, newFake(t, nil), nil, FleetConfig{Leases: store, PrimaryLimit: 1, LeaseWait: 10 * time.Second})
+	f := r.fleet
+	l, ok, err := f.tryLease(t.Context(), ClassBatch)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	first, second := f.wait(), f.wait()
+	require.Equal(t, 2, f.waiting())
+	l.release()
+	require.Equal(t, 1, f.waiting(), "handed to the oldest waiter")
+	// The first waiter gave up (timed out, or took a lease of its own)
+	// before it took the one handed to it: the lease goes on to the next.
+	f.unwait(first)
+	got := <-second
+	require.Equal(t, l.id, got.id)
+	f.unwait(second)
+	got.release()
+	require.Zero(t, f.waiting())
+	require.Zero(t, f.leasesHeld())
+	ok, _, err = store.Local.Acquire(t.Context(), "chatguard:primary", "probe", 1, time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok, "back in the store once nobody waits")
 }
