@@ -421,26 +421,11 @@ var nonContactWords = []string{"송장", "운송장", "등기번호", "tracking"
 var (
 	cardCueRe     = regexp.MustCompile(`카드|\bcard\b|\bvisa\b|master\s?card|\bcvc\b|\bamex\b`)
 	residentCueRe = regexp.MustCompile(`주\s?민|resident registration|\brrn\b`)
-	// bankRe finds bank names, also split by a space or dot between
-	// syllables (국.민, 농 협), and generic account words.
-	bankRe = func() *regexp.Regexp {
-		names := []string{
-			"국민은행", "국민", "kb", "신한", "우리은행", "하나은행", "농협", "nh", "기업은행", "ibk", "카카오뱅크", "카뱅", "토스뱅크",
-			"케이뱅크", "k뱅크", "새마을금고", "새마을", "신협", "우체국", "수협", "부산은행", "대구은행", "경남은행", "광주은행", "전북은행",
-			"제주은행", "sc제일", "제일은행", "씨티", "산업은행", "하나", "우리", "토스",
-		}
-		var alts []string
-		for _, n := range names {
-			var parts []string
-			for _, r := range n {
-				parts = append(parts, regexp.QuoteMeta(string(r)))
-			}
-			alts = append(alts, strings.Join(parts, `[ ._]?`))
-		}
-		return regexp.MustCompile(`(?:` + strings.Join(alts, "|") + `)(?:은행|뱅크)?|은행|뱅크|\bbank\b|계좌|예금주|\baccount\b|\bacct\b`)
-	}()
-	genericBank = map[string]bool{"은행": true, "뱅크": true, "bank": true, "계좌": true, "예금주": true, "account": true, "acct": true}
+	genericBank   = map[string]bool{"은행": true, "뱅크": true, "bank": true, "계좌": true, "예금주": true, "account": true, "acct": true}
 )
+
+// bankSeparators drops what findBanks allows between a name's syllables.
+var bankSeparators = strings.NewReplacer(" ", "", ".", "", "_", "")
 
 // bankNear is the bank named within a few characters of [start, end).
 func bankNear(s string, banks [][]int, start, end int) string {
@@ -448,7 +433,7 @@ func bankNear(s string, banks [][]int, start, end int) string {
 	best := ""
 	for _, b := range banks {
 		if b[1] <= start && start-b[1] <= reach || b[0] >= end && b[0]-end <= reach/2 {
-			name := strings.NewReplacer(" ", "", ".", "", "_", "").Replace(s[b[0]:b[1]])
+			name := bankSeparators.Replace(s[b[0]:b[1]])
 			if best == "" || genericBank[best] && !genericBank[name] {
 				best = name
 			}
@@ -460,8 +445,15 @@ func bankNear(s string, banks [][]int, start, end int) string {
 // findNumberSignals classifies every digit run of s; runs inside e-mails
 // and URLs are skipped.
 func findNumberSignals(s string, skip [][]int) []match {
-	out := numberSignals(s, findNumberRuns(s, false), skip)
-	for _, m := range numberSignals(s, findNumberRuns(s, true), skip) {
+	strict, lenient := findNumberRuns(s, false), findNumberRuns(s, true)
+	if len(strict) == 0 && len(lenient) == 0 {
+		return nil
+	}
+	// The text's cues and bank names are the same for both readings: the
+	// bank-name search was most of the masking's time, so it runs once.
+	nc := newNumberText(s)
+	out := nc.signals(strict, skip)
+	for _, m := range nc.signals(lenient, skip) {
 		// The lenient reading wins where it proves more than the strict
 		// one: a checksummed resident number over a bare digit count.
 		stronger := true
@@ -480,18 +472,36 @@ func findNumberSignals(s string, skip [][]int) []match {
 	return out
 }
 
-func numberSignals(s string, runs []numRun, skip [][]int) []match {
-	if len(runs) == 0 {
-		return nil
+// numberText is a text's context for classifying its digit runs: its
+// cue words and where it names banks.
+type numberText struct {
+	s     string
+	ctx   numContext
+	banks [][]int
+}
+
+func newNumberText(s string) numberText {
+	// Each cue expression needs one of its literals; most texts have none,
+	// and looking for them is far cheaper than running the expression.
+	ctx := numContext{
+		card:     containsAny(s, "카드", "card", "visa", "cvc", "amex") && cardCueRe.MatchString(s),
+		resident: containsAny(s, "주", "resident", "rrn") && residentCueRe.MatchString(s),
 	}
-	ctx := numContext{card: cardCueRe.MatchString(s), resident: residentCueRe.MatchString(s)}
 	for _, w := range nonContactWords {
 		if strings.Contains(s, w) {
 			ctx.notContact = true
 			break
 		}
 	}
-	banks := bankRe.FindAllStringIndex(s, -1)
+	return numberText{s: s, ctx: ctx, banks: findBanks(s)}
+}
+
+// signals classifies runs, skipping those that start inside skip.
+func (nt numberText) signals(runs []numRun, skip [][]int) []match {
+	if len(runs) == 0 {
+		return nil
+	}
+	s, ctx, banks := nt.s, nt.ctx, nt.banks
 	var out []match
 	for _, run := range runs {
 		for i := 0; i < len(run); {
@@ -762,4 +772,111 @@ func urlHost(u string) string {
 		s = s[i+1:]
 	}
 	return strings.ToLower(strings.TrimRight(s, ".,)"))
+}
+
+// bankNames are the banks findBanks knows, in the order they are tried at
+// one position: a longer name before its own prefix (국민은행 before 국민).
+var bankNames = func() [][]rune {
+	names := []string{
+		"국민은행", "국민", "kb", "신한", "우리은행", "하나은행", "농협", "nh", "기업은행", "ibk", "카카오뱅크", "카뱅", "토스뱅크",
+		"케이뱅크", "k뱅크", "새마을금고", "새마을", "신협", "우체국", "수협", "부산은행", "대구은행", "경남은행", "광주은행", "전북은행",
+		"제주은행", "sc제일", "제일은행", "씨티", "산업은행", "하나", "우리", "토스",
+	}
+	out := make([][]rune, len(names))
+	for i, n := range names {
+		out[i] = []rune(n)
+	}
+	return out
+}()
+
+// bankWords are the generic account words, tried after the names; word
+// ones must stand alone between ASCII word boundaries.
+var bankWords = []struct {
+	w    string
+	word bool
+}{{"은행", false}, {"뱅크", false}, {"bank", true}, {"계좌", false}, {"예금주", false}, {"account", true}, {"acct", true}}
+
+// findBanks returns where a lower-cased text names a bank, also split by a
+// space, dot or underscore between syllables (국.민, 농 협), or an account
+// word, left to right without overlaps. It is the regular expression
+//
+//	(?:names, each rune followed by [ ._]?)(?:은행|뱅크)?|은행|뱅크|\bbank\b|계좌|예금주|\baccount\b|\bacct\b
+//
+// written out by hand (TestFindBanksIsTheRegexp checks that against the
+// expression): Go's regexp engine tried every alternative at every byte,
+// which made this search most of the contact masking's time (issue 17).
+func findBanks(s string) [][]int {
+	var out [][]int
+	for i := 0; i < len(s); {
+		if j := bankAt(s, i); j > i {
+			out = append(out, []int{i, j})
+			i = j
+			continue
+		}
+		_, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+	}
+	return out
+}
+
+// bankAt is the end of the bank name or account word that starts at i,
+// or -1.
+func bankAt(s string, i int) int {
+	first, _ := utf8.DecodeRuneInString(s[i:])
+	for _, name := range bankNames {
+		if name[0] != first {
+			continue
+		}
+		if j := nameAt(s, i, name); j >= 0 {
+			for _, suffix := range []string{"은행", "뱅크"} {
+				if strings.HasPrefix(s[j:], suffix) {
+					return j + len(suffix)
+				}
+			}
+			return j
+		}
+	}
+	for _, w := range bankWords {
+		if !strings.HasPrefix(s[i:], w.w) {
+			continue
+		}
+		j := i + len(w.w)
+		if w.word && (i > 0 && isWordByte(s[i-1]) || j < len(s) && isWordByte(s[j])) {
+			continue
+		}
+		return j
+	}
+	return -1
+}
+
+// nameAt matches name at i, allowing one separator between its runes, and
+// returns the end, or -1. Taking a separator whenever there is one is
+// never wrong: no name contains a separator.
+func nameAt(s string, i int, name []rune) int {
+	for k, r := range name {
+		if k > 0 && i < len(s) && (s[i] == ' ' || s[i] == '.' || s[i] == '_') {
+			i++
+		}
+		got, size := utf8.DecodeRuneInString(s[i:])
+		if i >= len(s) || got != r {
+			return -1
+		}
+		i += size
+	}
+	return i
+}
+
+// isWordByte is regexp's \w: an ASCII letter, digit or underscore.
+func isWordByte(b byte) bool {
+	return b == '_' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
+}
+
+// containsAny reports whether s contains any of subs.
+func containsAny(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
 }
