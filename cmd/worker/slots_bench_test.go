@@ -18,7 +18,7 @@ import (
 // BenchmarkWorkerSlots is issue 17's "one worker at concurrency 256 keeps
 // its slots full", for the whole worker: its queue on fauxqs, the chat API,
 // MySQL claims, lookups and upserts, lake events, around a stand-in engine
-// of 4 × 50 ms so that the model is never the limit. A backlog of 16 jobs
+// of 4 × 50 ms so that the model is never the limit. A backlog of 32 jobs
 // per slot is queued, and the figures are taken over the steady middle of
 // the run (after two waves, until two waves before the end), from the
 // worker's own metrics:
@@ -34,12 +34,12 @@ import (
 //     whose cores the stand-ins share.
 //
 // BENCH_SLOTS_CONCURRENCY (256) and BENCH_SLOTS_PREFETCH ("0,64") set the
-// sizes; BENCH_SLOTS_WAVES (16) the backlog. -v logs the phase breakdown.
+// sizes; BENCH_SLOTS_WAVES (32) the backlog. -v logs the phase breakdown.
 //
 //	go test -run '^$' -bench WorkerSlots -benchtime 1x ./cmd/worker/
 func BenchmarkWorkerSlots(b *testing.B) {
 	conc := envInt(b, "BENCH_SLOTS_CONCURRENCY", 256)
-	waves := envInt(b, "BENCH_SLOTS_WAVES", 16)
+	waves := envInt(b, "BENCH_SLOTS_WAVES", 32)
 	prefetches := []int{0, 64}
 	if v := os.Getenv("BENCH_SLOTS_PREFETCH"); v != "" {
 		prefetches = nil
