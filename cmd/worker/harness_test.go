@@ -53,6 +53,9 @@ type rigOpts struct {
 	mut        func(*Config)
 	reviewer   pipeline.Reviewer
 	chatURL    string
+	// beforeStart runs once the queues exist, before the worker starts
+	// (a benchmark queues its backlog there).
+	beforeStart func(r *rig)
 }
 
 // sampleRooms are hand-made rooms served by a private chat API process for
@@ -124,6 +127,9 @@ func startRig(t testing.TB, o rigOpts) *rig {
 		o.mut(&cfg)
 	}
 	r.cfg = cfg
+	if o.beforeStart != nil {
+		o.beforeStart(r)
+	}
 	ready := make(chan string, 1)
 	m := &Main{Config: cfg, Reviewer: o.reviewer, OnReady: func(a string) { ready <- a },
 		OnOperator: func(op, _ string) { r.operator = op },

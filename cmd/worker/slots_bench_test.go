@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -28,13 +29,16 @@ import (
 //     delete);
 //   - %-slots-in-models: the slots in the review phase, the model stages
 //     the pool is paid for (completions/s × their mean review time);
-//   - events/s and %-of-limit, against slots ÷ 200 ms;
+//   - events/s and %-of-limit, against slots ÷ the mean review time
+//     (review-ms: 200 ms with the stand-in);
 //   - worker-cpu-ms/event and machine-cpu-%, which say whether the rest
 //     of the job's time is the worker's own work or waiting on a machine
 //     whose cores the stand-ins share.
 //
-// BENCH_SLOTS_CONCURRENCY (256) and BENCH_SLOTS_PREFETCH ("0,64") set the
-// sizes; BENCH_SLOTS_WAVES (32) the backlog. -v logs the phase breakdown.
+// With BENCH_SLOTS_ENGINE=sim the review is the real stage engine over two
+// simulators answering after 50 ms and 2 ms a token, on the sample rooms
+// of the stack's chat API. BENCH_SLOTS_CONCURRENCY (256) and
+// BENCH_SLOTS_PREFETCH ("0,64") set the sizes; BENCH_SLOTS_WAVES (32) the backlog. -v logs the phase breakdown.
 //
 //	go test -run '^$' -bench WorkerSlots -benchtime 1x ./cmd/worker/
 func BenchmarkWorkerSlots(b *testing.B) {
@@ -49,19 +53,23 @@ func BenchmarkWorkerSlots(b *testing.B) {
 			prefetches = append(prefetches, n)
 		}
 	}
-	const stageLatency, stages = 50 * time.Millisecond, 4
+	engine := os.Getenv("BENCH_SLOTS_ENGINE")
 	for _, pf := range prefetches {
 		b.Run(fmt.Sprintf("concurrency=%d/prefetch=%d", conc, pf), func(b *testing.B) {
 			for b.Loop() {
-				benchSlots(b, conc, pf, waves, stageLatency, stages)
+				benchSlots(b, conc, pf, waves, engine == "sim")
 			}
 		})
 	}
 }
 
-func benchSlots(b *testing.B, conc, prefetch, waves int, stageLatency time.Duration, stages int) {
-	rev := newFakeReviewer(func(ctx context.Context, ev pipeline.ReviewEvent, attempt int) (pipeline.Verdict, error) {
-		t := time.NewTimer(stageLatency * time.Duration(stages))
+// benchSlots runs one backlog through a worker: the stand-in engine over
+// hand-made rooms, or with sim the real stage engine over two simulators
+// (fixed latencies) and the stack's chat API with the sample rooms.
+func benchSlots(b *testing.B, conc, prefetch, waves int, sim bool) {
+	const stageLatency, stages = 50 * time.Millisecond, 4
+	opts := rigOpts{reviewer: newFakeReviewer(func(ctx context.Context, ev pipeline.ReviewEvent, attempt int) (pipeline.Verdict, error) {
+		t := time.NewTimer(stageLatency * stages)
 		defer t.Stop()
 		select {
 		case <-t.C:
@@ -69,26 +77,44 @@ func benchSlots(b *testing.B, conc, prefetch, waves int, stageLatency time.Durat
 			return pipeline.Verdict{}, ctx.Err()
 		}
 		return cleanVerdict(), nil
-	})
-	r := startRig(b, rigOpts{reviewer: rev, mut: func(c *Config) {
+	})}
+	if sim {
+		const fixed = `{"ttft":"50ms","itl":"2ms","jitter":0,"tokens_per_chunk":8,"cache_size":0}`
+		_, pURL := simProc(b, "primary", "sim-p", "", fixed)
+		_, fURL := simProc(b, "fallback", "sim-f", "k", fixed)
+		opts = rigOpts{chatURL: stacktest.ChatAPIURL(b), mut: withSims(pURL, "sim-p", fURL, "sim-f", "k")}
+	}
+	withSims := opts.mut
+	opts.mut = func(c *Config) {
+		if withSims != nil {
+			withSims(c)
+		}
 		c.Concurrency = conc
 		c.Capacity.Prefetch = prefetch
 		// Under MariaDB's default max_connections (151), see the README.
 		c.MySQLMaxOpenConns = envInt(b, "BENCH_SLOTS_MYSQL_CONNS", min(conc+4, 64))
 		c.LogLevel = "warn"
 		c.PrimaryConcurrency, c.FallbackConcurrency = conc*4, conc*4
-	}})
+	}
 	total := waves * conc
 	evs := make([]pipeline.ReviewEvent, total)
-	for j := range evs {
-		evs[j] = event(fmt.Sprintf("room-%02d", j%40), func(e *pipeline.ReviewEvent) {
-			// A distinct window per event keeps every review a new key.
-			e.WindowStart = e.WindowStart.Add(time.Duration(j) * time.Microsecond)
-		})
+	var rooms []pipeline.ReviewEvent
+	if sim {
+		rooms = sampleReviews(b, 1000, false)
 	}
-	b.StopTimer()
-	r.sendEvents(b, evs...)
-	b.StartTimer()
+	for j := range evs {
+		if sim {
+			evs[j] = rooms[j%len(rooms)]
+		} else {
+			evs[j] = event(fmt.Sprintf("room-%02d", j%40))
+		}
+		// A distinct window per event keeps every review a new key.
+		evs[j].WindowStart = evs[j].WindowStart.Add(-time.Duration(j+1) * time.Microsecond)
+	}
+	// The backlog is queued before the worker starts, so that the sender
+	// never races the worker for the machine's cores.
+	opts.beforeStart = func(r *rig) { r.sendEvents(b, evs...) }
+	r := startRig(b, opts)
 
 	// The window: from two waves done to two waves before the end, while
 	// the queue still holds more than the slots and the prefetch can take.
@@ -106,14 +132,17 @@ func benchSlots(b *testing.B, conc, prefetch, waves int, stageLatency time.Durat
 	}
 	// Little's law for the model share: completions per second × the mean
 	// time their jobs spent in the review phase = slots in that phase.
-	inModels := done / window * d(`chatguard_worker_job_phase_seconds_sum{phase="review"}`) / max(d(`chatguard_worker_job_phase_seconds_count{phase="review"}`), 1)
-	limit := float64(conc) / (stageLatency * time.Duration(stages)).Seconds()
+	review := d(`chatguard_worker_job_phase_seconds_sum{phase="review"}`) / max(d(`chatguard_worker_job_phase_seconds_count{phase="review"}`), 1)
+	inModels := done / window * review
+	// The model-bound limit: every slot in the models all the time.
+	limit := float64(conc) / review
 	b.ReportMetric(100*mean/float64(conc), "%-slots-busy")
 	b.ReportMetric(100*inModels/float64(conc), "%-slots-in-models")
 	b.ReportMetric(done/window, "events/s")
 	b.ReportMetric(100*done/window/limit, "%-of-limit")
 	b.ReportMetric(10*(z.cpu.self-a.cpu.self)/max(done, 1), "worker-cpu-ms/event")
 	b.ReportMetric(100*(z.cpu.busy-a.cpu.busy)/max(z.cpu.total-a.cpu.total, 1), "machine-cpu-%")
+	b.ReportMetric(1000*review, "review-ms")
 	b.ReportMetric(0, "ns/op")
 	if testing.Verbose() {
 		for _, p := range []string{"admit", "chat", "review", "save", "release", "settle"} {
