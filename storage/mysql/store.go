@@ -256,6 +256,20 @@ func (s *Store) Get(ctx context.Context, key pipeline.ReviewKey) (pipeline.Verdi
 // verdict cannot be written at all (a *pipeline.PermanentError for data the
 // schema rejects).
 func (s *Store) Save(ctx context.Context, v pipeline.Verdict) error {
+	return s.saveReleasing(ctx, v, "")
+}
+
+var _ pipeline.ReleasingSaver = (*Store)(nil)
+
+// SaveReleasing implements pipeline.ReleasingSaver: Save, and in the same
+// transaction the delete of owner's row in review_claims (Claims, on the
+// same database). Errors are Save's.
+func (s *Store) SaveReleasing(ctx context.Context, v pipeline.Verdict, owner string) error {
+	return s.saveReleasing(ctx, v, owner)
+}
+
+// saveReleasing is Save, releasing owner's claim too unless owner is "".
+func (s *Store) saveReleasing(ctx context.Context, v pipeline.Verdict, owner string) error {
 	if err := checkVerdict(v); err != nil {
 		return pipeline.Permanent(fmt.Errorf("mysql: save: %w", err))
 	}
@@ -267,24 +281,6 @@ func (s *Store) Save(ctx context.Context, v pipeline.Verdict) error {
 	// InnoDB rolls the loser back whole, so trying again is safe, and far
 	// cheaper than a queue round trip that pays for the model calls again.
 	// The random pause keeps the losers from colliding again in lockstep.
-	return retry.Do(ctx, saveRetry, retry.Options{Retryable: isLockConflict}, func(ctx context.Context) error {
-		return s.save(ctx, v, args, "")
-	})
-}
-
-var _ pipeline.ReleasingSaver = (*Store)(nil)
-
-// SaveReleasing implements pipeline.ReleasingSaver: Save, and in the same
-// transaction the delete of owner's row in review_claims (Claims, on the
-// same database). Errors are Save's.
-func (s *Store) SaveReleasing(ctx context.Context, v pipeline.Verdict, owner string) error {
-	if err := checkVerdict(v); err != nil {
-		return pipeline.Permanent(fmt.Errorf("mysql: save: %w", err))
-	}
-	args, err := upsertArgs(v)
-	if err != nil {
-		return pipeline.Permanent(fmt.Errorf("mysql: save: %w", err))
-	}
 	return retry.Do(ctx, saveRetry, retry.Options{Retryable: isLockConflict}, func(ctx context.Context) error {
 		return s.save(ctx, v, args, owner)
 	})
