@@ -28,6 +28,11 @@ type PurgeConfig struct {
 	// Pause is the wait after each batch that deleted rows, so that
 	// replicas and other writers keep up.
 	Pause time.Duration
+	// ClaimGrace is how long after its expiry a review claim is deleted.
+	// A claim is normally released with its review; one left by a worker
+	// that died, or whose release failed, expires and would stay forever.
+	// Zero takes an hour.
+	ClaimGrace time.Duration
 	// DryRun counts what would be deleted and deletes nothing.
 	DryRun bool
 	// Now is the clock the cutoffs are computed from (time.Now if nil).
@@ -90,6 +95,8 @@ type PurgeReport struct {
 	StageCutoff, VerdictCutoff time.Time
 	// StageRows and Verdicts deleted (would be deleted, in a dry run).
 	StageRows, Verdicts int64
+	// Claims is the expired review claims deleted (would be deleted).
+	Claims int64
 	Batches             int
 	Elapsed             time.Duration
 	DryRun              bool
@@ -109,14 +116,15 @@ func (r PurgeReport) String() string {
 	if r.DryRun {
 		verb = "would delete"
 	}
-	return fmt.Sprintf("purge: %s %d stage rows (verdicts created before %s) and %d verdicts (created before %s) in %d batches, %s, %.0f rows/s",
+	return fmt.Sprintf("purge: %s %d stage rows (verdicts created before %s) and %d verdicts (created before %s) in %d batches, %s, %.0f rows/s; %d expired review claims",
 		verb, r.StageRows, r.StageCutoff.Format(time.RFC3339), r.Verdicts, r.VerdictCutoff.Format(time.RFC3339),
-		r.Batches, r.Elapsed.Round(time.Millisecond), r.RowsPerSecond())
+		r.Batches, r.Elapsed.Round(time.Millisecond), r.RowsPerSecond(), r.Claims)
 }
 
 // Purge applies retention: it deletes the stage rows of verdicts created
 // before now-StageRetention, then the verdicts created before
-// now-VerdictRetention, keeping every verdict a moderator decided on (a
+// now-VerdictRetention, then the review claims expired for ClaimGrace,
+// keeping every verdict a moderator decided on (a
 // moderator_decisions row), with its stage rows. It walks each table's
 // primary key in ranges of at most BatchSize rows, one short READ COMMITTED
 // transaction per range (so it locks only the rows it deletes, never a gap
@@ -151,11 +159,51 @@ func (s *Store) Purge(ctx context.Context, cfg PurgeConfig) (PurgeReport, error)
 	}
 	n, err = s.purgeTable(ctx, cfg, &r, verdictPurge, r.VerdictCutoff)
 	r.Verdicts = n
-	r.Elapsed = time.Since(started)
 	if err != nil {
+		r.Elapsed = time.Since(started)
 		return r, fmt.Errorf("mysql: purge verdicts: %w", err)
 	}
+	grace := cfg.ClaimGrace
+	if grace <= 0 {
+		grace = time.Hour
+	}
+	r.Claims, err = s.purgeClaims(ctx, cfg, dbTime(t.Add(-grace)))
+	r.Elapsed = time.Since(started)
+	if err != nil {
+		return r, fmt.Errorf("mysql: purge review claims: %w", err)
+	}
 	return r, nil
+}
+
+// purgeClaims deletes the claims that expired before cutoff, BatchSize at
+// a time. The table holds about one row per review in flight, so a scan of
+// it is cheap; no index on the expiry is needed.
+func (s *Store) purgeClaims(ctx context.Context, cfg PurgeConfig, cutoff time.Time) (int64, error) {
+	if cfg.DryRun {
+		var n int64
+		err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM review_claims WHERE expires_at < ?", cutoff).Scan(&n)
+		return n, err
+	}
+	var total int64
+	for {
+		res, err := s.db.ExecContext(ctx, "DELETE FROM review_claims WHERE expires_at < ? LIMIT ?", cutoff, cfg.BatchSize)
+		if err != nil {
+			return total, err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if n < int64(cfg.BatchSize) {
+			return total, nil
+		}
+		if cfg.Pause > 0 {
+			if err := cfg.Sleep(ctx, cfg.Pause); err != nil {
+				return total, err
+			}
+		}
+	}
 }
 
 // purgeTarget is the SQL of one table's purge. Each statement takes the

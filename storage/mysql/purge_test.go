@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/pipeline"
 )
 
 // purgeRig is a database with verdicts of known ages: ids ascend with
@@ -213,4 +215,43 @@ func TestDecidedVerdictCannotBeDeleted(t *testing.T) {
 	require.Error(t, err)
 	require.True(t, purgeRetryable(err), "%v", err)
 	require.False(t, purgeRetryable(errors.New("other")))
+}
+
+func TestPurgeDeletesReviewClaimsLongExpired(t *testing.T) {
+	t.Parallel()
+	r := newPurgeRig(t)
+	ctx := ctxT(t)
+	claim := func(room string, expiredFor time.Duration) {
+		// Taken a TTL before it expires, on a clock set back accordingly.
+		at := r.now.Add(-expiredFor - time.Minute)
+		c := NewClaims(r.db, func() time.Time { return at })
+		got, err := c.Claim(ctx, pipeline.ReviewKey{RoomID: room, WindowStart: r.now.Add(-2 * time.Hour), WindowEnd: r.now.Add(-time.Hour), PipelineVersion: "v1"}, "pod-dead", time.Minute)
+		require.NoError(t, err)
+		require.True(t, got.Held)
+	}
+	for i := range 25 {
+		claim(fmt.Sprintf("left-%d", i), 2*time.Hour) // a dead worker's, long expired
+	}
+	claim("just-expired", 30*time.Minute) // may still be taken over: kept
+	claim("live", -time.Minute)           // held now
+	rows := func() int {
+		var n int
+		require.NoError(t, r.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM review_claims").Scan(&n))
+		return n
+	}
+	require.Equal(t, 27, rows())
+
+	cfg := r.config()
+	cfg.DryRun = true
+	rep, err := r.s.Purge(ctx, cfg)
+	require.NoError(t, err)
+	require.Equal(t, int64(25), rep.Claims)
+	require.Equal(t, 27, rows())
+
+	var rec recorder
+	rep, err = r.s.Purge(ctx, rec.attach(r.config()))
+	require.NoError(t, err)
+	require.Equal(t, int64(25), rep.Claims)
+	require.Contains(t, rep.String(), "; 25 expired review claims")
+	require.Equal(t, 2, rows(), "the recent and the live claim stay")
 }
