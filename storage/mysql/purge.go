@@ -96,10 +96,10 @@ type PurgeReport struct {
 	// StageRows and Verdicts deleted (would be deleted, in a dry run).
 	StageRows, Verdicts int64
 	// Claims is the expired review claims deleted (would be deleted).
-	Claims int64
-	Batches             int
-	Elapsed             time.Duration
-	DryRun              bool
+	Claims  int64
+	Batches int
+	Elapsed time.Duration
+	DryRun  bool
 }
 
 // RowsPerSecond is the purge's rate over its whole run, pauses included.
