@@ -10,13 +10,11 @@ import (
 	"time"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/cmd/internal/depflags"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/live"
-	"github.com/chatguard/chatguard/pipeline/llm"
 	"github.com/chatguard/chatguard/storage/chatapi"
-	"github.com/chatguard/chatguard/storage/mysql"
 	"github.com/chatguard/chatguard/storage/redislive"
-	"github.com/chatguard/chatguard/storage/redisstop"
 	"github.com/chatguard/chatguard/storage/sqs"
 )
 
@@ -32,31 +30,18 @@ type Config struct {
 	AdminAddr  string
 	PublicURL  string
 
-	MySQLDSN          string
-	MySQLMaxOpenConns int
-
-	ChatAPIURL  string
-	ChatTimeout time.Duration
+	depflags.MySQL
+	depflags.Chat
 
 	FeedbackQueueURL string
 
 	cli.RedisOptions
-	StopChannel   string
-	StopKeyPrefix string
+	depflags.Stops
 	LiveKeyPrefix string
 	LiveMaxLen    int64
 	LiveTTL       time.Duration
 
-	PrimaryBaseURL      string
-	PrimaryModel        string
-	PrimaryAPIKey       string
-	PrimaryConcurrency  int
-	FallbackBaseURL     string
-	FallbackModel       string
-	FallbackAPIKey      string
-	FallbackConcurrency int
-	AttemptTimeout      time.Duration
-	LLMMaxAttempts      int
+	depflags.Pools
 
 	MaxReviews    int
 	ReviewTimeout time.Duration
@@ -79,30 +64,28 @@ type Config struct {
 // DefaultConfig returns the defaults shown by --help.
 func DefaultConfig() Config {
 	lv := redislive.DefaultConfig()
+	pools := depflags.DefaultPools()
+	pools.PrimaryConcurrency, pools.FallbackConcurrency = 8, 8
 	return Config{
-		Fleet:               defaultFleet(),
-		Outbox:              defaultOutbox(),
-		ListenAddr:          ":8080",
-		AdminAddr:           ":9091",
-		MySQLMaxOpenConns:   16,
-		ChatTimeout:         chatapi.DefaultConfig().Timeout,
-		StopChannel:         redisstop.DefaultConfig().Channel,
-		StopKeyPrefix:       redisstop.DefaultConfig().KeyPrefix,
-		LiveKeyPrefix:       lv.KeyPrefix,
-		LiveMaxLen:          lv.MaxLen,
-		LiveTTL:             lv.TTL,
-		PrimaryConcurrency:  8,
-		FallbackConcurrency: 8,
-		AttemptTimeout:      llm.DefaultAttemptTimeout,
-		LLMMaxAttempts:      llm.DefaultMaxAttempts,
-		MaxReviews:          8,
-		ReviewTimeout:       5 * time.Minute,
-		MaxWindow:           pipeline.DefaultMaxWindow,
-		ClientBuffer:        live.DefaultConfig().SubscriberBuffer,
-		DrainTimeout:        25 * time.Second,
-		RetryAfter:          5 * time.Second,
-		StopTTL:             10 * time.Minute,
-		LogLevel:            "info",
+		Fleet:         defaultFleet(),
+		Outbox:        defaultOutbox(),
+		ListenAddr:    ":8080",
+		AdminAddr:     ":9091",
+		MySQL:         depflags.MySQL{MySQLMaxOpenConns: 16},
+		Chat:          depflags.Chat{ChatTimeout: chatapi.DefaultConfig().Timeout},
+		Stops:         depflags.DefaultStops(),
+		LiveKeyPrefix: lv.KeyPrefix,
+		LiveMaxLen:    lv.MaxLen,
+		LiveTTL:       lv.TTL,
+		Pools:         pools,
+		MaxReviews:    8,
+		ReviewTimeout: 5 * time.Minute,
+		MaxWindow:     pipeline.DefaultMaxWindow,
+		ClientBuffer:  live.DefaultConfig().SubscriberBuffer,
+		DrainTimeout:  25 * time.Second,
+		RetryAfter:    5 * time.Second,
+		StopTTL:       10 * time.Minute,
+		LogLevel:      "info",
 	}
 }
 
@@ -112,29 +95,18 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.StringVar(&c.ListenAddr, "listen-addr", "listen address of the console pages and POST /v1/reviews (behind the auth proxy)")
 	fs.StringVar(&c.AdminAddr, "admin-addr", "listen address of /healthz, /readyz and /metrics")
 	fs.StringVar(&c.PublicURL, "public-url", "the console's URL as moderators open it (printed at start; empty: derived from --listen-addr)")
-	fs.StringVar(&c.MySQLDSN, "mysql-dsn", "MySQL DSN (user:pass@tcp(host:3306)/db)")
-	fs.IntVar(&c.MySQLMaxOpenConns, "mysql-max-open-conns", "MySQL connection pool size")
-	fs.StringVar(&c.ChatAPIURL, "chat-api-url", "chat-history API base URL (the room page fetches history live; the console stores no chat text)")
-	fs.DurationVar(&c.ChatTimeout, "chat-timeout", "timeout of one chat-history request")
+	c.MySQL.Flags(fs)
+	c.Chat.Flags(fs, "chat-history API base URL (the room page fetches history live; the console stores no chat text)")
 	fs.StringVar(&c.FeedbackQueueURL, "feedback-queue-url", "SQS feedback queue URL for moderator_feedback and inference-log events")
 	c.Outbox.flags(fs)
 	c.RedisOptions.Flags(fs, "Redis host:port: stop signals and the live event streams (resume)")
-	fs.StringVar(&c.StopChannel, "stop-channel", "Redis pub/sub channel of stop signals")
-	fs.StringVar(&c.StopKeyPrefix, "stop-key-prefix", "prefix of the Redis keys that keep live stop signals")
+	c.Stops.Flags(fs)
 	fs.StringVar(&c.LiveKeyPrefix, "live-key-prefix", "prefix of the Redis Streams keeping on-demand reviews' events")
 	c.Fleet.flags(fs)
 	fs.Int64Var(&c.LiveMaxLen, "live-max-len", "events kept per on-demand review (approximate MAXLEN)")
 	fs.DurationVar(&c.LiveTTL, "live-ttl", "how long an on-demand review's events are kept for resume after its last event")
-	fs.StringVar(&c.PrimaryBaseURL, "primary-base-url", "primary (vLLM) OpenAI-compatible base URL, ending in /v1")
-	fs.StringVar(&c.PrimaryModel, "primary-model", "primary model id (the same as the workers', so verdicts share a pipeline version)")
-	fs.StringVar(&c.PrimaryAPIKey, "primary-api-key", "primary API key (empty sends none)")
-	fs.IntVar(&c.PrimaryConcurrency, "primary-concurrency", "interactive calls in flight to the primary pool at most from this pod")
-	fs.StringVar(&c.FallbackBaseURL, "fallback-base-url", "fallback (managed API) base URL; empty disables the fallback")
-	fs.StringVar(&c.FallbackModel, "fallback-model", "fallback model id")
-	fs.StringVar(&c.FallbackAPIKey, "fallback-api-key", "fallback API key")
-	fs.IntVar(&c.FallbackConcurrency, "fallback-concurrency", "interactive calls in flight to the fallback pool at most from this pod")
-	fs.DurationVar(&c.AttemptTimeout, "attempt-timeout", "timeout of one model call, stream included")
-	fs.IntVar(&c.LLMMaxAttempts, "llm-max-attempts", "model calls per stage across both pools")
+	c.Pools.Flags(fs, "primary model id (the same as the workers', so verdicts share a pipeline version)",
+		"interactive calls in flight to the %s pool at most from this pod")
 	fs.IntVar(&c.MaxReviews, "max-reviews", "on-demand reviews running at once on this pod; one more is refused with 429 and Retry-After")
 	fs.DurationVar(&c.ReviewTimeout, "review-timeout", "deadline of one on-demand review")
 	fs.DurationVar(&c.MaxWindow, "max-window", "longest window an on-demand review may ask for")
@@ -200,7 +172,7 @@ func (c Config) Validate() error {
 	if c.MySQLMaxOpenConns < 1 {
 		errs = append(errs, errors.New("--mysql-max-open-conns must be positive"))
 	}
-	errs = append(errs, c.RedisOptions.Validate(), c.hub().Validate(), c.liveLog().Validate(), c.redisStop().Validate(), c.Fleet.validate(), c.Outbox.validate())
+	errs = append(errs, c.RedisOptions.Validate(), c.hub().Validate(), c.liveLog().Validate(), c.Stops.Config().Validate(), c.Fleet.validate(), c.Outbox.validate())
 	return errors.Join(errs...)
 }
 
@@ -240,36 +212,8 @@ func (c Config) liveLog() redislive.Config {
 	return l
 }
 
-func (c Config) redisStop() redisstop.Config {
-	rc := redisstop.DefaultConfig()
-	rc.Channel, rc.KeyPrefix = c.StopChannel, c.StopKeyPrefix
-	return rc
-}
-
-func (c Config) chat() chatapi.Config {
-	ch := chatapi.DefaultConfig()
-	ch.BaseURL, ch.Timeout = c.ChatAPIURL, c.ChatTimeout
-	return ch
-}
-
-func (c Config) mysql() mysql.Config {
-	m := mysql.DefaultConfig()
-	m.DSN, m.MaxOpenConns = c.MySQLDSN, c.MySQLMaxOpenConns
-	return m
-}
-
 func (c Config) feedback() sqs.Config {
 	q := sqs.DefaultConfig()
 	q.Name, q.URL = "feedback", c.FeedbackQueueURL
 	return q
-}
-
-func (c Config) router() llm.Config {
-	return llm.Config{
-		Primary: llm.PoolConfig{BaseURL: c.PrimaryBaseURL, Model: c.PrimaryModel, APIKey: c.PrimaryAPIKey,
-			MaxConcurrency: c.PrimaryConcurrency, AttemptTimeout: c.AttemptTimeout},
-		Fallback: llm.PoolConfig{BaseURL: c.FallbackBaseURL, Model: c.FallbackModel, APIKey: c.FallbackAPIKey,
-			MaxConcurrency: c.FallbackConcurrency, AttemptTimeout: c.AttemptTimeout},
-		MaxAttempts: c.LLMMaxAttempts,
-	}
 }

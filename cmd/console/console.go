@@ -89,7 +89,7 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 	}()
 
-	db, err := mysql.OpenDB(cfg.mysql())
+	db, err := mysql.OpenDB(cfg.MySQL.Config())
 	if err != nil {
 		return fmt.Errorf("console: %w", err)
 	}
@@ -107,7 +107,7 @@ func (m *Main) Run(ctx context.Context) error {
 	go func() { defer close(outboxDone); _ = newOutbox(cfg.Outbox, store, feedback, fbm, log).Run(outboxCtx) }()
 	defer func() { stopOutbox(); <-outboxDone }()
 
-	chatCfg := cfg.chat()
+	chatCfg := cfg.Chat.Config()
 	chatCfg.Registerer = reg
 	chat, err := chatapi.New(chatCfg)
 	if err != nil {
@@ -146,14 +146,14 @@ func (m *Main) Run(ctx context.Context) error {
 	stopCtx, stopSubscriber := context.WithCancel(context.WithoutCancel(ctx))
 	sm := redisstop.NewMetrics(reg)
 	holder := stop.NewHolder(nil, sm.ObserveApplied)
-	feed := redisstop.NewSubscriber(rdb, cfg.redisStop(), sm, log)
+	feed := redisstop.NewSubscriber(rdb, cfg.Stops.Config(), sm, log)
 	subDone := make(chan struct{})
 	go func() { defer close(subDone); _ = feed.Run(stopCtx, holder) }()
 	defer func() { stopSubscriber(); <-subDone }()
 
 	reviewer := m.Reviewer
 	if reviewer == nil {
-		router, err := llm.New(cfg.Fleet.withFleet(cfg.router(), rdb), reg)
+		router, err := llm.New(cfg.Fleet.withFleet(cfg.Pools.Router(), rdb), reg)
 		if err != nil {
 			return fmt.Errorf("console: router: %w", err)
 		}

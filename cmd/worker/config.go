@@ -8,13 +8,13 @@ import (
 	"time"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/cmd/internal/depflags"
 	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/llm"
 	"github.com/chatguard/chatguard/pipeline/sqsjob"
 	"github.com/chatguard/chatguard/storage/chatapi"
 	"github.com/chatguard/chatguard/storage/mysql"
-	"github.com/chatguard/chatguard/storage/redisstop"
 	"github.com/chatguard/chatguard/storage/sqs"
 )
 
@@ -39,23 +39,12 @@ type Config struct {
 	MaxReceiveCount   int
 	BusyRetry         time.Duration
 
-	MySQLDSN          string
-	MySQLMaxOpenConns int
+	depflags.MySQL
 
-	ChatAPIURL      string
-	ChatTimeout     time.Duration
+	depflags.Chat
 	ChatMaxAttempts int
 
-	PrimaryBaseURL      string
-	PrimaryModel        string
-	PrimaryAPIKey       string
-	PrimaryConcurrency  int
-	FallbackBaseURL     string
-	FallbackModel       string
-	FallbackAPIKey      string
-	FallbackConcurrency int
-	AttemptTimeout      time.Duration
-	LLMMaxAttempts      int
+	depflags.Pools
 	// PrimaryPrice and FallbackPrice are llm.ParsePrice texts: what each
 	// pool's calls cost, recorded per stage (empty: free).
 	PrimaryPrice  string
@@ -69,8 +58,7 @@ type Config struct {
 	// RedisAddr is the Redis that carries stop signals; empty disables
 	// them (reviews run, but cannot be stopped by an operator).
 	cli.RedisOptions
-	StopChannel      string
-	StopKeyPrefix    string
+	depflags.Stops
 	StopCheckTimeout time.Duration
 
 	// AdminAddr serves probes and metrics; OperatorAddr the authenticated
@@ -94,37 +82,35 @@ func DefaultConfig() Config {
 	loop := sqsjob.DefaultConfig()
 	ev := sqs.DefaultLakeConfig()
 	chat := chatapi.DefaultConfig()
+	pools := depflags.DefaultPools()
+	pools.PrimaryConcurrency, pools.FallbackConcurrency = llm.DefaultMaxConcurrency, llm.DefaultMaxConcurrency
 	return Config{
-		privacyOptions:      defaultPrivacy(),
-		Concurrency:         loop.Concurrency,
-		WaitTime:            loop.WaitTime,
-		MaxAge:              6 * time.Hour,
-		MaxWindow:           pipeline.DefaultMaxWindow,
-		MaxClockSkew:        pipeline.DefaultMaxClockSkew,
-		VisibilityTimeout:   loop.VisibilityTimeout,
-		HeartbeatInterval:   loop.HeartbeatInterval,
-		JobTimeout:          loop.JobTimeout,
-		DrainTimeout:        loop.DrainTimeout,
-		RetryBase:           loop.RetryBase,
-		RetryMax:            loop.RetryMax,
-		MaxReceiveCount:     loop.MaxReceiveCount,
-		BusyRetry:           10 * time.Second,
-		MySQLMaxOpenConns:   mysql.DefaultConfig().MaxOpenConns,
-		ChatTimeout:         chat.Timeout,
-		ChatMaxAttempts:     chat.MaxAttempts,
-		PrimaryConcurrency:  llm.DefaultMaxConcurrency,
-		FallbackConcurrency: llm.DefaultMaxConcurrency,
-		AttemptTimeout:      llm.DefaultAttemptTimeout,
-		LLMMaxAttempts:      llm.DefaultMaxAttempts,
-		EventBuffer:         ev.Buffer,
-		EventFlushAge:       ev.FlushAge,
-		StopChannel:         redisstop.DefaultConfig().Channel,
-		StopKeyPrefix:       redisstop.DefaultConfig().KeyPrefix,
-		StopCheckTimeout:    250 * time.Millisecond,
-		AdminAddr:           ":9090",
-		LogLevel:            "info",
-		FaultConfig:         defaultFaultConfig(),
-		Capacity:            defaultCapacity(),
+		privacyOptions:    defaultPrivacy(),
+		Concurrency:       loop.Concurrency,
+		WaitTime:          loop.WaitTime,
+		MaxAge:            6 * time.Hour,
+		MaxWindow:         pipeline.DefaultMaxWindow,
+		MaxClockSkew:      pipeline.DefaultMaxClockSkew,
+		VisibilityTimeout: loop.VisibilityTimeout,
+		HeartbeatInterval: loop.HeartbeatInterval,
+		JobTimeout:        loop.JobTimeout,
+		DrainTimeout:      loop.DrainTimeout,
+		RetryBase:         loop.RetryBase,
+		RetryMax:          loop.RetryMax,
+		MaxReceiveCount:   loop.MaxReceiveCount,
+		BusyRetry:         10 * time.Second,
+		MySQL:             depflags.MySQL{MySQLMaxOpenConns: mysql.DefaultConfig().MaxOpenConns},
+		Chat:              depflags.Chat{ChatTimeout: chat.Timeout},
+		ChatMaxAttempts:   chat.MaxAttempts,
+		Pools:             pools,
+		EventBuffer:       ev.Buffer,
+		EventFlushAge:     ev.FlushAge,
+		Stops:             depflags.DefaultStops(),
+		StopCheckTimeout:  250 * time.Millisecond,
+		AdminAddr:         ":9090",
+		LogLevel:          "info",
+		FaultConfig:       defaultFaultConfig(),
+		Capacity:          defaultCapacity(),
 	}
 }
 
@@ -149,21 +135,10 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.DurationVar(&c.RetryMax, "retry-max", "cap of the failed-attempt backoff")
 	fs.IntVar(&c.MaxReceiveCount, "max-receive-count", "the review queue's redrive maxReceiveCount; the last attempt records a failed verdict")
 	fs.DurationVar(&c.BusyRetry, "busy-retry", "delay before a copy of an event whose review is running in this process is seen again")
-	fs.StringVar(&c.MySQLDSN, "mysql-dsn", "MySQL DSN (user:pass@tcp(host:3306)/db)")
-	fs.IntVar(&c.MySQLMaxOpenConns, "mysql-max-open-conns", "MySQL connection pool size")
-	fs.StringVar(&c.ChatAPIURL, "chat-api-url", "chat-history API base URL")
-	fs.DurationVar(&c.ChatTimeout, "chat-timeout", "timeout of one chat-history request")
+	c.MySQL.Flags(fs)
+	c.Chat.Flags(fs, "chat-history API base URL")
 	fs.IntVar(&c.ChatMaxAttempts, "chat-max-attempts", "chat-history attempts per job (5xx and timeouts are retried)")
-	fs.StringVar(&c.PrimaryBaseURL, "primary-base-url", "primary (vLLM) OpenAI-compatible base URL, ending in /v1")
-	fs.StringVar(&c.PrimaryModel, "primary-model", "primary model id")
-	fs.StringVar(&c.PrimaryAPIKey, "primary-api-key", "primary API key (empty sends none)")
-	fs.IntVar(&c.PrimaryConcurrency, "primary-concurrency", "calls in flight to the primary pool at most")
-	fs.StringVar(&c.FallbackBaseURL, "fallback-base-url", "fallback (managed API) base URL; empty disables the fallback")
-	fs.StringVar(&c.FallbackModel, "fallback-model", "fallback model id")
-	fs.StringVar(&c.FallbackAPIKey, "fallback-api-key", "fallback API key")
-	fs.IntVar(&c.FallbackConcurrency, "fallback-concurrency", "calls in flight to the fallback pool at most")
-	fs.DurationVar(&c.AttemptTimeout, "attempt-timeout", "timeout of one model call, stream included")
-	fs.IntVar(&c.LLMMaxAttempts, "llm-max-attempts", "model calls per stage across both pools")
+	c.Pools.Flags(fs, "primary model id", "calls in flight to the %s pool at most")
 	fs.StringVar(&c.PrimaryPrice, "primary-price", "what a primary call costs, recorded per stage: gpu_hour=USD,shared_by=N (self-hosted) and/or prompt=,cached=,completion= USD per 1M tokens; empty: free")
 	fs.StringVar(&c.FallbackPrice, "fallback-price", "what a fallback call costs: prompt=,cached=,completion= USD per 1M tokens (managed API) and/or gpu_hour=,shared_by=; empty: free")
 	fs.IntVar(&c.EventBuffer, "event-buffer", "lake events buffered for the feedback queue before drops")
@@ -250,7 +225,7 @@ func (c Config) Validate() error {
 	fill(&p.ChatAPIURL, "http://placeholder")
 	fill(&p.MySQLDSN, "placeholder@tcp(placeholder:3306)/placeholder")
 	errs = append(errs, p.loop().Validate(), p.reviewQueue().Validate(), p.reviewDLQ().Validate(), p.events().Validate(),
-		p.chat().Validate(), p.mysql().Validate())
+		p.chat().Validate(), p.MySQL.Config().Validate())
 	return errors.Join(errs...)
 }
 
@@ -303,26 +278,17 @@ func (c Config) events() sqs.LakeConfig {
 }
 
 func (c Config) chat() chatapi.Config {
-	ch := chatapi.DefaultConfig()
-	ch.BaseURL, ch.Timeout, ch.MaxAttempts = c.ChatAPIURL, c.ChatTimeout, c.ChatMaxAttempts
+	ch := c.Chat.Config()
+	ch.MaxAttempts = c.ChatMaxAttempts
 	return ch
-}
-
-func (c Config) mysql() mysql.Config {
-	m := mysql.DefaultConfig()
-	m.DSN, m.MaxOpenConns = c.MySQLDSN, c.MySQLMaxOpenConns
-	return m
 }
 
 func (c Config) router() llm.Config {
 	// Validate has checked the prices.
 	pp, _ := llm.ParsePrice(c.PrimaryPrice)
 	fp, _ := llm.ParsePrice(c.FallbackPrice)
-	return llm.Config{
-		Primary: llm.PoolConfig{BaseURL: c.PrimaryBaseURL, Model: c.PrimaryModel, APIKey: c.PrimaryAPIKey,
-			MaxConcurrency: c.PrimaryConcurrency, AttemptTimeout: c.AttemptTimeout, Price: pp, Pseudonymize: c.PrimaryPseudonymize},
-		Fallback: llm.PoolConfig{BaseURL: c.FallbackBaseURL, Model: c.FallbackModel, APIKey: c.FallbackAPIKey,
-			MaxConcurrency: c.FallbackConcurrency, AttemptTimeout: c.AttemptTimeout, Price: fp, Pseudonymize: c.FallbackPseudonymize},
-		MaxAttempts: c.LLMMaxAttempts,
-	}
+	rc := c.Pools.Router()
+	rc.Primary.Price, rc.Primary.Pseudonymize = pp, c.PrimaryPseudonymize
+	rc.Fallback.Price, rc.Fallback.Pseudonymize = fp, c.FallbackPseudonymize
+	return rc
 }

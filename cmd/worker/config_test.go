@@ -118,7 +118,7 @@ func TestFlagsAndEnvReachTheParts(t *testing.T) {
 	require.Equal(t, 3, c.loop().MaxReceiveCount)
 	require.Equal(t, 90*time.Minute, c.MaxAge)
 	require.Equal(t, 12, c.events().Buffer)
-	require.Equal(t, 9, c.mysql().MaxOpenConns)
+	require.Equal(t, 9, c.MySQL.Config().MaxOpenConns)
 	require.Equal(t, "http://chat:8080", c.chat().BaseURL)
 	r := c.router()
 	require.Equal(t, "qwen", r.Primary.Model)

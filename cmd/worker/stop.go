@@ -20,8 +20,7 @@ import (
 
 func (c *Config) stopFlags(fs *cli.FlagSet) {
 	c.RedisOptions.Flags(fs, "Redis host:port carrying stop signals; empty disables stop signals")
-	fs.StringVar(&c.StopChannel, "stop-channel", "Redis pub/sub channel of stop signals")
-	fs.StringVar(&c.StopKeyPrefix, "stop-key-prefix", "prefix of the Redis keys that keep live stop signals")
+	c.Stops.Flags(fs)
 	fs.DurationVar(&c.StopCheckTimeout, "stop-check-timeout", "bound of the one Redis check each review makes when it starts")
 }
 
@@ -31,17 +30,11 @@ func (c Config) validateStops() error {
 	if c.StopCheckTimeout <= 0 {
 		errs = append(errs, errors.New("--stop-check-timeout must be positive"))
 	}
-	rc := c.redisStop()
+	rc := c.Stops.Config()
 	if err := rc.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("--stop-channel/--stop-key-prefix: %w", err))
 	}
 	return errors.Join(errs...)
-}
-
-func (c Config) redisStop() redisstop.Config {
-	rc := redisstop.DefaultConfig()
-	rc.Channel, rc.KeyPrefix = c.StopChannel, c.StopKeyPrefix
-	return rc
 }
 
 // stopSignals is the worker's side of the stop signals: the holder and
@@ -69,10 +62,10 @@ func startStops(ctx context.Context, cfg Config, reg prometheus.Registerer, log 
 	checkErrors := prometheus.NewCounter(prometheus.CounterOpts{Name: "chatguard_stop_check_errors_total", Help: "Start-of-review stop checks that failed (Redis unreachable); the reviews went on."})
 	reg.MustRegister(checkErrors)
 	holder := stop.NewHolder(nil, m.ObserveApplied)
-	var feed pipeline.StopFeed = redisstop.NewSubscriber(rdb, cfg.redisStop(), m, log)
+	var feed pipeline.StopFeed = redisstop.NewSubscriber(rdb, cfg.Stops.Config(), m, log)
 	s := &stopSignals{
 		guard: &stop.Guard{Holder: holder, Store: feed, CheckTimeout: cfg.StopCheckTimeout, OnCheckError: func(error) { checkErrors.Inc() }},
-		pub:   redisstop.NewPublisher(rdb, cfg.redisStop(), m),
+		pub:   redisstop.NewPublisher(rdb, cfg.Stops.Config(), m),
 		rdb:   rdb,
 		done:  make(chan struct{}),
 	}

@@ -86,7 +86,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	defer closeQueue(dlq)
 
-	db, err := mysql.OpenDB(cfg.mysql())
+	db, err := mysql.OpenDB(cfg.MySQL.Config())
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}

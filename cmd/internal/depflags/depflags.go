@@ -1,0 +1,136 @@
+// Package depflags holds the flags of the dependencies that the worker and
+// the console both talk to (MySQL, the chat-history API, the stop signals'
+// Redis keys, the two model pools) and maps them onto the adapters'
+// configurations, so that the two binaries spell and apply them the same
+// way. Each option type is embedded in a binary's Config; its fields are
+// then that Config's, and its flags that binary's. It is separate from
+// cmd/internal/cli so that the binaries without these dependencies (batch,
+// consumer) do not link the adapters.
+package depflags
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/pipeline/llm"
+	"github.com/chatguard/chatguard/storage/chatapi"
+	"github.com/chatguard/chatguard/storage/mysql"
+	"github.com/chatguard/chatguard/storage/redisstop"
+)
+
+// MySQL is the verdict database's connection.
+type MySQL struct {
+	MySQLDSN          string
+	MySQLMaxOpenConns int
+}
+
+// Flags declares --mysql-dsn and --mysql-max-open-conns.
+func (o *MySQL) Flags(fs *cli.FlagSet) {
+	fs.StringVar(&o.MySQLDSN, "mysql-dsn", "MySQL DSN (user:pass@tcp(host:3306)/db)")
+	fs.IntVar(&o.MySQLMaxOpenConns, "mysql-max-open-conns", "MySQL connection pool size")
+}
+
+// Config is the store's configuration; mysql.Config.Validate checks it.
+func (o MySQL) Config() mysql.Config {
+	m := mysql.DefaultConfig()
+	m.DSN, m.MaxOpenConns = o.MySQLDSN, o.MySQLMaxOpenConns
+	return m
+}
+
+// Chat is the chat-history API.
+type Chat struct {
+	ChatAPIURL  string
+	ChatTimeout time.Duration
+}
+
+// Flags declares --chat-api-url (urlUsage says what it is for in this
+// binary) and --chat-timeout.
+func (o *Chat) Flags(fs *cli.FlagSet, urlUsage string) {
+	fs.StringVar(&o.ChatAPIURL, "chat-api-url", urlUsage)
+	fs.DurationVar(&o.ChatTimeout, "chat-timeout", "timeout of one chat-history request")
+}
+
+// Config is the client's configuration with the default attempts;
+// chatapi.Config.Validate checks it.
+func (o Chat) Config() chatapi.Config {
+	ch := chatapi.DefaultConfig()
+	ch.BaseURL, ch.Timeout = o.ChatAPIURL, o.ChatTimeout
+	return ch
+}
+
+// Stops are the Redis names of the stop signals.
+type Stops struct {
+	StopChannel   string
+	StopKeyPrefix string
+}
+
+// DefaultStops returns redisstop's names.
+func DefaultStops() Stops {
+	d := redisstop.DefaultConfig()
+	return Stops{StopChannel: d.Channel, StopKeyPrefix: d.KeyPrefix}
+}
+
+// Flags declares --stop-channel and --stop-key-prefix.
+func (o *Stops) Flags(fs *cli.FlagSet) {
+	fs.StringVar(&o.StopChannel, "stop-channel", "Redis pub/sub channel of stop signals")
+	fs.StringVar(&o.StopKeyPrefix, "stop-key-prefix", "prefix of the Redis keys that keep live stop signals")
+}
+
+// Config is the stop signals' configuration; redisstop.Config.Validate
+// checks it.
+func (o Stops) Config() redisstop.Config {
+	rc := redisstop.DefaultConfig()
+	rc.Channel, rc.KeyPrefix = o.StopChannel, o.StopKeyPrefix
+	return rc
+}
+
+// Pools are the two model pools and the attempts across them.
+type Pools struct {
+	PrimaryBaseURL      string
+	PrimaryModel        string
+	PrimaryAPIKey       string
+	PrimaryConcurrency  int
+	FallbackBaseURL     string
+	FallbackModel       string
+	FallbackAPIKey      string
+	FallbackConcurrency int
+	AttemptTimeout      time.Duration
+	LLMMaxAttempts      int
+}
+
+// DefaultPools returns llm's defaults for the timeouts and attempts; the
+// concurrencies are each binary's.
+func DefaultPools() Pools {
+	return Pools{AttemptTimeout: llm.DefaultAttemptTimeout, LLMMaxAttempts: llm.DefaultMaxAttempts}
+}
+
+// Flags declares the --primary-*, --fallback-*, --attempt-timeout and
+// --llm-max-attempts flags. modelUsage says what --primary-model is in this
+// binary; concurrencyUsage, a format with one %s for the pool's name, what
+// its concurrencies bound.
+func (o *Pools) Flags(fs *cli.FlagSet, modelUsage, concurrencyUsage string) {
+	fs.StringVar(&o.PrimaryBaseURL, "primary-base-url", "primary (vLLM) OpenAI-compatible base URL, ending in /v1")
+	fs.StringVar(&o.PrimaryModel, "primary-model", modelUsage)
+	fs.StringVar(&o.PrimaryAPIKey, "primary-api-key", "primary API key (empty sends none)")
+	fs.IntVar(&o.PrimaryConcurrency, "primary-concurrency", fmt.Sprintf(concurrencyUsage, "primary"))
+	fs.StringVar(&o.FallbackBaseURL, "fallback-base-url", "fallback (managed API) base URL; empty disables the fallback")
+	fs.StringVar(&o.FallbackModel, "fallback-model", "fallback model id")
+	fs.StringVar(&o.FallbackAPIKey, "fallback-api-key", "fallback API key")
+	fs.IntVar(&o.FallbackConcurrency, "fallback-concurrency", fmt.Sprintf(concurrencyUsage, "fallback"))
+	fs.DurationVar(&o.AttemptTimeout, "attempt-timeout", "timeout of one model call, stream included")
+	fs.IntVar(&o.LLMMaxAttempts, "llm-max-attempts", "model calls per stage across both pools")
+}
+
+// Router is the router's configuration for the two pools; a binary adds
+// what only it sets (prices, pseudonymisation, fleet limits) and llm.New
+// validates it.
+func (o Pools) Router() llm.Config {
+	return llm.Config{
+		Primary: llm.PoolConfig{BaseURL: o.PrimaryBaseURL, Model: o.PrimaryModel, APIKey: o.PrimaryAPIKey,
+			MaxConcurrency: o.PrimaryConcurrency, AttemptTimeout: o.AttemptTimeout},
+		Fallback: llm.PoolConfig{BaseURL: o.FallbackBaseURL, Model: o.FallbackModel, APIKey: o.FallbackAPIKey,
+			MaxConcurrency: o.FallbackConcurrency, AttemptTimeout: o.AttemptTimeout},
+		MaxAttempts: o.LLMMaxAttempts,
+	}
+}

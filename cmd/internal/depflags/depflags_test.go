@@ -1,0 +1,62 @@
+package depflags
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/cmd/internal/cli"
+)
+
+func TestFlagsMapOntoTheAdapters(t *testing.T) {
+	t.Parallel()
+	var (
+		db    MySQL
+		chat  Chat
+		stops = DefaultStops()
+		pools = DefaultPools()
+	)
+	fs := cli.NewFlagSet("test", "")
+	db.Flags(fs)
+	chat.Flags(fs, "chat URL")
+	stops.Flags(fs)
+	pools.Flags(fs, "model", "calls to the %s pool")
+	env := map[string]string{
+		"CHATGUARD_MYSQL_DSN": "u@tcp(db:3306)/x", "CHATGUARD_PRIMARY_CONCURRENCY": "7", "CHATGUARD_STOP_CHANNEL": "stops",
+	}
+	require.NoError(t, fs.Parse([]string{
+		"--mysql-max-open-conns=9", "--chat-api-url=http://chat", "--chat-timeout=3s", "--stop-key-prefix=p:",
+		"--primary-base-url=http://p/v1", "--primary-model=pm", "--primary-api-key=pk", "--fallback-base-url=http://f/v1",
+		"--fallback-model=fm", "--fallback-api-key=fk", "--fallback-concurrency=5", "--attempt-timeout=11s", "--llm-max-attempts=4",
+	}, func(k string) string { return env[k] }))
+
+	m := db.Config()
+	require.Equal(t, "u@tcp(db:3306)/x", m.DSN)
+	require.Equal(t, 9, m.MaxOpenConns)
+	c := chat.Config()
+	require.Equal(t, "http://chat", c.BaseURL)
+	require.Equal(t, 3*time.Second, c.Timeout)
+	require.Positive(t, c.MaxAttempts, "the client's default attempts")
+	s := stops.Config()
+	require.Equal(t, "stops", s.Channel)
+	require.Equal(t, "p:", s.KeyPrefix)
+	r := pools.Router()
+	require.Equal(t, "http://p/v1", r.Primary.BaseURL)
+	require.Equal(t, "pm", r.Primary.Model)
+	require.Equal(t, "pk", r.Primary.APIKey)
+	require.Equal(t, 7, r.Primary.MaxConcurrency)
+	require.Equal(t, "http://f/v1", r.Fallback.BaseURL)
+	require.Equal(t, "fm", r.Fallback.Model)
+	require.Equal(t, "fk", r.Fallback.APIKey)
+	require.Equal(t, 5, r.Fallback.MaxConcurrency)
+	require.Equal(t, 11*time.Second, r.Primary.AttemptTimeout)
+	require.Equal(t, 11*time.Second, r.Fallback.AttemptTimeout)
+	require.Equal(t, 4, r.MaxAttempts)
+
+	var help strings.Builder
+	fs.Usage(&help)
+	require.Contains(t, help.String(), "calls to the primary pool")
+	require.Contains(t, help.String(), "calls to the fallback pool")
+}
