@@ -94,7 +94,6 @@ func (h *ReviewHandler) gate(g DependencyGate) {
 	if g == nil {
 		return
 	}
-	h.releasing = h.releasing && releasingStore(h.store)
 	h.store = gatedStore{VerdictStore: h.store, g: g}
 	h.chat = gatedChat{c: h.chat, g: g}
 	h.reviewer = gatedReviewer{Reviewer: h.reviewer, g: g}
