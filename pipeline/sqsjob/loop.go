@@ -58,6 +58,12 @@ const (
 	// waits until the dependency may be probed, and runs the job again;
 	// without a health gate, or past Config.MaxHold, it is a Retry.
 	Hold
+	// Leave the message alone: the job's lease is lost (its review claim
+	// was taken or could not be renewed), so its receipt may be stale and
+	// another pod may hold the message. No delete and no visibility
+	// change (handing it back would spend a receive count at once): it
+	// returns when the visibility SQS was last told ends.
+	Leave
 )
 
 // Outcome is a Handler's decision about one message. Label names the
@@ -477,7 +483,7 @@ func (l *Loop) start(stop, jobBase context.Context, pm pipeline.Message) {
 			out.Action, out.Label = Release, "released"
 		}
 		l.hb.remove(j)
-		if errors.Is(context.Cause(leaseCtx), ErrLeaseLost) {
+		if out.Action == Leave || errors.Is(context.Cause(leaseCtx), ErrLeaseLost) {
 			// The receipt may be stale and another pod may hold the
 			// message: touch nothing, whatever the handler decided.
 			out.Label = "lease_lost"
@@ -549,7 +555,7 @@ func (l *Loop) handle(ctx context.Context, m Message) (out Outcome) {
 	}()
 	out = l.h.Handle(ctx, m)
 	if out.Label == "" {
-		out.Label = [...]string{"deleted", "retry", "poison", "released", "held"}[out.Action]
+		out.Label = [...]string{"deleted", "retry", "poison", "released", "held", "lease_lost"}[out.Action]
 	}
 	return out
 }

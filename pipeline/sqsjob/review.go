@@ -301,9 +301,9 @@ func (h *ReviewHandler) fail(ctx context.Context, m Message, v pipeline.Verdict,
 		return Outcome{Action: Release, Label: "released", Err: err}
 	}
 	if errors.Is(cause, ErrLeaseLost) {
-		// Another pod may run the review now: record nothing; the loop
-		// leaves the message alone.
-		return Outcome{Action: Release, Label: "lease_lost", Err: err}
+		// Another pod may run the review now: record nothing, and leave
+		// the message to its visibility.
+		return Outcome{Action: Leave, Label: "lease_lost", Err: err}
 	}
 	if errors.Is(cause, ErrJobTimeout) {
 		err = pipeline.Retryable(fmt.Errorf("%w: %w", ErrJobTimeout, err), 0)

@@ -206,3 +206,40 @@ func TestClaimIsReleasedByTheVerdictsSaveWhenTheyShareADatabase(t *testing.T) {
 	require.Equal(t, 2, store.calls)
 	require.Equal(t, int32(2), counted.releases.Load())
 }
+
+// A lost claim is a lost lease: the loop leaves the message to its
+// visibility rather than handing it back with visibility 0, which would
+// spend a receive count at once and let another pod start the review
+// while this one's claim may still look live.
+func TestLoopLeavesTheMessageOfALostClaim(t *testing.T) {
+	t.Parallel()
+	r := setupClaims(t)
+	renew := make(chan struct{})
+	r.h.renewWait = func(ctx context.Context, d time.Duration) error {
+		select {
+		case <-renew:
+			r.clock.Advance(d)
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	r.rev.review = func(ctx context.Context, _ pipeline.ReviewEvent, _ []pipeline.ChatMessage, _ int) (pipeline.Verdict, error) {
+		r.claims.Err = func() error { return errors.New("mysql: connection refused") }
+		renew <- struct{}{} // +40 s: fails, 80 s left: retry
+		renew <- struct{}{} // +80 s: fails, 40 s left: lost
+		<-ctx.Done()
+		return pipeline.Verdict{}, ctx.Err()
+	}
+	hs, stop := setup(t, testConfig(), r.h, []string{string(r.body(t))})
+	eventually(t, func() bool { return testutil.ToFloat64(hs.loop.m.jobs.WithLabelValues("lease_lost")) == 1 }, "settled as lease_lost")
+	require.NoError(t, stop())
+	require.Empty(t, hs.q.VisibilityChanges(), "no hand-back: the message keeps its visibility")
+	require.Zero(t, testutil.ToFloat64(hs.loop.m.calls.WithLabelValues("change_visibility", "ok")))
+	st := hs.state(t, "msg-1")
+	require.False(t, st.Deleted)
+	require.Equal(t, 1, st.Receives)
+	require.True(t, st.VisibleAt.After(hs.q.Now()), "still invisible until its visibility ends")
+	_, err := r.store.Get(context.Background(), r.key())
+	require.ErrorIs(t, err, pipeline.ErrVerdictNotFound, "nothing recorded")
+}
