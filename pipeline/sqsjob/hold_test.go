@@ -179,3 +179,42 @@ func TestHeldSaveKeepsTheVerdict(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, pipeline.StatusDone, v.Status)
 }
+
+// A held job whose event grew past MaxAge during the outage still saves
+// the verdict the models already produced: it is done, not expired, and
+// no model is called again.
+func TestHeldSaveKeepsTheVerdictPastMaxAge(t *testing.T) {
+	t.Parallel()
+	r := setupReview(t)
+	mon, err := health.New(health.Config{Failures: 1, OpenFor: time.Minute}, nil, nil)
+	require.NoError(t, err)
+	clock := storetest.NewManualClock(r.now)
+	mon.Now = clock.Now
+	r.h.gate(mon)
+	var down atomic.Bool
+	down.Store(true)
+	r.store.SaveErr = func(pipeline.Verdict) error {
+		if down.Load() {
+			return pipeline.Retryable(errors.New("mysql: connection refused"), 0)
+		}
+		return nil
+	}
+	m := msg(r.body(t), 1, 5)
+	out := r.h.Handle(context.Background(), m)
+	require.Equal(t, Hold, out.Action)
+	require.Equal(t, int32(1), r.rev.calls.Load())
+	// A long outage: the event is now older than MaxAge.
+	r.now = r.now.Add(r.h.cfg.MaxAge + time.Hour)
+	down.Store(false)
+	clock.Advance(time.Minute)
+	out = r.h.Handle(context.Background(), m)
+	require.Equal(t, Delete, out.Action)
+	require.Equal(t, "done", out.Label, "the verdict produced is saved, not expired")
+	require.Equal(t, int32(1), r.rev.calls.Load(), "no model call repeated")
+	require.Equal(t, int32(1), r.chat.calls.Load())
+	v, err := r.store.Get(context.Background(), r.key())
+	require.NoError(t, err)
+	require.Equal(t, pipeline.StatusDone, v.Status)
+	require.Equal(t, pipeline.LabelAbusive, v.Label)
+	require.Zero(t, testutil.ToFloat64(r.m.admissions.WithLabelValues("expired")))
+}

@@ -15,7 +15,9 @@ import (
 // ReviewConfig configures a ReviewHandler.
 type ReviewConfig struct {
 	// MaxAge is the oldest event (by published_at) worth spending model
-	// calls on; older ones are recorded expired. Zero disables the check.
+	// calls on; older ones are recorded expired. A verdict already
+	// produced (a held job whose save failed) is saved whatever its age.
+	// Zero disables the check.
 	MaxAge time.Duration
 	// SaveTimeout bounds writing a failed or expired verdict when the job's
 	// own context is already over.
@@ -201,7 +203,11 @@ func (h *ReviewHandler) review(ctx context.Context, m Message, ev pipeline.Revie
 	case err != nil && !errors.Is(err, pipeline.ErrVerdictNotFound):
 		return h.fail(ctx, m, base, fmt.Errorf("review: look up verdict: %w", err))
 	}
-	if h.cfg.MaxAge > 0 && age > h.cfg.MaxAge {
+	// A job held because its verdict could not be saved (MySQL down)
+	// saves the verdict it already paid for when it runs again, however
+	// old the event has grown meanwhile.
+	v, kept := h.unsaved.take(m)
+	if !kept && h.cfg.MaxAge > 0 && age > h.cfg.MaxAge {
 		h.m.admissions.WithLabelValues("expired").Inc()
 		v := base
 		v.Status = pipeline.StatusExpired
@@ -213,11 +219,7 @@ func (h *ReviewHandler) review(ctx context.Context, m Message, ev pipeline.Revie
 		return Outcome{Action: Delete, Label: "expired"}
 	}
 	h.m.admissions.WithLabelValues("admitted").Inc()
-
-	// A job held because its verdict could not be saved (MySQL down)
-	// saves the verdict it already paid for when it runs again.
-	v, ok := h.unsaved.take(m)
-	if !ok {
+	if !kept {
 		msgs, err := h.chat.History(ctx, ev.RoomID, ev.WindowStart, ev.WindowEnd)
 		phase = h.observePhase("chat", phase)
 		if err != nil {
