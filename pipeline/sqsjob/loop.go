@@ -243,9 +243,10 @@ type Loop struct {
 	jobs sync.WaitGroup
 	hb   *heartbeat
 
-	// The clock, injectable so that tests never sleep: now for job
-	// deadlines, ticker for the heartbeat, timer for the drain timeout,
-	// sleep for the backoff between failed polls.
+	// The clock, injectable so that tests never sleep: now for leases
+	// and job deadlines, ticker for the heartbeat, timer for the drain
+	// timeout and a prefetched message's wait for a slot, sleep for the
+	// backoff between failed polls.
 	now    func() time.Time
 	ticker func(d time.Duration) (<-chan time.Time, func())
 	timer  func(d time.Duration) (<-chan time.Time, func() bool)
@@ -362,6 +363,12 @@ func (l *Loop) poll(stop, callCtx, jobBase context.Context) {
 			n++
 		}
 		msgs, err := l.receive(callCtx, n)
+		// SQS hid the messages for the visibility timeout as it handed
+		// them out: their lease runs from here, not from when a slot
+		// frees for them. Not from the call's start: a long poll may
+		// wait up to WaitTime before messages arrive, while the answer's
+		// way back is small against the heartbeat's two-interval margin.
+		ends := l.now().Add(l.cfg.VisibilityTimeout)
 		if len(msgs) < n {
 			l.sem.Release(int64(n - len(msgs)))
 		}
@@ -383,11 +390,11 @@ func (l *Loop) poll(stop, callCtx, jobBase context.Context) {
 		}
 		failures = 0
 		for i, sm := range msgs {
-			if !l.waitJobSlot(stop, msgs[i:]) {
+			if !l.waitJobSlot(stop, msgs[i:], &ends) {
 				l.handBack(msgs[i:])
 				break
 			}
-			l.start(stop, jobBase, sm)
+			l.start(stop, jobBase, sm, ends)
 		}
 	}
 }
@@ -450,18 +457,23 @@ func outcome(err error, n int) string {
 // before the job's own final visibility change, so that a heartbeat cannot
 // undo a backoff or a hand-back.
 type job struct {
-	msg      Message
-	mu       sync.Mutex
-	ended    bool
-	deadline time.Time // visibility end as last set; guarded by the heartbeat's lock
+	msg   Message
+	mu    sync.Mutex
+	ended bool
+	// deadline is when the visibility SQS was last told ends, counted
+	// from the call that told it (the receive or the last extension);
+	// guarded by the heartbeat's lock.
+	deadline time.Time
 	// lose cancels the job with ErrLeaseLost; set before the heartbeat
 	// sees the job.
 	lose context.CancelCauseFunc
 }
 
-func (l *Loop) start(stop, jobBase context.Context, pm pipeline.Message) {
+// start runs a received message's job; leaseEnds is when its visibility
+// ends, as SQS was last told.
+func (l *Loop) start(stop, jobBase context.Context, pm pipeline.Message, leaseEnds time.Time) {
 	m := toMessage(pm, l.cfg.MaxReceiveCount)
-	j := &job{msg: m, deadline: l.now().Add(l.cfg.VisibilityTimeout)}
+	j := &job{msg: m, deadline: leaseEnds}
 	if !m.SentAt.IsZero() {
 		l.m.messageAge.Observe(max(l.now().Sub(m.SentAt), 0).Seconds())
 	}

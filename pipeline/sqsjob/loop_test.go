@@ -46,6 +46,9 @@ type harness struct {
 	done   chan error
 	fault  queuetest.Fault
 	health Health
+	// timers, when set (clockTimers), are the loop's timers on the
+	// queue's clock; advance fires them.
+	timers *fakeTimers
 }
 
 // waitLog records the loop's backoff waits instead of waiting.
@@ -72,6 +75,13 @@ type option func(*harness, *queuetest.Config)
 // manualDrain makes the drain timeout fire only when the test sends on
 // harness.drain.
 func manualDrain(h *harness, _ *queuetest.Config) { h.drain = make(chan time.Time) }
+
+// clockTimers runs the loop's timers (a prefetched message's wait for a
+// slot, the drain timeout) on the queue's clock: they fire only when the
+// test moves it with harness.advance.
+func clockTimers(h *harness, _ *queuetest.Config) {
+	h.timers = &fakeTimers{pending: map[*fakeTimer]struct{}{}}
+}
 
 // withFault injects fault into the queue before the loop starts.
 func withFault(fault queuetest.Fault) option {
@@ -106,6 +116,11 @@ func setup(t *testing.T, cfg Config, h Handler, bodies []string, opts ...option)
 	if hs.health != nil {
 		l.HoldOn(hs.health)
 	}
+	if hs.timers != nil {
+		require.Nil(t, hs.drain, "clockTimers and manualDrain do not mix")
+		hs.timers.now = hs.q.Now
+		l.timer = hs.timers.timer
+	}
 	if hs.drain != nil {
 		l.timer = func(d time.Duration) (<-chan time.Time, func() bool) {
 			require.Equal(t, cfg.DrainTimeout, d)
@@ -138,6 +153,61 @@ func eventually(t *testing.T, cond func() bool, msg string, args ...any) {
 }
 
 func (hs *harness) held() int { return hs.q.Stats().Held }
+
+// advance moves the queue's clock on by d and fires the timers it passes.
+func (hs *harness) advance(d time.Duration) {
+	hs.q.Advance(d)
+	if hs.timers != nil {
+		hs.timers.fire()
+	}
+}
+
+// fakeTimers are timers on a fake clock: each fires when fire finds the
+// clock at or past its time.
+type fakeTimers struct {
+	now     func() time.Time
+	mu      sync.Mutex
+	pending map[*fakeTimer]struct{}
+}
+
+type fakeTimer struct {
+	at time.Time
+	c  chan time.Time
+}
+
+func (f *fakeTimers) timer(d time.Duration) (<-chan time.Time, func() bool) {
+	t := &fakeTimer{at: f.now().Add(d), c: make(chan time.Time, 1)}
+	f.mu.Lock()
+	f.pending[t] = struct{}{}
+	f.mu.Unlock()
+	f.fire()
+	return t.c, func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		_, ok := f.pending[t]
+		delete(f.pending, t)
+		return ok
+	}
+}
+
+func (f *fakeTimers) fire() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.now()
+	for t := range f.pending {
+		if !t.at.After(now) {
+			t.c <- now
+			delete(f.pending, t)
+		}
+	}
+}
+
+// waiting counts the timers set and not yet fired or stopped.
+func (f *fakeTimers) waiting() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.pending)
+}
 
 func (hs *harness) state(t *testing.T, id string) queuetest.MessageState {
 	t.Helper()

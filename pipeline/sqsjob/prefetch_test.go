@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/pipeline/queuetest"
 )
 
 func TestPrefetchHoldsMessagesAheadOfSlotsButRunsNoMore(t *testing.T) {
@@ -66,10 +68,11 @@ func TestPrefetchValidate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 }
 
-// A prefetched message that waits longer than half its visibility timeout
-// for a slot (every slot busy, as with jobs held through an outage) is
+// A prefetched message that waits for a slot until half its visibility
+// has passed (every slot busy, as with jobs held through an outage) is
 // kept invisible instead of handed back, so its receive count is not
-// spent; with MaxHold 0 it is handed back as before.
+// spent; with MaxHold 0 it is handed back as before. The wait runs on the
+// loop's clock.
 func TestPrefetchedMessagesWaitingLongAreExtendedNotHandedBack(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -87,22 +90,25 @@ func TestPrefetchedMessagesWaitingLongAreExtendedNotHandedBack(t *testing.T) {
 				}
 				return Outcome{Action: Delete}
 			})
-			cfg := testConfig()
+			cfg := testConfig() // visibility 30 s
 			cfg.Concurrency, cfg.Pollers, cfg.Prefetch, cfg.MaxHold = 1, 1, 1, tc.maxHold
-			// The shortest visibility the loop accepts: the wait for a
-			// slot is cut every half of it (real time; the queue's clock
-			// does not move, so nothing expires on its own).
-			cfg.VisibilityTimeout, cfg.HeartbeatInterval = time.Second, 300*time.Millisecond
-			hs, stop := setup(t, cfg, h, []string{"a", "b"})
+			hs, stop := setup(t, cfg, h, []string{"a", "b"}, clockTimers)
 			extends := func() float64 {
 				return testutil.ToFloat64(hs.loop.m.calls.WithLabelValues("prefetch_extend", "ok"))
 			}
+			eventually(t, func() bool { return hs.q.Received() == 2 && hs.timers.waiting() == 1 }, "one running, one waiting for the slot")
+			// The heartbeat keeps the running job's lease.
+			hs.advance(cfg.VisibilityTimeout / 2)
+			hs.tick <- hs.q.Now()
 			if tc.extended {
-				eventually(t, func() bool { return extends() >= 2 }, "the waiting message was extended twice")
+				eventually(t, func() bool { return extends() == 1 && hs.timers.waiting() == 1 }, "extended at half its visibility, waiting again")
+				hs.advance(cfg.VisibilityTimeout / 2)
+				hs.tick <- hs.q.Now()
+				eventually(t, func() bool { return extends() == 2 }, "extended again half a visibility after the first extension")
 				require.Zero(t, hs.q.Stats().Visible, "and never handed back")
 			} else {
 				// Handed back, the poller receives it again at once.
-				eventually(t, func() bool { return hs.q.Stats().Received >= 3 }, "the waiting message was handed back and received again")
+				eventually(t, func() bool { return hs.q.Received() >= 3 }, "the waiting message was handed back and received again")
 				require.Zero(t, extends())
 			}
 			close(release)
@@ -113,4 +119,64 @@ func TestPrefetchedMessagesWaitingLongAreExtendedNotHandedBack(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A prefetched message's lease is what SQS was told, counted from the call
+// that told it: a message that waited for a slot for nearly half its
+// visibility starts with only the rest of it, and the heartbeat extends it
+// before it ends; one still waiting is extended half a visibility after
+// its receive, however long the messages before it waited.
+func TestPrefetchedLeaseCountsFromTheReceive(t *testing.T) {
+	t.Parallel()
+	started := make(chan string, 4)
+	release := map[string]chan struct{}{"a": make(chan struct{}), "x": make(chan struct{}), "b": make(chan struct{}), "c": make(chan struct{})}
+	h := HandlerFunc(func(ctx context.Context, m Message) Outcome {
+		started <- string(m.Body)
+		select {
+		case <-release[string(m.Body)]:
+		case <-ctx.Done():
+		}
+		return Outcome{Action: Delete}
+	})
+	cfg := testConfig() // visibility 30 s, heartbeat 10 s
+	cfg.Concurrency, cfg.Pollers, cfg.Prefetch = 2, 1, 2
+	hs, stop := setup(t, cfg, h, []string{"a", "x", "b", "c"}, clockTimers)
+	// Started, a and x tell that the batch's lease was taken; b and c wait
+	// for a slot (a timer set after the clock passed its time fires at once).
+	require.ElementsMatch(t, []string{"a", "x"}, []string{<-started, <-started})
+	require.Equal(t, 4, hs.q.Received(), "b and c received with a and x at t0")
+
+	// t0+14 s: a ends; b takes its slot with 16 s of its lease left.
+	hs.advance(14 * time.Second)
+	close(release["a"])
+	require.Equal(t, "b", <-started)
+
+	// t0+20 s: the leases of b and x end at t0+30 s, within two heartbeat
+	// intervals: the beat extends them. c has waited past half its
+	// visibility: the poller extends it.
+	hs.advance(6 * time.Second)
+	hs.tick <- hs.q.Now()
+	hs.tick <- hs.q.Now() // taken once the first beat is over
+	require.Equal(t, 1.0, testutil.ToFloat64(hs.loop.m.calls.WithLabelValues("heartbeat", "ok")))
+	require.Equal(t, 2.0, testutil.ToFloat64(hs.loop.m.extended), "the heartbeat extended b with x")
+	eventually(t, func() bool {
+		return testutil.ToFloat64(hs.loop.m.calls.WithLabelValues("prefetch_extend", "ok")) == 1
+	}, "c extended while it waits")
+	vis := cfg.VisibilityTimeout
+	require.ElementsMatch(t, []queuetest.VisibilityChange{{ID: "msg-2", Visibility: vis}, {ID: "msg-3", Visibility: vis}, {ID: "msg-4", Visibility: vis}},
+		hs.q.VisibilityChanges())
+
+	// t0+31 s: past the visibility of the receive, none came back.
+	hs.advance(11 * time.Second)
+	for _, id := range []string{"msg-2", "msg-3", "msg-4"} {
+		require.True(t, hs.state(t, id).VisibleAt.After(hs.q.Now()), "%s still invisible", id)
+	}
+	close(release["b"])
+	require.Equal(t, "c", <-started)
+	close(release["c"])
+	close(release["x"])
+	eventually(t, func() bool { return hs.q.Stats().Deleted == 4 }, "all done")
+	require.NoError(t, stop())
+	require.Equal(t, 4, hs.q.Stats().Received, "no message was received twice")
+	require.Zero(t, testutil.ToFloat64(hs.loop.m.leaseLost))
 }
