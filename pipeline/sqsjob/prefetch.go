@@ -9,14 +9,14 @@ import (
 // With Prefetch > 0 a poller may receive for Prefetch more messages than
 // there are free job slots and hold them until one frees, so a finished
 // job's slot takes the next message at once instead of idling for a
-// receive round trip (issue 17: at concurrency 256, jobs of 200 ms and a
+// receive round trip (at concurrency 256, jobs of 200 ms and a
 // 20 ms receive, about 87 % of slots were busy; see BenchmarkSlotOccupancy).
 // A held message is not heartbeated like a running job; instead, each time
 // every slot stays busy for half a visibility timeout the messages still
 // waiting are extended by one visibility timeout, up to MaxHold. Handing
 // them back would spend a receive on each: during a dependency outage the
 // slots hold jobs for minutes, and an outage must not push messages
-// toward the DLQ (issue 12). With MaxHold 0, or when an extension fails,
+// toward the DLQ (an outage is not the message's fault). With MaxHold 0, or when an extension fails,
 // the waiting messages are handed back after half a visibility timeout.
 
 // waitJobSlot takes a job slot for the first of waiting, the messages of
