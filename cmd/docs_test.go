@@ -11,13 +11,16 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestReadmeDocumentsEveryFlag keeps the README's configuration tables
+// configurationDoc is where the flag tables of every binary live.
+var configurationDoc = filepath.Join("..", "docs", "configuration.md")
+
+// TestConfigurationDocumentsEveryFlag keeps the configuration tables
 // honest: every flag that a binary's --help lists (with its environment
-// variable and default) has a row in README.md, and the README names no flag
-// that the binaries no longer have.
-func TestReadmeDocumentsEveryFlag(t *testing.T) {
+// variable and default) has a row in docs/configuration.md, and the page
+// names no flag that the binaries no longer have.
+func TestConfigurationDocumentsEveryFlag(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	readme, err := os.ReadFile(configurationDoc)
 	require.NoError(t, err)
 	dir := t.TempDir()
 	row := regexp.MustCompile(`(?m)^\s+(--[a-z0-9-]+)\s+(CHATGUARD_[A-Z0-9_]+)\s+default (\S+)`)
@@ -59,6 +62,6 @@ func TestReadmeDocumentsEveryFlag(t *testing.T) {
 			stale = append(stale, k)
 		}
 	}
-	require.Empty(t, missing, "flags missing from README.md (flag, variable, default):\n%s", strings.Join(missing, "\n"))
-	require.Empty(t, stale, "README.md documents flags or defaults the binaries no longer have:\n%s", strings.Join(stale, "\n"))
+	require.Empty(t, missing, "flags missing from docs/configuration.md (flag, variable, default):\n%s", strings.Join(missing, "\n"))
+	require.Empty(t, stale, "docs/configuration.md documents flags or defaults the binaries no longer have:\n%s", strings.Join(stale, "\n"))
 }
