@@ -1,6 +1,6 @@
 package chatprep
 
-// TestDetectionRates prints the detection rates the README table reports.
+// TestDetectionRates prints the detection rates docs/performance.md reports.
 // It uses only FindSignals, MaskNumbers and Prepare as they were before the
 // hostile-input defences, so the same file measures the code before and
 // after them:

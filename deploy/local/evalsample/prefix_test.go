@@ -28,7 +28,7 @@ import (
 //   - the verdicts are the same with the cache on and off, and agree with
 //     the labels as before.
 //
-// It prints the table the README quotes.
+// It prints the table docs/performance.md quotes.
 func TestPromptsReuseTheTranscriptFromThePrefixCache(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
