@@ -138,7 +138,7 @@ eval-sample: ## regenerate the sample `worker eval` report in docs/eval/sample a
 	@$(GO) run ./deploy/local/evalsample/cmd/evalsample --worker bin/worker --out docs/eval/sample
 
 .PHONY: bench-mysql
-bench-mysql: ## time the README and review-queue queries and the purge on 1,000,000 generated verdicts (not part of make test)
+bench-mysql: ## time the analysts' (docs/analysts.md) and review-queue queries and the purge on 1,000,000 generated verdicts (not part of make test)
 	set -o pipefail; CHATGUARD_STACK_ENV=/dev/null CHATGUARD_MYSQL_DSN='$(BENCH_MYSQL_DSN)' BENCH_VERDICTS=$(BENCH_VERDICTS) \
 		$(GO) test -tags mysqlbench -run '^TestMySQLBench$$' -count=1 -timeout 60m -v ./storage/mysql/ | grep -v -e '^=== RUN' -e '^--- PASS' -e '^PASS'
 

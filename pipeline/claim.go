@@ -34,7 +34,8 @@ type ReviewClaims interface {
 // ReleasingSaver is a VerdictStore that keeps the review claims in its own
 // database, so that it can release a review's claim in the transaction that
 // saves the review's verdict: one statement and one commit fewer per review
-// than Save followed by ReviewClaims.Release (issue 17).
+// than Save followed by ReviewClaims.Release, and at the worker's concurrency
+// round trips are most of a job's time outside the models.
 type ReleasingSaver interface {
 	// SaveReleasing is Save, and in the same transaction it drops the
 	// claim on v.Key if owner still holds it (a claim taken over by

@@ -2,8 +2,9 @@ package pipeline
 
 // TestEventRates prints the share of the event corpus the worker handles
 // right (valid events admitted, invalid ones dead-lettered), the figure of
-// the README table. admit is the worker's admission (rates_admit_test.go),
-// so the same file measures the code before and after issue 13:
+// docs/performance.md's table. admit is the worker's admission (rates_admit_test.go),
+// so the same file measures the code before and after the hostile-input
+// defences:
 //
 //	go test ./pipeline -run TestEventRates -v
 

@@ -13,7 +13,7 @@ import (
 )
 
 // FleetConfig makes the console's interactive calls take the primary's
-// fleet-wide leases (README "Fleet capacity") with the workers' limit, so
+// fleet-wide leases (docs/architecture.md, "Fleet capacity") with the workers' limit, so
 // the leases the workers' batch calls leave free (--fleet-primary-reserved)
 // are the moderators'. The values must match the workers'.
 type FleetConfig struct {

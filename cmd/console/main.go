@@ -1,5 +1,5 @@
 // Command console is the moderators' web console and the on-demand review
-// API (issue 16): the review queue from MySQL, room pages with the chat
+// API: the review queue from MySQL, room pages with the chat
 // history fetched live from the chat API, confirm/overturn decisions (a
 // moderator_decisions row and a moderator_feedback lake event), re-reviews
 // streamed over SSE (POST /v1/reviews) and the stop button (the worker's

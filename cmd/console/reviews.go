@@ -196,7 +196,8 @@ func afterOf(r *http.Request, id string) (uint64, error) {
 // sse writes events to one client. On HTTP/1.1 it hijacks the
 // connection after the headers and writes events straight to it: an idle
 // stream then holds no bufio buffers, no chunked writer and no background
-// read goroutine (the per-stream memory is the figure issue 16 bounds). A
+// read goroutine (per-stream memory is what bounds how many
+// moderators' streams one pod holds). A
 // client that left is noticed at the next write (an event or the
 // heartbeat). Elsewhere (HTTP/2, tests with a recorder) it writes through
 // the ResponseWriter and flushes.

@@ -23,7 +23,7 @@ import (
 	"github.com/chatguard/chatguard/pipeline/chatprep"
 )
 
-// The operator surface (issue 14): three listeners, each with its own
+// The operator surface: three listeners, each with its own
 // peers. --admin-addr serves probes and metrics to the cluster; the
 // operator API (POST /v1/stop) is on --operator-addr behind bearer tokens
 // (and optionally mTLS), every request audited; pprof exists only when

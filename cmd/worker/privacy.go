@@ -11,8 +11,8 @@ import (
 	"github.com/chatguard/chatguard/storage/imagecdn"
 )
 
-// privacyOptions are the settings that keep chat data where it belongs
-// (issue 14): which image URLs reach a model server and how, the key of
+// privacyOptions are the settings that keep chat data where it belongs:
+// which image URLs reach a model server and how, the key of
 // stored quote digests, and which pools get contact details pseudonymized.
 type privacyOptions struct {
 	ImageHosts           string

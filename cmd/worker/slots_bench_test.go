@@ -16,8 +16,8 @@ import (
 	"github.com/chatguard/chatguard/pipeline"
 )
 
-// BenchmarkWorkerSlots is issue 17's "one worker at concurrency 256 keeps
-// its slots full", for the whole worker: its queue on fauxqs, the chat API,
+// BenchmarkWorkerSlots measures whether one worker at concurrency 256
+// keeps its slots full, for the whole worker: its queue on fauxqs, the chat API,
 // MySQL claims, lookups and upserts, lake events, around a stand-in engine
 // of 4 × 50 ms so that the model is never the limit. A backlog of 32 jobs
 // per slot is queued, and the figures are taken over the steady middle of
@@ -91,7 +91,7 @@ func benchSlots(b *testing.B, conc, prefetch, waves int, sim bool) {
 		}
 		c.Concurrency = conc
 		c.Capacity.Prefetch = prefetch
-		// Under MariaDB's default max_connections (151), see the README.
+		// Under MariaDB's default max_connections (151), see docs/operations.md.
 		c.MySQLMaxOpenConns = envInt(b, "BENCH_SLOTS_MYSQL_CONNS", min(conc+4, 64))
 		c.LogLevel = "warn"
 		c.PrimaryConcurrency, c.FallbackConcurrency = conc*4, conc*4

@@ -14,7 +14,7 @@ import (
 	"github.com/chatguard/chatguard/deploy/k8s/manifest"
 )
 
-// consoleAlerts are the console's conditions deploy/README.md's runbook
+// consoleAlerts are the console's conditions docs/operations.md's runbook
 // covers.
 var consoleAlerts = []string{
 	"ChatguardConsoleDown", "ChatguardConsoleFeedbackNotDraining", "ChatguardConsoleFeedbackSweepFailing",
@@ -51,7 +51,7 @@ func TestConsoleMonitoring(t *testing.T) {
 	groups, errs := rulefmt.Parse(y, false, model.UTF8Validation, promParser, slog.New(slog.DiscardHandler))
 	require.Empty(t, errs, "rulefmt: %v", errs)
 	inv := exported(t)
-	heads := anchors(t, "../README.md")
+	heads := anchors(t, runbookDoc)
 	seen := map[string]bool{}
 	for _, g := range groups.Groups {
 		for _, r := range g.Rules {
@@ -73,8 +73,9 @@ func TestConsoleMonitoring(t *testing.T) {
 				require.NotEmpty(t, r.Annotations[a], "%s: annotation %s", where, a)
 			}
 			anchor := strings.TrimPrefix(r.Annotations["runbook_url"], runbookBase)
+			require.NotEqual(t, r.Annotations["runbook_url"], anchor, "%s: runbook_url must point into docs/operations.md", where)
 			require.Equal(t, strings.ToLower(r.Alert), anchor, where)
-			require.True(t, heads[anchor], "%s: deploy/README.md has no runbook heading for #%s", where, anchor)
+			require.True(t, heads[anchor], "%s: docs/operations.md has no runbook heading for #%s", where, anchor)
 		}
 	}
 	for _, a := range consoleAlerts {

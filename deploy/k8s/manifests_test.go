@@ -327,7 +327,8 @@ func TestProbesHitServedRoutes(t *testing.T) {
 				_, port, err := net.SplitHostPort(setting(t, env, flags[c.Command[0]], "admin-addr"))
 				require.NoError(t, err)
 				// The admin port first; the worker adds "operator", which
-				// must be --operator-addr's (issue 14: two listeners).
+				// must be --operator-addr's (probes and the authenticated
+				// operator API listen apart, for different peers).
 				require.Equal(t, "admin", c.Ports[0].Name)
 				require.Equal(t, port, strconv.Itoa(int(c.Ports[0].ContainerPort)), "%s: the container port must be --admin-addr's", d)
 				for _, cp := range c.Ports[1:] {

@@ -7,7 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestWorkerPrivacySettings: issue 14's settings as deployed. The quote
+// TestWorkerPrivacySettings: the settings that keep chat data where it
+// belongs, as deployed. The quote
 // digest key comes from a Secret that must exist (never the dev key), the
 // third-party fallback gets pseudonymized requests, images are limited to
 // the CDN and inlined, pprof is off, and the operator API has its tokens.

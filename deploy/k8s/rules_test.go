@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// requiredAlerts are the conditions deploy/README.md's runbook covers, by
-// alert name.
+// requiredAlerts are the conditions docs/operations.md's runbook covers,
+// by alert name.
 var requiredAlerts = []string{
 	"ChatguardReviewBacklogOld", "ChatguardReviewBacklogCritical", "ChatguardFeedbackBacklogOld",
 	"ChatguardDeadLetterQueueNotEmpty", "ChatguardWorkerDown", "ChatguardNoVerdicts",
@@ -23,7 +23,12 @@ var requiredAlerts = []string{
 	"ChatguardConsumerBufferStale", "ChatguardDependencyDown",
 }
 
-const runbookBase = "https://github.com/chatguard/chatguard/blob/main/deploy/README.md#"
+// runbookDoc is the page every alert's runbook_url points into, and
+// runbookBase its address on GitHub.
+const (
+	runbookDoc  = "../../docs/operations.md"
+	runbookBase = "https://github.com/chatguard/chatguard/blob/main/docs/operations.md#"
+)
 
 // anchors returns the GitHub anchors of the headings of a Markdown file.
 func anchors(t *testing.T, path string) map[string]bool {
@@ -48,7 +53,7 @@ func anchors(t *testing.T, path string) map[string]bool {
 func TestAlertRules(t *testing.T) {
 	t.Parallel()
 	inv := exported(t)
-	heads := anchors(t, "../README.md")
+	heads := anchors(t, runbookDoc)
 	for _, o := range overlays {
 		t.Run(o, func(t *testing.T) {
 			s := render(t, o)
@@ -73,9 +78,9 @@ func TestAlertRules(t *testing.T) {
 						require.NotEmpty(t, r.Annotations[a], "%s: annotation %s", where, a)
 					}
 					anchor := strings.TrimPrefix(r.Annotations["runbook_url"], runbookBase)
-					require.NotEqual(t, r.Annotations["runbook_url"], anchor, "%s: runbook_url must point into deploy/README.md", where)
+					require.NotEqual(t, r.Annotations["runbook_url"], anchor, "%s: runbook_url must point into docs/operations.md", where)
 					require.Equal(t, strings.ToLower(r.Alert), anchor, where)
-					require.True(t, heads[anchor], "%s: deploy/README.md has no runbook heading for #%s", where, anchor)
+					require.True(t, heads[anchor], "%s: docs/operations.md has no runbook heading for #%s", where, anchor)
 				}
 			}
 			for _, a := range requiredAlerts {

@@ -1,5 +1,5 @@
 -- +goose Up
--- What a moderator decided about a verdict. The console (issue 16) writes
+-- What a moderator decided about a verdict. The console writes
 -- these rows; this minimal schema exists now so that retention (`worker
 -- purge`) can keep every verdict a moderator acted on.
 --

@@ -1,5 +1,5 @@
 -- +goose Up
--- The audit trail of operator stops (issue 14): one row per POST /v1/stop
+-- The audit trail of operator stops: one row per POST /v1/stop
 -- (and so per `worker stop`), accepted or refused. Append-only: the
 -- triggers below make the database itself refuse UPDATE and DELETE, so a
 -- compromised worker or a careless purge cannot rewrite who stopped what.

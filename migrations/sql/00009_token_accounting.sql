@@ -1,5 +1,5 @@
 -- +goose Up
--- Token accounting (issue 18): per stage, the prompt tokens the server
+-- Token accounting (what each review cost): per stage, the prompt tokens the server
 -- served from its prefix cache (usage.prompt_tokens_details.cached_tokens,
 -- 0 when the server does not say) and the stage's cost in USD at the
 -- answering pool's configured prices (llm.Price). tokens_in stays the whole

@@ -1,6 +1,6 @@
 -- +goose Up
 -- The moderator_decisions row is the outbox of its moderator_feedback lake
--- event (issue 16): the console writes the row, sends the event to the
+-- event, so that no decision is lost to an SQS outage: the console writes the row, sends the event to the
 -- feedback queue, and sets feedback_sent_at once SQS has accepted it. A row
 -- whose feedback_sent_at stays NULL past a grace period is resent by the
 -- console's sweeper with the same event id (derived from the row id), so the

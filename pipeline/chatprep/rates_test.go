@@ -1,8 +1,9 @@
 package chatprep
 
-// TestDetectionRates prints the detection rates the README table reports.
-// It uses only FindSignals, MaskNumbers and Prepare as they were before
-// issue 13, so the same file measures the code before and after:
+// TestDetectionRates prints the detection rates docs/performance.md reports.
+// It uses only FindSignals, MaskNumbers and Prepare as they were before the
+// hostile-input defences, so the same file measures the code before and
+// after them:
 //
 //	go test ./pipeline/chatprep -run TestDetectionRates -v
 

@@ -804,7 +804,7 @@ var bankWords = []struct {
 //
 // written out by hand (TestFindBanksIsTheRegexp checks that against the
 // expression): Go's regexp engine tried every alternative at every byte,
-// which made this search most of the contact masking's time (issue 17).
+// which made this search most of the contact masking's time.
 func findBanks(s string) [][]int {
 	var out [][]int
 	for i := 0; i < len(s); {

@@ -57,7 +57,8 @@ func (c completerOnly) Models() (string, string) { return c.r.Models() }
 // again, once.
 func TestContextLengthShrinksAndRetriesOnce(t *testing.T) {
 	t.Parallel()
-	// 4000: the shared system prompt holds every stage's task (issue 18).
+	// 4000: the shared system prompt holds every stage's task, so that
+	// the stages share one cached prefix.
 	sim, router := simRouter(t, fastSim(`"max_model_len":4000`))
 	reg := prometheus.NewRegistry()
 	// Without a tokenizer the estimate alone sizes the window, so the
@@ -87,7 +88,8 @@ func TestContextLengthShrinksAndRetriesOnce(t *testing.T) {
 // happens; without it the estimate is used.
 func TestTokenizerSizesTheWindow(t *testing.T) {
 	t.Parallel()
-	// 4000: the shared system prompt holds every stage's task (issue 18).
+	// 4000: the shared system prompt holds every stage's task, so that
+	// the stages share one cached prefix.
 	sim, router := simRouter(t, fastSim(`"max_model_len":4000`))
 	reg := prometheus.NewRegistry()
 	rev, err := New(Config{}, router, nil, reg)

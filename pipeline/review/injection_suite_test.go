@@ -141,7 +141,7 @@ func suiteOutcome(v pipeline.Verdict, err error) string {
 // TestInjectionSuite runs every attack chat against a gullible simulator
 // (it follows instructions in unmarked chat text), with and without the
 // defence, and compares each verdict with the verdict of the same chat
-// without the attack. The rates are the README's:
+// without the attack. The rates are docs/performance.md's:
 //
 //	go test ./pipeline/review -run TestInjectionSuite -v
 func TestInjectionSuite(t *testing.T) {

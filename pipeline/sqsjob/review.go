@@ -42,8 +42,8 @@ type ReviewConfig struct {
 	ClaimTTL, ClaimPoll time.Duration
 	// ClaimsInStore says that Claims live in the store's database: when
 	// the store is a pipeline.ReleasingSaver, a review's verdict and the
-	// release of its claim are then one transaction (issue 17: a statement
-	// and a commit fewer per review, and no release phase on the slot).
+	// release of its claim are then one transaction (a statement and a
+	// commit fewer per review, and no release phase on the slot).
 	ClaimsInStore bool
 	// Health, when set, feeds every call to MySQL, the chat API and the
 	// models to that dependency's breaker; a job that fails while one is

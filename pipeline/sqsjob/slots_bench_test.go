@@ -30,7 +30,7 @@ func (s slowInbox) Receive(ctx context.Context, req pipeline.ReceiveRequest) ([]
 	return s.Fake.Receive(ctx, req)
 }
 
-// BenchmarkSlotOccupancy is issue 17's "keep the worker's slots full" at
+// BenchmarkSlotOccupancy measures whether the worker's slots stay full, at
 // the loop alone: concurrency 256, jobs of 200 ms, a queue that always has
 // messages and answers a receive after rtt. It reports the share of slots
 // running a job, averaged over the run, without and with prefetch.

@@ -219,9 +219,9 @@ func floodServer(t testing.TB, c floodCase) *Client {
 }
 
 // TestFloodRates prints, per flooded room, whether it was reviewed at all
-// and whether the needles' signals survived, the figures of the README
-// table. It uses only History and Prepare, so the same file measures the
-// code before and after issue 13:
+// and whether the needles' signals survived, the figures of
+// docs/performance.md's table. It uses only History and Prepare, so the same file measures the
+// code before and after the flood defences:
 //
 //	go test ./storage/chatapi -run TestFloodRates -v
 func TestFloodRates(t *testing.T) {

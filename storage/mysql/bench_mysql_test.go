@@ -18,7 +18,7 @@ import (
 // TestMySQLBench is `make bench-mysql`: it generates BENCH_VERDICTS
 // verdicts (default 1,000,000) over 30 days with their stage rows and
 // decisions into a fresh database, then prints the p50/p95/max of every
-// README query and every review-queue read (BENCH_RUNS runs each, after a
+// analyst query (docs/analysts.md) and every review-queue read (BENCH_RUNS runs each, after a
 // warm-up), and the purge's rate. It is a benchmark, not a test of the
 // figures: it asserts only that the statements work.
 func TestMySQLBench(t *testing.T) {
@@ -87,14 +87,14 @@ func TestMySQLBench(t *testing.T) {
 			return n, rows.Err()
 		}
 	}
-	for _, q := range readmeQueries {
-		measure("README: "+q.name, runs, query(q.sql))
+	for _, q := range analystQueries {
+		measure("analysts: "+q.name, runs, query(q.sql))
 	}
-	measure("without LIMIT: every abusive room of the day", max(runs/10, 5), query(strings.Replace(readmeQueries[0].sql, "\nLIMIT 100", "", 1)))
+	measure("without LIMIT: every abusive room of the day", max(runs/10, 5), query(strings.Replace(analystQueries[0].sql, "\nLIMIT 100", "", 1)))
 	measure("stage latency (24 h; for longer, the lake)", max(runs/10, 5), query(`SELECT s.stage, COUNT(*), AVG(s.pool = 'fallback'), AVG(s.ttft_ms), AVG(s.latency_ms)
 		FROM verdicts v JOIN verdict_stages s ON s.verdict_id = v.id
 		WHERE v.finished_at >= UTC_TIMESTAMP() - INTERVAL 1 DAY GROUP BY s.stage`))
-	measure("old README: stage latency, whole table", 5, query(`SELECT stage, COUNT(*), AVG(pool = 'fallback'), AVG(ttft_ms), AVG(latency_ms)
+	measure("old analysts' query: stage latency, whole table", 5, query(`SELECT stage, COUNT(*), AVG(pool = 'fallback'), AVG(ttft_ms), AVG(latency_ms)
 		FROM verdict_stages GROUP BY stage`))
 	run := st.RunIDs[len(st.RunIDs)-30]
 	for _, qc := range queueCases(end, run) {

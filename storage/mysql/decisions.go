@@ -12,7 +12,7 @@ import (
 	"github.com/chatguard/chatguard/pipeline"
 )
 
-// The console's reads and writes (issue 16): a verdict by its row id (the
+// The console's reads and writes: a verdict by its row id (the
 // queue's links carry it) and the moderators' decisions on it.
 
 // VerdictByID returns the verdict of row id with its stage results, or an

@@ -70,7 +70,7 @@ func requirePlan(t *testing.T, plan []planRow, table string, keys []string, sort
 	t.Fatalf("no access to %s in the plan %+v", table, plan)
 }
 
-// TestPlansUseTheIndexes EXPLAINs every README query, every review-queue
+// TestPlansUseTheIndexes EXPLAINs every analyst query, every review-queue
 // read and the purge's statements on generated data (30 days, the
 // optimizer's statistics refreshed): none scans verdicts or its stage rows
 // whole, each uses the index it was built for.
@@ -80,11 +80,11 @@ func TestPlansUseTheIndexes(t *testing.T) {
 	db, s, st := generated(t, 20000, end)
 	run := st.RunIDs[len(st.RunIDs)-48]
 
-	t.Run("readme: recent abusive rooms", func(t *testing.T) {
-		requirePlan(t, explain(t, db, readmeQueries[0].sql), "verdicts", []string{"ix_verdicts_label_window"}, false)
+	t.Run("analysts: recent abusive rooms", func(t *testing.T) {
+		requirePlan(t, explain(t, db, analystQueries[0].sql), "verdicts", []string{"ix_verdicts_label_window"}, false)
 	})
-	t.Run("readme: stage latency", func(t *testing.T) {
-		plan := explain(t, db, readmeQueries[1].sql)
+	t.Run("analysts: stage latency", func(t *testing.T) {
+		plan := explain(t, db, analystQueries[1].sql)
 		requirePlan(t, plan, "v", []string{"ix_verdicts_finished"}, false)
 		requirePlan(t, plan, "s", []string{"PRIMARY"}, false)
 	})
@@ -129,13 +129,13 @@ func TestPlansUseTheIndexes(t *testing.T) {
 	})
 }
 
-// TestReadmeShowsTheQueries keeps README.md's analyst queries the ones the
-// plans and the benchmark are checked on.
-func TestReadmeShowsTheQueries(t *testing.T) {
+// TestAnalystsGuideShowsTheQueries keeps the analysts' guide's MySQL
+// queries the ones the plans and the benchmark are checked on.
+func TestAnalystsGuideShowsTheQueries(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	guide, err := os.ReadFile(filepath.Join("..", "..", "docs", "analysts.md"))
 	require.NoError(t, err)
-	for _, q := range readmeQueries {
-		require.Contains(t, string(readme), q.sql, q.name)
+	for _, q := range analystQueries {
+		require.Contains(t, string(guide), q.sql, "docs/analysts.md does not show the query %q as the tests run it", q.name)
 	}
 }

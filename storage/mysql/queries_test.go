@@ -6,10 +6,10 @@ import (
 	"github.com/chatguard/chatguard/pipeline"
 )
 
-// readmeQueries are the analyst queries of README.md ("For analysts",
-// MySQL), verbatim: the EXPLAIN test and `make bench-mysql` run exactly
-// what the README shows, and a test keeps the README in step.
-var readmeQueries = []struct{ name, sql string }{
+// analystQueries are the MySQL queries of docs/analysts.md, verbatim: the
+// EXPLAIN test and `make bench-mysql` run exactly what the guide shows, and
+// a test keeps the guide in step.
+var analystQueries = []struct{ name, sql string }{
 	{"top 100 abusive rooms (1 day)", `SELECT room_id, window_start, label, category, severity, confidence, action, rationale
 FROM verdicts
 WHERE status = 'done' AND label IN ('abusive', 'suspicious')

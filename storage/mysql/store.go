@@ -82,7 +82,7 @@ func OpenDB(cfg Config) (*sql.DB, error) {
 	// Without interpolation every statement with arguments is a prepare
 	// and an execute: two round trips where one does. At the worker's
 	// concurrency those round trips, not the server's work, were most of a
-	// job's time outside the models (issue 17). The driver interpolates
+	// job's time outside the models. The driver interpolates
 	// only for charsets where escaping is safe and falls back otherwise.
 	dc.InterpolateParams = true
 	if dc.Timeout == 0 {
@@ -162,8 +162,8 @@ const selectStagesSQL = `SELECT stage, pool, model, attempts, ttft_ms, latency_m
 // order, or an error wrapping pipeline.ErrVerdictNotFound.
 //
 // Most calls are the worker's admission check on a review it has not seen
-// yet: one statement outside a transaction answers those (issue 17: a
-// transaction's begin and rollback were two of the job's round trips). A
+// yet: one statement outside a transaction answers those (a
+// transaction's begin and rollback were two more of the job's round trips). A
 // verdict that exists is then read with its stage rows in one read-only
 // transaction, so that the two are consistent.
 func (s *Store) Get(ctx context.Context, key pipeline.ReviewKey) (pipeline.Verdict, error) {

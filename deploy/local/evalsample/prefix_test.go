@@ -14,8 +14,8 @@ import (
 	"github.com/chatguard/chatguard/stages"
 )
 
-// TestPromptsReuseTheTranscriptFromThePrefixCache measures issue 18's
-// goals for the shared-prefix prompts on the sample window (200 labelled
+// TestPromptsReuseTheTranscriptFromThePrefixCache measures what the
+// shared-prefix prompts are for (less prefill, so cheaper reviews) on the sample window (200 labelled
 // rooms of the sample lake, seed 7) against llmsim's prefix-cache model:
 //
 //   - every stage after triage finds at least 90 % of its review's shared
@@ -28,7 +28,7 @@ import (
 //   - the verdicts are the same with the cache on and off, and agree with
 //     the labels as before.
 //
-// It prints the table the README quotes.
+// It prints the table docs/performance.md quotes.
 func TestPromptsReuseTheTranscriptFromThePrefixCache(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()

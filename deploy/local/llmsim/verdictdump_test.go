@@ -21,8 +21,8 @@ import (
 
 // TestDumpVerdicts writes the verdict of every labelled sample room (seed
 // 7, 600 rooms) to $VERDICT_DUMP, one line per room, so that two trees
-// (before and after a prompt change) can be diffed: README "Cost and
-// quality". It is skipped unless VERDICT_DUMP is set.
+// (before and after a prompt change) can be diffed (docs/performance.md,
+// "Shared-prefix prompts"). It is skipped unless VERDICT_DUMP is set.
 func TestDumpVerdicts(t *testing.T) {
 	out := os.Getenv("VERDICT_DUMP")
 	if out == "" {

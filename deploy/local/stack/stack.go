@@ -163,7 +163,7 @@ func (s *Stack) start(ctx context.Context) error {
 		"CHATGUARD_TRUTH_DIR", cfg.TruthDir(),
 		"CHATGUARD_MAX_RECEIVE_COUNT", strconv.Itoa(cfg.MaxReceiveCount),
 		// The sample chats' image host: the worker sends no other image
-		// to a model (issue 14).
+		// to a model (model servers must not fetch arbitrary URLs).
 		"CHATGUARD_IMAGE_HOSTS", "img.example-market.test",
 		"CHATGUARD_STACK_PID", strconv.Itoa(os.Getpid()),
 	)
