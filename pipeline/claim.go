@@ -34,11 +34,12 @@ type ReviewClaims interface {
 // ReleasingSaver is a VerdictStore that keeps the review claims in its own
 // database, so that it can release a review's claim in the transaction that
 // saves the review's verdict: one statement and one commit fewer per review
-// than Save followed by ReviewClaims.Release (issue 17).
+// than Save followed by ReviewClaims.Release.
 type ReleasingSaver interface {
 	// SaveReleasing is Save, and in the same transaction it drops the
 	// claim on v.Key if owner still holds it (a claim taken over by
-	// another owner is left alone). Errors are Save's; after an error
+	// another owner is left alone), whether or not the done-guard kept
+	// the stored verdict. committed and errors are Save's; after an error
 	// neither the verdict nor the claim has changed.
-	SaveReleasing(ctx context.Context, v Verdict, owner string) error
+	SaveReleasing(ctx context.Context, v Verdict, owner string) (committed bool, err error)
 }
