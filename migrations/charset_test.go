@@ -37,7 +37,7 @@ func requireKoreanRoundTrip(t *testing.T, db *sql.DB, room string) {
 	ctx := testCtx(t)
 	s := mysql.New(db)
 	v := koreanVerdict(room)
-	require.NoError(t, s.Save(ctx, v))
+	storetest.MustSave(t, ctx, s, v)
 	got, err := s.Get(ctx, v.Key)
 	require.NoError(t, err)
 	require.Equal(t, v.Rationale, got.Rationale)
@@ -58,8 +58,8 @@ func TestLatin1DatabaseGetsUtf8mb4Tables(t *testing.T) {
 	s := mysql.New(db)
 	upper, lower := storetest.SampleVerdict("Room-Case"), storetest.SampleVerdict("room-case")
 	lower.Label = pipeline.LabelClean
-	require.NoError(t, s.Save(ctx, upper))
-	require.NoError(t, s.Save(ctx, lower))
+	storetest.MustSave(t, ctx, s, upper)
+	storetest.MustSave(t, ctx, s, lower)
 	got, err := s.Get(ctx, upper.Key)
 	require.NoError(t, err)
 	require.Equal(t, pipeline.LabelAbusive, got.Label)
@@ -89,7 +89,7 @@ func TestConvertsTablesCreatedLatin1(t *testing.T) {
 		VALUES ('room-old', '2026-01-01', '2026-01-01 01:00', 'v0', 'run-old', 'done', 'café crème', NOW(), NOW(), NOW())`)
 	require.NoError(t, err)
 	// ... and what it could not.
-	err = mysql.New(db).Save(ctx, koreanVerdict("room-ko"))
+	_, err = mysql.New(db).Save(ctx, koreanVerdict("room-ko"))
 	require.ErrorContains(t, err, "Incorrect string value")
 
 	var ce *CharsetError

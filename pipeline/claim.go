@@ -39,7 +39,8 @@ type ReviewClaims interface {
 type ReleasingSaver interface {
 	// SaveReleasing is Save, and in the same transaction it drops the
 	// claim on v.Key if owner still holds it (a claim taken over by
-	// another owner is left alone). Errors are Save's; after an error
+	// another owner is left alone), whether or not the done-guard kept
+	// the stored verdict. committed and errors are Save's; after an error
 	// neither the verdict nor the claim has changed.
-	SaveReleasing(ctx context.Context, v Verdict, owner string) error
+	SaveReleasing(ctx context.Context, v Verdict, owner string) (committed bool, err error)
 }

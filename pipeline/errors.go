@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -49,6 +50,27 @@ func Retryable(err error, after time.Duration) error {
 	return &RetryableError{Err: err, After: after}
 }
 
+// UnusableAnswerError is a stage call whose every answer was unusable:
+// invalid for the stage's schema or cut at the token limit, on every
+// attempt the router made. The models answered, so it says nothing about
+// their health; what the chat made them write is the cause, and running
+// the job again would only pay for the same answers. The job loop records
+// it as a failed verdict with the reason and does not retry it.
+type UnusableAnswerError struct {
+	Stage    StageName
+	Attempts int
+	// Err is the last answer's problem.
+	Err error
+}
+
+// Error implements error.
+func (e *UnusableAnswerError) Error() string {
+	return fmt.Sprintf("%s: no usable answer in %d attempts, last: %v", e.Stage, e.Attempts, e.Err)
+}
+
+// Unwrap returns the last answer's problem.
+func (e *UnusableAnswerError) Unwrap() error { return e.Err }
+
 // StoppedError is the cancellation cause of a review stopped by an operator
 // (see the stop signals). Reason is the operator's text.
 type StoppedError struct {
@@ -78,11 +100,10 @@ const (
 // Classify sorts an error into a Disposition and the minimum delay before a
 // retry. A failure of a dependency known to be down is held; unknown errors
 // are retryable: losing work to a misclassified transient error is worse
-// than retrying a permanent one a bounded number of times.
+// than retrying a permanent one a bounded number of times. A content
+// failure (IsContentFailure) is given up: its retry would fail the same way.
 func Classify(err error) (Disposition, time.Duration) {
 	var (
-		perm    *PermanentError
-		invalid *InvalidEventError
 		retry   *RetryableError
 		stopped *StoppedError
 		dep     *DependencyError
@@ -90,7 +111,7 @@ func Classify(err error) (Disposition, time.Duration) {
 	switch {
 	case errors.As(err, &stopped):
 		return Stopped, 0
-	case errors.As(err, &perm), errors.As(err, &invalid):
+	case IsContentFailure(err):
 		return GiveUp, 0
 	case errors.As(err, &dep) && dep.Down:
 		return Hold, 0
@@ -138,15 +159,25 @@ func (e *DependencyError) Error() string {
 // Unwrap returns the wrapped error.
 func (e *DependencyError) Unwrap() error { return e.Err }
 
-// IsJobSpecific reports whether err from a dependency call is the job's own
-// problem (nil, a permanent failure, an invalid event, a missing verdict, an
-// operator stop), which says nothing about the dependency's health.
-// Cancellation is neither: the caller gave up, the dependency did not fail.
-func IsJobSpecific(err error) bool {
+// IsContentFailure reports whether err was caused by what the job holds,
+// not by how a dependency behaved: a permanent failure, an invalid event,
+// or model answers that were unusable on every attempt
+// (*UnusableAnswerError).
+func IsContentFailure(err error) bool {
 	var (
-		perm    *PermanentError
-		invalid *InvalidEventError
-		stopped *StoppedError
+		perm     *PermanentError
+		invalid  *InvalidEventError
+		unusable *UnusableAnswerError
 	)
-	return err == nil || errors.As(err, &perm) || errors.As(err, &invalid) || errors.As(err, &stopped) || errors.Is(err, ErrVerdictNotFound)
+	return errors.As(err, &perm) || errors.As(err, &invalid) || errors.As(err, &unusable)
+}
+
+// IsJobSpecific reports whether err from a dependency call is the job's own
+// problem (nil, a content failure, a missing verdict, an operator stop),
+// which says nothing about the dependency's health: only transport errors,
+// 5xx, 429 and timeouts do. Cancellation is neither: the caller gave up,
+// the dependency did not fail.
+func IsJobSpecific(err error) bool {
+	var stopped *StoppedError
+	return err == nil || IsContentFailure(err) || errors.As(err, &stopped) || errors.Is(err, ErrVerdictNotFound)
 }

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -118,6 +119,7 @@ func TestClassify(t *testing.T) {
 		{"unknown errors are retried", errors.New("boom"), RetryLater, 0},
 		{"retryable with delay", Retryable(errors.New("429"), 3*time.Second), RetryLater, 3 * time.Second},
 		{"wrapped permanent", errors.Join(errors.New("ctx"), Permanent(errors.New("404"))), GiveUp, 0},
+		{"answers unusable on every attempt", fmt.Errorf("judge: %w", &UnusableAnswerError{Stage: StageJudge, Attempts: 4, Err: errors.New("bad")}), GiveUp, 0},
 		{"stopped wins", errors.Join(Retryable(errors.New("x"), time.Second), &StoppedError{Reason: "op"}), Stopped, 0},
 	}
 	for _, tc := range tests {

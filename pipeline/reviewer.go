@@ -10,7 +10,8 @@ import (
 //
 // Review returns a Verdict with Status StatusDone and its StageResults, or an
 // error the job loop sorts with Classify: *RetryableError for transient model
-// failures, *PermanentError for input no model can review. When ctx is
+// failures, *PermanentError for input no model can review,
+// *UnusableAnswerError for a stage whose every answer was unusable. When ctx is
 // cancelled it returns promptly with context.Cause(ctx) wrapped, so a
 // *StoppedError cause survives. attempt is the message's receive count, for
 // the inference logs. msgs is untrusted chat history in any order.

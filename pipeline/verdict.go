@@ -150,11 +150,17 @@ var ErrVerdictNotFound = errors.New("verdict not found")
 
 // VerdictStore keeps verdicts and their stage results.
 //
-// Get returns ErrVerdictNotFound when no verdict has the key. Save writes the
-// verdict and all its stage results atomically, replacing any earlier row
-// with the same key (an upsert), so a redelivered review is harmless. Both
-// honour ctx; errors are wrapped with the adapter's prefix.
+// Get returns ErrVerdictNotFound when no verdict has the key. Save writes
+// the verdict and all its stage results atomically, replacing any earlier
+// row with the same key (an upsert), so a redelivered review is harmless; a
+// stored done verdict is never replaced by one that is not done (the
+// done-guard). Save reports whether v is what the store holds after it:
+// false, with a nil error, when the done-guard kept the stored verdict and
+// nothing changed. Whatever tells others about a save (a verdict event)
+// goes by that answer, so that it never contradicts the store. Both honour
+// ctx; errors are wrapped with the adapter's prefix, and committed is false
+// with an error.
 type VerdictStore interface {
 	Get(ctx context.Context, key ReviewKey) (Verdict, error)
-	Save(ctx context.Context, v Verdict) error
+	Save(ctx context.Context, v Verdict) (committed bool, err error)
 }

@@ -65,11 +65,11 @@ func (f *fakeStore) Decisions(context.Context, uint64, int) ([]mysql.Decision, e
 	defer f.mu.Unlock()
 	return append([]mysql.Decision(nil), f.decisions...), nil
 }
-func (f *fakeStore) Save(_ context.Context, v pipeline.Verdict) error {
+func (f *fakeStore) Save(_ context.Context, v pipeline.Verdict) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.saved = append(f.saved, v)
-	return nil
+	return true, nil
 }
 func (f *fakeStore) Ping(context.Context) error { return nil }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/queuetest"
 	"github.com/chatguard/chatguard/storage/mysql"
+	"github.com/chatguard/chatguard/storage/storetest"
 )
 
 // The decision is answered once its row is committed, even when SQS
@@ -98,7 +99,7 @@ func newOutboxEnv(t *testing.T) *outboxEnv {
 	v := pipeline.Verdict{Key: pipeline.ReviewKey{RoomID: "room-outbox", WindowStart: window, WindowEnd: window.Add(time.Hour), PipelineVersion: "v1"},
 		RunID: "run-1", Status: pipeline.StatusDone, Label: pipeline.LabelAbusive, Category: pipeline.CategoryExternalPayment, Severity: 4,
 		Action: pipeline.ActionWarn, Attempts: 1, PublishedAt: window, StartedAt: window, FinishedAt: window}
-	require.NoError(t, st.Save(ctx, v))
+	storetest.MustSave(t, ctx, st, v)
 	vid, err := st.VerdictID(ctx, v.Key)
 	require.NoError(t, err)
 	t0 := time.Date(2026, 12, 1, 4, 0, 0, 123456789, time.UTC)

@@ -501,7 +501,7 @@ func (rv *reviews) finish(st *live.Stream, ev pipeline.ReviewEvent, v pipeline.V
 		}
 		// The save outlives a cancelled review: what was paid for is kept.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(rv.ctx), 10*time.Second)
-		if serr := rv.store.Save(sctx, v); serr != nil {
+		if _, serr := rv.store.Save(sctx, v); serr != nil {
 			rv.log.Error("console: on-demand verdict not saved", "review_id", st.ID(), "room_id", ev.RoomID, "err", serr)
 		}
 		cancel()

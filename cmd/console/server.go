@@ -34,7 +34,7 @@ type store interface {
 	AddDecision(ctx context.Context, d mysql.Decision) (uint64, error)
 	MarkFeedbackSent(ctx context.Context, at time.Time, ids ...uint64) error
 	Decisions(ctx context.Context, verdictID uint64, limit int) ([]mysql.Decision, error)
-	Save(ctx context.Context, v pipeline.Verdict) error
+	Save(ctx context.Context, v pipeline.Verdict) (committed bool, err error)
 	Ping(ctx context.Context) error
 }
 

@@ -140,9 +140,19 @@ func history(t testing.TB, chatURL string, ev pipeline.ReviewEvent) []pipeline.C
 
 func waitDone(t testing.TB, r *rig, n int, within time.Duration) {
 	t.Helper()
+	waitRows(t, r, "status = 'done'", n, within)
+}
+
+// unusableAnswers are the verdicts failed because a stage had no usable
+// answer in any attempt: a job's own end, not retried.
+const unusableAnswers = "status = 'failed' AND error LIKE '%no usable answer%'"
+
+// waitRows waits until n verdicts match where.
+func waitRows(t testing.TB, r *rig, where string, n int, within time.Duration) {
+	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		got := r.countRows(t, "SELECT COUNT(*) FROM verdicts WHERE status = 'done'")
+		got := r.countRows(t, "SELECT COUNT(*) FROM verdicts WHERE "+where)
 		if got >= n {
 			return
 		}
@@ -273,9 +283,14 @@ func TestE2EPrimaryRandomFaults(t *testing.T) {
 	const n = 200
 	evs := sampleReviews(t, n, false)
 	r.sendEvents(t, evs...)
-	waitDone(t, r, n, 5*time.Minute)
-	require.Equal(t, n, r.countRows(t, "SELECT COUNT(*) FROM verdicts WHERE status = 'done'"))
-	require.Zero(t, r.countRows(t, "SELECT COUNT(*) FROM verdicts WHERE status <> 'done'"))
+	// A stage whose every attempt drew malformed (5% of the primary's
+	// calls, and no cooldown sends it to the fallback) ends failed by
+	// design; about 6e-6 of stages do.
+	waitRows(t, r, "status = 'done' OR ("+unusableAnswers+")", n, 5*time.Minute)
+	unusable := r.countRows(t, "SELECT COUNT(*) FROM verdicts WHERE "+unusableAnswers)
+	require.LessOrEqual(t, unusable, 1)
+	require.Equal(t, n-unusable, r.countRows(t, "SELECT COUNT(*) FROM verdicts WHERE status = 'done'"))
+	require.Equal(t, unusable, r.countRows(t, "SELECT COUNT(*) FROM verdicts WHERE status <> 'done'"))
 	st := primary.Stats(t)
 	faults := st.ChatRequests("") - st.ChatRequests(standin.OutcomeOK)
 	t.Logf("primary: %d calls, %d faulted; fallback stages: %d", st.ChatRequests(""), faults,

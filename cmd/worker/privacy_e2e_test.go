@@ -336,7 +336,8 @@ func TestPIIScanAfterCorpusRun(t *testing.T) {
 					return fmt.Errorf("%s: %w", c.ID, err)
 				}
 				v.FinishedAt = time.Now().UTC()
-				return store.Save(context.Background(), v)
+				_, err = store.Save(context.Background(), v)
+				return err
 			})
 		}
 		require.NoError(t, g.Wait())

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -129,6 +130,30 @@ func TestJobSpecificErrorsAndCancellationDoNotOpen(t *testing.T) {
 		require.Error(t, m.Call(ctx, pipeline.DepChatAPI, func(ctx context.Context) error { return ctx.Err() }))
 	}
 	require.Equal(t, Closed, m.State(pipeline.DepChatAPI))
+}
+
+// Answers unusable on every attempt are the chat's doing: however many
+// jobs end that way, the models' breaker stays closed, while a run of
+// server errors (5xx, transport, timeouts) still opens it.
+func TestUnusableAnswersDoNotOpenTheModelsBreaker(t *testing.T) {
+	t.Parallel()
+	m, _, _, _ := setup(t)
+	ctx := context.Background()
+	unusable := func(context.Context) error {
+		return fmt.Errorf("review: triage: llm: %w", &pipeline.UnusableAnswerError{Stage: pipeline.StageTriage, Attempts: 4, Err: errors.New("risk is not none, low or high")})
+	}
+	for range 10 {
+		err := m.Call(ctx, pipeline.DepModels, unusable)
+		require.ErrorAs(t, err, new(*pipeline.UnusableAnswerError), "returned as is")
+		require.NotErrorAs(t, err, new(*pipeline.DependencyError))
+	}
+	require.Equal(t, Closed, m.State(pipeline.DepModels))
+	for range 3 {
+		_ = m.Call(ctx, pipeline.DepModels, func(context.Context) error {
+			return pipeline.Retryable(errors.New("llm: triage: 4 attempts failed, last: status 503"), 0)
+		})
+	}
+	require.Equal(t, Open, m.State(pipeline.DepModels))
 }
 
 func TestOneProbeAtATime(t *testing.T) {

@@ -25,7 +25,7 @@ func newMetrics(reg prometheus.Registerer, r *Router) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "chatguard_llm_requests_total",
-			Help: "Stage calls through the router by the pool that answered (none when every attempt failed) and outcome (ok, failed, canceled, rejected).",
+			Help: "Stage calls through the router by the pool that answered (none when every attempt failed) and outcome (ok, invalid: no usable answer in any attempt, failed, canceled, rejected).",
 		}, []string{"stage", "pool", "outcome"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "chatguard_llm_attempts_total",

@@ -191,7 +191,12 @@ func (r *Router) Models() (primary, fallback string) {
 //     every streamed chunk (a *pipeline.StoppedError survives errors.As);
 //   - a *pipeline.PermanentError when a pool rejected the request itself
 //     (400, 413, 422): no retry can fix the prompt;
-//   - a *pipeline.RetryableError when every attempt failed or no pool could
+//   - a *pipeline.UnusableAnswerError when every attempt got an answer and
+//     none was usable (invalid or truncated): the chat, not the pools, is
+//     the cause, so it is neither retried nor counted against the models'
+//     health;
+//   - a *pipeline.RetryableError when every attempt failed and at least one
+//     for the pool's sake (transport, timeout, 5xx, 429), or no pool could
 //     take the call before the deadline; After is when the primary's
 //     cooldown ends, if it is cooling.
 func (r *Router) Complete(ctx context.Context, req Request) (Response, error) {
@@ -204,6 +209,8 @@ func (r *Router) Complete(ctx context.Context, req Request) (Response, error) {
 		failRun   int // consecutive failures, for the backoff
 		msgs      = req.Messages
 		attempted = 0
+		// unusable: every attempt so far was answered, and wrongly.
+		unusable = true
 	)
 	finish := func(pool, outcome string) {
 		r.m.requests.WithLabelValues(st, pool, outcome).Inc()
@@ -272,6 +279,9 @@ func (r *Router) Complete(ctx context.Context, req Request) (Response, error) {
 		}
 		lastErr = a.Err
 		failRun++
+		// A repair pair's first attempt was invalid or truncated by
+		// construction, so its last attempt decides.
+		unusable = unusable && (a.Outcome == OutcomeInvalid || a.Outcome == OutcomeTruncated)
 		switch a.Outcome {
 		case OutcomeCanceled:
 			finish("none", OutcomeCanceled)
@@ -282,6 +292,10 @@ func (r *Router) Complete(ctx context.Context, req Request) (Response, error) {
 		}
 	}
 	resp.Attempts = attempted
+	if unusable && attempted > 0 {
+		finish("none", OutcomeInvalid)
+		return resp, fmt.Errorf("llm: %w", &pipeline.UnusableAnswerError{Stage: req.Stage, Attempts: attempted, Err: lastErr})
+	}
 	finish("none", "failed")
 	return resp, pipeline.Retryable(fmt.Errorf("llm: %s: %d attempts failed, last: %w", st, attempted, lastErr), r.primaryWait())
 }

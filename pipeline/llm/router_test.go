@@ -789,3 +789,49 @@ func TestStopCheckEndsStreamMidway(t *testing.T) {
 	require.Equal(t, int64(1), prim.calls.Load())
 	require.Equal(t, 1.0, testutil.ToFloat64(r.m.attempts.WithLabelValues("triage", "primary", OutcomeCanceled)))
 }
+
+// An answer that is invalid on every attempt is the chat's doing, not the
+// pools': the stage ends as an UnusableAnswerError, which the job loop gives
+// up on and which no dependency breaker counts, after at most MaxAttempts
+// calls across both pools.
+func TestEveryAnswerInvalidIsUnusable(t *testing.T) {
+	t.Parallel()
+	prim := newFake(t, answer(`{"risk" "none"}`))
+	fb := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ int) { writeSSE(w, `{"risk":"no`, "length") })
+	r, _ := setup(t, setupOpts{primary: prim, fallback: fb})
+	req := triageReq()
+	req.Repair = func([]byte, error) []Message { return []Message{{Role: RoleUser, Text: "fix it"}} }
+	resp, err := r.Complete(t.Context(), req)
+	var ue *pipeline.UnusableAnswerError
+	require.ErrorAs(t, err, &ue)
+	require.Equal(t, pipeline.StageTriage, ue.Stage)
+	require.Equal(t, 4, ue.Attempts)
+	require.ErrorContains(t, err, "no usable answer in 4 attempts")
+	require.Equal(t, 4, resp.Attempts)
+	require.Equal(t, int64(4), prim.calls.Load()+fb.calls.Load(), "at most MaxAttempts calls")
+	d, _ := pipeline.Classify(err)
+	require.Equal(t, pipeline.GiveUp, d, "a retry would only pay for the same answers")
+	require.True(t, pipeline.IsJobSpecific(err), "says nothing about the models' health")
+	require.Equal(t, BreakerClosed, r.primary.breaker.current(r.now()))
+	require.Equal(t, 1.0, testutil.ToFloat64(r.m.requests.WithLabelValues("triage", "none", OutcomeInvalid)))
+}
+
+// A stage that failed for the pool's sake on any attempt stays retryable
+// (and feeds the models' health), however the other attempts failed.
+func TestInvalidAfterServerErrorStaysRetryable(t *testing.T) {
+	t.Parallel()
+	prim := newFake(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if n == 1 {
+			status(http.StatusInternalServerError, "")(w, r, n)
+			return
+		}
+		writeSSE(w, `{"risk" "none"}`, "stop")
+	})
+	r, _ := setup(t, setupOpts{primary: prim})
+	_, err := r.Complete(t.Context(), triageReq())
+	var re *pipeline.RetryableError
+	require.ErrorAs(t, err, &re)
+	require.NotErrorAs(t, err, new(*pipeline.UnusableAnswerError))
+	require.False(t, pipeline.IsJobSpecific(err))
+	require.Equal(t, int64(4), prim.calls.Load())
+}

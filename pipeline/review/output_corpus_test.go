@@ -162,7 +162,7 @@ func (s *scriptedCompleter) Complete(_ context.Context, req llm.Request) (llm.Re
 	}
 	resp := llm.Response{Pool: pipeline.PoolPrimary, Model: "scripted", Attempts: 1}
 	if a.Err != nil {
-		return resp, pipeline.Retryable(fmt.Errorf("llm: %s: 1 attempts failed, last: %w", st, a.Err), 0)
+		return resp, fmt.Errorf("llm: %w", &pipeline.UnusableAnswerError{Stage: req.Stage, Attempts: 1, Err: a.Err})
 	}
 	resp.Content = []byte(content)
 	return resp, nil

@@ -34,16 +34,22 @@ func (s gatedStore) Get(ctx context.Context, k pipeline.ReviewKey) (v pipeline.V
 	return v, err
 }
 
-func (s gatedStore) Save(ctx context.Context, v pipeline.Verdict) error {
-	return s.g.Call(ctx, pipeline.DepMySQL, func(ctx context.Context) error { return s.VerdictStore.Save(ctx, v) })
+func (s gatedStore) Save(ctx context.Context, v pipeline.Verdict) (committed bool, err error) {
+	err = s.g.Call(ctx, pipeline.DepMySQL, func(ctx context.Context) error {
+		committed, err = s.VerdictStore.Save(ctx, v)
+		return err
+	})
+	return committed && err == nil, err
 }
 
 // SaveReleasing forwards to the store's SaveReleasing; the handler calls it
 // only when the store implements pipeline.ReleasingSaver (releasingStore).
-func (s gatedStore) SaveReleasing(ctx context.Context, v pipeline.Verdict, owner string) error {
-	return s.g.Call(ctx, pipeline.DepMySQL, func(ctx context.Context) error {
-		return s.VerdictStore.(pipeline.ReleasingSaver).SaveReleasing(ctx, v, owner)
+func (s gatedStore) SaveReleasing(ctx context.Context, v pipeline.Verdict, owner string) (committed bool, err error) {
+	err = s.g.Call(ctx, pipeline.DepMySQL, func(ctx context.Context) error {
+		committed, err = s.VerdictStore.(pipeline.ReleasingSaver).SaveReleasing(ctx, v, owner)
+		return err
 	})
+	return committed && err == nil, err
 }
 
 type gatedClaims struct {

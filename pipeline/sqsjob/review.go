@@ -235,14 +235,15 @@ func (h *ReviewHandler) review(ctx context.Context, m Message, ev pipeline.Revie
 		v.Status, v.Error = pipeline.StatusDone, ""
 	}
 	v.FinishedAt = h.now().UTC()
+	var committed bool
 	if h.releasing && claim != nil {
 		// No renewal may write the claim back once the save dropped it;
 		// renewals keep it at least a third of its TTL from expiry.
 		claim.stopRenewals()
-		err = h.store.(pipeline.ReleasingSaver).SaveReleasing(ctx, v, claim.owner)
+		committed, err = h.store.(pipeline.ReleasingSaver).SaveReleasing(ctx, v, claim.owner)
 		released = err == nil
 	} else {
-		err = h.store.Save(ctx, v)
+		committed, err = h.store.Save(ctx, v)
 	}
 	h.observePhase("save", phase)
 	if err != nil {
@@ -253,7 +254,9 @@ func (h *ReviewHandler) review(ctx context.Context, m Message, ev pipeline.Revie
 		return out
 	}
 	h.observeStages(v)
-	h.publish(v)
+	if committed {
+		h.publish(v)
+	}
 	return Outcome{Action: Delete, Label: "done"}
 }
 
@@ -329,17 +332,15 @@ func (h *ReviewHandler) fail(ctx context.Context, m Message, v pipeline.Verdict,
 		if errors.As(err, &stopped) {
 			v.Error = truncate(stopped.Reason, 4000)
 		}
-		if serr := h.save(ctx, v); serr != nil {
+		if serr := h.record(ctx, v); serr != nil {
 			return retryOrHold(errors.Join(err, serr), serr)
 		}
-		h.publish(v)
 		return Outcome{Action: Delete, Label: "stopped", Err: err}
 	case pipeline.GiveUp:
 		v.Status = pipeline.StatusFailed
-		if serr := h.save(ctx, v); serr != nil {
+		if serr := h.record(ctx, v); serr != nil {
 			return retryOrHold(errors.Join(err, serr), serr)
 		}
-		h.publish(v)
 		return Outcome{Action: Delete, Label: "failed", Err: err}
 	default:
 		if !m.Final {
@@ -348,10 +349,8 @@ func (h *ReviewHandler) fail(ctx context.Context, m Message, v pipeline.Verdict,
 		// The queue's redrive takes the message to the DLQ on its next
 		// receive; the row says why.
 		v.Status = pipeline.StatusFailed
-		if serr := h.save(ctx, v); serr != nil {
+		if serr := h.record(ctx, v); serr != nil {
 			err = errors.Join(err, serr)
-		} else {
-			h.publish(v)
 		}
 		return Outcome{Action: Retry, Label: "failed_final", After: after, Err: err}
 	}
@@ -360,12 +359,31 @@ func (h *ReviewHandler) fail(ctx context.Context, m Message, v pipeline.Verdict,
 // save writes a verdict with a bounded context of its own, so that a
 // failure caused by the job's deadline can still be recorded.
 func (h *ReviewHandler) save(ctx context.Context, v pipeline.Verdict) error {
+	_, err := h.commit(ctx, v)
+	return err
+}
+
+// record saves the verdict that ends a job (as save does) and publishes its
+// verdict event only when the save committed it: a stopped or failed
+// verdict that the done-guard kept out of the store (the review was done
+// meanwhile) must not tell the lake otherwise.
+func (h *ReviewHandler) record(ctx context.Context, v pipeline.Verdict) error {
+	committed, err := h.commit(ctx, v)
+	if committed {
+		h.publish(v)
+	}
+	return err
+}
+
+// commit is save, reporting whether the store committed v.
+func (h *ReviewHandler) commit(ctx context.Context, v pipeline.Verdict) (bool, error) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.cfg.SaveTimeout)
 	defer cancel()
-	if err := h.store.Save(sctx, v); err != nil {
-		return fmt.Errorf("review: save %s verdict: %w", v.Status, err)
+	committed, err := h.store.Save(sctx, v)
+	if err != nil {
+		return false, fmt.Errorf("review: save %s verdict: %w", v.Status, err)
 	}
-	return nil
+	return committed, nil
 }
 
 func (h *ReviewHandler) observeStages(v pipeline.Verdict) {

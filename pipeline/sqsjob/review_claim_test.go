@@ -49,7 +49,7 @@ func TestClaimDuplicateWaitsAndAcknowledgesTheHoldersVerdict(t *testing.T) {
 		if waits == 3 { // the holder finishes
 			v := abusive()
 			v.Key, v.RunID, v.PublishedAt = r.key(), "run-1", r.window.Add(time.Hour)
-			require.NoError(t, r.store.Save(ctx, v))
+			storetest.MustSave(t, ctx, r.store, v)
 		}
 		return nil
 	}
@@ -143,17 +143,18 @@ type sharedDBStore struct {
 	failNextSave  error
 }
 
-func (s *sharedDBStore) SaveReleasing(ctx context.Context, v pipeline.Verdict, owner string) error {
+func (s *sharedDBStore) SaveReleasing(ctx context.Context, v pipeline.Verdict, owner string) (bool, error) {
 	s.calls++
 	s.renewedAtSave = !s.renewalsOver.Load()
 	if err := s.failNextSave; err != nil {
 		s.failNextSave = nil
-		return err
+		return false, err
 	}
-	if err := s.Save(ctx, v); err != nil {
-		return err
+	committed, err := s.Save(ctx, v)
+	if err != nil {
+		return false, err
 	}
-	return s.claims.Release(ctx, v.Key, owner)
+	return committed, s.claims.Release(ctx, v.Key, owner)
 }
 
 // countingClaims counts the separate releases.

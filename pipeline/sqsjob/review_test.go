@@ -199,7 +199,7 @@ func TestReviewAdmission(t *testing.T) {
 	t.Run("failed row is retried, not a duplicate", func(t *testing.T) {
 		t.Parallel()
 		r := setupReview(t)
-		require.NoError(t, r.store.Save(context.Background(), pipeline.Verdict{Key: r.key(), Status: pipeline.StatusFailed, PublishedAt: r.now}))
+		storetest.MustSave(t, context.Background(), r.store, pipeline.Verdict{Key: r.key(), Status: pipeline.StatusFailed, PublishedAt: r.now})
 		out := r.h.Handle(context.Background(), msg(r.body(t), 1, 5))
 		require.Equal(t, "done", out.Label)
 	})

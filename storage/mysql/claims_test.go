@@ -30,7 +30,9 @@ func TestSaveReleasingDropsOnlyTheOwnersClaim(t *testing.T) {
 	got, err := claims.Claim(ctx, v.Key, "pod-a/1", time.Minute)
 	require.NoError(t, err)
 	require.True(t, got.Held)
-	require.NoError(t, s.SaveReleasing(ctx, v, "pod-a/1"))
+	committed, err := s.SaveReleasing(ctx, v, "pod-a/1")
+	require.NoError(t, err)
+	require.True(t, committed)
 	stored, err := s.Get(ctx, v.Key)
 	require.NoError(t, err)
 	require.Equal(t, v.Status, stored.Status)
@@ -40,7 +42,9 @@ func TestSaveReleasingDropsOnlyTheOwnersClaim(t *testing.T) {
 	require.True(t, got.Held, "the save released pod-a's claim")
 
 	// Another owner's claim stays: pod-a's took over or expired long ago.
-	require.NoError(t, s.SaveReleasing(ctx, v, "pod-a/1"))
+	committed, err = s.SaveReleasing(ctx, v, "pod-a/1")
+	require.NoError(t, err)
+	require.True(t, committed)
 	got, err = claims.Claim(ctx, v.Key, "pod-c/1", time.Minute)
 	require.NoError(t, err)
 	require.False(t, got.Held)
@@ -49,8 +53,23 @@ func TestSaveReleasingDropsOnlyTheOwnersClaim(t *testing.T) {
 	// A rejected verdict changes neither the verdict nor the claim.
 	bad := v
 	bad.Status = "maybe"
-	require.Error(t, s.SaveReleasing(ctx, bad, "pod-b/1"))
+	committed, err = s.SaveReleasing(ctx, bad, "pod-b/1")
+	require.Error(t, err)
+	require.False(t, committed)
 	got, err = claims.Claim(ctx, v.Key, "pod-c/1", time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, "pod-b/1", got.Owner)
+
+	// A late failure over the done verdict commits nothing, and still
+	// drops its owner's claim.
+	late := pipeline.Verdict{Key: v.Key, RunID: "run-late", Status: pipeline.StatusFailed, Error: "late", Attempts: 5, PublishedAt: v.PublishedAt}
+	committed, err = s.SaveReleasing(ctx, late, "pod-b/1")
+	require.NoError(t, err)
+	require.False(t, committed, "the done-guard kept the verdict")
+	stored, err = s.Get(ctx, v.Key)
+	require.NoError(t, err)
+	require.Equal(t, pipeline.StatusDone, stored.Status)
+	got, err = claims.Claim(ctx, v.Key, "pod-c/1", time.Minute)
+	require.NoError(t, err)
+	require.True(t, got.Held, "the save released pod-b's claim")
 }

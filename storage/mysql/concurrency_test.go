@@ -65,7 +65,7 @@ func TestConcurrentSavesOfManyVerdicts(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for v := range feed {
-				if err := s.Save(ctx, v); err != nil {
+				if _, err := s.Save(ctx, v); err != nil {
 					mu.Lock()
 					errs = append(errs, fmt.Errorf("%s %s: %w", v.Key.RoomID, v.Status, err))
 					mu.Unlock()
@@ -112,7 +112,7 @@ func TestSaveRetriesALockWaitTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	v := storetest.SampleVerdict("room-locked")
-	require.NoError(t, s.Save(ctx, v))
+	storetest.MustSave(t, ctx, s, v)
 
 	// A second handle on the same database whose sessions give up on a lock
 	// after one second.
@@ -134,7 +134,10 @@ func TestSaveRetriesALockWaitTimeout(t *testing.T) {
 
 	v.Attempts, v.Stages = 7, v.Stages[:2]
 	saved := make(chan error, 1)
-	go func() { saved <- mysql.New(impatient).Save(ctx, v) }()
+	go func() {
+		_, err := mysql.New(impatient).Save(ctx, v)
+		saved <- err
+	}()
 
 	// Poll the server for transactions of this test's database that wait
 	// on a lock; the first attempt's and the retry's have different ids.
@@ -186,7 +189,7 @@ func TestLockWaitTimeoutsRunOutRetryable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	v := storetest.SampleVerdict("room-held")
-	require.NoError(t, s.Save(ctx, v))
+	storetest.MustSave(t, ctx, s, v)
 
 	var dbName string
 	require.NoError(t, s.DB().QueryRowContext(ctx, "SELECT DATABASE()").Scan(&dbName))
@@ -204,7 +207,7 @@ func TestLockWaitTimeoutsRunOutRetryable(t *testing.T) {
 	var id int64
 	require.NoError(t, blocker.QueryRowContext(ctx, "SELECT id FROM verdicts WHERE room_id = ? FOR UPDATE", v.Key.RoomID).Scan(&id))
 
-	err = mysql.New(impatient).Save(ctx, v)
+	_, err = mysql.New(impatient).Save(ctx, v)
 	var me *gomysql.MySQLError
 	require.ErrorAs(t, err, &me, "the driver's error from the server")
 	require.EqualValues(t, 1205, me.Number)

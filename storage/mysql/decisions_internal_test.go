@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/storage/storetest"
 )
 
 func TestDecisionsAndVerdictByID(t *testing.T) {
@@ -16,7 +17,7 @@ func TestDecisionsAndVerdictByID(t *testing.T) {
 	v := pipeline.Verdict{Key: pipeline.ReviewKey{RoomID: "room-d", WindowStart: ws, WindowEnd: ws.Add(time.Hour), PipelineVersion: "v1"},
 		RunID: "run", Status: pipeline.StatusDone, Label: pipeline.LabelAbusive, Category: pipeline.CategorySpam, Severity: 3,
 		Action: pipeline.ActionWarn, EvidenceIDs: []string{"m1"}, Attempts: 1, PublishedAt: ws, StartedAt: ws, FinishedAt: ws}
-	require.NoError(t, s.Save(ctx, v))
+	storetest.MustSave(t, ctx, s, v)
 	id, err := s.VerdictID(ctx, v.Key)
 	require.NoError(t, err)
 	got, err := s.VerdictByID(ctx, id)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/storage/storetest"
 )
 
 // outboxFixture saves one verdict and returns its id.
@@ -18,7 +19,7 @@ func outboxFixture(t *testing.T, s *Store, room string) uint64 {
 	v := pipeline.Verdict{Key: pipeline.ReviewKey{RoomID: room, WindowStart: ws, WindowEnd: ws.Add(time.Hour), PipelineVersion: "v1"},
 		RunID: "run", Status: pipeline.StatusDone, Label: pipeline.LabelAbusive, Category: pipeline.CategorySpam, Severity: 3,
 		Action: pipeline.ActionWarn, Attempts: 1, PublishedAt: ws, StartedAt: ws, FinishedAt: ws}
-	require.NoError(t, s.Save(ctxT(t), v))
+	storetest.MustSave(t, ctxT(t), s, v)
 	id, err := s.VerdictID(ctxT(t), v.Key)
 	require.NoError(t, err)
 	return id

@@ -178,7 +178,7 @@ func TestListQueuePagesDoNotShiftWhenRowsArrive(t *testing.T) {
 	v := storetest.SampleVerdict("room-new")
 	v.Severity, v.Label = 5, pipeline.LabelAbusive
 	v.Key.WindowStart, v.Key.WindowEnd = end.Truncate(time.Hour), end.Truncate(time.Hour).Add(time.Hour)
-	require.NoError(t, s.Save(ctxT(t), v))
+	storetest.MustSave(t, ctxT(t), s, v)
 
 	second, err := s.ListQueue(ctxT(t), f, first.Next)
 	require.NoError(t, err)

@@ -76,7 +76,7 @@ func TestEveryPipelineValueIsSaved(t *testing.T) {
 	}
 	require.Len(t, stages, len(pipeline.Stages))
 	for _, v := range vs {
-		require.NoError(t, s.Save(ctx, v), v.Key.RoomID)
+		storetest.MustSave(t, ctx, s, v)
 		got, err := s.Get(ctx, v.Key)
 		require.NoError(t, err)
 		require.Equal(t, v.Status, got.Status)
@@ -103,7 +103,7 @@ func TestOutOfSetValuesFailTheSave(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			v := storetest.SampleVerdict("room-bad-" + tc.name)
 			tc.mut(&v)
-			err := s.Save(ctxT(t), v)
+			_, err := s.Save(ctxT(t), v)
 			require.ErrorContains(t, err, tc.want)
 			d, _ := pipeline.Classify(err)
 			require.Equal(t, pipeline.GiveUp, d, "a value the schema refuses is not retried")
@@ -120,7 +120,7 @@ func TestConstraintsHoldWithoutTheStore(t *testing.T) {
 	db, s := migrated(t)
 	ctx := ctxT(t)
 	v := storetest.SampleVerdict("room-ok")
-	require.NoError(t, s.Save(ctx, v))
+	storetest.MustSave(t, ctx, s, v)
 	var id uint64
 	require.NoError(t, db.QueryRowContext(ctx, "SELECT id FROM verdicts WHERE room_id = 'room-ok'").Scan(&id))
 	tests := []struct{ q, constraint string }{

@@ -249,13 +249,14 @@ func (s *Store) Get(ctx context.Context, key pipeline.ReviewKey) (pipeline.Verdi
 }
 
 // Save upserts the verdict and replaces its stage rows in one transaction.
-// A stored done verdict is kept when v is not done (Save then succeeds
-// without changing anything). A deadlock or lock wait timeout is retried
+// A stored done verdict is kept when v is not done: Save then succeeds
+// without changing anything and reports committed false (read back in the
+// transaction, under the verdict row's lock). A deadlock or lock wait timeout is retried
 // here a few times after a short random pause (internal/retry); Save stops
 // early, returning an error that wraps ctx's cause, when ctx ends. Errors are retryable unless the
 // verdict cannot be written at all (a *pipeline.PermanentError for data the
 // schema rejects).
-func (s *Store) Save(ctx context.Context, v pipeline.Verdict) error {
+func (s *Store) Save(ctx context.Context, v pipeline.Verdict) (committed bool, err error) {
 	return s.saveReleasing(ctx, v, "")
 }
 
@@ -263,27 +264,32 @@ var _ pipeline.ReleasingSaver = (*Store)(nil)
 
 // SaveReleasing implements pipeline.ReleasingSaver: Save, and in the same
 // transaction the delete of owner's row in review_claims (Claims, on the
-// same database). Errors are Save's.
-func (s *Store) SaveReleasing(ctx context.Context, v pipeline.Verdict, owner string) error {
+// same database), whether or not the done-guard kept the verdict.
+// committed and errors are Save's.
+func (s *Store) SaveReleasing(ctx context.Context, v pipeline.Verdict, owner string) (committed bool, err error) {
 	return s.saveReleasing(ctx, v, owner)
 }
 
 // saveReleasing is Save, releasing owner's claim too unless owner is "".
-func (s *Store) saveReleasing(ctx context.Context, v pipeline.Verdict, owner string) error {
+func (s *Store) saveReleasing(ctx context.Context, v pipeline.Verdict, owner string) (bool, error) {
 	if err := checkVerdict(v); err != nil {
-		return pipeline.Permanent(fmt.Errorf("mysql: save: %w", err))
+		return false, pipeline.Permanent(fmt.Errorf("mysql: save: %w", err))
 	}
 	args, err := upsertArgs(v)
 	if err != nil {
-		return pipeline.Permanent(fmt.Errorf("mysql: save: %w", err))
+		return false, pipeline.Permanent(fmt.Errorf("mysql: save: %w", err))
 	}
 	// Concurrent saves of one key can still deadlock on the unique index;
 	// InnoDB rolls the loser back whole, so trying again is safe, and far
 	// cheaper than a queue round trip that pays for the model calls again.
 	// The random pause keeps the losers from colliding again in lockstep.
-	return retry.Do(ctx, saveRetry, retry.Options{Retryable: isLockConflict}, func(ctx context.Context) error {
-		return s.save(ctx, v, args, owner)
+	var committed bool
+	err = retry.Do(ctx, saveRetry, retry.Options{Retryable: isLockConflict}, func(ctx context.Context) error {
+		var err error
+		committed, err = s.save(ctx, v, args, owner)
+		return err
 	})
+	return committed && err == nil, err
 }
 
 // saveRetry bounds how often Save tries one verdict before handing the
@@ -308,55 +314,60 @@ func isLockConflict(err error) bool {
 // logging, this needs binlog_format ROW or MIXED, the defaults.)
 var saveTx = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 
-// save runs one attempt of Save; a non-empty owner also releases owner's
-// claim on v.Key before the commit.
-func (s *Store) save(ctx context.Context, v pipeline.Verdict, args []any, owner string) error {
+// save runs one attempt of Save and reports whether v is the stored
+// verdict now; a non-empty owner also releases owner's claim on v.Key
+// before the commit.
+func (s *Store) save(ctx context.Context, v pipeline.Verdict, args []any, owner string) (bool, error) {
 	tx, err := s.db.BeginTx(ctx, saveTx)
 	if err != nil {
-		return classify(fmt.Errorf("mysql: save: begin: %w", err))
+		return false, classify(fmt.Errorf("mysql: save: begin: %w", err))
 	}
 	defer func() { _ = tx.Rollback() }()
 	res, err := tx.ExecContext(ctx, upsertSQL, args...)
 	if err != nil {
-		return classify(fmt.Errorf("mysql: save verdict: %w", err))
+		return false, classify(fmt.Errorf("mysql: save verdict: %w", err))
 	}
 	id, err := res.LastInsertId()
 	if err != nil || id == 0 {
-		return classify(fmt.Errorf("mysql: save verdict: no id: %w", err))
+		return false, classify(fmt.Errorf("mysql: save verdict: no id: %w", err))
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return classify(fmt.Errorf("mysql: save verdict: rows affected: %w", err))
+		return false, classify(fmt.Errorf("mysql: save verdict: rows affected: %w", err))
 	}
 	// INSERT ... ON DUPLICATE KEY UPDATE affects 1 row when it inserted, 2
 	// when it updated and 0 when the row is unchanged (the done-guard kept
 	// it). A new row has no stage rows yet, so there is nothing to delete or
 	// read back, and skipping both keeps this transaction's locks to the
-	// rows it writes.
+	// rows it writes. Otherwise the status read back under the row's lock
+	// tells whether v is the stored verdict: the done-guard alone keeps
+	// one of another status.
+	committed := true
 	if n == 1 {
 		if err := insertStages(ctx, tx, id, v.Stages); err != nil {
-			return classify(err)
+			return false, classify(err)
 		}
 	} else {
 		var stored string
 		if err := tx.QueryRowContext(ctx, "SELECT status FROM verdicts WHERE id = ?", id).Scan(&stored); err != nil {
-			return classify(fmt.Errorf("mysql: save verdict: read back: %w", err))
+			return false, classify(fmt.Errorf("mysql: save verdict: read back: %w", err))
 		}
-		if stored == string(v.Status) {
+		committed = stored == string(v.Status)
+		if committed {
 			if err := replaceStages(ctx, tx, id, v.Stages); err != nil {
-				return classify(err)
+				return false, classify(err)
 			}
 		}
 	}
 	if owner != "" {
 		if err := releaseClaim(ctx, tx, v.Key, owner); err != nil {
-			return classify(err)
+			return false, classify(err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return classify(fmt.Errorf("mysql: save: commit: %w", err))
+		return false, classify(fmt.Errorf("mysql: save: commit: %w", err))
 	}
-	return nil
+	return committed, nil
 }
 
 // replaceStages makes an existing verdict's stage rows exactly stages.

@@ -49,7 +49,7 @@ func TestSaveRejectsWhatTheSchemaCannotHold(t *testing.T) {
 			t.Parallel()
 			v := storetest.SampleVerdict("room-bad")
 			tc.mut(&v)
-			err := s.Save(context.Background(), v)
+			_, err := s.Save(context.Background(), v)
 			require.Error(t, err)
 			d, _ := pipeline.Classify(err)
 			require.Equal(t, pipeline.GiveUp, d)
@@ -78,7 +78,7 @@ func TestServerRejectionsArePermanent(t *testing.T) {
 			t.Parallel()
 			v := storetest.SampleVerdict("room-" + strings.ReplaceAll(tc.name, " ", "-"))
 			tc.mut(&v)
-			err := s.Save(context.Background(), v)
+			_, err := s.Save(context.Background(), v)
 			var me *gomysql.MySQLError
 			require.ErrorAs(t, err, &me, "want the server's error, got %v", err)
 			require.Equal(t, tc.number, me.Number)
@@ -96,7 +96,7 @@ func TestPingAndTotals(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, s.Ping(ctx))
 	v := storetest.SampleVerdict("room-totals")
-	require.NoError(t, s.Save(ctx, v))
+	storetest.MustSave(t, ctx, s, v)
 	var pools string
 	var fallback bool
 	var tin, tout int

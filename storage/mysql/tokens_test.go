@@ -20,7 +20,7 @@ func TestStagesKeepTokenAccounting(t *testing.T) {
 		v.Stages[i].TokensCached = 100 * (i + 1)
 		v.Stages[i].CostUSD = 0.001 * float64(i+1)
 	}
-	require.NoError(t, s.Save(ctx, v))
+	storetest.MustSave(t, ctx, s, v)
 	got, err := s.Get(ctx, v.Key)
 	require.NoError(t, err)
 	require.Len(t, got.Stages, len(v.Stages))
@@ -29,7 +29,7 @@ func TestStagesKeepTokenAccounting(t *testing.T) {
 		require.InDelta(t, v.Stages[i].CostUSD, st.CostUSD, 1e-12, st.Stage)
 	}
 	v.Stages[0].TokensCached, v.Stages[0].CostUSD = 7, 0.5
-	require.NoError(t, s.Save(ctx, v))
+	storetest.MustSave(t, ctx, s, v)
 	got, err = s.Get(ctx, v.Key)
 	require.NoError(t, err)
 	require.Equal(t, 7, got.Stages[0].TokensCached)

@@ -51,7 +51,9 @@ func SampleVerdict(room string) pipeline.Verdict {
 // the job loop relies on: not-found is ErrVerdictNotFound, a save round-trips
 // in UTC at microsecond precision, a save replaces the row and its stage set,
 // keys that differ in any part are distinct, a done verdict survives later
-// non-done saves, and concurrent saves of one key leave one consistent row.
+// non-done saves (which report nothing committed, so no verdict event
+// contradicts the store), a non-done verdict is replaced by the same status
+// again (committed), and concurrent saves of one key leave one consistent row.
 // newStore must return a store over empty, isolated storage.
 func RunVerdictStoreConformance(t *testing.T, newStore func(t *testing.T) pipeline.VerdictStore) {
 	t.Helper()
@@ -59,6 +61,13 @@ func RunVerdictStoreConformance(t *testing.T, newStore func(t *testing.T) pipeli
 		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		t.Cleanup(cancel)
 		return c
+	}
+	// save saves v, which must succeed, and reports whether it committed.
+	save := func(t *testing.T, s pipeline.VerdictStore, v pipeline.Verdict) bool {
+		t.Helper()
+		committed, err := s.Save(ctx(t), v)
+		require.NoError(t, err)
+		return committed
 	}
 
 	t.Run("not found", func(t *testing.T) {
@@ -72,7 +81,7 @@ func RunVerdictStoreConformance(t *testing.T, newStore func(t *testing.T) pipeli
 		t.Parallel()
 		s := newStore(t)
 		v := SampleVerdict("room-rt")
-		require.NoError(t, s.Save(ctx(t), v))
+		require.True(t, save(t, s, v), "a new verdict is committed")
 		got, err := s.Get(ctx(t), v.Key)
 		require.NoError(t, err)
 		requireSame(t, v, got)
@@ -82,7 +91,7 @@ func RunVerdictStoreConformance(t *testing.T, newStore func(t *testing.T) pipeli
 		t.Parallel()
 		s := newStore(t)
 		v := SampleVerdict("room-tz")
-		require.NoError(t, s.Save(ctx(t), v))
+		save(t, s, v)
 		kst := time.FixedZone("KST", 9*3600)
 		k := v.Key
 		k.WindowStart, k.WindowEnd = k.WindowStart.In(kst), k.WindowEnd.In(kst)
@@ -96,13 +105,13 @@ func RunVerdictStoreConformance(t *testing.T, newStore func(t *testing.T) pipeli
 		t.Parallel()
 		s := newStore(t)
 		v := SampleVerdict("room-up")
-		require.NoError(t, s.Save(ctx(t), v))
+		save(t, s, v)
 		v2 := v
 		v2.Stages = v.Stages[:1]
 		v2.Stages[0].Output = []byte(`{"risk":"none"}`)
 		v2.EarlyExit, v2.Label, v2.Category, v2.Action = true, pipeline.LabelClean, pipeline.CategoryClean, pipeline.ActionNone
 		v2.Severity, v2.Confidence, v2.Attempts, v2.EvidenceIDs, v2.Rationale = 1, 0.5, 3, nil, ""
-		require.NoError(t, s.Save(ctx(t), v2))
+		require.True(t, save(t, s, v2), "done replacing done is committed")
 		got, err := s.Get(ctx(t), v.Key)
 		require.NoError(t, err)
 		requireSame(t, v2, got)
@@ -124,7 +133,7 @@ func RunVerdictStoreConformance(t *testing.T, newStore func(t *testing.T) pipeli
 			v := base
 			f(&v)
 			v.Attempts = i + 1
-			require.NoError(t, s.Save(ctx(t), v))
+			require.True(t, save(t, s, v))
 			saved = append(saved, v)
 		}
 		for _, v := range saved {
@@ -139,12 +148,26 @@ func RunVerdictStoreConformance(t *testing.T, newStore func(t *testing.T) pipeli
 			t.Parallel()
 			s := newStore(t)
 			v := SampleVerdict("room-guard-" + string(st))
-			require.NoError(t, s.Save(ctx(t), v))
+			save(t, s, v)
 			late := pipeline.Verdict{Key: v.Key, RunID: "run-late", Status: st, Error: "late attempt", Attempts: 5, PublishedAt: v.PublishedAt}
-			require.NoError(t, s.Save(ctx(t), late))
+			require.False(t, save(t, s, late), "the done-guard kept the stored verdict: nothing committed")
 			got, err := s.Get(ctx(t), v.Key)
 			require.NoError(t, err)
 			requireSame(t, v, got)
+		})
+		t.Run(string(st)+" is replaced by a later "+string(st), func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			v := SampleVerdict("room-again-" + string(st))
+			first := pipeline.Verdict{Key: v.Key, RunID: v.RunID, Status: st, Error: "first", Attempts: 1, PublishedAt: v.PublishedAt}
+			require.True(t, save(t, s, first))
+			again := first
+			again.Error, again.Attempts = "again", 2
+			require.True(t, save(t, s, again), "only the done-guard keeps a row")
+			got, err := s.Get(ctx(t), v.Key)
+			require.NoError(t, err)
+			require.Equal(t, "again", got.Error)
+			require.Equal(t, 2, got.Attempts)
 		})
 		t.Run(string(st)+" is replaced by done", func(t *testing.T) {
 			t.Parallel()
@@ -152,14 +175,14 @@ func RunVerdictStoreConformance(t *testing.T, newStore func(t *testing.T) pipeli
 			v := SampleVerdict("room-redo-" + string(st))
 			early := pipeline.Verdict{Key: v.Key, RunID: v.RunID, Status: st, Error: "model unavailable", Attempts: 1, PublishedAt: v.PublishedAt,
 				Stages: []pipeline.StageResult{{Stage: pipeline.StageTriage, Pool: pipeline.PoolPrimary, Error: "timeout", Attempts: 3}}}
-			require.NoError(t, s.Save(ctx(t), early))
+			require.True(t, save(t, s, early))
 			got, err := s.Get(ctx(t), v.Key)
 			require.NoError(t, err)
 			require.Equal(t, st, got.Status)
 			require.Equal(t, "model unavailable", got.Error)
 			require.Len(t, got.Stages, 1)
 			require.Equal(t, "timeout", got.Stages[0].Error)
-			require.NoError(t, s.Save(ctx(t), v))
+			require.True(t, save(t, s, v), "done replacing "+string(st)+" is committed")
 			got, err = s.Get(ctx(t), v.Key)
 			require.NoError(t, err)
 			requireSame(t, v, got)
@@ -180,7 +203,7 @@ func RunVerdictStoreConformance(t *testing.T, newStore func(t *testing.T) pipeli
 				v := base
 				v.Attempts = i + 1
 				v.Stages = base.Stages[:1+i%len(base.Stages)]
-				errs[i] = s.Save(ctx(t), v)
+				_, errs[i] = s.Save(ctx(t), v)
 			}()
 		}
 		wg.Wait()
@@ -198,8 +221,10 @@ func RunVerdictStoreConformance(t *testing.T, newStore func(t *testing.T) pipeli
 		s := newStore(t)
 		c, cancel := context.WithCancel(context.Background())
 		cancel()
-		require.Error(t, s.Save(c, SampleVerdict("room-cancel")))
-		_, err := s.Get(ctx(t), SampleVerdict("room-cancel").Key)
+		committed, err := s.Save(c, SampleVerdict("room-cancel"))
+		require.Error(t, err)
+		require.False(t, committed)
+		_, err = s.Get(ctx(t), SampleVerdict("room-cancel").Key)
 		require.ErrorIs(t, err, pipeline.ErrVerdictNotFound)
 	})
 }
@@ -254,4 +279,13 @@ func requireSame(t *testing.T, want, got pipeline.Verdict) {
 		}
 		require.Equal(t, w.Error, g.Error)
 	}
+}
+
+// MustSave saves v in s, failing the test on an error, and reports whether
+// the save committed v: for tests that need a verdict stored.
+func MustSave(t testing.TB, ctx context.Context, s pipeline.VerdictStore, v pipeline.Verdict) (committed bool) {
+	t.Helper()
+	committed, err := s.Save(ctx, v)
+	require.NoError(t, err)
+	return committed
 }

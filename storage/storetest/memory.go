@@ -59,17 +59,18 @@ func (m *Memory) Get(ctx context.Context, key pipeline.ReviewKey) (pipeline.Verd
 	return clone(v), nil
 }
 
-// Save upserts v; a stored done verdict is kept when v is not done.
-func (m *Memory) Save(ctx context.Context, v pipeline.Verdict) error {
+// Save upserts v; a stored done verdict is kept when v is not done, and
+// Save then reports nothing committed.
+func (m *Memory) Save(ctx context.Context, v pipeline.Verdict) (bool, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return false, err
 	}
 	m.mu.Lock()
 	hook := m.SaveErr
 	m.mu.Unlock()
 	if hook != nil {
 		if err := hook(v); err != nil {
-			return err
+			return false, err
 		}
 	}
 	m.mu.Lock()
@@ -85,10 +86,10 @@ func (m *Memory) Save(ctx context.Context, v pipeline.Verdict) error {
 		v.Stages[i].Latency = v.Stages[i].Latency.Round(time.Microsecond)
 	}
 	if old, ok := m.rows[v.Key]; ok && old.Status == pipeline.StatusDone && v.Status != pipeline.StatusDone {
-		return nil
+		return false, nil
 	}
 	m.rows[v.Key] = v
-	return nil
+	return true, nil
 }
 
 // Saves returns how many Save calls got past the failure hooks.

@@ -249,15 +249,19 @@ func primaryScenario(t *testing.T, s sizes) {
 	e.startWorker()
 	e.startWorker()
 	e.send(events(t, s.primary))
-	e.settle(s.primary, s.settle)
+	// A stage whose every attempt drew malformed or truncate (12% of the
+	// primary's calls each) has no usable answer: failed by design, about
+	// 2e-4 of stages.
+	e.settleOn(s.primary, s.settle, func() int { return e.done() + e.unusable() })
 	stages := e.count("SELECT COUNT(*) FROM verdict_stages")
 	fallback := e.count("SELECT COUNT(*) FROM verdict_stages WHERE pool = 'fallback'")
 	dlq := e.depth(e.queue.DLQURL)
-	done := e.done()
+	done, unusable := e.done(), e.unusable()
 	record(row{"primary pool 30 % faults (429, 500, hang, malformed, truncated)", fmt.Sprintf("%d events, 2 workers", s.primary),
-		fmt.Sprintf("%d%% done; fallback answered %d of %d stages (%.1f %%); DLQ %d", 100*done/s.primary, fallback, stages, 100*float64(fallback)/float64(max(stages, 1)), dlq),
-		done == s.primary && dlq == 0})
-	require.Equal(t, s.primary, done)
+		fmt.Sprintf("%d%% done, %d failed for unusable answers; fallback answered %d of %d stages (%.1f %%); DLQ %d", 100*done/s.primary, unusable, fallback, stages, 100*float64(fallback)/float64(max(stages, 1)), dlq),
+		done+unusable == s.primary && dlq == 0})
+	require.Equal(t, s.primary, done+unusable)
+	require.LessOrEqual(t, unusable, s.primary/100)
 }
 
 // sqsScenario: the workers lose SQS for a while (receives, heartbeats,

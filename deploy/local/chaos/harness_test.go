@@ -294,13 +294,25 @@ func (e *env) count(q string) int {
 
 func (e *env) done() int { return e.count("SELECT COUNT(*) FROM verdicts WHERE status = 'done'") }
 
+// unusable counts the reviews failed because a stage had no usable answer
+// in any attempt: the job's own end, never retried.
+func (e *env) unusable() int {
+	return e.count("SELECT COUNT(*) FROM verdicts WHERE status = 'failed' AND error LIKE '%no usable answer%'")
+}
+
 // settle waits until n reviews are done and the queue is empty.
 func (e *env) settle(n int, within time.Duration) {
+	e.t.Helper()
+	e.settleOn(n, within, e.done)
+}
+
+// settleOn waits until ended counts n reviews and the queue is empty.
+func (e *env) settleOn(n int, within time.Duration, ended func() int) {
 	t := e.t
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		d := e.done()
+		d := ended()
 		if d >= n && e.depth(e.queue.URL) == 0 {
 			return
 		}

@@ -32,6 +32,7 @@ import (
 	"github.com/chatguard/chatguard/storage/redisstop"
 	"github.com/chatguard/chatguard/storage/s3lake"
 	"github.com/chatguard/chatguard/storage/sqs"
+	"github.com/chatguard/chatguard/storage/storetest"
 )
 
 var (
@@ -126,7 +127,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		RunID: "run-1", Status: pipeline.StatusDone, Label: pipeline.LabelAbusive, Category: pipeline.CategoryExternalPayment, Severity: 4,
 		Confidence: 0.92, Action: pipeline.ActionRestrict, Rationale: "The seller moves the chat to KakaoTalk and asks for a prepayment by bank transfer.",
 		EvidenceIDs: []string{"m3", "m4"}, Attempts: 1, PublishedAt: windowEnd, StartedAt: windowEnd, FinishedAt: windowEnd.Add(3 * time.Second)}
-	require.NoError(t, store.Save(ctx, v))
+	storetest.MustSave(t, ctx, store, v)
 	id, err := store.VerdictID(ctx, v.Key)
 	require.NoError(t, err)
 
