@@ -81,3 +81,9 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
+
+// deploy-verify computes the pipeline version with the product's own
+// functions (pipeline/llm, pipeline/review), never a copy.
+require github.com/chatguard/chatguard v0.0.0
+
+replace github.com/chatguard/chatguard => ../..
