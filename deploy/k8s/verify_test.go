@@ -119,6 +119,12 @@ func TestDeployVerifyNamesEachProblem(t *testing.T) {
 		{"egress to the metadata service", func(t *testing.T, s *manifest.Set) {
 			s.NetworkPolicies["chatguard-egress-internet-https"].Spec.Egress[0].To[0].IPBlock.Except = []string{"10.0.0.0/8"}
 		}, []string{"egress: NetworkPolicy/chatguard-egress-internet-https egress.0: 0.0.0.0/0 reaches the instance metadata service"}},
+		{"chat API in a namespace egress does not reach", func(t *testing.T, s *manifest.Set) {
+			for _, name := range []string{"chatguard-worker", "chatguard-console"} {
+				configMapOf(t, s, name).Data["CHATGUARD_CHAT_API_URL"] = "http://chat-history.chat-v2.svc.cluster.local:8080"
+			}
+		}, []string{`egress: Deployment/chatguard-worker CHATGUARD_CHAT_API_URL: "http://chat-history.chat-v2.svc.cluster.local:8080": no egress policy of its pods allows namespace chat-v2 port 8080`,
+			`egress: Deployment/chatguard-console CHATGUARD_CHAT_API_URL`}},
 		{"no default deny", func(t *testing.T, s *manifest.Set) {
 			delete(s.NetworkPolicies, "chatguard-default-deny-egress")
 		}, []string{"egress: NetworkPolicy: no default-deny egress policy"}},

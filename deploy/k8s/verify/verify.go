@@ -3,8 +3,9 @@
 // the template, images not pinned by digest, a console that disagrees with
 // the workers on a dependency they share (and so on the pipeline version),
 // a Secret the deploy docs do not list, spending caps left off in prod,
-// identity headers trusted from beyond loopback, and egress that reaches
-// the instance metadata service. `make deploy-verify` runs it through
+// identity headers trusted from beyond loopback, egress that reaches the
+// instance metadata service, and egress that does not reach the in-cluster
+// model pool or chat API. `make deploy-verify` runs it through
 // cmd/deploy-verify.
 package verify
 
@@ -12,12 +13,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"net/url"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
 	"github.com/chatguard/chatguard/deploy/k8s/manifest"
@@ -97,6 +101,7 @@ func Check(s *manifest.Set, o Options) Report {
 	}
 	r.Problems = append(r.Problems, trust(s)...)
 	r.Problems = append(r.Problems, egress(s)...)
+	r.Problems = append(r.Problems, reachable(s)...)
 	return r
 }
 
@@ -451,6 +456,71 @@ func egress(s *manifest.Set) []Problem {
 		out = append(out, Problem{"egress", "NetworkPolicy", "no default-deny egress policy (podSelector {} and policyTypes [Egress]): pods reach the metadata service, the VPC and the internet"})
 	}
 	return out
+}
+
+// reachable checks that the egress policies let the workers and the
+// console reach the in-cluster services their URLs name
+// (http://NAME.NAMESPACE.svc.cluster.local:PORT): a policy that names
+// another namespace or port would leave them talking to nothing.
+func reachable(s *manifest.Set) []Problem {
+	var out []Problem
+	for _, d := range []string{Worker, Console} {
+		c, ok := mainContainer(s, d)
+		if !ok {
+			continue
+		}
+		env := Env(s, c)
+		podLabels := labels.Set(s.Deployments[d].Spec.Template.Labels)
+		for _, k := range []string{"CHATGUARD_PRIMARY_BASE_URL", "CHATGUARD_CHAT_API_URL"} {
+			u, err := url.Parse(env[k].value)
+			if err != nil || u.Host == "" {
+				continue
+			}
+			parts := strings.Split(u.Hostname(), ".")
+			if len(parts) < 3 || parts[2] != "svc" {
+				continue // outside the cluster: the address rules apply
+			}
+			ns, port := parts[1], u.Port()
+			if port == "" {
+				port = map[string]string{"https": "443"}[u.Scheme]
+				if port == "" {
+					port = "80"
+				}
+			}
+			if !allows(s, podLabels, ns, port) {
+				out = append(out, Problem{"egress", "Deployment/" + d + " " + k,
+					fmt.Sprintf("%q: no egress policy of its pods allows namespace %s port %s", env[k].value, ns, port)})
+			}
+		}
+	}
+	return out
+}
+
+// allows reports whether an egress policy selecting pods of podLabels lets
+// them reach namespace ns on port.
+func allows(s *manifest.Set, podLabels labels.Set, ns, port string) bool {
+	for _, n := range manifest.Names(s.NetworkPolicies) {
+		np := s.NetworkPolicies[n]
+		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+		if err != nil || !sel.Matches(podLabels) {
+			continue
+		}
+		for _, rule := range np.Spec.Egress {
+			portOK := len(rule.Ports) == 0
+			for _, p := range rule.Ports {
+				portOK = portOK || p.Port == nil || p.Port.String() == port
+			}
+			if !portOK {
+				continue
+			}
+			for _, peer := range rule.To {
+				if peer.NamespaceSelector != nil && peer.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] == ns {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // String renders the report for a terminal.
