@@ -179,3 +179,55 @@ func TestPipelineVersionFollowsTheModels(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, base, same, "the pool URLs are not part of the version, only the models")
 }
+
+// TestRotatedSecretsReachThePods: in prod every Secret a pod reads is
+// synced by an ExternalSecret from the store named in values.env, and every
+// Deployment names each Secret it reads in its Reloader annotation, so a
+// rotation rolls the pods that hold the old value.
+func TestRotatedSecretsReachThePods(t *testing.T) {
+	t.Parallel()
+	s := render(t, "prod")
+	synced := map[string]bool{}
+	for _, es := range s.ExternalSecrets {
+		require.Equal(t, "aws-secrets-manager", es.Spec.SecretStoreRef.Name, "the store of values.env")
+		require.Equal(t, "ClusterSecretStore", es.Spec.SecretStoreRef.Kind)
+		require.NotEmpty(t, es.Spec.RefreshInterval)
+		synced[es.Spec.Target.Name] = true
+	}
+	require.True(t, synced["chatguard-batch"], "the batch pod's Secret is synced too")
+	for _, n := range manifest.Names(s.Deployments) {
+		d := s.Deployments[n]
+		reads := map[string]bool{}
+		for _, c := range d.Spec.Template.Spec.Containers {
+			for _, e := range c.Env {
+				if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+					reads[e.ValueFrom.SecretKeyRef.Name] = true
+				}
+			}
+		}
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			if v.Secret != nil {
+				reads[v.Secret.SecretName] = true
+			}
+		}
+		reloads := map[string]bool{}
+		for _, r := range strings.Split(d.Annotations["secret.reloader.stakater.com/reload"], ",") {
+			if r = strings.TrimSpace(r); r != "" {
+				reloads[r] = true
+			}
+		}
+		for secret := range reads {
+			require.True(t, synced[secret], "Deployment %s reads Secret %s, which no ExternalSecret syncs", n, secret)
+			require.True(t, reloads[secret], "Deployment %s reads Secret %s but Reloader does not roll it when it changes", n, secret)
+		}
+	}
+	for _, n := range manifest.Names(s.Jobs) {
+		for _, c := range s.Jobs[n].Spec.Template.Spec.Containers {
+			for _, e := range c.Env {
+				if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+					require.True(t, synced[e.ValueFrom.SecretKeyRef.Name], "Job %s reads Secret %s, which no ExternalSecret syncs", n, e.ValueFrom.SecretKeyRef.Name)
+				}
+			}
+		}
+	}
+}
