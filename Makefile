@@ -187,6 +187,18 @@ DEPLOY_TEST_FLAGS ?= -count=1 -p 2 -timeout 30m
 test-deploy: test-airflow ## test the image, the Kubernetes manifests, alerts, dashboard and the Airflow DAG (no stack)
 	cd deploy/k8s && $(GO) test $(DEPLOY_TEST_FLAGS) ./...
 
+# The overlay deploy-verify renders (a name under deploy/k8s/overlays or a
+# path), and optionally a values file in place of its values.env.
+OVERLAY ?= prod
+VALUES  ?=
+
+.PHONY: deploy-verify
+deploy-verify: ## render OVERLAY=<name|dir> (VALUES=<file>) and fail, naming each placeholder, unpinned image, console/worker disagreement, undocumented Secret, zero spending cap or trust beyond loopback
+	@dir=$(OVERLAY); case "$$dir" in */*) dir=$$(realpath "$$dir");; *) dir=$(CURDIR)/deploy/k8s/overlays/$$dir;; esac; \
+	values=$(VALUES); if [ -n "$$values" ]; then values=$$(realpath "$$values"); fi; \
+	cd deploy/k8s && $(GO) run ./cmd/deploy-verify --overlay "$$dir" --docs ../README.md \
+		$$( [ -n "$$values" ] && echo --values "$$values" ) $$( case "$$(basename "$$dir")" in dev*) echo --dev;; esac )
+
 .PHONY: test-airflow
 test-airflow: ## test the Airflow DAG with python3's standard library
 	@command -v python3 >/dev/null || { echo "python3 is missing"; exit 1; }
@@ -194,17 +206,18 @@ test-airflow: ## test the Airflow DAG with python3's standard library
 
 test: test-deploy
 
-# The image without a container daemon, as an OCI layout in bin/image
-# (IMAGE_FLAGS="--base REF --push REF" for a real base and a registry; see
-# deploy/README.md, "Image").
+# The image without a container daemon, as an OCI layout in bin/image, its
+# SBOM (CycloneDX, the Go modules of each binary) beside it in
+# bin/image.cdx.json (IMAGE_FLAGS="--base REF@sha256:... --push REF" for a
+# real base and a registry; see deploy/README.md, "Image").
 IMAGE_VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 IMAGE_REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 IMAGE_FLAGS    ?=
 
 .PHONY: image
-image: ## build the image without a daemon into bin/image (OCI layout)
-	@rm -rf bin/image
-	cd deploy/k8s && $(GO) run ./cmd/chatguard-image --root ../.. --version $(IMAGE_VERSION) --revision $(IMAGE_REVISION) --layout ../../bin/image --tag chatguard:$(IMAGE_VERSION) $(IMAGE_FLAGS)
+image: ## build the image without a daemon into bin/image (OCI layout) and its SBOM into bin/image.cdx.json
+	@rm -rf bin/image bin/image.cdx.json
+	cd deploy/k8s && $(GO) run ./cmd/chatguard-image --root ../.. --version $(IMAGE_VERSION) --revision $(IMAGE_REVISION) --layout ../../bin/image --sbom ../../bin/image.cdx.json --tag chatguard:$(IMAGE_VERSION) $(IMAGE_FLAGS)
 
 # The moderators' console on the running stack, over the demo's database
 # (make demo first; it leaves the stack up with `DEMO_FLAGS=--keep-stack`

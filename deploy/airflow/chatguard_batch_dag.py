@@ -136,6 +136,10 @@ with DAG(
         cmds=["/batch"],
         arguments=["--window-start", WINDOW_START, "--window-end", WINDOW_END],
         service_account_name=SERVICE_ACCOUNT,  # IRSA: Athena, S3 results, SQS
+        # The egress NetworkPolicies of the namespace select pods by these
+        # labels (deploy/k8s/base/network-egress.yaml): without them the
+        # pod reaches nothing, not even DNS.
+        labels={"app.kubernetes.io/name": "chatguard", "app.kubernetes.io/component": "batch"},
         env_from=[
             # Every CHATGUARD_* setting of the batch (deploy/k8s/base/config/batch.env).
             k8s.V1EnvFromSource(config_map_ref=k8s.V1ConfigMapEnvSource(name=CONFIG_MAP)),

@@ -264,6 +264,10 @@ class DagTest(unittest.TestCase):
         self.assertEqual(op.image, PINNED)
         self.assertEqual(op.namespace, "chatguard")
         self.assertEqual(op.service_account_name, "chatguard-batch")
+        # The labels the egress NetworkPolicies select the batch pod by.
+        egress = (HERE.parent / "k8s" / "base" / "network-egress.yaml").read_text()
+        self.assertEqual(op.labels, {"app.kubernetes.io/name": "chatguard", "app.kubernetes.io/component": "batch"})
+        self.assertRegex(egress, r"name: chatguard-egress-aws\n(.*\n){5}\s+values: \[[^\]]*\bbatch\b")
         self.assertEqual([e.config_map_ref.name for e in op.env_from], ["chatguard-batch"])
         (dsn,) = op.env_vars
         self.assertEqual(dsn.name, "CHATGUARD_MYSQL_DSN")

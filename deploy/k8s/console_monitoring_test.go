@@ -10,8 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
-
-	"github.com/chatguard/chatguard/deploy/k8s/manifest"
 )
 
 // consoleAlerts are the console's conditions docs/operations.md's runbook
@@ -21,7 +19,7 @@ var consoleAlerts = []string{
 	"ChatguardConsoleAdmissionRefusalsHigh", "ChatguardConsoleClientsDropped", "ChatguardConsoleLiveEventsNotKept",
 }
 
-// TestConsoleMonitoring checks deploy/k8s/console's PodMonitor (it selects
+// TestConsoleMonitoring checks the console's PodMonitor (base/monitoring/console.yaml) (it selects
 // the console's pods and scrapes the port that serves /metrics) and its
 // PrometheusRule as TestAlertRules checks the workers': Prometheus' own
 // rule loader, every chatguard_ metric exported by the binaries with the
@@ -29,8 +27,7 @@ var consoleAlerts = []string{
 // and a runbook section per alert.
 func TestConsoleMonitoring(t *testing.T) {
 	t.Parallel()
-	s, err := manifest.Render("console")
-	require.NoError(t, err)
+	s := render(t, "prod")
 	pm, ok := s.PodMonitors["chatguard-console"]
 	require.True(t, ok, "PodMonitor chatguard-console")
 	d := s.Deployments["chatguard-console"]

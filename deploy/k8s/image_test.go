@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"debug/buildinfo"
 	"debug/elf"
 	"errors"
 	"io"
@@ -28,6 +29,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/deploy/k8s/image"
+	"github.com/chatguard/chatguard/deploy/k8s/manifest"
 )
 
 // created is a fixed creation time, so that digests are reproducible.
@@ -236,4 +238,54 @@ func TestDockerfileMatchesTheBuilder(t *testing.T) {
 		require.Contains(t, df, "/out/"+b, "the Dockerfile does not copy %s", b)
 	}
 	require.NotRegexp(t, `(?m)^FROM .*:latest`, df)
+}
+
+// TestSBOMListsTheModules: the SBOM written beside the daemonless image
+// names each binary and every Go module it was linked from, as the
+// binary's own build information records them.
+func TestSBOMListsTheModules(t *testing.T) {
+	t.Parallel()
+	dir := binaries(t)
+	b, err := image.SBOM(dir, stamp)
+	require.NoError(t, err)
+	var bom image.CycloneDX
+	require.NoError(t, manifest.DecodeStrict(b, &bom), "the SBOM is exactly the CycloneDX fields written")
+	require.Equal(t, "CycloneDX", bom.BOMFormat)
+	require.Equal(t, "1.5", bom.SpecVersion)
+	require.Equal(t, stamp.Version, bom.Metadata.Component.Version)
+	purls := map[string]bool{}
+	for _, c := range bom.Components {
+		if c.Type == "library" {
+			require.Equal(t, "pkg:golang/"+c.Name+"@"+c.Version, c.PURL)
+			purls[c.PURL] = true
+		}
+	}
+	deps := map[string][]string{}
+	for _, d := range bom.Dependencies {
+		deps[d.Ref] = d.DependsOn
+	}
+	require.Len(t, deps["chatguard"], len(image.Binaries))
+	for _, name := range image.Binaries {
+		bi, err := buildinfo.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		require.NotEmpty(t, bi.Deps, name)
+		require.Len(t, deps["binary:"+name], len(bi.Deps), name)
+		for _, m := range bi.Deps {
+			if m.Replace != nil {
+				m = m.Replace
+			}
+			purl := "pkg:golang/" + m.Path + "@" + m.Version
+			require.True(t, purls[purl], "%s links %s, missing from the SBOM", name, purl)
+			require.Contains(t, deps["binary:"+name], purl)
+		}
+	}
+	// The worker talks to MySQL: its driver is listed.
+	found := false
+	for p := range purls {
+		found = found || strings.HasPrefix(p, "pkg:golang/github.com/go-sql-driver/mysql@")
+	}
+	require.True(t, found, "the MySQL driver is missing from the SBOM")
+	again, err := image.SBOM(dir, stamp)
+	require.NoError(t, err)
+	require.Equal(t, b, again, "the same binaries give the same SBOM")
 }

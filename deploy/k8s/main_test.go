@@ -112,7 +112,13 @@ var (
 	rendered = map[string]*manifest.Set{}
 )
 
-// render builds an overlay once and returns its objects.
+// sampleValues fill in an overlay's template values.env for the tests: the
+// shipped prod values.env is full of placeholders (deploy-verify refuses
+// it), so prod is checked as an operator would have filled it.
+var sampleValues = map[string]string{"prod": "testdata/prod-values.env"}
+
+// render builds an overlay once (prod with its sample values) and returns
+// its objects.
 func render(t *testing.T, overlay string) *manifest.Set {
 	t.Helper()
 	renderMu.Lock()
@@ -120,7 +126,14 @@ func render(t *testing.T, overlay string) *manifest.Set {
 	if s, ok := rendered[overlay]; ok {
 		return s
 	}
-	s, err := manifest.Render(filepath.Join("overlays", overlay))
+	dir := filepath.Join("overlays", overlay)
+	var replace map[string][]byte
+	if v, ok := sampleValues[overlay]; ok {
+		b, err := os.ReadFile(v)
+		require.NoError(t, err)
+		replace = map[string][]byte{filepath.Join(dir, "values.env"): b}
+	}
+	s, err := manifest.RenderWith(dir, replace)
 	require.NoError(t, err)
 	rendered[overlay] = s
 	return s

@@ -129,14 +129,26 @@ func atoi(t *testing.T, v string) int64 {
 	return n
 }
 
-// container returns the only container of a Deployment.
+// container returns a Deployment's chatguard container: its only one, or
+// the one named after it (console in chatguard-console, beside the
+// oauth2-proxy sidecar).
 func container(t *testing.T, s *manifest.Set, deployment string) corev1.Container {
 	t.Helper()
 	d, ok := s.Deployments[deployment]
 	require.True(t, ok, "Deployment %s missing", deployment)
-	require.Len(t, d.Spec.Template.Spec.Containers, 1)
-	return d.Spec.Template.Spec.Containers[0]
+	cs := d.Spec.Template.Spec.Containers
+	for _, c := range cs {
+		if c.Name == strings.TrimPrefix(deployment, "chatguard-") {
+			return c
+		}
+	}
+	require.Len(t, cs, 1)
+	return cs[0]
 }
+
+// sidecars are the containers that do not run a chatguard binary: their
+// image is pinned and hardened like the rest, their flags are their own.
+var sidecars = map[string]bool{"oauth2-proxy": true}
 
 func TestOverlaysRenderStrictly(t *testing.T) {
 	t.Parallel()
@@ -154,23 +166,33 @@ func TestOverlaysRenderStrictly(t *testing.T) {
 				got = append(got, id)
 			}
 			sort.Strings(got)
-			require.Equal(t, []string{
-				"ConfigMap/chatguard-batch", "ConfigMap/chatguard-compact-<hash>", "ConfigMap/chatguard-consumer-<hash>", "ConfigMap/chatguard-dashboard",
+			want := []string{
+				"ConfigMap/chatguard-batch", "ConfigMap/chatguard-compact-<hash>", "ConfigMap/chatguard-console-<hash>", "ConfigMap/chatguard-consumer-<hash>", "ConfigMap/chatguard-dashboard",
 				"ConfigMap/chatguard-purge-<hash>", "ConfigMap/chatguard-worker-<hash>",
 				"CronJob/chatguard-compact", "CronJob/chatguard-purge",
-				"Deployment/chatguard-consumer", "Deployment/chatguard-worker",
+				"Deployment/chatguard-console", "Deployment/chatguard-consumer", "Deployment/chatguard-worker",
 				"Job/chatguard-migrate",
 				"Namespace/" + map[string]string{"dev": "chatguard-dev", "prod": "chatguard"}[o],
-				"NetworkPolicy/chatguard-default-deny-ingress", "NetworkPolicy/chatguard-metrics", "NetworkPolicy/chatguard-worker-operator-api",
-				"PodDisruptionBudget/chatguard-consumer", "PodDisruptionBudget/chatguard-worker",
-				"PodMonitor/chatguard-consumer", "PodMonitor/chatguard-worker",
-				"PrometheusRule/chatguard",
+				"NetworkPolicy/chatguard-console", "NetworkPolicy/chatguard-default-deny-egress", "NetworkPolicy/chatguard-default-deny-ingress",
+				"NetworkPolicy/chatguard-egress-aws", "NetworkPolicy/chatguard-egress-dns", "NetworkPolicy/chatguard-egress-internet-https",
+				"NetworkPolicy/chatguard-egress-mysql", "NetworkPolicy/chatguard-egress-redis", "NetworkPolicy/chatguard-egress-services",
+				"NetworkPolicy/chatguard-metrics", "NetworkPolicy/chatguard-worker-operator-api",
+				"PodDisruptionBudget/chatguard-console", "PodDisruptionBudget/chatguard-consumer", "PodDisruptionBudget/chatguard-worker",
+				"PodMonitor/chatguard-console", "PodMonitor/chatguard-consumer", "PodMonitor/chatguard-worker",
+				"PrometheusRule/chatguard", "PrometheusRule/chatguard-console",
 				"ScaledObject/chatguard-consumer", "ScaledObject/chatguard-worker",
-				"Service/chatguard-worker",
-				"ServiceAccount/chatguard-batch", "ServiceAccount/chatguard-compact", "ServiceAccount/chatguard-consumer", "ServiceAccount/chatguard-migrate",
+				"Service/chatguard-console", "Service/chatguard-worker",
+				"ServiceAccount/chatguard-batch", "ServiceAccount/chatguard-compact", "ServiceAccount/chatguard-console", "ServiceAccount/chatguard-consumer", "ServiceAccount/chatguard-migrate",
 				"ServiceAccount/chatguard-purge", "ServiceAccount/chatguard-worker",
 				"TriggerAuthentication/chatguard-aws",
-			}, got)
+			}
+			if o == "prod" {
+				// The Secrets, synced from the secret manager.
+				want = append(want, "ExternalSecret/chatguard-batch", "ExternalSecret/chatguard-console", "ExternalSecret/chatguard-migrate",
+					"ExternalSecret/chatguard-operator-tokens", "ExternalSecret/chatguard-worker")
+			}
+			sort.Strings(want)
+			require.Equal(t, want, got)
 			require.Empty(t, s.Secrets, "no Secret is kept in git; they are created as deploy/README.md says")
 			for _, ns := range s.Namespaces {
 				require.Equal(t, "restricted", ns.Labels["pod-security.kubernetes.io/enforce"], "the namespace enforces the restricted pod security standard")
@@ -222,6 +244,9 @@ func TestContainersAreHardened(t *testing.T) {
 						"%s: image %q must be pinned by version tag or digest", where, c.Image)
 					require.NotEqual(t, corev1.PullAlways, c.ImagePullPolicy, where)
 
+					if sidecars[c.Name] {
+						continue
+					}
 					bin := strings.TrimPrefix(c.Command[0], "/")
 					require.Contains(t, image.Binaries, bin, "%s runs %s, which the image does not have", where, c.Command[0])
 					require.Equal(t, "/"+bin, c.Command[0])
@@ -259,6 +284,9 @@ func TestEnvIsEveryFlag(t *testing.T) {
 			used := map[string]bool{}
 			for _, p := range pods(s) {
 				for _, c := range p.spec.Containers {
+					if sidecars[c.Name] {
+						continue
+					}
 					cmd := commandOf(t, c)
 					fl, ok := flags[cmd]
 					require.True(t, ok, "%s runs %q, whose flags are unknown", p.owner, cmd)
@@ -499,8 +527,9 @@ func TestNetworkPolicies(t *testing.T) {
 				for _, rule := range np.Spec.Ingress {
 					require.NotEmpty(t, rule.From, "%s: a rule without peers opens the port to everyone", n)
 					for _, peer := range rule.From {
-						require.NotNil(t, peer.NamespaceSelector, "%s: peers are named by namespace and pod", n)
-						require.NotNil(t, peer.PodSelector, "%s: peers are named by namespace and pod", n)
+						// A pod selector alone names this namespace's pods.
+						require.NotNil(t, peer.PodSelector, "%s: peers are named by pod (and namespace, when another)", n)
+						require.Nil(t, peer.IPBlock, "%s: peers are pods, not addresses", n)
 					}
 					for _, port := range rule.Ports {
 						for _, p := range pods(s) {
@@ -533,6 +562,7 @@ func TestNetworkPolicies(t *testing.T) {
 			}
 			op := s.NetworkPolicies["chatguard-worker-operator-api"]
 			require.Equal(t, "moderator-console", op.Spec.Ingress[0].From[0].PodSelector.MatchLabels["app.kubernetes.io/name"])
+			require.Nil(t, op.Spec.Ingress[0].From[0].NamespaceSelector, "the console runs in the workers' namespace")
 			require.Equal(t, "operator", op.Spec.Ingress[0].Ports[0].Port.String(), "the console reaches only the operator port")
 			for _, rule := range metrics.Spec.Ingress {
 				for _, p := range rule.Ports {
@@ -548,8 +578,8 @@ func TestMonitorsScrapeWhatThePodsServe(t *testing.T) {
 	for _, o := range overlays {
 		t.Run(o, func(t *testing.T) {
 			s := render(t, o)
-			require.Len(t, s.PodMonitors, 2)
-			for _, d := range []string{"chatguard-worker", "chatguard-consumer"} {
+			require.Len(t, s.PodMonitors, 3)
+			for _, d := range []string{"chatguard-worker", "chatguard-consumer", "chatguard-console"} {
 				pm, ok := s.PodMonitors[d]
 				require.True(t, ok, "PodMonitor %s", d)
 				sel, err := metav1.LabelSelectorAsSelector(&pm.Spec.Selector)

@@ -158,3 +158,43 @@ type Rule struct {
 	Labels        map[string]string `json:"labels,omitempty"`
 	Annotations   map[string]string `json:"annotations,omitempty"`
 }
+
+// ExternalSecret is the External Secrets Operator's ExternalSecret
+// (external-secrets.io/v1): a Secret synced from a secret manager.
+type ExternalSecret struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              ExternalSecretSpec `json:"spec"`
+}
+
+// ExternalSecretSpec is the spec of an ExternalSecret, with the fields
+// chatguard sets.
+type ExternalSecretSpec struct {
+	RefreshInterval string               `json:"refreshInterval,omitempty"`
+	SecretStoreRef  SecretStoreRef       `json:"secretStoreRef"`
+	Target          ExternalSecretTarget `json:"target"`
+	DataFrom        []ExternalSecretFrom `json:"dataFrom,omitempty"`
+}
+
+// SecretStoreRef names the (Cluster)SecretStore an ExternalSecret reads.
+type SecretStoreRef struct {
+	Kind string `json:"kind,omitempty"`
+	Name string `json:"name"`
+}
+
+// ExternalSecretTarget is the Secret an ExternalSecret writes.
+type ExternalSecretTarget struct {
+	Name           string `json:"name"`
+	CreationPolicy string `json:"creationPolicy,omitempty"`
+	DeletionPolicy string `json:"deletionPolicy,omitempty"`
+}
+
+// ExternalSecretFrom takes every property of one remote entry.
+type ExternalSecretFrom struct {
+	Extract *ExternalSecretRemoteRef `json:"extract,omitempty"`
+}
+
+// ExternalSecretRemoteRef is one entry of the secret manager.
+type ExternalSecretRemoteRef struct {
+	Key string `json:"key"`
+}

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"sort"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -39,16 +40,39 @@ type Set struct {
 	TriggerAuths    map[string]*TriggerAuthentication
 	PodMonitors     map[string]*PodMonitor
 	PrometheusRules map[string]*PrometheusRule
+	ExternalSecrets map[string]*ExternalSecret
 	// Order lists every object as "Kind/name" in rendered order.
 	Order []string
+	// YAML holds each object as rendered, by "Kind/name".
+	YAML map[string][]byte
 }
 
 // Render builds the kustomization in dir (a path on disk) and decodes every
 // object strictly. It fails on the first object of an unknown kind or with
 // an unknown field, and on two objects of one kind with one name.
 func Render(dir string) (*Set, error) {
+	return RenderWith(dir, nil)
+}
+
+// RenderWith is Render with some files read from replace instead of the
+// disk, keyed by their path (as given, relative to the working directory or
+// absolute): how an overlay is rendered with another values.env without
+// copying it.
+func RenderWith(dir string, replace map[string][]byte) (*Set, error) {
+	var fsys filesys.FileSystem = filesys.MakeFsOnDisk()
+	if len(replace) > 0 {
+		r := replacingFS{FileSystem: fsys, files: map[string][]byte{}}
+		for p, b := range replace {
+			abs, err := filepath.Abs(p)
+			if err != nil {
+				return nil, fmt.Errorf("manifest: %w", err)
+			}
+			r.files[abs] = b
+		}
+		fsys = r
+	}
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	m, err := k.Run(filesys.MakeFsOnDisk(), dir)
+	m, err := k.Run(fsys, dir)
 	if err != nil {
 		return nil, fmt.Errorf("manifest: kustomize build %s: %w", dir, err)
 	}
@@ -59,7 +83,8 @@ func Render(dir string) (*Set, error) {
 		Jobs: map[string]*batchv1.Job{}, CronJobs: map[string]*batchv1.CronJob{}, PDBs: map[string]*policyv1.PodDisruptionBudget{},
 		NetworkPolicies: map[string]*networkingv1.NetworkPolicy{}, ScaledObjects: map[string]*ScaledObject{},
 		TriggerAuths: map[string]*TriggerAuthentication{}, PodMonitors: map[string]*PodMonitor{},
-		PrometheusRules: map[string]*PrometheusRule{},
+		PrometheusRules: map[string]*PrometheusRule{}, ExternalSecrets: map[string]*ExternalSecret{},
+		YAML: map[string][]byte{},
 	}
 	for _, r := range m.Resources() {
 		y, err := r.AsYAML()
@@ -71,6 +96,22 @@ func Render(dir string) (*Set, error) {
 		}
 	}
 	return s, nil
+}
+
+// replacingFS reads some files from memory and the rest from the disk.
+type replacingFS struct {
+	filesys.FileSystem
+	files map[string][]byte // by absolute path
+}
+
+// ReadFile returns the replacement of path, if any.
+func (r replacingFS) ReadFile(path string) ([]byte, error) {
+	if abs, err := filepath.Abs(path); err == nil {
+		if b, ok := r.files[abs]; ok {
+			return append([]byte(nil), b...), nil
+		}
+	}
+	return r.FileSystem.ReadFile(path)
 }
 
 func (s *Set) add(apiVersion, kind, name string, y []byte) error {
@@ -105,6 +146,8 @@ func (s *Set) add(apiVersion, kind, name string, y []byte) error {
 		err = put(s.PodMonitors, name, y)
 	case "monitoring.coreos.com/v1 PrometheusRule":
 		err = put(s.PrometheusRules, name, y)
+	case "external-secrets.io/v1 ExternalSecret":
+		err = put(s.ExternalSecrets, name, y)
 	default:
 		err = fmt.Errorf("kind %s %s has no decoder here: add its type to package manifest", apiVersion, kind)
 	}
@@ -112,6 +155,7 @@ func (s *Set) add(apiVersion, kind, name string, y []byte) error {
 		return fmt.Errorf("manifest: %s: %w", id, err)
 	}
 	s.Order = append(s.Order, id)
+	s.YAML[id] = y
 	return nil
 }
 

@@ -5,10 +5,11 @@
 //
 //	cd deploy/k8s && go run ./cmd/chatguard-image \
 //	    --root ../.. --version v1.4.0 --revision "$(git rev-parse HEAD)" \
-//	    --base gcr.io/distroless/static-debian12:nonroot \
+//	    --base gcr.io/distroless/static-debian12:nonroot@sha256:<digest> \
 //	    --push registry.example.com/chatguard:v1.4.0
 //
-// --base REF pulls the base from its registry; --base-layout DIR reads one
+// --base REF@sha256:... pulls the base from its registry (a tag alone is
+// refused); --base-layout DIR reads one
 // pulled earlier (crane pull --format=oci); with neither, the base is
 // image.MinimalBase, which has no CA certificates and is for tests only.
 //
@@ -25,6 +26,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -46,6 +48,7 @@ type options struct {
 	base, baseLayout       string
 	layoutDir, tarballPath string
 	push, tag              string
+	sbom                   string
 	created                int64
 }
 
@@ -58,11 +61,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.arch, "arch", runtime.GOARCH, "target architecture (linux/ARCH)")
 	fs.StringVar(&o.stamp.Version, "version", "", "release version stamped into the binaries and labels (required)")
 	fs.StringVar(&o.stamp.Revision, "revision", "", "source revision, e.g. git rev-parse HEAD (required)")
-	fs.StringVar(&o.base, "base", "", "base image to pull, e.g. gcr.io/distroless/static-debian12:nonroot (pin it by digest)")
+	fs.StringVar(&o.base, "base", "", "base image to pull, pinned by digest: gcr.io/distroless/static-debian12:nonroot@sha256:...")
 	fs.StringVar(&o.baseLayout, "base-layout", "", "OCI layout holding the base image (crane pull --format=oci)")
 	fs.StringVar(&o.layoutDir, "layout", "", "write the image as an OCI layout into this new directory")
 	fs.StringVar(&o.tarballPath, "tarball", "", "write the image as a docker-load tarball to this file (needs --tag)")
 	fs.StringVar(&o.push, "push", "", "push the image to this reference (REGISTRY/REPO:TAG)")
+	fs.StringVar(&o.sbom, "sbom", "", "write the image's SBOM (CycloneDX JSON: each binary's Go modules) to this file")
 	fs.StringVar(&o.tag, "tag", "chatguard:dev", "reference name recorded in the layout and the tarball")
 	fs.Int64Var(&o.created, "created", envInt("SOURCE_DATE_EPOCH"), "creation time, Unix seconds (default $SOURCE_DATE_EPOCH, else 0) for a reproducible digest")
 	if err := fs.Parse(args); err != nil {
@@ -77,6 +81,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if o.base != "" && o.baseLayout != "" {
 		errs = append(errs, errors.New("--base and --base-layout exclude each other"))
+	}
+	if o.base != "" && !strings.Contains(o.base, "@sha256:") {
+		errs = append(errs, fmt.Errorf("--base %q: pin the base by digest (REF@sha256:...), a tag can change under the same name", o.base))
 	}
 	if o.layoutDir == "" && o.tarballPath == "" && o.push == "" {
 		errs = append(errs, errors.New("say where the image goes: --layout, --tarball or --push"))
@@ -127,6 +134,16 @@ func build(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	img, err := image.Assemble(base, binDir, o.stamp, created)
 	if err != nil {
 		return err
+	}
+	if o.sbom != "" {
+		b, err := image.SBOM(binDir, o.stamp)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(o.sbom, b, 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "sbom %s\n", o.sbom)
 	}
 	if o.layoutDir != "" {
 		d, err := image.WriteLayout(o.layoutDir, img, o.tag)

@@ -22,6 +22,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		"stray argument":      {"--version", "v1", "--revision", "abc", "--layout", "x", "extra"},
 		"unknown flag":        {"--nope"},
 		"version with spaces": {"--version", "v 1", "--revision", "abc", "--layout", "x"},
+		"base by tag":         {"--version", "v1", "--revision", "abc", "--layout", "x", "--base", "gcr.io/distroless/static-debian12:nonroot"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
