@@ -21,6 +21,7 @@ var requiredAlerts = []string{
 	"ChatguardJobFailureRateHigh", "ChatguardFallbackShareHigh", "ChatguardLLMBreakerOpen",
 	"ChatguardStopSubscriberDown", "ChatguardLakeEventsDropped", "ChatguardConsumerDown",
 	"ChatguardConsumerBufferStale", "ChatguardDependencyDown",
+	"ChatguardBatchStale", "ChatguardBatchFreshnessUnknown", "ChatguardAutoscalerErrors",
 }
 
 const runbookBase = "https://github.com/chatguard/chatguard/blob/main/deploy/README.md#"
