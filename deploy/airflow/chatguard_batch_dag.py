@@ -60,10 +60,30 @@ def pinned_image(ref: str) -> str:
     )
 
 
+_LAUNCH_HOUR = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:00(:00)?(Z|[+-]00:00)$")
+
+
+def launch_hour(value: str) -> datetime:
+    """Return the DAG's start_date from CHATGUARD_DAG_START: a whole UTC hour
+    in RFC 3339 (2026-12-01T09:00:00Z), the hour of the launch. The first
+    run covers the hour that starts there. Raise ValueError otherwise, so a
+    DAG without a deliberate start fails to load instead of picking one:
+    with a start in the past, every hour since would be a run of its own
+    as soon as anyone backfills or turns catch-up on, each reviewed by the
+    models (published_at is the publish time, so --max-age expires none)."""
+    value = (value or "").strip()
+    if not value:
+        raise ValueError("CHATGUARD_DAG_START is not set: give the launch hour, e.g. 2026-12-01T09:00:00Z")
+    if not _LAUNCH_HOUR.match(value):
+        raise ValueError(f"CHATGUARD_DAG_START={value!r} is not a whole UTC hour like 2026-12-01T09:00:00Z")
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(timezone.utc)
+
+
 # Deployment-specific settings come from the Airflow environment so that the
 # same file serves every environment. The image is the one the Kustomize
 # overlay pins (deploy/README.md, "Upgrade").
 IMAGE = pinned_image(os.environ.get("CHATGUARD_IMAGE", ""))
+START = launch_hour(os.environ.get("CHATGUARD_DAG_START", ""))
 NAMESPACE = os.environ.get("CHATGUARD_NAMESPACE", "chatguard")
 SERVICE_ACCOUNT = os.environ.get("CHATGUARD_BATCH_SERVICE_ACCOUNT", "chatguard-batch")
 CONFIG_MAP = os.environ.get("CHATGUARD_BATCH_CONFIG_MAP", "chatguard-batch")
@@ -122,9 +142,12 @@ with DAG(
     dag_id="chatguard_batch",
     description="Athena -> SQS: one review event per chat room active in the hour",
     schedule=SCHEDULE,
-    start_date=datetime(2026, 11, 1, tzinfo=timezone.utc),
-    catchup=True,  # explicit: Airflow 3 defaults to False; every missed hour runs with its own window
-    max_active_runs=3,  # bounds Athena and SQS load during a catch-up
+    start_date=START,
+    # No implicit catch-up (Airflow 2 defaults to True): enabling the DAG,
+    # or re-enabling it after a pause, runs only the latest hour. Missed
+    # hours are published on purpose with a backfill (README.md, "Backfill").
+    catchup=False,
+    max_active_runs=3,  # bounds Athena and SQS load during a backfill
     default_args=default_args,
     tags=["chatguard"],
 ) as dag:

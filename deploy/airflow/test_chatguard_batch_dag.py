@@ -26,6 +26,7 @@ from unittest import mock
 HERE = Path(__file__).resolve().parent
 DAG_FILE = HERE / "chatguard_batch_dag.py"
 PINNED = "registry.example.com/chatguard:v1.4.0"
+LAUNCH = "2026-12-01T09:00:00Z"
 
 # RFC 3339 date-time with an explicit offset, as the batch binary parses it.
 RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
@@ -196,7 +197,7 @@ class Airflow:
 
     def load(self, env: dict | None = None):
         """Import the DAG file afresh with these stand-ins and environment."""
-        environ = {"CHATGUARD_IMAGE": PINNED}
+        environ = {"CHATGUARD_IMAGE": PINNED, "CHATGUARD_DAG_START": LAUNCH}
         environ.update(env or {})
         name = f"chatguard_batch_dag_{self.layout.replace('.', '_').replace('-', '_')}"
         spec = importlib.util.spec_from_file_location(name, DAG_FILE)
@@ -231,7 +232,7 @@ class DagTest(unittest.TestCase):
                 self.assertIsInstance(dag.schedule, af.timetable)
                 self.assertEqual(dag.schedule.cron, "@hourly")
                 self.assertEqual(dag.schedule.timezone, "UTC")
-                self.assertTrue(dag.catchup)
+                self.assertIs(dag.catchup, False, "no implicit catch-up: missed hours are a deliberate backfill")
 
                 # The run Airflow schedules at 06:00 UTC covers [05:00, 06:00).
                 start, end = hourly_interval(datetime(2026, 11, 1, 6, 0, 7, tzinfo=timezone.utc))
@@ -307,6 +308,43 @@ class DagTest(unittest.TestCase):
                     Airflow("3-sdk").load({"CHATGUARD_IMAGE": image})
         with self.assertRaisesRegex(ValueError, "not set"):
             Airflow("3-sdk").load({"CHATGUARD_IMAGE": None})
+
+    def test_start_is_the_launch_hour_and_nothing_is_caught_up(self):
+        # Enabling the DAG runs the hours from the launch on, never the
+        # month before it: start_date is the configured launch hour and
+        # catch-up is off (Airflow 2 would default it on).
+        for layout in LAYOUTS:
+            with self.subTest(layout=layout):
+                af = Airflow(layout)
+                af.load()
+                dag = af.dags[0]
+                self.assertEqual(dag.start_date, datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc))
+                self.assertEqual(dag.start_date.utcoffset(), timedelta(0))
+                self.assertIs(dag.catchup, False)
+        for ok, want in (("2026-12-01T09:00Z", datetime(2026, 12, 1, 9, tzinfo=timezone.utc)),
+                         ("2027-01-31T23:00:00+00:00", datetime(2027, 1, 31, 23, tzinfo=timezone.utc))):
+            with self.subTest(start=ok):
+                af = Airflow("2.9")
+                af.load({"CHATGUARD_DAG_START": ok})
+                self.assertEqual(af.dags[0].start_date, want)
+        # Not a whole UTC hour, or missing: the DAG does not load.
+        for bad in ("2026-12-01T09:30:00Z", "2026-12-01T09:00:00+01:00", "2026-12-01", "yesterday", "  "):
+            with self.subTest(start=bad):
+                with self.assertRaisesRegex(ValueError, "CHATGUARD_DAG_START"):
+                    Airflow("3-sdk").load({"CHATGUARD_DAG_START": bad})
+        with self.assertRaisesRegex(ValueError, "not set"):
+            Airflow("3-sdk").load({"CHATGUARD_DAG_START": None})
+
+    def test_backfill_and_provider_are_documented(self):
+        # Missed hours are a deliberate command, and the provider's minimum
+        # version is the one the requirements file pins.
+        readme = (HERE / "README.md").read_text()
+        reqs = (HERE / "requirements.txt").read_text()
+        (pin,) = re.findall(r"^apache-airflow-providers-cncf-kubernetes>=([0-9.]+)$", reqs, re.M)
+        self.assertIn(f"apache-airflow-providers-cncf-kubernetes>={pin}", readme)
+        self.assertIn("airflow backfill create --dag-id chatguard_batch", readme)
+        self.assertIn("airflow dags backfill", readme)
+        self.assertIn("CHATGUARD_DAG_START", readme)
 
     def test_failure_callback_hook(self):
         af = Airflow("3-sdk")

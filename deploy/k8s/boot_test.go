@@ -226,8 +226,10 @@ func TestRenderedConfigStartsTheBinaries(t *testing.T) {
 			t.Run("migrate", func(t *testing.T) {
 				t.Parallel()
 				deps := newDeadDeps(t)
-				c := s.Jobs["chatguard-migrate"].Spec.Template.Spec.Containers[0]
-				p := start(t, filepath.Join(dir, "worker"), append(c.Command[1:], c.Args...), deps.environ(t, envOf(t, s, c)))
+				// The migration has a kustomization of its own.
+				m := render(t, o+"/migrate")
+				c := m.Jobs["chatguard-migrate"].Spec.Template.Spec.Containers[0]
+				p := start(t, filepath.Join(dir, "worker"), append(c.Command[1:], c.Args...), deps.environ(t, envOf(t, m, c)))
 				requireAccepted(t, p, p.exit(t))
 				require.Len(t, deps.accepted, 1, "migrate never dialled MySQL")
 			})

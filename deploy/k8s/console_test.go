@@ -3,6 +3,7 @@ package k8s_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -84,6 +85,26 @@ func TestConsoleManifests(t *testing.T) {
 			require.Equal(t, "http://chatguard-worker:9091", env["CHATGUARD_OPERATOR_URL"].value)
 			_, ok = s.PDBs["chatguard-console"]
 			require.True(t, ok)
+
+			// Autoscaled on its in-flight reviews: KEDA owns the count, one
+			// replica per threshold reviews running, below the slots a pod has.
+			require.Nil(t, d.Spec.Replicas, "KEDA owns the console's replica count")
+			so, ok := s.ScaledObjects["chatguard-console"]
+			require.True(t, ok, "ScaledObject chatguard-console")
+			require.Equal(t, "chatguard-console", so.Spec.ScaleTargetRef.Name)
+			require.Len(t, so.Spec.Triggers, 1)
+			tr := so.Spec.Triggers[0]
+			require.Equal(t, "prometheus", tr.Type)
+			sels := checkExpr(t, "console autoscaling", tr.Metadata["query"], exported(t))
+			require.Equal(t, "chatguard_console_reviews_running", sels[0].name, "the console's in-flight reviews")
+			require.Contains(t, tr.Metadata["query"], `namespace="`+d.Namespace+`"`)
+			require.Less(t, atoi(t, tr.Metadata["threshold"]), atoi(t, env["CHATGUARD_MAX_REVIEWS"].value),
+				"a replica is added before a pod's --max-reviews slots are all taken")
+			require.NotNil(t, so.Spec.Fallback)
+			require.GreaterOrEqual(t, *so.Spec.MinReplicaCount, int32(1))
+			require.GreaterOrEqual(t, so.Spec.Fallback.Replicas, *so.Spec.MinReplicaCount)
+			stab := time.Duration(*so.Spec.Advanced.HorizontalPodAutoscalerConfig.Behavior.ScaleDown.StabilizationWindowSeconds) * time.Second
+			require.Greater(t, stab, time.Duration(*d.Spec.Template.Spec.TerminationGracePeriodSeconds)*time.Second)
 		})
 	}
 }

@@ -124,3 +124,79 @@ func TestIAMPoliciesAreLeastPrivilegeForProd(t *testing.T) {
 		require.False(t, strings.HasPrefix(r, "arn:aws:sqs:") && r != sqsARN(t, batch["CHATGUARD_REVIEW_QUEUE_URL"]), "batch touches only the review queue, not %s", r)
 	}
 }
+
+// trust is an IAM role trust policy as iam/<name>-trust.json holds it.
+type trust struct {
+	Version   string
+	Statement []struct {
+		Sid       string
+		Effect    string
+		Principal struct{ Federated string }
+		Action    string
+		Condition struct {
+			StringEquals map[string]stringOrList
+		}
+	}
+}
+
+// kedaOperator is the ServiceAccount of KEDA's operator (the Helm chart's
+// default release in namespace keda).
+const kedaOperator = "system:serviceaccount:keda:keda-operator"
+
+// TestIAMTrustPolicies holds iam/*-trust.json to prod's ServiceAccounts:
+// each role trusts the cluster's OIDC provider for exactly its workload's
+// ServiceAccount and, where KEDA reads a queue with that role
+// (identityOwner: workload), KEDA's operator as well; no other role trusts
+// KEDA.
+func TestIAMTrustPolicies(t *testing.T) {
+	t.Parallel()
+	s := render(t, "prod")
+	// The ServiceAccounts KEDA assumes the role of: those of the
+	// Deployments a ScaledObject scales with workload identity.
+	viaKEDA := map[string]bool{}
+	for _, so := range s.ScaledObjects {
+		for _, tr := range so.Spec.Triggers {
+			if tr.AuthenticationRef == nil {
+				continue
+			}
+			ta := s.TriggerAuths[tr.AuthenticationRef.Name]
+			if ta != nil && ta.Spec.PodIdentity != nil && ta.Spec.PodIdentity.IdentityOwner == "workload" {
+				viaKEDA[s.Deployments[so.Spec.ScaleTargetRef.Name].Spec.Template.Spec.ServiceAccountName] = true
+			}
+		}
+	}
+	require.True(t, viaKEDA["chatguard-worker"] && viaKEDA["chatguard-consumer"], "%v", viaKEDA)
+
+	for _, name := range []string{"worker", "consumer", "batch", "compact"} {
+		t.Run(name, func(t *testing.T) {
+			sa := s.ServiceAccounts["chatguard-"+name]
+			require.NotNil(t, sa)
+			account := requireIRSA(t, sa)
+			b, err := os.ReadFile(filepath.Join("iam", name+"-trust.json"))
+			require.NoError(t, err, "the role's trust policy ships next to its permissions")
+			var p trust
+			dec := json.NewDecoder(strings.NewReader(string(b)))
+			dec.DisallowUnknownFields()
+			require.NoError(t, dec.Decode(&p))
+			require.Equal(t, "2012-10-17", p.Version)
+			require.Len(t, p.Statement, 1)
+			st := p.Statement[0]
+			require.Equal(t, "Allow", st.Effect)
+			require.Equal(t, "sts:AssumeRoleWithWebIdentity", st.Action)
+			m := regexp.MustCompile(`^arn:aws:iam::([0-9]{12}):oidc-provider/(oidc\.eks\.[a-z0-9-]+\.amazonaws\.com/id/[A-Z0-9]+)$`).FindStringSubmatch(st.Principal.Federated)
+			require.NotNil(t, m, "principal %q is the cluster's OIDC provider", st.Principal.Federated)
+			require.Equal(t, account, m[1], "the provider is in the role's account")
+			provider := m[2]
+			require.Len(t, st.Condition.StringEquals, 2, "only aud and sub are compared")
+			require.Equal(t, stringOrList{"sts.amazonaws.com"}, st.Condition.StringEquals[provider+":aud"])
+			want := []string{"system:serviceaccount:" + sa.Namespace + ":" + sa.Name}
+			if viaKEDA[sa.Name] {
+				want = append(want, kedaOperator)
+			}
+			got := []string(st.Condition.StringEquals[provider+":sub"])
+			sort.Strings(got)
+			sort.Strings(want)
+			require.Equal(t, want, got, "%s: trusted subjects (KEDA's operator exactly where it scales on this role)", name)
+		})
+	}
+}

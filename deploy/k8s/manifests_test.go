@@ -1,6 +1,7 @@
 package k8s_test
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -160,7 +161,7 @@ func TestOverlaysRenderStrictly(t *testing.T) {
 			s := render(t, o)
 			var got []string
 			for _, id := range s.Order {
-				if strings.HasPrefix(id, "ConfigMap/chatguard-") && id != "ConfigMap/chatguard-batch" && id != "ConfigMap/chatguard-dashboard" {
+				if strings.HasPrefix(id, "ConfigMap/chatguard-") && id != "ConfigMap/chatguard-batch" && id != "ConfigMap/chatguard-dashboard" && id != "ConfigMap/chatguard-sql-exporter-collectors" {
 					id = id[:strings.LastIndex(id, "-")] + "-<hash>"
 				}
 				got = append(got, id)
@@ -168,10 +169,9 @@ func TestOverlaysRenderStrictly(t *testing.T) {
 			sort.Strings(got)
 			want := []string{
 				"ConfigMap/chatguard-batch", "ConfigMap/chatguard-compact-<hash>", "ConfigMap/chatguard-console-<hash>", "ConfigMap/chatguard-consumer-<hash>", "ConfigMap/chatguard-dashboard",
-				"ConfigMap/chatguard-purge-<hash>", "ConfigMap/chatguard-worker-<hash>",
+				"ConfigMap/chatguard-purge-<hash>", "ConfigMap/chatguard-sql-exporter-collectors", "ConfigMap/chatguard-worker-<hash>",
 				"CronJob/chatguard-compact", "CronJob/chatguard-purge",
 				"Deployment/chatguard-console", "Deployment/chatguard-consumer", "Deployment/chatguard-worker",
-				"Job/chatguard-migrate",
 				"Namespace/" + map[string]string{"dev": "chatguard-dev", "prod": "chatguard"}[o],
 				"NetworkPolicy/chatguard-console", "NetworkPolicy/chatguard-default-deny-egress", "NetworkPolicy/chatguard-default-deny-ingress",
 				"NetworkPolicy/chatguard-egress-aws", "NetworkPolicy/chatguard-egress-dns", "NetworkPolicy/chatguard-egress-internet-https",
@@ -180,7 +180,8 @@ func TestOverlaysRenderStrictly(t *testing.T) {
 				"PodDisruptionBudget/chatguard-console", "PodDisruptionBudget/chatguard-consumer", "PodDisruptionBudget/chatguard-worker",
 				"PodMonitor/chatguard-console", "PodMonitor/chatguard-consumer", "PodMonitor/chatguard-worker",
 				"PrometheusRule/chatguard", "PrometheusRule/chatguard-console",
-				"ScaledObject/chatguard-consumer", "ScaledObject/chatguard-worker",
+				"Role/chatguard-airflow-pod-launcher", "RoleBinding/chatguard-airflow-pod-launcher",
+				"ScaledObject/chatguard-console", "ScaledObject/chatguard-consumer", "ScaledObject/chatguard-worker",
 				"Service/chatguard-console", "Service/chatguard-worker",
 				"ServiceAccount/chatguard-batch", "ServiceAccount/chatguard-compact", "ServiceAccount/chatguard-console", "ServiceAccount/chatguard-consumer", "ServiceAccount/chatguard-migrate",
 				"ServiceAccount/chatguard-purge", "ServiceAccount/chatguard-worker",
@@ -192,7 +193,7 @@ func TestOverlaysRenderStrictly(t *testing.T) {
 					"ExternalSecret/chatguard-operator-tokens", "ExternalSecret/chatguard-worker")
 			}
 			sort.Strings(want)
-			require.Equal(t, want, got)
+			require.Equal(t, want, got, "the migration Job is not here: overlays/%s/migrate applies it before the rollout", o)
 			require.Empty(t, s.Secrets, "no Secret is kept in git; they are created as deploy/README.md says")
 			for _, ns := range s.Namespaces {
 				require.Equal(t, "restricted", ns.Labels["pod-security.kubernetes.io/enforce"], "the namespace enforces the restricted pod security standard")
@@ -282,34 +283,37 @@ func TestEnvIsEveryFlag(t *testing.T) {
 		t.Run(o, func(t *testing.T) {
 			s := render(t, o)
 			used := map[string]bool{}
-			for _, p := range pods(s) {
-				for _, c := range p.spec.Containers {
-					if sidecars[c.Name] {
-						continue
-					}
-					cmd := commandOf(t, c)
-					fl, ok := flags[cmd]
-					require.True(t, ok, "%s runs %q, whose flags are unknown", p.owner, cmd)
-					env := envOf(t, s, c)
-					for name, src := range env {
-						if runtimeEnv[name] {
+			// The migration Job renders from its own kustomization.
+			for _, set := range []*manifest.Set{s, render(t, o+"/migrate")} {
+				for _, p := range pods(set) {
+					for _, c := range p.spec.Containers {
+						if sidecars[c.Name] {
 							continue
 						}
-						f, ok := fl[name]
-						require.True(t, ok, "%s: %s (from %s) is not a flag of %s", p.owner, name, src.from, cmd)
-						require.NotContains(t, unset, cmd+" "+f.Name, "%s: %s must not be set: %s", p.owner, name, unset[cmd+" "+f.Name])
-						if src.secretRef != nil {
-							k := src.secretRef.Name + " " + src.secretRef.Key + " " + name
-							require.True(t, documented[k], "%s: secret %s key %s (%s) is missing from deploy/README.md's Secrets table", p.owner, src.secretRef.Name, src.secretRef.Key, name)
-							used[k] = true
+						cmd := commandOf(t, c)
+						fl, ok := flags[cmd]
+						require.True(t, ok, "%s runs %q, whose flags are unknown", p.owner, cmd)
+						env := envOf(t, set, c)
+						for name, src := range env {
+							if runtimeEnv[name] {
+								continue
+							}
+							f, ok := fl[name]
+							require.True(t, ok, "%s: %s (from %s) is not a flag of %s", p.owner, name, src.from, cmd)
+							require.NotContains(t, unset, cmd+" "+f.Name, "%s: %s must not be set: %s", p.owner, name, unset[cmd+" "+f.Name])
+							if src.secretRef != nil {
+								k := src.secretRef.Name + " " + src.secretRef.Key + " " + name
+								require.True(t, documented[k], "%s: secret %s key %s (%s) is missing from deploy/README.md's Secrets table", p.owner, src.secretRef.Name, src.secretRef.Key, name)
+								used[k] = true
+							}
 						}
-					}
-					// Every setting is wired: a deployment that leaves a flag to
-					// the binary's default has to say so here.
-					for envName, f := range fl {
-						if _, ok := env[envName]; !ok {
-							_, skip := unset[cmd+" "+f.Name]
-							require.True(t, skip, "%s: --%s (%s) is wired nowhere: add it to the ConfigMap, a Secret, or the unset list with a reason", p.owner, f.Name, envName)
+						// Every setting is wired: a deployment that leaves a flag to
+						// the binary's default has to say so here.
+						for envName, f := range fl {
+							if _, ok := env[envName]; !ok {
+								_, skip := unset[cmd+" "+f.Name]
+								require.True(t, skip, "%s: --%s (%s) is wired nowhere: add it to the ConfigMap, a Secret, or the unset list with a reason", p.owner, f.Name, envName)
+							}
 						}
 					}
 				}
@@ -392,6 +396,11 @@ func TestProbesHitServedRoutes(t *testing.T) {
 	}
 }
 
+// reviewP99 is the planning figure for the p99 of a review's wall time
+// that the worker's drain is sized from (deploy/README.md, "Rollouts",
+// says where it comes from and how to measure it in production).
+const reviewP99 = 90 * time.Second
+
 func TestGracePeriodCoversTheDrain(t *testing.T) {
 	t.Parallel()
 	flags := flagsOf(t)
@@ -407,6 +416,10 @@ func TestGracePeriodCoversTheDrain(t *testing.T) {
 				require.NotNil(t, grace, d)
 				require.Greater(t, time.Duration(*grace)*time.Second, drain+wait,
 					"%s: terminationGracePeriodSeconds %d must exceed --drain-timeout %s + --wait-time %s", d, *grace, drain, wait)
+				if d == "chatguard-worker" {
+					require.GreaterOrEqual(t, drain, reviewP99+30*time.Second,
+						"--drain-timeout %s must let a review at the p99 of review time (%s, deploy/README.md \"Rollouts\") finish, with margin", drain, reviewP99)
+				}
 				require.Zero(t, s.Deployments[d].Spec.Strategy.RollingUpdate.MaxUnavailable.IntValue(),
 					"%s: a rollout starts new pods before draining old ones", d)
 			}
@@ -428,9 +441,14 @@ func TestKEDAScalesOnTheQueuesTheBinariesRead(t *testing.T) {
 				require.Equal(t, "Deployment", so.Spec.ScaleTargetRef.Kind)
 				c := container(t, s, d)
 				env, fl := envOf(t, s, c), flags[c.Command[0]]
-				require.Len(t, so.Spec.Triggers, 1, d)
 				tr := so.Spec.Triggers[0]
 				require.Equal(t, "aws-sqs-queue", tr.Type)
+				// A scaler that errors (IAM trust, throttling) holds a
+				// fleet that still reviews, between the bounds.
+				require.NotNil(t, so.Spec.Fallback, "%s: a fallback block", d)
+				require.GreaterOrEqual(t, so.Spec.Fallback.FailureThreshold, int32(3), d)
+				require.GreaterOrEqual(t, so.Spec.Fallback.Replicas, *so.Spec.MinReplicaCount, d)
+				require.LessOrEqual(t, so.Spec.Fallback.Replicas, *so.Spec.MaxReplicaCount, d)
 				require.NotNil(t, tr.AuthenticationRef, d)
 				ta, ok := s.TriggerAuths[tr.AuthenticationRef.Name]
 				require.True(t, ok, "%s: TriggerAuthentication %s", d, tr.AuthenticationRef.Name)
@@ -455,13 +473,17 @@ func TestKEDAScalesOnTheQueuesTheBinariesRead(t *testing.T) {
 					require.Equal(t, env["CHATGUARD_REVIEW_QUEUE_URL"].value, tr.Metadata["queueURL"], "the worker scales on the queue it polls")
 					require.Equal(t, "true", tr.Metadata["scaleOnInFlight"], "a worker's messages in flight are its work: count them")
 					require.Equal(t, setting(t, env, fl, "concurrency"), tr.Metadata["queueLength"], "one worker per --concurrency messages")
+					checkPrimaryGate(t, s, so, atoi(t, setting(t, env, fl, "concurrency")))
 				case "chatguard-consumer":
 					require.Equal(t, env["CHATGUARD_FEEDBACK_QUEUE_URL"].value, tr.Metadata["queueURL"], "the consumer scales on the queue it drains")
 					require.Equal(t, "false", tr.Metadata["scaleOnInFlight"], "a consumer holds messages on purpose while it buffers")
 					held := atoi(t, setting(t, env, fl, "max-buffered-events")) + 10*atoi(t, setting(t, env, fl, "receive-concurrency"))
 					require.Less(t, int64(max)*held, int64(120000),
 						"maxReplicaCount %d x (max-buffered-events + 10 x receive-concurrency = %d) must stay under SQS's 120,000 in-flight messages", max, held)
+					require.Len(t, so.Spec.Triggers, 1, d)
 					require.Greater(t, atoi(t, tr.Metadata["queueLength"]), int64(0))
+					require.LessOrEqual(t, atoi(t, tr.Metadata["queueLength"]), atoi(t, setting(t, env, fl, "max-buffered-events")),
+						"a replica's share of the backlog fits in what one consumer buffers")
 					// The memory limit holds the buffer twice over (messages and
 					// the Parquet being encoded).
 					lim := c.Resources.Limits[corev1.ResourceMemory]
@@ -496,6 +518,9 @@ func TestDisruptionBudgetsAndSpread(t *testing.T) {
 
 				keys := map[string]bool{}
 				for _, tsc := range dep.Spec.Template.Spec.TopologySpreadConstraints {
+					if d == "chatguard-worker" && tsc.TopologyKey == "topology.kubernetes.io/zone" {
+						require.Equal(t, corev1.DoNotSchedule, tsc.WhenUnsatisfiable, "workers spread over zones hard: a zone's loss takes at most its share")
+					}
 					tsel, err := metav1.LabelSelectorAsSelector(tsc.LabelSelector)
 					require.NoError(t, err)
 					require.True(t, tsel.Matches(podLabels), "%s: spread constraint on %s does not select the pods", d, tsc.TopologyKey)
@@ -631,9 +656,16 @@ func TestMigrationJob(t *testing.T) {
 	flags := flagsOf(t)
 	for _, o := range overlays {
 		t.Run(o, func(t *testing.T) {
-			s := render(t, o)
+			// Its own kustomization, applied and awaited before the
+			// overlay: same namespace, same image as the workers.
+			main := render(t, o)
+			s := render(t, o+"/migrate")
+			require.Len(t, s.Order, 2, "only the Job and its ServiceAccount: %v", s.Order)
 			j, ok := s.Jobs["chatguard-migrate"]
 			require.True(t, ok)
+			require.Equal(t, main.Deployments["chatguard-worker"].Namespace, j.Namespace)
+			require.Equal(t, container(t, main, "chatguard-worker").Image, j.Spec.Template.Spec.Containers[0].Image,
+				"the migration runs the schema of the build the workers roll to")
 			c := j.Spec.Template.Spec.Containers[0]
 			require.Equal(t, []string{"/worker", "migrate"}, c.Command)
 			require.Equal(t, corev1.RestartPolicyNever, j.Spec.Template.Spec.RestartPolicy)
@@ -717,4 +749,36 @@ func TestCronJobs(t *testing.T) {
 			require.NotContains(t, s.ServiceAccounts["chatguard-purge"].Annotations, "eks.amazonaws.com/role-arn", "purge needs no AWS access")
 		})
 	}
+}
+
+// checkPrimaryGate checks the worker's scale-out bound while the primary
+// pool is down: the formula scales on the queue trigger alone, except that
+// while the primary_down trigger reads 1 the backlog counted is capped at
+// a whole number of replicas' worth, between the bounds; the breaker query
+// reads this overlay's workers.
+func checkPrimaryGate(t *testing.T, s *manifest.Set, so *manifest.ScaledObject, concurrency int64) {
+	t.Helper()
+	require.Len(t, so.Spec.Triggers, 2)
+	q, gate := so.Spec.Triggers[0], so.Spec.Triggers[1]
+	require.Equal(t, "queue", q.Name)
+	require.Equal(t, "primary_down", gate.Name)
+	require.Equal(t, "prometheus", gate.Type)
+	ns := s.Deployments["chatguard-worker"].Namespace
+	require.Contains(t, gate.Metadata["query"], `namespace="`+ns+`"`, "the gate reads this overlay's workers")
+	require.Contains(t, gate.Metadata["query"], `chatguard_llm_breaker_state{`)
+	require.Contains(t, gate.Metadata["query"], `pool="primary"`)
+	require.True(t, strings.HasSuffix(gate.Metadata["query"], "or vector(0)"), "no series reads as closed, not as an error")
+	checkExpr(t, "primary_down", gate.Metadata["query"], exported(t))
+
+	sm := so.Spec.Advanced.ScalingModifiers
+	require.Equal(t, "AverageValue", sm["metricType"])
+	require.Equal(t, strconv.FormatInt(concurrency, 10), sm["target"], "the formula's target is --concurrency, like queueLength")
+	m := regexp.MustCompile(`^primary_down > 0 \? min\(queue, ([0-9]+)\) : queue$`).FindStringSubmatch(fmt.Sprint(sm["formula"]))
+	require.NotNil(t, m, "formula %q", sm["formula"])
+	capMsgs, err := strconv.ParseInt(m[1], 10, 64)
+	require.NoError(t, err)
+	require.Zero(t, capMsgs%concurrency, "the cap %d is a whole number of replicas' worth of --concurrency %d", capMsgs, concurrency)
+	capReplicas := int32(capMsgs / concurrency)
+	require.GreaterOrEqual(t, capReplicas, *so.Spec.MinReplicaCount)
+	require.Less(t, capReplicas, *so.Spec.MaxReplicaCount, "the cap bounds the scale-out below the maximum")
 }

@@ -21,6 +21,7 @@ var requiredAlerts = []string{
 	"ChatguardJobFailureRateHigh", "ChatguardFallbackShareHigh", "ChatguardLLMBreakerOpen",
 	"ChatguardStopSubscriberDown", "ChatguardLakeEventsDropped", "ChatguardConsumerDown",
 	"ChatguardConsumerBufferStale", "ChatguardDependencyDown",
+	"ChatguardBatchStale", "ChatguardBatchFreshnessUnknown", "ChatguardAutoscalerErrors",
 }
 
 // runbookDoc is the page every alert's runbook_url points into, and

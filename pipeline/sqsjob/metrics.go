@@ -31,6 +31,17 @@ type Metrics struct {
 	admissions   *prometheus.CounterVec
 }
 
+// jobOutcomes are every outcome label a job can end with: the handler's
+// (done, duplicate, ...), the loop's own (released, lease_lost, panic,
+// hold_timeout) and the defaults by action (deleted, retry, poison,
+// released, held). NewMetrics creates each series at zero, so that an
+// alert on a rate of one of them (no verdicts in an hour) sees a series
+// that is still 0 on a fleet that never produced one, rather than none.
+var jobOutcomes = []string{
+	"done", "duplicate", "busy", "expired", "failed", "failed_final", "stopped", "retry",
+	"released", "poison", "panic", "held", "hold_timeout", "lease_lost", "deleted",
+}
+
 // NewMetrics creates the metrics and registers them on reg when it is not
 // nil. Registering twice on one registry panics: use one Metrics per
 // registry.
@@ -39,7 +50,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "chatguard_worker_jobs_total",
-			Help: "Review jobs by outcome (done, duplicate, busy, expired, failed, failed_final, stopped, retry, released, poison, panic).",
+			Help: "Review jobs by outcome (done, duplicate, busy, expired, failed, failed_final, stopped, retry, released, poison, panic, held, hold_timeout, lease_lost, deleted).",
 		}, []string{"outcome"}),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "chatguard_worker_inflight_jobs", Help: "Jobs running now.",
@@ -108,6 +119,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "chatguard_worker_admission_total", Help: "Admission decisions before any model call (admitted, duplicate, busy, expired, invalid).",
 		}, []string{"decision"}),
+	}
+	for _, o := range jobOutcomes {
+		m.jobs.WithLabelValues(o)
 	}
 	if reg != nil {
 		reg.MustRegister(m.jobs, m.inflight, m.calls, m.callTime, m.received, m.deleted, m.extended, m.poison, m.panics, m.leaseLost, m.held, m.holdRetries,

@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
@@ -36,6 +37,8 @@ type Set struct {
 	CronJobs        map[string]*batchv1.CronJob
 	PDBs            map[string]*policyv1.PodDisruptionBudget
 	NetworkPolicies map[string]*networkingv1.NetworkPolicy
+	Roles           map[string]*rbacv1.Role
+	RoleBindings    map[string]*rbacv1.RoleBinding
 	ScaledObjects   map[string]*ScaledObject
 	TriggerAuths    map[string]*TriggerAuthentication
 	PodMonitors     map[string]*PodMonitor
@@ -82,6 +85,7 @@ func RenderWith(dir string, replace map[string][]byte) (*Set, error) {
 		Services: map[string]*corev1.Service{}, Deployments: map[string]*appsv1.Deployment{},
 		Jobs: map[string]*batchv1.Job{}, CronJobs: map[string]*batchv1.CronJob{}, PDBs: map[string]*policyv1.PodDisruptionBudget{},
 		NetworkPolicies: map[string]*networkingv1.NetworkPolicy{}, ScaledObjects: map[string]*ScaledObject{},
+		Roles: map[string]*rbacv1.Role{}, RoleBindings: map[string]*rbacv1.RoleBinding{},
 		TriggerAuths: map[string]*TriggerAuthentication{}, PodMonitors: map[string]*PodMonitor{},
 		PrometheusRules: map[string]*PrometheusRule{}, ExternalSecrets: map[string]*ExternalSecret{},
 		YAML: map[string][]byte{},
@@ -138,6 +142,10 @@ func (s *Set) add(apiVersion, kind, name string, y []byte) error {
 		err = put(s.PDBs, name, y)
 	case "networking.k8s.io/v1 NetworkPolicy":
 		err = put(s.NetworkPolicies, name, y)
+	case "rbac.authorization.k8s.io/v1 Role":
+		err = put(s.Roles, name, y)
+	case "rbac.authorization.k8s.io/v1 RoleBinding":
+		err = put(s.RoleBindings, name, y)
 	case "keda.sh/v1alpha1 ScaledObject":
 		err = put(s.ScaledObjects, name, y)
 	case "keda.sh/v1alpha1 TriggerAuthentication":
