@@ -49,15 +49,24 @@ func whoFrom(ctx context.Context) (Who, bool) {
 // addresses (anyone else could send the header), or a development session
 // cookie when --dev-login is on. It also issues and checks CSRF tokens.
 type auth struct {
-	proxies  []netip.Prefix
+	proxies []netip.Prefix
+	// header is the one identity header (--identity-header). Exactly one
+	// is read, never a list: a proxy passes through the headers it does
+	// not set itself (oauth2-proxy in reverse-proxy mode sets
+	// X-Forwarded-Email and forwards a client's X-Auth-Request-Email), so
+	// any second header would be the client's to forge.
+	header   string
 	devLogin bool
 	key      []byte
 	now      func() time.Time
 }
 
-// The identity headers of oauth2-proxy (--set-xauthrequest and
-// --pass-user-headers variants).
-var identityHeaders = []string{"X-Auth-Request-Email", "X-Forwarded-Email"}
+// auth returns the configuration's authenticator; Validate has checked
+// the proxies' CIDRs.
+func (c Config) auth(key []byte) *auth {
+	proxies, _ := c.proxies()
+	return &auth{proxies: proxies, header: c.IdentityHeader, devLogin: c.DevLogin, key: key, now: time.Now}
+}
 
 const (
 	sessionCookie = "chatguard_session"
@@ -104,9 +113,11 @@ func (a *auth) fromProxy(r *http.Request) bool {
 
 // identify returns who sent r, if anyone.
 func (a *auth) identify(r *http.Request) (Who, bool) {
-	if a.fromProxy(r) {
-		for _, h := range identityHeaders {
-			if v := strings.TrimSpace(r.Header.Get(h)); v != "" && validEmail(v) {
+	if a.fromProxy(r) && a.header != "" {
+		// Values: a repeated header is ambiguous (which one did the proxy
+		// set?), so only a single value signs anyone in.
+		if vs := r.Header.Values(a.header); len(vs) == 1 {
+			if v := strings.TrimSpace(vs[0]); v != "" && validEmail(v) {
 				return Who{Email: v, ID: moderatorID(v)}, true
 			}
 		}
@@ -119,6 +130,20 @@ func (a *auth) identify(r *http.Request) (Who, bool) {
 		}
 	}
 	return Who{}, false
+}
+
+// validHeaderName says whether s is an HTTP header field name (RFC 9110
+// token characters).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }
 
 func validEmail(s string) bool {

@@ -34,11 +34,13 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/cmd/internal/reviewers"
 	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/internal/standin"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/live"
 	"github.com/chatguard/chatguard/pipeline/llm"
+	"github.com/chatguard/chatguard/storage/redislimits"
 	"github.com/chatguard/chatguard/storage/redislive"
 )
 
@@ -130,8 +132,6 @@ func memNow() (heapStack uint64, rss uint64) {
 
 type row struct{ what, value, goal string }
 
-func TestMain(m *testing.M) { standin.Main(m) }
-
 // ttftUnderBacklog measures the interactive class's time to first token
 // with the primary idle and while a worker's batch backlog keeps it busy:
 // one simulator (16 requests running at most, like a vLLM server's
@@ -148,17 +148,21 @@ func ttftUnderBacklog(t *testing.T) []row {
 		Config: `{"ttft":"40ms","itl":"4ms","jitter":0,"tokens_per_chunk":4,"max_running":16,"max_waiting":10000}`})
 	rdb := redis.NewClient(&redis.Options{Addr: stacktest.Get(t, "CHATGUARD_REDIS_ADDR"), PoolSize: 128})
 	t.Cleanup(func() { rdb.Close() })
-	fleet := FleetConfig{FleetPrimaryLimit: 16, FleetPrimaryReserved: 4, FleetReplicas: 2,
-		FleetKeyPrefix: stacktest.Unique("bench-fleet") + ":"}
+	fleet := reviewers.DefaultOptions()
+	fleet.FleetPrimaryLimit, fleet.FleetPrimaryReserved, fleet.FleetReplicas = 16, 4, 2
+	fleet.FleetKeyPrefix = stacktest.Unique("bench-fleet") + ":"
 	router := func(conc int, withFleet bool) *llm.Router {
 		cfg := llm.Config{Primary: llm.PoolConfig{BaseURL: sim.BaseURL, Model: sim.Model, MaxConcurrency: conc,
 			AttemptTimeout: 30 * time.Second}, MaxAttempts: 1}
 		if withFleet {
-			cfg = fleet.withFleet(cfg, rdb)
+			cfg = fleet.Router(cfg, redislimits.New(rdb, ""))
 		}
 		r, err := llm.New(cfg, nil)
 		require.NoError(t, err)
-		t.Cleanup(runRouter(r))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = r.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
 		return r
 	}
 	req := func(c llm.Class) llm.Request {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
 	"github.com/chatguard/chatguard/cmd/internal/depflags"
+	"github.com/chatguard/chatguard/cmd/internal/reviewers"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/live"
 	"github.com/chatguard/chatguard/storage/chatapi"
@@ -21,8 +22,6 @@ import (
 // Config is every setting of the console; each is a flag and a CHATGUARD_
 // environment variable (see --help).
 type Config struct {
-	// Fleet: the workers' fleet-wide primary leases (capacity.go).
-	Fleet FleetConfig
 	// Outbox: the resend of unsent moderator feedback (feedback.go).
 	Outbox OutboxConfig
 
@@ -42,6 +41,11 @@ type Config struct {
 	LiveTTL       time.Duration
 
 	depflags.Pools
+	// Options: the stage engine's privacy, price and fleet settings,
+	// the workers' own (cmd/internal/reviewers): give the console the
+	// same values, so that on-demand verdicts share the workers' pipeline
+	// version and chat data is kept in the same bounds.
+	reviewers.Options
 
 	MaxReviews    int
 	ReviewTimeout time.Duration
@@ -55,6 +59,9 @@ type Config struct {
 	StopTTL           time.Duration
 
 	TrustedProxies string
+	// IdentityHeader is the one request header that names the signed-in
+	// moderator, trusted only from TrustedProxies.
+	IdentityHeader string
 	DevLogin       bool
 	SessionKeyFile string
 
@@ -66,8 +73,8 @@ func DefaultConfig() Config {
 	lv := redislive.DefaultConfig()
 	pools := depflags.DefaultPools()
 	pools.PrimaryConcurrency, pools.FallbackConcurrency = 8, 8
-	return Config{
-		Fleet:         defaultFleet(),
+	c := Config{
+		Options:       reviewers.DefaultOptions(),
 		Outbox:        defaultOutbox(),
 		ListenAddr:    ":8080",
 		AdminAddr:     ":9091",
@@ -87,6 +94,9 @@ func DefaultConfig() Config {
 		StopTTL:       10 * time.Minute,
 		LogLevel:      "info",
 	}
+	// oauth2-proxy's header in reverse-proxy mode.
+	c.IdentityHeader = "X-Forwarded-Email"
+	return c
 }
 
 func (c *Config) flags() *cli.FlagSet {
@@ -102,11 +112,12 @@ func (c *Config) flags() *cli.FlagSet {
 	c.RedisOptions.Flags(fs, "Redis host:port: stop signals and the live event streams (resume)")
 	c.Stops.Flags(fs)
 	fs.StringVar(&c.LiveKeyPrefix, "live-key-prefix", "prefix of the Redis Streams keeping on-demand reviews' events")
-	c.Fleet.flags(fs)
+	c.Options.FleetFlags(fs)
 	fs.Int64Var(&c.LiveMaxLen, "live-max-len", "events kept per on-demand review (approximate MAXLEN)")
 	fs.DurationVar(&c.LiveTTL, "live-ttl", "how long an on-demand review's events are kept for resume after its last event")
 	c.Pools.Flags(fs, "primary model id (the same as the workers', so verdicts share a pipeline version)",
 		"interactive calls in flight to the %s pool at most from this pod")
+	c.Options.Flags(fs)
 	fs.IntVar(&c.MaxReviews, "max-reviews", "on-demand reviews running at once on this pod; one more is refused with 429 and Retry-After")
 	fs.DurationVar(&c.ReviewTimeout, "review-timeout", "deadline of one on-demand review")
 	fs.DurationVar(&c.MaxWindow, "max-window", "longest window an on-demand review may ask for")
@@ -116,7 +127,8 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.StringVar(&c.OperatorURL, "operator-url", "base URL of the worker's operator API (POST /v1/stop); empty hides the stop button")
 	fs.StringVar(&c.OperatorTokenFile, "operator-token-file", "file holding the operator API's bearer token (sent as Authorization: Bearer)")
 	fs.DurationVar(&c.StopTTL, "stop-ttl", "how long the stop button's room stop lasts")
-	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "comma-separated CIDRs of the auth proxy; X-Forwarded-Email / X-Auth-Request-Email is trusted only from them")
+	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "comma-separated CIDRs of the auth proxy; --identity-header is trusted only from them")
+	fs.StringVar(&c.IdentityHeader, "identity-header", "the one request header naming the signed-in moderator's e-mail, set by the auth proxy (oauth2-proxy: X-Forwarded-Email; nginx auth_request: X-Auth-Request-Email); no other header is read")
 	fs.BoolVar(&c.DevLogin, "dev-login", "allow a password-less development login at /login (never in production)")
 	fs.StringVar(&c.SessionKeyFile, "session-key-file", "file holding the key that signs sessions and CSRF tokens (empty: a random key per process; pods behind one Service need a shared file)")
 	fs.StringVar(&c.LogLevel, "log-level", "debug|info|warn|error")
@@ -148,6 +160,9 @@ func (c Config) Validate() error {
 	if _, err := c.proxies(); err != nil {
 		errs = append(errs, err)
 	}
+	if !validHeaderName(c.IdentityHeader) {
+		errs = append(errs, fmt.Errorf("--identity-header %q is not a header name", c.IdentityHeader))
+	}
 	if c.TrustedProxies == "" && !c.DevLogin {
 		errs = append(errs, errors.New("give --trusted-proxies (the auth proxy) or --dev-login, or nobody can sign in"))
 	}
@@ -172,7 +187,7 @@ func (c Config) Validate() error {
 	if c.MySQLMaxOpenConns < 1 {
 		errs = append(errs, errors.New("--mysql-max-open-conns must be positive"))
 	}
-	errs = append(errs, c.RedisOptions.Validate(), c.hub().Validate(), c.liveLog().Validate(), c.Stops.Config().Validate(), c.Fleet.validate(), c.Outbox.validate())
+	errs = append(errs, c.RedisOptions.Validate(), c.hub().Validate(), c.liveLog().Validate(), c.Stops.Validate(), c.Options.Validate(c.RedisAddr), c.Outbox.validate())
 	return errors.Join(errs...)
 }
 

@@ -17,8 +17,6 @@ import (
 	"github.com/chatguard/chatguard/internal/awsclient"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/live"
-	"github.com/chatguard/chatguard/pipeline/llm"
-	"github.com/chatguard/chatguard/pipeline/review"
 	"github.com/chatguard/chatguard/pipeline/stop"
 	"github.com/chatguard/chatguard/storage/chatapi"
 	"github.com/chatguard/chatguard/storage/mysql"
@@ -58,7 +56,6 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("console: %w", err)
 	}
-	proxies, _ := cfg.proxies()
 
 	awsCfg, err := awsclient.Load(ctx, awsclient.Options{HTTPTimeout: 30 * time.Second})
 	if err != nil {
@@ -142,40 +139,45 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("console: %w", err)
 	}
 
-	// Stops reach this pod's reviews as they reach the workers'.
+	// Stops reach this pod's reviews as they reach the workers', through
+	// a client of the workers' stop profile: the lookup each review makes
+	// at its start is bounded by --stop-check-timeout, socket included.
+	stopRdb, err := cfg.RedisOptions.Client(cli.StopProfile)
+	if err != nil {
+		return fmt.Errorf("console: redis: %w", err)
+	}
+	defer stopRdb.Close()
 	stopCtx, stopSubscriber := context.WithCancel(context.WithoutCancel(ctx))
 	sm := redisstop.NewMetrics(reg)
 	holder := stop.NewHolder(nil, sm.ObserveApplied)
-	feed := redisstop.NewSubscriber(rdb, cfg.Stops.Config(), sm, log)
+	feed := redisstop.NewSubscriber(stopRdb, cfg.Stops.Config(), sm, log)
 	subDone := make(chan struct{})
 	go func() { defer close(subDone); _ = feed.Run(stopCtx, holder) }()
 	defer func() { stopSubscriber(); <-subDone }()
 
+	// The workers' stage engine with the interactive class
+	// (reviewer.go): the same privacy controls, pools, fleet limits and
+	// pipeline version.
 	reviewer := m.Reviewer
 	if reviewer == nil {
-		router, err := llm.New(cfg.Fleet.withFleet(cfg.Pools.Router(), rdb), reg)
+		engine, err := newReviewer(cfg, events, reg, log)
 		if err != nil {
-			return fmt.Errorf("console: router: %w", err)
+			return fmt.Errorf("console: %w", err)
 		}
-		defer runRouter(router)()
-		// The interactive class: refused at once when the pools are full,
-		// never queued behind batch work.
-		reviewer, err = review.New(review.Config{Class: llm.ClassInteractive}, router, events, reg)
-		if err != nil {
-			return fmt.Errorf("console: reviewer: %w", err)
-		}
+		defer engine.Close()
+		reviewer = engine
 	}
 
 	reviewCtx, cancelReviews := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelReviews(nil)
 	rv := &reviews{cfg: cfg, hub: hub, liveLog: liveLog, reviewer: reviewer, chat: chat, store: store,
-		guard: &stop.Guard{Holder: holder, Store: feed}, log: log, now: time.Now,
+		guard: &stop.Guard{Holder: holder, Store: feed, CheckTimeout: cfg.StopCheckTimeout}, log: log, now: time.Now,
 		slots: make(chan struct{}, cfg.MaxReviews), ctx: reviewCtx}
 	tmpl, err := parseTemplates()
 	if err != nil {
 		return fmt.Errorf("console: templates: %w", err)
 	}
-	srv := &server{cfg: cfg, auth: &auth{proxies: proxies, devLogin: cfg.DevLogin, key: key, now: time.Now},
+	srv := &server{cfg: cfg, auth: cfg.auth(key),
 		store: store, chat: chat, feedback: feedback, fbm: fbm, reviews: rv, hub: hub, log: log, tmpl: tmpl, now: time.Now}
 	if cfg.OperatorURL != "" {
 		srv.stops = newOperatorClient(cfg.OperatorURL, cfg.OperatorTokenFile)
@@ -265,6 +267,9 @@ func adminRoutes(reg *prometheus.Registry, db interface{ Ping(context.Context) e
 // newConsoleMetrics registers the admission gauges and counters.
 func newConsoleMetrics(reg prometheus.Registerer, rv *reviews) {
 	rv.admission = newAdmissionMetrics(reg)
+	rv.panics = prometheus.NewCounter(prometheus.CounterOpts{Name: "chatguard_console_review_panics_total",
+		Help: "On-demand reviews that panicked; each ended its stream with an error event and the pod went on."})
+	reg.MustRegister(rv.panics)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "chatguard_console_reviews_running",
 		Help: "On-demand reviews running on this pod (admission slots taken)."}, func() float64 { return float64(len(rv.slots)) }))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "chatguard_console_reviews_slots",

@@ -181,7 +181,7 @@ func newTestConsole(t *testing.T, maxReviews int) *testConsole {
 	require.NoError(t, err)
 	fb := &fakeFeedback{}
 	s := &server{cfg: cfg, auth: &auth{devLogin: true, key: []byte("0123456789abcdef0123456789abcdef"), now: time.Now,
-		proxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
+		proxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, header: cfg.IdentityHeader},
 		store: st, chat: fakeChat{}, feedback: fb, reviews: rv, hub: hub, log: slog.New(slog.DiscardHandler), tmpl: tmpl, now: time.Now}
 	ts := httptest.NewServer(s.routes())
 	t.Cleanup(ts.Close)
@@ -200,7 +200,7 @@ func (c *testConsole) client(t *testing.T, email string) *http.Client {
 }
 
 func TestAuthTrustsTheHeaderOnlyFromTheProxy(t *testing.T) {
-	a := &auth{proxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, key: []byte("k"), now: time.Now}
+	a := &auth{proxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, header: DefaultConfig().IdentityHeader, key: []byte("k"), now: time.Now}
 	r := httptest.NewRequest("GET", "/queue", nil)
 	r.Header.Set("X-Forwarded-Email", "mod@example.com")
 	r.RemoteAddr = "10.1.2.3:5555"

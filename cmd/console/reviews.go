@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"unicode"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/chatprep"
@@ -42,6 +44,8 @@ type reviews struct {
 	slots chan struct{}
 	// admission counts the gate's answers (nil: counted nowhere).
 	admission *admissionMetrics
+	// panics counts reviews that panicked (nil: counted nowhere).
+	panics prometheus.Counter
 	// ctx is the parent of every review: cancelled when the drain
 	// timeout is over.
 	ctx     context.Context
@@ -140,7 +144,7 @@ func (rv *reviews) start(w http.ResponseWriter, r *http.Request) {
 	go func() {
 		defer rv.running.Done()
 		defer func() { <-rv.slots }()
-		rv.run(st, req, who)
+		rv.runRecovered(st, req, who)
 	}()
 	rv.log.Info("console: audit", "action", "review", "moderator", who.ID, "review_id", id, "room_id", req.RoomID,
 		"window_start", req.WindowStart, "window_end", req.WindowEnd)
@@ -460,6 +464,30 @@ func (rv *reviews) drain(timeout time.Duration) bool {
 	case <-t.C:
 		return false
 	}
+}
+
+// runRecovered is run with a panic anywhere in it (chat preparation, the
+// router, the reviewer, the store) confined to its own review: the stream
+// ends with an error event, the panic is counted and logged with its
+// stack, and the pod goes on serving every other stream. Unrecovered, a
+// panic on this goroutine would end the process and every stream on it.
+func (rv *reviews) runRecovered(st *live.Stream, req reviewRequest, who Who) {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		if rv.panics != nil {
+			rv.panics.Inc()
+		}
+		// The panic value may quote the chat: masked and clipped.
+		rv.log.Error("console: on-demand review panicked", "review_id", st.ID(), "room_id", req.RoomID,
+			"panic", pipeline.ClipRunes(chatprep.Redact(fmt.Sprint(r)), 300), "stack", string(debug.Stack()))
+		// A no-op when the review already emitted its final event.
+		st.Emit(pipeline.LiveError, mustJSON(map[string]any{"error": "the review failed on an internal error"}))
+		st.Close()
+	}()
+	rv.run(st, req, who)
 }
 
 // run is one on-demand review: history, stages (interactive class, every

@@ -9,6 +9,7 @@ import (
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
 	"github.com/chatguard/chatguard/cmd/internal/depflags"
+	"github.com/chatguard/chatguard/cmd/internal/reviewers"
 	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/llm"
@@ -45,21 +46,17 @@ type Config struct {
 	ChatMaxAttempts int
 
 	depflags.Pools
-	// PrimaryPrice and FallbackPrice are llm.ParsePrice texts: what each
-	// pool's calls cost, recorded per stage (empty: free).
-	PrimaryPrice  string
-	FallbackPrice string
+	// Options: the stage engine's privacy, price and fleet settings,
+	// shared with every binary that reviews (cmd/internal/reviewers).
+	reviewers.Options
 
 	EventBuffer   int
 	EventFlushAge time.Duration
-
-	privacyOptions
 
 	// RedisAddr is the Redis that carries stop signals; empty disables
 	// them (reviews run, but cannot be stopped by an operator).
 	cli.RedisOptions
 	depflags.Stops
-	StopCheckTimeout time.Duration
 
 	// AdminAddr serves probes and metrics; OperatorAddr the authenticated
 	// operator API; PprofAddr (loopback only) the profiles.
@@ -85,7 +82,7 @@ func DefaultConfig() Config {
 	pools := depflags.DefaultPools()
 	pools.PrimaryConcurrency, pools.FallbackConcurrency = llm.DefaultMaxConcurrency, llm.DefaultMaxConcurrency
 	return Config{
-		privacyOptions:    defaultPrivacy(),
+		Options:           reviewers.DefaultOptions(),
 		Concurrency:       loop.Concurrency,
 		WaitTime:          loop.WaitTime,
 		MaxAge:            6 * time.Hour,
@@ -106,7 +103,6 @@ func DefaultConfig() Config {
 		EventBuffer:       ev.Buffer,
 		EventFlushAge:     ev.FlushAge,
 		Stops:             depflags.DefaultStops(),
-		StopCheckTimeout:  250 * time.Millisecond,
 		AdminAddr:         ":9090",
 		LogLevel:          "info",
 		FaultConfig:       defaultFaultConfig(),
@@ -139,14 +135,13 @@ func (c *Config) flags() *cli.FlagSet {
 	c.Chat.Flags(fs, "chat-history API base URL")
 	fs.IntVar(&c.ChatMaxAttempts, "chat-max-attempts", "chat-history attempts per job (5xx and timeouts are retried)")
 	c.Pools.Flags(fs, "primary model id", "calls in flight to the %s pool at most")
-	fs.StringVar(&c.PrimaryPrice, "primary-price", "what a primary call costs, recorded per stage: gpu_hour=USD,shared_by=N (self-hosted) and/or prompt=,cached=,completion= USD per 1M tokens; empty: free")
-	fs.StringVar(&c.FallbackPrice, "fallback-price", "what a fallback call costs: prompt=,cached=,completion= USD per 1M tokens (managed API) and/or gpu_hour=,shared_by=; empty: free")
 	fs.IntVar(&c.EventBuffer, "event-buffer", "lake events buffered for the feedback queue before drops")
 	fs.DurationVar(&c.EventFlushAge, "event-flush-age", "longest a lake event waits for its batch")
-	c.privacyOptions.flags(fs)
+	c.Options.Flags(fs)
 	c.stopFlags(fs)
 	c.faultFlags(fs)
 	c.Capacity.flags(fs)
+	c.Options.FleetFlags(fs)
 	fs.StringVar(&c.AdminAddr, "admin-addr", "listen address of /healthz, /readyz and /metrics (cluster-internal; no operator API, no pprof)")
 	c.operatorFlags(fs)
 	fs.StringVar(&c.LogLevel, "log-level", "debug|info|warn|error")
@@ -193,11 +188,6 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("--attempt-timeout %s must be positive and below --job-timeout %s", c.AttemptTimeout, c.JobTimeout))
 	}
 	errs = append(errs, c.validateCapacity())
-	for _, pr := range []struct{ flag, v string }{{"primary-price", c.PrimaryPrice}, {"fallback-price", c.FallbackPrice}} {
-		if _, err := llm.ParsePrice(pr.v); err != nil {
-			errs = append(errs, fmt.Errorf("--%s: %w", pr.flag, err))
-		}
-	}
 	if c.LLMMaxAttempts < 1 || c.LLMMaxAttempts > 20 {
 		errs = append(errs, errors.New("--llm-max-attempts must be in 1..20"))
 	}
@@ -209,7 +199,7 @@ func (c Config) Validate() error {
 	if _, err := c.level(); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, c.validateStops(), c.validateOperator(), c.privacyOptions.validate(), c.validateFaults())
+	errs = append(errs, c.validateStops(), c.validateOperator(), c.Options.Validate(c.RedisAddr), c.validateFaults())
 	// The parts validate their own ranges; a missing required value is
 	// already reported above by its flag name, so stand-ins keep the parts
 	// from reporting it twice.
@@ -281,14 +271,4 @@ func (c Config) chat() chatapi.Config {
 	ch := c.Chat.Config()
 	ch.MaxAttempts = c.ChatMaxAttempts
 	return ch
-}
-
-func (c Config) router() llm.Config {
-	// Validate has checked the prices.
-	pp, _ := llm.ParsePrice(c.PrimaryPrice)
-	fp, _ := llm.ParsePrice(c.FallbackPrice)
-	rc := c.Pools.Router()
-	rc.Primary.Price, rc.Primary.Pseudonymize = pp, c.PrimaryPseudonymize
-	rc.Fallback.Price, rc.Fallback.Pseudonymize = fp, c.FallbackPseudonymize
-	return rc
 }

@@ -120,7 +120,7 @@ func TestFlagsAndEnvReachTheParts(t *testing.T) {
 	require.Equal(t, 12, c.events().Buffer)
 	require.Equal(t, 9, c.MySQL.Config().MaxOpenConns)
 	require.Equal(t, "http://chat:8080", c.chat().BaseURL)
-	r := c.router()
+	r := c.Options.Router(c.Pools.Router(), nil)
 	require.Equal(t, "qwen", r.Primary.Model)
 	require.False(t, r.Fallback.Enabled())
 }

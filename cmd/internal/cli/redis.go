@@ -105,6 +105,32 @@ func (o RedisOptions) Client(tune func(*redis.Options)) (*redis.Client, error) {
 	return redis.NewClient(ro), nil
 }
 
+// FleetProfile tunes a client for the fleet limits (the primary's leases
+// and the fallback's budgets): it is asked on every primary call, under the
+// router's per-call deadline (100 ms), so the context's deadline bounds the
+// socket reads and writes too (ContextTimeoutEnabled), every other wait is
+// capped at a second, a failed call is not retried (the retry would outlive
+// the deadline; the router falls back to its static share instead), and the
+// pool is large enough for every slot of a pod at once.
+func FleetProfile(o *redis.Options) {
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = time.Second, time.Second, time.Second, time.Second
+	// -1: go-redis reads 0 as its default of three retries.
+	o.MaxRetries, o.PoolSize, o.ContextTimeoutEnabled = -1, 64, true
+}
+
+// StopProfile tunes a client for the stop signals: the subscription, the
+// one lookup each review makes when it starts, and the operator's
+// publishes. The lookup runs under the guard's check timeout (250 ms by
+// default), so the context's deadline bounds the socket waits
+// (ContextTimeoutEnabled): without it a slow Redis holds every starting
+// review for the 2 s read timeout, twice with the retry. Nothing is retried
+// for the same reason; a failed lookup only makes the stop best effort.
+// The subscription's blocking receive has its own timeout and is not
+// affected.
+func StopProfile(o *redis.Options) {
+	o.MaxRetries, o.ContextTimeoutEnabled = -1, true
+}
+
 // LoadCAPool reads a PEM bundle of CA certificates; it fails when the file
 // is unreadable or holds none.
 func LoadCAPool(path string) (*x509.CertPool, error) {

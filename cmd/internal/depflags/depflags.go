@@ -9,6 +9,7 @@
 package depflags
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -59,22 +60,38 @@ func (o Chat) Config() chatapi.Config {
 	return ch
 }
 
-// Stops are the Redis names of the stop signals.
+// Stops are the Redis names of the stop signals and the bound of the
+// lookup each review makes when it starts.
 type Stops struct {
-	StopChannel   string
-	StopKeyPrefix string
+	StopChannel      string
+	StopKeyPrefix    string
+	StopCheckTimeout time.Duration
 }
 
-// DefaultStops returns redisstop's names.
+// DefaultStops returns redisstop's names and a 250 ms check.
 func DefaultStops() Stops {
 	d := redisstop.DefaultConfig()
-	return Stops{StopChannel: d.Channel, StopKeyPrefix: d.KeyPrefix}
+	return Stops{StopChannel: d.Channel, StopKeyPrefix: d.KeyPrefix, StopCheckTimeout: 250 * time.Millisecond}
 }
 
-// Flags declares --stop-channel and --stop-key-prefix.
+// Flags declares --stop-channel, --stop-key-prefix and
+// --stop-check-timeout.
 func (o *Stops) Flags(fs *cli.FlagSet) {
 	fs.StringVar(&o.StopChannel, "stop-channel", "Redis pub/sub channel of stop signals")
 	fs.StringVar(&o.StopKeyPrefix, "stop-key-prefix", "prefix of the Redis keys that keep live stop signals")
+	fs.DurationVar(&o.StopCheckTimeout, "stop-check-timeout", "bound of the one Redis check each review makes when it starts")
+}
+
+// Validate reports every problem at once, naming the flags.
+func (o Stops) Validate() error {
+	var errs []error
+	if o.StopCheckTimeout <= 0 {
+		errs = append(errs, errors.New("--stop-check-timeout must be positive"))
+	}
+	if err := o.Config().Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--stop-channel/--stop-key-prefix: %w", err))
+	}
+	return errors.Join(errs...)
 }
 
 // Config is the stop signals' configuration; redisstop.Config.Validate

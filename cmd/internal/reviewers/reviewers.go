@@ -1,0 +1,177 @@
+package reviewers
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/cmd/internal/depflags"
+	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/llm"
+	"github.com/chatguard/chatguard/pipeline/review"
+	"github.com/chatguard/chatguard/storage/imagecdn"
+	"github.com/chatguard/chatguard/storage/redislimits"
+)
+
+// FleetStore holds the fleet-wide leases and budgets (storage/redislimits).
+type FleetStore interface {
+	pipeline.LeaseSemaphore
+	pipeline.RateBudget
+}
+
+var _ FleetStore = (*redislimits.Limits)(nil)
+
+// Params are what a binary hands New.
+type Params struct {
+	// Component names the binary in its log lines ("worker", "console").
+	Component string
+	// Class is the router class of every call the reviewer makes: the one
+	// setting that differs between binaries.
+	Class llm.Class
+	// Pools are the two model pools (their flags are depflags.Pools').
+	Pools depflags.Pools
+	// Options are the privacy, price and fleet settings.
+	Options Options
+	// Redis is where the fleet limits live (used only when one is set).
+	Redis cli.RedisOptions
+	// Capacity, when set, adds what only this binary sets to the router's
+	// configuration (the worker's interactive reserve and adaptive limit).
+	Capacity func(*llm.Config)
+	// Events receives the inference logs; may be nil.
+	Events pipeline.EventSink
+	// Registerer receives the router's and the reviewer's metrics; may be
+	// nil.
+	Registerer prometheus.Registerer
+	// Log receives the settings line and the dev-key warning; nil logs
+	// nothing.
+	Log *slog.Logger
+}
+
+// Settings are what a stage engine does with chat data and which rows its
+// verdicts land in. Two binaries given the same flags report equal
+// Settings; both log them once at start ("<component>: stage engine
+// ready").
+type Settings struct {
+	// PipelineVersion is part of every verdict's key.
+	PipelineVersion string
+	PrimaryModel    string
+	FallbackModel   string
+	// ImageHosts are the hosts whose https image URLs may reach a model
+	// (empty: none); every image passes the gate.
+	ImageHosts []string
+	// ImageInline says allowed images are fetched here and sent as data:
+	// URLs, so no model server fetches anything.
+	ImageInline bool
+	// DevDigestKey says quote digests use the public dev-only key.
+	DevDigestKey         bool
+	PrimaryPseudonymize  bool
+	FallbackPseudonymize bool
+}
+
+// Engine is a stage engine: a pipeline.Reviewer over a router of its own
+// whose background work (lease renewal, adaptive limits) runs until Close.
+type Engine struct {
+	*review.Reviewer
+	settings Settings
+	close    func()
+}
+
+// Settings returns what the engine was built with.
+func (e *Engine) Settings() Settings { return e.settings }
+
+// Close ends the router's background work and closes the fleet store's
+// Redis client; call it after the last review has returned.
+func (e *Engine) Close() { e.close() }
+
+// New builds the stage engine: one router shared by every review of the
+// process (its gates, cooldowns and breakers only work when shared), with
+// the fleet limits on a Redis client of the cli.FleetProfile when any is
+// set, and the reviewer over it with the image gate, the digest key and
+// the pools' pseudonymisation. A Redis that is down at start is not an
+// error (the router runs on its static share until it answers). It fails
+// on options that Validate would refuse, or on unreadable Redis TLS files.
+func New(p Params) (*Engine, error) {
+	log := p.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := p.Options.Validate(p.Redis.RedisAddr); err != nil {
+		return nil, err
+	}
+	gate, err := imagecdn.New(p.Options.images())
+	if err != nil {
+		return nil, fmt.Errorf("images: %w", err)
+	}
+	var (
+		store      FleetStore
+		closeStore = func() {}
+	)
+	if p.Options.fleetShared() {
+		rdb, err := p.Redis.Client(cli.FleetProfile)
+		if err != nil {
+			return nil, fmt.Errorf("fleet limits: %w", err)
+		}
+		store, closeStore = redislimits.New(rdb, ""), func() { _ = rdb.Close() }
+	}
+	rc := p.Pools.Router()
+	if p.Capacity != nil {
+		p.Capacity(&rc)
+	}
+	rc = p.Options.Router(rc, store)
+	router, err := llm.New(rc, p.Registerer)
+	if err != nil {
+		closeStore()
+		return nil, fmt.Errorf("router: %w", err)
+	}
+	stopRouter := runRouter(router)
+	closeAll := func() {
+		stopRouter()
+		closeStore()
+	}
+	if p.Options.QuoteDigestKey == "" {
+		log.Warn(p.Component + ": --quote-digest-key is empty: quote digests use the DEV-ONLY key (labelled hmac-dev); set CHATGUARD_QUOTE_DIGEST_KEY from a Secret in production")
+	}
+	rev, err := review.New(review.Config{Class: p.Class, DigestKey: []byte(p.Options.QuoteDigestKey), Images: gate}, router, p.Events, p.Registerer)
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("reviewer: %w", err)
+	}
+	prim, fb := router.Models()
+	s := Settings{PipelineVersion: rev.PipelineVersion(), PrimaryModel: prim, FallbackModel: fb,
+		ImageHosts: p.Options.images().Hosts, ImageInline: p.Options.ImageInline, DevDigestKey: p.Options.QuoteDigestKey == "",
+		PrimaryPseudonymize: rc.Primary.Pseudonymize, FallbackPseudonymize: rc.Fallback.Pseudonymize}
+	log.Info(p.Component+": stage engine ready", "class", className(p.Class), "primary_model", s.PrimaryModel, "fallback_model", s.FallbackModel,
+		"pipeline_version", s.PipelineVersion, "image_hosts", s.ImageHosts, "image_inline", s.ImageInline, "dev_digest_key", s.DevDigestKey,
+		"primary_pseudonymize", s.PrimaryPseudonymize, "fallback_pseudonymize", s.FallbackPseudonymize)
+	return &Engine{Reviewer: rev, settings: s, close: closeAll}, nil
+}
+
+// runRouter runs the router's background work until the returned stop is
+// called; stop waits for it to end.
+func runRouter(r *llm.Router) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = r.Run(ctx) // it ends only with ctx
+
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// className names a class in the settings line.
+func className(c llm.Class) string {
+	switch c {
+	case llm.ClassBatch:
+		return "batch"
+	case llm.ClassInteractive:
+		return "interactive"
+	}
+	return fmt.Sprint(int(c))
+}
