@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -118,7 +119,8 @@ var (
 var sampleValues = map[string]string{"prod": "testdata/prod-values.env"}
 
 // render builds an overlay once (prod with its sample values) and returns
-// its objects.
+// its objects. "ENV/migrate" is the environment's migration, which reads
+// the environment's values.
 func render(t *testing.T, overlay string) *manifest.Set {
 	t.Helper()
 	renderMu.Lock()
@@ -128,10 +130,11 @@ func render(t *testing.T, overlay string) *manifest.Set {
 	}
 	dir := filepath.Join("overlays", overlay)
 	var replace map[string][]byte
-	if v, ok := sampleValues[overlay]; ok {
+	env, _, _ := strings.Cut(overlay, "/")
+	if v, ok := sampleValues[env]; ok {
 		b, err := os.ReadFile(v)
 		require.NoError(t, err)
-		replace = map[string][]byte{filepath.Join(dir, "values.env"): b}
+		replace = map[string][]byte{filepath.Join("overlays", env, "values", "values.env"): b}
 	}
 	s, err := manifest.RenderWith(dir, replace)
 	require.NoError(t, err)

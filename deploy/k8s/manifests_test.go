@@ -183,7 +183,7 @@ func TestOverlaysRenderStrictly(t *testing.T) {
 				"Role/chatguard-airflow-pod-launcher", "RoleBinding/chatguard-airflow-pod-launcher",
 				"ScaledObject/chatguard-console", "ScaledObject/chatguard-consumer", "ScaledObject/chatguard-worker",
 				"Service/chatguard-console", "Service/chatguard-worker",
-				"ServiceAccount/chatguard-batch", "ServiceAccount/chatguard-compact", "ServiceAccount/chatguard-console", "ServiceAccount/chatguard-consumer", "ServiceAccount/chatguard-migrate",
+				"ServiceAccount/chatguard-batch", "ServiceAccount/chatguard-compact", "ServiceAccount/chatguard-console", "ServiceAccount/chatguard-consumer",
 				"ServiceAccount/chatguard-purge", "ServiceAccount/chatguard-worker",
 				"TriggerAuthentication/chatguard-aws",
 			}
@@ -660,7 +660,14 @@ func TestMigrationJob(t *testing.T) {
 			// overlay: same namespace, same image as the workers.
 			main := render(t, o)
 			s := render(t, o+"/migrate")
-			require.Len(t, s.Order, 2, "only the Job and its ServiceAccount: %v", s.Order)
+			// The Job, its ServiceAccount and, where the Secrets come from
+			// the secret manager, their ExternalSecrets: the first
+			// migration of an install runs before the overlay's apply and
+			// needs its Secret synced.
+			require.Len(t, s.Jobs, 1, "%v", s.Order)
+			require.Len(t, s.ServiceAccounts, 1, "%v", s.Order)
+			require.Len(t, s.Order, 2+len(s.ExternalSecrets), "only the Job, its ServiceAccount and the ExternalSecrets: %v", s.Order)
+			require.Equal(t, len(main.ExternalSecrets), len(s.ExternalSecrets), "the same ExternalSecrets as the overlay's")
 			j, ok := s.Jobs["chatguard-migrate"]
 			require.True(t, ok)
 			require.Equal(t, main.Deployments["chatguard-worker"].Namespace, j.Namespace)

@@ -50,7 +50,7 @@ func TestDeployVerifyRefusesTheTemplate(t *testing.T) {
 		require.Contains(t, got, want)
 	}
 	// Every REPLACE_ME line of values.env shows up as a problem.
-	values, err := os.ReadFile(filepath.Join("overlays", "prod", "values.env"))
+	values, err := os.ReadFile(filepath.Join("overlays", "prod", "values", "values.env"))
 	require.NoError(t, err)
 	for _, line := range strings.Split(string(values), "\n") {
 		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") && (strings.Contains(v, "REPLACE_ME") || strings.Contains(v, "000000000000")) {
@@ -134,7 +134,7 @@ func TestDeployVerifyNamesEachProblem(t *testing.T) {
 			// A fresh render per case: the cases edit it.
 			b, err := os.ReadFile(sampleValues["prod"])
 			require.NoError(t, err)
-			s, err := manifest.RenderWith(filepath.Join("overlays", "prod"), map[string][]byte{filepath.Join("overlays", "prod", "values.env"): b})
+			s, err := manifest.RenderWith(filepath.Join("overlays", "prod"), map[string][]byte{filepath.Join("overlays", "prod", "values", "values.env"): b})
 			require.NoError(t, err)
 			c.break_(t, s)
 			r := verify.Check(s, verify.Options{Prod: true, Docs: readme(t)})

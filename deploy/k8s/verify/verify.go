@@ -63,8 +63,9 @@ const (
 // Shared are the settings the console and the workers must have alike: the
 // same Redis (stop signals, fleet leases, live streams), the same chat API,
 // the same model pools (the pipeline version), the same image gate and
-// pseudonymisation (the same verdict for the same chat), the same fleet
-// limit, region and feedback queue.
+// pseudonymisation (the same verdict for the same chat), the same prices
+// (cost per review), the same fleet limits and budgets, region and feedback
+// queue.
 var Shared = []string{
 	"AWS_REGION", "CHATGUARD_FEEDBACK_QUEUE_URL",
 	"CHATGUARD_REDIS_ADDR", "CHATGUARD_REDIS_USERNAME", "CHATGUARD_REDIS_DB", "CHATGUARD_REDIS_TLS",
@@ -74,8 +75,10 @@ var Shared = []string{
 	"CHATGUARD_CHAT_API_URL",
 	"CHATGUARD_PRIMARY_BASE_URL", "CHATGUARD_PRIMARY_MODEL",
 	"CHATGUARD_FALLBACK_BASE_URL", "CHATGUARD_FALLBACK_MODEL",
-	"CHATGUARD_IMAGE_HOSTS", "CHATGUARD_IMAGE_INLINE",
+	"CHATGUARD_IMAGE_HOSTS", "CHATGUARD_IMAGE_INLINE", "CHATGUARD_IMAGE_MAX_BYTES",
 	"CHATGUARD_PRIMARY_PSEUDONYMIZE", "CHATGUARD_FALLBACK_PSEUDONYMIZE",
+	"CHATGUARD_PRIMARY_PRICE", "CHATGUARD_FALLBACK_PRICE",
+	"CHATGUARD_FLEET_FALLBACK_RPM", "CHATGUARD_FLEET_FALLBACK_TPM",
 }
 
 // SharedSecrets must come from the same Secret key in both.

@@ -75,7 +75,7 @@ func Verify(overlay, values, docs string, prod bool) (verify.Report, error) {
 		if err != nil {
 			return verify.Report{}, err
 		}
-		replace = map[string][]byte{filepath.Join(overlay, "values.env"): b}
+		replace = map[string][]byte{filepath.Join(overlay, "values", "values.env"): b}
 	}
 	s, err := manifest.RenderWith(overlay, replace)
 	if err != nil {
