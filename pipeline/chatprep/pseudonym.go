@@ -1,8 +1,10 @@
 package chatprep
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"unicode"
@@ -132,6 +134,33 @@ func (p *Pseudonyms) RestoreJSON(content []byte) []byte {
 		pairs = append(pairs, ph, string(j[1:len(j)-1]))
 	}
 	return []byte(strings.NewReplacer(pairs...).Replace(string(content)))
+}
+
+// Conceal is the inverse of RestoreJSON for text that is about to be
+// stored or logged: every original value the table holds, as it was
+// written, becomes its placeholder again. A value restored into a model's
+// answer is one the chat's context identified (a messenger id after
+// "카톡 아이디"); out of that context Redact may not recognise it, so the
+// review conceals before it redacts. Longer values go first, so a value
+// that contains another is replaced whole.
+func (p *Pseudonyms) Conceal(s string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.orig) == 0 || s == "" {
+		return s
+	}
+	phs := make([]string, 0, len(p.orig))
+	for ph := range p.orig {
+		phs = append(phs, ph)
+	}
+	slices.SortFunc(phs, func(a, b string) int {
+		return cmp.Or(len(p.orig[b])-len(p.orig[a]), strings.Compare(a, b))
+	})
+	pairs := make([]string, 0, 2*len(phs))
+	for _, ph := range phs {
+		pairs = append(pairs, p.orig[ph], ph)
+	}
+	return strings.NewReplacer(pairs...).Replace(s)
 }
 
 // Len is how many distinct values have a placeholder.
