@@ -17,7 +17,7 @@ import (
 // consoleAlerts are the console's conditions deploy/README.md's runbook
 // covers.
 var consoleAlerts = []string{
-	"ChatguardConsoleDown", "ChatguardConsoleFeedbackNotDraining", "ChatguardConsoleFeedbackSweepFailing",
+	"ChatguardConsoleDown", "ChatguardConsoleFeedbackNotDraining", "ChatguardConsoleFeedbackSweepFailing", "ChatguardConsoleFeedbackRejected",
 	"ChatguardConsoleAdmissionRefusalsHigh", "ChatguardConsoleClientsDropped", "ChatguardConsoleLiveEventsNotKept",
 }
 
