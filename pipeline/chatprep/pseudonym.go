@@ -34,7 +34,8 @@ var placeholderNames = map[SignalKind]string{
 	SignalResidentID: "RESIDENT_ID", SignalMessengerID: "MESSENGER_ID",
 }
 
-// Apply returns s with every contact detail replaced by its placeholder.
+// Apply returns s with every contact detail replaced by its placeholder,
+// and every value the table already holds replaced wherever it appears.
 // DataMarker runes (the transcript's datamarking) are ignored while
 // matching, and a marker inside a replaced value goes with it.
 func (p *Pseudonyms) Apply(s string) string {
@@ -83,7 +84,7 @@ func (p *Pseudonyms) Apply(s string) string {
 	}
 	p.mu.Unlock()
 	if len(spans) == 0 {
-		return s
+		return p.Conceal(s)
 	}
 	sortSpans := func() {
 		for i := 1; i < len(spans); i++ {
@@ -104,7 +105,10 @@ func (p *Pseudonyms) Apply(s string) string {
 		last = sp.to
 	}
 	b.WriteString(s[last:])
-	return b.String()
+	// A value already given a placeholder is replaced wherever it appears,
+	// even where the scan cannot recognise it without the words that
+	// introduced it: a repair request echoes the pool's restored answer.
+	return p.Conceal(b.String())
 }
 
 // pseudoKey reduces a matched value to its letters and digits, lower case,

@@ -184,3 +184,38 @@ func TestAmbiguousAnswersNeverStoreUnmasked(t *testing.T) {
 		})
 	}
 }
+
+// TestRestoredValueNeverLeavesInProblemsOrRepairs: a pseudonymizing pool
+// answers an enum with a placeholder; restored, it is the chat's messenger
+// id, which the validation problem quotes (it looks like an enum value).
+// Neither the repair requests sent back to the pool nor the stored stage
+// error nor the review's error carries the id.
+func TestRestoredValueNeverLeavesInProblemsOrRepairs(t *testing.T) {
+	t.Parallel()
+	pool := &scriptedPool{answers: map[pipeline.StageName][]string{
+		pipeline.StageTriage: {`{"risk":"{MESSENGER_ID}","categories":[],"reason":"x"}`},
+	}, calls: map[pipeline.StageName]int{}}
+	srv := httptest.NewServer(pool)
+	t.Cleanup(srv.Close)
+	router, err := llm.New(llm.Config{
+		Primary:     llm.PoolConfig{BaseURL: srv.URL + "/v1", Model: "scripted", MaxConcurrency: 4, AttemptTimeout: 10 * time.Second, Pseudonymize: true},
+		MaxAttempts: 3, BaseBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
+	}, prometheus.NewRegistry())
+	require.NoError(t, err)
+	sink := &outputSink{}
+	rev, err := New(Config{}, completerOnly{router}, sink, nil)
+	require.NoError(t, err)
+	msgs := chat("buyer: 안녕하세요", "seller: 카톡 아이디: dealking 으로 연락주세요")
+	v, err := rev.Review(t.Context(), event("restored-problem"), msgs, 1)
+	require.Error(t, err, "every answer is invalid")
+
+	pool.mu.Lock()
+	calls, prompts := pool.calls[pipeline.StageTriage], strings.Join(pool.prompts, "\n")
+	pool.mu.Unlock()
+	require.Equal(t, 3, calls)
+	require.Contains(t, prompts, "is not none, low or high", "the problem was sent back for repair")
+	require.NotContains(t, prompts, "dealking", "the pool sees the placeholder only, repairs included")
+	for _, s := range leaving(v, err, sink) {
+		require.NotContains(t, s, "dealking", "the messenger id left in %q", s)
+	}
+}

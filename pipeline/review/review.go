@@ -217,7 +217,7 @@ func (r *Reviewer) Review(ctx context.Context, ev pipeline.ReviewEvent, msgs []p
 	rn.recordRejected()
 	v.Stages = rn.v.Stages
 	if err != nil {
-		err = &cleanError{msg: cleanText(err.Error(), maxErrorRunes), err: err}
+		err = &cleanError{msg: cleanText(rn.pseudonyms.Conceal(err.Error()), maxErrorRunes), err: err}
 	}
 	v.InjectionFlagged = rn.injection.Load() || (!r.cfg.Defence.NoFloor && len(rn.injections()) > 0)
 	v.FinishedAt = r.now().UTC()
@@ -626,7 +626,7 @@ func runStage[T any](ctx context.Context, rn *run, stage pipeline.StageName, in 
 			continue
 		}
 		if err != nil {
-			res.Error = cleanText(err.Error(), 1000)
+			res.Error = cleanText(rn.pseudonyms.Conceal(err.Error()), 1000)
 			rn.v.Stages = append(rn.v.Stages, res)
 			return out, err
 		}
