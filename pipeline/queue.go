@@ -85,7 +85,9 @@ type Receiver interface {
 // take any number of receipts and return nil when every entry succeeded,
 // a *BatchError naming the entries that failed otherwise, or (for a call
 // that could not be tried at all, such as an ended ctx) another error that
-// applies to every entry. EntryErrors reads all three alike.
+// applies to every entry. EntryErrors reads all three alike. An entry the
+// queue refuses for itself (an invalid or stale receipt handle) fails with
+// a *PermanentError.
 type Acker interface {
 	// Delete deletes the messages: they are never delivered again.
 	Delete(ctx context.Context, receipts []string) error
@@ -95,7 +97,10 @@ type Acker interface {
 }
 
 // Sender sends messages to a queue. Send takes any number of messages and
-// reports failures like Acker's calls do.
+// reports failures like Acker's calls do. An entry the queue refuses for
+// itself (contents it does not accept, over its size limit) fails with a
+// *PermanentError: sending it again cannot succeed. Any other failure may
+// pass.
 type Sender interface {
 	Send(ctx context.Context, msgs []OutMessage) error
 }

@@ -10,6 +10,12 @@ type StopOutcome string
 
 // The stop outcomes an audit entry records.
 const (
+	// StopPending: authenticated and valid, recorded before it is
+	// published; the outcome follows on the same entry. An entry left
+	// pending means the stop may have taken effect (the process ended
+	// between the publish and the outcome, or the outcome could not be
+	// written).
+	StopPending StopOutcome = "pending"
 	// StopAccepted: authenticated, valid, published.
 	StopAccepted StopOutcome = "accepted"
 	// StopRefused: no bearer token, or one that matches no configured token.
@@ -26,6 +32,8 @@ const (
 // became of it.
 type StopAuditEntry struct {
 	RequestedAt time.Time
+	// FinishedAt is when the outcome was known; zero while pending.
+	FinishedAt time.Time
 	// Identity is the authenticated name; "" when the request was refused.
 	Identity   string
 	RemoteAddr string
@@ -45,9 +53,17 @@ type StopAuditEntry struct {
 	Detail string
 }
 
-// StopAudit is the append-only record of operator stops. RecordStop
-// returns an error when the entry could not be stored; the caller logs the
-// entry then, so the log stays a second trail. It honours ctx.
+// StopAudit is the append-only record of operator stops. A stop is
+// recorded before it acts: BeginStop appends the entry as pending and
+// returns its id, and once the stop was published (or failed to be),
+// FinishStop records the outcome on that entry, once; an entry that is no
+// longer pending cannot change. RecordStop appends an entry that never
+// acts (refused, invalid, disabled) with its outcome. Each returns an
+// error when the entry could not be stored; the caller must not act on a
+// stop whose BeginStop failed, and logs the entry, so the log stays a
+// second trail. Each honours ctx.
 type StopAudit interface {
 	RecordStop(ctx context.Context, e StopAuditEntry) error
+	BeginStop(ctx context.Context, e StopAuditEntry) (id int64, err error)
+	FinishStop(ctx context.Context, id int64, e StopAuditEntry) error
 }

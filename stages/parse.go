@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -58,18 +59,24 @@ func (p *problems) err() error {
 	return &InvalidAnswerError{Stage: p.stage, Problem: strings.Join(p.list, "; ")}
 }
 
-// decode checks the canary, then decodes b strictly into v: unknown
-// fields, trailing data and missing required keys are errors.
+// decode checks the canary, then decodes b strictly into v (a pointer):
+// every object key exactly a schema field name and given once (checkKeys),
+// no trailing data, no missing required keys, and the types right. The
+// caller validates and redacts the value decoded here, never the bytes.
 func decode(stage pipeline.StageName, b []byte, v any, required ...string) error {
 	if bytes.Contains(b, []byte(Canary)) {
 		return &InvalidAnswerError{Stage: stage, Problem: "the answer repeats confidential instructions", Err: ErrCanary}
 	}
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal(b, &keys); err != nil {
+	keys, err := checkKeys(b, reflect.TypeOf(v))
+	var kp *keyProblem
+	switch {
+	case errors.As(err, &kp):
+		return &InvalidAnswerError{Stage: stage, Problem: "does not match the schema: " + kp.text, Err: err}
+	case err != nil:
 		return &InvalidAnswerError{Stage: stage, Problem: "not a JSON object: " + jsonProblem(err), Err: err}
 	}
 	for _, k := range required {
-		if _, ok := keys[k]; !ok {
+		if !keys[k] {
 			return &InvalidAnswerError{Stage: stage, Problem: fmt.Sprintf("required field %q is missing", k)}
 		}
 	}

@@ -12,10 +12,11 @@ import (
 func TestValidateNamesEveryProblem(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.OperatorURL, cfg.TrustedProxies, cfg.MaxReviews = "http://worker:9090", "10.0.0.0/8,not-a-cidr", 0
+	cfg.Outbox.FeedbackRetryMax = cfg.Outbox.FeedbackRetryInitial / 2
 	err := cfg.Validate()
 	require.Error(t, err)
 	for _, want := range []string{"--mysql-dsn is required", "--redis-addr is required", "--operator-token-file is required",
-		"--trusted-proxies: \"not-a-cidr\"", "--max-reviews"} {
+		"--trusted-proxies: \"not-a-cidr\"", "--max-reviews", "--feedback-retry-initial/--feedback-retry-max"} {
 		require.Contains(t, err.Error(), want)
 	}
 	cfg = DefaultConfig()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/storage/mysql"
 )
@@ -54,11 +56,13 @@ func feedbackBody(ev pipeline.LakeEvent) []byte {
 }
 
 // feedbackMetrics counts feedback sends by path ("decide": the request;
-// "sweep": the outbox sweeper) and the unsent backlog.
+// "sweep": the outbox sweeper), the events SQS refused, and the backlog.
 type feedbackMetrics struct {
 	sent, failed *prometheus.CounterVec
+	rejected     prometheus.Counter
 	unsent       prometheus.Gauge
 	oldest       prometheus.Gauge
+	rejectedRows prometheus.Gauge
 	sweeps       *prometheus.CounterVec
 }
 
@@ -69,7 +73,11 @@ func newFeedbackMetrics(reg prometheus.Registerer) *feedbackMetrics {
 		sent: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chatguard_console_feedback_sent_total",
 			Help: "moderator_feedback events SQS accepted, by path (decide: the moderator's request; sweep: a resend of the outbox)."}, []string{"path"}),
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chatguard_console_feedback_send_failures_total",
-			Help: "moderator_feedback events SQS did not accept, by path; each stays in the outbox for the sweeper."}, []string{"path"}),
+			Help: "moderator_feedback events SQS did not accept, by path; each stays in the outbox for the sweeper (refusals: chatguard_console_feedback_rejected_total)."}, []string{"path"}),
+		rejected: prometheus.NewCounter(prometheus.CounterOpts{Name: "chatguard_console_feedback_rejected_total",
+			Help: "moderator_feedback events SQS refused as the sender's fault (invalid contents, too large): marked rejected on their decision row with the reason, never resent."}),
+		rejectedRows: prometheus.NewGauge(prometheus.GaugeOpts{Name: "chatguard_console_feedback_rejected_rows",
+			Help: "Decisions whose moderator_feedback event SQS refused, waiting for an operator (all pods; read at each sweep)."}),
 		unsent: prometheus.NewGauge(prometheus.GaugeOpts{Name: "chatguard_console_feedback_unsent",
 			Help: "Decisions whose moderator_feedback event SQS has not accepted yet (all pods; read at each sweep)."}),
 		oldest: prometheus.NewGauge(prometheus.GaugeOpts{Name: "chatguard_console_feedback_oldest_unsent_age_seconds",
@@ -84,7 +92,7 @@ func newFeedbackMetrics(reg prometheus.Registerer) *feedbackMetrics {
 	m.sweeps.WithLabelValues("ok")
 	m.sweeps.WithLabelValues("error")
 	if reg != nil {
-		reg.MustRegister(m.sent, m.failed, m.unsent, m.oldest, m.sweeps)
+		reg.MustRegister(m.sent, m.failed, m.rejected, m.unsent, m.oldest, m.rejectedRows, m.sweeps)
 	}
 	return m
 }
@@ -92,8 +100,8 @@ func newFeedbackMetrics(reg prometheus.Registerer) *feedbackMetrics {
 // outboxStore is what the sweeper needs of MySQL (*mysql.Store).
 type outboxStore interface {
 	SweepUnsentFeedback(ctx context.Context, now time.Time, grace time.Duration, limit int,
-		send func(ctx context.Context, rows []mysql.UnsentFeedback) ([]uint64, error)) (taken, marked int, err error)
-	FeedbackBacklog(ctx context.Context) (n int, oldest time.Time, err error)
+		send func(ctx context.Context, rows []mysql.UnsentFeedback) ([]mysql.FeedbackSend, error)) (mysql.FeedbackSweep, error)
+	FeedbackBacklog(ctx context.Context) (mysql.FeedbackBacklog, error)
 }
 
 var _ outboxStore = (*mysql.Store)(nil)
@@ -112,11 +120,22 @@ type OutboxConfig struct {
 	FeedbackSweepMaxBatches int
 	// FeedbackSendTimeout bounds one batch: its send and its marks.
 	FeedbackSendTimeout time.Duration
+	// FeedbackRetryInitial and FeedbackRetryMax shape the per-row backoff
+	// (internal/retry, full jitter) after a send SQS failed transiently:
+	// such a row is not taken again before it, so a row that keeps
+	// failing does not hold the oldest places of every sweep.
+	FeedbackRetryInitial, FeedbackRetryMax time.Duration
 }
 
 func defaultOutbox() OutboxConfig {
 	return OutboxConfig{FeedbackGrace: time.Minute, FeedbackSweepEvery: 15 * time.Second, FeedbackSweepBatch: 10,
-		FeedbackSweepMaxBatches: 20, FeedbackSendTimeout: 15 * time.Second}
+		FeedbackSweepMaxBatches: 20, FeedbackSendTimeout: 15 * time.Second,
+		FeedbackRetryInitial: 30 * time.Second, FeedbackRetryMax: 10 * time.Minute}
+}
+
+// retryPolicy is the per-row backoff after a transient failure.
+func (c OutboxConfig) retryPolicy() retry.Policy {
+	return retry.Policy{Initial: c.FeedbackRetryInitial, Max: c.FeedbackRetryMax}
 }
 
 func (c *OutboxConfig) flags(fs *cli.FlagSet) {
@@ -125,6 +144,8 @@ func (c *OutboxConfig) flags(fs *cli.FlagSet) {
 	fs.IntVar(&c.FeedbackSweepBatch, "feedback-sweep-batch", "decisions resent per SQS call (1..10)")
 	fs.IntVar(&c.FeedbackSweepMaxBatches, "feedback-sweep-max-batches", "batches one sweep sends at most (a larger backlog drains over several sweeps)")
 	fs.DurationVar(&c.FeedbackSendTimeout, "feedback-send-timeout", "deadline of one sweep batch: its SQS send and its marks")
+	fs.DurationVar(&c.FeedbackRetryInitial, "feedback-retry-initial", "ceiling of the first backoff of a decision whose feedback send failed transiently (doubling per failure, full jitter)")
+	fs.DurationVar(&c.FeedbackRetryMax, "feedback-retry-max", "cap of the per-decision feedback resend backoff")
 }
 
 func (c OutboxConfig) validate() error {
@@ -139,6 +160,9 @@ func (c OutboxConfig) validate() error {
 	// would resend events whose first send is still in flight.
 	if c.FeedbackGrace < 15*time.Second {
 		errs = append(errs, errors.New("--feedback-grace must be at least 15s (above the request path's 10s send)"))
+	}
+	if err := c.retryPolicy().Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--feedback-retry-initial/--feedback-retry-max: %w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -155,20 +179,24 @@ type outbox struct {
 	metrics *feedbackMetrics
 	log     *slog.Logger
 	now     func() time.Time
+	// backoff is the wait before a row's next send after its n-th
+	// transient failure (the retry policy's full-jitter Delay).
+	backoff func(n int) time.Duration
 	// ticker returns the sweep ticks and their stop (tests tick by hand).
 	ticker func(d time.Duration) (<-chan time.Time, func())
 	// swept, when set, receives each sweep's result (tests wait on it).
 	swept chan<- sweepResult
 }
 
-// sweepResult is what one sweep did.
+// sweepResult is what one sweep did: events sent, failed (to be retried
+// after their backoff) and rejected (marked, never resent).
 type sweepResult struct {
-	Sent, Failed int
-	Err          error
+	Sent, Failed, Rejected int
+	Err                    error
 }
 
 func newOutbox(cfg OutboxConfig, st outboxStore, send feedbackSender, m *feedbackMetrics, log *slog.Logger) *outbox {
-	return &outbox{cfg: cfg, store: st, send: send, metrics: m, log: log, now: time.Now,
+	return &outbox{cfg: cfg, store: st, send: send, metrics: m, log: log, now: time.Now, backoff: cfg.retryPolicy().Delay,
 		ticker: func(d time.Duration) (<-chan time.Time, func()) { t := time.NewTicker(d); return t.C, t.Stop }}
 }
 
@@ -194,7 +222,10 @@ func (o *outbox) Run(ctx context.Context) error {
 }
 
 // sweep resends up to MaxBatches batches, then reads the backlog for the
-// gauges. Errors are logged here, once per sweep.
+// gauges. Errors are logged here, once per sweep. A batch of which SQS
+// accepted nothing and failed some transiently ends the sweep (the queue
+// is likely unreachable: the rows back off); refusals do not, so rows SQS
+// will never accept cannot hold newer feedback back.
 func (o *outbox) sweep(ctx context.Context) sweepResult {
 	var r sweepResult
 	for range o.cfg.FeedbackSweepMaxBatches {
@@ -204,34 +235,39 @@ func (o *outbox) sweep(ctx context.Context) sweepResult {
 		// Detached and bounded: a batch begun before a stop finishes and
 		// marks its rows instead of leaving them for a duplicate resend.
 		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.cfg.FeedbackSendTimeout)
-		taken, marked, err := o.store.SweepUnsentFeedback(bctx, o.now(), o.cfg.FeedbackGrace, o.cfg.FeedbackSweepBatch, o.sendBatch)
+		sw, err := o.store.SweepUnsentFeedback(bctx, o.now(), o.cfg.FeedbackGrace, o.cfg.FeedbackSweepBatch, o.sendBatch)
 		cancel()
-		r.Sent += marked
+		r.Sent += sw.Sent
+		r.Rejected += sw.Rejected
+		r.Failed += sw.Taken - sw.Sent - sw.Rejected
 		if err != nil {
-			r.Failed += taken - marked
 			r.Err = err
-			break
 		}
-		if taken < o.cfg.FeedbackSweepBatch {
+		if sw.Taken < o.cfg.FeedbackSweepBatch || (sw.Sent == 0 && sw.Taken > sw.Rejected) {
 			break
 		}
 	}
+	o.metrics.rejected.Add(float64(r.Rejected))
 	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.cfg.FeedbackSendTimeout)
-	n, oldest, err := o.store.FeedbackBacklog(bctx)
+	b, err := o.store.FeedbackBacklog(bctx)
 	cancel()
 	if err == nil {
-		o.metrics.unsent.Set(float64(n))
+		o.metrics.unsent.Set(float64(b.Unsent))
+		o.metrics.rejectedRows.Set(float64(b.Rejected))
 		age := 0.0
-		if !oldest.IsZero() {
-			age = max(o.now().Sub(oldest).Seconds(), 0)
+		if !b.Oldest.IsZero() {
+			age = max(o.now().Sub(b.Oldest).Seconds(), 0)
 		}
 		o.metrics.oldest.Set(age)
 	} else if r.Err == nil {
 		r.Err = err
 	}
+	if r.Rejected > 0 {
+		o.log.Error("console: feedback rejected by SQS; marked on the decisions, not resent", "rejected", r.Rejected)
+	}
 	if r.Err != nil {
 		o.metrics.sweeps.WithLabelValues("error").Inc()
-		o.log.Warn("console: feedback sweep", "resent", r.Sent, "failed", r.Failed, "err", r.Err)
+		o.log.Warn("console: feedback sweep", "resent", r.Sent, "failed", r.Failed, "rejected", r.Rejected, "err", r.Err)
 	} else {
 		o.metrics.sweeps.WithLabelValues("ok").Inc()
 		if r.Sent > 0 {
@@ -241,29 +277,47 @@ func (o *outbox) sweep(ctx context.Context) sweepResult {
 	return r
 }
 
-// sendBatch sends rows' events and returns the ids SQS accepted (all of
-// them, or those a *pipeline.BatchError says succeeded).
-func (o *outbox) sendBatch(ctx context.Context, rows []mysql.UnsentFeedback) ([]uint64, error) {
+// sendBatch sends rows' events and says what became of each: sent,
+// rejected by SQS as the event's own fault (a *pipeline.PermanentError:
+// resending cannot help), or failed, to be retried after the row's
+// backoff. Its error is the send's when some entry failed transiently.
+func (o *outbox) sendBatch(ctx context.Context, rows []mysql.UnsentFeedback) ([]mysql.FeedbackSend, error) {
 	msgs := make([]pipeline.OutMessage, len(rows))
 	for i, u := range rows {
 		msgs[i] = pipeline.OutMessage{Body: feedbackBody(feedbackEvent(u.Decision, u.Key, u.VerdictLabel, u.VerdictCategory, u.Action))}
 	}
 	err := o.send.Send(ctx, msgs)
-	var sent []uint64
-	var be *pipeline.BatchError
-	switch {
-	case err == nil:
-		for _, u := range rows {
-			sent = append(sent, u.Decision.ID)
-		}
-	case errors.As(err, &be) && len(be.Errs) == len(rows):
-		for i, u := range rows {
-			if be.Errs[i] == nil {
-				sent = append(sent, u.Decision.ID)
-			}
+	now := o.now()
+	out := make([]mysql.FeedbackSend, len(rows))
+	sent, failed := 0, 0
+	for i, e := range pipeline.EntryErrors(err, len(rows)) {
+		var perm *pipeline.PermanentError
+		switch {
+		case e == nil:
+			out[i].Sent = true
+			sent++
+		case errors.As(e, &perm) && entryRejected(err):
+			out[i].Rejected = e.Error()
+		default:
+			out[i].RetryAt = now.Add(o.backoff(rows[i].Attempts + 1))
+			failed++
 		}
 	}
-	o.metrics.sent.WithLabelValues("sweep").Add(float64(len(sent)))
-	o.metrics.failed.WithLabelValues("sweep").Add(float64(len(rows) - len(sent)))
-	return sent, err
+	o.metrics.sent.WithLabelValues("sweep").Add(float64(sent))
+	o.metrics.failed.WithLabelValues("sweep").Add(float64(failed))
+	if failed == 0 {
+		// Every entry was sent or rejected: the refusals are handled
+		// (marked, counted, logged by sweep), not a failed send.
+		return out, nil
+	}
+	return out, err
+}
+
+// entryRejected reports whether a send's error names its entries (a
+// *pipeline.BatchError): only then is a permanent error an entry's own. A
+// permanent error of the whole call (the queue does not exist, access is
+// denied) is no row's fault; its rows back off like any failure.
+func entryRejected(err error) bool {
+	var be *pipeline.BatchError
+	return errors.As(err, &be)
 }

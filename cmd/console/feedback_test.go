@@ -87,6 +87,8 @@ type outboxEnv struct {
 	verdict uint64
 	t0      time.Time
 	dsn     string
+	// clock is the clock of the last sweeper made.
+	clock *handClock
 }
 
 func newOutboxEnv(t *testing.T) *outboxEnv {
@@ -144,15 +146,38 @@ func (e *outboxEnv) decide(t *testing.T, form url.Values) string {
 	return string(body)
 }
 
-// sweeper returns an outbox over e with a hand-driven ticker and clock.
+// sweeper returns an outbox over e with a hand-driven ticker and clock
+// (set to now; move it with o.now's clock) and the backoff's ceiling for
+// its delay, so that a failed row's next attempt is known.
 func (e *outboxEnv) sweeper(st outboxStore, now time.Time) (*outbox, chan time.Time, chan sweepResult) {
 	cfg := defaultOutbox()
 	o := newOutbox(cfg, st, e.sender, newFeedbackMetrics(nil), slog.New(slog.DiscardHandler))
 	tick, swept := make(chan time.Time), make(chan sweepResult)
-	o.now = func() time.Time { return now }
+	clk := &handClock{t: now}
+	o.now = clk.now
+	o.backoff = cfg.retryPolicy().Ceiling
 	o.ticker = func(time.Duration) (<-chan time.Time, func()) { return tick, func() {} }
 	o.swept = swept
+	e.clock = clk
 	return o, tick, swept
+}
+
+// handClock is a clock tests move by hand.
+type handClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *handClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *handClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
 }
 
 // runOutbox runs o until the test ends and returns its stop, which waits.
@@ -213,8 +238,14 @@ func TestOutboxResendsAFailedSend(t *testing.T) {
 	require.Equal(t, 1.0, testutil.ToFloat64(o.metrics.failed.WithLabelValues("sweep")))
 	require.Equal(t, 1.0, testutil.ToFloat64(o.metrics.unsent))
 
-	// SQS is back: resent, marked, backlog empty.
+	// Not again before its backoff, even with SQS back.
 	e.queue.SetFault(nil)
+	tick <- time.Time{}
+	r = <-swept
+	require.Equal(t, sweepResult{}, r, "the failed row waits for its backoff")
+
+	// Past it: resent, marked, backlog empty.
+	e.clock.advance(defaultOutbox().FeedbackRetryInitial)
 	tick <- time.Time{}
 	r = <-swept
 	require.NoError(t, r.Err)
@@ -324,9 +355,9 @@ func TestOutboxStopFinishesTheBatchInFlight(t *testing.T) {
 	}
 	close(release)
 	require.NoError(t, <-done)
-	n, _, err := e.store.FeedbackBacklog(testCtx(t))
+	b, err := e.store.FeedbackBacklog(testCtx(t))
 	require.NoError(t, err)
-	require.Zero(t, n, "the batch begun before the stop is marked")
+	require.Zero(t, b.Unsent, "the batch begun before the stop is marked")
 	require.Len(t, e.queue.Messages(), 1)
 }
 

@@ -112,9 +112,13 @@ type operatorAPI struct {
 	log    *slog.Logger
 	now    func() time.Time
 	// requests counts stop requests by outcome; auditErrors audit rows
-	// that could not be written (the log line is then the only trail).
-	requests    *prometheus.CounterVec
-	auditErrors prometheus.Counter
+	// that could not be written (the log line is then the only trail; an
+	// authenticated stop is then refused, unpublished); outcomeErrors
+	// published stops whose outcome could not be recorded on their
+	// pending row.
+	requests      *prometheus.CounterVec
+	auditErrors   prometheus.Counter
+	outcomeErrors prometheus.Counter
 	// refusedRows bounds the MySQL rows unauthenticated requests may
 	// write, so that anyone who reaches the port cannot fill the audit
 	// table; past it a refused request is only logged and counted in
@@ -135,7 +139,9 @@ func newOperatorAPI(tokens *bearer.Set, pub pipeline.StopPublisher, audit pipeli
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chatguard_operator_stop_requests_total",
 			Help: "POST /v1/stop requests by outcome (accepted|refused|invalid|failed)."}, []string{"outcome"}),
 		auditErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "chatguard_operator_audit_errors_total",
-			Help: "Operator requests whose audit row could not be written to MySQL (the log line is the trail)."}),
+			Help: "Operator requests whose audit row could not be written to MySQL (the log line is the trail; a stop is then not published)."}),
+		outcomeErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "chatguard_operator_audit_outcome_errors_total",
+			Help: "Stops acted on whose outcome could not be recorded on their pending audit row (the row stays pending; the log line has the outcome)."}),
 		refusedRows: rate.NewLimiter(refusedRowsPerSecond, refusedRowsBurst),
 		auditSkipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "chatguard_operator_audit_rows_skipped_total",
 			Help: "Refused (unauthenticated) operator requests past the audit-row rate limit: logged, no MySQL row."}),
@@ -143,7 +149,7 @@ func newOperatorAPI(tokens *bearer.Set, pub pipeline.StopPublisher, audit pipeli
 	for _, oc := range []pipeline.StopOutcome{pipeline.StopAccepted, pipeline.StopRefused, pipeline.StopInvalid, pipeline.StopFailed} {
 		o.requests.WithLabelValues(string(oc))
 	}
-	reg.MustRegister(o.requests, o.auditErrors, o.auditSkipped)
+	reg.MustRegister(o.requests, o.auditErrors, o.outcomeErrors, o.auditSkipped)
 	return o
 }
 
@@ -157,8 +163,11 @@ func (o *operatorAPI) handler() http.Handler {
 // stop serves POST /v1/stop: "Authorization: Bearer <token>" and a JSON
 // pipeline.StopRequest in; 202 with the published signal and the number of
 // pods that heard it; 401 without a valid token; 400 for a bad body; 503
-// when Redis fails or stops are disabled. Every request is audited (MySQL
-// stop_signals and one log line), refused ones included.
+// when the audit row cannot be written, Redis fails or stops are
+// disabled. Every request is audited (MySQL stop_signals and one log
+// line), refused ones included, and a stop is audited before it acts: its
+// row is written pending first, and a stop whose row cannot be written is
+// not published.
 func (o *operatorAPI) stop(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	e := pipeline.StopAuditEntry{RequestedAt: o.now().UTC(), RemoteAddr: r.RemoteAddr}
@@ -212,21 +221,38 @@ func (o *operatorAPI) stop(w http.ResponseWriter, r *http.Request) {
 			map[string]string{"error": "stop signals are disabled on this worker (no --redis-addr)"})
 		return
 	}
+	id, err := o.begin(r.Context(), e)
+	if err != nil {
+		e.HTTPStatus, e.Outcome, e.Detail = http.StatusServiceUnavailable, pipeline.StopFailed, "not published: the audit row could not be written"
+		o.requests.WithLabelValues(string(e.Outcome)).Inc()
+		o.logEntry(r.Context(), e, err, false)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "the stop was not published: its audit row could not be written"})
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	n, err := o.pub.Publish(ctx, sig)
 	if err != nil {
-		answer(http.StatusServiceUnavailable, pipeline.StopFailed, err.Error(), map[string]string{"error": err.Error()})
+		o.finish(r.Context(), id, e, http.StatusServiceUnavailable, pipeline.StopFailed, err.Error())
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
 		return
 	}
-	answer(http.StatusAccepted, pipeline.StopAccepted, "", map[string]any{"signal": sig, "receivers": n, "identity": identity})
+	o.finish(r.Context(), id, e, http.StatusAccepted, pipeline.StopAccepted, "")
+	writeJSON(w, http.StatusAccepted, map[string]any{"signal": sig, "receivers": n, "identity": identity})
 }
 
-// record writes the audit row (bounded, and not cut short by a client
-// that hung up) and the log line.
+// auditContext bounds one audit write, which a client that hung up does
+// not cut short.
+func auditContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+}
+
+// record writes the audit row of a request that does not act (refused,
+// invalid, stops disabled) and the log line.
 func (o *operatorAPI) record(ctx context.Context, e pipeline.StopAuditEntry) {
 	o.requests.WithLabelValues(string(e.Outcome)).Inc()
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+	e.FinishedAt = e.RequestedAt
+	actx, cancel := auditContext(ctx)
 	defer cancel()
 	var auditErr error
 	skipped := e.Outcome == pipeline.StopRefused && !o.refusedRows.Allow()
@@ -235,6 +261,44 @@ func (o *operatorAPI) record(ctx context.Context, e pipeline.StopAuditEntry) {
 	} else {
 		auditErr = o.audit.RecordStop(actx, e)
 	}
+	if auditErr != nil {
+		o.auditErrors.Inc()
+	}
+	o.logEntry(ctx, e, auditErr, skipped)
+}
+
+// begin writes the pending audit row of a stop about to be published. An
+// error is counted; the caller refuses the stop and logs it.
+func (o *operatorAPI) begin(ctx context.Context, e pipeline.StopAuditEntry) (int64, error) {
+	actx, cancel := auditContext(ctx)
+	defer cancel()
+	id, err := o.audit.BeginStop(actx, e)
+	if err != nil {
+		o.auditErrors.Inc()
+	}
+	return id, err
+}
+
+// finish records the outcome of a stop that was acted on, on its pending
+// row, and logs it. A failed update is counted and logged with the
+// outcome; the stop is never published again for it.
+func (o *operatorAPI) finish(ctx context.Context, id int64, e pipeline.StopAuditEntry, code int, outcome pipeline.StopOutcome, detail string) {
+	e.HTTPStatus, e.Outcome, e.Detail, e.FinishedAt = code, outcome, detail, o.now().UTC()
+	o.requests.WithLabelValues(string(e.Outcome)).Inc()
+	actx, cancel := auditContext(ctx)
+	defer cancel()
+	err := o.audit.FinishStop(actx, id, e)
+	if err != nil {
+		o.outcomeErrors.Inc()
+		err = fmt.Errorf("audit row %d stays pending: %w", id, err)
+	}
+	o.logEntry(ctx, e, err, false)
+}
+
+// logEntry writes the one log line of a request: the whole entry, so the
+// log is a second trail, and the audit error when the row could not be
+// written.
+func (o *operatorAPI) logEntry(ctx context.Context, e pipeline.StopAuditEntry, auditErr error, skipped bool) {
 	level := slog.LevelInfo
 	if e.Outcome != pipeline.StopAccepted {
 		level = slog.LevelWarn
@@ -248,7 +312,6 @@ func (o *operatorAPI) record(ctx context.Context, e pipeline.StopAuditEntry) {
 		attrs = append(attrs, "audit_row", "skipped (refused-request rate limit)")
 	}
 	if auditErr != nil {
-		o.auditErrors.Inc()
 		level = slog.LevelError
 		attrs = append(attrs, "audit_err", auditErr.Error())
 	}

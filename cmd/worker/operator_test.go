@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -35,17 +36,51 @@ func tokensDir(t testing.TB) string {
 	return dir
 }
 
+// memAudit is the audit trail in memory. err fails every write (the
+// entry is not kept); finishErr fails only FinishStop.
 type memAudit struct {
-	mu      sync.Mutex
-	entries []pipeline.StopAuditEntry
-	err     error
+	mu        sync.Mutex
+	entries   []pipeline.StopAuditEntry
+	err       error
+	finishErr error
 }
 
 func (a *memAudit) RecordStop(_ context.Context, e pipeline.StopAuditEntry) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.err != nil {
+		return a.err
+	}
 	a.entries = append(a.entries, e)
-	return a.err
+	return nil
+}
+
+func (a *memAudit) BeginStop(_ context.Context, e pipeline.StopAuditEntry) (int64, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.err != nil {
+		return 0, a.err
+	}
+	e.Outcome, e.HTTPStatus, e.FinishedAt = pipeline.StopPending, 0, time.Time{}
+	a.entries = append(a.entries, e)
+	return int64(len(a.entries)), nil
+}
+
+func (a *memAudit) FinishStop(_ context.Context, id int64, e pipeline.StopAuditEntry) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.err != nil {
+		return a.err
+	}
+	if a.finishErr != nil {
+		return a.finishErr
+	}
+	if id < 1 || id > int64(len(a.entries)) || a.entries[id-1].Outcome != pipeline.StopPending {
+		return errors.New("no pending stop entry with that id")
+	}
+	p := &a.entries[id-1]
+	p.Outcome, p.HTTPStatus, p.Detail, p.FinishedAt = e.Outcome, e.HTTPStatus, e.Detail, e.FinishedAt
+	return nil
 }
 
 func (a *memAudit) all() []pipeline.StopAuditEntry {
@@ -54,15 +89,21 @@ func (a *memAudit) all() []pipeline.StopAuditEntry {
 	return append([]pipeline.StopAuditEntry(nil), a.entries...)
 }
 
+// memPublisher keeps published signals; onPublish, when set, runs on each
+// publish (before it succeeds or fails with err).
 type memPublisher struct {
-	mu   sync.Mutex
-	sigs []pipeline.StopSignal
-	err  error
+	mu        sync.Mutex
+	sigs      []pipeline.StopSignal
+	err       error
+	onPublish func()
 }
 
 func (p *memPublisher) Publish(_ context.Context, s pipeline.StopSignal) (int64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.onPublish != nil {
+		p.onPublish()
+	}
 	if p.err != nil {
 		return 0, p.err
 	}
@@ -148,14 +189,36 @@ func TestOperatorStopRefusesAndAuditsUnauthenticated(t *testing.T) {
 	require.Equal(t, pipeline.StopFailed, audit.all()[6].Outcome)
 }
 
-func TestOperatorStopAnswersWhenTheAuditFails(t *testing.T) {
+// TestOperatorStopRefusedWhenTheAuditFails: a stop whose audit row cannot
+// be written is not published and is answered 503; the log keeps the
+// request, and the error is counted.
+func TestOperatorStopRefusedWhenTheAuditFails(t *testing.T) {
 	t.Parallel()
-	srv, audit, reg, logs := newTestOperator(t, &memPublisher{})
+	pub := &memPublisher{}
+	srv, audit, reg, logs := newTestOperator(t, pub)
 	audit.err = errors.New("mysql: down")
-	require.Equal(t, 202, post(t, srv.URL, "Bearer "+consoleToken, `{"room_id":"room-1"}`))
+	require.Equal(t, 503, post(t, srv.URL, "Bearer "+consoleToken, `{"room_id":"room-1"}`))
+	require.Zero(t, pub.count(), "not audited, not published")
 	require.Equal(t, 1.0, metricValue(t, reg, "chatguard_operator_audit_errors_total", ""))
+	require.Equal(t, 1.0, metricValue(t, reg, "chatguard_operator_stop_requests_total", "failed"))
 	require.Contains(t, logs.tail(1<<20), `"audit_err":"mysql: down"`, "the log keeps the trail when MySQL cannot")
 	require.Contains(t, logs.tail(1<<20), `"identity":"console"`)
+}
+
+// TestOperatorStopOutcomeFailureNeverPublishesTwice: a stop that was
+// published but whose outcome cannot be recorded is answered as
+// published, counted and logged, and published once.
+func TestOperatorStopOutcomeFailureNeverPublishesTwice(t *testing.T) {
+	t.Parallel()
+	pub := &memPublisher{}
+	srv, audit, reg, logs := newTestOperator(t, pub)
+	audit.finishErr = errors.New("mysql: gone away")
+	require.Equal(t, 202, post(t, srv.URL, "Bearer "+consoleToken, `{"room_id":"room-1"}`))
+	require.Equal(t, 1, pub.count())
+	require.Equal(t, 1.0, metricValue(t, reg, "chatguard_operator_audit_outcome_errors_total", ""))
+	require.Equal(t, pipeline.StopPending, audit.all()[0].Outcome, "the row stays pending")
+	require.Contains(t, logs.tail(1<<20), "stays pending: mysql: gone away")
+	require.Contains(t, logs.tail(1<<20), `"outcome":"accepted"`, "the log line has the outcome")
 }
 
 // metricValue is the value of a counter, with the outcome label when given.

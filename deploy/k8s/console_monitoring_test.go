@@ -15,7 +15,7 @@ import (
 // consoleAlerts are the console's conditions docs/operations.md's runbook
 // covers.
 var consoleAlerts = []string{
-	"ChatguardConsoleDown", "ChatguardConsoleFeedbackNotDraining", "ChatguardConsoleFeedbackSweepFailing",
+	"ChatguardConsoleDown", "ChatguardConsoleFeedbackNotDraining", "ChatguardConsoleFeedbackSweepFailing", "ChatguardConsoleFeedbackRejected",
 	"ChatguardConsoleAdmissionRefusalsHigh", "ChatguardConsoleClientsDropped", "ChatguardConsoleLiveEventsNotKept",
 }
 

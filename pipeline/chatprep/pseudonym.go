@@ -1,8 +1,10 @@
 package chatprep
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"unicode"
@@ -32,7 +34,8 @@ var placeholderNames = map[SignalKind]string{
 	SignalResidentID: "RESIDENT_ID", SignalMessengerID: "MESSENGER_ID",
 }
 
-// Apply returns s with every contact detail replaced by its placeholder.
+// Apply returns s with every contact detail replaced by its placeholder,
+// and every value the table already holds replaced wherever it appears.
 // DataMarker runes (the transcript's datamarking) are ignored while
 // matching, and a marker inside a replaced value goes with it.
 func (p *Pseudonyms) Apply(s string) string {
@@ -81,7 +84,7 @@ func (p *Pseudonyms) Apply(s string) string {
 	}
 	p.mu.Unlock()
 	if len(spans) == 0 {
-		return s
+		return p.Conceal(s)
 	}
 	sortSpans := func() {
 		for i := 1; i < len(spans); i++ {
@@ -102,7 +105,10 @@ func (p *Pseudonyms) Apply(s string) string {
 		last = sp.to
 	}
 	b.WriteString(s[last:])
-	return b.String()
+	// A value already given a placeholder is replaced wherever it appears,
+	// even where the scan cannot recognise it without the words that
+	// introduced it: a repair request echoes the pool's restored answer.
+	return p.Conceal(b.String())
 }
 
 // pseudoKey reduces a matched value to its letters and digits, lower case,
@@ -132,6 +138,33 @@ func (p *Pseudonyms) RestoreJSON(content []byte) []byte {
 		pairs = append(pairs, ph, string(j[1:len(j)-1]))
 	}
 	return []byte(strings.NewReplacer(pairs...).Replace(string(content)))
+}
+
+// Conceal is the inverse of RestoreJSON for text that is about to be
+// stored or logged: every original value the table holds, as it was
+// written, becomes its placeholder again. A value restored into a model's
+// answer is one the chat's context identified (a messenger id after
+// "카톡 아이디"); out of that context Redact may not recognise it, so the
+// review conceals before it redacts. Longer values go first, so a value
+// that contains another is replaced whole.
+func (p *Pseudonyms) Conceal(s string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.orig) == 0 || s == "" {
+		return s
+	}
+	phs := make([]string, 0, len(p.orig))
+	for ph := range p.orig {
+		phs = append(phs, ph)
+	}
+	slices.SortFunc(phs, func(a, b string) int {
+		return cmp.Or(len(p.orig[b])-len(p.orig[a]), strings.Compare(a, b))
+	})
+	pairs := make([]string, 0, 2*len(phs))
+	for _, ph := range phs {
+		pairs = append(pairs, p.orig[ph], ph)
+	}
+	return strings.NewReplacer(pairs...).Replace(s)
 }
 
 // Len is how many distinct values have a placeholder.

@@ -63,3 +63,29 @@ func TestRedactMasksNamesWhereTheChatSaysSo(t *testing.T) {
 		require.Equal(t, want, Redact(in), in)
 	}
 }
+
+// TestConcealUndoesRestore: what RestoreJSON put back into an answer is
+// concealed again as its placeholder, even a value (a messenger id) that
+// Redact only recognises next to the words that introduced it.
+func TestConcealUndoesRestore(t *testing.T) {
+	t.Parallel()
+	p := NewPseudonyms()
+	sent := p.Apply("카톡 아이디: dealking99 아니면 010-1234-5678 로 전화")
+	require.Equal(t, "카톡 아이디: <MESSENGER_ID_1> 아니면 <PHONE_1> 로 전화", sent)
+	restored := string(p.RestoreJSON([]byte(`"연락은 <MESSENGER_ID_1>, 또는 <PHONE_1>"`)))
+	require.Equal(t, `"연락은 dealking99, 또는 010-1234-5678"`, restored)
+	require.Contains(t, Redact(restored), "dealking99", "out of context, Redact alone misses the id")
+	require.Equal(t, `"연락은 <MESSENGER_ID_1>, 또는 <PHONE_1>"`, p.Conceal(restored))
+	require.Equal(t, "nothing to hide", NewPseudonyms().Conceal("nothing to hide"))
+}
+
+// TestApplyReplacesKnownValuesAnywhere: a value that has a placeholder is
+// replaced even where nothing around it says what it is, as in a repair
+// request that echoes the pool's answer with the value restored.
+func TestApplyReplacesKnownValuesAnywhere(t *testing.T) {
+	t.Parallel()
+	p := NewPseudonyms()
+	require.Equal(t, "카톡 아이디: <MESSENGER_ID_1>", p.Apply("카톡 아이디: dealking99"))
+	require.Equal(t, `{"risk":"<MESSENGER_ID_1>"}`, p.Apply(`{"risk":"dealking99"}`))
+	require.Equal(t, "call <MESSENGER_ID_1> or <PHONE_1> → <PHONE_1>", p.Apply("call dealking99 or 010-1234-5678 → 010 1234 5678"))
+}

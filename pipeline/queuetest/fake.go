@@ -32,7 +32,8 @@ const (
 	OpChangeVisibility Op = "change_visibility"
 )
 
-// Errors of entries the queue refuses, as SQS's SenderFault answers.
+// Errors of entries the queue refuses, as SQS's SenderFault answers; each
+// comes wrapped in a *pipeline.PermanentError, as the adapter reports them.
 var (
 	ErrReceiptInvalid = errors.New("ReceiptHandleIsInvalid: the receipt handle is invalid or stale")
 	ErrInvalidMessage = errors.New("InvalidMessageContents: characters outside the allowed set")
@@ -362,7 +363,7 @@ func (f *Fake) entries(op Op, receipts []string, vis time.Duration, apply func(m
 			}
 		}
 		if m == nil {
-			errs[i], failed = fmt.Errorf("queuetest: %s: %w", op, ErrReceiptInvalid), true
+			errs[i], failed = pipeline.Permanent(fmt.Errorf("queuetest: %s: %w", op, ErrReceiptInvalid)), true
 			continue
 		}
 		apply(m)
@@ -400,7 +401,8 @@ func (f *Fake) ChangeVisibility(ctx context.Context, receipts []string, visibili
 }
 
 // Send enqueues msgs; a body that SQS would refuse (characters outside
-// XML's) fails its entry with ErrInvalidMessage.
+// XML's) fails its entry with ErrInvalidMessage, a *pipeline.PermanentError
+// as the adapter reports SQS's sender-fault entries.
 func (f *Fake) Send(ctx context.Context, msgs []pipeline.OutMessage) error {
 	if err := context.Cause(ctx); err != nil {
 		return fmt.Errorf("queuetest: send: %w", err)
@@ -418,7 +420,7 @@ func (f *Fake) Send(ctx context.Context, msgs []pipeline.OutMessage) error {
 			}
 		}
 		if !validBody(m.Body) {
-			errs[i], failed = fmt.Errorf("queuetest: send: %w", ErrInvalidMessage), true
+			errs[i], failed = pipeline.Permanent(fmt.Errorf("queuetest: send: %w", ErrInvalidMessage)), true
 			continue
 		}
 		f.add(m)

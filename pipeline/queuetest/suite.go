@@ -186,7 +186,8 @@ func partialFailure(t *testing.T, b Backend) {
 	require.ErrorAs(t, err, &be)
 	errs := pipeline.EntryErrors(err, 3)
 	require.NoError(t, errs[0])
-	require.Error(t, errs[1])
+	var perm *pipeline.PermanentError
+	require.ErrorAs(t, errs[1], &perm, "an entry the queue refuses for itself is permanent: no retry changes the answer")
 	require.NoError(t, errs[2])
 	// The good entries took effect: both messages are visible again.
 	again := receiveN(t, ctx, b.Queue, 2, hidden)
@@ -222,7 +223,8 @@ func sendInvalid(t *testing.T, b Backend) {
 	require.ErrorAs(t, err, &be)
 	errs := pipeline.EntryErrors(err, 3)
 	require.NoError(t, errs[0])
-	require.Error(t, errs[1])
+	var perm *pipeline.PermanentError
+	require.ErrorAs(t, errs[1], &perm, "an entry the queue refuses for itself is permanent: no retry changes the answer")
 	require.NoError(t, errs[2])
 	require.Equal(t, []string{"ok-1", "ok-2"}, bodies(receiveN(t, ctx, b.Queue, 2, hidden)))
 }

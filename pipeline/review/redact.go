@@ -12,7 +12,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/chatguard/chatguard/pipeline"
-	"github.com/chatguard/chatguard/pipeline/chatprep"
 )
 
 // DevDigestKey is the quote-digest key of the local stack and tests only.
@@ -20,27 +19,34 @@ import (
 // with it is recognisable; production sets Config.DigestKey from a Secret.
 const DevDigestKey = "chatguard-dev-only-digest-key-not-for-production"
 
-// redactOutput turns a validated stage answer into what may leave the
-// process (inference logs, stored stage results). It decodes the answer
-// and rewrites string values only: extract's quotes are chat text, so each
-// becomes a keyed digest and a length; every contact or identity detail
-// left in other free text (reasons, rationales, descriptions) is masked,
-// however it was spelled (chatprep.Redact). Keys, numbers (a confidence
-// with many decimals), booleans and id fields are copied as they are, so
-// the result is valid JSON whenever the answer was. An answer that is not
-// JSON is masked as plain text.
-func (r *Reviewer) redactOutput(stage pipeline.StageName, content []byte) string {
-	out, err := rewriteStrings(content, func(key, s string) string {
+// redactOutput turns a stage answer, as the stage's parser decoded it,
+// into what may leave the process (inference logs, stored stage results).
+// It works on the decoded value, never on the model's bytes: the parser
+// refused repeated and case-variant keys, so the value validated is the
+// value redacted, and it is re-encoded with the schema's own field names.
+// String values only are rewritten: extract's quotes are chat text, so each
+// becomes a keyed digest and a length; every other free text (reasons,
+// rationales, descriptions) goes through mask. Numbers (a confidence with
+// many decimals), booleans and id fields are copied as they are: ids were
+// validated against the chat.
+func (r *Reviewer) redactOutput(stage pipeline.StageName, v any, mask func(string) string) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Our own output types always encode; if one did not, nothing
+		// leaves rather than something unmasked.
+		return ""
+	}
+	out, err := rewriteStrings(b, func(key, s string) string {
 		switch {
 		case stage == pipeline.StageExtract && key == "quote":
 			return r.quoteDigest(s)
 		case isIDKey(key):
 			return s
 		}
-		return chatprep.Redact(s)
+		return mask(s)
 	})
 	if err != nil {
-		return chatprep.Redact(string(content))
+		return ""
 	}
 	return out
 }
@@ -51,8 +57,8 @@ func isIDKey(key string) bool {
 	return key == "id" || strings.HasSuffix(key, "_id") || strings.HasSuffix(key, "_ids")
 }
 
-// rewriteStrings re-encodes a JSON document compactly, in its own key
-// order, passing every string value (not the keys) through f with the
+// rewriteStrings re-encodes a JSON document (our own encoding of a decoded
+// answer) compactly, in its key order, passing every string value (not the keys) through f with the
 // name of the key it belongs to (the enclosing key for array elements).
 func rewriteStrings(doc []byte, f func(key, s string) string) (string, error) {
 	dec := json.NewDecoder(bytes.NewReader(doc))

@@ -10,7 +10,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -218,7 +217,7 @@ func (r *Reviewer) Review(ctx context.Context, ev pipeline.ReviewEvent, msgs []p
 	rn.recordRejected()
 	v.Stages = rn.v.Stages
 	if err != nil {
-		err = &cleanError{msg: cleanText(err.Error(), maxErrorRunes), err: err}
+		err = &cleanError{msg: cleanText(rn.pseudonyms.Conceal(err.Error()), maxErrorRunes), err: err}
 	}
 	v.InjectionFlagged = rn.injection.Load() || (!r.cfg.Defence.NoFloor && len(rn.injections()) > 0)
 	v.FinishedAt = r.now().UTC()
@@ -440,7 +439,7 @@ func (rn *run) stages(ctx context.Context) (pipeline.Verdict, error) {
 	v.Status = pipeline.StatusDone
 	// The rationale is model text: it may quote the chat's numbers.
 	v.Label, v.Category, v.Severity = judge.Label, judge.Category, judge.Severity
-	v.Confidence, v.Action, v.Rationale = judge.Confidence, judge.Action, pipeline.ClipRunes(chatprep.Redact(judge.Rationale), 500)
+	v.Confidence, v.Action, v.Rationale = judge.Confidence, judge.Action, pipeline.ClipRunes(rn.mask(judge.Rationale), 500)
 	v.EvidenceIDs = judge.EvidenceIDs
 	if v.EvidenceIDs == nil {
 		v.EvidenceIDs = []string{}
@@ -568,7 +567,13 @@ func runStage[T any](ctx context.Context, rn *run, stage pipeline.StageName, in 
 			ph.Write([]byte(u))
 		}
 		prompt := promptFacts{sha: hex.EncodeToString(ph.Sum(nil)), chars: utf8.RuneCountInString(sys) + utf8.RuneCountInString(user), images: len(imageURLs)}
-		canaried := false
+		// last is the latest answer Validate decoded: the inference log of
+		// that attempt redacts this value, not the answer's bytes.
+		var last struct {
+			content []byte
+			out     T
+			ok      bool
+		}
 		req := llm.Request{
 			Stage: stage,
 			Class: rn.r.cfg.Class,
@@ -580,25 +585,31 @@ func runStage[T any](ctx context.Context, rn *run, stage pipeline.StageName, in 
 			MaxTokens: rn.r.cfg.MaxTokens[stage],
 			Validate: func(b []byte) error {
 				o, err := parse(b)
+				last.content, last.ok = b, false
 				if errors.Is(err, stages.ErrCanary) {
 					rn.injection.Store(true)
 					if floor {
 						// The chat talked the model into leaking its
 						// instructions: nothing it said can be trusted,
 						// and asking again only lets the chat try again.
-						out, canaried = compromised(), true
+						out = compromised()
 						return nil
 					}
 				}
 				if err == nil {
 					out = o
+					last.out, last.ok = o, true
 				}
 				return err
 			},
 			Repair:     repairMessages,
 			Pseudonyms: rn.pseudonyms,
 			OnAttempt: func(a llm.Attempt) {
-				rn.publish(stage, a, prompt)
+				var decoded any
+				if a.Outcome == llm.OutcomeOK && last.ok && bytes.Equal(a.Content, last.content) {
+					decoded = last.out
+				}
+				rn.publish(stage, a, prompt, decoded)
 			},
 		}
 		resp, err := rn.r.router.Complete(ctx, req)
@@ -615,17 +626,13 @@ func runStage[T any](ctx context.Context, rn *run, stage pipeline.StageName, in 
 			continue
 		}
 		if err != nil {
-			res.Error = cleanText(err.Error(), 1000)
+			res.Error = cleanText(rn.pseudonyms.Conceal(err.Error()), 1000)
 			rn.v.Stages = append(rn.v.Stages, res)
 			return out, err
 		}
-		if canaried {
-			// Never store an answer that holds the canary.
-			b, _ := json.Marshal(out)
-			res.Output = []byte(rn.r.redactOutput(stage, b))
-		} else {
-			res.Output = []byte(rn.r.redactOutput(stage, resp.Content))
-		}
+		// out is the decoded answer (or, after a canary, its stand-in: an
+		// answer that holds the canary is never stored).
+		res.Output = []byte(rn.redactOutput(stage, out))
 		rn.v.Stages = append(rn.v.Stages, res)
 		return out, nil
 	}
@@ -655,8 +662,10 @@ type promptFacts struct {
 }
 
 // publish sends one inference-log event for an attempt. The event holds no
-// chat text: a prompt hash and sizes, and the validated answer redacted.
-func (rn *run) publish(stage pipeline.StageName, a llm.Attempt, p promptFacts) {
+// chat text: a prompt hash and sizes, and the answer as its parser decoded
+// it, redacted (decoded is nil when the attempt has no valid answer: then
+// no output is logged).
+func (rn *run) publish(stage pipeline.StageName, a llm.Attempt, p promptFacts, decoded any) {
 	if rn.r.sink == nil {
 		return
 	}
@@ -683,8 +692,8 @@ func (rn *run) publish(stage pipeline.StageName, a llm.Attempt, p promptFacts) {
 		log.Outcome, log.ErrorKind = "invalid", "canary"
 	case a.Outcome != llm.OutcomeOK:
 		log.ErrorKind = a.Outcome
-	default:
-		log.Output = rn.r.redactOutput(stage, a.Content)
+	case decoded != nil:
+		log.Output = rn.redactOutput(stage, decoded)
 	}
 	ev := pipeline.LakeEvent{
 		EventID: pipeline.InferenceLogEventID(rn.ev.Key(rn.r.version), stage, a.N), EventType: pipeline.EventInferenceLog, OccurredAt: rn.r.now().UTC(),
@@ -693,6 +702,20 @@ func (rn *run) publish(stage pipeline.StageName, a llm.Attempt, p promptFacts) {
 	if !rn.r.sink.Publish(ev) {
 		rn.r.m.eventsDropped.Inc()
 	}
+}
+
+// mask hides every contact detail in model free text before it is stored
+// or logged. Values restored from placeholders (a pseudonymizing pool
+// answered) become their placeholders again first: the model saw only the
+// placeholder, and Redact alone may not recognise a value away from the
+// chat words that introduced it.
+func (rn *run) mask(s string) string {
+	return chatprep.Redact(rn.pseudonyms.Conceal(s))
+}
+
+// redactOutput is Reviewer.redactOutput with this review's mask.
+func (rn *run) redactOutput(stage pipeline.StageName, decoded any) string {
+	return rn.r.redactOutput(stage, decoded, rn.mask)
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -24,6 +24,8 @@ func TestClosedSetsMatchTheConstraints(t *testing.T) {
 		"ck_verdicts_action":      closedSets.actions,
 		"ck_verdict_stages_stage": closedSets.stages,
 		"ck_verdict_stages_pool":  closedSets.pools,
+		"ck_stop_signals_outcome": {string(pipeline.StopPending), string(pipeline.StopAccepted), string(pipeline.StopRefused),
+			string(pipeline.StopInvalid), string(pipeline.StopFailed)},
 	}
 	quoted := regexp.MustCompile(`'([^']*)'`)
 	for name, values := range want {

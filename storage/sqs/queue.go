@@ -14,7 +14,8 @@
 // internal/retry between rounds. After a call,
 //   - an entry SQS accepted is done;
 //   - an entry SQS rejected as the sender's fault (SenderFault: an invalid
-//     receipt handle, invalid characters) is reported at once, never retried;
+//     receipt handle, invalid characters) is reported at once, never retried,
+//     as a *pipeline.PermanentError (so is a message over MaxMessageBytes);
 //   - any other failed entry is retried in the next round, alone with the
 //     other failed entries: an accepted entry is never sent twice by us;
 //   - a whole-call error counts as a failure of every entry of the call and
@@ -274,8 +275,10 @@ func settle[E any](ctx context.Context, c *core, op Op, entries []E, call callFu
 			case e == nil:
 				errs[i] = nil
 			case e.SenderFault:
+				// The entry itself is wrong: no retry by anyone will
+				// change SQS's answer.
 				failed++
-				errs[i] = fmt.Errorf("%s entry: %w", op, e)
+				errs[i] = pipeline.Permanent(fmt.Errorf("%s entry: %w", op, e))
 			default:
 				failed++
 				errs[i] = fmt.Errorf("%s entry: %w", op, e)

@@ -258,6 +258,7 @@ func TestSendKeepsCallsUnderTheSizeLimit(t *testing.T) {
 	require.NoError(t, errs[0])
 	require.NoError(t, errs[1])
 	require.ErrorIs(t, errs[2], ErrTooLarge, "too large alone, never sent")
+	require.ErrorAs(t, errs[2], new(*pipeline.PermanentError), "resending cannot make it smaller")
 	require.NoError(t, errs[3])
 	require.Equal(t, []int{1, 2}, api.sortedSizes(OpSend), "two of 100 KiB fit a call, three do not")
 	require.Len(t, api.accepted, 3)

@@ -38,7 +38,7 @@ func messageBytes(m pipeline.OutMessage) int {
 
 func (s *sender) tooLarge(m pipeline.OutMessage) error {
 	if n := messageBytes(m); n > MaxMessageBytes {
-		return fmt.Errorf("%s: send: %d bytes: %w", s.prefix, n, ErrTooLarge)
+		return pipeline.Permanent(fmt.Errorf("%s: send: %d bytes: %w", s.prefix, n, ErrTooLarge))
 	}
 	return nil
 }
