@@ -19,6 +19,7 @@ import (
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/storage/mysql"
 	"github.com/chatguard/chatguard/storage/sqs"
+	"github.com/chatguard/chatguard/storage/storetest"
 )
 
 // countingSender counts the Send calls that reach the feedback queue.
@@ -49,7 +50,7 @@ func TestOutboxSkipsWhatSQSRejects(t *testing.T) {
 		v := pipeline.Verdict{Key: pipeline.ReviewKey{RoomID: room, WindowStart: window, WindowEnd: window.Add(time.Hour), PipelineVersion: "v1"},
 			RunID: "run-1", Status: pipeline.StatusDone, Label: pipeline.LabelAbusive, Category: pipeline.CategorySpam, Severity: 3,
 			Action: pipeline.ActionWarn, Attempts: 1, PublishedAt: window, StartedAt: window, FinishedAt: window}
-		require.NoError(t, st.Save(ctx, v))
+		storetest.MustSave(t, ctx, st, v)
 		id, err := st.VerdictID(ctx, v.Key)
 		require.NoError(t, err)
 		return id
@@ -170,7 +171,7 @@ func TestOutboxBacksOffTransientFailuresPerRow(t *testing.T) {
 	other := pipeline.Verdict{Key: pipeline.ReviewKey{RoomID: "room-later", WindowStart: window, WindowEnd: window.Add(time.Hour), PipelineVersion: "v1"},
 		RunID: "run-1", Status: pipeline.StatusDone, Label: pipeline.LabelClean, Category: pipeline.CategoryClean, Severity: 1,
 		Action: pipeline.ActionNone, Attempts: 1, PublishedAt: window, StartedAt: window, FinishedAt: window}
-	require.NoError(t, e.store.Save(ctx, other))
+	storetest.MustSave(t, ctx, e.store, other)
 	otherID, err := e.store.VerdictID(ctx, other.Key)
 	require.NoError(t, err)
 	for i := range 13 {
