@@ -86,6 +86,10 @@ test: deps $(STACK_BIN) ## run every test of every workspace module; uses the ru
 test-integration: ## run only the integration suite against the running stack
 	$(GO) test $(TEST_FLAGS) ./internal/integration/...
 
+.PHONY: docs
+docs: ## regenerate the flag tables of docs/configuration.md from every binary's and subcommand's --help=markdown
+	@$(GO) run ./cmd/internal/cli/cmd/flagdocs
+
 .PHONY: vet
 vet: ## go vet every package of every workspace module
 	$(GO) vet $(PKGS)

@@ -36,6 +36,9 @@ type FlagSet struct {
 	summary string
 	order   []string
 	args    []string
+	// markdown is set by --help=markdown: Usage then writes the flag table
+	// as Markdown, the form docs/configuration.md holds.
+	markdown bool
 }
 
 // NewFlagSet returns a FlagSet for the command name; summary is the first
@@ -98,8 +101,13 @@ func (f *FlagSet) Var(v flag.Value, name, usage string) {
 }
 
 // ErrHelp is returned by Parse when -h or --help was asked for; the caller
-// prints Usage and exits 0.
+// prints Usage and exits 0. After --help=markdown, Usage writes the flag
+// table as Markdown instead of text.
 var ErrHelp = flag.ErrHelp
+
+// HelpMarkdown is the value of --help that asks for the flag table as
+// Markdown: `make docs` renders docs/configuration.md from it.
+const HelpMarkdown = "markdown"
 
 // ErrVersion is returned by Parse when --version was asked for (and the
 // command has no flag of that name); ParseCommand prints the build's
@@ -109,7 +117,8 @@ var ErrVersion = errors.New("--version is answered by the command, not by its su
 
 // Parse applies environment variables (looked up with getenv) and then the
 // command-line args. It reports every bad value at once, joined, naming the
-// flag or variable; it returns ErrHelp for -h/--help.
+// flag or variable; it returns ErrHelp for -h/--help and for
+// --help=markdown, and an error for --help with any other value.
 func (f *FlagSet) Parse(args []string, getenv func(string) string) error {
 	var errs []error
 	f.fs.VisitAll(func(fl *flag.Flag) {
@@ -134,6 +143,13 @@ func (f *FlagSet) Parse(args []string, getenv func(string) string) error {
 		}
 		name, value, hasValue := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
 		if name == "h" || name == "help" {
+			switch {
+			case !hasValue:
+			case value == HelpMarkdown:
+				f.markdown = true
+			default:
+				return fmt.Errorf("--%s=%q: unknown help format (the one known: %s)", name, value, HelpMarkdown)
+			}
 			return ErrHelp
 		}
 		if name == "version" && f.fs.Lookup(name) == nil {
@@ -166,21 +182,50 @@ func (f *FlagSet) Parse(args []string, getenv func(string) string) error {
 func (f *FlagSet) Args() []string { return f.args }
 
 // Usage writes the help text: the summary, then one row per flag with its
-// environment variable and default.
+// environment variable and default. After --help=markdown it writes the
+// same rows as a Markdown table (Markdown).
 func (f *FlagSet) Usage(w io.Writer) {
+	if f.markdown {
+		f.Markdown(w)
+		return
+	}
 	fmt.Fprintf(w, "Usage: %s [flags]\n\n%s\n\nFlags (each also settable by its environment variable; flags win):\n", f.name, f.summary)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	for _, r := range f.rows() {
+		fmt.Fprintf(tw, "  --%s\t%s\tdefault %s\t%s\n", r.name, r.env, r.def, r.usage)
+	}
+	tw.Flush()
+}
+
+// Markdown writes the rows of the help text as a Markdown table (flag,
+// environment variable, default, meaning), in the same order, with every
+// pipe escaped so that a value cannot split a cell.
+func (f *FlagSet) Markdown(w io.Writer) {
+	cell := strings.NewReplacer("|", `\|`).Replace
+	fmt.Fprint(w, "| flag | environment variable | default | meaning |\n| --- | --- | --- | --- |\n")
+	for _, r := range f.rows() {
+		fmt.Fprintf(w, "| `--%s` | `%s` | `%s` | %s |\n", r.name, r.env, cell(r.def), cell(r.usage))
+	}
+}
+
+// helpRow is one flag as the help text shows it.
+type helpRow struct{ name, env, def, usage string }
+
+// rows returns the flags sorted by name, an empty default shown as "", so
+// that the text and the Markdown help cannot disagree.
+func (f *FlagSet) rows() []helpRow {
 	names := append([]string(nil), f.order...)
 	sort.Strings(names)
+	out := make([]helpRow, 0, len(names))
 	for _, n := range names {
 		fl := f.fs.Lookup(n)
 		def := fl.DefValue
 		if def == "" {
 			def = `""`
 		}
-		fmt.Fprintf(tw, "  --%s\t%s\tdefault %s\t%s\n", n, EnvName(n), def, fl.Usage)
+		out = append(out, helpRow{name: n, env: EnvName(n), def: def, usage: fl.Usage})
 	}
-	tw.Flush()
+	return out
 }
 
 // Fail prints err as a usage error and returns ExitUsage, for a main to

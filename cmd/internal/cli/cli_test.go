@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,6 +82,44 @@ func TestHelpListsEnvAndDefault(t *testing.T) {
 	require.Contains(t, out, "CHATGUARD_CONCURRENCY")
 	require.Contains(t, out, "default 4")
 	require.Contains(t, out, "CHATGUARD_ADMIN_ADDR")
+}
+
+// TestHelpMarkdownIsTheHelpAsATable checks --help=markdown: the same rows
+// as --help, sorted, an empty default shown as "", and a pipe in a usage
+// or a default escaped so that it cannot split a cell.
+func TestHelpMarkdownIsTheHelpAsATable(t *testing.T) {
+	t.Parallel()
+	fs, _ := setup(t)
+	level, empty := "a|b", ""
+	fs.StringVar(&level, "level", "debug|info")
+	fs.StringVar(&empty, "note", "a note")
+	var stdout, stderr bytes.Buffer
+	code, done := fs.ParseCommand([]string{"--help=" + HelpMarkdown}, func(string) string { return "" }, &stdout, &stderr)
+	require.True(t, done)
+	require.Equal(t, 0, code)
+	require.Empty(t, stderr.String())
+	require.Equal(t, "| flag | environment variable | default | meaning |\n"+
+		"| --- | --- | --- | --- |\n"+
+		"| `--admin-addr` | `CHATGUARD_ADMIN_ADDR` | `:8080` | admin listen address |\n"+
+		"| `--at` | `CHATGUARD_AT` | `(none)` | a time |\n"+
+		"| `--concurrency` | `CHATGUARD_CONCURRENCY` | `4` | jobs at once |\n"+
+		"| `--level` | `CHATGUARD_LEVEL` | `a\\|b` | debug\\|info |\n"+
+		"| `--note` | `CHATGUARD_NOTE` | `\"\"` | a note |\n"+
+		"| `--verbose` | `CHATGUARD_VERBOSE` | `false` | log more |\n"+
+		"| `--wait` | `CHATGUARD_WAIT` | `1s` | how long to wait |\n", stdout.String())
+
+	// Plain --help on a fresh set stays text.
+	fs, _ = setup(t)
+	require.ErrorIs(t, fs.Parse([]string{"--help"}, func(string) string { return "" }), ErrHelp)
+	stdout.Reset()
+	fs.Usage(&stdout)
+	require.True(t, strings.HasPrefix(stdout.String(), "Usage: demo [flags]"), stdout.String())
+
+	// A format nobody knows is a usage error, not the text help.
+	fs, _ = setup(t)
+	err := fs.Parse([]string{"--help=html"}, func(string) string { return "" })
+	require.ErrorContains(t, err, `unknown help format`)
+	require.NotErrorIs(t, err, ErrHelp)
 }
 
 func TestVersion(t *testing.T) {
