@@ -86,6 +86,21 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 	}()
 
+	// The workers' stage engine with the interactive class
+	// (reviewer.go): the same privacy controls, pools, fleet limits and
+	// pipeline version. Built, and its settings logged, before the first
+	// dial, as the worker's is: the two lines can be compared on pods (and
+	// in the deploy boot tests) before MySQL answers.
+	reviewer := m.Reviewer
+	if reviewer == nil {
+		engine, err := newReviewer(cfg, events, reg, log)
+		if err != nil {
+			return fmt.Errorf("console: %w", err)
+		}
+		defer engine.Close()
+		reviewer = engine
+	}
+
 	db, err := mysql.OpenDB(cfg.MySQL.Config())
 	if err != nil {
 		return fmt.Errorf("console: %w", err)
@@ -154,19 +169,6 @@ func (m *Main) Run(ctx context.Context) error {
 	subDone := make(chan struct{})
 	go func() { defer close(subDone); _ = feed.Run(stopCtx, holder) }()
 	defer func() { stopSubscriber(); <-subDone }()
-
-	// The workers' stage engine with the interactive class
-	// (reviewer.go): the same privacy controls, pools, fleet limits and
-	// pipeline version.
-	reviewer := m.Reviewer
-	if reviewer == nil {
-		engine, err := newReviewer(cfg, events, reg, log)
-		if err != nil {
-			return fmt.Errorf("console: %w", err)
-		}
-		defer engine.Close()
-		reviewer = engine
-	}
 
 	reviewCtx, cancelReviews := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelReviews(nil)

@@ -86,6 +86,33 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	defer closeQueue(dlq)
 
+	pub, err := sqs.NewLakePublisher(sqsc, cfg.events(), reg)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	pub.Start()
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventFlushTimeout)
+		defer cancel()
+		if err := pub.Stop(fctx); err != nil {
+			log.Warn("worker: lake events left unsent at shutdown", "err", err)
+		}
+	}()
+
+	// The stage engine is built, and its settings logged, before the first
+	// dial: a pod waiting for MySQL already says which privacy controls and
+	// pipeline version it will review with (the deploy boot tests compare
+	// them with the console's against dead dependencies).
+	reviewer := m.Reviewer
+	if reviewer == nil {
+		engine, err := newReviewer(cfg, pub, reg, log)
+		if err != nil {
+			return fmt.Errorf("worker: %w", err)
+		}
+		defer engine.Close()
+		reviewer = engine
+	}
+
 	db, err := mysql.OpenDB(cfg.MySQL.Config())
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
@@ -105,29 +132,6 @@ func (m *Main) Run(ctx context.Context) error {
 	chat, err := chatapi.New(chatCfg)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
-	}
-
-	pub, err := sqs.NewLakePublisher(sqsc, cfg.events(), reg)
-	if err != nil {
-		return fmt.Errorf("worker: %w", err)
-	}
-	pub.Start()
-	defer func() {
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventFlushTimeout)
-		defer cancel()
-		if err := pub.Stop(fctx); err != nil {
-			log.Warn("worker: lake events left unsent at shutdown", "err", err)
-		}
-	}()
-
-	reviewer := m.Reviewer
-	if reviewer == nil {
-		engine, err := newReviewer(cfg, pub, reg, log)
-		if err != nil {
-			return fmt.Errorf("worker: %w", err)
-		}
-		defer engine.Close()
-		reviewer = engine
 	}
 
 	// The subscriber outlives the loop's drain, so stops still reach jobs

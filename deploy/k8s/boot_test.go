@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/chatguard/chatguard/deploy/k8s/inventory"
+	"github.com/chatguard/chatguard/deploy/k8s/manifest"
 )
 
 // bootLimit bounds every wait on a booted binary.
@@ -32,11 +33,15 @@ const bootLimit = 90 * time.Second
 
 // deadDeps are local stand-ins for what a booted binary connects to first:
 // a TCP port that accepts and at once closes (MySQL), and a port nothing
-// listens on (every AWS endpoint). Nothing leaves the machine.
+// listens on (every AWS endpoint, Redis, the vLLM metrics). Nothing leaves
+// the machine.
 type deadDeps struct {
 	mysql    net.Listener
 	accepted chan struct{}
-	awsURL   string
+	// closed is a loopback address nothing listens on: every AWS endpoint,
+	// Redis and the vLLM metrics.
+	closed string
+	awsURL string
 }
 
 func newDeadDeps(t *testing.T) *deadDeps {
@@ -62,7 +67,8 @@ func newDeadDeps(t *testing.T) *deadDeps {
 	t.Cleanup(func() { ln.Close(); <-done })
 	closed, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	d.awsURL = "http://" + closed.Addr().String()
+	d.closed = closed.Addr().String()
+	d.awsURL = "http://" + d.closed
 	closed.Close()
 	return d
 }
@@ -82,15 +88,25 @@ func (d *deadDeps) environ(t *testing.T, env map[string]envSource) []string {
 		switch {
 		case k == "CHATGUARD_MYSQL_DSN":
 			val = "chatguard:test@tcp(" + d.mysql.Addr().String() + ")/chatguard?timeout=2s"
-		case k == "CHATGUARD_QUOTE_DIGEST_KEY":
+		case k == "CHATGUARD_QUOTE_DIGEST_KEY" && v.secretRef != nil:
+			// Only a key from a Secret stands in: a ConfigMap's empty
+			// value stays, and the binary reports the dev key.
 			val = "test-secret-of-at-least-thirty-two-bytes"
 		case v.secretRef != nil:
 			val = "test-secret"
-		case k == "CHATGUARD_ADMIN_ADDR", k == "CHATGUARD_OPERATOR_ADDR":
+		case k == "CHATGUARD_ADMIN_ADDR", k == "CHATGUARD_OPERATOR_ADDR", k == "CHATGUARD_LISTEN_ADDR":
 			val = "127.0.0.1:0"
+		case k == "CHATGUARD_REDIS_ADDR" && val != "":
+			val = d.closed
+		case k == "CHATGUARD_PRIMARY_METRICS_URL" && val != "":
+			val = "http://" + d.closed + "/metrics"
 		case k == "CHATGUARD_OPERATOR_TOKENS_DIR":
 			val = t.TempDir()
 			require.NoError(t, os.WriteFile(filepath.Join(val, "console"), []byte("test-token-of-at-least-thirty-two-bytes"), 0o600))
+		case (k == "CHATGUARD_OPERATOR_TOKEN_FILE" || k == "CHATGUARD_SESSION_KEY_FILE") && val != "":
+			// Files of the console's mounted Secret.
+			val = filepath.Join(t.TempDir(), filepath.Base(val))
+			require.NoError(t, os.WriteFile(val, []byte("test-file-secret-of-at-least-thirty-two-bytes"), 0o600))
 		}
 		out = append(out, k+"="+val)
 	}
@@ -205,23 +221,21 @@ func TestRenderedConfigStartsTheBinaries(t *testing.T) {
 				require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 				require.Equal(t, 0, p.exit(t), "a drained consumer exits 0; stderr:\n%s", p.stderr())
 			})
-			t.Run("worker", func(t *testing.T) {
+			t.Run("worker and console", func(t *testing.T) {
 				t.Parallel()
-				deps := newDeadDeps(t)
-				c := container(t, s, "chatguard-worker")
-				p := start(t, filepath.Join(dir, "worker"), c.Args, deps.environ(t, envOf(t, s, c)))
-				// The worker dials MySQL only after its configuration was
-				// accepted; it then waits for MySQL, so stop it.
-				select {
-				case <-deps.accepted:
-				case err := <-p.done:
-					t.Fatalf("worker exited (%v) before dialling MySQL; stderr:\n%s", err, p.stderr())
-				case <-time.After(bootLimit):
-					t.Fatalf("worker never dialled MySQL; stderr:\n%s", p.stderr())
+				// Both build the same stage engine from their own rendered
+				// settings and log it before their first dial.
+				worker := bootWorker(t, dir, s)
+				console := bootConsole(t, dir, s)
+				t.Logf("both report %+v", worker)
+				require.NotEmpty(t, worker.PipelineVersion)
+				require.Equal(t, worker, console, "the worker and the console review with different settings: on-demand verdicts would skip a privacy control or land under another pipeline version")
+				if o == "prod" {
+					require.False(t, worker.DevDigestKey, "prod quote digests use the Secret's key, never the dev key")
+					require.NotEmpty(t, worker.ImageHosts, "prod lets images through only from the CDN hosts")
+					require.True(t, worker.FallbackPseudonymize, "prod pseudonymizes chats towards the third-party fallback")
+					require.NotEmpty(t, worker.FallbackModel, "prod has the managed fallback pool")
 				}
-				require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
-				requireAccepted(t, p, p.exit(t))
-				require.Contains(t, p.stderr(), "mysql unreachable")
 			})
 			t.Run("migrate", func(t *testing.T) {
 				t.Parallel()
@@ -266,19 +280,93 @@ func TestRenderedConfigStartsTheBinaries(t *testing.T) {
 	}
 }
 
+// engineSettings are what a binary's "<component>: stage engine ready"
+// line reports about the chat data its reviews send and the rows their
+// verdicts land in: everything but the class, the one setting that differs
+// between the worker (batch) and the console (interactive) by design.
+type engineSettings struct {
+	PipelineVersion      string   `json:"pipeline_version"`
+	PrimaryModel         string   `json:"primary_model"`
+	FallbackModel        string   `json:"fallback_model"`
+	ImageHosts           []string `json:"image_hosts"`
+	ImageInline          bool     `json:"image_inline"`
+	DevDigestKey         bool     `json:"dev_digest_key"`
+	PrimaryPseudonymize  bool     `json:"primary_pseudonymize"`
+	FallbackPseudonymize bool     `json:"fallback_pseudonymize"`
+}
+
+// engineReady waits (bounded) for component's stage-engine line and
+// returns its settings.
+func engineReady(t *testing.T, p *proc, component string) engineSettings {
+	t.Helper()
+	line := waitForLine(t, p, component+": stage engine ready")
+	var s engineSettings
+	require.NoError(t, json.Unmarshal([]byte(line), &s), line)
+	return s
+}
+
+// bootWorker starts the worker with the overlay's settings, reads its
+// stage engine's settings, and stops it once it has dialled MySQL (which it
+// would wait for): the configuration must have been accepted.
+func bootWorker(t *testing.T, dir string, s *manifest.Set) engineSettings {
+	t.Helper()
+	deps := newDeadDeps(t)
+	c := container(t, s, "chatguard-worker")
+	p := start(t, filepath.Join(dir, "worker"), c.Args, deps.environ(t, envOf(t, s, c)))
+	got := engineReady(t, p, "worker")
+	select {
+	case <-deps.accepted:
+	case err := <-p.done:
+		t.Fatalf("worker exited (%v) before dialling MySQL; stderr:\n%s", err, p.stderr())
+	case <-time.After(bootLimit):
+		t.Fatalf("worker never dialled MySQL; stderr:\n%s", p.stderr())
+	}
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	requireAccepted(t, p, p.exit(t))
+	require.Contains(t, p.stderr(), "mysql unreachable")
+	return got
+}
+
+// bootConsole starts the console with the overlay's settings and reads its
+// stage engine's settings; it gives up at its schema check, the first thing
+// it asks MySQL.
+func bootConsole(t *testing.T, dir string, s *manifest.Set) engineSettings {
+	t.Helper()
+	deps := newDeadDeps(t)
+	c := container(t, s, "chatguard-console")
+	p := start(t, filepath.Join(dir, "console"), c.Args, deps.environ(t, envOf(t, s, c)))
+	got := engineReady(t, p, "console")
+	requireAccepted(t, p, p.exit(t))
+	require.Len(t, deps.accepted, 1, "console never dialled MySQL")
+	require.Contains(t, p.stderr(), "reading the schema version")
+	return got
+}
+
 // waitForLog waits (bounded) for a JSON log line whose msg is msg and
 // returns its string field.
 func waitForLog(t *testing.T, p *proc, msg, field string) string {
+	t.Helper()
+	line := waitForLine(t, p, msg)
+	var rec map[string]any
+	require.NoError(t, json.Unmarshal([]byte(line), &rec))
+	v, _ := rec[field].(string)
+	require.NotEmpty(t, v, "log %q has no %s: %s", msg, field, line)
+	return v
+}
+
+// waitForLine waits (bounded) for a JSON log line whose msg is msg and
+// returns it.
+func waitForLine(t *testing.T, p *proc, msg string) string {
 	t.Helper()
 	deadline := time.After(bootLimit)
 	for {
 		select {
 		case line := <-p.lines:
-			var rec map[string]any
-			if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == msg {
-				v, _ := rec[field].(string)
-				require.NotEmpty(t, v, "log %q has no %s: %s", msg, field, line)
-				return v
+			var rec struct {
+				Msg string `json:"msg"`
+			}
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == msg {
+				return line
 			}
 		case err := <-p.done:
 			t.Fatalf("exited (%v) before logging %q; stderr:\n%s", err, msg, p.stderr())
