@@ -153,7 +153,7 @@ SOAK_SEED    ?=
 
 .PHONY: soak
 soak: deps $(STACK_BIN) ## SOAK_MINUTES (30) of load through the built binaries while a seeded nemesis (SOAK_SEED) cuts MySQL, Redis, the chat API, the pools and SQS and kills a worker; prints the schedule, the table and a line per fault (make test runs a one-minute form)
-	set -o pipefail; CHATGUARD_SOAK=full CHATGUARD_SOAK_MINUTES=$(SOAK_MINUTES) CHATGUARD_SOAK_SEED=$(SOAK_SEED) $(GO) test -run '^TestSoak$$' -count=1 -timeout $$(( $(SOAK_MINUTES) + 30 ))m -v ./deploy/local/chaos/ | grep -v -e '^=== RUN' -e '^\s*{' -e '^\s*\[mysql\]'
+	set -o pipefail; CHATGUARD_SOAK=full CHATGUARD_SOAK_MINUTES=$(SOAK_MINUTES) CHATGUARD_SOAK_SEED=$(SOAK_SEED) $(GO) test -run '^TestSoak$$' -count=1 -timeout $$(( $(SOAK_MINUTES) + 30 ))m -v ./deploy/local/chaos/ | grep --line-buffered -v -e '^=== RUN' -e '^\s*{' -e '^\s*\[mysql\]'
 
 .PHONY: bench-operator
 bench-operator: ## p50/p99 of the authenticated, audited POST /v1/stop on loopback (needs make stack-up for the MySQL row)

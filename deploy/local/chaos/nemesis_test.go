@@ -110,7 +110,7 @@ func printSchedule(seed uint64, fs []fault) string {
 // minute until the last fifth of the run, which is left to heal in.
 func fullSpec(d time.Duration) nemesisSpec {
 	return nemesisSpec{From: time.Minute, Until: d * 4 / 5, MinDown: 5 * time.Second, MaxDown: 60 * time.Second,
-		MinGap: 15 * time.Second, MaxGap: 60 * time.Second, MinRestart: 2 * time.Second, MaxRestart: 10 * time.Second, Pair: 0.25, Kill: 0.2}
+		MinGap: 15 * time.Second, MaxGap: 60 * time.Second, MinRestart: 2 * time.Second, MaxRestart: 10 * time.Second, Pair: 0.25, Kill: 0.3}
 }
 
 // shortSpec is make test's: the same kinds in a minute, shorter.
