@@ -114,12 +114,47 @@ type soak struct {
 // onDemand counts the console's on-demand reviews.
 type onDemand struct{ started, verdict, refused, other int }
 
-// procSamples is one process slot's RSS and goroutines.
+// procSamples is one process slot's RSS and goroutines, sampled every
+// 10 s.
 type procSamples struct {
-	baseRSS, baseG, endRSS, endG, peakRSS float64
-	restarts                              int
-	restartedAfterBase                    bool
-	haveBase                              bool
+	series             []sampled
+	restarts           int
+	restartedAfterBase bool
+}
+
+// sampled is one sample, at its offset from the soak's start.
+type sampled struct {
+	at       time.Duration
+	rss, gor float64
+}
+
+// median is the median RSS and goroutines of the samples in [from, to),
+// and false when there are none. A median over a minute, not one sample,
+// is the level: one sample of a garbage-collected heap lands anywhere on
+// its sawtooth.
+func (p *procSamples) median(from, to time.Duration) (rss, gor float64, ok bool) {
+	var rs, gs []float64
+	for _, x := range p.series {
+		if x.at >= from && x.at < to {
+			rs, gs = append(rs, x.rss), append(gs, x.gor)
+		}
+	}
+	if len(rs) == 0 {
+		return 0, 0, false
+	}
+	slices.Sort(rs)
+	slices.Sort(gs)
+	return rs[len(rs)/2], gs[len(gs)/2], true
+}
+
+func (p *procSamples) last() sampled { return p.series[len(p.series)-1] }
+
+func (p *procSamples) peak() float64 {
+	m := 0.0
+	for _, x := range p.series {
+		m = max(m, x.rss)
+	}
+	return m
 }
 
 // TestSoak runs the binaries under load while a seeded nemesis breaks
@@ -289,7 +324,7 @@ func (s *soak) killSecond(on bool) {
 	s.w[1] = nw
 	if p := s.samples["worker-2"]; p != nil {
 		p.restarts++
-		p.restartedAfterBase = p.restartedAfterBase || p.haveBase
+		p.restartedAfterBase = p.restartedAfterBase || s.elapsed() > s.size.baseline
 	}
 	s.mu.Unlock()
 }
@@ -301,11 +336,9 @@ func (s *soak) procs() map[string]*worker {
 	return map[string]*worker{"worker-1": s.w[0], "worker-2": s.w[1], "consumer": s.consumer, "console": s.console}
 }
 
-// sample reads every process's RSS and goroutines; the first sample at or
-// after the baseline is the baseline, the latest is the end (final marks
-// the last one, taken once everything drained).
+// sample reads every process's RSS and goroutines.
 func (s *soak) sample() {
-	base := s.elapsed() >= s.size.baseline
+	at := s.elapsed()
 	for name, w := range s.procs() {
 		select {
 		case <-w.exited:
@@ -322,10 +355,7 @@ func (s *soak) sample() {
 			p = &procSamples{}
 			s.samples[name] = p
 		}
-		if base && !p.haveBase {
-			p.baseRSS, p.baseG, p.haveBase = rss, g, true
-		}
-		p.endRSS, p.endG, p.peakRSS = rss, g, max(p.peakRSS, rss)
+		p.series = append(p.series, sampled{at, rss, g})
 		s.mu.Unlock()
 	}
 }
@@ -656,13 +686,31 @@ func (s *soak) report(t *testing.T) {
 	row("duplicate verdict rows", "%d", dupRows)
 	row("extra model calls (beyond the stored verdicts' attempts)", "%d of %d", calls-recorded, calls)
 	row("on-demand reviews started / ended with a verdict / refused / other", "%d / %d / %d / %d", s.od.started, s.od.verdict, s.od.refused, s.od.other)
-	fmt.Fprintf(&b, "\n| process | RSS at %s | RSS at end | RSS peak | growth | goroutines at %s | at end | restarts |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n",
-		fmtOffset(s.size.baseline), fmtOffset(s.size.baseline))
+	win := max(s.size.load/30, 10*time.Second) // minute 5 is [05:00, 06:00) of 30
+	baseFrom, endFrom := s.size.baseline, s.size.load-win
+	fmt.Fprintf(&b, "\n| process | RSS %s–%s (median) | RSS %s–%s (median) | growth | RSS after drain | RSS peak | goroutines %s–%s (median) | goroutines after drain | restarts |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+		fmtOffset(baseFrom), fmtOffset(baseFrom+win), fmtOffset(endFrom), fmtOffset(s.size.load), fmtOffset(baseFrom), fmtOffset(baseFrom+win))
 	names := slices.Sorted(maps.Keys(s.samples))
+	type level struct{ baseRSS, baseG, endRSS float64 }
+	levels := map[string]level{}
 	for _, n := range names {
 		p := s.samples[n]
-		fmt.Fprintf(&b, "| %s | %.1f MiB | %.1f MiB | %.1f MiB | %+.1f %% | %.0f | %.0f | %d |\n", n, p.baseRSS/(1<<20), p.endRSS/(1<<20), p.peakRSS/(1<<20),
-			100*(p.endRSS/max(p.baseRSS, 1)-1), p.baseG, p.endG, p.restarts)
+		var l level
+		l.baseRSS, l.baseG, _ = p.median(baseFrom, baseFrom+win)
+		l.endRSS, _, _ = p.median(endFrom, s.size.load)
+		levels[n] = l
+		fmt.Fprintf(&b, "| %s | %.1f MiB | %.1f MiB | %+.1f %% | %.1f MiB | %.1f MiB | %.0f | %.0f | %d |\n", n, l.baseRSS/(1<<20), l.endRSS/(1<<20),
+			100*(l.endRSS/max(l.baseRSS, 1)-1), p.last().rss/(1<<20), p.peak()/(1<<20), l.baseG, p.last().gor, p.restarts)
+	}
+	b.WriteString("\nRSS (MiB) / goroutines, every sixth of the load:\n")
+	for _, n := range names {
+		fmt.Fprintf(&b, "  %-9s", n)
+		for i := range 7 {
+			if r, g, ok := s.samples[n].median(time.Duration(i)*s.size.load/6, time.Duration(i)*s.size.load/6+win); ok {
+				fmt.Fprintf(&b, "  %s %.1f/%.0f", fmtOffset(time.Duration(i)*s.size.load/6), r/(1<<20), g)
+			}
+		}
+		b.WriteString("\n")
 	}
 	b.WriteString("\nfaults applied:\n")
 	for _, l := range s.applied {
@@ -691,15 +739,15 @@ func (s *soak) report(t *testing.T) {
 		return
 	}
 	for _, n := range names {
-		p := s.samples[n]
-		if !p.haveBase || p.restartedAfterBase {
+		p, l := s.samples[n], levels[n]
+		if l.baseRSS == 0 || p.restartedAfterBase {
 			continue // a process started after the baseline has none to compare with
 		}
 		// A few goroutines of slack: an idle keep-alive connection more
 		// than at the baseline is two (its read and write loops), not a
 		// leak; a leak grows with the faults, and a soak has dozens.
-		require.LessOrEqual(t, p.endG, p.baseG+max(goroutineSlack, p.baseG/10), "%s: goroutines back to their minute-5 level", n)
-		require.Less(t, p.endRSS, p.baseRSS*1.10, "%s: RSS grew under 10 %% from minute 5", n)
+		require.LessOrEqual(t, p.last().gor, l.baseG+max(goroutineSlack, l.baseG/10), "%s: goroutines back to their minute-5 level", n)
+		require.Less(t, l.endRSS, l.baseRSS*1.10, "%s: RSS grew under 10 %% from minute 5 to the last minute", n)
 	}
 }
 
