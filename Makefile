@@ -150,6 +150,15 @@ bench-mysql: ## time the analysts' (docs/analysts.md) and review-queue queries a
 chaos: deps $(STACK_BIN) ## the fault suite at the issue's full sizes (kill -9, MySQL/chat API/both pools/Redis/S3 down, primary faults, duplicates) on the running stack; prints one table (make test runs a short form)
 	set -o pipefail; CHATGUARD_CHAOS=full $(GO) test -run '^TestChaos$$' -count=1 -timeout 90m -v ./deploy/local/chaos/ | grep -v -e '^=== RUN' -e '^\s*{'
 
+# The soak: SOAK_MINUTES of load under a seeded random fault schedule
+# (SOAK_SEED reruns a schedule; unset, a seed is drawn and printed).
+SOAK_MINUTES ?= 30
+SOAK_SEED    ?=
+
+.PHONY: soak
+soak: deps $(STACK_BIN) ## SOAK_MINUTES (30) of load through the built binaries while a seeded nemesis (SOAK_SEED) cuts MySQL, Redis, the chat API, the pools and SQS and kills a worker; prints the schedule, the table and a line per fault (make test runs a one-minute form)
+	set -o pipefail; CHATGUARD_SOAK=full CHATGUARD_SOAK_MINUTES=$(SOAK_MINUTES) CHATGUARD_SOAK_SEED=$(SOAK_SEED) $(GO) test -run '^TestSoak$$' -count=1 -timeout $$(( $(SOAK_MINUTES) + 30 ))m -v ./deploy/local/chaos/ | grep --line-buffered -v -e '^=== RUN' -e '^\s*{' -e '^\s*\[mysql\]'
+
 .PHONY: bench-operator
 bench-operator: ## p50/p99 of the authenticated, audited POST /v1/stop on loopback (needs make stack-up for the MySQL row)
 	$(GO) test -run '^$$' -bench BenchmarkOperatorStop -benchtime 3000x -count=1 ./cmd/worker/ | grep '^|'

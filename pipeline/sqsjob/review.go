@@ -199,6 +199,12 @@ func (h *ReviewHandler) review(ctx context.Context, m Message, ev pipeline.Revie
 	switch {
 	case err == nil && old.Status == pipeline.StatusDone:
 		h.m.admissions.WithLabelValues("duplicate").Inc()
+		// The first run's verdict event may never have left: its pod was
+		// killed between the commit and the send, or SQS refused both the
+		// send and the delete. This redelivery is the event's last chance;
+		// a copy that did leave shares its id and partition, and the
+		// lake's _dedup views keep one.
+		h.publish(old)
 		return Outcome{Action: Delete, Label: "duplicate"}
 	case err != nil && !errors.Is(err, pipeline.ErrVerdictNotFound):
 		return h.fail(ctx, m, base, fmt.Errorf("review: look up verdict: %w", err))
@@ -411,12 +417,21 @@ func (h *ReviewHandler) publish(v pipeline.Verdict) {
 	for _, st := range v.Stages {
 		fallback = fallback || st.Pool == pipeline.PoolFallback
 	}
+	// The event is dated by the verdict, at the precision MySQL keeps
+	// (DATETIME(6)), so that a copy sent again from the stored verdict
+	// (see the duplicate admission) is the same event in the same
+	// partition.
+	started, finished := v.StartedAt.Truncate(time.Microsecond), v.FinishedAt.Truncate(time.Microsecond)
 	var latency float64
-	if !v.StartedAt.IsZero() && !v.FinishedAt.IsZero() {
-		latency = float64(v.FinishedAt.Sub(v.StartedAt)) / float64(time.Millisecond)
+	if !started.IsZero() && !finished.IsZero() {
+		latency = float64(finished.Sub(started)) / float64(time.Millisecond)
+	}
+	occurred := finished
+	if occurred.IsZero() {
+		occurred = h.now()
 	}
 	h.events.Publish(pipeline.LakeEvent{
-		EventID: pipeline.VerdictEventID(v.Key, v.Status), EventType: pipeline.EventVerdict, OccurredAt: h.now().UTC(), SchemaVersion: pipeline.LakeEventSchemaVersion,
+		EventID: pipeline.VerdictEventID(v.Key, v.Status), EventType: pipeline.EventVerdict, OccurredAt: occurred.UTC(), SchemaVersion: pipeline.LakeEventSchemaVersion,
 		Payload: pipeline.VerdictEvent{
 			RoomID: v.Key.RoomID, WindowStart: v.Key.WindowStart, WindowEnd: v.Key.WindowEnd, PipelineVersion: v.Key.PipelineVersion,
 			RunID: v.RunID, Status: v.Status, Label: v.Label, Category: v.Category, Severity: v.Severity, Confidence: v.Confidence,

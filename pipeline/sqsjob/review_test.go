@@ -182,6 +182,21 @@ func TestReviewAdmission(t *testing.T) {
 		require.Equal(t, int32(1), r.chat.calls.Load())
 		require.Len(t, r.store.All(), 1)
 	})
+	t.Run("duplicate sends the verdict event again, into the same partition", func(t *testing.T) {
+		t.Parallel()
+		// The first run's event may never have left (the pod was killed
+		// between the commit and the send, or SQS was down for both the
+		// send and the delete): the redelivery is the last chance.
+		r := setupReview(t)
+		require.Equal(t, "done", r.h.Handle(context.Background(), msg(r.body(t), 1, 5)).Label)
+		r.now = r.now.Add(2 * time.Hour) // redelivered in a later hour
+		require.Equal(t, "duplicate", r.h.Handle(context.Background(), msg(r.body(t), 2, 5)).Label)
+		evs := r.sink.events()
+		require.Len(t, evs, 2)
+		require.Equal(t, evs[0].EventID, evs[1].EventID, "one event id, which the _dedup views keep once")
+		require.Equal(t, evs[0].OccurredAt, evs[1].OccurredAt, "one partition, where the _dedup views collapse the copies")
+		require.Equal(t, evs[0].Payload, evs[1].Payload)
+	})
 	t.Run("expired", func(t *testing.T) {
 		t.Parallel()
 		r := setupReview(t)

@@ -44,6 +44,7 @@ type env struct {
 	bin        string
 	db         *sql.DB
 	dsn        string // through the MySQL proxy
+	directDSN  string // the database itself, for what the faults spare
 	mysqlProxy *Proxy
 	chatProxy  *Proxy
 	sqsProxy   *Proxy // the workers' SQS endpoint; the test's own client goes direct
@@ -61,7 +62,7 @@ func newEnv(t *testing.T, extraEnv ...string) *env {
 	t.Helper()
 	e := &env{t: t, bin: standin.Build(t, "github.com/chatguard/chatguard/cmd/worker"), sqs: stacktest.SQS(t), extraEnv: extraEnv}
 	db, dsn := stacktest.MySQL(t)
-	e.db = db
+	e.db, e.directDSN = db, dsn
 	mig := exec.Command(e.bin, "migrate")
 	mig.Env = append(os.Environ(), "CHATGUARD_MYSQL_DSN="+dsn)
 	out, err := mig.CombinedOutput()
@@ -133,6 +134,20 @@ func (w *worker) tail() string {
 
 var adminRe = regexp.MustCompile(`"admin_addr":"([^"]+)"`)
 
+// depEnv is what a reviewing binary (a worker, the console) is told of the
+// scenario's dependencies: every one it shares with the others reached
+// through the scenario's proxies and simulators, Redis off unless extraEnv
+// names one.
+func (e *env) depEnv() []string {
+	return append(os.Environ(),
+		"CHATGUARD_FEEDBACK_QUEUE_URL="+e.feedback.URL, "CHATGUARD_MYSQL_DSN="+e.dsn,
+		"CHATGUARD_CHAT_API_URL=http://"+e.chatProxy.Addr(), "AWS_ENDPOINT_URL_SQS=http://"+e.sqsProxy.Addr(),
+		"CHATGUARD_PRIMARY_BASE_URL="+e.prim.BaseURL, "CHATGUARD_PRIMARY_MODEL=sim-p",
+		"CHATGUARD_FALLBACK_BASE_URL="+e.fb.BaseURL, "CHATGUARD_FALLBACK_MODEL=sim-f", "CHATGUARD_FALLBACK_API_KEY=k",
+		"CHATGUARD_ADMIN_ADDR=127.0.0.1:0", "CHATGUARD_REDIS_ADDR=",
+	)
+}
+
 // startWorker runs the worker binary configured through CHATGUARD_
 // variables, as a pod would be, and waits until it polls.
 func (e *env) startWorker() *worker {
@@ -140,19 +155,15 @@ func (e *env) startWorker() *worker {
 	t.Helper()
 	w := &worker{exited: make(chan struct{})}
 	w.cmd = exec.Command(e.bin)
-	w.cmd.Env = append(os.Environ(),
+	w.cmd.Env = append(e.depEnv(),
 		"CHATGUARD_REVIEW_QUEUE_URL="+e.queue.URL, "CHATGUARD_REVIEW_DLQ_URL="+e.queue.DLQURL,
-		"CHATGUARD_FEEDBACK_QUEUE_URL="+e.feedback.URL, "CHATGUARD_MYSQL_DSN="+e.dsn,
-		"CHATGUARD_CHAT_API_URL=http://"+e.chatProxy.Addr(), "AWS_ENDPOINT_URL_SQS=http://"+e.sqsProxy.Addr(),
-		"CHATGUARD_PRIMARY_BASE_URL="+e.prim.BaseURL, "CHATGUARD_PRIMARY_MODEL=sim-p",
-		"CHATGUARD_FALLBACK_BASE_URL="+e.fb.BaseURL, "CHATGUARD_FALLBACK_MODEL=sim-f", "CHATGUARD_FALLBACK_API_KEY=k",
-		"CHATGUARD_ADMIN_ADDR=127.0.0.1:0", "CHATGUARD_WAIT_TIME=1s", "CHATGUARD_DRAIN_TIMEOUT=5s",
+		"CHATGUARD_WAIT_TIME=1s", "CHATGUARD_DRAIN_TIMEOUT=5s",
 		"CHATGUARD_VISIBILITY_TIMEOUT=10s", "CHATGUARD_HEARTBEAT_INTERVAL=3s",
 		"CHATGUARD_RETRY_BASE=1s", "CHATGUARD_RETRY_MAX=5s", "CHATGUARD_MAX_RECEIVE_COUNT=5",
 		"CHATGUARD_ATTEMPT_TIMEOUT=20s", "CHATGUARD_JOB_TIMEOUT=2m", "CHATGUARD_CONCURRENCY=8",
 		"CHATGUARD_CHAT_TIMEOUT=2s", "CHATGUARD_CLAIM_TTL=6s", "CHATGUARD_CLAIM_POLL=300ms",
 		"CHATGUARD_BREAKER_FAILURES=3", "CHATGUARD_BREAKER_OPEN_FOR=1s", "CHATGUARD_EVENT_FLUSH_AGE=100ms",
-		"CHATGUARD_MYSQL_MAX_OPEN_CONNS=16", "CHATGUARD_LOG_LEVEL=info", "CHATGUARD_REDIS_ADDR=",
+		"CHATGUARD_MYSQL_MAX_OPEN_CONNS=16", "CHATGUARD_LOG_LEVEL=info",
 	)
 	w.cmd.Env = append(w.cmd.Env, e.extraEnv...)
 	startProc(t, w)
@@ -201,10 +212,32 @@ func (w *worker) kill() {
 	<-w.exited
 }
 
+// rss is the process's resident set in bytes, from /proc (0 once it has
+// exited or where there is no /proc).
+func (w *worker) rss() float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", w.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(rest) // "123456 kB"
+			if kb, err := strconv.ParseFloat(f[0], 64); err == nil && len(f) == 2 && f[1] == "kB" {
+				return kb * 1024
+			}
+		}
+	}
+	return 0
+}
+
+// scrapeClient bounds a scrape of a process that hangs (one whose
+// dependency is stalled may answer late).
+var scrapeClient = &http.Client{Timeout: 5 * time.Second}
+
 // metric sums the series of the worker's /metrics whose line starts with
 // prefix (a name with an optional label subset written as it appears).
 func (w *worker) metric(prefix string) float64 {
-	resp, err := http.Get("http://" + w.admin + "/metrics")
+	resp, err := scrapeClient.Get("http://" + w.admin + "/metrics")
 	if err != nil {
 		return 0
 	}

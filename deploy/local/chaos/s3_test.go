@@ -34,18 +34,7 @@ func s3Scenario(t *testing.T, s sizes) {
 	proxy, err := NewProxy(target)
 	require.NoError(t, err)
 	t.Cleanup(proxy.Close)
-	client := stacktest.S3(t)
-	bucket := stacktest.LakeBucket(t)
-	root := stacktest.Unique("chaos-lake")
-	store := s3lake.NewStore(client, bucket, 0)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		keys, _ := store.List(ctx, root+"/")
-		for _, k := range keys {
-			_, _ = client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(k)})
-		}
-	})
+	store, root := newLakeRoot(t)
 	q := stacktest.NewQueue(t, "chaos-lake", 5, 60*time.Second)
 	sqsc := stacktest.SQS(t)
 
@@ -82,16 +71,8 @@ func s3Scenario(t *testing.T, s sizes) {
 		require.NoError(t, err)
 	}
 
-	w := &worker{exited: make(chan struct{})}
-	w.cmd = exec.Command(standin.Build(t, "github.com/chatguard/chatguard/cmd/consumer"))
-	w.cmd.Env = append(os.Environ(), "AWS_ENDPOINT_URL_S3=http://"+proxy.Addr(),
-		"CHATGUARD_FEEDBACK_QUEUE_URL="+q.URL, "CHATGUARD_LAKE_BUCKET="+bucket, "CHATGUARD_LAKE_PREFIX="+root+"/events/",
-		"CHATGUARD_ERRORS_PREFIX="+root+"/errors/", "CHATGUARD_S3_PATH_STYLE=true", "CHATGUARD_ADMIN_ADDR=127.0.0.1:0",
-		"CHATGUARD_FLUSH_AGE=2s", "CHATGUARD_WAIT_TIME=1s", "CHATGUARD_VISIBILITY_TIMEOUT=30s",
-		"CHATGUARD_WRITE_RETRY_BASE=100ms", "CHATGUARD_WRITE_RETRY_MAX=2s",
+	w := startConsumer(t, q.URL, root, "AWS_ENDPOINT_URL_S3=http://"+proxy.Addr(),
 		"CHATGUARD_MAX_BUFFERED_EVENTS="+strconv.Itoa(maxBuffered), "CHATGUARD_FLUSH_ROWS=2000")
-	startProc(t, w)
-	t.Cleanup(w.kill)
 	written := func() float64 { return w.metric(`chatguard_consumer_events_total{`) }
 	deadline := time.Now().Add(s.settle)
 	for written() < float64(s.lake/4) && time.Now().Before(deadline) {
@@ -129,6 +110,41 @@ func s3Scenario(t *testing.T, s sizes) {
 		fmt.Sprintf("lost %d of %d; peak buffered events during the outage %d; queue drained %s after recovery", lost, s.lake, int(peak), drained.Round(100*time.Millisecond)), holds})
 	require.Zero(t, lost, "0 events lost from the lake")
 	require.LessOrEqual(t, peak, float64(maxBuffered+overshoot), "memory bound respected")
+}
+
+// newLakeRoot returns the stack's lake and a prefix of it of t's own,
+// emptied when t ends.
+func newLakeRoot(t *testing.T) (*s3lake.Store, string) {
+	client := stacktest.S3(t)
+	bucket := stacktest.LakeBucket(t)
+	root := stacktest.Unique("chaos-lake")
+	store := s3lake.NewStore(client, bucket, 0)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		keys, _ := store.List(ctx, root+"/")
+		for _, k := range keys {
+			_, _ = client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(k)})
+		}
+	})
+	return store, root
+}
+
+// startConsumer runs the consumer binary from queueURL into the lake's
+// root/events/ (rejects under root/errors/), env added last, and kills it
+// when t ends.
+func startConsumer(t *testing.T, queueURL, root string, env ...string) *worker {
+	w := &worker{exited: make(chan struct{})}
+	w.cmd = exec.Command(standin.Build(t, "github.com/chatguard/chatguard/cmd/consumer"))
+	w.cmd.Env = append(os.Environ(),
+		"CHATGUARD_FEEDBACK_QUEUE_URL="+queueURL, "CHATGUARD_LAKE_BUCKET="+stacktest.LakeBucket(t), "CHATGUARD_LAKE_PREFIX="+root+"/events/",
+		"CHATGUARD_ERRORS_PREFIX="+root+"/errors/", "CHATGUARD_S3_PATH_STYLE=true", "CHATGUARD_ADMIN_ADDR=127.0.0.1:0",
+		"CHATGUARD_FLUSH_AGE=2s", "CHATGUARD_WAIT_TIME=1s", "CHATGUARD_VISIBILITY_TIMEOUT=30s",
+		"CHATGUARD_WRITE_RETRY_BASE=100ms", "CHATGUARD_WRITE_RETRY_MAX=2s")
+	w.cmd.Env = append(w.cmd.Env, env...)
+	startProc(t, w)
+	t.Cleanup(w.kill)
+	return w
 }
 
 // depthOf returns a queue's visible plus in-flight messages (-1 when it
