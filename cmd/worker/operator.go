@@ -255,7 +255,7 @@ func (o *operatorAPI) record(ctx context.Context, e pipeline.StopAuditEntry) {
 	actx, cancel := auditContext(ctx)
 	defer cancel()
 	var auditErr error
-	skipped := e.Outcome == pipeline.StopRefused && !o.refusedRows.Allow()
+	skipped := e.Outcome == pipeline.StopRefused && !o.refusedRows.AllowN(o.now(), 1)
 	if skipped {
 		o.auditSkipped.Inc()
 	} else {
