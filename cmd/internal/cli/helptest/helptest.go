@@ -1,0 +1,52 @@
+// Package helptest pins a command's --help output to a golden file, so a
+// change that moves where a flag is declared cannot silently change its
+// name, environment variable, default or wording.
+package helptest
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update-help", false, "rewrite the --help golden files under testdata/help")
+
+// RunFunc is a binary's run function without its context and environment.
+type RunFunc func(args []string, stdout, stderr *bytes.Buffer) int
+
+// Check runs the command given by args with --help appended and compares
+// what it printed with testdata/help/<name>.txt, where name is args joined
+// by dashes (the binary itself when args is empty: "main"). With
+// -update-help it rewrites the file instead. The command must exit 0.
+func Check(t *testing.T, run RunFunc, args ...string) {
+	t.Helper()
+	name := "main"
+	if len(args) > 0 {
+		name = strings.Join(args, "-")
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(append(append([]string{}, args...), "--help"), &stdout, &stderr); code != 0 {
+		t.Fatalf("%v --help: exit %d, stderr %q", args, code, stderr.String())
+	}
+	got := append(stdout.Bytes(), stderr.Bytes()...)
+	path := filepath.Join("testdata", "help", name+".txt")
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update-help to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%v --help differs from %s: a flag's name, variable, default or text changed.\n--- got\n%s\n--- want\n%s", args, path, got, want)
+	}
+}
