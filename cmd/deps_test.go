@@ -235,7 +235,7 @@ func TestStorageImportRule(t *testing.T) {
 		module + "/cmd/worker":      true,
 		module + "/storage/sqs":     true,
 		module + "/consumer":        false,
-		module + "/pipeline/sqsjob": false,
+		module + "/pipeline/jobloop": false,
 		module + "/internal/retry":  false,
 	} {
 		require.Equal(t, want, storageImportAllowed(pkg), pkg)

@@ -249,7 +249,7 @@ func TestTicketPatternCatchesReferences(t *testing.T) {
 	}
 	require.False(t, ticketChecked("CHANGELOG.md"))
 	require.True(t, ticketChecked("docs/operations.md"))
-	require.True(t, ticketChecked("pipeline/sqsjob/loop.go"))
+	require.True(t, ticketChecked("pipeline/jobloop/loop.go"))
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

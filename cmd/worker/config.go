@@ -13,7 +13,7 @@ import (
 	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/llm"
-	"github.com/chatguard/chatguard/pipeline/sqsjob"
+	"github.com/chatguard/chatguard/pipeline/jobloop"
 	"github.com/chatguard/chatguard/storage/chatapi"
 	"github.com/chatguard/chatguard/storage/mysql"
 	"github.com/chatguard/chatguard/storage/sqs"
@@ -76,7 +76,7 @@ type Config struct {
 
 // DefaultConfig returns the defaults shown by --help.
 func DefaultConfig() Config {
-	loop := sqsjob.DefaultConfig()
+	loop := jobloop.DefaultConfig()
 	ev := sqs.DefaultLakeConfig()
 	chat := chatapi.DefaultConfig()
 	pools := depflags.DefaultPools()
@@ -227,8 +227,8 @@ func (c Config) level() (slog.Level, error) {
 	return l, nil
 }
 
-func (c Config) loop() sqsjob.Config {
-	l := sqsjob.DefaultConfig()
+func (c Config) loop() jobloop.Config {
+	l := jobloop.DefaultConfig()
 	l.Concurrency, l.Pollers, l.WaitTime = c.Concurrency, c.Pollers, c.WaitTime
 	l.VisibilityTimeout, l.HeartbeatInterval = c.VisibilityTimeout, c.HeartbeatInterval
 	l.JobTimeout, l.DrainTimeout = c.JobTimeout, c.DrainTimeout

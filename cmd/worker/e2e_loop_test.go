@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/pipeline"
-	"github.com/chatguard/chatguard/pipeline/sqsjob"
+	"github.com/chatguard/chatguard/pipeline/jobloop"
 )
 
 // These tests run the worker in-process against the stack's SQS (fauxqs)
@@ -78,10 +78,10 @@ func TestE2EPoisonToDLQWhileWorking(t *testing.T) {
 	require.Len(t, dlq, 4)
 	for _, m := range dlq {
 		body := aws.ToString(m.Body)
-		reason := aws.ToString(m.MessageAttributes[sqsjob.AttrErrorReason].StringValue)
+		reason := aws.ToString(m.MessageAttributes[jobloop.AttrErrorReason].StringValue)
 		require.Contains(t, reason, wantReason[body], "body %q", body)
-		require.NotEmpty(t, aws.ToString(m.MessageAttributes[sqsjob.AttrSourceMessageID].StringValue))
-		require.Equal(t, "1", aws.ToString(m.MessageAttributes[sqsjob.AttrReceiveCount].StringValue))
+		require.NotEmpty(t, aws.ToString(m.MessageAttributes[jobloop.AttrSourceMessageID].StringValue))
+		require.Equal(t, "1", aws.ToString(m.MessageAttributes[jobloop.AttrReceiveCount].StringValue))
 	}
 	require.Eventually(t, func() bool { _, err := r.verdict(t, "room-05", "e2e-fake"); return err == nil }, 30*time.Second, 50*time.Millisecond)
 	require.Eventually(t, func() bool { vis, inf := r.queueCounts(t, r.queue.URL); return vis+inf == 0 }, 10*time.Second, 50*time.Millisecond)

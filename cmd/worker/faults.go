@@ -13,7 +13,7 @@ import (
 	"github.com/chatguard/chatguard/cmd/internal/cli"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/health"
-	"github.com/chatguard/chatguard/pipeline/sqsjob"
+	"github.com/chatguard/chatguard/pipeline/jobloop"
 )
 
 // FaultConfig is the worker's settings for surviving faults: the
@@ -36,8 +36,8 @@ type FaultConfig struct {
 
 func defaultFaultConfig() FaultConfig {
 	hc := health.DefaultConfig()
-	return FaultConfig{ClaimTTL: sqsjob.DefaultClaimTTL, ClaimPoll: sqsjob.DefaultClaimPoll,
-		BreakerFailures: hc.Failures, BreakerOpenFor: hc.OpenFor, MaxHold: sqsjob.DefaultConfig().MaxHold}
+	return FaultConfig{ClaimTTL: jobloop.DefaultClaimTTL, ClaimPoll: jobloop.DefaultClaimPoll,
+		BreakerFailures: hc.Failures, BreakerOpenFor: hc.OpenFor, MaxHold: jobloop.DefaultConfig().MaxHold}
 }
 
 func (c Config) health() health.Config {

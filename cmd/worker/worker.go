@@ -13,7 +13,7 @@ import (
 	"github.com/chatguard/chatguard/migrations"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/health"
-	"github.com/chatguard/chatguard/pipeline/sqsjob"
+	"github.com/chatguard/chatguard/pipeline/jobloop"
 	"github.com/chatguard/chatguard/storage/chatapi"
 	"github.com/chatguard/chatguard/storage/mysql"
 	"github.com/chatguard/chatguard/storage/sqs"
@@ -146,7 +146,7 @@ func (m *Main) Run(ctx context.Context) error {
 		stopSubscriber()
 		stops.wait(5 * time.Second)
 	}()
-	reviewCfg := sqsjob.ReviewConfig{MaxAge: cfg.MaxAge, BusyRetry: cfg.BusyRetry, Limits: cfg.limits(),
+	reviewCfg := jobloop.ReviewConfig{MaxAge: cfg.MaxAge, BusyRetry: cfg.BusyRetry, Limits: cfg.limits(),
 		Claims: mysql.NewClaims(db, nil), ClaimsInStore: true, Owner: claimOwner(), ClaimTTL: cfg.ClaimTTL, ClaimPoll: cfg.ClaimPoll}
 	var stopPub pipeline.StopPublisher
 	if stops != nil {
@@ -159,9 +159,9 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	reviewCfg.Health = mon
 
-	metrics := sqsjob.NewMetrics(reg)
-	handler := sqsjob.NewReviewHandler(reviewCfg, store, chat, reviewer, pub, metrics, log)
-	loop, err := sqsjob.New(cfg.loop(), review, dlq, handler, metrics, log)
+	metrics := jobloop.NewMetrics(reg)
+	handler := jobloop.NewReviewHandler(reviewCfg, store, chat, reviewer, pub, metrics, log)
+	loop, err := jobloop.New(cfg.loop(), review, dlq, handler, metrics, log)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}

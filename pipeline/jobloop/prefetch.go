@@ -1,4 +1,4 @@
-package sqsjob
+package jobloop
 
 import (
 	"context"
@@ -89,7 +89,7 @@ func (l *Loop) extendWaiting(waiting []pipeline.Message) (time.Time, bool) {
 	err := l.q.ChangeVisibility(ctx, receipts, l.cfg.VisibilityTimeout)
 	l.m.calls.WithLabelValues("prefetch_extend", outcome(err, len(waiting))).Inc()
 	if err != nil {
-		l.log.Warn("sqsjob: could not keep prefetched messages invisible; handing them back", "messages", len(waiting), "err", err)
+		l.log.Warn("jobloop: could not keep prefetched messages invisible; handing them back", "messages", len(waiting), "err", err)
 		return time.Time{}, false
 	}
 	return sent.Add(l.cfg.VisibilityTimeout), true

@@ -1,4 +1,4 @@
-// Package sqsjob is the worker's job loop over a queue (pipeline.Inbox;
+// Package jobloop is the worker's job loop over a queue (pipeline.Inbox;
 // storage/sqs in production, pipeline/queuetest.Fake in tests): it
 // long-polls for only as many messages as it has free slots, runs each
 // through a Handler with a whole-job deadline, keeps running jobs invisible
@@ -8,7 +8,7 @@
 // Batching and the retry of failed entries belong to the queue adapter. On
 // shutdown it stops polling, drains in-flight jobs for a bounded time, then
 // cancels the rest and makes their messages visible again.
-package sqsjob
+package jobloop
 
 import (
 	"context"
@@ -95,19 +95,19 @@ func (f HandlerFunc) Handle(ctx context.Context, m Message) Outcome { return f(c
 var (
 	// ErrDraining is the cancellation cause of jobs still running when the
 	// drain timeout ends; their messages are handed back with visibility 0.
-	ErrDraining = errors.New("sqsjob: shutting down: drain timeout reached")
+	ErrDraining = errors.New("jobloop: shutting down: drain timeout reached")
 	// ErrJobTimeout is the cancellation cause of a job that ran past the
 	// job timeout; it is a retryable failure.
-	ErrJobTimeout = errors.New("sqsjob: job timeout")
+	ErrJobTimeout = errors.New("jobloop: job timeout")
 	// ErrLeaseLost is the cancellation cause of a job whose visibility could
 	// not be extended before the next heartbeat would come too late (or
 	// whose review claim was lost): it is cancelled while its lease still
 	// holds, so no model call starts after the lease ends, and its message
 	// is left alone (no delete, no visibility change with a receipt that may
 	// be stale); it returns when its visibility ends.
-	ErrLeaseLost = errors.New("sqsjob: lease lost: visibility could not be extended")
+	ErrLeaseLost = errors.New("jobloop: lease lost: visibility could not be extended")
 	// ErrHoldTimeout ends a hold that lasted Config.MaxHold.
-	ErrHoldTimeout = errors.New("sqsjob: held too long for a dependency that is down")
+	ErrHoldTimeout = errors.New("jobloop: held too long for a dependency that is down")
 )
 
 // Health is what the loop needs of the dependencies' health state
@@ -263,7 +263,7 @@ type Loop struct {
 // logged).
 func New(cfg Config, q pipeline.Inbox, dlq pipeline.Sender, h Handler, m *Metrics, log *slog.Logger) (*Loop, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("sqsjob: %w", err)
+		return nil, fmt.Errorf("jobloop: %w", err)
 	}
 	if m == nil {
 		m = NewMetrics(nil)
@@ -326,7 +326,7 @@ func (l *Loop) Run(ctx context.Context) error {
 	l.mu.Lock()
 	l.draining = true
 	l.mu.Unlock()
-	l.log.Info("sqsjob: draining", "inflight", l.hb.size(), "drain_timeout", l.cfg.DrainTimeout.String())
+	l.log.Info("jobloop: draining", "inflight", l.hb.size(), "drain_timeout", l.cfg.DrainTimeout.String())
 	done := make(chan struct{})
 	go func() { <-pollDone; l.jobs.Wait(); close(done) }()
 	timeout, stopTimer := l.timer(l.cfg.DrainTimeout)
@@ -334,7 +334,7 @@ func (l *Loop) Run(ctx context.Context) error {
 	case <-done:
 		stopTimer()
 	case <-timeout:
-		l.log.Warn("sqsjob: drain timeout reached, handing back unfinished jobs", "inflight", l.hb.size())
+		l.log.Warn("jobloop: drain timeout reached, handing back unfinished jobs", "inflight", l.hb.size())
 		// The polls first, so that they are over before messages are handed back.
 		cancelPoll()
 		<-pollDone
@@ -382,7 +382,7 @@ func (l *Loop) poll(stop, callCtx, jobBase context.Context) {
 			}
 			failures++
 			wait := receiveBackoff.Delay(failures)
-			l.log.Warn("sqsjob: receive failed", "err", err, "retry_in", wait.String())
+			l.log.Warn("jobloop: receive failed", "err", err, "retry_in", wait.String())
 			if l.sleep(stop, wait) != nil {
 				return
 			}
@@ -414,7 +414,7 @@ func (l *Loop) handBack(msgs []pipeline.Message) {
 	l.m.calls.WithLabelValues("change_visibility", outcome(err, len(msgs))).Inc()
 	for i, err := range pipeline.EntryErrors(err, len(msgs)) {
 		if err != nil {
-			l.log.Warn("sqsjob: hand back failed; the message returns when its visibility ends", "message_id", msgs[i].ID, "err", err)
+			l.log.Warn("jobloop: hand back failed; the message returns when its visibility ends", "message_id", msgs[i].ID, "err", err)
 		}
 		l.m.jobs.WithLabelValues("released").Inc()
 		l.sem.Release(1)
@@ -429,7 +429,7 @@ func (l *Loop) receive(ctx context.Context, n int) ([]pipeline.Message, error) {
 		if ctx.Err() == nil {
 			l.m.calls.WithLabelValues("receive", "error").Inc()
 		}
-		return nil, fmt.Errorf("sqsjob: %w", err)
+		return nil, fmt.Errorf("jobloop: %w", err)
 	}
 	l.m.calls.WithLabelValues("receive", "ok").Inc()
 	l.m.received.Add(float64(len(msgs)))
@@ -510,7 +510,7 @@ func (l *Loop) start(stop, jobBase context.Context, pm pipeline.Message, leaseEn
 		if out.Err != nil {
 			attrs = append(attrs, "err", out.Err.Error())
 		}
-		l.log.Debug("sqsjob: settled", attrs...)
+		l.log.Debug("jobloop: settled", attrs...)
 	}()
 }
 
@@ -561,8 +561,8 @@ func (l *Loop) handle(ctx context.Context, m Message) (out Outcome) {
 	defer func() {
 		if r := recover(); r != nil {
 			l.m.panics.Inc()
-			l.log.Error("sqsjob: job panicked", "message_id", m.ID, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-			out = Outcome{Action: Retry, Label: "panic", Err: fmt.Errorf("sqsjob: job panicked: %v", r)}
+			l.log.Error("jobloop: job panicked", "message_id", m.ID, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			out = Outcome{Action: Retry, Label: "panic", Err: fmt.Errorf("jobloop: job panicked: %v", r)}
 		}
 	}()
 	out = l.h.Handle(ctx, m)
@@ -581,17 +581,17 @@ func (l *Loop) settle(j *job, out Outcome) {
 	switch out.Action {
 	case Delete:
 		if err := l.delete(ctx, m); err != nil {
-			l.log.Warn("sqsjob: delete failed; the message will be redelivered and acknowledged as a duplicate", "message_id", m.ID, "err", err)
+			l.log.Warn("jobloop: delete failed; the message will be redelivered and acknowledged as a duplicate", "message_id", m.ID, "err", err)
 		}
 	case Poison:
 		if err := l.toDLQ(ctx, m, out.Reason); err != nil {
-			l.log.Error("sqsjob: copy to dlq failed; retrying later", "message_id", m.ID, "err", err)
+			l.log.Error("jobloop: copy to dlq failed; retrying later", "message_id", m.ID, "err", err)
 			l.setVisibility(ctx, m, l.retryDelay(m.ReceiveCount, 0))
 			return
 		}
 		l.m.poison.Inc()
 		if err := l.delete(ctx, m); err != nil {
-			l.log.Warn("sqsjob: delete after dlq copy failed", "message_id", m.ID, "err", err)
+			l.log.Warn("jobloop: delete after dlq copy failed", "message_id", m.ID, "err", err)
 		}
 	case Retry:
 		l.setVisibility(ctx, m, l.retryDelay(m.ReceiveCount, out.After))
@@ -615,7 +615,7 @@ func (l *Loop) delete(ctx context.Context, m Message) error {
 	l.m.callTime.WithLabelValues("delete").Observe(time.Since(start).Seconds())
 	l.m.calls.WithLabelValues("delete", outcome(err, 1)).Inc()
 	if err != nil {
-		return fmt.Errorf("sqsjob: delete: %w", err)
+		return fmt.Errorf("jobloop: delete: %w", err)
 	}
 	l.m.deleted.Inc()
 	return nil
@@ -625,7 +625,7 @@ func (l *Loop) setVisibility(ctx context.Context, m Message, d time.Duration) {
 	err := l.q.ChangeVisibility(ctx, []string{m.ReceiptHandle}, d)
 	l.m.calls.WithLabelValues("change_visibility", outcome(err, 1)).Inc()
 	if err != nil {
-		l.log.Warn("sqsjob: change visibility failed; the message returns when its visibility ends", "message_id", m.ID, "err", err)
+		l.log.Warn("jobloop: change visibility failed; the message returns when its visibility ends", "message_id", m.ID, "err", err)
 	}
 }
 
@@ -643,7 +643,7 @@ func (l *Loop) toDLQ(ctx context.Context, m Message, reason string) error {
 	}}})
 	l.m.calls.WithLabelValues("send_dlq", outcome(err, 1)).Inc()
 	if err != nil {
-		return fmt.Errorf("sqsjob: send to dlq: %w", err)
+		return fmt.Errorf("jobloop: send to dlq: %w", err)
 	}
 	return nil
 }

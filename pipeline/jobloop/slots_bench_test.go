@@ -1,4 +1,4 @@
-package sqsjob
+package jobloop
 
 import (
 	"context"
@@ -35,7 +35,7 @@ func (s slowInbox) Receive(ctx context.Context, req pipeline.ReceiveRequest) ([]
 // messages and answers a receive after rtt. It reports the share of slots
 // running a job, averaged over the run, without and with prefetch.
 //
-//	go test -run '^$' -bench SlotOccupancy -benchtime 1x ./pipeline/sqsjob/
+//	go test -run '^$' -bench SlotOccupancy -benchtime 1x ./pipeline/jobloop/
 func BenchmarkSlotOccupancy(b *testing.B) {
 	const conc, job, run = 256, 200 * time.Millisecond, 3 * time.Second
 	for _, rtt := range []time.Duration{5 * time.Millisecond, 20 * time.Millisecond} {

@@ -1,4 +1,4 @@
-package sqsjob
+package jobloop
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package sqsjob
+package jobloop
 
 import (
 	"github.com/prometheus/client_golang/prometheus"

@@ -1,4 +1,4 @@
-package sqsjob
+package jobloop
 
 import (
 	"context"
@@ -120,7 +120,7 @@ func (h *heartbeat) extend(ctx context.Context, batch []*job) {
 	h.l.m.calls.WithLabelValues("heartbeat", outcome(err, len(live))).Inc()
 	errs := pipeline.EntryErrors(err, len(live))
 	if err != nil {
-		h.l.log.Warn("sqsjob: heartbeat failed for some jobs; retrying next interval", "jobs", len(live), "err", err)
+		h.l.log.Warn("jobloop: heartbeat failed for some jobs; retrying next interval", "jobs", len(live), "err", err)
 	}
 	h.mu.Lock()
 	now := h.l.now()
@@ -148,6 +148,6 @@ func (h *heartbeat) lost(j *job, now time.Time) bool {
 func (h *heartbeat) loseLocked(j *job) {
 	delete(h.jobs, j)
 	h.l.m.leaseLost.Inc()
-	h.l.log.Warn("sqsjob: lease lost; cancelling the job and leaving its message alone", "message_id", j.msg.ID, "visibility_ends", j.deadline.UTC().Format(time.RFC3339))
+	h.l.log.Warn("jobloop: lease lost; cancelling the job and leaving its message alone", "message_id", j.msg.ID, "visibility_ends", j.deadline.UTC().Format(time.RFC3339))
 	j.lose(ErrLeaseLost)
 }
