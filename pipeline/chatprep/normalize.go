@@ -31,37 +31,7 @@ type Normalized struct {
 // Normalize returns s normalized, with its offset map. It is safe on any
 // input, invalid UTF-8 included (an invalid byte becomes U+FFFD).
 func Normalize(s string) Normalized {
-	n := Normalized{Orig: s}
-	out := make([]byte, 0, len(s))
-	src := make([]int32, 0, len(s)+1)
-	emit := func(r rune, at int) {
-		r = foldRune(r)
-		if dropRune(r) {
-			return
-		}
-		start := len(out)
-		out = utf8.AppendRune(out, r)
-		for range len(out) - start {
-			src = append(src, int32(at))
-		}
-	}
-	var seg []byte // the current normalization segment, invisibles removed
-	segAt := 0
-	flush := func() {
-		if len(seg) == 0 {
-			return
-		}
-		r, size := utf8.DecodeRune(seg)
-		if size == len(seg) && (r < utf8.RuneSelf || (r >= 0xAC00 && r <= 0xD7A3)) {
-			// ASCII and precomposed Hangul alone are their own NFKC.
-			emit(r, segAt)
-		} else {
-			for _, r := range norm.NFKC.String(string(seg)) {
-				emit(r, segAt)
-			}
-		}
-		seg = seg[:0]
-	}
+	z := normalizer{out: make([]byte, 0, len(s)), src: make([]int32, 0, len(s)+1)}
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
@@ -70,23 +40,63 @@ func Normalize(s string) Normalized {
 		case isCompatJamo(r):
 			// NFKC would turn ㅋㅌ into conjoining jamo that no longer match
 			// (or render) as typed; keep them as they are.
-			flush()
-			emit(r, i)
+			z.flush()
+			z.emit(r, i)
 		default:
-			if len(seg) > 0 && norm.NFKC.PropertiesString(s[i:]).BoundaryBefore() {
-				flush()
+			if len(z.seg) > 0 && norm.NFKC.PropertiesString(s[i:]).BoundaryBefore() {
+				z.flush()
 			}
-			if len(seg) == 0 {
-				segAt = i
+			if len(z.seg) == 0 {
+				z.segAt = i
 			}
-			seg = utf8.AppendRune(seg, r)
+			z.seg = utf8.AppendRune(z.seg, r)
 		}
 		i += size
 	}
-	flush()
-	src = append(src, int32(len(s)))
-	n.Text, n.src = string(out), src
-	return n
+	z.flush()
+	z.src = append(z.src, int32(len(s)))
+	return Normalized{Text: string(z.out), Orig: s, src: z.src}
+}
+
+// normalizer is Normalize's state: the text and offset map written so far,
+// and the current normalization segment (invisibles removed) with the
+// offset where it starts.
+type normalizer struct {
+	out   []byte
+	src   []int32
+	seg   []byte
+	segAt int
+}
+
+// emit writes r, folded, as produced by the original byte offset at; a
+// rune that folds to an invisible one is dropped.
+func (z *normalizer) emit(r rune, at int) {
+	r = foldRune(r)
+	if dropRune(r) {
+		return
+	}
+	start := len(z.out)
+	z.out = utf8.AppendRune(z.out, r)
+	for range len(z.out) - start {
+		z.src = append(z.src, int32(at))
+	}
+}
+
+// flush writes the current segment in NFKC and starts a new one.
+func (z *normalizer) flush() {
+	if len(z.seg) == 0 {
+		return
+	}
+	r, size := utf8.DecodeRune(z.seg)
+	if size == len(z.seg) && (r < utf8.RuneSelf || (r >= 0xAC00 && r <= 0xD7A3)) {
+		// ASCII and precomposed Hangul alone are their own NFKC.
+		z.emit(r, z.segAt)
+	} else {
+		for _, r := range norm.NFKC.String(string(z.seg)) {
+			z.emit(r, z.segAt)
+		}
+	}
+	z.seg = z.seg[:0]
 }
 
 // OrigSpan maps the byte span [start, end) of Text to the span of Orig
