@@ -31,7 +31,12 @@ type Normalized struct {
 // Normalize returns s normalized, with its offset map. It is safe on any
 // input, invalid UTF-8 included (an invalid byte becomes U+FFFD).
 func Normalize(s string) Normalized {
-	z := normalizer{out: make([]byte, 0, len(s)), src: make([]int32, 0, len(s)+1)}
+	// out and src are threaded through the helpers by value, not held in
+	// a struct, so a short text's out can stay on the stack.
+	out := make([]byte, 0, len(s))
+	src := make([]int32, 0, len(s)+1)
+	var seg []byte // the current normalization segment, invisibles removed
+	segAt := 0
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
@@ -40,63 +45,57 @@ func Normalize(s string) Normalized {
 		case isCompatJamo(r):
 			// NFKC would turn ㅋㅌ into conjoining jamo that no longer match
 			// (or render) as typed; keep them as they are.
-			z.flush()
-			z.emit(r, i)
+			out, src = emitSegment(out, src, seg, segAt)
+			seg = seg[:0]
+			out, src = emitRune(out, src, r, i)
 		default:
-			if len(z.seg) > 0 && norm.NFKC.PropertiesString(s[i:]).BoundaryBefore() {
-				z.flush()
+			if len(seg) > 0 && norm.NFKC.PropertiesString(s[i:]).BoundaryBefore() {
+				out, src = emitSegment(out, src, seg, segAt)
+				seg = seg[:0]
 			}
-			if len(z.seg) == 0 {
-				z.segAt = i
+			if len(seg) == 0 {
+				segAt = i
 			}
-			z.seg = utf8.AppendRune(z.seg, r)
+			seg = utf8.AppendRune(seg, r)
 		}
 		i += size
 	}
-	z.flush()
-	z.src = append(z.src, int32(len(s)))
-	return Normalized{Text: string(z.out), Orig: s, src: z.src}
+	out, src = emitSegment(out, src, seg, segAt)
+	src = append(src, int32(len(s)))
+	return Normalized{Text: string(out), Orig: s, src: src}
 }
 
-// normalizer is Normalize's state: the text and offset map written so far,
-// and the current normalization segment (invisibles removed) with the
-// offset where it starts.
-type normalizer struct {
-	out   []byte
-	src   []int32
-	seg   []byte
-	segAt int
-}
-
-// emit writes r, folded, as produced by the original byte offset at; a
-// rune that folds to an invisible one is dropped.
-func (z *normalizer) emit(r rune, at int) {
+// emitRune appends r, folded, to out, and to src the original byte offset
+// at once for each byte it takes; a rune that folds to an invisible one is
+// dropped.
+func emitRune(out []byte, src []int32, r rune, at int) ([]byte, []int32) {
 	r = foldRune(r)
 	if dropRune(r) {
-		return
+		return out, src
 	}
-	start := len(z.out)
-	z.out = utf8.AppendRune(z.out, r)
-	for range len(z.out) - start {
-		z.src = append(z.src, int32(at))
+	start := len(out)
+	out = utf8.AppendRune(out, r)
+	for range len(out) - start {
+		src = append(src, int32(at))
 	}
+	return out, src
 }
 
-// flush writes the current segment in NFKC and starts a new one.
-func (z *normalizer) flush() {
-	if len(z.seg) == 0 {
-		return
+// emitSegment appends a normalization segment that starts at the original
+// byte offset at, in NFKC, as emitRune appends each of its runes.
+func emitSegment(out []byte, src []int32, seg []byte, at int) ([]byte, []int32) {
+	if len(seg) == 0 {
+		return out, src
 	}
-	r, size := utf8.DecodeRune(z.seg)
-	if size == len(z.seg) && (r < utf8.RuneSelf || (r >= 0xAC00 && r <= 0xD7A3)) {
+	r, size := utf8.DecodeRune(seg)
+	if size == len(seg) && (r < utf8.RuneSelf || (r >= 0xAC00 && r <= 0xD7A3)) {
 		// ASCII and precomposed Hangul alone are their own NFKC.
-		z.emit(r, z.segAt)
-	} else {
-		for _, r := range norm.NFKC.String(string(z.seg)) {
-			z.emit(r, z.segAt)
-		}
+		return emitRune(out, src, r, at)
 	}
-	z.seg = z.seg[:0]
+	for _, r := range norm.NFKC.String(string(seg)) {
+		out, src = emitRune(out, src, r, at)
+	}
+	return out, src
 }
 
 // OrigSpan maps the byte span [start, end) of Text to the span of Orig

@@ -42,7 +42,20 @@ func (p *Pseudonyms) Apply(s string) string {
 	if s == "" {
 		return s
 	}
-	plain, pos := stripMarkers(s)
+	// plain is s without markers; pos maps plain's byte offsets to s's.
+	var pb strings.Builder
+	pos := make([]int, 0, len(s)+1)
+	for i, r := range s {
+		if r == DataMarker {
+			continue
+		}
+		for k := 0; k < len(string(r)); k++ {
+			pos = append(pos, i+k)
+		}
+		pb.WriteRune(r)
+	}
+	pos = append(pos, len(s))
+	plain := pb.String()
 	spans := p.placeholderSpans(plain, pos)
 	if len(spans) == 0 {
 		return p.Conceal(s)
@@ -63,23 +76,6 @@ func (p *Pseudonyms) Apply(s string) string {
 	// even where the scan cannot recognise it without the words that
 	// introduced it: a repair request echoes the pool's restored answer.
 	return p.Conceal(b.String())
-}
-
-// stripMarkers returns s without DataMarker runes, and pos, which maps the
-// byte offsets of that plain text (len included) to s's.
-func stripMarkers(s string) (string, []int) {
-	var pb strings.Builder
-	pos := make([]int, 0, len(s)+1)
-	for i, r := range s {
-		if r == DataMarker {
-			continue
-		}
-		for k := 0; k < len(string(r)); k++ {
-			pos = append(pos, i+k)
-		}
-		pb.WriteRune(r)
-	}
-	return pb.String(), append(pos, len(s))
 }
 
 // placeholderSpan is a byte span of the marked text and the placeholder

@@ -109,10 +109,18 @@ func redactContacts(s string) string {
 	if s == "" {
 		return s
 	}
-	spans := maskSpans(s)
+	n := Normalize(s)
+	var spans []maskSpan
+	for _, m := range scan(n) {
+		if m.maskTo > m.maskFrom {
+			f, t := n.OrigSpan(m.maskFrom, m.maskTo)
+			spans = append(spans, maskSpan{f, t, m.digits, m.keep})
+		}
+	}
 	if len(spans) == 0 {
 		return s
 	}
+	slices.SortFunc(spans, func(a, b maskSpan) int { return a.from - b.from })
 	var b strings.Builder
 	b.Grow(len(s))
 	last := 0
@@ -124,7 +132,7 @@ func redactContacts(s string) string {
 			continue
 		}
 		b.WriteString(s[last:sp.from])
-		b.WriteString(sp.mask(s[sp.from:sp.to]))
+		sp.writeMasked(&b, s[sp.from:sp.to])
 		last = sp.to
 	}
 	b.WriteString(s[last:])
@@ -140,24 +148,9 @@ type maskSpan struct {
 	keep     int
 }
 
-// maskSpans returns the spans of s that its matches ask to mask, in the
-// original text's offsets, ordered by start; they may overlap.
-func maskSpans(s string) []maskSpan {
-	n := Normalize(s)
-	var spans []maskSpan
-	for _, m := range scan(n) {
-		if m.maskTo <= m.maskFrom {
-			continue
-		}
-		f, t := n.OrigSpan(m.maskFrom, m.maskTo)
-		spans = append(spans, maskSpan{f, t, m.digits, m.keep})
-	}
-	slices.SortFunc(spans, func(a, b maskSpan) int { return a.from - b.from })
-	return spans
-}
-
-// mask returns text with the characters sp hides replaced by '*'.
-func (sp maskSpan) mask(text string) string {
+// writeMasked writes text to b with the characters sp hides replaced by
+// '*'.
+func (sp maskSpan) writeMasked(b *strings.Builder, text string) {
 	seg := []rune(text)
 	if sp.digits {
 		keep := 2
@@ -170,7 +163,8 @@ func (sp maskSpan) mask(text string) string {
 				seg[i] = '*'
 			}
 		}
-		return string(seg)
+		b.WriteString(string(seg))
+		return
 	}
 	kept := 0
 	for i, r := range seg {
@@ -182,7 +176,7 @@ func (sp maskSpan) mask(text string) string {
 			seg[i] = '*'
 		}
 	}
-	return string(seg)
+	b.WriteString(string(seg))
 }
 
 // MaskNumbers is Redact, kept under its old name for callers that mask
@@ -309,7 +303,7 @@ type numRun []numGroup
 // side ("사육99"), a reading kept only where the strict one found nothing,
 // since "5678이 맞아요" ends in a particle, not a digit.
 func findNumberRuns(s string, lenient bool) []numRun {
-	toks := numTokens(s)
+	toks := readNumTokens(make([]numTok, 0, len(s)), s)
 	readHangulDigits(toks)
 	demoteLoneHangulDigits(toks, lenient)
 	return groupNumberRuns(toks)
@@ -323,9 +317,8 @@ type numTok struct {
 	digit      byte
 }
 
-// numTokens splits s into runes, reading the ASCII digits.
-func numTokens(s string) []numTok {
-	toks := make([]numTok, 0, len(s))
+// readNumTokens appends the runes of s to toks, reading the ASCII digits.
+func readNumTokens(toks []numTok, s string) []numTok {
 	for i, r := range s {
 		if n := len(toks); n > 0 {
 			toks[n-1].end = i
