@@ -380,6 +380,9 @@ func (rn *run) shrink(cl *llm.ContextLengthError) bool {
 	return true
 }
 
+// stages runs triage, extract, vision (when the window has images) and
+// judge, and returns the verdict as it stands: done after the judge or an
+// early clean exit, failed with the error of the stage that failed.
 func (rn *run) stages(ctx context.Context) (pipeline.Verdict, error) {
 	v := rn.v
 	if len(rn.w.Messages) == 0 {
@@ -432,8 +435,8 @@ func (rn *run) triage(ctx context.Context) (stages.TriageOutput, error) {
 	})
 }
 
-// extract collects the evidence, each quote checked against the window; a
-// compromised answer stands in as no evidence.
+// extract collects the evidence, each cited message checked against the
+// window; a compromised answer stands in as no evidence.
 func (rn *run) extract(ctx context.Context, in stages.PromptInput) (stages.ExtractOutput, error) {
 	return runStage(ctx, rn, pipeline.StageExtract, in, func(b []byte) (stages.ExtractOutput, error) {
 		return stages.ParseExtract(b, rn.w.HasMessage)
