@@ -39,7 +39,6 @@ var clockExceptions = map[string]string{
 	"pipeline/llm/scrape.go": "not moved to internal/clock yet",
 	"pipeline/queuetest/fake.go": "not moved to internal/clock yet",
 	"pipeline/queuetest/suite.go": "not moved to internal/clock yet",
-	"pipeline/review/review.go": "not moved to internal/clock yet",
 	"pipeline/jobloop/heartbeat.go": "not moved to internal/clock yet",
 	"pipeline/jobloop/loop.go": "not moved to internal/clock yet",
 	"pipeline/jobloop/review.go": "not moved to internal/clock yet",

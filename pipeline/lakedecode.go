@@ -70,55 +70,25 @@ func DecodeLakeEvent(body []byte, receivedAt time.Time) (LakeRecord, error) {
 		return LakeRecord{}, &InvalidLakeEventError{Reason: "not a JSON lake event: " + err.Error()}
 	}
 	var (
-		probs []string
+		probs lakeProblems
+		prob  string
 		ev    = LakeRecord{ReceivedAt: receivedAt.UTC()}
 	)
-	switch {
-	case env.EventID == nil || *env.EventID == "":
-		probs = append(probs, "event_id is missing")
-	default:
-		id, err := uuid.Parse(*env.EventID)
-		if err != nil || len(*env.EventID) != 36 {
-			probs = append(probs, "event_id is not a UUID")
-		} else {
-			ev.EventID = id.String()
-		}
-	}
-	known := false
-	switch {
-	case env.EventType == nil || *env.EventType == "":
-		probs = append(probs, "event_type is missing")
-	default:
-		ev.EventType = *env.EventType
-		if _, known = LakeSchemaVersions[ev.EventType]; !known {
-			probs = append(probs, fmt.Sprintf("event_type %q is unknown", clip(string(ev.EventType))))
-			ev.EventType = ""
-		}
-	}
-	switch {
-	case env.OccurredAt == nil || env.OccurredAt.IsZero():
-		probs = append(probs, "occurred_at is missing")
-	case env.OccurredAt.Year() < 2000:
-		probs = append(probs, "occurred_at is before 2000")
-	case env.OccurredAt.After(receivedAt.Add(maxFutureSkew)):
-		probs = append(probs, "occurred_at is more than 24h in the future")
-	default:
-		ev.OccurredAt = env.OccurredAt.UTC()
-	}
-	switch {
-	case env.SchemaVersion == nil:
-		probs = append(probs, "schema_version is missing")
-	case known && !slices.Contains(LakeSchemaVersions[ev.EventType], *env.SchemaVersion):
-		probs = append(probs, fmt.Sprintf("schema_version %d of %s is not supported", *env.SchemaVersion, ev.EventType))
-	default:
-		ev.SchemaVersion = *env.SchemaVersion
-	}
+	ev.EventID, prob = readEventID(env.EventID)
+	probs.add(prob)
+	// An unknown type stays empty: its version and payload cannot be read.
+	ev.EventType, prob = readEventType(env.EventType)
+	probs.add(prob)
+	ev.OccurredAt, prob = readOccurredAt(env.OccurredAt, receivedAt)
+	probs.add(prob)
+	ev.SchemaVersion, prob = readSchemaVersion(env.SchemaVersion, ev.EventType)
+	probs.add(prob)
 	if len(env.Payload) == 0 || string(env.Payload) == "null" {
-		probs = append(probs, "payload is missing")
-	} else if known {
+		probs.add("payload is missing")
+	} else if ev.EventType != "" {
 		p, err := decodeLakePayload(ev.EventType, env.Payload)
 		if err != nil {
-			probs = append(probs, err.Error())
+			probs.add(err.Error())
 		}
 		ev.Payload = p
 	}
@@ -128,72 +98,161 @@ func DecodeLakeEvent(body []byte, receivedAt time.Time) (LakeRecord, error) {
 	return ev, nil
 }
 
+// lakeProblems collects what is wrong with a lake event, every problem
+// found, so that one errors/ entry says everything a producer must fix.
+type lakeProblems []string
+
+// add records problem; "" is no problem.
+func (p *lakeProblems) add(problem string) {
+	if problem != "" {
+		*p = append(*p, problem)
+	}
+}
+
+// readEventID returns the envelope's event id in canonical form, or the
+// problem with it.
+func readEventID(raw *string) (string, string) {
+	if raw == nil || *raw == "" {
+		return "", "event_id is missing"
+	}
+	id, err := uuid.Parse(*raw)
+	if err != nil || len(*raw) != 36 {
+		return "", "event_id is not a UUID"
+	}
+	return id.String(), ""
+}
+
+// readEventType returns the envelope's event type when this build knows
+// it (LakeSchemaVersions), or "" and the problem with it.
+func readEventType(raw *EventType) (EventType, string) {
+	if raw == nil || *raw == "" {
+		return "", "event_type is missing"
+	}
+	if _, known := LakeSchemaVersions[*raw]; !known {
+		return "", fmt.Sprintf("event_type %q is unknown", clip(string(*raw)))
+	}
+	return *raw, ""
+}
+
+// readOccurredAt returns the envelope's occurred_at in UTC, or the problem
+// with it: missing, before 2000, or more than maxFutureSkew after
+// receivedAt.
+func readOccurredAt(raw *time.Time, receivedAt time.Time) (time.Time, string) {
+	switch {
+	case raw == nil || raw.IsZero():
+		return time.Time{}, "occurred_at is missing"
+	case raw.Year() < 2000:
+		return time.Time{}, "occurred_at is before 2000"
+	case raw.After(receivedAt.Add(maxFutureSkew)):
+		return time.Time{}, "occurred_at is more than 24h in the future"
+	}
+	return raw.UTC(), ""
+}
+
+// readSchemaVersion returns the envelope's schema version, or the problem
+// with it: missing, or one this build cannot decode for t (only checked
+// when t is known, "" is not).
+func readSchemaVersion(raw *int, t EventType) (int, string) {
+	switch {
+	case raw == nil:
+		return 0, "schema_version is missing"
+	case t != "" && !slices.Contains(LakeSchemaVersions[t], *raw):
+		return 0, fmt.Sprintf("schema_version %d of %s is not supported", *raw, t)
+	}
+	return *raw, ""
+}
+
+// decodeLakePayload decodes and checks the payload of a known event type,
+// returning it by value with its times in UTC, or an error naming every
+// problem found.
 func decodeLakePayload(t EventType, raw json.RawMessage) (any, error) {
 	var (
-		probs []string
 		out   any
+		probs []string
+		err   error
 	)
 	switch t {
 	case EventInferenceLog:
-		var p InferenceLog
-		if err := strictUnmarshal(raw, &p); err != nil {
-			return nil, fmt.Errorf("payload is not an inference_log: %s", err)
-		}
-		probs = identity(p.RoomID, p.WindowStart, p.WindowEnd, p.PipelineVersion)
-		if !slices.Contains(Stages, p.Stage) {
-			probs = append(probs, fmt.Sprintf("payload.stage %q is unknown", clip(string(p.Stage))))
-		}
-		if p.Pool != "" && p.Pool != PoolPrimary && p.Pool != PoolFallback {
-			probs = append(probs, fmt.Sprintf("payload.pool %q is unknown", clip(string(p.Pool))))
-		}
-		if p.Attempt < 0 || p.TokensIn < 0 || p.TokensOut < 0 || p.TokensCached < 0 || p.CostUSD < 0 || p.LatencyMs < 0 || p.TTFTMillis < 0 {
-			probs = append(probs, "payload has a negative count or latency")
-		}
-		p.WindowStart, p.WindowEnd = p.WindowStart.UTC(), p.WindowEnd.UTC()
-		out = p
+		out, probs, err = decodeInferenceLog(raw)
 	case EventModeratorFeedback:
-		var p ModeratorFeedback
-		if err := strictUnmarshal(raw, &p); err != nil {
-			return nil, fmt.Errorf("payload is not a moderator_feedback: %s", err)
-		}
-		probs = identity(p.RoomID, p.WindowStart, p.WindowEnd, p.PipelineVersion)
-		if p.ModeratorID == "" {
-			probs = append(probs, "payload.moderator_id is missing")
-		}
-		probs = append(probs, checkLabel("payload.decided_label", p.DecidedLabel, true)...)
-		probs = append(probs, checkLabel("payload.verdict_label", p.VerdictLabel, false)...)
-		probs = append(probs, checkCategory("payload.decided_category", p.DecidedCategory)...)
-		probs = append(probs, checkCategory("payload.verdict_category", p.VerdictCategory)...)
-		probs = append(probs, checkAction("payload.action_taken", p.ActionTaken)...)
-		p.WindowStart, p.WindowEnd = p.WindowStart.UTC(), p.WindowEnd.UTC()
-		out = p
+		out, probs, err = decodeModeratorFeedback(raw)
 	case EventVerdict:
-		var p VerdictEvent
-		if err := strictUnmarshal(raw, &p); err != nil {
-			return nil, fmt.Errorf("payload is not a verdict: %s", err)
-		}
-		probs = identity(p.RoomID, p.WindowStart, p.WindowEnd, p.PipelineVersion)
-		switch p.Status {
-		case StatusDone, StatusExpired, StatusStopped, StatusFailed:
-		default:
-			probs = append(probs, fmt.Sprintf("payload.status %q is unknown", clip(string(p.Status))))
-		}
-		probs = append(probs, checkLabel("payload.label", p.Label, p.Status == StatusDone)...)
-		probs = append(probs, checkCategory("payload.category", p.Category)...)
-		probs = append(probs, checkAction("payload.action", p.Action)...)
-		if p.Severity < 0 || p.Severity > 5 {
-			probs = append(probs, "payload.severity is outside 0-5")
-		}
-		if p.Confidence < 0 || p.Confidence > 1 {
-			probs = append(probs, "payload.confidence is outside 0-1")
-		}
-		p.WindowStart, p.WindowEnd = p.WindowStart.UTC(), p.WindowEnd.UTC()
-		out = p
+		out, probs, err = decodeVerdictEvent(raw)
+	}
+	if err != nil {
+		return nil, err
 	}
 	if len(probs) > 0 {
 		return nil, fmt.Errorf("%s", strings.Join(probs, "; "))
 	}
 	return out, nil
+}
+
+// decodeInferenceLog decodes an inference_log payload and lists its
+// problems; err is set when it does not decode at all.
+func decodeInferenceLog(raw json.RawMessage) (InferenceLog, []string, error) {
+	var p InferenceLog
+	if err := strictUnmarshal(raw, &p); err != nil {
+		return p, nil, fmt.Errorf("payload is not an inference_log: %s", err)
+	}
+	probs := identity(p.RoomID, p.WindowStart, p.WindowEnd, p.PipelineVersion)
+	if !slices.Contains(Stages, p.Stage) {
+		probs = append(probs, fmt.Sprintf("payload.stage %q is unknown", clip(string(p.Stage))))
+	}
+	if p.Pool != "" && p.Pool != PoolPrimary && p.Pool != PoolFallback {
+		probs = append(probs, fmt.Sprintf("payload.pool %q is unknown", clip(string(p.Pool))))
+	}
+	if p.Attempt < 0 || p.TokensIn < 0 || p.TokensOut < 0 || p.TokensCached < 0 || p.CostUSD < 0 || p.LatencyMs < 0 || p.TTFTMillis < 0 {
+		probs = append(probs, "payload has a negative count or latency")
+	}
+	p.WindowStart, p.WindowEnd = p.WindowStart.UTC(), p.WindowEnd.UTC()
+	return p, probs, nil
+}
+
+// decodeModeratorFeedback decodes a moderator_feedback payload and lists
+// its problems; err is set when it does not decode at all.
+func decodeModeratorFeedback(raw json.RawMessage) (ModeratorFeedback, []string, error) {
+	var p ModeratorFeedback
+	if err := strictUnmarshal(raw, &p); err != nil {
+		return p, nil, fmt.Errorf("payload is not a moderator_feedback: %s", err)
+	}
+	probs := identity(p.RoomID, p.WindowStart, p.WindowEnd, p.PipelineVersion)
+	if p.ModeratorID == "" {
+		probs = append(probs, "payload.moderator_id is missing")
+	}
+	probs = append(probs, checkLabel("payload.decided_label", p.DecidedLabel, true)...)
+	probs = append(probs, checkLabel("payload.verdict_label", p.VerdictLabel, false)...)
+	probs = append(probs, checkCategory("payload.decided_category", p.DecidedCategory)...)
+	probs = append(probs, checkCategory("payload.verdict_category", p.VerdictCategory)...)
+	probs = append(probs, checkAction("payload.action_taken", p.ActionTaken)...)
+	p.WindowStart, p.WindowEnd = p.WindowStart.UTC(), p.WindowEnd.UTC()
+	return p, probs, nil
+}
+
+// decodeVerdictEvent decodes a verdict payload and lists its problems;
+// err is set when it does not decode at all.
+func decodeVerdictEvent(raw json.RawMessage) (VerdictEvent, []string, error) {
+	var p VerdictEvent
+	if err := strictUnmarshal(raw, &p); err != nil {
+		return p, nil, fmt.Errorf("payload is not a verdict: %s", err)
+	}
+	probs := identity(p.RoomID, p.WindowStart, p.WindowEnd, p.PipelineVersion)
+	switch p.Status {
+	case StatusDone, StatusExpired, StatusStopped, StatusFailed:
+	default:
+		probs = append(probs, fmt.Sprintf("payload.status %q is unknown", clip(string(p.Status))))
+	}
+	probs = append(probs, checkLabel("payload.label", p.Label, p.Status == StatusDone)...)
+	probs = append(probs, checkCategory("payload.category", p.Category)...)
+	probs = append(probs, checkAction("payload.action", p.Action)...)
+	if p.Severity < 0 || p.Severity > 5 {
+		probs = append(probs, "payload.severity is outside 0-5")
+	}
+	if p.Confidence < 0 || p.Confidence > 1 {
+		probs = append(probs, "payload.confidence is outside 0-1")
+	}
+	p.WindowStart, p.WindowEnd = p.WindowStart.UTC(), p.WindowEnd.UTC()
+	return p, probs, nil
 }
 
 // identity checks the review key every payload carries; analysts join the

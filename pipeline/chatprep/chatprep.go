@@ -149,6 +149,27 @@ func (w Window) HasImage(id string) bool {
 func Prepare(msgs []pipeline.ChatMessage, cfg Config) Window {
 	cfg = cfg.WithDefaults()
 	w := Window{}
+	kept := w.dropNoise(msgs)
+	sortChronologically(kept)
+	// Signals of each kept message, by index, so a budget cut can mark them.
+	sigs := make([][]Signal, len(kept))
+	for i := range kept {
+		sigs[i] = w.scanAndShorten(&kept[i], cfg.MaxMessageRunes)
+	}
+	var keptIdx []int
+	w.Messages, w.Cut, keptIdx = budget(kept, cfg)
+	w.Signals = markBudgetCut(sigs, keptIdx)
+	for _, ts := range w.Trim.Signals {
+		w.Signals = append(w.Signals, Signal{Kind: SignalKind(ts.Kind), MessageID: ts.MessageID, Value: ts.Value, Cut: true})
+	}
+	w.indexView(cfg.MaxImages)
+	return w
+}
+
+// dropNoise returns the usable messages of msgs: it reads the trim notice
+// into w.Trim and counts duplicates, messages without an id and noise
+// (see isNoise) in w.NoiseDropped.
+func (w *Window) dropNoise(msgs []pipeline.ChatMessage) []pipeline.ChatMessage {
 	kept := make([]pipeline.ChatMessage, 0, len(msgs))
 	seen := make(map[string]struct{}, len(msgs))
 	for _, m := range msgs {
@@ -167,55 +188,69 @@ func Prepare(msgs []pipeline.ChatMessage, cfg Config) Window {
 		}
 		kept = append(kept, m)
 	}
-	// Chat APIs page and retry; order by time, then id, so the transcript is
-	// stable across redeliveries.
-	slices.SortStableFunc(kept, func(a, b pipeline.ChatMessage) int {
+	return kept
+}
+
+// sortChronologically orders msgs by time, then id: chat APIs page and
+// retry, and the transcript must be stable across redeliveries.
+func sortChronologically(msgs []pipeline.ChatMessage) {
+	slices.SortStableFunc(msgs, func(a, b pipeline.ChatMessage) int {
 		if c := a.SentAt.Compare(b.SentAt); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.MessageID, b.MessageID)
 	})
-	// Signals of each kept message, by index, so a budget cut can mark them.
-	sigs := make([][]Signal, len(kept))
-	for i := range kept {
-		m := &kept[i]
-		if m.Text == "" {
-			continue
-		}
-		n := Normalize(m.Text)
-		var ms []match
-		if m.SenderRole != pipeline.RoleSystem && m.Kind != pipeline.KindSystem {
-			// Image captions are user text too.
-			ms = scan(n)
-			sigs[i] = signalsOf(m.MessageID, n, ms)
-		}
-		text, cutFrom, cutTo := cutMiddle(n.Text, cfg.MaxMessageRunes, ms)
-		if cutTo > cutFrom {
-			w.Truncated++
-			w.CutRunes += utf8.RuneCountInString(n.Text[cutFrom:cutTo])
-			for k, mt := range ms {
-				if mt.start < cutTo && mt.end > cutFrom {
-					sigs[i][k].Cut = true
-				}
+}
+
+// scanAndShorten normalizes m's text, finds its signals on the whole text
+// (user messages only; image captions are user text too), then cuts the
+// middle of a text over maxRunes, marking the signals the cut removed and
+// counting the cut in w.Truncated and w.CutRunes.
+func (w *Window) scanAndShorten(m *pipeline.ChatMessage, maxRunes int) []Signal {
+	if m.Text == "" {
+		return nil
+	}
+	n := Normalize(m.Text)
+	var ms []match
+	var sigs []Signal
+	if m.SenderRole != pipeline.RoleSystem && m.Kind != pipeline.KindSystem {
+		ms = scan(n)
+		sigs = signalsOf(m.MessageID, n, ms)
+	}
+	text, cutFrom, cutTo := cutMiddle(n.Text, maxRunes, ms)
+	if cutTo > cutFrom {
+		w.Truncated++
+		w.CutRunes += utf8.RuneCountInString(n.Text[cutFrom:cutTo])
+		for k, mt := range ms {
+			if mt.start < cutTo && mt.end > cutFrom {
+				sigs[k].Cut = true
 			}
 		}
-		m.Text = text
 	}
-	var keptIdx []int
-	w.Messages, w.Cut, keptIdx = budget(kept, cfg)
-	inView := make([]bool, len(kept))
+	m.Text = text
+	return sigs
+}
+
+// markBudgetCut flattens the per-message signals, in message order, and
+// marks Cut those of messages the budget left out (not in keptIdx).
+func markBudgetCut(sigs [][]Signal, keptIdx []int) []Signal {
+	inView := make([]bool, len(sigs))
 	for _, i := range keptIdx {
 		inView[i] = true
 	}
+	var out []Signal
 	for i, ss := range sigs {
 		for _, s := range ss {
 			s.Cut = s.Cut || !inView[i]
-			w.Signals = append(w.Signals, s)
+			out = append(out, s)
 		}
 	}
-	for _, ts := range w.Trim.Signals {
-		w.Signals = append(w.Signals, Signal{Kind: SignalKind(ts.Kind), MessageID: ts.MessageID, Value: ts.Value, Cut: true})
-	}
+	return out
+}
+
+// indexView fills what is derived from w.Messages: the id set, the token
+// estimate and the images, the most recent maxImages of them.
+func (w *Window) indexView(maxImages int) {
 	w.ids = make(map[string]struct{}, len(w.Messages))
 	for _, m := range w.Messages {
 		w.ids[m.MessageID] = struct{}{}
@@ -224,11 +259,10 @@ func Prepare(msgs []pipeline.ChatMessage, cfg Config) Window {
 			w.Images = append(w.Images, Image{MessageID: m.MessageID, URL: m.ImageURL})
 		}
 	}
-	if len(w.Images) > cfg.MaxImages {
-		w.ImagesDropped = len(w.Images) - cfg.MaxImages
-		w.Images = w.Images[len(w.Images)-cfg.MaxImages:]
+	if len(w.Images) > maxImages {
+		w.ImagesDropped = len(w.Images) - maxImages
+		w.Images = w.Images[len(w.Images)-maxImages:]
 	}
-	return w
 }
 
 // parseTrimNotice reads a trim notice; a notice that does not parse still

@@ -31,37 +31,12 @@ type Normalized struct {
 // Normalize returns s normalized, with its offset map. It is safe on any
 // input, invalid UTF-8 included (an invalid byte becomes U+FFFD).
 func Normalize(s string) Normalized {
-	n := Normalized{Orig: s}
+	// out and src are threaded through the helpers by value, not held in
+	// a struct, so a short text's out can stay on the stack.
 	out := make([]byte, 0, len(s))
 	src := make([]int32, 0, len(s)+1)
-	emit := func(r rune, at int) {
-		r = foldRune(r)
-		if dropRune(r) {
-			return
-		}
-		start := len(out)
-		out = utf8.AppendRune(out, r)
-		for range len(out) - start {
-			src = append(src, int32(at))
-		}
-	}
 	var seg []byte // the current normalization segment, invisibles removed
 	segAt := 0
-	flush := func() {
-		if len(seg) == 0 {
-			return
-		}
-		r, size := utf8.DecodeRune(seg)
-		if size == len(seg) && (r < utf8.RuneSelf || (r >= 0xAC00 && r <= 0xD7A3)) {
-			// ASCII and precomposed Hangul alone are their own NFKC.
-			emit(r, segAt)
-		} else {
-			for _, r := range norm.NFKC.String(string(seg)) {
-				emit(r, segAt)
-			}
-		}
-		seg = seg[:0]
-	}
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
@@ -70,11 +45,13 @@ func Normalize(s string) Normalized {
 		case isCompatJamo(r):
 			// NFKC would turn ㅋㅌ into conjoining jamo that no longer match
 			// (or render) as typed; keep them as they are.
-			flush()
-			emit(r, i)
+			out, src = emitSegment(out, src, seg, segAt)
+			seg = seg[:0]
+			out, src = emitRune(out, src, r, i)
 		default:
 			if len(seg) > 0 && norm.NFKC.PropertiesString(s[i:]).BoundaryBefore() {
-				flush()
+				out, src = emitSegment(out, src, seg, segAt)
+				seg = seg[:0]
 			}
 			if len(seg) == 0 {
 				segAt = i
@@ -83,10 +60,42 @@ func Normalize(s string) Normalized {
 		}
 		i += size
 	}
-	flush()
+	out, src = emitSegment(out, src, seg, segAt)
 	src = append(src, int32(len(s)))
-	n.Text, n.src = string(out), src
-	return n
+	return Normalized{Text: string(out), Orig: s, src: src}
+}
+
+// emitRune appends r, folded, to out, and to src the original byte offset
+// at once for each byte it takes; a rune that folds to an invisible one is
+// dropped.
+func emitRune(out []byte, src []int32, r rune, at int) ([]byte, []int32) {
+	r = foldRune(r)
+	if dropRune(r) {
+		return out, src
+	}
+	start := len(out)
+	out = utf8.AppendRune(out, r)
+	for range len(out) - start {
+		src = append(src, int32(at))
+	}
+	return out, src
+}
+
+// emitSegment appends a normalization segment that starts at the original
+// byte offset at, in NFKC, as emitRune appends each of its runes.
+func emitSegment(out []byte, src []int32, seg []byte, at int) ([]byte, []int32) {
+	if len(seg) == 0 {
+		return out, src
+	}
+	r, size := utf8.DecodeRune(seg)
+	if size == len(seg) && (r < utf8.RuneSelf || (r >= 0xAC00 && r <= 0xD7A3)) {
+		// ASCII and precomposed Hangul alone are their own NFKC.
+		return emitRune(out, src, r, at)
+	}
+	for _, r := range norm.NFKC.String(string(seg)) {
+		out, src = emitRune(out, src, r, at)
+	}
+	return out, src
 }
 
 // OrigSpan maps the byte span [start, end) of Text to the span of Orig

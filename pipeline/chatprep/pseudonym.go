@@ -56,13 +56,43 @@ func (p *Pseudonyms) Apply(s string) string {
 	}
 	pos = append(pos, len(s))
 	plain := pb.String()
-	n := Normalize(plain)
-	type span struct {
-		from, to int
-		ph       string
+	spans := p.placeholderSpans(plain, pos)
+	if len(spans) == 0 {
+		return p.Conceal(s)
 	}
-	var spans []span
+	slices.SortStableFunc(spans, func(a, b placeholderSpan) int { return a.from - b.from })
+	var b strings.Builder
+	last := 0
+	for _, sp := range spans {
+		if sp.from < last {
+			continue // overlaps a replaced value
+		}
+		b.WriteString(s[last:sp.from])
+		b.WriteString(sp.ph)
+		last = sp.to
+	}
+	b.WriteString(s[last:])
+	// A value already given a placeholder is replaced wherever it appears,
+	// even where the scan cannot recognise it without the words that
+	// introduced it: a repair request echoes the pool's restored answer.
+	return p.Conceal(b.String())
+}
+
+// placeholderSpan is a byte span of the marked text and the placeholder
+// that replaces it.
+type placeholderSpan struct {
+	from, to int
+	ph       string
+}
+
+// placeholderSpans finds the contact details of plain, gives each new
+// value its placeholder, and returns their spans mapped through pos onto
+// the marked text, in scan order.
+func (p *Pseudonyms) placeholderSpans(plain string, pos []int) []placeholderSpan {
+	n := Normalize(plain)
+	var spans []placeholderSpan
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	for _, m := range scan(n) {
 		name, ok := placeholderNames[m.kind]
 		if !ok {
@@ -80,35 +110,9 @@ func (p *Pseudonyms) Apply(s string) string {
 			p.byKey[key] = ph
 			p.orig[ph] = plain[f:t]
 		}
-		spans = append(spans, span{pos[f], pos[t], ph})
+		spans = append(spans, placeholderSpan{pos[f], pos[t], ph})
 	}
-	p.mu.Unlock()
-	if len(spans) == 0 {
-		return p.Conceal(s)
-	}
-	sortSpans := func() {
-		for i := 1; i < len(spans); i++ {
-			for j := i; j > 0 && spans[j].from < spans[j-1].from; j-- {
-				spans[j], spans[j-1] = spans[j-1], spans[j]
-			}
-		}
-	}
-	sortSpans()
-	var b strings.Builder
-	last := 0
-	for _, sp := range spans {
-		if sp.from < last {
-			continue // overlaps a replaced value
-		}
-		b.WriteString(s[last:sp.from])
-		b.WriteString(sp.ph)
-		last = sp.to
-	}
-	b.WriteString(s[last:])
-	// A value already given a placeholder is replaced wherever it appears,
-	// even where the scan cannot recognise it without the words that
-	// introduced it: a repair request echoes the pool's restored answer.
-	return p.Conceal(b.String())
+	return spans
 }
 
 // pseudoKey reduces a matched value to its letters and digits, lower case,

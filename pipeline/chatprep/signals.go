@@ -110,23 +110,17 @@ func redactContacts(s string) string {
 		return s
 	}
 	n := Normalize(s)
-	type span struct {
-		from, to int
-		digits   bool
-		keep     int
-	}
-	var spans []span
+	var spans []maskSpan
 	for _, m := range scan(n) {
-		if m.maskTo <= m.maskFrom {
-			continue
+		if m.maskTo > m.maskFrom {
+			f, t := n.OrigSpan(m.maskFrom, m.maskTo)
+			spans = append(spans, maskSpan{f, t, m.digits, m.keep})
 		}
-		f, t := n.OrigSpan(m.maskFrom, m.maskTo)
-		spans = append(spans, span{f, t, m.digits, m.keep})
 	}
 	if len(spans) == 0 {
 		return s
 	}
-	slices.SortFunc(spans, func(a, b span) int { return a.from - b.from })
+	slices.SortFunc(spans, func(a, b maskSpan) int { return a.from - b.from })
 	var b strings.Builder
 	b.Grow(len(s))
 	last := 0
@@ -138,35 +132,51 @@ func redactContacts(s string) string {
 			continue
 		}
 		b.WriteString(s[last:sp.from])
-		seg := []rune(s[sp.from:sp.to])
-		if sp.digits {
-			keep := 2
-			for i := len(seg) - 1; i >= 0; i-- {
-				if isDigitLike(seg[i]) {
-					if keep > 0 {
-						keep--
-						continue
-					}
-					seg[i] = '*'
-				}
-			}
-		} else {
-			kept := 0
-			for i, r := range seg {
-				if unicode.IsLetter(r) || unicode.IsDigit(r) {
-					if kept < sp.keep {
-						kept++
-						continue
-					}
-					seg[i] = '*'
-				}
-			}
-		}
-		b.WriteString(string(seg))
+		sp.writeMasked(&b, s[sp.from:sp.to])
 		last = sp.to
 	}
 	b.WriteString(s[last:])
 	return b.String()
+}
+
+// maskSpan is a byte span of the original text to mask: a number (digits)
+// keeps its last two digits, anything else its first keep letters or
+// digits.
+type maskSpan struct {
+	from, to int
+	digits   bool
+	keep     int
+}
+
+// writeMasked writes text to b with the characters sp hides replaced by
+// '*'.
+func (sp maskSpan) writeMasked(b *strings.Builder, text string) {
+	seg := []rune(text)
+	if sp.digits {
+		keep := 2
+		for i := len(seg) - 1; i >= 0; i-- {
+			if isDigitLike(seg[i]) {
+				if keep > 0 {
+					keep--
+					continue
+				}
+				seg[i] = '*'
+			}
+		}
+		b.WriteString(string(seg))
+		return
+	}
+	kept := 0
+	for i, r := range seg {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			if kept < sp.keep {
+				kept++
+				continue
+			}
+			seg[i] = '*'
+		}
+	}
+	b.WriteString(string(seg))
 }
 
 // MaskNumbers is Redact, kept under its old name for callers that mask
@@ -293,24 +303,41 @@ type numRun []numGroup
 // side ("사육99"), a reading kept only where the strict one found nothing,
 // since "5678이 맞아요" ends in a particle, not a digit.
 func findNumberRuns(s string, lenient bool) []numRun {
-	type tok struct {
-		start, end int
-		r          rune
-		digit      byte
-	}
-	toks := make([]tok, 0, len(s))
+	toks := readNumTokens(make([]numTok, 0, len(s)), s)
+	readHangulDigits(toks)
+	demoteLoneHangulDigits(toks, lenient)
+	return groupNumberRuns(toks)
+}
+
+// numTok is one rune of a text being read for numbers: its byte span and,
+// when it reads as a digit, that digit ('0'..'9'; 0 when it does not).
+type numTok struct {
+	start, end int
+	r          rune
+	digit      byte
+}
+
+// readNumTokens appends the runes of s to toks, reading the ASCII digits.
+func readNumTokens(toks []numTok, s string) []numTok {
 	for i, r := range s {
 		if n := len(toks); n > 0 {
 			toks[n-1].end = i
 		}
-		t := tok{start: i, end: len(s), r: r}
+		t := numTok{start: i, end: len(s), r: r}
 		if r >= '0' && r <= '9' {
 			t.digit = byte(r)
 		}
 		toks = append(toks, t)
 	}
+	return toks
+}
+
+// readHangulDigits reads a Hangul digit syllable as its digit when neither
+// neighbour is a Hangul letter that is not a digit (so 이거, 사이즈 stay
+// words).
+func readHangulDigits(toks []numTok) {
 	isHD := func(k int) bool { _, ok := hangulDigits[toks[k].r]; return ok }
-	word := func(k int) bool { // a Hangul letter that is not a digit
+	word := func(k int) bool {
 		return k >= 0 && k < len(toks) && isHangulSyllable(toks[k].r) && !isHD(k)
 	}
 	for k := range toks {
@@ -318,6 +345,12 @@ func findNumberRuns(s string, lenient bool) []numRun {
 			toks[k].digit = hangulDigits[toks[k].r]
 		}
 	}
+}
+
+// demoteLoneHangulDigits unreads short clusters of Hangul digits (fewer
+// than three, joined by at most one separator) that are not tightly joined
+// to other digits on both sides (lenient: on either side).
+func demoteLoneHangulDigits(toks []numTok, lenient bool) {
 	tight := func(k int) bool {
 		if k < 0 || k >= len(toks) {
 			return true
@@ -325,21 +358,20 @@ func findNumberRuns(s string, lenient bool) []numRun {
 		r := toks[k].r
 		return r == '-' || r == '.' || (r >= '0' && r <= '9')
 	}
-	// Demote short clusters of Hangul digits (joined by at most one
-	// separator) that are not tightly joined to other digits.
+	hangulDigit := func(k int) bool { return toks[k].digit != 0 && toks[k].r >= utf8.RuneSelf }
 	for i := 0; i < len(toks); {
-		if toks[i].digit == 0 || toks[i].r < utf8.RuneSelf {
+		if !hangulDigit(i) {
 			i++
 			continue
 		}
 		j, count := i, 0
 		for j < len(toks) {
-			if toks[j].digit != 0 && toks[j].r >= utf8.RuneSelf {
+			if hangulDigit(j) {
 				count++
 				j++
 				continue
 			}
-			if isNumSep(toks[j].r) && j+1 < len(toks) && toks[j+1].digit != 0 && toks[j+1].r >= utf8.RuneSelf {
+			if isNumSep(toks[j].r) && j+1 < len(toks) && hangulDigit(j+1) {
 				j++
 				continue
 			}
@@ -358,6 +390,11 @@ func findNumberRuns(s string, lenient bool) []numRun {
 		}
 		i = j
 	}
+}
+
+// groupNumberRuns collects the read digits into groups and the groups into
+// runs: at most maxSeps separators join two groups of one run.
+func groupNumberRuns(toks []numTok) []numRun {
 	var out []numRun
 	var run numRun
 	var g *numGroup

@@ -181,7 +181,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if err != nil {
 			return res, fmt.Errorf("eval: endpoint %s: %w", ep.Name, err)
 		}
-		rv, err := review.New(review.Config{}, router, nil, nil)
+		rv, err := review.New(review.Config{}, router, nil, nil, nil)
 		if err != nil {
 			return res, fmt.Errorf("eval: endpoint %s: %w", ep.Name, err)
 		}

@@ -97,7 +97,7 @@ func realReviewer(t *testing.T, srv *modelServer) pipeline.Reviewer {
 		Sleep: func(ctx context.Context, _ time.Duration) error { return context.Cause(ctx) },
 	}, nil)
 	require.NoError(t, err)
-	rv, err := review.New(review.Config{}, router, nil, nil)
+	rv, err := review.New(review.Config{}, router, nil, nil, nil)
 	require.NoError(t, err)
 	return rv
 }

@@ -142,7 +142,7 @@ func TestAmbiguousAnswersNeverStoreUnmasked(t *testing.T) {
 			}, prometheus.NewRegistry())
 			require.NoError(t, err)
 			sink := &outputSink{}
-			rev, err := New(Config{}, completerOnly{router}, sink, nil)
+			rev, err := New(Config{}, completerOnly{router}, sink, nil, nil)
 			require.NoError(t, err)
 
 			msgs := chat("buyer: 안녕하세요 아직 있나요?", "seller: 카톡 아이디: dealking99 아니면 010-1234-5678 로 연락주세요. 선입금 해주시면 바로 보내드려요")
@@ -203,7 +203,7 @@ func TestRestoredValueNeverLeavesInProblemsOrRepairs(t *testing.T) {
 	}, prometheus.NewRegistry())
 	require.NoError(t, err)
 	sink := &outputSink{}
-	rev, err := New(Config{}, completerOnly{router}, sink, nil)
+	rev, err := New(Config{}, completerOnly{router}, sink, nil, nil)
 	require.NoError(t, err)
 	msgs := chat("buyer: 안녕하세요", "seller: 카톡 아이디: dealking 으로 연락주세요")
 	v, err := rev.Review(t.Context(), event("restored-problem"), msgs, 1)

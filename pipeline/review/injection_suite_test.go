@@ -165,7 +165,7 @@ func TestInjectionSuite(t *testing.T) {
 	}
 	revs := make([]*Reviewer, len(configs))
 	for i, c := range configs {
-		revs[i], err = New(Config{Defence: c.d}, router, nil, nil)
+		revs[i], err = New(Config{Defence: c.d}, router, nil, nil, nil)
 		require.NoError(t, err)
 	}
 	type tally struct{ n, changed, evaded, flagged int }

@@ -65,7 +65,7 @@ func TestNoCorpusCaseLeavesUnmasked(t *testing.T) {
 			continue
 		}
 		sink := &outputSink{}
-		rev, err := New(Config{}, parrot{}, sink, nil)
+		rev, err := New(Config{}, parrot{}, sink, nil, nil)
 		require.NoError(t, err)
 		v, err := rev.Review(context.Background(), event("leak-"+c.ID), chat("buyer: 안녕하세요", "seller: "+c.Text), 1)
 		require.NoError(t, err, c.ID)

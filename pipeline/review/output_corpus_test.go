@@ -231,7 +231,7 @@ func TestModelOutputCorpus(t *testing.T) {
 	var order, leaks []string
 	for _, c := range cases {
 		sink := &outputSink{}
-		rev, err := New(Config{}, &scriptedCompleter{answers: c.Answers, serverErr: c.ServerError}, sink, nil)
+		rev, err := New(Config{}, &scriptedCompleter{answers: c.Answers, serverErr: c.ServerError}, sink, nil, nil)
 		require.NoError(t, err)
 		v, rerr := rev.Review(context.Background(), event("r-"+c.ID), outputChat, 1)
 		secret := digitsAndLetters(c.Secret)

@@ -58,49 +58,13 @@ func isIDKey(key string) bool {
 }
 
 // rewriteStrings re-encodes a JSON document (our own encoding of a decoded
-// answer) compactly, in its key order, passing every string value (not the keys) through f with the
-// name of the key it belongs to (the enclosing key for array elements).
+// answer) compactly, in its key order, passing every string value (not
+// the keys) through f with the name of the key it belongs to (the
+// enclosing key for array elements).
 func rewriteStrings(doc []byte, f func(key, s string) string) (string, error) {
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.UseNumber()
-	var b strings.Builder
-	type frame struct {
-		object  bool
-		n       int
-		wantKey bool
-		key     string
-	}
-	var stack []frame
-	enc := func(v any) {
-		j, _ := json.Marshal(v)
-		b.Write(j)
-	}
-	// value is called before every value or key is written: it writes
-	// the separator and reports the key the value belongs to.
-	before := func() (key string, isKey bool) {
-		if len(stack) == 0 {
-			return "", false
-		}
-		top := &stack[len(stack)-1]
-		if top.object {
-			if top.wantKey {
-				if top.n > 0 {
-					b.WriteByte(',')
-				}
-				top.n++
-				top.wantKey = false
-				return "", true
-			}
-			b.WriteByte(':')
-			top.wantKey = true
-			return top.key, false
-		}
-		if top.n > 0 {
-			b.WriteByte(',')
-		}
-		top.n++
-		return top.key, false
-	}
+	w := stringRewriter{f: f}
 	for {
 		tok, err := dec.Token()
 		if err == io.EOF {
@@ -109,37 +73,93 @@ func rewriteStrings(doc []byte, f func(key, s string) string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		switch t := tok.(type) {
-		case json.Delim:
-			switch t {
-			case '{', '[':
-				key, _ := before()
-				stack = append(stack, frame{object: t == '{', wantKey: t == '{', key: key})
-				b.WriteRune(rune(t))
-			default:
-				stack = stack[:len(stack)-1]
-				b.WriteRune(rune(t))
-			}
-		case string:
-			key, isKey := before()
-			if isKey {
-				stack[len(stack)-1].key = t
-				enc(t)
-				continue
-			}
-			enc(f(key, t))
-		case json.Number:
-			before()
-			b.WriteString(t.String())
-		default: // bool, nil
-			before()
-			enc(t)
-		}
+		w.write(tok)
 	}
-	if len(stack) != 0 {
+	if len(w.stack) != 0 {
 		return "", io.ErrUnexpectedEOF
 	}
-	return b.String(), nil
+	return w.b.String(), nil
+}
+
+// stringRewriter is rewriteStrings' state: the document written so far
+// and the objects and arrays open at this point.
+type stringRewriter struct {
+	f     func(key, s string) string
+	b     strings.Builder
+	stack []jsonFrame
+}
+
+// jsonFrame is one open object or array: how many members it has so far,
+// whether an object waits for a key, and the key its values belong to
+// (for an array, the key of the array itself).
+type jsonFrame struct {
+	object  bool
+	n       int
+	wantKey bool
+	key     string
+}
+
+// write writes one token of the document, string values through f.
+func (w *stringRewriter) write(tok json.Token) {
+	switch t := tok.(type) {
+	case json.Delim:
+		switch t {
+		case '{', '[':
+			key, _ := w.before()
+			w.stack = append(w.stack, jsonFrame{object: t == '{', wantKey: t == '{', key: key})
+		default:
+			w.stack = w.stack[:len(w.stack)-1]
+		}
+		w.b.WriteRune(rune(t))
+	case string:
+		key, isKey := w.before()
+		if isKey {
+			w.stack[len(w.stack)-1].key = t
+			w.encode(t)
+			return
+		}
+		w.encode(w.f(key, t))
+	case json.Number:
+		w.before()
+		w.b.WriteString(t.String())
+	default: // bool, nil
+		w.before()
+		w.encode(t)
+	}
+}
+
+// encode writes v as JSON.
+func (w *stringRewriter) encode(v any) {
+	j, _ := json.Marshal(v)
+	w.b.Write(j)
+}
+
+// before is called before every value or key is written: it writes the
+// separator and reports the key the value belongs to, or that the string
+// to come is a key.
+func (w *stringRewriter) before() (key string, isKey bool) {
+	if len(w.stack) == 0 {
+		return "", false
+	}
+	top := &w.stack[len(w.stack)-1]
+	if top.object {
+		if top.wantKey {
+			if top.n > 0 {
+				w.b.WriteByte(',')
+			}
+			top.n++
+			top.wantKey = false
+			return "", true
+		}
+		w.b.WriteByte(':')
+		top.wantKey = true
+		return top.key, false
+	}
+	if top.n > 0 {
+		w.b.WriteByte(',')
+	}
+	top.n++
+	return top.key, false
 }
 
 // quoteDigest identifies a quote without its text: analysts can join equal

@@ -14,7 +14,7 @@ import (
 
 func testReviewer(t *testing.T, key string) *Reviewer {
 	t.Helper()
-	rev, err := New(Config{DigestKey: []byte(key)}, parrot{}, nil, nil)
+	rev, err := New(Config{DigestKey: []byte(key)}, parrot{}, nil, nil, nil)
 	require.NoError(t, err)
 	return rev
 }
@@ -62,6 +62,6 @@ func TestQuoteDigestIsKeyed(t *testing.T) {
 	require.Contains(t, out, `"message_id":"m1"`)
 	require.Contains(t, out, `"quote":"hmac:`)
 	require.NotContains(t, out, "5678")
-	_, err := New(Config{DigestKey: []byte("short")}, parrot{}, nil, nil)
+	_, err := New(Config{DigestKey: []byte("short")}, parrot{}, nil, nil, nil)
 	require.ErrorContains(t, err, "digest key")
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/chatprep"
 	"github.com/chatguard/chatguard/pipeline/llm"
@@ -112,7 +113,7 @@ type Reviewer struct {
 	sink    pipeline.EventSink
 	version string
 	m       *metrics
-	now     func() time.Time
+	clock   clock.Clock
 	// overhead estimates the tokens of a prompt beyond its transcript
 	// (system prompt, signals, findings) plus the longest answer.
 	overhead int
@@ -125,9 +126,11 @@ type Reviewer struct {
 var _ pipeline.Reviewer = (*Reviewer)(nil)
 
 // New builds a reviewer. sink may be nil (no inference logs); reg may be
-// nil (no metrics registered). The pipeline version is fixed here from the
-// prompts, schemas and the router's model names.
-func New(cfg Config, router Completer, sink pipeline.EventSink, reg prometheus.Registerer) (*Reviewer, error) {
+// nil (no metrics registered); c is the clock of the verdicts' start and
+// finish times and the inference logs' event times (nil: the wall clock).
+// The pipeline version is fixed here from the prompts, schemas and the
+// router's model names.
+func New(cfg Config, router Completer, sink pipeline.EventSink, reg prometheus.Registerer, c clock.Clock) (*Reviewer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -158,7 +161,7 @@ func New(cfg Config, router Completer, sink pipeline.EventSink, reg prometheus.R
 	if err != nil {
 		return nil, err
 	}
-	rv := &Reviewer{cfg: cfg, router: router, sink: sink, version: stages.Fingerprint(prim, fb), m: m, now: time.Now, overhead: overhead,
+	rv := &Reviewer{cfg: cfg, router: router, sink: sink, version: stages.Fingerprint(prim, fb), m: m, clock: clock.Or(c), overhead: overhead,
 		digestKey: cfg.DigestKey, imagesRejected: ir}
 	if len(rv.digestKey) == 0 {
 		rv.digestKey, rv.devKey = []byte(DevDigestKey), true
@@ -205,7 +208,7 @@ type run struct {
 func (r *Reviewer) Review(ctx context.Context, ev pipeline.ReviewEvent, msgs []pipeline.ChatMessage, attempt int) (pipeline.Verdict, error) {
 	v := pipeline.Verdict{
 		Key: ev.Key(r.version), RunID: ev.RunID, Attempts: attempt, PublishedAt: ev.PublishedAt,
-		StartedAt: r.now().UTC(), Status: pipeline.StatusFailed,
+		StartedAt: r.clock.Now().UTC(), Status: pipeline.StatusFailed,
 	}
 	rn := &run{r: r, ev: ev, msgs: msgs, prep: r.cfg.Prep, v: &v, pseudonyms: chatprep.NewPseudonyms()}
 	rn.w = chatprep.Prepare(msgs, rn.prep)
@@ -220,7 +223,7 @@ func (r *Reviewer) Review(ctx context.Context, ev pipeline.ReviewEvent, msgs []p
 		err = &cleanError{msg: cleanText(rn.pseudonyms.Conceal(err.Error()), maxErrorRunes), err: err}
 	}
 	v.InjectionFlagged = rn.injection.Load() || (!r.cfg.Defence.NoFloor && len(rn.injections()) > 0)
-	v.FinishedAt = r.now().UTC()
+	v.FinishedAt = r.clock.Now().UTC()
 	if v.InjectionFlagged {
 		r.m.injections.Inc()
 	}
@@ -377,6 +380,9 @@ func (rn *run) shrink(cl *llm.ContextLengthError) bool {
 	return true
 }
 
+// stages runs triage, extract, vision (when the window has images) and
+// judge, and returns the verdict as it stands: done after the judge or an
+// early clean exit, failed with the error of the stage that failed.
 func (rn *run) stages(ctx context.Context) (pipeline.Verdict, error) {
 	v := rn.v
 	if len(rn.w.Messages) == 0 {
@@ -385,9 +391,7 @@ func (rn *run) stages(ctx context.Context) (pipeline.Verdict, error) {
 		return *v, nil
 	}
 	floor := !rn.r.cfg.Defence.NoFloor
-	triage, err := runStage(ctx, rn, pipeline.StageTriage, rn.base, stages.ParseTriage, func() stages.TriageOutput {
-		return stages.TriageOutput{Risk: stages.RiskHigh, Categories: []pipeline.Category{}, Reason: injectionNote}
-	})
+	triage, err := rn.triage(ctx)
 	if err != nil {
 		return *v, err
 	}
@@ -398,56 +402,88 @@ func (rn *run) stages(ctx context.Context) (pipeline.Verdict, error) {
 	}
 	in := rn.base
 	in.Findings = &stages.Findings{Triage: &triage}
-	extract, err := runStage(ctx, rn, pipeline.StageExtract, in, func(b []byte) (stages.ExtractOutput, error) {
-		return stages.ParseExtract(b, rn.w.HasMessage)
-	}, func() stages.ExtractOutput { return stages.ExtractOutput{Evidence: []stages.Evidence{}} })
+	extract, err := rn.extract(ctx, in)
 	if err != nil {
 		return *v, err
 	}
 	in = rn.withBase(in)
 	in.Findings = &stages.Findings{Triage: &triage, Evidence: extract.Evidence}
 	if len(rn.w.Images) > 0 {
-		vin := rn.base
-		vin.Findings = in.Findings
-		for _, im := range rn.w.Images {
-			vin.ImageIDs = append(vin.ImageIDs, im.MessageID)
-		}
-		vision, err := runStage(ctx, rn, pipeline.StageVision, vin, func(b []byte) (stages.VisionOutput, error) {
-			return stages.ParseVision(b, rn.w.HasImage)
-		}, func() stages.VisionOutput {
-			out := stages.VisionOutput{Images: []stages.ImageFinding{}}
-			for _, im := range rn.w.Images {
-				out.Images = append(out.Images, stages.ImageFinding{MessageID: im.MessageID, Description: "not described: " + injectionNote, Flags: []stages.ImageFlag{}, Risk: stages.RiskLow})
-			}
-			return out
-		})
+		vision, err := rn.vision(ctx, in.Findings)
 		if err != nil {
 			return *v, err
 		}
 		in.Findings.Vision = &vision
 	}
 	in = rn.withBase(in)
-	judge, err := runStage(ctx, rn, pipeline.StageJudge, in, func(b []byte) (stages.JudgeOutput, error) {
+	judge, err := rn.judge(ctx, in)
+	if err != nil {
+		return *v, err
+	}
+	rn.settle(judge)
+	if floor {
+		rn.floorInjection(&triage, extract)
+	}
+	return *v, nil
+}
+
+// triage runs the first look; a compromised answer stands in as high
+// risk, so the review goes on to the judge.
+func (rn *run) triage(ctx context.Context) (stages.TriageOutput, error) {
+	return runStage(ctx, rn, pipeline.StageTriage, rn.base, stages.ParseTriage, func() stages.TriageOutput {
+		return stages.TriageOutput{Risk: stages.RiskHigh, Categories: []pipeline.Category{}, Reason: injectionNote}
+	})
+}
+
+// extract collects the evidence, each cited message checked against the
+// window; a compromised answer stands in as no evidence.
+func (rn *run) extract(ctx context.Context, in stages.PromptInput) (stages.ExtractOutput, error) {
+	return runStage(ctx, rn, pipeline.StageExtract, in, func(b []byte) (stages.ExtractOutput, error) {
+		return stages.ParseExtract(b, rn.w.HasMessage)
+	}, func() stages.ExtractOutput { return stages.ExtractOutput{Evidence: []stages.Evidence{}} })
+}
+
+// vision describes the window's images with the findings so far; a
+// compromised answer stands in as every image undescribed, low risk.
+func (rn *run) vision(ctx context.Context, findings *stages.Findings) (stages.VisionOutput, error) {
+	in := rn.base
+	in.Findings = findings
+	for _, im := range rn.w.Images {
+		in.ImageIDs = append(in.ImageIDs, im.MessageID)
+	}
+	return runStage(ctx, rn, pipeline.StageVision, in, func(b []byte) (stages.VisionOutput, error) {
+		return stages.ParseVision(b, rn.w.HasImage)
+	}, func() stages.VisionOutput {
+		out := stages.VisionOutput{Images: []stages.ImageFinding{}}
+		for _, im := range rn.w.Images {
+			out.Images = append(out.Images, stages.ImageFinding{MessageID: im.MessageID, Description: "not described: " + injectionNote, Flags: []stages.ImageFlag{}, Risk: stages.RiskLow})
+		}
+		return out
+	})
+}
+
+// judge decides the verdict from the findings; a compromised answer
+// stands in as clean, which floorInjection then raises.
+func (rn *run) judge(ctx context.Context, in stages.PromptInput) (stages.JudgeOutput, error) {
+	return runStage(ctx, rn, pipeline.StageJudge, in, func(b []byte) (stages.JudgeOutput, error) {
 		return stages.ParseJudge(b, rn.w.HasMessage)
 	}, func() stages.JudgeOutput {
 		return stages.JudgeOutput{Label: pipeline.LabelClean, Category: pipeline.CategoryClean, Severity: 1, Action: pipeline.ActionNone,
 			Rationale: injectionNote, EvidenceIDs: []string{}}
 	})
-	if err != nil {
-		return *v, err
-	}
+}
+
+// settle writes the judge's answer on the verdict, done. The rationale is
+// model text: it may quote the chat's numbers, so it is masked.
+func (rn *run) settle(judge stages.JudgeOutput) {
+	v := rn.v
 	v.Status = pipeline.StatusDone
-	// The rationale is model text: it may quote the chat's numbers.
 	v.Label, v.Category, v.Severity = judge.Label, judge.Category, judge.Severity
 	v.Confidence, v.Action, v.Rationale = judge.Confidence, judge.Action, pipeline.ClipRunes(rn.mask(judge.Rationale), 500)
 	v.EvidenceIDs = judge.EvidenceIDs
 	if v.EvidenceIDs == nil {
 		v.EvidenceIDs = []string{}
 	}
-	if floor {
-		rn.floorInjection(&triage, extract)
-	}
-	return *v, nil
 }
 
 // injectionNote explains a substitute answer and a raised verdict.
@@ -544,82 +580,15 @@ func runStage[T any](ctx context.Context, rn *run, stage pipeline.StageName, in 
 	if err := context.Cause(ctx); err != nil {
 		return out, fmt.Errorf("%s: %w", stage, err)
 	}
-	floor := !rn.r.cfg.Defence.NoFloor
 	res := pipeline.StageResult{Stage: stage}
 	for try := 0; ; try++ {
-		var imageURLs []string
-		if len(in.ImageIDs) > 0 {
-			for _, im := range rn.w.Images {
-				imageURLs = append(imageURLs, im.URL)
-			}
-		}
-		user, err := stages.UserPrompt(stage, in)
+		msgs, prompt, err := rn.stagePrompt(stage, in)
 		if err != nil {
 			return out, pipeline.Permanent(err)
 		}
-		sys := stages.SystemPrompt(stage)
-		ph := sha256.New()
-		ph.Write([]byte(sys))
-		ph.Write([]byte{0})
-		ph.Write([]byte(user))
-		for _, u := range imageURLs {
-			ph.Write([]byte{0})
-			ph.Write([]byte(u))
-		}
-		prompt := promptFacts{sha: hex.EncodeToString(ph.Sum(nil)), chars: utf8.RuneCountInString(sys) + utf8.RuneCountInString(user), images: len(imageURLs)}
-		// last is the latest answer Validate decoded: the inference log of
-		// that attempt redacts this value, not the answer's bytes.
-		var last struct {
-			content []byte
-			out     T
-			ok      bool
-		}
-		req := llm.Request{
-			Stage: stage,
-			Class: rn.r.cfg.Class,
-			Messages: []llm.Message{
-				{Role: llm.RoleSystem, Text: sys},
-				{Role: llm.RoleUser, Text: user, ImageURLs: imageURLs},
-			},
-			Schema:    stages.Schema(stage),
-			MaxTokens: rn.r.cfg.MaxTokens[stage],
-			Validate: func(b []byte) error {
-				o, err := parse(b)
-				last.content, last.ok = b, false
-				if errors.Is(err, stages.ErrCanary) {
-					rn.injection.Store(true)
-					if floor {
-						// The chat talked the model into leaking its
-						// instructions: nothing it said can be trusted,
-						// and asking again only lets the chat try again.
-						out = compromised()
-						return nil
-					}
-				}
-				if err == nil {
-					out = o
-					last.out, last.ok = o, true
-				}
-				return err
-			},
-			Repair:     repairMessages,
-			Pseudonyms: rn.pseudonyms,
-			OnAttempt: func(a llm.Attempt) {
-				var decoded any
-				if a.Outcome == llm.OutcomeOK && last.ok && bytes.Equal(a.Content, last.content) {
-					decoded = last.out
-				}
-				rn.publish(stage, a, prompt, decoded)
-			},
-		}
+		req := stageRequest(rn, stage, msgs, prompt, parse, compromised, &out)
 		resp, err := rn.r.router.Complete(ctx, req)
-		res.Pool, res.Model, res.TTFT = resp.Pool, resp.Model, resp.TTFT
-		res.Attempts += resp.Attempts
-		res.Latency += resp.Latency
-		res.TokensIn += resp.TokensIn
-		res.TokensOut += resp.TokensOut
-		res.TokensCached += resp.TokensCached
-		res.CostUSD += resp.CostUSD
+		addUsage(&res, resp)
 		var cl *llm.ContextLengthError
 		if err != nil && try == 0 && errors.As(err, &cl) && rn.shrink(cl) {
 			in = rn.withBase(in)
@@ -636,6 +605,104 @@ func runStage[T any](ctx context.Context, rn *run, stage pipeline.StageName, in 
 		rn.v.Stages = append(rn.v.Stages, res)
 		return out, nil
 	}
+}
+
+// stagePrompt renders a stage's system and user messages (with the
+// window's image URLs when in asks for images) and the facts of the
+// prompt that the inference log keeps instead of its text.
+func (rn *run) stagePrompt(stage pipeline.StageName, in stages.PromptInput) ([]llm.Message, promptFacts, error) {
+	var imageURLs []string
+	if len(in.ImageIDs) > 0 {
+		for _, im := range rn.w.Images {
+			imageURLs = append(imageURLs, im.URL)
+		}
+	}
+	user, err := stages.UserPrompt(stage, in)
+	if err != nil {
+		return nil, promptFacts{}, err
+	}
+	sys := stages.SystemPrompt(stage)
+	msgs := []llm.Message{
+		{Role: llm.RoleSystem, Text: sys},
+		{Role: llm.RoleUser, Text: user, ImageURLs: imageURLs},
+	}
+	return msgs, newPromptFacts(sys, user, imageURLs), nil
+}
+
+// newPromptFacts hashes and measures a prompt: the system and user texts
+// and the image URLs, zero-separated.
+func newPromptFacts(sys, user string, imageURLs []string) promptFacts {
+	ph := sha256.New()
+	ph.Write([]byte(sys))
+	ph.Write([]byte{0})
+	ph.Write([]byte(user))
+	for _, u := range imageURLs {
+		ph.Write([]byte{0})
+		ph.Write([]byte(u))
+	}
+	return promptFacts{sha: hex.EncodeToString(ph.Sum(nil)), chars: utf8.RuneCountInString(sys) + utf8.RuneCountInString(user), images: len(imageURLs)}
+}
+
+// stageRequest is the router request of one stage try. Its validator
+// stores the decoded answer in *out, or, when the answer repeats the
+// canary and the floor is on, compromised()'s stand-in; every attempt is
+// published to the inference log.
+func stageRequest[T any](rn *run, stage pipeline.StageName, msgs []llm.Message, prompt promptFacts, parse func([]byte) (T, error), compromised func() T, out *T) llm.Request {
+	floor := !rn.r.cfg.Defence.NoFloor
+	// last is the latest answer Validate decoded: the inference log of
+	// that attempt redacts this value, not the answer's bytes.
+	var last struct {
+		content []byte
+		out     T
+		ok      bool
+	}
+	return llm.Request{
+		Stage:     stage,
+		Class:     rn.r.cfg.Class,
+		Messages:  msgs,
+		Schema:    stages.Schema(stage),
+		MaxTokens: rn.r.cfg.MaxTokens[stage],
+		Validate: func(b []byte) error {
+			o, err := parse(b)
+			last.content, last.ok = b, false
+			if errors.Is(err, stages.ErrCanary) {
+				rn.injection.Store(true)
+				if floor {
+					// The chat talked the model into leaking its
+					// instructions: nothing it said can be trusted,
+					// and asking again only lets the chat try again.
+					*out = compromised()
+					return nil
+				}
+			}
+			if err == nil {
+				*out = o
+				last.out, last.ok = o, true
+			}
+			return err
+		},
+		Repair:     repairMessages,
+		Pseudonyms: rn.pseudonyms,
+		OnAttempt: func(a llm.Attempt) {
+			var decoded any
+			if a.Outcome == llm.OutcomeOK && last.ok && bytes.Equal(a.Content, last.content) {
+				decoded = last.out
+			}
+			rn.publish(stage, a, prompt, decoded)
+		},
+	}
+}
+
+// addUsage adds what one router call spent to a stage's result; pool,
+// model and time to first token are the last call's.
+func addUsage(res *pipeline.StageResult, resp llm.Response) {
+	res.Pool, res.Model, res.TTFT = resp.Pool, resp.Model, resp.TTFT
+	res.Attempts += resp.Attempts
+	res.Latency += resp.Latency
+	res.TokensIn += resp.TokensIn
+	res.TokensOut += resp.TokensOut
+	res.TokensCached += resp.TokensCached
+	res.CostUSD += resp.CostUSD
 }
 
 // repairMessages asks once more after an invalid or truncated answer. A
@@ -696,7 +763,7 @@ func (rn *run) publish(stage pipeline.StageName, a llm.Attempt, p promptFacts, d
 		log.Output = rn.redactOutput(stage, decoded)
 	}
 	ev := pipeline.LakeEvent{
-		EventID: pipeline.InferenceLogEventID(rn.ev.Key(rn.r.version), stage, a.N), EventType: pipeline.EventInferenceLog, OccurredAt: rn.r.now().UTC(),
+		EventID: pipeline.InferenceLogEventID(rn.ev.Key(rn.r.version), stage, a.N), EventType: pipeline.EventInferenceLog, OccurredAt: rn.r.clock.Now().UTC(),
 		SchemaVersion: pipeline.LakeEventSchemaVersion, Payload: log,
 	}
 	if !rn.r.sink.Publish(ev) {

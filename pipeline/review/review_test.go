@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/internal/standin"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/llm"
@@ -108,7 +109,7 @@ func setup(t *testing.T, o envOpts) *env {
 	}, reg)
 	require.NoError(t, err)
 	sink := &captureSink{}
-	rev, err := New(Config{}, router, sink, reg)
+	rev, err := New(Config{}, router, sink, reg, nil)
 	require.NoError(t, err)
 	return &env{prim: prim, fb: fb, router: router, rev: rev, sink: sink, reg: reg}
 }
@@ -343,7 +344,7 @@ func TestCanaryInAnswerFlagsInjection(t *testing.T) {
 		pipeline.StageJudge:   {`{"label":"abusive","category":"external_payment","severity":4,"confidence":0.9,"action":"restrict","rationale":"prepayment","evidence_ids":["m4"]}`},
 	}}
 	sink := &captureSink{}
-	rev, err := New(Config{}, fr, sink, nil)
+	rev, err := New(Config{}, fr, sink, nil, nil)
 	require.NoError(t, err)
 	v, err := rev.Review(t.Context(), event("r6"), externalPaymentChat, 1)
 	require.NoError(t, err)
@@ -366,6 +367,41 @@ func TestCanaryInAnswerFlagsInjection(t *testing.T) {
 	}
 }
 
+// tickingRouter is a fakeRouter whose every call takes a second of the
+// test's clock.
+type tickingRouter struct {
+	*fakeRouter
+	clk *clock.Fake
+}
+
+func (r tickingRouter) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
+	r.clk.Advance(time.Second)
+	return r.fakeRouter.Complete(ctx, req)
+}
+
+func TestTimesComeFromTheClock(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(start)
+	fr := &fakeRouter{answers: map[pipeline.StageName][]string{
+		pipeline.StageTriage:  {`{"risk":"high","categories":["external_payment"],"reason":"prepayment"}`},
+		pipeline.StageExtract: {`{"evidence":[{"message_id":"m4","category":"external_payment","quote":"선입금 해주시면"}]}`},
+		pipeline.StageJudge:   {`{"label":"abusive","category":"external_payment","severity":4,"confidence":0.9,"action":"restrict","rationale":"prepayment","evidence_ids":["m4"]}`},
+	}}
+	sink := &captureSink{}
+	rev, err := New(Config{}, tickingRouter{fr, clk}, sink, nil, clk)
+	require.NoError(t, err)
+	v, err := rev.Review(t.Context(), event("r-clock"), externalPaymentChat, 1)
+	require.NoError(t, err)
+	require.True(t, v.StartedAt.Equal(start), "started at %v", v.StartedAt)
+	require.True(t, v.FinishedAt.Equal(start.Add(3*time.Second)), "three stages of a second each, finished at %v", v.FinishedAt)
+	evs := sink.all()
+	require.Len(t, evs, 3)
+	for i, ev := range evs {
+		require.True(t, ev.OccurredAt.Equal(start.Add(time.Duration(i+1)*time.Second)), "inference log %d at %v", i, ev.OccurredAt)
+	}
+}
+
 func TestJudgeEvidenceMustExist(t *testing.T) {
 	t.Parallel()
 	bad := `{"label":"abusive","category":"external_payment","severity":4,"confidence":0.9,"action":"restrict","rationale":"x","evidence_ids":["m99"]}`
@@ -374,7 +410,7 @@ func TestJudgeEvidenceMustExist(t *testing.T) {
 		pipeline.StageExtract: {`{"evidence":[]}`},
 		pipeline.StageJudge:   {bad, bad},
 	}}
-	rev, err := New(Config{}, fr, nil, nil)
+	rev, err := New(Config{}, fr, nil, nil, nil)
 	require.NoError(t, err)
 	v, err := rev.Review(t.Context(), event("r7"), externalPaymentChat, 1)
 	require.Error(t, err)
@@ -404,11 +440,11 @@ func TestStopEndsReviewWithCause(t *testing.T) {
 
 func TestPipelineVersionFollowsModels(t *testing.T) {
 	t.Parallel()
-	a, err := New(Config{}, &fakeRouter{}, nil, nil)
+	a, err := New(Config{}, &fakeRouter{}, nil, nil, nil)
 	require.NoError(t, err)
 	require.Equal(t, stages.Fingerprint("fake", ""), a.PipelineVersion())
 	require.NotEqual(t, stages.Fingerprint("other", ""), a.PipelineVersion())
-	_, err = New(Config{MaxTokens: map[pipeline.StageName]int{"bogus": 5}}, &fakeRouter{}, nil, nil)
+	_, err = New(Config{MaxTokens: map[pipeline.StageName]int{"bogus": 5}}, &fakeRouter{}, nil, nil, nil)
 	require.ErrorContains(t, err, "unknown stage")
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
 	"github.com/chatguard/chatguard/cmd/internal/depflags"
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/llm"
 	"github.com/chatguard/chatguard/pipeline/review"
@@ -48,6 +49,9 @@ type Params struct {
 	// Log receives the settings line and the dev-key warning; nil logs
 	// nothing.
 	Log *slog.Logger
+	// Clock stamps the reviewer's verdicts and inference logs; nil is the
+	// wall clock.
+	Clock clock.Clock
 }
 
 // Settings are what a stage engine does with chat data and which rows its
@@ -134,7 +138,7 @@ func New(p Params) (*Engine, error) {
 	if p.Options.QuoteDigestKey == "" {
 		log.Warn(p.Component + ": --quote-digest-key is empty: quote digests use the DEV-ONLY key (labelled hmac-dev); set CHATGUARD_QUOTE_DIGEST_KEY from a Secret in production")
 	}
-	rev, err := review.New(review.Config{Class: p.Class, DigestKey: []byte(p.Options.QuoteDigestKey), Images: gate}, router, p.Events, p.Registerer)
+	rev, err := review.New(review.Config{Class: p.Class, DigestKey: []byte(p.Options.QuoteDigestKey), Images: gate}, router, p.Events, p.Registerer, p.Clock)
 	if err != nil {
 		closeAll()
 		return nil, fmt.Errorf("reviewer: %w", err)

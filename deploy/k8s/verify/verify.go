@@ -293,7 +293,7 @@ func PipelineVersion(primaryURL, primaryModel, fallbackURL, fallbackModel string
 	if err != nil {
 		return "", fmt.Errorf("the model pools are refused: %w", err)
 	}
-	rv, err := review.New(review.Config{}, router, nil, nil)
+	rv, err := review.New(review.Config{}, router, nil, nil, nil)
 	if err != nil {
 		return "", err
 	}

@@ -42,7 +42,7 @@ func TestDumpVerdicts(t *testing.T) {
 	defer func() { c, cl := context.WithTimeout(context.Background(), time.Second); defer cl(); _ = sim.Stop(c) }()
 	router, err := llm.New(llm.Config{Primary: llm.PoolConfig{BaseURL: sim.URL, Model: llmsim.DefaultModel}}, nil)
 	require.NoError(t, err)
-	rv, err := review.New(review.Config{}, router, nil, nil)
+	rv, err := review.New(review.Config{}, router, nil, nil, nil)
 	require.NoError(t, err)
 	var ids []string
 	for id := range rooms {
