@@ -47,16 +47,19 @@ func (h *heartbeat) size() int {
 	return len(h.jobs)
 }
 
-// run extends visibilities every interval until ctx ends.
+// run extends visibilities until ctx ends, each beat one interval after
+// the last one ended: a slow beat delays the next rather than letting
+// beats pile up, and lost() counts the interval from the beat's end.
 func (h *heartbeat) run(ctx context.Context) {
-	tick, stop := h.l.ticker(h.l.cfg.HeartbeatInterval)
-	defer stop()
+	next := h.l.clk.NewTimer(h.l.cfg.HeartbeatInterval)
+	defer next.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick:
+		case <-next.Chan():
 			h.beat(ctx)
+			next.Reset(h.l.cfg.HeartbeatInterval)
 		}
 	}
 }
@@ -65,7 +68,7 @@ func (h *heartbeat) run(ctx context.Context) {
 // cancels those whose visibility has ended or, after a failed extension,
 // ends before the next beat (see lost).
 func (h *heartbeat) beat(ctx context.Context) {
-	now := h.l.now()
+	now := h.l.clk.Now()
 	horizon := now.Add(2 * h.l.cfg.HeartbeatInterval)
 	h.mu.Lock()
 	var due []*job
@@ -113,17 +116,16 @@ func (h *heartbeat) extend(ctx context.Context, batch []*job) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, h.l.cfg.CallTimeout)
 	defer cancel()
-	sent := h.l.now()
-	start := time.Now()
+	sent := h.l.clk.Now()
 	err := h.l.q.ChangeVisibility(cctx, receipts, vis)
-	h.l.m.callTime.WithLabelValues("heartbeat").Observe(time.Since(start).Seconds())
+	h.l.m.callTime.WithLabelValues("heartbeat").Observe(h.l.clk.Since(sent).Seconds())
 	h.l.m.calls.WithLabelValues("heartbeat", outcome(err, len(live))).Inc()
 	errs := pipeline.EntryErrors(err, len(live))
 	if err != nil {
 		h.l.log.Warn("jobloop: heartbeat failed for some jobs; retrying next interval", "jobs", len(live), "err", err)
 	}
 	h.mu.Lock()
-	now := h.l.now()
+	now := h.l.clk.Now()
 	for i, j := range live {
 		if errs[i] == nil {
 			j.deadline = sent.Add(vis)

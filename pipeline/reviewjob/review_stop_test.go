@@ -1,4 +1,4 @@
-package jobloop
+package reviewjob
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/jobloop"
 	"github.com/chatguard/chatguard/pipeline/stop"
 )
 
@@ -16,7 +17,7 @@ func setupStoppable(t *testing.T) (*reviewRig, *stop.Holder) {
 	t.Helper()
 	r := setupReview(t)
 	holder := stop.NewHolder(nil, nil)
-	r.h.cfg.Stops = &stop.Guard{Holder: holder}
+	r.h = StopGuarded(r.h, &stop.Guard{Holder: holder})
 	return r, holder
 }
 
@@ -30,7 +31,7 @@ func TestReviewStoppedBeforeStart(t *testing.T) {
 	r, holder := setupStoppable(t)
 	holder.Add(roomStop("room-1", "already sanctioned"))
 	out := r.h.Handle(context.Background(), msg(r.body(t), 1, 5))
-	require.Equal(t, Delete, out.Action)
+	require.Equal(t, jobloop.Delete, out.Action)
 	require.Equal(t, "stopped", out.Label)
 	require.Zero(t, r.chat.calls.Load(), "no chat fetch for a stopped review")
 	require.Zero(t, r.rev.calls.Load(), "no model call for a stopped review")
@@ -62,7 +63,7 @@ func TestReviewStoppedWhileRunning(t *testing.T) {
 		holder.Add(roomStop("room-1", "moderator took over"))
 	}()
 	out := r.h.Handle(context.Background(), msg(r.body(t), 1, 5))
-	require.Equal(t, Delete, out.Action)
+	require.Equal(t, jobloop.Delete, out.Action)
 	require.Equal(t, "stopped", out.Label)
 	v, err := r.store.Get(context.Background(), r.key())
 	require.NoError(t, err)
