@@ -47,11 +47,13 @@ func (h *heartbeat) size() int {
 	return len(h.jobs)
 }
 
-// run extends visibilities until ctx ends, each beat one interval after
-// the last one ended: a slow beat delays the next rather than letting
-// beats pile up, and lost() counts the interval from the beat's end.
+// run extends visibilities every interval until ctx ends. It keeps a
+// ticker's schedule with a timer set again after each beat, so that a test
+// on a fake clock sees a beat end when the next one waits.
 func (h *heartbeat) run(ctx context.Context) {
-	next := h.l.clk.NewTimer(h.l.cfg.HeartbeatInterval)
+	every := h.l.cfg.HeartbeatInterval
+	due := h.l.clk.Now().Add(every)
+	next := h.l.clk.NewTimer(every)
 	defer next.Stop()
 	for {
 		select {
@@ -59,9 +61,26 @@ func (h *heartbeat) run(ctx context.Context) {
 			return
 		case <-next.Chan():
 			h.beat(ctx)
-			next.Reset(h.l.cfg.HeartbeatInterval)
+			var wait time.Duration
+			due, wait = nextBeat(due, h.l.clk.Now(), every)
+			next.Reset(wait)
 		}
 	}
+}
+
+// nextBeat is when the beat after the one due at due comes, as a ticker
+// of period every would give it, and how long until then from now: the
+// next boundary of the schedule; at once when a slow beat overran it (a
+// ticker's one buffered tick), the boundaries passed meanwhile dropped.
+func nextBeat(due, now time.Time, every time.Duration) (time.Time, time.Duration) {
+	due = due.Add(every)
+	if due.After(now) {
+		return due, due.Sub(now)
+	}
+	for !due.Add(every).After(now) {
+		due = due.Add(every)
+	}
+	return due, 0
 }
 
 // beat extends every job whose visibility ends within two intervals, and
