@@ -116,3 +116,16 @@ func TestHeldSaveKeepsTheVerdictPastMaxAge(t *testing.T) {
 	require.Equal(t, pipeline.LabelAbusive, v.Label)
 	require.Zero(t, testutil.ToFloat64(r.m.admissions.WithLabelValues("expired")))
 }
+
+// The gate keeps a store that can release claims on save able to, and
+// does not make one that cannot look as if it could.
+func TestGatedKeepsWhatTheStoreCanDo(t *testing.T) {
+	t.Parallel()
+	mon, err := health.New(health.Config{Failures: 2, OpenFor: time.Minute}, nil, nil)
+	require.NoError(t, err)
+	_, releasing := Gated(Deps{Store: storetest.NewMemory()}, mon).Store.(pipeline.ReleasingSaver)
+	require.False(t, releasing)
+	shared := &sharedDBStore{Memory: storetest.NewMemory()}
+	_, releasing = Gated(Deps{Store: shared}, mon).Store.(pipeline.ReleasingSaver)
+	require.True(t, releasing)
+}

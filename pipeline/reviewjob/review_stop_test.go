@@ -3,6 +3,7 @@ package reviewjob
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,4 +71,27 @@ func TestReviewStoppedWhileRunning(t *testing.T) {
 	require.Equal(t, pipeline.StatusStopped, v.Status)
 	require.Contains(t, v.Error, "moderator took over")
 	require.NoError(t, other.Err(), "a review of another room is unaffected")
+}
+
+// countingGuard counts the reviews registered for stop signals.
+type countingGuard struct{ begun atomic.Int32 }
+
+func (g *countingGuard) Begin(ctx context.Context, _ pipeline.ReviewEvent) (context.Context, func()) {
+	g.begun.Add(1)
+	return ctx, func() {}
+}
+
+// A message that does not decode passes the guard untouched: it is the
+// handler's poison, with no stop registration.
+func TestStopGuardPassesPoisonThrough(t *testing.T) {
+	t.Parallel()
+	r := setupReview(t)
+	g := &countingGuard{}
+	h := StopGuarded(r.h, g)
+	out := h.Handle(context.Background(), msg([]byte("not json"), 1, 5))
+	require.Equal(t, jobloop.Poison, out.Action)
+	require.Zero(t, g.begun.Load())
+	out = h.Handle(context.Background(), msg(r.body(t), 1, 5))
+	require.Equal(t, "done", out.Label)
+	require.Equal(t, int32(1), g.begun.Load())
 }
