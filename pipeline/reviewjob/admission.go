@@ -58,8 +58,8 @@ func (h *Handler) leave(k pipeline.ReviewKey) {
 	delete(h.active, k)
 }
 
-// admit looks the review up: a done verdict makes the job a duplicate
-// (done true), and a failed lookup a failed attempt.
+// admit looks the review up: a done verdict makes the job a duplicate,
+// and a failed lookup a failed attempt (ok false: the job ends).
 func (h *Handler) admit(ctx context.Context, j *job) (jobloop.Outcome, bool) {
 	old, err := h.store.Get(ctx, j.key)
 	h.lap(j, "admit")
@@ -72,21 +72,22 @@ func (h *Handler) admit(ctx context.Context, j *job) (jobloop.Outcome, bool) {
 		// a copy that did leave shares its id and partition, and the
 		// lake's _dedup views keep one.
 		h.publish(old)
-		return jobloop.Outcome{Action: jobloop.Delete, Label: "duplicate"}, true
+		return jobloop.Outcome{Action: jobloop.Delete, Label: "duplicate"}, false
 	case err != nil && !errors.Is(err, pipeline.ErrVerdictNotFound):
-		return h.fail(ctx, j, fmt.Errorf("review: look up verdict: %w", err)), true
+		return h.fail(ctx, j, fmt.Errorf("review: look up verdict: %w", err)), false
 	}
-	return jobloop.Outcome{}, false
+	return jobloop.Outcome{}, true
 }
 
-// expire records an event older than MaxAge as expired (expired true).
+// expire records an event older than MaxAge as expired (ok false: the
+// job ends).
 // A job held because its verdict could not be saved (MySQL down) saves
 // the verdict it already paid for when it runs again (kept), however old
 // the event has grown meanwhile.
 func (h *Handler) expire(ctx context.Context, j *job, kept bool) (jobloop.Outcome, bool) {
 	age := j.age()
 	if kept || h.cfg.MaxAge <= 0 || age <= h.cfg.MaxAge {
-		return jobloop.Outcome{}, false
+		return jobloop.Outcome{}, true
 	}
 	h.m.admissions.WithLabelValues("expired").Inc()
 	v := j.base
@@ -94,7 +95,7 @@ func (h *Handler) expire(ctx context.Context, j *job, kept bool) (jobloop.Outcom
 	v.Error = fmt.Sprintf("event is %s old, over the %s limit", age.Round(time.Second), h.cfg.MaxAge)
 	v.FinishedAt = h.clk.Now().UTC()
 	if err := h.save(ctx, v); err != nil {
-		return jobloop.Outcome{Action: jobloop.Retry, Label: "retry", Err: err}, true
+		return jobloop.Outcome{Action: jobloop.Retry, Label: "retry", Err: err}, false
 	}
-	return jobloop.Outcome{Action: jobloop.Delete, Label: "expired"}, true
+	return jobloop.Outcome{Action: jobloop.Delete, Label: "expired"}, false
 }

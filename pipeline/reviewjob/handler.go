@@ -156,8 +156,8 @@ func newJob(m jobloop.Message, ev pipeline.ReviewEvent, version string, start ti
 		base: pipeline.Verdict{Key: key, RunID: ev.RunID, PublishedAt: ev.PublishedAt, StartedAt: start.UTC(), Attempts: m.ReceiveCount}}
 }
 
-// review runs a decoded job's steps in order; each returns the job's
-// outcome when the job must not go on.
+// review runs a decoded job's steps in order; a step that ends the job
+// returns its outcome and false.
 func (h *Handler) review(ctx context.Context, j *job) jobloop.Outcome {
 	h.m.eventAge.Observe(j.age().Seconds())
 	if !h.enter(j.key) {
@@ -175,11 +175,11 @@ func (h *Handler) review(ctx context.Context, j *job) jobloop.Outcome {
 	}
 	released := false // the verdict's save released the claim
 	defer func() { h.endClaim(j, released) }()
-	if out, done := h.admit(ctx, j); done {
+	if out, ok := h.admit(ctx, j); !ok {
 		return out
 	}
 	v, kept := h.unsaved.take(j.m)
-	if out, expired := h.expire(ctx, j, kept); expired {
+	if out, ok := h.expire(ctx, j, kept); !ok {
 		return out
 	}
 	h.m.admissions.WithLabelValues("admitted").Inc()
