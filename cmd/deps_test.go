@@ -232,11 +232,12 @@ func TestOnlyMainsAndAdaptersImportStorage(t *testing.T) {
 func TestStorageImportRule(t *testing.T) {
 	t.Parallel()
 	for pkg, want := range map[string]bool{
-		module + "/cmd/worker":      true,
-		module + "/storage/sqs":     true,
-		module + "/consumer":        false,
-		module + "/pipeline/jobloop": false,
-		module + "/internal/retry":  false,
+		module + "/cmd/worker":         true,
+		module + "/storage/sqs":        true,
+		module + "/consumer":           false,
+		module + "/pipeline/jobloop":   false,
+		module + "/pipeline/reviewjob": false,
+		module + "/internal/retry":     false,
 	} {
 		require.Equal(t, want, storageImportAllowed(pkg), pkg)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/health"
 	"github.com/chatguard/chatguard/pipeline/jobloop"
+	"github.com/chatguard/chatguard/pipeline/reviewjob"
 )
 
 // FaultConfig is the worker's settings for surviving faults: the
@@ -36,7 +37,7 @@ type FaultConfig struct {
 
 func defaultFaultConfig() FaultConfig {
 	hc := health.DefaultConfig()
-	return FaultConfig{ClaimTTL: jobloop.DefaultClaimTTL, ClaimPoll: jobloop.DefaultClaimPoll,
+	return FaultConfig{ClaimTTL: reviewjob.DefaultClaimTTL, ClaimPoll: reviewjob.DefaultClaimPoll,
 		BreakerFailures: hc.Failures, BreakerOpenFor: hc.OpenFor, MaxHold: jobloop.DefaultConfig().MaxHold}
 }
 

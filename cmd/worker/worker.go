@@ -10,10 +10,12 @@ import (
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
 	"github.com/chatguard/chatguard/internal/awsclient"
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/migrations"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/health"
 	"github.com/chatguard/chatguard/pipeline/jobloop"
+	"github.com/chatguard/chatguard/pipeline/reviewjob"
 	"github.com/chatguard/chatguard/storage/chatapi"
 	"github.com/chatguard/chatguard/storage/mysql"
 	"github.com/chatguard/chatguard/storage/sqs"
@@ -146,22 +148,26 @@ func (m *Main) Run(ctx context.Context) error {
 		stopSubscriber()
 		stops.wait(5 * time.Second)
 	}()
-	reviewCfg := jobloop.ReviewConfig{MaxAge: cfg.MaxAge, BusyRetry: cfg.BusyRetry, Limits: cfg.limits(),
-		Claims: mysql.NewClaims(db, nil), ClaimsInStore: true, Owner: claimOwner(), ClaimTTL: cfg.ClaimTTL, ClaimPoll: cfg.ClaimPoll}
+	reviewCfg := reviewjob.Config{MaxAge: cfg.MaxAge, BusyRetry: cfg.BusyRetry, Limits: cfg.limits(),
+		Owner: claimOwner(), ClaimTTL: cfg.ClaimTTL, ClaimPoll: cfg.ClaimPoll}
 	var stopPub pipeline.StopPublisher
 	if stops != nil {
-		reviewCfg.Stops, stopPub = stops.guard, stops.pub
+		stopPub = stops.pub
 	}
 
 	mon, err := health.New(cfg.health(), reg, log)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	reviewCfg.Health = mon
+	deps := reviewjob.Gated(reviewjob.Deps{Store: store, Chat: chat, Reviewer: reviewer, Events: pub,
+		Claims: mysql.NewClaims(db, nil), ClaimsInStore: true}, mon)
 
 	metrics := jobloop.NewMetrics(reg)
-	handler := jobloop.NewReviewHandler(reviewCfg, store, chat, reviewer, pub, metrics, log)
-	loop, err := jobloop.New(cfg.loop(), review, dlq, handler, metrics, log)
+	var handler jobloop.Handler = reviewjob.New(reviewCfg, deps, clock.Real(), reviewjob.NewMetrics(reg, metrics), log)
+	if stops != nil {
+		handler = reviewjob.StopGuarded(handler, stops.guard)
+	}
+	loop, err := jobloop.New(cfg.loop(), review, dlq, handler, clock.Real(), metrics, log)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}

@@ -47,25 +47,47 @@ func (h *heartbeat) size() int {
 	return len(h.jobs)
 }
 
-// run extends visibilities every interval until ctx ends.
+// run extends visibilities every interval until ctx ends. It keeps a
+// ticker's schedule with a timer set again after each beat, so that a test
+// on a fake clock sees a beat end when the next one waits.
 func (h *heartbeat) run(ctx context.Context) {
-	tick, stop := h.l.ticker(h.l.cfg.HeartbeatInterval)
-	defer stop()
+	every := h.l.cfg.HeartbeatInterval
+	due := h.l.clk.Now().Add(every)
+	next := h.l.clk.NewTimer(every)
+	defer next.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick:
+		case <-next.Chan():
 			h.beat(ctx)
+			var wait time.Duration
+			due, wait = nextBeat(due, h.l.clk.Now(), every)
+			next.Reset(wait)
 		}
 	}
+}
+
+// nextBeat is when the beat after the one due at due comes, as a ticker
+// of period every would give it, and how long until then from now: the
+// next boundary of the schedule; at once when a slow beat overran it (a
+// ticker's one buffered tick), the boundaries passed meanwhile dropped.
+func nextBeat(due, now time.Time, every time.Duration) (time.Time, time.Duration) {
+	due = due.Add(every)
+	if due.After(now) {
+		return due, due.Sub(now)
+	}
+	for !due.Add(every).After(now) {
+		due = due.Add(every)
+	}
+	return due, 0
 }
 
 // beat extends every job whose visibility ends within two intervals, and
 // cancels those whose visibility has ended or, after a failed extension,
 // ends before the next beat (see lost).
 func (h *heartbeat) beat(ctx context.Context) {
-	now := h.l.now()
+	now := h.l.clk.Now()
 	horizon := now.Add(2 * h.l.cfg.HeartbeatInterval)
 	h.mu.Lock()
 	var due []*job
@@ -113,17 +135,16 @@ func (h *heartbeat) extend(ctx context.Context, batch []*job) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, h.l.cfg.CallTimeout)
 	defer cancel()
-	sent := h.l.now()
-	start := time.Now()
+	sent := h.l.clk.Now()
 	err := h.l.q.ChangeVisibility(cctx, receipts, vis)
-	h.l.m.callTime.WithLabelValues("heartbeat").Observe(time.Since(start).Seconds())
+	h.l.m.callTime.WithLabelValues("heartbeat").Observe(h.l.clk.Since(sent).Seconds())
 	h.l.m.calls.WithLabelValues("heartbeat", outcome(err, len(live))).Inc()
 	errs := pipeline.EntryErrors(err, len(live))
 	if err != nil {
 		h.l.log.Warn("jobloop: heartbeat failed for some jobs; retrying next interval", "jobs", len(live), "err", err)
 	}
 	h.mu.Lock()
-	now := h.l.now()
+	now := h.l.clk.Now()
 	for i, j := range live {
 		if errs[i] == nil {
 			j.deadline = sent.Add(vis)

@@ -40,8 +40,8 @@ func TestLoopCancelsJobBeforeItsLeaseEnds(t *testing.T) {
 	failing.Store(true)
 	// t0+10s: due (ends t0+30s, within two intervals), extension fails,
 	// but the next beat (t0+20s) still comes before the end: keep going.
-	hs.q.Advance(10 * time.Second)
-	hs.tick <- hs.q.Now()
+	hs.waiters(t, 2) // the next beat, the job's deadline
+	hs.advance(10 * time.Second)
 	eventually(t, func() bool { return testutil.ToFloat64(hs.loop.m.calls.WithLabelValues("heartbeat", "error")) == 1 }, "first failed beat")
 	select {
 	case err := <-cause:
@@ -50,8 +50,8 @@ func TestLoopCancelsJobBeforeItsLeaseEnds(t *testing.T) {
 	}
 	// t0+20s: fails again; the next beat would be at the end: cancel now,
 	// 10 s before the lease ends.
-	hs.q.Advance(10 * time.Second)
-	hs.tick <- hs.q.Now()
+	hs.waiters(t, 2)
+	hs.advance(10 * time.Second)
 	require.ErrorIs(t, <-cause, ErrLeaseLost)
 	eventually(t, func() bool { return testutil.ToFloat64(hs.loop.m.jobs.WithLabelValues("lease_lost")) == 1 }, "settled as lease_lost")
 	require.Equal(t, 1.0, testutil.ToFloat64(hs.loop.m.leaseLost))
@@ -81,8 +81,9 @@ func TestLoopCancelsJobWhoseLeaseAlreadyEnded(t *testing.T) {
 	cfg := testConfig()
 	hs, stop := setup(t, cfg, h, []string{"a"})
 	<-started
-	hs.q.Advance(cfg.VisibilityTimeout + time.Second)
-	hs.tick <- hs.q.Now()
+	// The beat due at t0+10s runs only once the clock reads t0+31s.
+	hs.waiters(t, 2) // the next beat, the job's deadline
+	hs.advance(cfg.VisibilityTimeout + time.Second)
 	require.ErrorIs(t, <-cause, ErrLeaseLost)
 	eventually(t, func() bool { return testutil.ToFloat64(hs.loop.m.jobs.WithLabelValues("lease_lost")) == 1 }, "settled as lease_lost")
 	require.Zero(t, testutil.ToFloat64(hs.loop.m.calls.WithLabelValues("heartbeat", "ok")))

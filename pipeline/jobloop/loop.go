@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/pipeline"
 )
@@ -243,14 +244,12 @@ type Loop struct {
 	jobs sync.WaitGroup
 	hb   *heartbeat
 
-	// The clock, injectable so that tests never sleep: now for leases
-	// and job deadlines, ticker for the heartbeat, timer for the drain
-	// timeout and a prefetched message's wait for a slot, sleep for the
-	// backoff between failed polls.
-	now    func() time.Time
-	ticker func(d time.Duration) (<-chan time.Time, func())
-	timer  func(d time.Duration) (<-chan time.Time, func() bool)
-	sleep  retry.SleepFunc
+	// clk times leases, job and hold deadlines, the heartbeat, the drain
+	// timeout, a prefetched message's wait for a slot and the backoff
+	// between failed polls; tests pass a fake they move by hand. Queue
+	// calls keep real-time bounds (CallTimeout): they wait on another
+	// machine.
+	clk clock.Clock
 
 	mu       sync.Mutex
 	draining bool
@@ -258,10 +257,10 @@ type Loop struct {
 	health Health
 }
 
-// New returns a loop over q, copying poison messages to dlq; metrics may
-// be nil (then they are not exported) and log may be nil (then nothing is
-// logged).
-func New(cfg Config, q pipeline.Inbox, dlq pipeline.Sender, h Handler, m *Metrics, log *slog.Logger) (*Loop, error) {
+// New returns a loop over q on clk (nil: the wall clock), copying poison
+// messages to dlq; metrics may be nil (then they are not exported) and log
+// may be nil (then nothing is logged). It fails only on an invalid cfg.
+func New(cfg Config, q pipeline.Inbox, dlq pipeline.Sender, h Handler, clk clock.Clock, m *Metrics, log *slog.Logger) (*Loop, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("jobloop: %w", err)
 	}
@@ -271,11 +270,7 @@ func New(cfg Config, q pipeline.Inbox, dlq pipeline.Sender, h Handler, m *Metric
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	l := &Loop{cfg: cfg, q: q, dlq: dlq, h: h, m: m, log: log, sem: semaphore.NewWeighted(int64(cfg.Concurrency + cfg.Prefetch)),
-		now: time.Now, sleep: retry.Sleep,
-		ticker: func(d time.Duration) (<-chan time.Time, func()) { t := time.NewTicker(d); return t.C, t.Stop },
-		timer:  func(d time.Duration) (<-chan time.Time, func() bool) { t := time.NewTimer(d); return t.C, t.Stop },
-	}
+	l := &Loop{cfg: cfg, q: q, dlq: dlq, h: h, clk: clock.Or(clk), m: m, log: log, sem: semaphore.NewWeighted(int64(cfg.Concurrency + cfg.Prefetch))}
 	if cfg.Prefetch > 0 {
 		l.run = semaphore.NewWeighted(int64(cfg.Concurrency))
 	}
@@ -329,11 +324,11 @@ func (l *Loop) Run(ctx context.Context) error {
 	l.log.Info("jobloop: draining", "inflight", l.hb.size(), "drain_timeout", l.cfg.DrainTimeout.String())
 	done := make(chan struct{})
 	go func() { <-pollDone; l.jobs.Wait(); close(done) }()
-	timeout, stopTimer := l.timer(l.cfg.DrainTimeout)
+	timeout := l.clk.NewTimer(l.cfg.DrainTimeout)
 	select {
 	case <-done:
-		stopTimer()
-	case <-timeout:
+		timeout.Stop()
+	case <-timeout.Chan():
 		l.log.Warn("jobloop: drain timeout reached, handing back unfinished jobs", "inflight", l.hb.size())
 		// The polls first, so that they are over before messages are handed back.
 		cancelPoll()
@@ -368,7 +363,7 @@ func (l *Loop) poll(stop, callCtx, jobBase context.Context) {
 		// frees for them. Not from the call's start: a long poll may
 		// wait up to WaitTime before messages arrive, while the answer's
 		// way back is small against the heartbeat's two-interval margin.
-		ends := l.now().Add(l.cfg.VisibilityTimeout)
+		ends := l.clk.Now().Add(l.cfg.VisibilityTimeout)
 		if len(msgs) < n {
 			l.sem.Release(int64(n - len(msgs)))
 		}
@@ -383,7 +378,7 @@ func (l *Loop) poll(stop, callCtx, jobBase context.Context) {
 			failures++
 			wait := receiveBackoff.Delay(failures)
 			l.log.Warn("jobloop: receive failed", "err", err, "retry_in", wait.String())
-			if l.sleep(stop, wait) != nil {
+			if clock.Sleep(stop, l.clk, wait) != nil {
 				return
 			}
 			continue
@@ -422,8 +417,8 @@ func (l *Loop) handBack(msgs []pipeline.Message) {
 }
 
 func (l *Loop) receive(ctx context.Context, n int) ([]pipeline.Message, error) {
-	start := time.Now()
-	defer func() { l.m.callTime.WithLabelValues("receive").Observe(time.Since(start).Seconds()) }()
+	start := l.clk.Now()
+	defer func() { l.m.callTime.WithLabelValues("receive").Observe(l.clk.Since(start).Seconds()) }()
 	msgs, err := l.q.Receive(ctx, pipeline.ReceiveRequest{Max: n, Wait: l.cfg.WaitTime, Visibility: l.cfg.VisibilityTimeout})
 	if err != nil {
 		if ctx.Err() == nil {
@@ -475,7 +470,7 @@ func (l *Loop) start(stop, jobBase context.Context, pm pipeline.Message, leaseEn
 	m := toMessage(pm, l.cfg.MaxReceiveCount)
 	j := &job{msg: m, deadline: leaseEnds}
 	if !m.SentAt.IsZero() {
-		l.m.messageAge.Observe(max(l.now().Sub(m.SentAt), 0).Seconds())
+		l.m.messageAge.Observe(max(l.clk.Now().Sub(m.SentAt), 0).Seconds())
 	}
 	leaseCtx, lose := context.WithCancelCause(jobBase)
 	j.lose = lose
@@ -488,7 +483,7 @@ func (l *Loop) start(stop, jobBase context.Context, pm pipeline.Message, leaseEn
 		defer l.releaseJobSlot()
 		defer l.m.inflight.Dec()
 		defer lose(nil)
-		start := l.now()
+		start := l.clk.Now()
 		out := l.runHeld(stop, leaseCtx, m)
 		drained := errors.Is(context.Cause(leaseCtx), ErrDraining)
 		if drained && out.Action == Retry {
@@ -500,13 +495,13 @@ func (l *Loop) start(stop, jobBase context.Context, pm pipeline.Message, leaseEn
 			// message: touch nothing, whatever the handler decided.
 			out.Label = "lease_lost"
 		} else {
-			t := l.now()
+			t := l.clk.Now()
 			l.settle(j, out)
-			l.m.phase.WithLabelValues("settle").Observe(l.now().Sub(t).Seconds())
+			l.m.phase.WithLabelValues("settle").Observe(l.clk.Now().Sub(t).Seconds())
 		}
 		l.m.jobs.WithLabelValues(out.Label).Inc()
-		l.m.duration.Observe(l.now().Sub(start).Seconds())
-		attrs := []any{"message_id", m.ID, "receive_count", m.ReceiveCount, "outcome", out.Label, "duration_ms", l.now().Sub(start).Milliseconds()}
+		l.m.duration.Observe(l.clk.Now().Sub(start).Seconds())
+		attrs := []any{"message_id", m.ID, "receive_count", m.ReceiveCount, "outcome", out.Label, "duration_ms", l.clk.Now().Sub(start).Milliseconds()}
 		if out.Err != nil {
 			attrs = append(attrs, "err", out.Err.Error())
 		}
@@ -522,7 +517,7 @@ func (l *Loop) start(stop, jobBase context.Context, pm pipeline.Message, leaseEn
 func (l *Loop) runHeld(stop, leaseCtx context.Context, m Message) Outcome {
 	var heldSince time.Time
 	for {
-		ctx, cancel := context.WithTimeoutCause(leaseCtx, l.cfg.JobTimeout, ErrJobTimeout)
+		ctx, cancel := withTimeoutCause(leaseCtx, l.clk, l.cfg.JobTimeout, ErrJobTimeout)
 		out := l.handle(ctx, m)
 		cancel()
 		if out.Action != Hold {
@@ -533,11 +528,11 @@ func (l *Loop) runHeld(stop, leaseCtx context.Context, m Message) Outcome {
 			return out
 		}
 		if heldSince.IsZero() {
-			heldSince = l.now()
+			heldSince = l.clk.Now()
 			l.m.held.Inc()
 			defer l.m.held.Dec()
 		}
-		hctx, hcancel := context.WithTimeoutCause(leaseCtx, max(l.cfg.MaxHold-l.now().Sub(heldSince), 0), ErrHoldTimeout)
+		hctx, hcancel := withTimeoutCause(leaseCtx, l.clk, max(l.cfg.MaxHold-l.clk.Since(heldSince), 0), ErrHoldTimeout)
 		unstop := context.AfterFunc(stop, func() { hcancel() })
 		err := l.health.WaitProbe(hctx, out.Dep)
 		unstop()
@@ -610,9 +605,9 @@ func (l *Loop) retryDelay(receiveCount int, after time.Duration) time.Duration {
 // delete deletes the message; the queue adapter batches it with other
 // jobs' deletes and retries it.
 func (l *Loop) delete(ctx context.Context, m Message) error {
-	start := time.Now()
+	start := l.clk.Now()
 	err := l.q.Delete(ctx, []string{m.ReceiptHandle})
-	l.m.callTime.WithLabelValues("delete").Observe(time.Since(start).Seconds())
+	l.m.callTime.WithLabelValues("delete").Observe(l.clk.Since(start).Seconds())
 	l.m.calls.WithLabelValues("delete", outcome(err, 1)).Inc()
 	if err != nil {
 		return fmt.Errorf("jobloop: delete: %w", err)
@@ -652,4 +647,20 @@ func toMessage(pm pipeline.Message, maxReceive int) Message {
 	m := Message{ID: pm.ID, ReceiptHandle: pm.ReceiptHandle, Body: pm.Body, ReceiveCount: max(pm.ReceiveCount, 1), SentAt: pm.SentAt}
 	m.Final = m.ReceiveCount >= maxReceive
 	return m
+}
+
+// withTimeoutCause is context.WithTimeoutCause on c: the context ends with
+// cause once c has moved on by d. On the wall clock it is the standard
+// library's (its Deadline reported); on another clock it ends when that
+// clock reaches the time.
+func withTimeoutCause(parent context.Context, c clock.Clock, d time.Duration, cause error) (context.Context, context.CancelFunc) {
+	if c == clock.Real() {
+		return context.WithTimeoutCause(parent, d, cause)
+	}
+	ctx, cancel := context.WithCancelCause(parent)
+	t := c.AfterFunc(d, func() { cancel(cause) })
+	return ctx, func() {
+		t.Stop()
+		cancel(context.Canceled)
+	}
 }

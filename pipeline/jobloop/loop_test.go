@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/queuetest"
 )
@@ -23,14 +24,14 @@ func testConfig() Config {
 	c.WaitTime = 20 * time.Second
 	c.VisibilityTimeout = 30 * time.Second
 	c.HeartbeatInterval = 10 * time.Second
-	c.JobTimeout = 10 * time.Second
+	c.JobTimeout = time.Hour // tests that advance the clock keep their jobs
 	c.DrainTimeout = 5 * time.Second
 	c.RetryBase, c.RetryMax = time.Second, 4*time.Second
 	c.CallTimeout = 2 * time.Second
 	return c
 }
 
-// t0 is the fake queue's clock when a test starts; it moves only when the
+// t0 is the clock's reading when a test starts; it moves only when the
 // test advances it.
 var t0 = time.Date(2026, 11, 3, 4, 0, 0, 0, time.UTC)
 
@@ -38,50 +39,16 @@ type harness struct {
 	q, dlq *queuetest.Fake
 	loop   *Loop
 	reg    *prometheus.Registry
-	// tick drives the heartbeat; drain fires the drain timeout (when
-	// the test asked for a manual one); waits records receive backoffs.
-	tick   chan time.Time
-	drain  chan time.Time
-	waits  *waitLog
+	// clk is the loop's clock and the queues': the heartbeat, the drain
+	// timeout, job and hold deadlines, a prefetched message's wait and
+	// the receive backoff all wait on it until the test advances it.
+	clk    *clock.Fake
 	done   chan error
 	fault  queuetest.Fault
 	health Health
-	// timers, when set (clockTimers), are the loop's timers on the
-	// queue's clock; advance fires them.
-	timers *fakeTimers
-}
-
-// waitLog records the loop's backoff waits instead of waiting.
-type waitLog struct {
-	mu sync.Mutex
-	d  []time.Duration
-}
-
-func (w *waitLog) sleep(ctx context.Context, d time.Duration) error {
-	w.mu.Lock()
-	w.d = append(w.d, d)
-	w.mu.Unlock()
-	return context.Cause(ctx)
-}
-
-func (w *waitLog) all() []time.Duration {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]time.Duration(nil), w.d...)
 }
 
 type option func(*harness, *queuetest.Config)
-
-// manualDrain makes the drain timeout fire only when the test sends on
-// harness.drain.
-func manualDrain(h *harness, _ *queuetest.Config) { h.drain = make(chan time.Time) }
-
-// clockTimers runs the loop's timers (a prefetched message's wait for a
-// slot, the drain timeout) on the queue's clock: they fire only when the
-// test moves it with harness.advance.
-func clockTimers(h *harness, _ *queuetest.Config) {
-	h.timers = &fakeTimers{pending: map[*fakeTimer]struct{}{}}
-}
 
 // withFault injects fault into the queue before the loop starts.
 func withFault(fault queuetest.Fault) option {
@@ -91,13 +58,13 @@ func withFault(fault queuetest.Fault) option {
 // longPolls makes the fake's long polls last as long as asked.
 func longPolls(_ *harness, c *queuetest.Config) { c.MaxWait = time.Minute }
 
-// setup starts a loop over a fake queue whose clock stands still unless
-// the test advances it, with a heartbeat that beats only on harness.tick;
-// stop() drains it and returns Run's error.
+// setup starts a loop over a fake queue, both on a fake clock that stands
+// still unless the test advances it; stop() drains the loop and returns
+// Run's error.
 func setup(t *testing.T, cfg Config, h Handler, bodies []string, opts ...option) (*harness, func() error) {
 	t.Helper()
-	hs := &harness{reg: prometheus.NewRegistry(), tick: make(chan time.Time), waits: &waitLog{}, done: make(chan error, 1)}
-	qcfg := queuetest.Config{MaxReceive: cfg.MaxReceiveCount, Now: func() time.Time { return t0 }}
+	hs := &harness{reg: prometheus.NewRegistry(), clk: clock.NewFake(t0), done: make(chan error, 1)}
+	qcfg := queuetest.Config{MaxReceive: cfg.MaxReceiveCount, Now: hs.clk.Now}
 	for _, o := range opts {
 		o(hs, &qcfg)
 	}
@@ -108,24 +75,10 @@ func setup(t *testing.T, cfg Config, h Handler, bodies []string, opts ...option)
 	for _, b := range bodies {
 		hs.q.Enqueue([]byte(b))
 	}
-	l, err := New(cfg, hs.q, hs.dlq, h, NewMetrics(hs.reg), nil)
+	l, err := New(cfg, hs.q, hs.dlq, h, hs.clk, NewMetrics(hs.reg), nil)
 	require.NoError(t, err)
-	l.now = hs.q.Now
-	l.sleep = hs.waits.sleep
-	l.ticker = func(time.Duration) (<-chan time.Time, func()) { return hs.tick, func() {} }
 	if hs.health != nil {
 		l.HoldOn(hs.health)
-	}
-	if hs.timers != nil {
-		require.Nil(t, hs.drain, "clockTimers and manualDrain do not mix")
-		hs.timers.now = hs.q.Now
-		l.timer = hs.timers.timer
-	}
-	if hs.drain != nil {
-		l.timer = func(d time.Duration) (<-chan time.Time, func() bool) {
-			require.Equal(t, cfg.DrainTimeout, d)
-			return hs.drain, func() bool { return true }
-		}
 	}
 	hs.loop = l
 	ctx, cancel := context.WithCancel(context.Background())
@@ -154,59 +107,22 @@ func eventually(t *testing.T, cond func() bool, msg string, args ...any) {
 
 func (hs *harness) held() int { return hs.q.Stats().Held }
 
-// advance moves the queue's clock on by d and fires the timers it passes.
+// advance moves the clock on by d, firing what waits on it, and wakes the
+// queue's polls to look at the messages whose visibility ended.
 func (hs *harness) advance(d time.Duration) {
-	hs.q.Advance(d)
-	if hs.timers != nil {
-		hs.timers.fire()
-	}
+	hs.clk.Advance(d)
+	hs.q.Advance(0)
 }
 
-// fakeTimers are timers on a fake clock: each fires when fire finds the
-// clock at or past its time.
-type fakeTimers struct {
-	now     func() time.Time
-	mu      sync.Mutex
-	pending map[*fakeTimer]struct{}
-}
-
-type fakeTimer struct {
-	at time.Time
-	c  chan time.Time
-}
-
-func (f *fakeTimers) timer(d time.Duration) (<-chan time.Time, func() bool) {
-	t := &fakeTimer{at: f.now().Add(d), c: make(chan time.Time, 1)}
-	f.mu.Lock()
-	f.pending[t] = struct{}{}
-	f.mu.Unlock()
-	f.fire()
-	return t.c, func() bool {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		_, ok := f.pending[t]
-		delete(f.pending, t)
-		return ok
-	}
-}
-
-func (f *fakeTimers) fire() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	now := f.now()
-	for t := range f.pending {
-		if !t.at.After(now) {
-			t.c <- now
-			delete(f.pending, t)
-		}
-	}
-}
-
-// waiting counts the timers set and not yet fired or stopped.
-func (f *fakeTimers) waiting() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.pending)
+// waiters waits until n timers wait on the clock: the heartbeat's next
+// beat (one, between beats), each running job's deadline, each held job's
+// hold deadline, a prefetched message's wait for a slot, a poller's
+// backoff, the drain timeout. Each count a test waits for says which.
+func (hs *harness) waiters(t *testing.T, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, hs.clk.BlockUntilContext(ctx, n), "%d waiting on the clock", n)
 }
 
 func (hs *harness) state(t *testing.T, id string) queuetest.MessageState {
@@ -331,7 +247,7 @@ func TestLoopRetriesUntilRedrive(t *testing.T) {
 	// Each backoff hides the message for at most RetryMax of the fake's
 	// clock; advancing past it brings the message back.
 	eventually(t, func() bool {
-		hs.q.Advance(cfg.RetryMax)
+		hs.advance(cfg.RetryMax)
 		return len(hs.dlq.Messages()) == 1
 	}, "redriven to the DLQ")
 	require.NoError(t, stop())
@@ -362,7 +278,7 @@ func TestRetryDelay(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig()
 	cfg.RetryBase, cfg.RetryMax = time.Second, 30*time.Second
-	l, err := New(cfg, queuetest.NewFake(queuetest.Config{}), queuetest.NewFake(queuetest.Config{}), HandlerFunc(nil), nil, nil)
+	l, err := New(cfg, queuetest.NewFake(queuetest.Config{}), queuetest.NewFake(queuetest.Config{}), HandlerFunc(nil), nil, nil, nil)
 	require.NoError(t, err)
 	tests := []struct {
 		n        int
@@ -409,8 +325,8 @@ func TestLoopHeartbeatKeepsLongJobInvisible(t *testing.T) {
 	// Five intervals: the job outlives its first visibility timeout by
 	// far, and every beat renews it before it runs out.
 	for beat := 1; beat <= 5; beat++ {
-		hs.q.Advance(cfg.HeartbeatInterval)
-		hs.tick <- hs.q.Now()
+		hs.waiters(t, 2) // the next beat, the job's deadline
+		hs.advance(cfg.HeartbeatInterval)
 		eventually(t, func() bool { return len(hs.q.VisibilityChanges()) == beat }, "beat %d extends the job", beat)
 		require.Equal(t, cfg.VisibilityTimeout, hs.q.VisibilityChanges()[beat-1].Visibility)
 		require.Zero(t, hs.q.Stats().Visible, "beat %d: the running job's message stays hidden", beat)
@@ -427,18 +343,21 @@ func TestLoopHeartbeatSkipsJobsNotDue(t *testing.T) {
 	t.Parallel()
 	finish := make(chan struct{})
 	h := HandlerFunc(func(ctx context.Context, m Message) Outcome { <-finish; return Outcome{Action: Delete} })
-	cfg := testConfig() // visibility 30s, heartbeat 10s
+	cfg := testConfig()
+	cfg.VisibilityTimeout, cfg.HeartbeatInterval = 45*time.Second, 10*time.Second
 	hs, stop := setup(t, cfg, h, []string{"a"})
 	eventually(t, func() bool { return testutil.ToFloat64(hs.loop.m.inflight) == 1 }, "in flight")
-	// At t0+5s the visibility (t0+30s) ends beyond two intervals: no call.
-	hs.q.Advance(5 * time.Second)
-	hs.tick <- hs.q.Now()
-	// At t0+10s it ends within two intervals: renewed.
-	hs.q.Advance(5 * time.Second)
-	hs.tick <- hs.q.Now()
+	// At t0+10s and t0+20s the visibility (t0+45s) ends beyond two
+	// intervals: no call. Each beat is over once the next one waits.
+	for range 2 {
+		hs.waiters(t, 2) // the next beat, the job's deadline
+		hs.advance(cfg.HeartbeatInterval)
+		hs.waiters(t, 2)
+		require.Empty(t, hs.q.VisibilityChanges(), "a beat extended a job not due")
+	}
+	// At t0+30s it ends within two intervals: renewed.
+	hs.advance(cfg.HeartbeatInterval)
 	eventually(t, func() bool { return len(hs.q.VisibilityChanges()) == 1 }, "the due beat extends")
-	// The tick channel is unbuffered: the beat at t0+5s was over before
-	// the second was taken, so one change means it made none.
 	require.Equal(t, 1.0, testutil.ToFloat64(hs.loop.m.calls.WithLabelValues("heartbeat", "ok")))
 	close(finish)
 	eventually(t, func() bool { return hs.held() == 0 }, "deleted")
@@ -456,7 +375,7 @@ func TestLoopPanicIsAFailedAttempt(t *testing.T) {
 	cfg := testConfig()
 	cfg.VisibilityTimeout = time.Hour // no advance below exposes a message in a job
 	hs, stop := setup(t, cfg, h, []string{"boom", "fine"})
-	eventually(t, func() bool { hs.q.Advance(cfg.RetryMax); return hs.held() == 0 }, "both deleted in the end")
+	eventually(t, func() bool { hs.advance(cfg.RetryMax); return hs.held() == 0 }, "both deleted in the end")
 	require.NoError(t, stop())
 	require.Equal(t, 1.0, testutil.ToFloat64(hs.loop.m.panics))
 	require.Equal(t, 1.0, testutil.ToFloat64(hs.loop.m.jobs.WithLabelValues("panic")))
@@ -481,7 +400,7 @@ func TestLoopDrain(t *testing.T) {
 		return Outcome{Action: Retry, Label: "retry", Err: ctx.Err()}
 	})
 	cfg := testConfig()
-	hs, stop := setup(t, cfg, h, []string{"quick", "finishes-in-drain", "stuck", "stuck"}, manualDrain)
+	hs, stop := setup(t, cfg, h, []string{"quick", "finishes-in-drain", "stuck", "stuck"})
 	eventually(t, func() bool { return testutil.ToFloat64(hs.loop.m.inflight) == 3 }, "three in flight")
 	stopped := make(chan error, 1)
 	go func() { stopped <- stop() }()
@@ -498,8 +417,14 @@ func TestLoopDrain(t *testing.T) {
 	}
 	require.Empty(t, hs.q.VisibilityChanges(), "nothing handed back before the drain timeout")
 
-	hs.drain <- time.Now()
-	require.NoError(t, <-stopped)
+	hs.waiters(t, 4) // the next beat, the two stuck jobs' deadlines, the drain timeout
+	hs.advance(cfg.DrainTimeout)
+	select {
+	case err := <-stopped:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return at the drain timeout")
+	}
 	require.True(t, hs.state(t, "msg-1").Deleted)
 	for _, id := range []string{"msg-3", "msg-4"} {
 		m := hs.state(t, id)
@@ -531,6 +456,8 @@ func TestLoopJobTimeoutIsRetryable(t *testing.T) {
 	cfg := testConfig()
 	cfg.JobTimeout = 100 * time.Millisecond
 	hs, stop := setup(t, cfg, h, []string{"x"})
+	hs.waiters(t, 2) // the next beat, the job's deadline
+	hs.advance(cfg.JobTimeout)
 	select {
 	case err := <-got:
 		require.ErrorIs(t, err, ErrJobTimeout)
@@ -558,19 +485,24 @@ func TestLoopSurvivesQueueFaults(t *testing.T) {
 		}
 		return nil
 	}))
+	// Each failed receive waits its backoff (at most its ceiling) before
+	// the next: with the next beat, two wait on the clock.
+	for i := 1; i <= 2; i++ {
+		hs.waiters(t, 2)
+		hs.advance(receiveBackoff.Ceiling(i))
+	}
 	done := func() float64 { return testutil.ToFloat64(hs.loop.m.jobs.WithLabelValues("done")) }
 	eventually(t, func() bool { return done() == 5 && testutil.ToFloat64(hs.loop.m.inflight) == 0 }, "every job ran once")
 	require.Equal(t, 3.0, testutil.ToFloat64(hs.loop.m.calls.WithLabelValues("delete", "error")))
 	require.Equal(t, 2.0, testutil.ToFloat64(hs.loop.m.deleted))
 	require.Equal(t, 3, hs.held(), "a failed delete leaves the message to its visibility timeout")
 	// Then it comes back and is deleted.
-	hs.q.Advance(cfg.VisibilityTimeout)
+	hs.advance(cfg.VisibilityTimeout)
 	eventually(t, func() bool { return hs.held() == 0 }, "all deleted despite faults")
 	require.NoError(t, stop())
 	require.Equal(t, 2.0, testutil.ToFloat64(hs.loop.m.calls.WithLabelValues("receive", "error")))
 	require.Equal(t, 5.0, testutil.ToFloat64(hs.loop.m.deleted))
 	require.Equal(t, 8.0, done())
-	require.Len(t, hs.waits.all(), 2, "one backoff per failed receive")
 }
 
 func TestLoopBacksOffAfterFailedReceives(t *testing.T) {
@@ -584,14 +516,17 @@ func TestLoopBacksOffAfterFailedReceives(t *testing.T) {
 		}
 		return nil
 	}))
+	receiveErrors := func() float64 { return testutil.ToFloat64(hs.loop.m.calls.WithLabelValues("receive", "error")) }
+	// Each backoff ends within its ceiling, which grows with each failure
+	// in a row: a poll resumes only once the clock passes it.
+	for i := 1; i <= 3; i++ {
+		eventually(t, func() bool { return receiveErrors() == float64(i) }, "failed receive %d", i)
+		hs.waiters(t, 2) // the next beat, the backoff
+		hs.advance(receiveBackoff.Ceiling(i))
+	}
 	eventually(t, func() bool { return hs.held() == 0 }, "received and deleted after the faults")
 	require.NoError(t, stop())
-	require.Equal(t, 3.0, testutil.ToFloat64(hs.loop.m.calls.WithLabelValues("receive", "error")))
-	waits := hs.waits.all()
-	require.Len(t, waits, 3)
-	for i, w := range waits {
-		require.LessOrEqual(t, w, receiveBackoff.Ceiling(i+1), "the backoff grows with each failure in a row")
-	}
+	require.Equal(t, 3.0, receiveErrors())
 }
 
 func TestConfigValidate(t *testing.T) {

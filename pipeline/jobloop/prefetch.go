@@ -2,7 +2,6 @@ package jobloop
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/chatguard/chatguard/pipeline"
@@ -37,12 +36,12 @@ func (l *Loop) waitJobSlot(stop context.Context, waiting []pipeline.Message, lea
 	if l.run.TryAcquire(1) {
 		return true
 	}
-	since := l.now()
+	since := l.clk.Now()
 	for {
 		if l.acquireJobSlotBy(stop, leaseEnds.Add(-l.cfg.VisibilityTimeout/2)) {
 			return true
 		}
-		if stop.Err() != nil || l.cfg.MaxHold == 0 || l.now().Sub(since) >= l.cfg.MaxHold {
+		if stop.Err() != nil || l.cfg.MaxHold == 0 || l.clk.Now().Sub(since) >= l.cfg.MaxHold {
 			return false
 		}
 		ends, ok := l.extendWaiting(waiting)
@@ -57,19 +56,10 @@ func (l *Loop) waitJobSlot(stop context.Context, waiting []pipeline.Message, lea
 // by, or stop ends; it reports whether it took one.
 func (l *Loop) acquireJobSlotBy(stop context.Context, by time.Time) bool {
 	ctx, cancel := context.WithCancel(stop)
-	fired, stopTimer := l.timer(by.Sub(l.now()))
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		select {
-		case <-fired:
-			cancel()
-		case <-ctx.Done():
-		}
-	})
+	fired := l.clk.AfterFunc(by.Sub(l.clk.Now()), cancel)
 	err := l.run.Acquire(ctx, 1)
+	fired.Stop()
 	cancel()
-	stopTimer()
-	wg.Wait()
 	return err == nil
 }
 
@@ -85,7 +75,7 @@ func (l *Loop) extendWaiting(waiting []pipeline.Message) (time.Time, bool) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.CallTimeout)
 	defer cancel()
-	sent := l.now()
+	sent := l.clk.Now()
 	err := l.q.ChangeVisibility(ctx, receipts, l.cfg.VisibilityTimeout)
 	l.m.calls.WithLabelValues("prefetch_extend", outcome(err, len(waiting))).Inc()
 	if err != nil {

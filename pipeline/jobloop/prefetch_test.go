@@ -92,18 +92,19 @@ func TestPrefetchedMessagesWaitingLongAreExtendedNotHandedBack(t *testing.T) {
 			})
 			cfg := testConfig() // visibility 30 s
 			cfg.Concurrency, cfg.Pollers, cfg.Prefetch, cfg.MaxHold = 1, 1, 1, tc.maxHold
-			hs, stop := setup(t, cfg, h, []string{"a", "b"}, clockTimers)
+			hs, stop := setup(t, cfg, h, []string{"a", "b"})
 			extends := func() float64 {
 				return testutil.ToFloat64(hs.loop.m.calls.WithLabelValues("prefetch_extend", "ok"))
 			}
-			eventually(t, func() bool { return hs.q.Received() == 2 && hs.timers.waiting() == 1 }, "one running, one waiting for the slot")
-			// The heartbeat keeps the running job's lease.
+			eventually(t, func() bool { return hs.q.Received() == 2 }, "one running, one waiting for the slot")
+			// The next beat (it keeps the running job's lease), the job's
+			// deadline, the wait for the slot.
+			hs.waiters(t, 3)
 			hs.advance(cfg.VisibilityTimeout / 2)
-			hs.tick <- hs.q.Now()
 			if tc.extended {
-				eventually(t, func() bool { return extends() == 1 && hs.timers.waiting() == 1 }, "extended at half its visibility, waiting again")
+				eventually(t, func() bool { return extends() == 1 }, "extended at half its visibility")
+				hs.waiters(t, 3) // waiting again
 				hs.advance(cfg.VisibilityTimeout / 2)
-				hs.tick <- hs.q.Now()
 				eventually(t, func() bool { return extends() == 2 }, "extended again half a visibility after the first extension")
 				require.Zero(t, hs.q.Stats().Visible, "and never handed back")
 			} else {
@@ -140,31 +141,40 @@ func TestPrefetchedLeaseCountsFromTheReceive(t *testing.T) {
 	})
 	cfg := testConfig() // visibility 30 s, heartbeat 10 s
 	cfg.Concurrency, cfg.Pollers, cfg.Prefetch = 2, 1, 2
-	hs, stop := setup(t, cfg, h, []string{"a", "x", "b", "c"}, clockTimers)
+	hs, stop := setup(t, cfg, h, []string{"a", "x", "b", "c"})
 	// Started, a and x tell that the batch's lease was taken; b and c wait
-	// for a slot (a timer set after the clock passed its time fires at once).
+	// for a slot.
 	require.ElementsMatch(t, []string{"a", "x"}, []string{<-started, <-started})
 	require.Equal(t, 4, hs.q.Received(), "b and c received with a and x at t0")
+	beats := func() float64 { return testutil.ToFloat64(hs.loop.m.calls.WithLabelValues("heartbeat", "ok")) }
+
+	// t0+10 s: the leases of a and x end at t0+30 s, within two heartbeat
+	// intervals: the beat extends them to t0+40 s.
+	hs.waiters(t, 4) // the next beat, the deadlines of a and x, b's wait for a slot
+	hs.advance(10 * time.Second)
+	eventually(t, func() bool { return beats() == 1 }, "the first beat")
+	hs.waiters(t, 4)
 
 	// t0+14 s: a ends; b takes its slot with 16 s of its lease left.
-	hs.advance(14 * time.Second)
+	hs.advance(4 * time.Second)
 	close(release["a"])
 	require.Equal(t, "b", <-started)
 
-	// t0+20 s: the leases of b and x end at t0+30 s, within two heartbeat
-	// intervals: the beat extends them. c has waited past half its
-	// visibility: the poller extends it.
+	// t0+20 s: c has waited past half its visibility (t0+15 s): the poller
+	// extends it. The leases of b (t0+30 s) and x (t0+40 s) end within
+	// two heartbeat intervals: the beat extends them.
+	hs.waiters(t, 4) // the next beat, the deadlines of x and b, c's wait for a slot
 	hs.advance(6 * time.Second)
-	hs.tick <- hs.q.Now()
-	hs.tick <- hs.q.Now() // taken once the first beat is over
-	require.Equal(t, 1.0, testutil.ToFloat64(hs.loop.m.calls.WithLabelValues("heartbeat", "ok")))
-	require.Equal(t, 2.0, testutil.ToFloat64(hs.loop.m.extended), "the heartbeat extended b with x")
+	eventually(t, func() bool { return beats() == 2 }, "the second beat")
+	require.Equal(t, 4.0, testutil.ToFloat64(hs.loop.m.extended), "the heartbeat extended a and x, then b with x")
 	eventually(t, func() bool {
 		return testutil.ToFloat64(hs.loop.m.calls.WithLabelValues("prefetch_extend", "ok")) == 1
 	}, "c extended while it waits")
 	vis := cfg.VisibilityTimeout
-	require.ElementsMatch(t, []queuetest.VisibilityChange{{ID: "msg-2", Visibility: vis}, {ID: "msg-3", Visibility: vis}, {ID: "msg-4", Visibility: vis}},
+	require.ElementsMatch(t, []queuetest.VisibilityChange{{ID: "msg-1", Visibility: vis}, {ID: "msg-2", Visibility: vis},
+		{ID: "msg-4", Visibility: vis}, {ID: "msg-2", Visibility: vis}, {ID: "msg-3", Visibility: vis}},
 		hs.q.VisibilityChanges())
+	hs.waiters(t, 4)
 
 	// t0+31 s: past the visibility of the receive, none came back.
 	hs.advance(11 * time.Second)

@@ -60,7 +60,7 @@ func BenchmarkSlotOccupancy(b *testing.B) {
 					})
 					cfg := DefaultConfig()
 					cfg.Concurrency, cfg.Prefetch = conc, pf
-					l, err := New(cfg, slowInbox{q, rtt}, queuetest.NewFake(queuetest.Config{}), h, NewMetrics(prometheus.NewRegistry()), nil)
+					l, err := New(cfg, slowInbox{q, rtt}, queuetest.NewFake(queuetest.Config{}), h, nil, NewMetrics(prometheus.NewRegistry()), nil)
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -1,4 +1,4 @@
-package jobloop
+package reviewjob
 
 import (
 	"context"
@@ -11,11 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/health"
+	"github.com/chatguard/chatguard/pipeline/jobloop"
 	"github.com/chatguard/chatguard/pipeline/llm"
 	"github.com/chatguard/chatguard/pipeline/review"
 	"github.com/chatguard/chatguard/storage/storetest"
@@ -122,29 +123,30 @@ func TestCraftedChatsDoNotOpenTheModelsBreaker(t *testing.T) {
 	mon, err := health.New(health.Config{Failures: 2, OpenFor: time.Hour}, nil, nil)
 	require.NoError(t, err)
 	store, sink := storetest.NewMemory(), &fakeSink{}
-	h := NewReviewHandler(ReviewConfig{Health: mon}, store, &fakeChat{}, realReviewer(t, srv), sink, nil, nil)
+	reviewer := realReviewer(t, srv)
+	h := New(Config{}, Gated(Deps{Store: store, Chat: &fakeChat{}, Reviewer: reviewer, Events: sink}, mon), nil, nil, nil)
+	reg := prometheus.NewRegistry()
 
 	const n = 6 // three times what opens the breaker
 	var bodies []string
 	for i := range n {
 		bodies = append(bodies, craftedEvent(t, fmt.Sprintf("crafted-%d", i)))
 	}
-	cfg := testConfig()
-	hs, stop := setupHeld(t, cfg, h, bodies, mon)
-	eventually(t, func() bool { return hs.held() == 0 }, "every crafted job ends")
-	require.NoError(t, stop())
+	lr := runLoop(t, h, jobloop.NewMetrics(reg), bodies, mon)
+	eventually(t, func() bool { return lr.q.Stats().Held == 0 }, "every crafted job ends")
+	require.NoError(t, lr.stop())
 
 	require.Equal(t, health.Closed, mon.State(pipeline.DepModels))
 	require.Empty(t, mon.Down())
-	require.Zero(t, testutil.ToFloat64(hs.loop.m.holdRetries), "no job was held")
-	require.Equal(t, float64(n), testutil.ToFloat64(hs.loop.m.jobs.WithLabelValues("failed")))
-	require.Equal(t, n, hs.q.Stats().Received, "no crafted job was received twice")
-	require.Zero(t, hs.dlq.Stats().Held)
+	require.Zero(t, sample(t, reg, "chatguard_worker_hold_retries_total"), "no job was held")
+	require.Equal(t, float64(n), sample(t, reg, "chatguard_worker_jobs_total", "outcome", "failed"))
+	require.Equal(t, n, lr.q.Stats().Received, "no crafted job was received twice")
+	require.Zero(t, lr.dlq.Stats().Held)
 	require.Equal(t, map[string]int{"triage": n * testMaxAttempts}, srv.calls(), "MaxAttempts calls for the stage, once per job")
 	for i := range n {
 		v, err := store.Get(context.Background(), pipeline.ReviewKey{RoomID: fmt.Sprintf("crafted-%d", i),
 			WindowStart: time.Date(2026, 11, 3, 4, 0, 0, 0, time.UTC), WindowEnd: time.Date(2026, 11, 3, 5, 0, 0, 0, time.UTC),
-			PipelineVersion: h.reviewer.PipelineVersion()})
+			PipelineVersion: reviewer.PipelineVersion()})
 		require.NoError(t, err)
 		require.Equal(t, pipeline.StatusFailed, v.Status)
 		require.Contains(t, v.Error, "no usable answer in 3 attempts")
@@ -162,12 +164,13 @@ func TestServerErrorsStillOpenTheModelsBreaker(t *testing.T) {
 	mon, err := health.New(health.Config{Failures: 2, OpenFor: time.Hour}, nil, nil)
 	require.NoError(t, err)
 	r := setupReview(t)
-	r.h = NewReviewHandler(ReviewConfig{Health: mon}, r.store, r.chat, realReviewer(t, srv), r.sink, r.m, nil)
+	r.cfg = Config{}
+	r.build(Gated(Deps{Store: r.store, Chat: r.chat, Reviewer: realReviewer(t, srv), Events: r.sink}, mon))
 	out := r.h.Handle(context.Background(), msg(r.body(t), 1, 5))
-	require.Equal(t, Retry, out.Action, "one failure is not an outage")
+	require.Equal(t, jobloop.Retry, out.Action, "one failure is not an outage")
 	require.Equal(t, health.Closed, mon.State(pipeline.DepModels))
 	out = r.h.Handle(context.Background(), msg(r.body(t), 2, 5))
-	require.Equal(t, Hold, out.Action, "the second opens the breaker: held")
+	require.Equal(t, jobloop.Hold, out.Action, "the second opens the breaker: held")
 	require.Equal(t, pipeline.DepModels, out.Dep)
 	require.Equal(t, health.Open, mon.State(pipeline.DepModels))
 	require.Empty(t, r.sink.events(), "nothing recorded for a held job")

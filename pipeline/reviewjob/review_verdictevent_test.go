@@ -1,4 +1,4 @@
-package jobloop
+package reviewjob
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/jobloop"
 	"github.com/chatguard/chatguard/storage/storetest"
 )
 
@@ -16,7 +17,7 @@ import (
 // review.
 func (r *reviewRig) doneVerdict() pipeline.Verdict {
 	v := abusive()
-	v.Key, v.RunID, v.PublishedAt, v.StartedAt, v.FinishedAt = r.key(), "run-1", r.window.Add(time.Hour+5*time.Minute), r.now, r.now
+	v.Key, v.RunID, v.PublishedAt, v.StartedAt, v.FinishedAt = r.key(), "run-1", r.window.Add(time.Hour+5*time.Minute), r.now(), r.now()
 	return v
 }
 
@@ -38,7 +39,7 @@ func TestStopForADoneReviewPublishesNoVerdictEvent(t *testing.T) {
 	storetest.MustSave(t, context.Background(), r.store, r.doneVerdict())
 	holder.Add(roomStop("room-1", "moderator took over"))
 	out := r.h.Handle(context.Background(), msg(r.body(t), 2, 5))
-	require.Equal(t, Delete, out.Action)
+	require.Equal(t, jobloop.Delete, out.Action)
 	require.Zero(t, r.rev.calls.Load())
 	v, err := r.store.Get(context.Background(), r.key())
 	require.NoError(t, err)
@@ -68,7 +69,7 @@ func TestLateFailureOverADoneVerdictPublishesNoVerdictEvent(t *testing.T) {
 		return pipeline.Verdict{}, pipeline.Permanent(errors.New("llm: judge: request rejected"))
 	}
 	out := r.h.Handle(context.Background(), msg(r.body(t), 1, 5))
-	require.Equal(t, Delete, out.Action)
+	require.Equal(t, jobloop.Delete, out.Action)
 	require.Equal(t, "failed", out.Label)
 	v, err := r.store.Get(context.Background(), r.key())
 	require.NoError(t, err)

@@ -1,4 +1,4 @@
-package jobloop
+package reviewjob
 
 import (
 	"context"
@@ -8,10 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/jobloop"
 	"github.com/chatguard/chatguard/storage/storetest"
 )
 
@@ -73,25 +76,45 @@ func (s *fakeSink) events() []pipeline.LakeEvent {
 }
 
 type reviewRig struct {
-	h      *ReviewHandler
+	h      jobloop.Handler
+	cfg    Config
 	store  *storetest.Memory
 	chat   *fakeChat
 	rev    *fakeReviewer
 	sink   *fakeSink
 	m      *Metrics
-	now    time.Time
+	reg    *prometheus.Registry
+	clk    *clock.Fake
 	window time.Time
 }
 
+// setupReview is a handler over in-memory fakes on a fake clock that
+// moves only when the test advances it.
 func setupReview(t *testing.T) *reviewRig {
 	t.Helper()
-	r := &reviewRig{store: storetest.NewMemory(), chat: &fakeChat{}, rev: &fakeReviewer{}, sink: &fakeSink{}, m: NewMetrics(nil)}
-	r.now = time.Date(2026, 11, 3, 5, 10, 0, 0, time.UTC)
+	r := &reviewRig{store: storetest.NewMemory(), chat: &fakeChat{}, rev: &fakeReviewer{}, sink: &fakeSink{}, reg: prometheus.NewRegistry()}
+	r.m = NewMetrics(r.reg, jobloop.NewMetrics(r.reg))
+	r.clk = clock.NewFake(time.Date(2026, 11, 3, 5, 10, 0, 0, time.UTC))
 	r.window = time.Date(2026, 11, 3, 4, 0, 0, 0, time.UTC)
-	r.h = NewReviewHandler(ReviewConfig{MaxAge: 6 * time.Hour}, r.store, r.chat, r.rev, r.sink, r.m, nil)
-	r.h.now = func() time.Time { return r.now }
+	r.cfg = Config{MaxAge: 6 * time.Hour}
+	r.build(r.deps())
 	return r
 }
+
+// deps are the rig's fakes.
+func (r *reviewRig) deps() Deps {
+	return Deps{Store: r.store, Chat: r.chat, Reviewer: r.rev, Events: r.sink}
+}
+
+// build replaces the rig's handler with one over deps and r.cfg.
+func (r *reviewRig) build(deps Deps) *Handler {
+	h := New(r.cfg, deps, r.clk, r.m, nil)
+	r.h = h
+	return h
+}
+
+// now is the rig's clock.
+func (r *reviewRig) now() time.Time { return r.clk.Now() }
 
 func (r *reviewRig) body(t *testing.T, mut ...func(*pipeline.ReviewEvent)) []byte {
 	t.Helper()
@@ -109,15 +132,15 @@ func (r *reviewRig) key() pipeline.ReviewKey {
 	return pipeline.ReviewKey{RoomID: "room-1", WindowStart: r.window, WindowEnd: r.window.Add(time.Hour), PipelineVersion: "pv-test"}
 }
 
-func msg(body []byte, receive, maxReceive int) Message {
-	return Message{ID: "mid", ReceiptHandle: "rh", Body: body, ReceiveCount: receive, Final: receive >= maxReceive}
+func msg(body []byte, receive, maxReceive int) jobloop.Message {
+	return jobloop.Message{ID: "mid", ReceiptHandle: "rh", Body: body, ReceiveCount: receive, Final: receive >= maxReceive}
 }
 
 func TestReviewDone(t *testing.T) {
 	t.Parallel()
 	r := setupReview(t)
 	out := r.h.Handle(context.Background(), msg(r.body(t), 2, 5))
-	require.Equal(t, Delete, out.Action)
+	require.Equal(t, jobloop.Delete, out.Action)
 	require.Equal(t, "done", out.Label)
 	v, err := r.store.Get(context.Background(), r.key())
 	require.NoError(t, err)
@@ -126,7 +149,7 @@ func TestReviewDone(t *testing.T) {
 	require.Equal(t, "run-1", v.RunID)
 	require.Equal(t, 2, v.Attempts)
 	require.Len(t, v.Stages, 2)
-	require.Equal(t, r.now, v.StartedAt)
+	require.Equal(t, r.now(), v.StartedAt)
 	require.Equal(t, r.window.Add(time.Hour+5*time.Minute), v.PublishedAt)
 	evs := r.sink.events()
 	require.Len(t, evs, 1)
@@ -161,7 +184,7 @@ func TestReviewPoison(t *testing.T) {
 			t.Parallel()
 			r := setupReview(t)
 			out := r.h.Handle(context.Background(), msg(tc.body(r, t), 1, 5))
-			require.Equal(t, Poison, out.Action)
+			require.Equal(t, jobloop.Poison, out.Action)
 			require.Contains(t, out.Reason, tc.reason)
 			require.Zero(t, r.rev.calls.Load())
 			require.Empty(t, r.store.All())
@@ -176,7 +199,7 @@ func TestReviewAdmission(t *testing.T) {
 		r := setupReview(t)
 		require.Equal(t, "done", r.h.Handle(context.Background(), msg(r.body(t), 1, 5)).Label)
 		out := r.h.Handle(context.Background(), msg(r.body(t), 2, 5))
-		require.Equal(t, Delete, out.Action)
+		require.Equal(t, jobloop.Delete, out.Action)
 		require.Equal(t, "duplicate", out.Label)
 		require.Equal(t, int32(1), r.rev.calls.Load())
 		require.Equal(t, int32(1), r.chat.calls.Load())
@@ -189,7 +212,7 @@ func TestReviewAdmission(t *testing.T) {
 		// send and the delete): the redelivery is the last chance.
 		r := setupReview(t)
 		require.Equal(t, "done", r.h.Handle(context.Background(), msg(r.body(t), 1, 5)).Label)
-		r.now = r.now.Add(2 * time.Hour) // redelivered in a later hour
+		r.clk.Advance(2 * time.Hour) // redelivered in a later hour
 		require.Equal(t, "duplicate", r.h.Handle(context.Background(), msg(r.body(t), 2, 5)).Label)
 		evs := r.sink.events()
 		require.Len(t, evs, 2)
@@ -200,9 +223,9 @@ func TestReviewAdmission(t *testing.T) {
 	t.Run("expired", func(t *testing.T) {
 		t.Parallel()
 		r := setupReview(t)
-		r.now = r.now.Add(7 * time.Hour)
+		r.clk.Advance(7 * time.Hour)
 		out := r.h.Handle(context.Background(), msg(r.body(t), 1, 5))
-		require.Equal(t, Delete, out.Action)
+		require.Equal(t, jobloop.Delete, out.Action)
 		require.Equal(t, "expired", out.Label)
 		require.Zero(t, r.rev.calls.Load())
 		require.Zero(t, r.chat.calls.Load())
@@ -214,7 +237,7 @@ func TestReviewAdmission(t *testing.T) {
 	t.Run("failed row is retried, not a duplicate", func(t *testing.T) {
 		t.Parallel()
 		r := setupReview(t)
-		storetest.MustSave(t, context.Background(), r.store, pipeline.Verdict{Key: r.key(), Status: pipeline.StatusFailed, PublishedAt: r.now})
+		storetest.MustSave(t, context.Background(), r.store, pipeline.Verdict{Key: r.key(), Status: pipeline.StatusFailed, PublishedAt: r.now()})
 		out := r.h.Handle(context.Background(), msg(r.body(t), 1, 5))
 		require.Equal(t, "done", out.Label)
 	})
@@ -227,11 +250,11 @@ func TestReviewAdmission(t *testing.T) {
 			<-release
 			return abusive(), nil
 		}
-		first := make(chan Outcome, 1)
+		first := make(chan jobloop.Outcome, 1)
 		go func() { first <- r.h.Handle(context.Background(), msg(r.body(t), 1, 5)) }()
 		<-entered
 		out := r.h.Handle(context.Background(), msg(r.body(t), 1, 5))
-		require.Equal(t, Retry, out.Action)
+		require.Equal(t, jobloop.Retry, out.Action)
 		require.Equal(t, "busy", out.Label)
 		require.Equal(t, 10*time.Second, out.After)
 		close(release)
@@ -244,7 +267,7 @@ func TestReviewAdmission(t *testing.T) {
 		r := setupReview(t)
 		r.store.GetErr = func(pipeline.ReviewKey) error { return errors.New("connection refused") }
 		out := r.h.Handle(context.Background(), msg(r.body(t), 1, 5))
-		require.Equal(t, Retry, out.Action)
+		require.Equal(t, jobloop.Retry, out.Action)
 		require.Zero(t, r.rev.calls.Load())
 	})
 }
@@ -260,35 +283,35 @@ func TestReviewFailures(t *testing.T) {
 		saveErr    bool
 		receive    int
 		ctx        func() context.Context
-		wantAction Action
+		wantAction jobloop.Action
 		wantLabel  string
 		wantAfter  time.Duration
 		wantStatus pipeline.Status // "" = no row
 		wantErrIn  string
 	}{
-		{name: "retryable", reviewErr: retryable, receive: 1, wantAction: Retry, wantLabel: "retry", wantAfter: 7 * time.Second},
-		{name: "retryable on the final attempt", reviewErr: retryable, receive: 5, wantAction: Retry, wantLabel: "failed_final", wantAfter: 7 * time.Second, wantStatus: pipeline.StatusFailed, wantErrIn: "both pools failed"},
-		{name: "unknown error is retryable", reviewErr: errors.New("eof"), receive: 2, wantAction: Retry, wantLabel: "retry"},
-		{name: "room gone", chatErr: pipeline.Permanent(errors.New(`room "room-1" not found`)), receive: 1, wantAction: Delete, wantLabel: "failed", wantStatus: pipeline.StatusFailed, wantErrIn: "not found"},
-		{name: "stopped", reviewErr: &pipeline.StoppedError{Reason: "moderator took over"}, receive: 1, wantAction: Delete, wantLabel: "stopped", wantStatus: pipeline.StatusStopped, wantErrIn: "moderator took over"},
-		{name: "panic", panics: true, receive: 1, wantAction: Retry, wantLabel: "retry", wantErrIn: "panicked"},
-		{name: "panic on the final attempt", panics: true, receive: 5, wantAction: Retry, wantLabel: "failed_final", wantStatus: pipeline.StatusFailed, wantErrIn: "panicked"},
-		{name: "save fails", saveErr: true, receive: 1, wantAction: Retry, wantLabel: "retry"},
+		{name: "retryable", reviewErr: retryable, receive: 1, wantAction: jobloop.Retry, wantLabel: "retry", wantAfter: 7 * time.Second},
+		{name: "retryable on the final attempt", reviewErr: retryable, receive: 5, wantAction: jobloop.Retry, wantLabel: "failed_final", wantAfter: 7 * time.Second, wantStatus: pipeline.StatusFailed, wantErrIn: "both pools failed"},
+		{name: "unknown error is retryable", reviewErr: errors.New("eof"), receive: 2, wantAction: jobloop.Retry, wantLabel: "retry"},
+		{name: "room gone", chatErr: pipeline.Permanent(errors.New(`room "room-1" not found`)), receive: 1, wantAction: jobloop.Delete, wantLabel: "failed", wantStatus: pipeline.StatusFailed, wantErrIn: "not found"},
+		{name: "stopped", reviewErr: &pipeline.StoppedError{Reason: "moderator took over"}, receive: 1, wantAction: jobloop.Delete, wantLabel: "stopped", wantStatus: pipeline.StatusStopped, wantErrIn: "moderator took over"},
+		{name: "panic", panics: true, receive: 1, wantAction: jobloop.Retry, wantLabel: "retry", wantErrIn: "panicked"},
+		{name: "panic on the final attempt", panics: true, receive: 5, wantAction: jobloop.Retry, wantLabel: "failed_final", wantStatus: pipeline.StatusFailed, wantErrIn: "panicked"},
+		{name: "save fails", saveErr: true, receive: 1, wantAction: jobloop.Retry, wantLabel: "retry"},
 		{name: "drain hands back", reviewErr: context.Canceled, receive: 5, ctx: func() context.Context {
 			c, cancel := context.WithCancelCause(context.Background())
-			cancel(ErrDraining)
+			cancel(jobloop.ErrDraining)
 			return c
-		}, wantAction: Release, wantLabel: "released"},
+		}, wantAction: jobloop.Release, wantLabel: "released"},
 		{name: "job timeout", reviewErr: context.DeadlineExceeded, receive: 1, ctx: func() context.Context {
 			c, cancel := context.WithCancelCause(context.Background())
-			cancel(ErrJobTimeout)
+			cancel(jobloop.ErrJobTimeout)
 			return c
-		}, wantAction: Retry, wantLabel: "retry"},
+		}, wantAction: jobloop.Retry, wantLabel: "retry"},
 		{name: "job timeout on the final attempt is recorded", reviewErr: context.DeadlineExceeded, receive: 5, ctx: func() context.Context {
 			c, cancel := context.WithCancelCause(context.Background())
-			cancel(ErrJobTimeout)
+			cancel(jobloop.ErrJobTimeout)
 			return c
-		}, wantAction: Retry, wantLabel: "failed_final", wantStatus: pipeline.StatusFailed, wantErrIn: "job timeout"},
+		}, wantAction: jobloop.Retry, wantLabel: "failed_final", wantStatus: pipeline.StatusFailed, wantErrIn: "job timeout"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,4 +1,4 @@
-package jobloop
+package reviewjob
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package jobloop
+package reviewjob
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/jobloop"
 )
 
 func TestReviewEventLimits(t *testing.T) {
@@ -29,15 +30,16 @@ func TestReviewEventLimits(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			r := setupReview(t)
-			r.h.cfg.Limits = tc.limits
+			r.cfg.Limits = tc.limits
+			r.build(r.deps())
 			out := r.h.Handle(context.Background(), msg(r.body(t, tc.mut), 1, 5))
 			if tc.reason == "" {
-				require.Equal(t, Delete, out.Action)
+				require.Equal(t, jobloop.Delete, out.Action)
 				require.Equal(t, "done", out.Label)
 				require.EqualValues(t, 1, r.rev.calls.Load())
 				return
 			}
-			require.Equal(t, Poison, out.Action)
+			require.Equal(t, jobloop.Poison, out.Action)
 			require.Contains(t, out.Reason, tc.reason)
 			require.Zero(t, r.rev.calls.Load(), "no model call for an event beyond the limits")
 			require.Empty(t, r.store.All())
@@ -50,7 +52,7 @@ func TestReviewToleratesUnknownFields(t *testing.T) {
 	r := setupReview(t)
 	body := strings.Replace(string(r.body(t)), "{", `{"trace_id":"4bf9","producer":{"version":2},`, 1)
 	out := r.h.Handle(context.Background(), msg([]byte(body), 1, 5))
-	require.Equal(t, Delete, out.Action)
+	require.Equal(t, jobloop.Delete, out.Action)
 	require.Equal(t, "done", out.Label)
 }
 

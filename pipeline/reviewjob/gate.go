@@ -1,12 +1,12 @@
-package jobloop
+package reviewjob
 
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/jobloop"
 )
 
 // DependencyGate runs calls to a dependency through its health state
@@ -17,9 +17,24 @@ type DependencyGate interface {
 	Call(ctx context.Context, d pipeline.Dependency, fn func(ctx context.Context) error) error
 }
 
-// The wrappers below route every call a review makes through the gate, so
-// that the breakers are fed by real outcomes in one place and the handler's
-// code stays the same with or without them.
+// Gated routes every call a review makes (MySQL's store and claims, the
+// chat API, the models) through g, so that the breakers are fed by real
+// outcomes in one place and the handler's code stays the same with or
+// without them. A store that is a pipeline.ReleasingSaver stays one.
+func Gated(d Deps, g DependencyGate) Deps {
+	gs := gatedStore{VerdictStore: d.Store, g: g}
+	if rs, ok := d.Store.(pipeline.ReleasingSaver); ok {
+		d.Store = gatedReleasingStore{gatedStore: gs, rs: rs}
+	} else {
+		d.Store = gs
+	}
+	d.Chat = gatedChat{c: d.Chat, g: g}
+	d.Reviewer = gatedReviewer{Reviewer: d.Reviewer, g: g}
+	if d.Claims != nil {
+		d.Claims = gatedClaims{c: d.Claims, g: g}
+	}
+	return d
+}
 
 type gatedStore struct {
 	pipeline.VerdictStore
@@ -42,11 +57,15 @@ func (s gatedStore) Save(ctx context.Context, v pipeline.Verdict) (committed boo
 	return committed && err == nil, err
 }
 
-// SaveReleasing forwards to the store's SaveReleasing; the handler calls it
-// only when the store implements pipeline.ReleasingSaver (releasingStore).
-func (s gatedStore) SaveReleasing(ctx context.Context, v pipeline.Verdict, owner string) (committed bool, err error) {
+// gatedReleasingStore is the gated store of a pipeline.ReleasingSaver.
+type gatedReleasingStore struct {
+	gatedStore
+	rs pipeline.ReleasingSaver
+}
+
+func (s gatedReleasingStore) SaveReleasing(ctx context.Context, v pipeline.Verdict, owner string) (committed bool, err error) {
 	err = s.g.Call(ctx, pipeline.DepMySQL, func(ctx context.Context) error {
-		committed, err = s.VerdictStore.(pipeline.ReleasingSaver).SaveReleasing(ctx, v, owner)
+		committed, err = s.rs.SaveReleasing(ctx, v, owner)
 		return err
 	})
 	return committed && err == nil, err
@@ -95,67 +114,19 @@ func (r gatedReviewer) Review(ctx context.Context, ev pipeline.ReviewEvent, msgs
 	return v, err
 }
 
-// gate wraps the handler's dependencies when a gate is configured.
-func (h *ReviewHandler) gate(g DependencyGate) {
-	if g == nil {
-		return
-	}
-	h.store = gatedStore{VerdictStore: h.store, g: g}
-	h.chat = gatedChat{c: h.chat, g: g}
-	h.reviewer = gatedReviewer{Reviewer: h.reviewer, g: g}
-	if h.cfg.Claims != nil {
-		h.cfg.Claims = gatedClaims{c: h.cfg.Claims, g: g}
-	}
-}
-
 // held is the outcome of a job that failed because a dependency is down:
 // the loop keeps its message and runs it again once the dependency is back.
-func held(err error) Outcome {
+func held(err error) jobloop.Outcome {
 	var de *pipeline.DependencyError
 	errors.As(err, &de)
-	return Outcome{Action: Hold, Label: "held", Dep: de.Dep, Err: err}
+	return jobloop.Outcome{Action: jobloop.Hold, Label: "held", Dep: de.Dep, Err: err}
 }
 
 // retryOrHold is the outcome of a job whose verdict could not be recorded
 // (serr): held when MySQL is down, retried otherwise.
-func retryOrHold(err, serr error) Outcome {
+func retryOrHold(err, serr error) jobloop.Outcome {
 	if d, _ := pipeline.Classify(serr); d == pipeline.Hold {
 		return held(err)
 	}
-	return Outcome{Action: Retry, Label: "retry", Err: err}
-}
-
-// unsavedVerdicts keeps the verdict of a held job whose save failed, for
-// the same delivery's next run: the loop runs a held job again in this
-// process, and the models need not be paid twice for one review. Only held
-// jobs put entries, and each run takes its own, so it holds at most one per
-// job in flight.
-type unsavedVerdicts struct {
-	mu sync.Mutex
-	m  map[string]pipeline.Verdict
-}
-
-func deliveryKey(m Message) string { return m.ID + "/" + m.ReceiptHandle }
-
-func (u *unsavedVerdicts) put(m Message, v pipeline.Verdict) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.m == nil {
-		u.m = map[string]pipeline.Verdict{}
-	}
-	u.m[deliveryKey(m)] = v
-}
-
-func (u *unsavedVerdicts) take(m Message) (pipeline.Verdict, bool) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	v, ok := u.m[deliveryKey(m)]
-	delete(u.m, deliveryKey(m))
-	return v, ok
-}
-
-// releasingStore reports whether s can release claims on save.
-func releasingStore(s pipeline.VerdictStore) bool {
-	_, ok := s.(pipeline.ReleasingSaver)
-	return ok
+	return jobloop.Outcome{Action: jobloop.Retry, Label: "retry", Err: err}
 }
