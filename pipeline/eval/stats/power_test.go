@@ -10,7 +10,7 @@ import (
 
 // simRow is one row of the published power and false-alarm table.
 type simRow struct {
-	loss                          float64 // planted recall loss (share)
+	loss                           float64 // planted recall loss (share)
 	detected, noLoss, inconclusive int
 }
 
