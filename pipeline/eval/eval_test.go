@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/chatguard/chatguard/internal/standin"
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/eval/stats"
 )
 
 func TestMain(m *testing.M) { standin.Main(m) }
@@ -164,7 +166,7 @@ func TestModeratorFeedbackPrecisionPerCategoryAndWeek(t *testing.T) {
 // simulated endpoints and checks the report's figures and files.
 func TestRunAndReportAgainstTheSimulator(t *testing.T) {
 	t.Parallel()
-	sim := standin.StartLLM(t, standin.LLMOptions{Name: "primary", Model: "m", Config: `{"ttft":"1ms","itl":"0s"}`})
+	sim := standin.StartLLM(t, standin.LLMOptions{Name: "primary", Model: "m", Config: `{"ttft":"1ms","itl":"0s","version":"0.0-sim","max_model_len":32768}`})
 	f, err := os.Open("../review/testdata/injection_suite.jsonl")
 	require.NoError(t, err)
 	defer f.Close()
@@ -174,15 +176,18 @@ func TestRunAndReportAgainstTheSimulator(t *testing.T) {
 	cases[1].Truth = &Truth{Label: pipeline.LabelAbusive, Category: pipeline.CategoryExternalPayment}
 	var done atomic.Int64
 	cfg := Config{
-		Endpoints: []Endpoint{{Name: "a", BaseURL: sim.BaseURL, Model: "m"}, {Name: "b", BaseURL: sim.BaseURL, Model: "m"}},
-		Cases:     cases, Concurrency: []int{1, 3}, Repetitions: 1, TTFTSLO: time.Second, ReviewTimeout: 30 * time.Second,
+		Endpoints: []Endpoint{{Name: "a", BaseURL: sim.BaseURL, Model: "m", Notes: "dtype=bf16,tp=1"}, {Name: "b", BaseURL: sim.BaseURL, Model: "m"}},
+		Cases:     cases, Concurrency: []int{1, 3}, Repetitions: 2, TTFTSLO: time.Second, ReviewTimeout: 30 * time.Second,
+		Reference: "a", MaxRecallLoss: Margins{Default: 0.01},
 	}
 	cfg.Progress = func() { done.Add(1) }
 	res, err := Run(t.Context(), cfg)
 	require.NoError(t, err)
 	require.Equal(t, int64(cfg.Total()), done.Load())
-	require.Len(t, res.Reviews, 2*2*6)
-	require.Len(t, res.Steps, 2*2)
+	require.Len(t, res.Reviews, 2*2*2*6)
+	require.Len(t, res.Steps, 2*2*2)
+	require.Equal(t, "0.0-sim", res.Facts["a"].Version)
+	require.Equal(t, []ModelFact{{ID: "m", MaxModelLen: 32768, OwnedBy: "llmsim"}}, res.Facts["a"].Models)
 	for _, r := range res.Reviews {
 		require.True(t, r.OK(), "%s: %s", r.Case.ID, r.Err)
 	}
@@ -198,9 +203,71 @@ func TestRunAndReportAgainstTheSimulator(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(md), "SIMULATED")
 	require.Contains(t, string(md), "## Injection robustness")
+	require.Contains(t, string(md), "| a | "+sim.BaseURL+" | m | 0.0-sim | 32768 | dtype=bf16,tp=1 |")
+	require.Contains(t, string(md), "- b, **overall**: **inconclusive**: the set can only detect", "one positive case cannot decide")
+	require.Contains(t, string(md), "| a | a (repetition 2) | 6 | 0 | 0.0% |")
 	for _, p := range []string{"ttft.png", "wall.png", "goodput.png"} {
 		fi, err := os.Stat(filepath.Join(dir, p))
 		require.NoError(t, err)
 		require.Positive(t, fi.Size())
 	}
+}
+
+// pairedResult is a reference that finds every positive and a candidate
+// that misses the first miss of them, over 300 positive and 100 clean
+// rooms, two repetitions.
+func pairedResult(miss int) Result {
+	var cases []Case
+	for i := range 400 {
+		c := Case{ID: fmt.Sprintf("r%03d", i), Source: SourceSample, Truth: &Truth{Label: pipeline.LabelAbusive, Category: pipeline.CategorySpam}}
+		if i >= 300 {
+			c.Truth = &Truth{Label: pipeline.LabelClean, Category: pipeline.CategoryClean}
+		}
+		cases = append(cases, c)
+	}
+	res := Result{Cases: cases, Endpoints: []Endpoint{{Name: "ref"}, {Name: "cand"}},
+		Config: Config{Concurrency: []int{1}, Repetitions: 2, Reference: "ref", MaxRecallLoss: Margins{Default: 0.01}, Seed: 1}}
+	for rep := range 2 {
+		for i := range cases {
+			c := &cases[i]
+			right := rv("ref", c.ID, c.Truth.Label, c.Truth.Category)
+			right.Case, right.Concurrency, right.Rep = c, 1, rep
+			cand := right
+			cand.Endpoint = "cand"
+			if i < miss {
+				cand.Verdict.Label, cand.Verdict.Category = pipeline.LabelClean, pipeline.CategoryClean
+			}
+			res.Reviews = append(res.Reviews, right, cand)
+		}
+	}
+	return res
+}
+
+func TestPairedComparisonDecides(t *testing.T) {
+	t.Parallel()
+	s := Summarise(pairedResult(30))
+	require.Len(t, s.Paired, 2, "overall and spam")
+	o := s.Paired[0]
+	require.Equal(t, "overall", o.Category)
+	require.Equal(t, 300, o.Positives)
+	require.Equal(t, [2]int{30, 0}, [2]int{o.B, o.C})
+	require.InDelta(t, 0.1, o.Decision.Loss, 1e-9)
+	require.Equal(t, stats.LossDetected, o.Decision.Outcome)
+	require.Less(t, o.Deltas.Recall.Hi, 0.0, "the bootstrap interval of the delta excludes 0")
+	require.Equal(t, [2]int{60, 0}, [2]int{o.Ref.TP - o.Cand.TP, o.Cand.FP}, "both repetitions count")
+
+	same := Summarise(pairedResult(0))
+	require.Equal(t, stats.Inconclusive, same.Paired[0].Decision.Outcome, "0 lost of 300 still allows a loss of 1.3 points")
+	require.Equal(t, stats.NoLossBeyondMargin, Summarise(withMargin(pairedResult(0), 0.02)).Paired[0].Decision.Outcome)
+	require.Equal(t, Flips{A: "ref", B: "cand", Cases: 400, Kappa: 1}, same.Flips[0])
+	require.Equal(t, Flips{A: "ref", B: "ref", Cases: 400, Kappa: 1}, same.Flips[1], "the reference against its second repetition")
+
+	few := Summarise(pairedResult(2))
+	require.Equal(t, stats.Inconclusive, few.Paired[0].Decision.Outcome, "2 of 300: neither significant nor bounded below 1 point")
+	require.Positive(t, few.Paired[0].NeededN)
+}
+
+func withMargin(r Result, m float64) Result {
+	r.Config.MaxRecallLoss.Default = m
+	return r
 }

@@ -193,7 +193,7 @@ func finishPaired(p Paired, clusters []stats.Cluster, cfg Config, noisePsi float
 	}
 	margin := cfg.MaxRecallLoss.For(p.Category)
 	loss := p.Ref.Recall() - p.Cand.Recall()
-	lossCI := stats.Interval{Lo: -p.Deltas.Recall.Hi, Hi: -p.Deltas.Recall.Lo}
+	lossCI := stats.LossInterval(p.Deltas.Recall, p.B, p.C, p.Positives, conf)
 	mde := stats.MDE(p.Positives, psi, Alpha, power)
 	p.Decision = stats.Decide(loss, lossCI, stats.McNemarExact(p.B, p.C), Alpha, margin, mde, p.Positives)
 	p.NeededN = stats.PairedN(margin, psi, Alpha, power)

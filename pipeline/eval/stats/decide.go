@@ -63,3 +63,20 @@ func (d Decision) String() string {
 	}
 	return fmt.Sprintf("**inconclusive**: the set can only detect %s points (margin %s): %s", pts(d.MDE), pts(d.Margin), interval)
 }
+
+// LossInterval is the interval of the candidate's loss (reference minus
+// candidate) from the bootstrap's interval of the delta (candidate minus
+// reference), with its upper bound made honest for small or quiet sets:
+// a bootstrap cannot resample a loss it never saw, so with few or no
+// discordant pairs its interval collapses to a point. The upper bound is
+// therefore no lower than the Wilson upper bound of the share of the n
+// pairs the candidate lost (b), less the share it won (c): 0 lost of 300
+// still allows a loss of 1.3 points.
+func LossInterval(delta Interval, b, c, n int, conf float64) Interval {
+	iv := Interval{Lo: -delta.Hi, Hi: -delta.Lo}
+	if n > 0 {
+		_, hi := Wilson(b, n, conf)
+		iv.Hi = max(iv.Hi, hi-float64(c)/float64(n))
+	}
+	return iv
+}

@@ -54,7 +54,7 @@ func simTrial(rng *rand.Rand, loss float64, seed uint64) Outcome {
 		}
 	}
 	d := PairedBootstrap(cs, simResamples, 0.95, seed)
-	lossCI := Interval{Lo: -d.Recall.Hi, Hi: -d.Recall.Lo}
+	lossCI := LossInterval(d.Recall, b, c, simPositives, 0.95)
 	var a, bb Counts
 	for _, x := range cs {
 		a, bb = a.Add(x.A), bb.Add(x.B)
@@ -105,6 +105,12 @@ func TestPowerAndFalseAlarms(t *testing.T) {
 			}
 		} else if slack := 3 * math.Sqrt(predicted*(1-predicted)/simTrials); rate < predicted-slack {
 			t.Errorf("planted loss %.2f: detected in %.3f of trials, below the predicted power %.3f - %.3f", loss, rate, predicted, slack)
+		}
+		// At a loss exactly the margin, "no loss beyond the margin" is the
+		// wrong call: it must come up at most at α/2 (the interval's
+		// one-sided level), within slack.
+		if noLoss := float64(row.noLoss) / simTrials; loss == simMargin && noLoss > simAlpha/2+3*math.Sqrt(simAlpha/2*(1-simAlpha/2)/simTrials) {
+			t.Errorf("planted loss at the margin: called no loss in %.3f of trials", noLoss)
 		}
 		pred := "(α = 0.05)"
 		if !math.IsNaN(predicted) {

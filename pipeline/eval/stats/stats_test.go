@@ -122,6 +122,22 @@ func TestPairedBootstrapIsSeededAndPaired(t *testing.T) {
 	require.Equal(t, Deltas{}, PairedBootstrap(nil, 200, 0.95, 1))
 }
 
+func TestLossIntervalIsNotNarrowerThanTheDiscordanceAllows(t *testing.T) {
+	t.Parallel()
+	// No discordant pair in 300: the bootstrap says [0, 0]; the Wilson
+	// upper bound of 0/300 is z²/(n+z²) = 3.8415/303.84 = 1.26 %.
+	iv := LossInterval(Interval{}, 0, 0, 300, 0.95)
+	require.Zero(t, iv.Lo)
+	require.InDelta(t, 0.0126, iv.Hi, 1e-4)
+	// 30 lost and 15 won of 300: the bootstrap's interval of the delta
+	// is about -0.05 ± 1.96·√((0.15-0.05²)/300) = [-0.0935, -0.0065]; the
+	// floor, Wilson's 13.92 % for 30/300 less 5 %, is 8.92 %, below it:
+	// the bootstrap's interval is kept (and turned into a loss).
+	iv = LossInterval(Interval{Lo: -0.0935, Hi: -0.0065}, 30, 15, 300, 0.95)
+	require.Equal(t, Interval{Lo: 0.0065, Hi: 0.0935}, iv)
+	require.InDelta(t, 0.0892, LossInterval(Interval{}, 30, 15, 300, 0.95).Hi, 1e-4)
+}
+
 func TestDecide(t *testing.T) {
 	t.Parallel()
 	d := Decide(0.03, Interval{0.01, 0.05}, 0.001, 0.05, 0.01, 0.02, 600)
