@@ -53,15 +53,24 @@ func simTrial(rng *rand.Rand, loss float64, seed uint64) Outcome {
 			c++
 		}
 	}
-	d := PairedBootstrap(cs, simResamples, 0.95, seed)
-	lossCI := LossInterval(d.Recall, b, c, simPositives, 0.95)
 	var a, bb Counts
 	for _, x := range cs {
 		a, bb = a.Add(x.A), bb.Add(x.B)
 	}
+	loss, p := a.Recall()-bb.Recall(), McNemarExact(b, c)
+	// The bootstrap is the slow part, and two outcomes do not need it: a
+	// detected loss, and an upper bound whose Wilson floor alone already
+	// reaches the margin. Skipping it there gives the outcome Decide
+	// would (the bootstrap draws from its own seed, not from rng).
+	var d Deltas
+	if !(loss > 0 && p < simAlpha) && LossInterval(Interval{}, b, c, simPositives, 0.95).Hi < simMargin {
+		d = PairedBootstrap(cs, simResamples, 0.95, seed)
+	} else {
+		d.Recall = Interval{Lo: -1, Hi: 1} // unused: the outcome is settled
+	}
 	// The MDE only words the inconclusive line; it does not change the
 	// outcome, so the trials leave it out.
-	return Decide(a.Recall()-bb.Recall(), lossCI, McNemarExact(b, c), simAlpha, simMargin, 0, simPositives).Outcome
+	return Decide(loss, LossInterval(d.Recall, b, c, simPositives, 0.95), p, simAlpha, simMargin, 0, simPositives).Outcome
 }
 
 func hit(right bool) Counts {
