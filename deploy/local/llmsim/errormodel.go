@@ -15,8 +15,10 @@ import (
 // endpoint from a better one. Every rate is a probability in [0, 1]. The
 // draws are keyed by Seed and the chat's transcript, so the same chat
 // gets the same mistake on every stage and every run, except for a share
-// Nondeterminism of chats whose draw is made afresh on each request (a
-// model's run-to-run noise). The zero value makes no mistake.
+// Nondeterminism of unstable chats: on those, a mistake whose rate is not
+// zero is made or not by an even coin on each request (a model's
+// run-to-run noise, which repetitions measure). The zero value makes no
+// mistake.
 type ErrorModel struct {
 	Seed int64 `json:"seed"`
 	// Miss is, per category, the chance a chat the rules flag with it is
@@ -29,8 +31,8 @@ type ErrorModel struct {
 	// HardNegative is the chance a chat with weak signals only (a hard
 	// negative: it looks like abuse and is not) is flagged anyway.
 	HardNegative float64 `json:"hard_negative,omitempty"`
-	// Nondeterminism is the share of chats whose mistakes are drawn anew
-	// on every request, so that repetitions disagree.
+	// Nondeterminism is the share of unstable chats, whose mistakes are
+	// a coin toss on every request, so that repetitions disagree.
 	Nondeterminism float64 `json:"nondeterminism,omitempty"`
 }
 
@@ -85,11 +87,22 @@ func cloneRates(m map[pipeline.Category]float64) map[pipeline.Category]float64 {
 	return out
 }
 
-// draw is the uniform number of one decision (salt) about one chat.
-func (e ErrorModel) draw(block, salt string, fresh bool) float64 {
-	if fresh {
-		return rand.Float64()
+// makes says whether the mistake salt, made at rate, is made on this
+// request: by the chat's seeded draw, or by an even coin for an unstable
+// chat.
+func (e ErrorModel) makes(block, salt string, rate float64, unstable bool) bool {
+	switch {
+	case rate <= 0:
+		return false
+	case unstable:
+		return rand.Float64() < 0.5
 	}
+	return e.draw(block, salt) < rate
+}
+
+// draw is the seeded uniform number of one decision (salt) about one
+// chat.
+func (e ErrorModel) draw(block, salt string) float64 {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%d\x00%s\x00%s", e.Seed, salt, block)
 	return float64(h.Sum64()>>11) / (1 << 53)
@@ -101,7 +114,7 @@ func (e ErrorModel) apply(a Analysis, block string) Analysis {
 	if !e.on() || block == "" {
 		return a
 	}
-	fresh := e.draw(block, "nondeterminism", false) < e.Nondeterminism
+	unstable := e.draw(block, "nondeterminism") < e.Nondeterminism
 	out := a
 	out.Signals = slices.Clone(a.Signals)
 	verdict := judgeAnswer(a)
@@ -111,25 +124,26 @@ func (e ErrorModel) apply(a Analysis, block string) Analysis {
 		if !ok {
 			rate = e.Miss["*"]
 		}
-		if e.draw(block, "miss", fresh) < rate {
+		if e.makes(block, "miss", rate, unstable) {
 			for i := range out.Signals {
 				out.Signals[i].Severity = min(out.Signals[i].Severity, 1)
 			}
 		}
 	case len(a.Signals) > 0:
-		if e.draw(block, "hard", fresh) < e.HardNegative {
+		if e.makes(block, "hard", e.HardNegative, unstable) {
 			out.Signals[0].Severity = 2
 		}
 	default:
-		return e.falseAlarm(out, block, fresh)
+		return e.falseAlarm(out, block)
 	}
 	return out
 }
 
 // falseAlarm flags a chat without signals with a category drawn from the
-// false-alarm rates (in category order), citing its first message.
-func (e ErrorModel) falseAlarm(a Analysis, block string, fresh bool) Analysis {
-	u, acc := e.draw(block, "false_alarm", fresh), 0.0
+// false-alarm rates (in category order), citing its first message. False
+// alarms are always the seeded draw's: the noise is in the flagged chats.
+func (e ErrorModel) falseAlarm(a Analysis, block string) Analysis {
+	u, acc := e.draw(block, "false_alarm"), 0.0
 	for _, c := range pipeline.AbuseCategories {
 		acc += e.FalseAlarm[c]
 		if u >= acc {

@@ -34,7 +34,7 @@ func main() {
 func run() error {
 	worker := flag.String("worker", "bin/worker", "the worker binary")
 	out := flag.String("out", "docs/eval/sample", "report directory")
-	rooms := flag.Int("rooms", 400, "labelled sample rooms to review")
+	rooms := flag.Int("rooms", 600, "labelled sample rooms to review")
 	suite := flag.String("injection-suite", "pipeline/review/testdata/injection_suite.jsonl", "the injection suite")
 	conc := flag.String("concurrency", "16,64", "the concurrency sweep")
 	reps := flag.Int("repetitions", 2, "repetitions per step (2 or more measures the noise floor)")
@@ -91,10 +91,10 @@ func note(profiles []evalsample.Profile) string {
 	b.WriteString("**These endpoints are simulators (deploy/local/llmsim), not models.** Their answers come from a rule engine " +
 		"and their timing from the profile below, so this report measures the mechanics (prompts, prefix caching, queueing, " +
 		"the report's arithmetic), not model quality or real GPU speed. Their mistakes are planted by a seeded error model " +
-		"(llmsim's ErrorModel): the managed API and bf16 make the same few at the same rates, fp8 is planted worse on " +
-		"phishing links and off-platform contact, so the paired comparison has a real difference to find. Made by `make eval-sample`; the same `worker eval` " +
+		"(llmsim's ErrorModel): the managed API and bf16 make the same few at the same rates, fp8 is planted worse " +
+		"(phishing links most), so the paired comparison has a real difference to find. Made by `make eval-sample`; the same `worker eval` " +
 		"command runs unchanged against real vLLM and managed endpoints. Prices are placeholders.\n\n")
-	b.WriteString("| profile | shaped like | TTFT | time per output token | extra TTFT per image | per image URL fetched | misses (all / planted) | price |\n| --- | --- | ---: | ---: | ---: | ---: | --- | --- |\n")
+	b.WriteString("| profile | shaped like | TTFT | time per output token | extra TTFT per image | per image URL fetched | misses (all; phishing_link) | price |\n| --- | --- | ---: | ---: | ---: | ---: | --- | --- |\n")
 	like := map[string]string{"bf16": "self-hosted, BF16 weights", "fp8": "self-hosted, FP8 weights (faster decode)", "managed": "managed API (slower TTFT, slow image stage)"}
 	for _, p := range profiles {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | `%s` |\n", p.Name, like[p.Name], p.Config.TTFT, p.Config.ITL, p.Config.ImageTTFT,
@@ -106,7 +106,7 @@ func note(profiles []evalsample.Profile) string {
 // missText is an error model's miss rates, "*" first.
 func missText(e llmsim.ErrorModel) string {
 	parts := []string{fmt.Sprintf("%.0f %%", 100*e.Miss["*"])}
-	for _, c := range []pipeline.Category{pipeline.CategoryPhishingLink, pipeline.CategoryOffPlatform} {
+	for _, c := range []pipeline.Category{pipeline.CategoryPhishingLink} {
 		if r, ok := e.Miss[c]; ok {
 			parts = append(parts, fmt.Sprintf("%s %.0f %%", c, 100*r))
 		}
