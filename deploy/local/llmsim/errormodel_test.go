@@ -1,7 +1,11 @@
 package llmsim
 
 import (
+	"io"
+	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -76,4 +80,35 @@ func TestErrorModelIsSeededAndNoisyOnlyWhereAsked(t *testing.T) {
 	e.Nondeterminism = 1
 	require.NotEqual(t, missed(e), missed(e))
 	require.Error(t, Config{Errors: ErrorModel{HardNegative: 2}}.Errors.validate())
+}
+
+func TestImageURLsPayTheFetchAndDataURLsDoNot(t *testing.T) {
+	t.Parallel()
+	cfg := Config{ImageTTFT: 100 * time.Millisecond, ImageURLFetch: 600 * time.Millisecond}
+	require.Equal(t, 700*time.Millisecond, imageTTFT(&cfg, []string{"https://img.example-market.test/a.jpg"}))
+	require.Equal(t, 100*time.Millisecond, imageTTFT(&cfg, []string{"data:image/jpeg;base64,AAAA"}))
+	require.Zero(t, imageTTFT(&cfg, nil))
+}
+
+func TestVersionAndMaxModelLenAnswerAsVLLMDoes(t *testing.T) {
+	t.Parallel()
+	cfg := fastConfig()
+	cfg.Version, cfg.MaxModelLen = "0.0-sim", 4096
+	f := setup(t, cfg, nil)
+	get := func(path string) (int, string) {
+		resp, err := http.Get(strings.TrimSuffix(f.run.URL, "/v1") + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	code, body := get("/version")
+	require.Equal(t, http.StatusOK, code)
+	require.JSONEq(t, `{"version":"0.0-sim"}`, body)
+	_, body = get("/v1/models")
+	require.Contains(t, body, `"max_model_len":4096`)
+	require.NoError(t, f.sim.UpdateConfig(func(c *Config) { c.Version = "" }))
+	code, _ = get("/version")
+	require.Equal(t, http.StatusNotFound, code, "no version: answered as a managed API, 404")
 }

@@ -338,12 +338,7 @@ func (s *Server) readCall(w http.ResponseWriter, r *http.Request, c *call) error
 	}
 	c.model = req.Model
 	for _, m := range req.Messages {
-		c.ttft += c.cfg.ImageTTFT * time.Duration(len(m.Content.images))
-		for _, u := range m.Content.images {
-			if !strings.HasPrefix(u, "data:") {
-				c.ttft += c.cfg.ImageURLFetch
-			}
-		}
+		c.ttft += imageTTFT(c.cfg, m.Content.images)
 	}
 	if st := stageOf(req.ResponseFormat); st != "" {
 		c.stage = string(st)
@@ -603,4 +598,18 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, c *call, con
 
 func (s *Server) newID() string {
 	return "chatcmpl-sim" + strconv.FormatUint(s.seq.Add(1), 16)
+}
+
+// imageTTFT is what a request's image parts add to its TTFT: the vision
+// encoder's time for each, and the fetch for each given as a URL rather
+// than inline as a data: URL.
+func imageTTFT(cfg *Config, images []string) time.Duration {
+	var d time.Duration
+	for _, u := range images {
+		d += cfg.ImageTTFT
+		if !strings.HasPrefix(u, "data:") {
+			d += cfg.ImageURLFetch
+		}
+	}
+	return d
 }
