@@ -60,7 +60,8 @@ func runEval(ctx context.Context, args []string, getenv func(string) string, std
 	)
 	fs := cli.NewFlagSet("worker eval", "Runs a labelled set (case files, the injection suite) through OpenAI-compatible endpoints with the\n"+
 		"production stages and prompts, and writes DIR/report.md with plots: latency, tokens, goodput, quality, injection\n"+
-		"robustness, agreement, cost. API keys come from CHATGUARD_EVAL_<NAME>_API_KEY, never from flags.")
+		"robustness, agreement, cost, and with --reference a paired comparison and a decision line per candidate. API keys\n"+
+		"come from CHATGUARD_EVAL_<NAME>_API_KEY, never from flags.")
 	fs.Var(&endpoints, "endpoint", "an endpoint under test, name=base_url,model (repeat the flag; ';' separates several in the environment)")
 	fs.Var(&cases, "cases", "a labelled case file, JSONL of pipeline/eval.Case (repeatable)")
 	fs.Var(&suites, "injection-suite", "an injection suite file (pipeline/review/testdata/injection_suite.jsonl format; repeatable)")
