@@ -16,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/cmd/internal/reviewers"
 	"github.com/chatguard/chatguard/pipeline/eval"
 	"github.com/chatguard/chatguard/pipeline/llm"
 )
@@ -57,11 +58,13 @@ func runEval(ctx context.Context, args []string, getenv func(string) string, std
 		power                            = eval.DefaultPower
 		maxLoss                          = "1"
 		seed                             = 1
+		img                              = reviewers.DefaultOptions()
 	)
 	fs := cli.NewFlagSet("worker eval", "Runs a labelled set (case files, the injection suite) through OpenAI-compatible endpoints with the\n"+
 		"production stages and prompts, and writes DIR/report.md with plots: latency, tokens, goodput, quality, injection\n"+
-		"robustness, agreement, cost, and with --reference a paired comparison and a decision line per candidate. API keys\n"+
-		"come from CHATGUARD_EVAL_<NAME>_API_KEY, never from flags.")
+		"robustness, agreement, cost, and with --reference a paired comparison and a decision line per candidate. With\n"+
+		"--image-hosts images pass the worker's gate; --image-inline reviews the image cases once more inline, to compare.\n"+
+		"API keys come from CHATGUARD_EVAL_<NAME>_API_KEY, never from flags.")
 	fs.Var(&endpoints, "endpoint", "an endpoint under test, name=base_url,model (repeat the flag; ';' separates several in the environment)")
 	fs.Var(&cases, "cases", "a labelled case file, JSONL of pipeline/eval.Case (repeatable)")
 	fs.Var(&suites, "injection-suite", "an injection suite file (pipeline/review/testdata/injection_suite.jsonl format; repeatable)")
@@ -81,6 +84,7 @@ func runEval(ctx context.Context, args []string, getenv func(string) string, std
 	fs.StringVar(&reference, "reference", "the endpoint the others are compared with pair by pair (intervals, McNemar, flips, a decision line each); empty: none")
 	fs.Float64Var(&power, "power", "power at which the report states the smallest recall loss the set can detect")
 	fs.StringVar(&maxLoss, "max-recall-loss", "the recall loss (points) a candidate may have against --reference: N for overall and every category, then CATEGORY=N,... (e.g. 1,phishing_link=0.5)")
+	img.ImageFlags(fs)
 	fs.IntVar(&seed, "seed", "seed of the paired bootstrap (the same seed gives the same intervals)")
 	if err := fs.Parse(args, getenv); errors.Is(err, cli.ErrHelp) {
 		fs.Usage(stdout)
@@ -119,7 +123,7 @@ func runEval(ctx context.Context, args []string, getenv func(string) string, std
 			errs = append(errs, fmt.Errorf("--price %s: no endpoint of that name", name))
 		}
 	}
-	errs = append(errs, applyNotes(cfg.Endpoints, notes))
+	errs = append(errs, applyNotes(cfg.Endpoints, notes), imageGates(&cfg, img))
 	for _, c := range strings.Split(conc, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(c))
 		if err != nil {
@@ -255,4 +259,29 @@ func applyNotes(eps []eval.Endpoint, notes []string) error {
 		eps[i].Notes = strings.TrimSpace(text)
 	}
 	return errors.Join(errs...)
+}
+
+// imageGates sets the worker's image gate on cfg when --image-hosts is
+// given (without it the chats' URLs go as they are, as before the flags
+// existed), and with --image-inline the inlining gate of the extra pass.
+func imageGates(cfg *eval.Config, img reviewers.Options) error {
+	if img.ImageHosts == "" {
+		if img.ImageInline {
+			return errors.New("--image-inline needs --image-hosts")
+		}
+		return nil
+	}
+	g, err := img.ImageGate(false)
+	if err != nil {
+		return err
+	}
+	cfg.Images = g
+	if img.ImageInline {
+		in, err := img.ImageGate(true)
+		if err != nil {
+			return err
+		}
+		cfg.InlineImages = in
+	}
+	return nil
 }

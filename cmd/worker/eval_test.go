@@ -14,11 +14,11 @@ func TestEvalUsageErrorsAreListedTogether(t *testing.T) {
 	t.Parallel()
 	var out, errOut bytes.Buffer
 	code := run(context.Background(), []string{"eval", "--endpoint", "bad", "--sweep", "1,x", "--price", "nope=prompt=1", "--plot-format", "gif",
-		"--max-recall-loss", "1,phishing_link", "--endpoint-note", "nope=dtype=fp8", "--reference", "zzz", "--power", "1.5"},
+		"--max-recall-loss", "1,phishing_link", "--endpoint-note", "nope=dtype=fp8", "--reference", "zzz", "--power", "1.5", "--image-inline"},
 		func(string) string { return "" }, &out, &errOut)
 	require.Equal(t, 2, code)
 	for _, want := range []string{"name=base_url,model", "--sweep", "--price nope", "--plot-format", "no cases",
-		"--max-recall-loss", "--endpoint-note nope", `reference "zzz"`, "power 1.5"} {
+		"--max-recall-loss", "--endpoint-note nope", `reference "zzz"`, "power 1.5", "--image-inline needs --image-hosts"} {
 		require.Contains(t, errOut.String(), want)
 	}
 }

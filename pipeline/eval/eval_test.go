@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -270,4 +271,60 @@ func TestPairedComparisonDecides(t *testing.T) {
 func withMargin(r Result, m float64) Result {
 	r.Config.MaxRecallLoss.Default = m
 	return r
+}
+
+// inlineGate stands in for the worker's inlining gate: every image is
+// "fetched" and sent as a data: URL.
+type inlineGate struct{ calls atomic.Int64 }
+
+func (g *inlineGate) Admit(context.Context, string) (string, error) {
+	g.calls.Add(1)
+	return "data:image/jpeg;base64,AAAA", nil
+}
+
+// TestInlineImagesSkipTheServersFetch reviews an image case with its URL
+// and inline against a simulator whose image-URL fetch costs 300ms: the
+// report shows the vision stage paying it with URLs only.
+func TestInlineImagesSkipTheServersFetch(t *testing.T) {
+	t.Parallel()
+	sim := standin.StartLLM(t, standin.LLMOptions{Name: "primary", Model: "m", Config: `{"ttft":"1ms","itl":"0s","image_url_fetch":"300ms"}`})
+	at := time.Date(2026, 11, 1, 3, 0, 0, 0, time.UTC)
+	img := Case{ID: "img", Source: SourceSample, Truth: &Truth{Label: pipeline.LabelClean, Category: pipeline.CategoryClean}, Messages: []pipeline.ChatMessage{
+		{MessageID: "m1", SenderID: "s", SenderRole: pipeline.RoleSeller, SentAt: at, Kind: pipeline.KindText, Text: "사진 보내드릴게요"},
+		{MessageID: "m2", SenderID: "s", SenderRole: pipeline.RoleSeller, SentAt: at.Add(time.Minute), Kind: pipeline.KindImage,
+			ImageURL: "https://img.example-market.test/rooms/r1/m2-qr_code.png"}, // a rule flags it, so vision looks
+
+	}}
+	text := img
+	text.ID, text.Messages = "text", img.Messages[:1]
+	gate := &inlineGate{}
+	cfg := Config{Endpoints: []Endpoint{{Name: "a", BaseURL: sim.BaseURL, Model: "m"}}, Cases: []Case{img, text},
+		Concurrency: []int{1}, Repetitions: 1, TTFTSLO: time.Second, ReviewTimeout: 30 * time.Second, InlineImages: gate}
+	require.Equal(t, 3, cfg.Total(), "two cases, and the image case again inline")
+	res, err := Run(t.Context(), cfg)
+	require.NoError(t, err)
+	require.Len(t, res.Inline, 1)
+	require.True(t, res.Inline[0].OK(), res.Inline[0].Err)
+	require.Positive(t, gate.calls.Load())
+	var url, inline time.Duration
+	for _, r := range res.Reviews {
+		for _, sr := range r.Verdict.Stages {
+			if r.Case.ID == "img" && sr.Stage == pipeline.StageVision {
+				url = sr.TTFT
+			}
+		}
+	}
+	for _, sr := range res.Inline[0].Verdict.Stages {
+		if sr.Stage == pipeline.StageVision {
+			inline = sr.TTFT
+		}
+	}
+	require.GreaterOrEqual(t, url, 300*time.Millisecond, "the server fetched the URL")
+	require.Less(t, inline, url, "inline: no fetch")
+	dir := t.TempDir()
+	require.NoError(t, WriteReport(dir, res, Summarise(res), ReportOptions{Format: "png"}))
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	require.NoError(t, err)
+	require.Contains(t, string(md), "## Image stage: URLs and inline")
+	require.Contains(t, string(md), "| a | inline | 1 |")
 }

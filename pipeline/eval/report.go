@@ -148,7 +148,7 @@ type section func(b *strings.Builder, res Result, s Summary, opt ReportOptions)
 
 func writeMarkdown(w io.Writer, res Result, s Summary, opt ReportOptions) error {
 	var b strings.Builder
-	for _, sec := range []section{writeHeader, writeServers, writeDecisions, writeLatency, writeGoodput, writeQuality,
+	for _, sec := range []section{writeHeader, writeServers, writeDecisions, writeLatency, writeImages, writeGoodput, writeQuality,
 		writePaired, writeFlips, writeRobustness, writeAgreement, writeCost, writeModerators} {
 		sec(&b, res, s, opt)
 	}

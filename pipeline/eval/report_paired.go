@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/eval/stats"
 )
 
@@ -101,5 +102,45 @@ func writeFlips(b *strings.Builder, res Result, s Summary, _ ReportOptions) {
 	}
 	if res.Config.Repetitions < 2 {
 		b.WriteString("\nOne repetition: no noise floor was measured.\n")
+	}
+}
+
+// writeImages compares the image stage with URLs (the sweep's first
+// repetition at the lowest concurrency, image cases only) and inline.
+func writeImages(b *strings.Builder, res Result, _ Summary, _ ReportOptions) {
+	if res.Config.InlineImages == nil {
+		return
+	}
+	ids := map[string]bool{}
+	for _, c := range imageCases(res.Cases) {
+		ids[c.ID] = true
+	}
+	low := lowest(res)
+	b.WriteString("\n## Image stage: URLs and inline\n\nThe cases with images, reviewed with their image URLs (the model server fetches them) " +
+		"and again with `--image-inline` (fetched here through the worker's gate and sent as data: URLs), first repetition, " +
+		fmt.Sprintf("concurrency %d.\n\n", low))
+	b.WriteString("| endpoint | images | vision calls | TTFT p50 ms | TTFT p95 ms | wall p50 ms |\n| --- | --- | ---: | ---: | ---: | ---: |\n")
+	for _, ep := range res.Endpoints {
+		var url, inline []Review
+		for _, r := range res.Reviews {
+			if r.Endpoint == ep.Name && r.Concurrency == low && r.Rep == 0 && ids[r.Case.ID] {
+				url = append(url, r)
+			}
+		}
+		for _, r := range res.Inline {
+			if r.Endpoint == ep.Name {
+				inline = append(inline, r)
+			}
+		}
+		for _, m := range []struct {
+			mode string
+			rs   []Review
+		}{{"URLs", url}, {"inline", inline}} {
+			for _, st := range stageStats(ep.Name, low, m.rs) {
+				if st.Stage == pipeline.StageVision {
+					fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s |\n", ep.Name, m.mode, st.Calls, ms(st.TTFTp50), ms(st.TTFTp95), ms(st.Wallp50))
+				}
+			}
+		}
 	}
 }

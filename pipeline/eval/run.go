@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -86,6 +87,14 @@ type Config struct {
 	Transport http.RoundTripper
 	// Clock times the reviews and the run (nil: the wall clock).
 	Clock clock.Clock
+	// Images, when set, vets every image URL as the worker does (its
+	// --image-hosts gate); nil sends the chat's URLs as they are.
+	Images pipeline.ImageGate
+	// InlineImages, when set, is the worker's gate fetching images here
+	// and sending them as data: URLs: every case with an image is then
+	// reviewed once more with it, at the lowest concurrency, so the
+	// report shows the image stage with URLs and inline side by side.
+	InlineImages pipeline.ImageGate
 
 	// Reference names the endpoint the others are compared with, pair by
 	// pair (empty: no paired comparison).
@@ -173,7 +182,25 @@ func (c Config) validatePaired(names map[string]bool) error {
 
 // Total is how many reviews the run makes.
 func (c Config) Total() int {
-	return len(c.Endpoints) * len(c.Concurrency) * c.Repetitions * len(c.Cases)
+	n := len(c.Endpoints) * len(c.Concurrency) * c.Repetitions * len(c.Cases)
+	if c.InlineImages != nil {
+		n += len(c.Endpoints) * len(imageCases(c.Cases))
+	}
+	return n
+}
+
+// imageCases are the cases with at least one image.
+func imageCases(cases []Case) []Case {
+	var out []Case
+	for _, c := range cases {
+		for _, m := range c.Messages {
+			if m.ImageURL != "" {
+				out = append(out, c)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // Review is one case reviewed once.
@@ -208,6 +235,8 @@ type Result struct {
 	Finished  time.Time
 	Reviews   []Review
 	Steps     []Step
+	// Inline are the image cases reviewed again with InlineImages.
+	Inline []Review
 	// Facts are what each endpoint said about itself, by name.
 	Facts map[string]ServerFacts
 }
@@ -238,12 +267,16 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if err != nil {
 			return res, fmt.Errorf("eval: endpoint %s: %w", ep.Name, err)
 		}
-		rv, err := review.New(review.Config{}, router, nil, nil)
+		rv, err := review.New(review.Config{Images: cfg.Images}, router, nil, nil)
 		if err != nil {
 			return res, fmt.Errorf("eval: endpoint %s: %w", ep.Name, err)
 		}
 		res.Facts[ep.Name] = askServer(ctx, cfg, ep)
-		if err := runSweep(ctx, cfg, rv, ep.Name, &res); err != nil {
+		err = runSweep(ctx, cfg, rv, ep.Name, &res)
+		if err == nil && cfg.InlineImages != nil {
+			err = runInline(ctx, cfg, router, ep.Name, &res)
+		}
+		if err != nil {
 			res.Finished = clk.Now().UTC()
 			return res, err
 		}
@@ -264,6 +297,26 @@ func runSweep(ctx context.Context, cfg Config, rv *review.Reviewer, name string,
 				return fmt.Errorf("eval: %w", err)
 			}
 		}
+	}
+	return nil
+}
+
+// runInline reviews the image cases once more with the inline gate, at
+// the lowest concurrency, into res.Inline.
+func runInline(ctx context.Context, cfg Config, router *llm.Router, name string, res *Result) error {
+	rv, err := review.New(review.Config{Images: cfg.InlineImages}, router, nil, nil)
+	if err != nil {
+		return fmt.Errorf("eval: endpoint %s: %w", name, err)
+	}
+	c := cfg
+	c.Cases = imageCases(cfg.Cases)
+	if len(c.Cases) == 0 {
+		return nil
+	}
+	_, reviews := runStep(ctx, c, rv, name, slices.Min(cfg.Concurrency), 0)
+	res.Inline = append(res.Inline, reviews...)
+	if err := context.Cause(ctx); err != nil {
+		return fmt.Errorf("eval: %w", err)
 	}
 	return nil
 }
