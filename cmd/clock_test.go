@@ -30,7 +30,6 @@ var clockExceptions = map[string]string{
 	"pipeline/batchrun/batchrun.go":           "not moved to internal/clock yet",
 	"pipeline/capacity/capacitytest/suite.go": "not moved to internal/clock yet",
 	"pipeline/capacity/local.go":              "not moved to internal/clock yet",
-	"pipeline/eval/run.go":                    "not moved to internal/clock yet",
 	"pipeline/health/health.go":               "not moved to internal/clock yet",
 	"pipeline/llm/config.go":                  "not moved to internal/clock yet",
 	"pipeline/llm/fleet.go":                   "not moved to internal/clock yet",

@@ -24,7 +24,6 @@ const maxFuncLines = 80
 var funcLenExceptions = map[string]string{
 	"pipeline/batchrun/batchrun.go:Runner.Run":    "not split yet",
 	"pipeline/capacity/capacitytest/suite.go:Run": "not split yet",
-	"pipeline/eval/report.go:writeMarkdown":       "not split yet",
 	"pipeline/llm/attempt.go:Router.attempt":      "not split yet",
 	"pipeline/llm/router.go:Router.Complete":      "not split yet",
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/cmd/internal/reviewers"
 	"github.com/chatguard/chatguard/pipeline/eval"
 	"github.com/chatguard/chatguard/pipeline/llm"
 )
@@ -51,10 +53,18 @@ func runEval(ctx context.Context, args []string, getenv func(string) string, std
 		out                              = "eval-report"
 		format                           = "svg"
 		title, note, feedback            string
+		notes                            listFlag
+		reference                        string
+		power                            = eval.DefaultPower
+		maxLoss                          = "1"
+		seed                             = 1
+		img                              = reviewers.DefaultOptions()
 	)
 	fs := cli.NewFlagSet("worker eval", "Runs a labelled set (case files, the injection suite) through OpenAI-compatible endpoints with the\n"+
 		"production stages and prompts, and writes DIR/report.md with plots: latency, tokens, goodput, quality, injection\n"+
-		"robustness, agreement, cost. API keys come from CHATGUARD_EVAL_<NAME>_API_KEY, never from flags.")
+		"robustness, agreement, cost, and with --reference a paired comparison and a decision line per candidate. With\n"+
+		"--image-hosts images pass the worker's gate; --image-inline reviews the image cases once more inline, to compare.\n"+
+		"API keys come from CHATGUARD_EVAL_<NAME>_API_KEY, never from flags.")
 	fs.Var(&endpoints, "endpoint", "an endpoint under test, name=base_url,model (repeat the flag; ';' separates several in the environment)")
 	fs.Var(&cases, "cases", "a labelled case file, JSONL of pipeline/eval.Case (repeatable)")
 	fs.Var(&suites, "injection-suite", "an injection suite file (pipeline/review/testdata/injection_suite.jsonl format; repeatable)")
@@ -70,14 +80,23 @@ func runEval(ctx context.Context, args []string, getenv func(string) string, std
 	fs.StringVar(&title, "title", "report title")
 	fs.StringVar(&note, "note", "a paragraph printed under the title (say what the endpoints are)")
 	fs.StringVar(&feedback, "moderator-feedback", "lake events as JSONL; its moderator_feedback events add the agreement with moderators")
+	fs.Var(&notes, "endpoint-note", "how an endpoint is served, printed in the report: NAME=dtype=fp8,kv-cache-dtype=fp8,tp=2,spec-decode=off (free text after NAME=; repeatable)")
+	fs.StringVar(&reference, "reference", "the endpoint the others are compared with pair by pair (intervals, McNemar, flips, a decision line each); empty: none")
+	fs.Float64Var(&power, "power", "power at which the report states the smallest recall loss the set can detect")
+	fs.StringVar(&maxLoss, "max-recall-loss", "the recall loss (points) a candidate may have against --reference: N for overall and every category, then CATEGORY=N,... (e.g. 1,phishing_link=0.5)")
+	img.ImageFlags(fs)
+	fs.IntVar(&seed, "seed", "seed of the paired bootstrap (the same seed gives the same intervals)")
 	if err := fs.Parse(args, getenv); errors.Is(err, cli.ErrHelp) {
 		fs.Usage(stdout)
 		return 0
 	} else if err != nil {
 		return cli.Fail(stderr, "worker eval", err)
 	}
-	cfg := eval.Config{Repetitions: reps, TTFTSLO: slo, ReviewTimeout: timeout}
+	cfg := eval.Config{Repetitions: reps, TTFTSLO: slo, ReviewTimeout: timeout, Reference: reference, Power: power, Seed: uint64(seed)}
 	var errs []error
+	margins, err := parseMargins(maxLoss)
+	errs = append(errs, err)
+	cfg.MaxRecallLoss = margins
 	for _, s := range endpoints {
 		ep, err := eval.ParseEndpoint(s)
 		if err != nil {
@@ -104,6 +123,7 @@ func runEval(ctx context.Context, args []string, getenv func(string) string, std
 			errs = append(errs, fmt.Errorf("--price %s: no endpoint of that name", name))
 		}
 	}
+	errs = append(errs, applyNotes(cfg.Endpoints, notes), imageGates(&cfg, img))
 	for _, c := range strings.Split(conc, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(c))
 		if err != nil {
@@ -201,4 +221,67 @@ func commandLine(args []string) string {
 		parts = append(parts, a)
 	}
 	return strings.Join(parts, " ")
+}
+
+// parseMargins reads --max-recall-loss: points for overall and every
+// category, then CATEGORY=points pairs.
+func parseMargins(s string) (eval.Margins, error) {
+	m := eval.Margins{PerCategory: map[string]float64{}}
+	for i, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		name, val, named := strings.Cut(part, "=")
+		if !named {
+			val = name
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+		if err != nil || v < 0 || v >= 100 || (i == 0) == named {
+			return m, fmt.Errorf("--max-recall-loss %q: want N (points) then CATEGORY=N,... with N in [0, 100)", s)
+		}
+		if named {
+			m.PerCategory[strings.TrimSpace(name)] = v / 100
+		} else {
+			m.Default = v / 100
+		}
+	}
+	return m, nil
+}
+
+// applyNotes sets each --endpoint-note NAME=text on its endpoint.
+func applyNotes(eps []eval.Endpoint, notes []string) error {
+	var errs []error
+	for _, n := range notes {
+		name, text, _ := strings.Cut(n, "=")
+		i := slices.IndexFunc(eps, func(e eval.Endpoint) bool { return e.Name == name })
+		if i < 0 {
+			errs = append(errs, fmt.Errorf("--endpoint-note %s: no endpoint of that name", name))
+			continue
+		}
+		eps[i].Notes = strings.TrimSpace(text)
+	}
+	return errors.Join(errs...)
+}
+
+// imageGates sets the worker's image gate on cfg when --image-hosts is
+// given (without it the chats' URLs go as they are, as before the flags
+// existed), and with --image-inline the inlining gate of the extra pass.
+func imageGates(cfg *eval.Config, img reviewers.Options) error {
+	if img.ImageHosts == "" {
+		if img.ImageInline {
+			return errors.New("--image-inline needs --image-hosts")
+		}
+		return nil
+	}
+	g, err := img.ImageGate(false)
+	if err != nil {
+		return err
+	}
+	cfg.Images = g
+	if img.ImageInline {
+		in, err := img.ImageGate(true)
+		if err != nil {
+			return err
+		}
+		cfg.InlineImages = in
+	}
+	return nil
 }

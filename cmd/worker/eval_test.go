@@ -13,10 +13,12 @@ import (
 func TestEvalUsageErrorsAreListedTogether(t *testing.T) {
 	t.Parallel()
 	var out, errOut bytes.Buffer
-	code := run(context.Background(), []string{"eval", "--endpoint", "bad", "--sweep", "1,x", "--price", "nope=prompt=1", "--plot-format", "gif"},
+	code := run(context.Background(), []string{"eval", "--endpoint", "bad", "--sweep", "1,x", "--price", "nope=prompt=1", "--plot-format", "gif",
+		"--max-recall-loss", "1,phishing_link", "--endpoint-note", "nope=dtype=fp8", "--reference", "zzz", "--power", "1.5", "--image-inline"},
 		func(string) string { return "" }, &out, &errOut)
 	require.Equal(t, 2, code)
-	for _, want := range []string{"name=base_url,model", "--sweep", "--price nope", "--plot-format", "no cases"} {
+	for _, want := range []string{"name=base_url,model", "--sweep", "--price nope", "--plot-format", "no cases",
+		"--max-recall-loss", "--endpoint-note nope", `reference "zzz"`, "power 1.5", "--image-inline needs --image-hosts"} {
 		require.Contains(t, errOut.String(), want)
 	}
 }
@@ -41,4 +43,17 @@ func TestEvalWritesAReportWithTheKeyFromTheEnvironment(t *testing.T) {
 	require.NotContains(t, string(md), "sekret-key")
 	require.Positive(t, sim.Stats(t).ChatRequests("ok"))
 	require.Equal(t, "worker eval --note '(the note above)' --out 'a b'", commandLine([]string{"--note", "x\ny", "--out", "a b"}))
+}
+
+func TestParseMargins(t *testing.T) {
+	t.Parallel()
+	m, err := parseMargins("1, phishing_link=0.5")
+	require.NoError(t, err)
+	require.InDelta(t, 0.01, m.Default, 1e-12)
+	require.InDelta(t, 0.005, m.For("phishing_link"), 1e-12)
+	require.InDelta(t, 0.01, m.For("spam"), 1e-12)
+	for _, bad := range []string{"", "x", "phishing_link=0.5", "1,2", "-1", "100"} {
+		_, err := parseMargins(bad)
+		require.Error(t, err, bad)
+	}
 }

@@ -1,6 +1,8 @@
 package eval
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/chatguard/chatguard/internal/standin"
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/eval/stats"
 )
 
 func TestMain(m *testing.M) { standin.Main(m) }
@@ -164,7 +167,7 @@ func TestModeratorFeedbackPrecisionPerCategoryAndWeek(t *testing.T) {
 // simulated endpoints and checks the report's figures and files.
 func TestRunAndReportAgainstTheSimulator(t *testing.T) {
 	t.Parallel()
-	sim := standin.StartLLM(t, standin.LLMOptions{Name: "primary", Model: "m", Config: `{"ttft":"1ms","itl":"0s"}`})
+	sim := standin.StartLLM(t, standin.LLMOptions{Name: "primary", Model: "m", Config: `{"ttft":"1ms","itl":"0s","version":"0.0-sim","max_model_len":32768}`})
 	f, err := os.Open("../review/testdata/injection_suite.jsonl")
 	require.NoError(t, err)
 	defer f.Close()
@@ -174,15 +177,18 @@ func TestRunAndReportAgainstTheSimulator(t *testing.T) {
 	cases[1].Truth = &Truth{Label: pipeline.LabelAbusive, Category: pipeline.CategoryExternalPayment}
 	var done atomic.Int64
 	cfg := Config{
-		Endpoints: []Endpoint{{Name: "a", BaseURL: sim.BaseURL, Model: "m"}, {Name: "b", BaseURL: sim.BaseURL, Model: "m"}},
-		Cases:     cases, Concurrency: []int{1, 3}, Repetitions: 1, TTFTSLO: time.Second, ReviewTimeout: 30 * time.Second,
+		Endpoints: []Endpoint{{Name: "a", BaseURL: sim.BaseURL, Model: "m", Notes: "dtype=bf16,tp=1"}, {Name: "b", BaseURL: sim.BaseURL, Model: "m"}},
+		Cases:     cases, Concurrency: []int{1, 3}, Repetitions: 2, TTFTSLO: time.Second, ReviewTimeout: 30 * time.Second,
+		Reference: "a", MaxRecallLoss: Margins{Default: 0.01},
 	}
 	cfg.Progress = func() { done.Add(1) }
 	res, err := Run(t.Context(), cfg)
 	require.NoError(t, err)
 	require.Equal(t, int64(cfg.Total()), done.Load())
-	require.Len(t, res.Reviews, 2*2*6)
-	require.Len(t, res.Steps, 2*2)
+	require.Len(t, res.Reviews, 2*2*2*6)
+	require.Len(t, res.Steps, 2*2*2)
+	require.Equal(t, "0.0-sim", res.Facts["a"].Version)
+	require.Equal(t, []ModelFact{{ID: "m", MaxModelLen: 32768, OwnedBy: "llmsim"}}, res.Facts["a"].Models)
 	for _, r := range res.Reviews {
 		require.True(t, r.OK(), "%s: %s", r.Case.ID, r.Err)
 	}
@@ -198,9 +204,127 @@ func TestRunAndReportAgainstTheSimulator(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(md), "SIMULATED")
 	require.Contains(t, string(md), "## Injection robustness")
+	require.Contains(t, string(md), "| a | "+sim.BaseURL+" | m | 0.0-sim | 32768 | dtype=bf16,tp=1 |")
+	require.Contains(t, string(md), "- b, **overall**: **inconclusive**: the set can only detect", "one positive case cannot decide")
+	require.Contains(t, string(md), "| a | a (repetition 2) | 6 | 0 | 0.0% |")
 	for _, p := range []string{"ttft.png", "wall.png", "goodput.png"} {
 		fi, err := os.Stat(filepath.Join(dir, p))
 		require.NoError(t, err)
 		require.Positive(t, fi.Size())
 	}
+}
+
+// pairedResult is a reference that finds every positive and a candidate
+// that misses the first miss of them, over 300 positive and 100 clean
+// rooms, two repetitions.
+func pairedResult(miss int) Result {
+	var cases []Case
+	for i := range 400 {
+		c := Case{ID: fmt.Sprintf("r%03d", i), Source: SourceSample, Truth: &Truth{Label: pipeline.LabelAbusive, Category: pipeline.CategorySpam}}
+		if i >= 300 {
+			c.Truth = &Truth{Label: pipeline.LabelClean, Category: pipeline.CategoryClean}
+		}
+		cases = append(cases, c)
+	}
+	res := Result{Cases: cases, Endpoints: []Endpoint{{Name: "ref"}, {Name: "cand"}},
+		Config: Config{Concurrency: []int{1}, Repetitions: 2, Reference: "ref", MaxRecallLoss: Margins{Default: 0.01}, Seed: 1}}
+	for rep := range 2 {
+		for i := range cases {
+			c := &cases[i]
+			right := rv("ref", c.ID, c.Truth.Label, c.Truth.Category)
+			right.Case, right.Concurrency, right.Rep = c, 1, rep
+			cand := right
+			cand.Endpoint = "cand"
+			if i < miss {
+				cand.Verdict.Label, cand.Verdict.Category = pipeline.LabelClean, pipeline.CategoryClean
+			}
+			res.Reviews = append(res.Reviews, right, cand)
+		}
+	}
+	return res
+}
+
+func TestPairedComparisonDecides(t *testing.T) {
+	t.Parallel()
+	s := Summarise(pairedResult(30))
+	require.Len(t, s.Paired, 2, "overall and spam")
+	o := s.Paired[0]
+	require.Equal(t, "overall", o.Category)
+	require.Equal(t, 300, o.Positives)
+	require.Equal(t, [2]int{30, 0}, [2]int{o.B, o.C})
+	require.InDelta(t, 0.1, o.Decision.Loss, 1e-9)
+	require.Equal(t, stats.LossDetected, o.Decision.Outcome)
+	require.Less(t, o.Deltas.Recall.Hi, 0.0, "the bootstrap interval of the delta excludes 0")
+	require.Equal(t, [2]int{60, 0}, [2]int{o.Ref.TP - o.Cand.TP, o.Cand.FP}, "both repetitions count")
+
+	same := Summarise(pairedResult(0))
+	require.Equal(t, stats.Inconclusive, same.Paired[0].Decision.Outcome, "0 lost of 300 still allows a loss of 1.3 points")
+	require.Equal(t, stats.NoLossBeyondMargin, Summarise(withMargin(pairedResult(0), 0.02)).Paired[0].Decision.Outcome)
+	require.Equal(t, Flips{A: "ref", B: "cand", Cases: 400, Kappa: 1}, same.Flips[0])
+	require.Equal(t, Flips{A: "ref", B: "ref", Cases: 400, Kappa: 1}, same.Flips[1], "the reference against its second repetition")
+
+	few := Summarise(pairedResult(2))
+	require.Equal(t, stats.Inconclusive, few.Paired[0].Decision.Outcome, "2 of 300: neither significant nor bounded below 1 point")
+	require.Positive(t, few.Paired[0].NeededN)
+}
+
+func withMargin(r Result, m float64) Result {
+	r.Config.MaxRecallLoss.Default = m
+	return r
+}
+
+// inlineGate stands in for the worker's inlining gate: every image is
+// "fetched" and sent as a data: URL.
+type inlineGate struct{ calls atomic.Int64 }
+
+func (g *inlineGate) Admit(context.Context, string) (string, error) {
+	g.calls.Add(1)
+	return "data:image/jpeg;base64,AAAA", nil
+}
+
+// TestInlineImagesSkipTheServersFetch reviews an image case with its URL
+// and inline against a simulator whose image-URL fetch costs 300ms: the
+// report shows the vision stage paying it with URLs only.
+func TestInlineImagesSkipTheServersFetch(t *testing.T) {
+	t.Parallel()
+	sim := standin.StartLLM(t, standin.LLMOptions{Name: "primary", Model: "m", Config: `{"ttft":"1ms","itl":"0s","image_url_fetch":"300ms"}`})
+	at := time.Date(2026, 11, 1, 3, 0, 0, 0, time.UTC)
+	img := Case{ID: "img", Source: SourceSample, Truth: &Truth{Label: pipeline.LabelClean, Category: pipeline.CategoryClean}, Messages: []pipeline.ChatMessage{
+		{MessageID: "m1", SenderID: "s", SenderRole: pipeline.RoleSeller, SentAt: at, Kind: pipeline.KindText, Text: "사진 보내드릴게요"},
+		{MessageID: "m2", SenderID: "s", SenderRole: pipeline.RoleSeller, SentAt: at.Add(time.Minute), Kind: pipeline.KindImage,
+			ImageURL: "https://img.example-market.test/rooms/r1/m2-qr_code.png"}, // a rule flags it, so vision looks
+
+	}}
+	text := img
+	text.ID, text.Messages = "text", img.Messages[:1]
+	gate := &inlineGate{}
+	cfg := Config{Endpoints: []Endpoint{{Name: "a", BaseURL: sim.BaseURL, Model: "m"}}, Cases: []Case{img, text},
+		Concurrency: []int{1}, Repetitions: 1, TTFTSLO: time.Second, ReviewTimeout: 30 * time.Second, InlineImages: gate}
+	require.Equal(t, 3, cfg.Total(), "two cases, and the image case again inline")
+	res, err := Run(t.Context(), cfg)
+	require.NoError(t, err)
+	require.Len(t, res.Inline, 1)
+	require.True(t, res.Inline[0].OK(), res.Inline[0].Err)
+	require.Positive(t, gate.calls.Load())
+	var url, inline time.Duration
+	for _, r := range res.Reviews {
+		for _, sr := range r.Verdict.Stages {
+			if r.Case.ID == "img" && sr.Stage == pipeline.StageVision {
+				url = sr.TTFT
+			}
+		}
+	}
+	for _, sr := range res.Inline[0].Verdict.Stages {
+		if sr.Stage == pipeline.StageVision {
+			inline = sr.TTFT
+		}
+	}
+	require.GreaterOrEqual(t, url, 300*time.Millisecond, "the server fetched the URL")
+	require.Less(t, inline, url, "inline: no fetch")
+	dir := t.TempDir()
+	require.NoError(t, WriteReport(dir, res, Summarise(res), ReportOptions{Format: "png"}))
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	require.NoError(t, err)
+	require.Contains(t, string(md), "## Image stage: URLs and inline")
+	require.Contains(t, string(md), "| a | inline | 1 |")
 }

@@ -85,6 +85,10 @@ type Summary struct {
 	Robustness []Robustness
 	Agreement  []Agreement
 	Cost       []Cost
+	// Paired and Flips are the comparison with Config.Reference (Flips
+	// also holds each endpoint's repetition-to-repetition noise floor).
+	Paired []Paired
+	Flips  []Flips
 }
 
 // Summarise computes the report's figures from a result. Quality,
@@ -133,6 +137,7 @@ func Summarise(res Result) Summary {
 			s.Agreement = append(s.Agreement, agreement(a.Name, b.Name, res.Cases, first[a.Name], first[b.Name]))
 		}
 	}
+	s.Paired, s.Flips = pairedAll(res, conc[0]), flipsAll(res, conc[0])
 	return s
 }
 

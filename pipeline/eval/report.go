@@ -143,15 +143,29 @@ func goodputLines(res Result, s Summary) (*plot.Plot, error) {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.0f", float64(d)/float64(time.Millisecond)) }
 
+// section writes one part of the report.
+type section func(b *strings.Builder, res Result, s Summary, opt ReportOptions)
+
 func writeMarkdown(w io.Writer, res Result, s Summary, opt ReportOptions) error {
 	var b strings.Builder
+	for _, sec := range []section{writeHeader, writeServers, writeDecisions, writeLatency, writeImages, writeGoodput, writeQuality,
+		writePaired, writeFlips, writeRobustness, writeAgreement, writeCost, writeModerators} {
+		sec(&b, res, s, opt)
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("eval: report: %w", err)
+	}
+	return nil
+}
+
+func writeHeader(b *strings.Builder, res Result, _ Summary, opt ReportOptions) {
 	title := opt.Title
 	if title == "" {
 		title = "chatguard endpoint evaluation"
 	}
-	fmt.Fprintf(&b, "# %s\n\n", title)
+	fmt.Fprintf(b, "# %s\n\n", title)
 	if opt.Note != "" {
-		fmt.Fprintf(&b, "%s\n\n", opt.Note)
+		fmt.Fprintf(b, "%s\n\n", opt.Note)
 	}
 	samples, inj := 0, 0
 	for _, c := range res.Cases {
@@ -162,81 +176,88 @@ func writeMarkdown(w io.Writer, res Result, s Summary, opt ReportOptions) error 
 			inj++
 		}
 	}
-	fmt.Fprintf(&b, "Run %s to %s (%s). %d cases (%d labelled sample rooms, %d injection cases with their attack-free bases), "+
+	fmt.Fprintf(b, "Run %s to %s (%s). %d cases (%d labelled sample rooms, %d injection cases with their attack-free bases), "+
 		"concurrency sweep %v, %d repetition(s), TTFT SLO %s.\n\n",
 		res.Started.Format(time.RFC3339), res.Finished.Format(time.RFC3339), res.Finished.Sub(res.Started).Round(time.Second),
 		len(res.Cases), samples, inj, res.Config.Concurrency, res.Config.Repetitions, res.Config.TTFTSLO)
 	if opt.Command != "" {
-		fmt.Fprintf(&b, "Command:\n\n```\n%s\n```\n\n", opt.Command)
+		fmt.Fprintf(b, "Command:\n\n```\n%s\n```\n\n", opt.Command)
 	}
-	b.WriteString("| endpoint | base URL | model |\n| --- | --- | --- |\n")
-	for _, ep := range res.Endpoints {
-		fmt.Fprintf(&b, "| %s | %s | %s |\n", ep.Name, ep.BaseURL, ep.Model)
-	}
+}
 
-	fmt.Fprintf(&b, "\n## Latency and tokens per stage (concurrency %d)\n\n", lowest(res))
-	fmt.Fprintf(&b, "![TTFT](ttft.%s)\n![wall time](wall.%s)\n\n", opt.Format, opt.Format)
+func writeLatency(b *strings.Builder, res Result, s Summary, opt ReportOptions) {
+	fmt.Fprintf(b, "\n## Latency and tokens per stage (concurrency %d)\n\n", lowest(res))
+	fmt.Fprintf(b, "![TTFT](ttft.%s)\n![wall time](wall.%s)\n\n", opt.Format, opt.Format)
 	b.WriteString("| endpoint | stage | calls | TTFT p50 ms | TTFT p95 ms | TPOT p50 ms | TPOT p95 ms | wall p50 ms | wall p95 ms | prompt tok | cached tok | completion tok |\n")
 	b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, st := range s.Stages {
 		if st.Concurrency != lowest(res) {
 			continue
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %.1f | %.1f | %s | %s | %.0f | %.0f | %.0f |\n",
+		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %.1f | %.1f | %s | %s | %.0f | %.0f | %.0f |\n",
 			st.Endpoint, st.Stage, st.Calls, ms(st.TTFTp50), ms(st.TTFTp95),
 			float64(st.TPOTp50)/float64(time.Millisecond), float64(st.TPOTp95)/float64(time.Millisecond),
 			ms(st.Wallp50), ms(st.Wallp95), st.PromptTokens, st.CachedTokens, st.CompletionTokens)
 	}
+}
 
-	fmt.Fprintf(&b, "\n## Throughput and goodput by concurrency\n\n![goodput](goodput.%s)\n\n", opt.Format)
+func writeGoodput(b *strings.Builder, _ Result, s Summary, opt ReportOptions) {
+	fmt.Fprintf(b, "\n## Throughput and goodput by concurrency\n\n![goodput](goodput.%s)\n\n", opt.Format)
 	b.WriteString("| endpoint | in flight | reviews | failed | reviews/s | goodput/s | within SLO | review p50 ms | review p95 ms |\n")
 	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, st := range s.Steps {
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %.2f | %.2f | %.0f%% | %s | %s |\n", st.Endpoint, st.Concurrency, st.Reviews, st.Failed,
+		fmt.Fprintf(b, "| %s | %d | %d | %d | %.2f | %.2f | %.0f%% | %s | %s |\n", st.Endpoint, st.Concurrency, st.Reviews, st.Failed,
 			st.Throughput, st.Goodput, 100*st.SLOShare, ms(st.Wallp50), ms(st.Wallp95))
 	}
+}
 
+func writeQuality(b *strings.Builder, _ Result, s Summary, _ ReportOptions) {
 	b.WriteString("\n## Quality against the labels\n\nA flag is a verdict that is not clean; a category counts when flagged with it. " +
-		"Failed reviews count as misses.\n\n")
+		"Failed reviews count as misses. First repetition, lowest concurrency.\n\n")
 	b.WriteString("| endpoint | category | support | TP | FP | FN | precision | recall | F1 |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, q := range s.Quality {
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %.3f | %.3f | %.3f |\n", q.Endpoint, q.Category, q.Support, q.TP, q.FP, q.FN, q.Precision, q.Recall, q.F1)
+		fmt.Fprintf(b, "| %s | %s | %d | %d | %d | %d | %.3f | %.3f | %.3f |\n", q.Endpoint, q.Category, q.Support, q.TP, q.FP, q.FN, q.Precision, q.Recall, q.F1)
 	}
+}
 
+func writeRobustness(b *strings.Builder, _ Result, s Summary, _ ReportOptions) {
 	b.WriteString("\n## Injection robustness\n\nEach injection case is reviewed with and without its attack message. " +
 		"Changed: the label differs; cleaned: the attack turned a flag into clean (the attacker's aim); flagged: the attacked chat was not clean.\n\n")
 	b.WriteString("| endpoint | pairs | verdict changed | cleaned by the attack | attacked chat flagged |\n| --- | ---: | ---: | ---: | ---: |\n")
 	for _, r := range s.Robustness {
-		fmt.Fprintf(&b, "| %s | %d | %.1f%% | %.1f%% | %.1f%% |\n", r.Endpoint, r.Pairs, 100*r.Changed, 100*r.Cleaned, 100*r.Flagged)
+		fmt.Fprintf(b, "| %s | %d | %.1f%% | %.1f%% | %.1f%% |\n", r.Endpoint, r.Pairs, 100*r.Changed, 100*r.Cleaned, 100*r.Flagged)
 	}
+}
 
-	if len(s.Agreement) > 0 {
-		b.WriteString("\n## Agreement between endpoints\n\n| A | B | cases | same label | same label and category |\n| --- | --- | ---: | ---: | ---: |\n")
-		for _, a := range s.Agreement {
-			fmt.Fprintf(&b, "| %s | %s | %d | %.1f%% | %.1f%% |\n", a.A, a.B, a.Cases, 100*a.Label, 100*a.LabelCategory)
-		}
+func writeAgreement(b *strings.Builder, _ Result, s Summary, _ ReportOptions) {
+	if len(s.Agreement) == 0 {
+		return
 	}
+	b.WriteString("\n## Agreement between endpoints\n\n| A | B | cases | same label | same label and category |\n| --- | --- | ---: | ---: | ---: |\n")
+	for _, a := range s.Agreement {
+		fmt.Fprintf(b, "| %s | %s | %d | %.1f%% | %.1f%% |\n", a.A, a.B, a.Cases, 100*a.Label, 100*a.LabelCategory)
+	}
+}
 
+func writeCost(b *strings.Builder, _ Result, s Summary, _ ReportOptions) {
 	b.WriteString("\n## Cost\n\nAt the prices given per endpoint (`--price NAME=...`; an endpoint without a price shows 0). Every review of the run counts.\n\n")
 	b.WriteString("| endpoint | reviews | prompt tok/review | cached tok/review | completion tok/review | USD/review | USD per 1,000 reviews |\n")
 	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, c := range s.Cost {
-		fmt.Fprintf(&b, "| %s | %d | %.0f | %.0f | %.0f | %.6f | %.4f |\n", c.Endpoint, c.Reviews, c.PromptTokens, c.CachedTokens, c.CompletionTokens, c.USD, c.PerThousand)
+		fmt.Fprintf(b, "| %s | %d | %.0f | %.0f | %.0f | %.6f | %.4f |\n", c.Endpoint, c.Reviews, c.PromptTokens, c.CachedTokens, c.CompletionTokens, c.USD, c.PerThousand)
 	}
+}
 
+func writeModerators(b *strings.Builder, _ Result, _ Summary, opt ReportOptions) {
 	b.WriteString("\n## Agreement with moderators\n\n")
 	if len(opt.Moderators) == 0 {
 		b.WriteString("No moderator feedback was given (`--moderator-feedback FILE`, lake events as JSONL). " +
 			"In Athena: `deploy/athena/queries/moderator_precision_category_week.sql`.\n")
-	} else {
-		b.WriteString("Precision of flags as moderators judged them: of the flagged verdicts moderators decided on, the share they kept flagged.\n\n")
-		b.WriteString("| week | category | decisions | kept flagged | precision |\n| --- | --- | ---: | ---: | ---: |\n")
-		for _, m := range opt.Moderators {
-			fmt.Fprintf(&b, "| %s | %s | %d | %d | %.3f |\n", m.Week, m.Category, m.Decisions, m.Kept, m.Precision)
-		}
+		return
 	}
-	if _, err := io.WriteString(w, b.String()); err != nil {
-		return fmt.Errorf("eval: report: %w", err)
+	b.WriteString("Precision of flags as moderators judged them: of the flagged verdicts moderators decided on, the share they kept flagged.\n\n")
+	b.WriteString("| week | category | decisions | kept flagged | precision |\n| --- | --- | ---: | ---: | ---: |\n")
+	for _, m := range opt.Moderators {
+		fmt.Fprintf(b, "| %s | %s | %d | %d | %.3f |\n", m.Week, m.Category, m.Decisions, m.Kept, m.Precision)
 	}
-	return nil
 }

@@ -7,12 +7,14 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/llm"
 	"github.com/chatguard/chatguard/pipeline/review"
@@ -28,6 +30,11 @@ type Endpoint struct {
 	APIKey string
 	// Price is what its calls cost (zero: free, and cost shows 0).
 	Price llm.Price
+	// Notes are the operator's notes on how it is served (dtype, KV-cache
+	// dtype, tensor-parallel size, speculative decoding), printed in the
+	// report as given: quantised serving changes with these settings, not
+	// only with the weights.
+	Notes string
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
@@ -78,6 +85,43 @@ type Config struct {
 	Progress func()
 	// Transport replaces the HTTP transport (tests).
 	Transport http.RoundTripper
+	// Clock times the reviews and the run (nil: the wall clock).
+	Clock clock.Clock
+	// Images, when set, vets every image URL as the worker does (its
+	// --image-hosts gate); nil sends the chat's URLs as they are.
+	Images pipeline.ImageGate
+	// InlineImages, when set, is the worker's gate fetching images here
+	// and sending them as data: URLs: every case with an image is then
+	// reviewed once more with it, at the lowest concurrency, so the
+	// report shows the image stage with URLs and inline side by side.
+	InlineImages pipeline.ImageGate
+
+	// Reference names the endpoint the others are compared with, pair by
+	// pair (empty: no paired comparison).
+	Reference string
+	// Power is the power the minimum detectable effect is computed at
+	// (0: 0.8).
+	Power float64
+	// MaxRecallLoss is the non-inferiority margin on recall, as a share:
+	// overall and per category.
+	MaxRecallLoss Margins
+	// Seed seeds the bootstrap, so that a report is reproducible.
+	Seed uint64
+}
+
+// Margins are recall-loss margins: Default for overall and every
+// category not named in PerCategory.
+type Margins struct {
+	Default     float64
+	PerCategory map[string]float64
+}
+
+// For is the margin of a category ("overall" included).
+func (m Margins) For(category string) float64 {
+	if v, ok := m.PerCategory[category]; ok {
+		return v
+	}
+	return m.Default
 }
 
 // Validate reports every problem at once.
@@ -114,12 +158,49 @@ func (c Config) Validate() error {
 	if c.ReviewTimeout <= 0 {
 		errs = append(errs, errors.New("eval: the review timeout must be positive"))
 	}
+	return errors.Join(append(errs, c.validatePaired(seen))...)
+}
+
+func (c Config) validatePaired(names map[string]bool) error {
+	var errs []error
+	if c.Reference != "" && !names[c.Reference] {
+		errs = append(errs, fmt.Errorf("eval: reference %q is not an endpoint", c.Reference))
+	}
+	if c.Power < 0 || c.Power >= 1 {
+		errs = append(errs, fmt.Errorf("eval: power %v is outside (0, 1)", c.Power))
+	}
+	if c.MaxRecallLoss.Default < 0 || c.MaxRecallLoss.Default >= 1 {
+		errs = append(errs, fmt.Errorf("eval: recall-loss margin %v is outside [0, 1)", c.MaxRecallLoss.Default))
+	}
+	for k, v := range c.MaxRecallLoss.PerCategory {
+		if v < 0 || v >= 1 {
+			errs = append(errs, fmt.Errorf("eval: recall-loss margin of %s %v is outside [0, 1)", k, v))
+		}
+	}
 	return errors.Join(errs...)
 }
 
 // Total is how many reviews the run makes.
 func (c Config) Total() int {
-	return len(c.Endpoints) * len(c.Concurrency) * c.Repetitions * len(c.Cases)
+	n := len(c.Endpoints) * len(c.Concurrency) * c.Repetitions * len(c.Cases)
+	if c.InlineImages != nil {
+		n += len(c.Endpoints) * len(imageCases(c.Cases))
+	}
+	return n
+}
+
+// imageCases are the cases with at least one image.
+func imageCases(cases []Case) []Case {
+	var out []Case
+	for _, c := range cases {
+		for _, m := range c.Messages {
+			if m.ImageURL != "" {
+				out = append(out, c)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // Review is one case reviewed once.
@@ -154,6 +235,10 @@ type Result struct {
 	Finished  time.Time
 	Reviews   []Review
 	Steps     []Step
+	// Inline are the image cases reviewed again with InlineImages.
+	Inline []Review
+	// Facts are what each endpoint said about itself, by name.
+	Facts map[string]ServerFacts
 }
 
 // Run reviews every case on every endpoint at every concurrency step,
@@ -166,7 +251,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
 	}
-	res := Result{Endpoints: cfg.Endpoints, Cases: cfg.Cases, Config: cfg, Started: time.Now().UTC()}
+	clk := clock.Or(cfg.Clock)
+	res := Result{Endpoints: cfg.Endpoints, Cases: cfg.Cases, Config: cfg, Started: clk.Now().UTC(), Facts: map[string]ServerFacts{}}
 	maxConc := 1
 	for _, n := range cfg.Concurrency {
 		maxConc = max(maxConc, n)
@@ -181,44 +267,78 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if err != nil {
 			return res, fmt.Errorf("eval: endpoint %s: %w", ep.Name, err)
 		}
-		rv, err := review.New(review.Config{}, router, nil, nil, nil)
+		rv, err := review.New(review.Config{Images: cfg.Images}, router, nil, nil, clk)
 		if err != nil {
 			return res, fmt.Errorf("eval: endpoint %s: %w", ep.Name, err)
 		}
-		for _, conc := range cfg.Concurrency {
-			for rep := range cfg.Repetitions {
-				step, reviews := runStep(ctx, cfg, rv, ep.Name, conc, rep)
-				res.Steps = append(res.Steps, step)
-				res.Reviews = append(res.Reviews, reviews...)
-				if err := context.Cause(ctx); err != nil {
-					res.Finished = time.Now().UTC()
-					return res, fmt.Errorf("eval: %w", err)
-				}
-			}
+		res.Facts[ep.Name] = askServer(ctx, cfg, ep)
+		err = runSweep(ctx, cfg, rv, ep.Name, &res)
+		if err == nil && cfg.InlineImages != nil {
+			err = runInline(ctx, cfg, router, ep.Name, &res)
+		}
+		if err != nil {
+			res.Finished = clk.Now().UTC()
+			return res, err
 		}
 	}
-	res.Finished = time.Now().UTC()
+	res.Finished = clk.Now().UTC()
 	return res, nil
 }
 
+// runSweep runs every concurrency step and repetition of one endpoint,
+// appending to res; it fails only when ctx ends.
+func runSweep(ctx context.Context, cfg Config, rv *review.Reviewer, name string, res *Result) error {
+	for _, conc := range cfg.Concurrency {
+		for rep := range cfg.Repetitions {
+			step, reviews := runStep(ctx, cfg, rv, name, conc, rep)
+			res.Steps = append(res.Steps, step)
+			res.Reviews = append(res.Reviews, reviews...)
+			if err := context.Cause(ctx); err != nil {
+				return fmt.Errorf("eval: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// runInline reviews the image cases once more with the inline gate, at
+// the lowest concurrency, into res.Inline.
+func runInline(ctx context.Context, cfg Config, router *llm.Router, name string, res *Result) error {
+	rv, err := review.New(review.Config{Images: cfg.InlineImages}, router, nil, nil, cfg.Clock)
+	if err != nil {
+		return fmt.Errorf("eval: endpoint %s: %w", name, err)
+	}
+	c := cfg
+	c.Cases = imageCases(cfg.Cases)
+	if len(c.Cases) == 0 {
+		return nil
+	}
+	_, reviews := runStep(ctx, c, rv, name, slices.Min(cfg.Concurrency), 0)
+	res.Inline = append(res.Inline, reviews...)
+	if err := context.Cause(ctx); err != nil {
+		return fmt.Errorf("eval: %w", err)
+	}
+	return nil
+}
+
 func runStep(ctx context.Context, cfg Config, rv *review.Reviewer, name string, conc, rep int) (Step, []Review) {
+	clk := clock.Or(cfg.Clock)
 	out := make([]Review, len(cfg.Cases))
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(conc)
-	start := time.Now()
+	start := clk.Now()
 	for i := range cfg.Cases {
 		c := &cfg.Cases[i]
 		g.Go(func() error {
 			if gctx.Err() != nil {
 				return nil
 			}
-			rctx, cancel := context.WithTimeout(gctx, cfg.ReviewTimeout)
+			rctx, cancel := clock.WithTimeout(gctx, clk, cfg.ReviewTimeout)
 			defer cancel()
-			ev := eventFor(c)
-			t0 := time.Now()
-			v, err := rv.Review(rctx, ev, c.Messages, 1)
-			r := Review{Endpoint: name, Concurrency: conc, Rep: rep, Case: c, Verdict: v, Wall: time.Since(t0)}
+			t0 := clk.Now()
+			v, err := rv.Review(rctx, eventFor(c, t0), c.Messages, 1)
+			r := Review{Endpoint: name, Concurrency: conc, Rep: rep, Case: c, Verdict: v, Wall: clk.Since(t0)}
 			if err != nil {
 				r.Err = err.Error()
 			}
@@ -232,7 +352,7 @@ func runStep(ctx context.Context, cfg Config, rv *review.Reviewer, name string, 
 		})
 	}
 	_ = g.Wait() // the goroutines return nil: errors are per review
-	step := Step{Endpoint: name, Concurrency: conc, Rep: rep, Wall: time.Since(start)}
+	step := Step{Endpoint: name, Concurrency: conc, Rep: rep, Wall: clk.Since(start)}
 	kept := out[:0]
 	for _, r := range out {
 		if r.Case != nil {
@@ -242,15 +362,16 @@ func runStep(ctx context.Context, cfg Config, rv *review.Reviewer, name string, 
 	return step, kept
 }
 
-// eventFor is the review event of a case: its messages' span as the window.
-func eventFor(c *Case) pipeline.ReviewEvent {
+// eventFor is the review event of a case: its messages' span as the
+// window, published now.
+func eventFor(c *Case, now time.Time) pipeline.ReviewEvent {
 	first, last := c.Messages[0].SentAt, c.Messages[0].SentAt
 	for _, m := range c.Messages {
 		first, last = minTime(first, m.SentAt), maxTime(last, m.SentAt)
 	}
 	return pipeline.ReviewEvent{
 		RoomID: c.ID, WindowStart: first.UTC().Truncate(time.Second), WindowEnd: last.UTC().Add(time.Second).Truncate(time.Second),
-		RunID: "eval", PublishedAt: time.Now().UTC(), SchemaVersion: 1,
+		RunID: "eval", PublishedAt: now.UTC(), SchemaVersion: 1,
 	}
 }
 

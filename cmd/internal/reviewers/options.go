@@ -65,13 +65,32 @@ func DefaultOptions() Options {
 func (o *Options) Flags(fs *cli.FlagSet) {
 	fs.StringVar(&o.PrimaryPrice, "primary-price", "what a primary call costs, recorded per stage: gpu_hour=USD,shared_by=N (self-hosted) and/or prompt=,cached=,completion= USD per 1M tokens; empty: free")
 	fs.StringVar(&o.FallbackPrice, "fallback-price", "what a fallback call costs: prompt=,cached=,completion= USD per 1M tokens (managed API) and/or gpu_hour=,shared_by=; empty: free")
+	o.ImageFlags(fs)
+	fs.StringVar(&o.QuoteDigestKey, "quote-digest-key", "HMAC key (32+ bytes, from a Secret; prefer the environment variable) of stored evidence-quote digests; empty uses a dev-only key, labelled hmac-dev")
+	fs.BoolVar(&o.PrimaryPseudonymize, "primary-pseudonymize", "replace contact details with placeholders (<PHONE_1>) in requests to the primary pool")
+	fs.BoolVar(&o.FallbackPseudonymize, "fallback-pseudonymize", "replace contact details with placeholders (<PHONE_1>) in requests to the fallback (third-party) pool")
+}
+
+// ImageFlags declares the image gate's flags (--image-*), which `worker
+// eval` shares so that it vets and fetches images as the worker does.
+func (o *Options) ImageFlags(fs *cli.FlagSet) {
 	fs.StringVar(&o.ImageHosts, "image-hosts", "comma-separated image hosts (the marketplace CDN; .suffix allows subdomains) whose https URLs may reach a model; empty sends no image")
 	fs.BoolVar(&o.ImageInline, "image-inline", "fetch allowed images here (size-limited, type-checked, public addresses only) and send them as data: URLs, so model servers never fetch")
 	fs.Int64Var(&o.ImageMaxBytes, "image-max-bytes", "largest image --image-inline fetches")
 	fs.DurationVar(&o.ImageFetchTimeout, "image-fetch-timeout", "deadline of one --image-inline fetch")
-	fs.StringVar(&o.QuoteDigestKey, "quote-digest-key", "HMAC key (32+ bytes, from a Secret; prefer the environment variable) of stored evidence-quote digests; empty uses a dev-only key, labelled hmac-dev")
-	fs.BoolVar(&o.PrimaryPseudonymize, "primary-pseudonymize", "replace contact details with placeholders (<PHONE_1>) in requests to the primary pool")
-	fs.BoolVar(&o.FallbackPseudonymize, "fallback-pseudonymize", "replace contact details with placeholders (<PHONE_1>) in requests to the fallback (third-party) pool")
+}
+
+// ImageGate is the image gate of these options, with inlining as asked
+// (whatever --image-inline says): the gate New builds, for a binary that
+// wants it without a reviewer. It fails on settings Validate refuses.
+func (o Options) ImageGate(inline bool) (*imagecdn.Gate, error) {
+	c := o.images()
+	c.Inline = inline
+	g, err := imagecdn.New(c)
+	if err != nil {
+		return nil, fmt.Errorf("images: %w", err)
+	}
+	return g, nil
 }
 
 // FleetFlags declares the --fleet-* flags. They are apart from Flags so

@@ -16,6 +16,7 @@ import (
 
 	"github.com/chatguard/chatguard/deploy/local/llmsim"
 	"github.com/chatguard/chatguard/deploy/local/sampledata"
+	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/eval"
 )
 
@@ -67,27 +68,46 @@ type Profile struct {
 	Config llmsim.Config
 	// Price is the --price text of the endpoint.
 	Price string
+	// Note is its --endpoint-note text: how it is (said to be) served.
+	Note string
 }
+
+// Reference is the profile the sample compares the others with: the
+// managed API a migration would move away from.
+const Reference = "managed"
 
 // Profiles are the three setups of the design notes, as simulators: a
 // self-hosted BF16 model, the same model in FP8 (faster decode, a larger
 // batch per GPU), and a managed API (slower time to first token, a slow
-// image stage, priced per token). The figures are illustrative, not
-// measured on any GPU.
+// image stage that fetches image URLs across regions, priced per token).
+// Each has a seeded error model: the managed API and BF16 make the same
+// few mistakes at the same rates (with other seeds, so on other chats),
+// and FP8 is planted worse everywhere, phishing links most, so
+// the report has a real difference to find. The figures are illustrative,
+// not measured on any GPU or model.
 func Profiles() []Profile {
-	base := func(name string, ttft, itl, img time.Duration) llmsim.Config {
+	base := func(name string, ttft, itl, img time.Duration, seed int64) llmsim.Config {
 		c := llmsim.DefaultConfig()
 		c.Name, c.Models = name, []string{"chatguard-" + name}
 		c.TTFT, c.ITL, c.ImageTTFT, c.Jitter = ttft, itl, img, 0.2
 		c.TokensPerChunk = 8
+		c.Version, c.MaxModelLen = "llmsim (simulated vLLM)", 32768
+		c.Errors = llmsim.ErrorModel{Seed: seed, Miss: map[pipeline.Category]float64{"*": 0.03},
+			FalseAlarm: map[pipeline.Category]float64{pipeline.CategorySpam: 0.01}, HardNegative: 0.05, Nondeterminism: 0.04}
 		return c
 	}
-	managed := base("managed", 450*time.Millisecond, 5*time.Millisecond, 1500*time.Millisecond)
-	managed.MaxRunning = 64
+	managed := base("managed", 450*time.Millisecond, 5*time.Millisecond, 1500*time.Millisecond, 1)
+	managed.MaxRunning, managed.ImageURLFetch = 64, 600*time.Millisecond
+	managed.Version, managed.MaxModelLen = "", 0 // a managed API says neither
+	fp8 := base("fp8", 100*time.Millisecond, 3500*time.Microsecond, 120*time.Millisecond, 3)
+	fp8.Errors.Miss = map[pipeline.Category]float64{"*": 0.12, pipeline.CategoryPhishingLink: 0.35}
 	return []Profile{
-		{Name: "bf16", Config: base("bf16", 120*time.Millisecond, 6*time.Millisecond, 150*time.Millisecond), Price: "gpu_hour=4.5,shared_by=32"},
-		{Name: "fp8", Config: base("fp8", 100*time.Millisecond, 3500*time.Microsecond, 120*time.Millisecond), Price: "gpu_hour=4.5,shared_by=48"},
-		{Name: "managed", Config: managed, Price: "prompt=2.5,cached=1.25,completion=10"},
+		{Name: "bf16", Config: base("bf16", 120*time.Millisecond, 6*time.Millisecond, 150*time.Millisecond, 2), Price: "gpu_hour=4.5,shared_by=32",
+			Note: "simulated: dtype=bf16,kv-cache-dtype=auto,tp=1,spec-decode=off"},
+		{Name: "fp8", Config: fp8, Price: "gpu_hour=4.5,shared_by=48",
+			Note: "simulated: dtype=fp8,kv-cache-dtype=fp8,tp=1,spec-decode=off (planted: misses 35 % of phishing links, 12 % of the rest)"},
+		{Name: "managed", Config: managed, Price: "prompt=2.5,cached=1.25,completion=10",
+			Note: "simulated managed API: fetches image URLs across regions (+600ms each)"},
 	}
 }
 

@@ -112,6 +112,16 @@ type Config struct {
 	// chat, as real models too often do, unless the text is datamarked
 	// (see gullible.go). Off, the rules read the chat only as data.
 	Gullible bool
+	// Errors is the seeded error model (errormodel.go): misses, false
+	// alarms, hard negatives and run-to-run noise. Zero: none.
+	Errors ErrorModel
+	// ImageURLFetch is added to TTFT per image part given as an http(s)
+	// URL (data: URLs do not pay it): the server fetching the picture, a
+	// cross-region fetch for a managed API.
+	ImageURLFetch time.Duration
+	// Version is what GET /version answers, as vLLM's does ("" answers
+	// 404, as a managed API does).
+	Version string
 }
 
 // DefaultModel is the model id served when Config.Models is left empty.
@@ -156,8 +166,11 @@ func (c Config) Validate() error {
 	if c.TTFT < 0 {
 		bad("ttft %v is negative", c.TTFT)
 	}
-	if c.ImageTTFT < 0 {
-		bad("image_ttft %v is negative", c.ImageTTFT)
+	if c.ImageTTFT < 0 || c.ImageURLFetch < 0 {
+		bad("image_ttft %v and image_url_fetch %v must not be negative", c.ImageTTFT, c.ImageURLFetch)
+	}
+	if err := c.Errors.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.ITL < 0 {
 		bad("itl %v is negative", c.ITL)
@@ -210,6 +223,7 @@ func (c Config) Validate() error {
 
 func (c Config) clone() Config {
 	c.Models = slices.Clone(c.Models)
+	c.Errors = c.Errors.clone()
 	return c
 }
 
@@ -241,6 +255,9 @@ type configJSON struct {
 	RPM             int        `json:"rpm"`
 	TPM             int        `json:"tpm"`
 	RateWindow      duration   `json:"rate_window"`
+	Errors          ErrorModel `json:"errors"`
+	ImageURLFetch   duration   `json:"image_url_fetch"`
+	Version         string     `json:"version"`
 }
 
 func toJSON(c Config) configJSON {
@@ -252,6 +269,7 @@ func toJSON(c Config) configJSON {
 		MaxModelLen: c.MaxModelLen, Gullible: c.Gullible, PrefixCache: c.PrefixCacheBlocks,
 		PrefillPerToken: duration(c.PrefillPerToken), BatchSlowdown: c.BatchSlowdown, KVCacheTokens: c.KVCacheTokens,
 		RPM: c.RPM, TPM: c.TPM, RateWindow: duration(c.RateWindow),
+		Errors: c.Errors.clone(), ImageURLFetch: duration(c.ImageURLFetch), Version: c.Version,
 	}
 }
 
@@ -264,6 +282,7 @@ func (j configJSON) config() Config {
 		MaxModelLen: j.MaxModelLen, Gullible: j.Gullible, PrefixCacheBlocks: j.PrefixCache,
 		PrefillPerToken: time.Duration(j.PrefillPerToken), BatchSlowdown: j.BatchSlowdown, KVCacheTokens: j.KVCacheTokens,
 		RPM: j.RPM, TPM: j.TPM, RateWindow: time.Duration(j.RateWindow),
+		Errors: j.Errors, ImageURLFetch: time.Duration(j.ImageURLFetch), Version: j.Version,
 	}
 }
 

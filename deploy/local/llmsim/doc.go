@@ -23,7 +23,9 @@
 //	                           extract, vision or judge picks the stage;
 //	                           max_tokens / max_completion_tokens cut the
 //	                           JSON with finish_reason "length"
-//	GET  /v1/models
+//	GET  /v1/models            with vLLM's max_model_len when Config.MaxModelLen is set
+//	GET  /version              vLLM's {"version"} when Config.Version is set; else 404,
+//	                           as a managed API
 //	POST /tokenize             vLLM's tokenizer: {"prompt"} or {"messages"} →
 //	                           {"count", "max_model_len", "tokens"}
 //	GET  /metrics              vllm:num_requests_running, vllm:num_requests_waiting,
@@ -41,7 +43,14 @@
 // Config.PrefixCacheBlocks sizes a model of vLLM's prefix cache
 // (prefixcache.go): usage.prompt_tokens_details.cached_tokens reports the
 // prompt's leading 16-token blocks seen before. Config.ImageTTFT adds time
-// to first token per image (a slow vision stage).
+// to first token per image (a slow vision stage), and Config.ImageURLFetch
+// per image given as an http(s) URL rather than a data: URL (the server
+// fetching it, across regions for a managed API).
+//
+// Config.Errors (errormodel.go) makes the stand-in worse than its rules on
+// purpose, seeded: per-category misses and false alarms, hard negatives
+// judged wrong, and unstable chats that change between repetitions, so
+// that an evaluation can be shown to tell a worse endpoint from a better.
 //
 // Config.MaxModelLen makes a prompt over the context length get vLLM's 400
 // ("This model's maximum context length is …"). Config.Gullible makes the

@@ -147,6 +147,8 @@ type modelCard struct {
 	Object  string `json:"object"`
 	Created int64  `json:"created"`
 	OwnedBy string `json:"owned_by"`
+	// MaxModelLen is vLLM's context length field (left out when unset).
+	MaxModelLen int `json:"max_model_len,omitempty"`
 }
 
 // apiError is OpenAI's error body: {"error":{"message","type","param","code"}}.

@@ -70,6 +70,7 @@ func New(cfg Config) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	mux.HandleFunc("GET /v1/models", s.handleModels)
+	mux.HandleFunc("GET /version", s.handleVersion)
 	mux.HandleFunc("POST /tokenize", s.handleTokenize)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
@@ -183,9 +184,20 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 	s.count(EndpointModels, "", "", OutcomeOK)
 	list := modelList{Object: "list"}
 	for _, m := range cfg.Models {
-		list.Data = append(list.Data, modelCard{ID: m, Object: "model", Created: 1700000000, OwnedBy: "llmsim"})
+		list.Data = append(list.Data, modelCard{ID: m, Object: "model", Created: 1700000000, OwnedBy: "llmsim", MaxModelLen: cfg.MaxModelLen})
 	}
 	writeJSON(w, http.StatusOK, list)
+}
+
+// handleVersion answers as vLLM's GET /version does, when a version is
+// configured; otherwise 404, as a managed API.
+func (s *Server) handleVersion(w http.ResponseWriter, _ *http.Request) {
+	v := s.cfg.Load().Version
+	if v == "" {
+		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", "", "Not Found")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"version": v})
 }
 
 func (s *Server) handleGetConfig(w http.ResponseWriter, _ *http.Request) {
@@ -326,7 +338,7 @@ func (s *Server) readCall(w http.ResponseWriter, r *http.Request, c *call) error
 	}
 	c.model = req.Model
 	for _, m := range req.Messages {
-		c.ttft += c.cfg.ImageTTFT * time.Duration(len(m.Content.images))
+		c.ttft += imageTTFT(c.cfg, m.Content.images)
 	}
 	if st := stageOf(req.ResponseFormat); st != "" {
 		c.stage = string(st)
@@ -468,6 +480,7 @@ func (s *Server) answer(c *call) string {
 		a = analyzePrompt(block, images)
 		s.cache.put(key, a)
 	}
+	a = c.cfg.Errors.apply(a, block)
 	return renderStage(pipeline.StageName(c.stage), a)
 }
 
@@ -585,4 +598,18 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, c *call, con
 
 func (s *Server) newID() string {
 	return "chatcmpl-sim" + strconv.FormatUint(s.seq.Add(1), 16)
+}
+
+// imageTTFT is what a request's image parts add to its TTFT: the vision
+// encoder's time for each, and the fetch for each given as a URL rather
+// than inline as a data: URL.
+func imageTTFT(cfg *Config, images []string) time.Duration {
+	var d time.Duration
+	for _, u := range images {
+		d += cfg.ImageTTFT
+		if !strings.HasPrefix(u, "data:") {
+			d += cfg.ImageURLFetch
+		}
+	}
+	return d
 }
