@@ -1,4 +1,4 @@
-package main
+package console
 
 import (
 	"net/http"
@@ -31,7 +31,7 @@ func TestForgedAuthRequestEmailSignsNobodyIn(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.TrustedProxies = "127.0.0.1/32"
 	require.Equal(t, "X-Forwarded-Email", cfg.IdentityHeader)
-	a := cfg.auth([]byte("0123456789abcdef0123456789abcdef"))
+	a := newAuth(cfg, []byte("0123456789abcdef0123456789abcdef"), nil)
 
 	_, ok := a.identify(proxyRequest(map[string][]string{"X-Auth-Request-Email": {"admin@example.com"}}))
 	require.False(t, ok, "a forged X-Auth-Request-Email alone signs nobody in")
@@ -47,7 +47,7 @@ func TestForgedAuthRequestEmailSignsNobodyIn(t *testing.T) {
 
 	// nginx auth_request set-ups name their header instead; then only it counts.
 	cfg.IdentityHeader = "X-Auth-Request-Email"
-	a = cfg.auth([]byte("0123456789abcdef0123456789abcdef"))
+	a = newAuth(cfg, []byte("0123456789abcdef0123456789abcdef"), nil)
 	who, ok = a.identify(proxyRequest(map[string][]string{"X-Auth-Request-Email": {"mod@example.com"}, "X-Forwarded-Email": {"admin@example.com"}}))
 	require.True(t, ok)
 	require.Equal(t, "mod@example.com", who.Email)

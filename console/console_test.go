@@ -1,4 +1,4 @@
-package main
+package console
 
 import (
 	"bufio"
@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/live"
 	"github.com/chatguard/chatguard/pipeline/llm"
@@ -72,6 +72,16 @@ func (f *fakeStore) Save(_ context.Context, v pipeline.Verdict) (bool, error) {
 	return true, nil
 }
 func (f *fakeStore) Ping(context.Context) error { return nil }
+
+// The outbox's methods: these tests run no sweeper (feedback_test.go
+// sweeps a real database).
+func (f *fakeStore) SweepUnsentFeedback(context.Context, time.Time, time.Duration, int,
+	func(context.Context, []mysql.UnsentFeedback) ([]mysql.FeedbackSend, error)) (mysql.FeedbackSweep, error) {
+	return mysql.FeedbackSweep{}, nil
+}
+func (f *fakeStore) FeedbackBacklog(context.Context) (mysql.FeedbackBacklog, error) {
+	return mysql.FeedbackBacklog{}, nil
+}
 
 type fakeChat struct{}
 
@@ -127,6 +137,7 @@ func (s *streamingReviewer) Review(ctx context.Context, ev pipeline.ReviewEvent,
 }
 
 type testConsole struct {
+	app   *App
 	srv   *server
 	ts    *httptest.Server
 	store *fakeStore
@@ -166,27 +177,20 @@ func (m *memLog) Read(_ context.Context, id string, after uint64, _ time.Duratio
 func newTestConsole(t *testing.T, maxReviews int) *testConsole {
 	t.Helper()
 	cfg := DefaultConfig()
-	cfg.MaxReviews, cfg.DevLogin = maxReviews, true
+	cfg.MaxReviews, cfg.DevLogin, cfg.TrustedProxies = maxReviews, true, "127.0.0.1/32"
 	st := &fakeStore{verdict: pipeline.Verdict{Key: pipeline.ReviewKey{RoomID: "room-1", WindowStart: window, WindowEnd: window.Add(time.Hour), PipelineVersion: "v1"},
 		Status: pipeline.StatusDone, Label: pipeline.LabelAbusive, Category: pipeline.CategoryExternalPayment, Severity: 4, EvidenceIDs: []string{"m2"}, Rationale: "asks for a bank transfer"}}
 	ml := &memLog{evs: map[string][]pipeline.LiveEvent{}}
-	hub, err := live.NewHub(live.DefaultConfig(), ml, nil)
+	hub, err := live.NewHub(cfg.Hub(), ml, nil)
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
 	rev := &streamingReviewer{release: make(chan struct{})}
-	rv := &reviews{cfg: cfg, hub: hub, liveLog: ml, reviewer: rev, chat: fakeChat{}, store: st, log: slog.New(slog.DiscardHandler),
-		now: time.Now, slots: make(chan struct{}, maxReviews), ctx: ctx}
-	tmpl, err := parseTemplates()
-	require.NoError(t, err)
 	fb := &fakeFeedback{}
-	s := &server{cfg: cfg, auth: &auth{devLogin: true, key: []byte("0123456789abcdef0123456789abcdef"), now: time.Now,
-		proxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, header: cfg.IdentityHeader},
-		store: st, chat: fakeChat{}, feedback: fb, reviews: rv, hub: hub, log: slog.New(slog.DiscardHandler), tmpl: tmpl, now: time.Now}
-	ts := httptest.NewServer(s.routes())
+	app, err := New(cfg, Deps{Store: st, Feedback: fb, Chat: fakeChat{}, Reviewer: rev, Hub: hub, LiveLog: ml})
+	require.NoError(t, err)
+	ts := httptest.NewServer(app.Handler())
 	t.Cleanup(ts.Close)
-	t.Cleanup(func() { close(rev.release); rv.running.Wait() })
-	return &testConsole{srv: s, ts: ts, store: st, fb: fb, rev: rev, log: ml}
+	t.Cleanup(func() { close(rev.release); app.cancelWork(nil); app.rv.running.Wait() })
+	return &testConsole{app: app, srv: app.srv, ts: ts, store: st, fb: fb, rev: rev, log: ml}
 }
 
 func (c *testConsole) client(t *testing.T, email string) *http.Client {
@@ -200,7 +204,7 @@ func (c *testConsole) client(t *testing.T, email string) *http.Client {
 }
 
 func TestAuthTrustsTheHeaderOnlyFromTheProxy(t *testing.T) {
-	a := &auth{proxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, header: DefaultConfig().IdentityHeader, key: []byte("k"), now: time.Now}
+	a := &auth{proxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, header: DefaultConfig().IdentityHeader, key: []byte("k"), clock: clock.Real()}
 	r := httptest.NewRequest("GET", "/queue", nil)
 	r.Header.Set("X-Forwarded-Email", "mod@example.com")
 	r.RemoteAddr = "10.1.2.3:5555"
