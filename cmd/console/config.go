@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-		"time"
+	"time"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
 	"github.com/chatguard/chatguard/cmd/internal/depflags"
