@@ -324,7 +324,10 @@ func TestReviewStreamsAdmitsDrainsAndResumes(t *testing.T) {
 	require.NotEmpty(t, busy.Header.Get("Retry-After"))
 
 	// Drain: the open stream gets a reconnect event; the review goes on.
-	c.srv.hub.Drain()
+	ctx, stop := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- c.app.Run(ctx, context.Background()) }()
+	stop()
 	rest := readEvents(t, resp.Body, 0, "reconnect")
 	require.Equal(t, "reconnect", rest[len(rest)-1].typ)
 	last := evs[len(evs)-1].id
@@ -334,7 +337,7 @@ func TestReviewStreamsAdmitsDrainsAndResumes(t *testing.T) {
 		}
 	}
 	c.rev.release <- struct{}{}
-	c.srv.reviews.running.Wait()
+	require.NoError(t, <-ran, "Run returns once the review has finished")
 	require.NoError(t, c.srv.hub.Wait(context.Background()))
 
 	// Resume (on "another pod": this one's hub is draining, so read the
@@ -357,4 +360,41 @@ func TestReviewStreamsAdmitsDrainsAndResumes(t *testing.T) {
 	require.True(t, strings.HasPrefix(c.store.saved[0].RunID, "ondemand:"+moderatorID("alice@example.com")+":"))
 }
 
-var _ = errors.New
+// The drain's two phases: at Run's ctx new reviews are refused and open
+// streams told to reconnect while the running review goes on; at hard (the
+// drain deadline) the review is cancelled, its verdict still saved, and
+// Run returns.
+func TestDrainRefusesThenCancelsAtTheDeadline(t *testing.T) {
+	c := newTestConsole(t, 2)
+	hc := c.client(t, "alice@example.com")
+	resp := c.startReview(t, hc)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	readEvents(t, resp.Body, 2, "")
+
+	ctx, stop := context.WithCancel(context.Background())
+	hard, cancelHard := context.WithCancelCause(context.Background())
+	defer cancelHard(nil)
+	ran := make(chan error, 1)
+	go func() { ran <- c.app.Run(ctx, hard) }()
+	stop()
+	rest := readEvents(t, resp.Body, 0, "reconnect")
+	require.Equal(t, "reconnect", rest[len(rest)-1].typ)
+	refused := c.startReview(t, hc)
+	refused.Body.Close()
+	require.Equal(t, http.StatusServiceUnavailable, refused.StatusCode)
+	require.NotEmpty(t, refused.Header.Get("Retry-After"))
+	select {
+	case <-ran:
+		t.Fatal("Run returned with a review running before its deadline")
+	default:
+	}
+
+	cancelHard(errors.New("drain deadline"))
+	require.NoError(t, <-ran)
+	c.store.mu.Lock()
+	defer c.store.mu.Unlock()
+	require.Len(t, c.store.saved, 1, "the cancelled review's verdict is saved")
+	require.Equal(t, pipeline.StatusFailed, c.store.saved[0].Status)
+	require.Contains(t, c.store.saved[0].Error, "drain deadline")
+}
