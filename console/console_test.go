@@ -176,6 +176,12 @@ func (m *memLog) Read(_ context.Context, id string, after uint64, _ time.Duratio
 
 func newTestConsole(t *testing.T, maxReviews int) *testConsole {
 	t.Helper()
+	return newTestConsoleOn(t, maxReviews, nil)
+}
+
+// newTestConsoleOn is newTestConsole on clock c (nil: the wall clock).
+func newTestConsoleOn(t *testing.T, maxReviews int, c clock.Clock) *testConsole {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.MaxReviews, cfg.DevLogin, cfg.TrustedProxies = maxReviews, true, "127.0.0.1/32"
 	st := &fakeStore{verdict: pipeline.Verdict{Key: pipeline.ReviewKey{RoomID: "room-1", WindowStart: window, WindowEnd: window.Add(time.Hour), PipelineVersion: "v1"},
@@ -185,7 +191,7 @@ func newTestConsole(t *testing.T, maxReviews int) *testConsole {
 	require.NoError(t, err)
 	rev := &streamingReviewer{release: make(chan struct{})}
 	fb := &fakeFeedback{}
-	app, err := New(cfg, Deps{Store: st, Feedback: fb, Chat: fakeChat{}, Reviewer: rev, Hub: hub, LiveLog: ml})
+	app, err := New(cfg, Deps{Store: st, Feedback: fb, Chat: fakeChat{}, Reviewer: rev, Hub: hub, LiveLog: ml, Clock: c})
 	require.NoError(t, err)
 	ts := httptest.NewServer(app.Handler())
 	t.Cleanup(ts.Close)
@@ -397,4 +403,40 @@ func TestDrainRefusesThenCancelsAtTheDeadline(t *testing.T) {
 	require.Len(t, c.store.saved, 1, "the cancelled review's verdict is saved")
 	require.Equal(t, pipeline.StatusFailed, c.store.saved[0].Status)
 	require.Contains(t, c.store.saved[0].Error, "drain deadline")
+}
+
+// An idle stream's heartbeat comes from the app's clock: the fake clock
+// passing the heartbeat interval writes the ping (on the wall clock none
+// would come for 15 s).
+func TestIdleStreamHeartbeatsOnTheClock(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	c := newTestConsoleOn(t, 1, clk)
+	hc := c.client(t, "alice@example.com")
+	resp := c.startReview(t, hc)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The stream's ticker is the one thing waiting on the clock: the
+	// review waits for its release.
+	require.NoError(t, clk.BlockUntilContext(ctx, 1))
+	clk.Advance(heartbeat)
+	pinged := make(chan error, 1)
+	go func() {
+		br := bufio.NewReader(resp.Body)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil || line == ": ping\n" {
+				pinged <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-pinged:
+		require.NoError(t, err)
+	case <-ctx.Done():
+		resp.Body.Close() // ends the reader
+		t.Fatal("no heartbeat after the clock passed its interval")
+	}
 }
