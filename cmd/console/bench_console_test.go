@@ -14,7 +14,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -35,6 +34,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/cmd/internal/reviewers"
+	"github.com/chatguard/chatguard/console"
 	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/internal/standin"
 	"github.com/chatguard/chatguard/pipeline"
@@ -51,18 +51,26 @@ func raiseFDLimit(t testing.TB) {
 	require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l))
 }
 
-// benchServer serves GET /v1/reviews/{id}/events of hub over real TCP.
+// benchServer serves the console app over hub and log on real TCP; the
+// benchmarks use only GET /v1/reviews/{id}/events, signed in as the auth
+// proxy signs moderators in (benchIdentity), so the other dependencies
+// are left empty.
 func benchServer(t testing.TB, hub *live.Hub, log pipeline.LiveLog) *httptest.Server {
-	cfg := DefaultConfig()
-	rv := &reviews{cfg: cfg, hub: hub, liveLog: log, log: slog.New(slog.DiscardHandler), now: time.Now, ctx: context.Background()}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/reviews/{id}/events", rv.resume)
-	ts := httptest.NewUnstartedServer(mux)
+	cfg := console.DefaultConfig()
+	cfg.TrustedProxies = "127.0.0.1/32"
+	app, err := console.New(cfg, console.Deps{Store: struct{ console.Store }{}, Feedback: struct{ console.FeedbackSender }{},
+		Chat: struct{ pipeline.ChatSource }{}, Reviewer: struct{ pipeline.Reviewer }{}, Hub: hub, LiveLog: log,
+		Log: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	ts := httptest.NewUnstartedServer(app.Handler())
 	ts.Config.ErrorLog = nil
 	ts.Start()
 	t.Cleanup(ts.Close)
 	return ts
 }
+
+// benchIdentity is the auth proxy's header line naming the moderator.
+const benchIdentity = "X-Forwarded-Email: bench@example.com\r\n"
 
 // openRaw opens an SSE request on a raw connection and reads its headers
 // with a small buffer; the caller owns the connection.
@@ -71,7 +79,7 @@ func openRaw(addr, path, lastID string) (net.Conn, *bufio.Reader, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	req := "GET " + path + " HTTP/1.1\r\nHost: bench\r\nAccept: text/event-stream\r\n"
+	req := "GET " + path + " HTTP/1.1\r\nHost: bench\r\nAccept: text/event-stream\r\n" + benchIdentity
 	if lastID != "" {
 		req += "Last-Event-ID: " + lastID + "\r\n"
 	}
@@ -398,7 +406,7 @@ func stalledClient(t *testing.T) []row {
 			}}
 			c, err := d.Dial("tcp", ts.Listener.Addr().String())
 			require.NoError(t, err)
-			_, err = io.WriteString(c, "GET /v1/reviews/"+id+"/events HTTP/1.1\r\nHost: bench\r\n\r\n")
+			_, err = io.WriteString(c, "GET /v1/reviews/"+id+"/events HTTP/1.1\r\nHost: bench\r\n"+benchIdentity+"\r\n")
 			require.NoError(t, err)
 			conns = append(conns, c)
 			time.Sleep(100 * time.Millisecond) // its subscription is in place

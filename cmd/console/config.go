@@ -5,25 +5,25 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
-	"strings"
 	"time"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
 	"github.com/chatguard/chatguard/cmd/internal/depflags"
 	"github.com/chatguard/chatguard/cmd/internal/reviewers"
-	"github.com/chatguard/chatguard/pipeline"
-	"github.com/chatguard/chatguard/pipeline/live"
+	"github.com/chatguard/chatguard/console"
 	"github.com/chatguard/chatguard/storage/chatapi"
 	"github.com/chatguard/chatguard/storage/redislive"
 	"github.com/chatguard/chatguard/storage/sqs"
 )
 
 // Config is every setting of the console; each is a flag and a CHATGUARD_
-// environment variable (see --help).
+// environment variable (see --help). The web app's own settings are
+// package console's Config, embedded: its fields are bound here, never
+// copied.
 type Config struct {
-	// Outbox: the resend of unsent moderator feedback (feedback.go).
-	Outbox OutboxConfig
+	// Config: sign-in, on-demand reviews, their streams and drain, the
+	// stop button and the feedback outbox (package console).
+	console.Config
 
 	ListenAddr string
 	AdminAddr  string
@@ -47,24 +47,6 @@ type Config struct {
 	// version and chat data is kept in the same bounds.
 	reviewers.Options
 
-	MaxReviews    int
-	ReviewTimeout time.Duration
-	MaxWindow     time.Duration
-	ClientBuffer  int
-	DrainTimeout  time.Duration
-	RetryAfter    time.Duration
-
-	OperatorURL       string
-	OperatorTokenFile string
-	StopTTL           time.Duration
-
-	TrustedProxies string
-	// IdentityHeader is the one request header that names the signed-in
-	// moderator, trusted only from TrustedProxies.
-	IdentityHeader string
-	DevLogin       bool
-	SessionKeyFile string
-
 	LogLevel string
 }
 
@@ -73,9 +55,9 @@ func DefaultConfig() Config {
 	lv := redislive.DefaultConfig()
 	pools := depflags.DefaultPools()
 	pools.PrimaryConcurrency, pools.FallbackConcurrency = 8, 8
-	c := Config{
+	return Config{
+		Config:        console.DefaultConfig(),
 		Options:       reviewers.DefaultOptions(),
-		Outbox:        defaultOutbox(),
 		ListenAddr:    ":8080",
 		AdminAddr:     ":9091",
 		MySQL:         depflags.MySQL{MySQLMaxOpenConns: 16},
@@ -85,18 +67,8 @@ func DefaultConfig() Config {
 		LiveMaxLen:    lv.MaxLen,
 		LiveTTL:       lv.TTL,
 		Pools:         pools,
-		MaxReviews:    8,
-		ReviewTimeout: 5 * time.Minute,
-		MaxWindow:     pipeline.DefaultMaxWindow,
-		ClientBuffer:  live.DefaultConfig().SubscriberBuffer,
-		DrainTimeout:  25 * time.Second,
-		RetryAfter:    5 * time.Second,
-		StopTTL:       10 * time.Minute,
 		LogLevel:      "info",
 	}
-	// oauth2-proxy's header in reverse-proxy mode.
-	c.IdentityHeader = "X-Forwarded-Email"
-	return c
 }
 
 func (c *Config) flags() *cli.FlagSet {
@@ -108,7 +80,7 @@ func (c *Config) flags() *cli.FlagSet {
 	c.MySQL.Flags(fs)
 	c.Chat.Flags(fs, "chat-history API base URL (the room page fetches history live; the console stores no chat text)")
 	fs.StringVar(&c.FeedbackQueueURL, "feedback-queue-url", "SQS feedback queue URL for moderator_feedback and inference-log events")
-	c.Outbox.flags(fs)
+	outboxFlags(fs, &c.Outbox)
 	c.RedisOptions.Flags(fs, "Redis host:port: stop signals and the live event streams (resume)")
 	c.Stops.Flags(fs)
 	fs.StringVar(&c.LiveKeyPrefix, "live-key-prefix", "prefix of the Redis Streams keeping on-demand reviews' events")
@@ -135,7 +107,8 @@ func (c *Config) flags() *cli.FlagSet {
 	return fs
 }
 
-// Validate reports every problem at once, naming the flags.
+// Validate reports every problem at once, each once, naming the flags:
+// the web app's (console.Config.Validate) and the rest.
 func (c Config) Validate() error {
 	var errs []error
 	req := func(v, name string) {
@@ -157,26 +130,8 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("--%s %q: %v", a.name, a.v, err))
 		}
 	}
-	if _, err := c.proxies(); err != nil {
-		errs = append(errs, err)
-	}
-	if !validHeaderName(c.IdentityHeader) {
-		errs = append(errs, fmt.Errorf("--identity-header %q is not a header name", c.IdentityHeader))
-	}
-	if c.TrustedProxies == "" && !c.DevLogin {
-		errs = append(errs, errors.New("give --trusted-proxies (the auth proxy) or --dev-login, or nobody can sign in"))
-	}
-	if c.OperatorURL != "" && c.OperatorTokenFile == "" {
-		errs = append(errs, errors.New("--operator-token-file is required with --operator-url"))
-	}
-	if c.MaxReviews < 1 || c.MaxReviews > 10000 {
-		errs = append(errs, errors.New("--max-reviews must be in 1..10000"))
-	}
 	if c.ReviewTimeout <= c.AttemptTimeout {
 		errs = append(errs, errors.New("--review-timeout must be above --attempt-timeout"))
-	}
-	if c.MaxWindow <= 0 || c.DrainTimeout <= 0 || c.RetryAfter < time.Second || c.StopTTL <= 0 {
-		errs = append(errs, errors.New("--max-window, --drain-timeout and --stop-ttl must be positive, --retry-after at least 1s"))
 	}
 	if c.PrimaryConcurrency < 1 || (c.FallbackBaseURL != "" && c.FallbackConcurrency < 1) {
 		errs = append(errs, errors.New("--primary-concurrency and --fallback-concurrency must be at least 1"))
@@ -187,7 +142,7 @@ func (c Config) Validate() error {
 	if c.MySQLMaxOpenConns < 1 {
 		errs = append(errs, errors.New("--mysql-max-open-conns must be positive"))
 	}
-	errs = append(errs, c.RedisOptions.Validate(), c.hub().Validate(), c.liveLog().Validate(), c.Stops.Validate(), c.Options.Validate(c.RedisAddr), c.Outbox.validate())
+	errs = append(errs, c.Config.Validate(), c.RedisOptions.Validate(), c.liveLog().Validate(), c.Stops.Validate(), c.Options.Validate(c.RedisAddr))
 	return errors.Join(errs...)
 }
 
@@ -197,28 +152,6 @@ func (c Config) level() (slog.Level, error) {
 		return 0, fmt.Errorf("--log-level %q must be debug, info, warn or error", c.LogLevel)
 	}
 	return l, nil
-}
-
-func (c Config) proxies() ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for _, s := range strings.Split(c.TrustedProxies, ",") {
-		s = strings.TrimSpace(s)
-		if s == "" {
-			continue
-		}
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return nil, fmt.Errorf("--trusted-proxies: %q is not a CIDR", s)
-		}
-		out = append(out, p.Masked())
-	}
-	return out, nil
-}
-
-func (c Config) hub() live.Config {
-	h := live.DefaultConfig()
-	h.SubscriberBuffer = c.ClientBuffer
-	return h
 }
 
 func (c Config) liveLog() redislive.Config {
@@ -231,4 +164,15 @@ func (c Config) feedback() sqs.Config {
 	q := sqs.DefaultConfig()
 	q.Name, q.URL = "feedback", c.FeedbackQueueURL
 	return q
+}
+
+// outboxFlags binds the feedback outbox's settings (console.OutboxConfig).
+func outboxFlags(fs *cli.FlagSet, c *console.OutboxConfig) {
+	fs.DurationVar(&c.FeedbackGrace, "feedback-grace", "a decision whose moderator_feedback event SQS has not accepted this long after it was made is resent by the sweeper")
+	fs.DurationVar(&c.FeedbackSweepEvery, "feedback-sweep-every", "time between sweeps of unsent moderator feedback")
+	fs.IntVar(&c.FeedbackSweepBatch, "feedback-sweep-batch", "decisions resent per SQS call (1..10)")
+	fs.IntVar(&c.FeedbackSweepMaxBatches, "feedback-sweep-max-batches", "batches one sweep sends at most (a larger backlog drains over several sweeps)")
+	fs.DurationVar(&c.FeedbackSendTimeout, "feedback-send-timeout", "deadline of one sweep batch: its SQS send and its marks")
+	fs.DurationVar(&c.FeedbackRetryInitial, "feedback-retry-initial", "ceiling of the first backoff of a decision whose feedback send failed transiently (doubling per failure, full jitter)")
+	fs.DurationVar(&c.FeedbackRetryMax, "feedback-retry-max", "cap of the per-decision feedback resend backoff")
 }

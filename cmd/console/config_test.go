@@ -35,3 +35,15 @@ func TestHelpAndBadUsage(t *testing.T) {
 	require.Equal(t, 2, run(context.Background(), nil, func(string) string { return "" }, &out, &errb))
 	require.True(t, strings.Contains(errb.String(), "--mysql-dsn is required"))
 }
+
+// Each mistake is reported once, whether it is the web app's setting
+// (console.Config) or the binary's.
+func TestEachMistakeIsReportedOnce(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.ClientBuffer, cfg.Outbox.FeedbackSweepBatch, cfg.MaxReviews, cfg.MySQLMaxOpenConns = 0, 0, 0, 0
+	err := cfg.Validate()
+	require.Error(t, err)
+	for _, want := range []string{"subscriber buffer", "--feedback-sweep-batch", "--max-reviews", "--mysql-max-open-conns", "--mysql-dsn"} {
+		require.Equal(t, 1, strings.Count(err.Error(), want), "%q in:\n%v", want, err)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,12 +10,17 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/cmd/internal/lifecycle"
+	"github.com/chatguard/chatguard/cmd/internal/reviewers"
+	"github.com/chatguard/chatguard/console"
 	"github.com/chatguard/chatguard/internal/awsclient"
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/live"
 	"github.com/chatguard/chatguard/pipeline/stop"
@@ -22,7 +28,7 @@ import (
 	"github.com/chatguard/chatguard/storage/mysql"
 	"github.com/chatguard/chatguard/storage/redislive"
 	"github.com/chatguard/chatguard/storage/redisstop"
-	"github.com/chatguard/chatguard/storage/sqs"
+	sqsq "github.com/chatguard/chatguard/storage/sqs"
 )
 
 // Main is the console process without the process: tests boot it
@@ -35,212 +41,304 @@ type Main struct {
 	OnReady func(addr, adminAddr string)
 	// Reviewer, when set, replaces the stage engine built from Config.
 	Reviewer pipeline.Reviewer
+	// Clock is the web app's and the group's clock (nil: the wall clock).
+	Clock clock.Clock
 }
 
 // Run serves until ctx is cancelled (SIGTERM), then drains: new reviews are
 // refused, every open stream gets a reconnect event, running reviews get
 // the drain timeout to finish (their events stay in Redis for resumes on
 // other pods) and are cancelled after it, lake events are flushed. It
-// returns an error when a dependency cannot be set up at start.
+// returns an error when a dependency cannot be set up at start, or when a
+// background service (the servers, the outbox, the stop subscriber) fails:
+// the others are then stopped in the same order.
 func (m *Main) Run(ctx context.Context) error {
-	cfg := m.Config
-	if err := cfg.Validate(); err != nil {
+	if err := m.Config.Validate(); err != nil {
 		return fmt.Errorf("console: config: %w", err)
 	}
-	log := m.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	p := &parts{m: m, cfg: m.Config, log: m.Log, reg: cli.NewRegistry(), clock: clock.Or(m.Clock)}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
 	}
-	reg := cli.NewRegistry()
-	key, err := loadKey(cfg.SessionKeyFile)
-	if err != nil {
+	g := lifecycle.New(p.log, p.clock)
+	g.Add(p.services()...)
+	if err := g.Run(ctx); err != nil {
 		return fmt.Errorf("console: %w", err)
 	}
+	return nil
+}
 
+// parts are the console's pieces, each built by its service's Start, so
+// that what was built is closed by the group when a later piece fails.
+type parts struct {
+	m     *Main
+	cfg   Config
+	log   *slog.Logger
+	reg   *prometheus.Registry
+	clock clock.Clock
+
+	sqs      *sqs.Client
+	feedback *sqsq.Queue
+	events   *sqsq.LakePublisher
+	reviewer pipeline.Reviewer
+	db       *sql.DB
+	store    *mysql.Store
+	rdbs     redisClients
+	liveLog  *redislive.Log
+	hub      *live.Hub
+	holder   *stop.Holder
+	stops    *redisstop.Subscriber
+	app      *console.App
+	web      *httpServer
+	admin    *httpServer
+}
+
+// services are the console's services in dependency order; the group stops
+// them in reverse. The drain ("reviews") is last so that it runs first at
+// a stop, while the web server still answers (refusals, reconnects) and
+// the stop subscriber still reaches the running reviews.
+func (p *parts) services() []lifecycle.Service {
+	p.web = &httpServer{name: "console", addr: p.cfg.ListenAddr, log: p.log,
+		srv: &http.Server{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}}
+	p.admin = &httpServer{name: "admin", addr: p.cfg.AdminAddr, log: p.log, srv: &http.Server{ReadHeaderTimeout: 5 * time.Second}}
+	return []lifecycle.Service{
+		{Name: "feedback queue", Start: p.openFeedback, Stop: func(ctx context.Context) error { return p.feedback.Close(ctx) }},
+		{Name: "lake publisher", Start: p.startEvents, Stop: p.stopEvents},
+		{Name: "stage engine", Start: p.buildReviewer, Stop: p.closeReviewer},
+		{Name: "mysql", Start: p.openMySQL, Stop: func(context.Context) error { return p.db.Close() }},
+		{Name: "redis", Start: p.openRedis, Stop: func(context.Context) error { return p.rdbs.close() }},
+		{Name: "live feed", Start: p.openLive, Stop: p.waitLive},
+		{Name: "stop subscriber", Start: p.buildStops, Run: func(ctx context.Context) error { return p.stops.Run(ctx, p.holder) }},
+		{Name: "web app", Start: p.buildApp},
+		{Name: "feedback outbox", Run: func(ctx context.Context) error { return p.app.RunOutbox(ctx) }},
+		p.admin.service(func() http.Handler { return adminRoutes(p.reg, p.store, p.hub) }),
+		p.web.service(func() http.Handler { return p.app.Handler() }),
+		{Name: "reviews", Start: p.ready, Run: p.drain, Stop: p.waitStreams, Drain: p.cfg.DrainTimeout},
+	}
+}
+
+func (p *parts) openFeedback(ctx context.Context) error {
 	awsCfg, err := awsclient.Load(ctx, awsclient.Options{HTTPTimeout: 30 * time.Second})
 	if err != nil {
-		return fmt.Errorf("console: %w", err)
+		return err
 	}
-	sqsc := awsclient.SQS(awsCfg)
-	feedback, err := sqs.New(sqsc, cfg.feedback())
+	p.sqs = awsclient.SQS(awsCfg)
+	p.feedback, err = sqsq.New(p.sqs, p.cfg.feedback())
+	return err
+}
+
+func (p *parts) startEvents(context.Context) error {
+	lakeCfg := sqsq.DefaultLakeConfig()
+	lakeCfg.URL = p.cfg.FeedbackQueueURL
+	events, err := sqsq.NewLakePublisher(p.sqs, lakeCfg, p.reg)
 	if err != nil {
-		return fmt.Errorf("console: %w", err)
+		return err
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = feedback.Close(cctx)
-	}()
-	lakeCfg := sqs.DefaultLakeConfig()
-	lakeCfg.URL = cfg.FeedbackQueueURL
-	events, err := sqs.NewLakePublisher(sqsc, lakeCfg, reg)
-	if err != nil {
-		return fmt.Errorf("console: %w", err)
-	}
+	p.events = events
 	events.Start()
-	defer func() {
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := events.Stop(fctx); err != nil {
-			log.Warn("console: inference-log events left unsent at shutdown", "err", err)
+	return nil
+}
+
+// stopEvents flushes the inference-log events; what is left unsent is
+// counted as dropped by the publisher and logged here, as it does not
+// make the drain a failure.
+func (p *parts) stopEvents(ctx context.Context) error {
+	if err := p.events.Stop(ctx); err != nil {
+		p.log.Warn("console: inference-log events left unsent at shutdown", "err", err)
+	}
+	return nil
+}
+
+// buildReviewer builds the workers' stage engine with the interactive
+// class (reviewer.go): the same privacy controls, pools, fleet limits and
+// pipeline version. Built, and its settings logged, before the first
+// dial, as the worker's is: the two lines can be compared on pods (and in
+// the deploy boot tests) before MySQL answers.
+func (p *parts) buildReviewer(context.Context) error {
+	if p.m.Reviewer != nil {
+		p.reviewer = p.m.Reviewer
+		return nil
+	}
+	engine, err := newReviewer(p.cfg, p.events, p.reg, p.log)
+	if err != nil {
+		return err
+	}
+	p.reviewer = engine
+	return nil
+}
+
+func (p *parts) closeReviewer(context.Context) error {
+	if e, ok := p.reviewer.(*reviewers.Engine); ok {
+		e.Close()
+	}
+	return nil
+}
+
+func (p *parts) openMySQL(ctx context.Context) error {
+	db, err := mysql.OpenDB(p.cfg.MySQL.Config())
+	if err != nil {
+		return err
+	}
+	if err := console.CheckSchema(ctx, db, 10*time.Second); err != nil {
+		return errors.Join(err, db.Close())
+	}
+	p.db, p.store = db, mysql.New(db)
+	return nil
+}
+
+// redisClients are the console's three Redis pools.
+type redisClients struct{ main, tail, stop *redis.Client }
+
+func (r redisClients) close() error {
+	var errs []error
+	for _, c := range []*redis.Client{r.stop, r.tail, r.main} {
+		if c != nil {
+			errs = append(errs, c.Close())
 		}
-	}()
-
-	// The workers' stage engine with the interactive class
-	// (reviewer.go): the same privacy controls, pools, fleet limits and
-	// pipeline version. Built, and its settings logged, before the first
-	// dial, as the worker's is: the two lines can be compared on pods (and
-	// in the deploy boot tests) before MySQL answers.
-	reviewer := m.Reviewer
-	if reviewer == nil {
-		engine, err := newReviewer(cfg, events, reg, log)
-		if err != nil {
-			return fmt.Errorf("console: %w", err)
-		}
-		defer engine.Close()
-		reviewer = engine
 	}
+	return errors.Join(errs...)
+}
 
-	db, err := mysql.OpenDB(cfg.MySQL.Config())
-	if err != nil {
-		return fmt.Errorf("console: %w", err)
+// openRedis opens the three pools; when one cannot be made, those made
+// are closed (the group stops only the services that started).
+func (p *parts) openRedis(context.Context) error {
+	if err := p.redisClients(); err != nil {
+		return errors.Join(err, p.rdbs.close())
 	}
-	defer db.Close()
-	if err := checkSchema(ctx, db, 10*time.Second); err != nil {
-		return fmt.Errorf("console: %w", err)
-	}
-	store := mysql.New(db)
+	return nil
+}
 
-	// The outbox sweeper resends feedback events SQS did not accept
-	// (feedback.go); it stops before the queue and the database close.
-	fbm := newFeedbackMetrics(reg)
-	outboxCtx, stopOutbox := context.WithCancel(context.WithoutCancel(ctx))
-	outboxDone := make(chan struct{})
-	go func() { defer close(outboxDone); _ = newOutbox(cfg.Outbox, store, feedback, fbm, log).Run(outboxCtx) }()
-	defer func() { stopOutbox(); <-outboxDone }()
-
-	chatCfg := cfg.Chat.Config()
-	chatCfg.Registerer = reg
-	chat, err := chatapi.New(chatCfg)
-	if err != nil {
-		return fmt.Errorf("console: %w", err)
+func (p *parts) redisClients() error {
+	var err error
+	if p.rdbs.main, err = p.cfg.RedisOptions.Client(func(o *redis.Options) {
+		// Resumes block on XREAD for up to console.TailWait; streams are many.
+		o.ReadTimeout, o.PoolSize = 2*time.Second+console.TailWait, 64
+	}); err != nil {
+		return err
 	}
-
-	rdb, err := cfg.RedisOptions.Client(func(o *redis.Options) {
-		// Resumes block on XREAD for up to tailWait; streams are many.
-		o.ReadTimeout, o.PoolSize = 2*time.Second+tailWait, 64
-	})
-	if err != nil {
-		return fmt.Errorf("console: redis: %w", err)
-	}
-	defer rdb.Close()
 	// Resumed clients tail the live log with blocking reads; they get a
 	// pool of their own so that they never starve the log writer's
 	// appends (redislive.WithTailClient).
-	tailRdb, err := cfg.RedisOptions.Client(func(o *redis.Options) {
-		o.ReadTimeout, o.PoolSize = 2*time.Second+tailWait, 1024
-	})
-	if err != nil {
-		return fmt.Errorf("console: redis: %w", err)
+	if p.rdbs.tail, err = p.cfg.RedisOptions.Client(func(o *redis.Options) {
+		o.ReadTimeout, o.PoolSize = 2*time.Second+console.TailWait, 1024
+	}); err != nil {
+		return err
 	}
-	defer tailRdb.Close()
-	liveLog, err := redislive.New(rdb, cfg.liveLog())
-	if err != nil {
-		return fmt.Errorf("console: %w", err)
-	}
-	liveLog = liveLog.WithTailClient(tailRdb)
-	hub, err := live.NewHub(cfg.hub(), liveLog, reg)
-	if err != nil {
-		return fmt.Errorf("console: %w", err)
-	}
-
 	// Stops reach this pod's reviews as they reach the workers', through
 	// a client of the workers' stop profile: the lookup each review makes
 	// at its start is bounded by --stop-check-timeout, socket included.
-	stopRdb, err := cfg.RedisOptions.Client(cli.StopProfile)
-	if err != nil {
-		return fmt.Errorf("console: redis: %w", err)
-	}
-	defer stopRdb.Close()
-	stopCtx, stopSubscriber := context.WithCancel(context.WithoutCancel(ctx))
-	sm := redisstop.NewMetrics(reg)
-	holder := stop.NewHolder(nil, sm.ObserveApplied)
-	feed := redisstop.NewSubscriber(stopRdb, cfg.Stops.Config(), sm, log)
-	subDone := make(chan struct{})
-	go func() { defer close(subDone); _ = feed.Run(stopCtx, holder) }()
-	defer func() { stopSubscriber(); <-subDone }()
+	p.rdbs.stop, err = p.cfg.RedisOptions.Client(cli.StopProfile)
+	return err
+}
 
-	reviewCtx, cancelReviews := context.WithCancelCause(context.WithoutCancel(ctx))
-	defer cancelReviews(nil)
-	rv := &reviews{cfg: cfg, hub: hub, liveLog: liveLog, reviewer: reviewer, chat: chat, store: store,
-		guard: &stop.Guard{Holder: holder, Store: feed, CheckTimeout: cfg.StopCheckTimeout}, log: log, now: time.Now,
-		slots: make(chan struct{}, cfg.MaxReviews), ctx: reviewCtx}
-	tmpl, err := parseTemplates()
+func (p *parts) openLive(context.Context) error {
+	liveLog, err := redislive.New(p.rdbs.main, p.cfg.liveLog())
 	if err != nil {
-		return fmt.Errorf("console: templates: %w", err)
+		return err
 	}
-	srv := &server{cfg: cfg, auth: cfg.auth(key),
-		store: store, chat: chat, feedback: feedback, fbm: fbm, reviews: rv, hub: hub, log: log, tmpl: tmpl, now: time.Now}
-	if cfg.OperatorURL != "" {
-		srv.stops = newOperatorClient(cfg.OperatorURL, cfg.OperatorTokenFile)
-	}
-	newConsoleMetrics(reg, rv)
+	p.liveLog = liveLog.WithTailClient(p.rdbs.tail)
+	p.hub, err = live.NewHub(p.cfg.Hub(), p.liveLog, p.reg)
+	return err
+}
 
-	ln, err := net.Listen("tcp", cfg.ListenAddr)
-	if err != nil {
-		return fmt.Errorf("console: listen: %w", err)
-	}
-	adminLn, err := net.Listen("tcp", cfg.AdminAddr)
-	if err != nil {
-		ln.Close()
-		return fmt.Errorf("console: admin listen: %w", err)
-	}
-	web := &http.Server{Handler: srv.routes(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	admin := &http.Server{Handler: adminRoutes(reg, store, hub), ReadHeaderTimeout: 5 * time.Second}
-	errc := make(chan error, 2)
-	go func() { errc <- web.Serve(ln) }()
-	go func() { errc <- admin.Serve(adminLn) }()
-	url := cfg.PublicURL
-	if url == "" {
-		url = "http://" + ln.Addr().String()
-	}
-	log.Info("console: serving", "url", url, "admin_addr", adminLn.Addr().String(), "max_reviews", cfg.MaxReviews,
-		"dev_login", cfg.DevLogin, "stop_button", cfg.OperatorURL != "")
-	if m.OnReady != nil {
-		m.OnReady(ln.Addr().String(), adminLn.Addr().String())
-	}
-	var serveErr error
-	select {
-	case <-ctx.Done():
-	case serveErr = <-errc:
-	}
-
-	// Drain: clients reconnect elsewhere while reviews finish here.
-	finished := rv.drain(cfg.DrainTimeout)
-	if !finished {
-		cancelReviews(errors.New("console: drain timeout"))
-		rv.running.Wait()
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_ = web.Shutdown(sctx)
-	_ = admin.Shutdown(sctx)
-	// Detached streams end at their reconnect event (or the next log read).
-	streamsDone := make(chan struct{})
-	go func() { rv.streams.Wait(); close(streamsDone) }()
-	select {
-	case <-streamsDone:
-	case <-sctx.Done():
-		log.Warn("console: streams still open at shutdown")
-	}
-	if err := hub.Wait(sctx); err != nil {
-		log.Warn("console: live events not all kept at shutdown", "err", err)
-	}
-	log.Info("console: drained", "reviews_finished", finished, "cause", fmt.Sprint(context.Cause(ctx)))
-	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
-		return fmt.Errorf("console: serve: %w", serveErr)
+// waitLive waits for the live log to hold every event; events it could
+// not keep only cost resumes on other pods, so they are logged.
+func (p *parts) waitLive(ctx context.Context) error {
+	if err := p.hub.Wait(ctx); err != nil {
+		p.log.Warn("console: live events not all kept at shutdown", "err", err)
 	}
 	return nil
+}
+
+func (p *parts) buildStops(context.Context) error {
+	sm := redisstop.NewMetrics(p.reg)
+	p.holder = stop.NewHolder(nil, sm.ObserveApplied)
+	p.stops = redisstop.NewSubscriber(p.rdbs.stop, p.cfg.Stops.Config(), sm, p.log)
+	return nil
+}
+
+func (p *parts) buildApp(context.Context) error {
+	chatCfg := p.cfg.Chat.Config()
+	chatCfg.Registerer = p.reg
+	chat, err := chatapi.New(chatCfg)
+	if err != nil {
+		return err
+	}
+	p.app, err = console.New(p.cfg.Config, console.Deps{Store: p.store, Feedback: p.feedback, Chat: chat,
+		HistoryTimeout: p.cfg.ChatTimeout + 2*time.Second, Reviewer: p.reviewer, Hub: p.hub, LiveLog: p.liveLog,
+		Guard:      &stop.Guard{Holder: p.holder, Store: p.stops, CheckTimeout: p.cfg.StopCheckTimeout},
+		Registerer: p.reg, Log: p.log, Clock: p.clock})
+	return err
+}
+
+// ready announces the console once both servers listen.
+func (p *parts) ready(context.Context) error {
+	addr, adminAddr := p.web.ln.Addr().String(), p.admin.ln.Addr().String()
+	url := p.cfg.PublicURL
+	if url == "" {
+		url = "http://" + addr
+	}
+	p.log.Info("console: serving", "url", url, "admin_addr", adminAddr, "max_reviews", p.cfg.MaxReviews,
+		"dev_login", p.cfg.DevLogin, "stop_button", p.cfg.OperatorURL != "")
+	if p.m.OnReady != nil {
+		p.m.OnReady(addr, adminAddr)
+	}
+	return nil
+}
+
+// drain is the two-phase stop of the on-demand reviews: at ctx's end they
+// are refused and streams told to reconnect; the running ones keep the
+// drain timeout (the service's Drain), after which the group cancels
+// lifecycle.Hard(ctx) and with it the reviews.
+func (p *parts) drain(ctx context.Context) error { return p.app.Run(ctx, lifecycle.Hard(ctx)) }
+
+// waitStreams waits for the detached streams to end at their reconnect
+// event; one still open only holds a socket the process exit closes.
+func (p *parts) waitStreams(ctx context.Context) error {
+	if err := p.app.Wait(ctx); err != nil {
+		p.log.Warn("console: streams still open at shutdown", "err", err)
+	}
+	return nil
+}
+
+// httpServer is a listener and its server as one service.
+type httpServer struct {
+	name, addr string
+	log        *slog.Logger
+	srv        *http.Server
+	ln         net.Listener
+}
+
+// service listens at Start (with the handler built then) and serves until
+// ctx is done; it then shuts down, closing what is still open when the
+// drain deadline passes. A failing Serve ends the group with its error.
+func (h *httpServer) service(handler func() http.Handler) lifecycle.Service {
+	return lifecycle.Service{Name: h.name + " server",
+		Start: func(context.Context) error {
+			ln, err := net.Listen("tcp", h.addr)
+			if err != nil {
+				return fmt.Errorf("listen: %w", err)
+			}
+			h.ln, h.srv.Handler = ln, handler()
+			return nil
+		},
+		Run: func(ctx context.Context) error {
+			errc := make(chan error, 1)
+			go func() { errc <- h.srv.Serve(h.ln) }()
+			select {
+			case err := <-errc:
+				return fmt.Errorf("serve: %w", err)
+			case <-ctx.Done():
+			}
+			if err := h.srv.Shutdown(lifecycle.Hard(ctx)); err != nil {
+				h.log.Warn("console: connections still open at shutdown; closing them", "server", h.name, "err", err)
+				_ = h.srv.Close() // the only error is the listener's, closed already
+			}
+			if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("serve: %w", err)
+			}
+			return nil
+		}}
 }
 
 // adminRoutes serves the probes and the metrics.
@@ -264,16 +362,4 @@ func adminRoutes(reg *prometheus.Registry, db interface{ Ping(context.Context) e
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	return mux
-}
-
-// newConsoleMetrics registers the admission gauges and counters.
-func newConsoleMetrics(reg prometheus.Registerer, rv *reviews) {
-	rv.admission = newAdmissionMetrics(reg)
-	rv.panics = prometheus.NewCounter(prometheus.CounterOpts{Name: "chatguard_console_review_panics_total",
-		Help: "On-demand reviews that panicked; each ended its stream with an error event and the pod went on."})
-	reg.MustRegister(rv.panics)
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "chatguard_console_reviews_running",
-		Help: "On-demand reviews running on this pod (admission slots taken)."}, func() float64 { return float64(len(rv.slots)) }))
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "chatguard_console_reviews_slots",
-		Help: "On-demand review slots of this pod (--max-reviews)."}, func() float64 { return float64(cap(rv.slots)) }))
 }

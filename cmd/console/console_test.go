@@ -1,356 +1,54 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/http/cookiejar"
-	"net/http/httptest"
-	"net/netip"
-	"net/url"
-	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/chatguard/chatguard/pipeline"
-	"github.com/chatguard/chatguard/pipeline/live"
-	"github.com/chatguard/chatguard/pipeline/llm"
-	"github.com/chatguard/chatguard/storage/mysql"
+	"github.com/chatguard/chatguard/cmd/internal/lifecycle"
 )
 
-var window = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-
-type fakeStore struct {
-	mu        sync.Mutex
-	verdict   pipeline.Verdict
-	decisions []mysql.Decision
-	saved     []pipeline.Verdict
-}
-
-func (f *fakeStore) ListQueue(context.Context, mysql.QueueFilter, string) (mysql.QueuePage, error) {
-	return mysql.QueuePage{Items: []mysql.QueueItem{{ID: 7, Key: f.verdict.Key, Label: f.verdict.Label, Category: f.verdict.Category, Severity: 4}}}, nil
-}
-func (f *fakeStore) VerdictByID(_ context.Context, id uint64) (pipeline.Verdict, error) {
-	if id != 7 {
-		return pipeline.Verdict{}, pipeline.ErrVerdictNotFound
-	}
-	return f.verdict, nil
-}
-func (f *fakeStore) VerdictID(context.Context, pipeline.ReviewKey) (uint64, error) { return 7, nil }
-func (f *fakeStore) AddDecision(_ context.Context, d mysql.Decision) (uint64, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.decisions = append(f.decisions, d)
-	return uint64(len(f.decisions)), nil
-}
-func (f *fakeStore) MarkFeedbackSent(_ context.Context, at time.Time, ids ...uint64) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, id := range ids {
-		if f.decisions[id-1].FeedbackSentAt.IsZero() {
-			f.decisions[id-1].FeedbackSentAt = at
-		}
-	}
-	return nil
-}
-func (f *fakeStore) Decisions(context.Context, uint64, int) ([]mysql.Decision, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]mysql.Decision(nil), f.decisions...), nil
-}
-func (f *fakeStore) Save(_ context.Context, v pipeline.Verdict) (bool, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.saved = append(f.saved, v)
-	return true, nil
-}
-func (f *fakeStore) Ping(context.Context) error { return nil }
-
-type fakeChat struct{}
-
-func (fakeChat) History(context.Context, string, time.Time, time.Time) ([]pipeline.ChatMessage, error) {
-	return []pipeline.ChatMessage{
-		{MessageID: "m1", SenderRole: pipeline.RoleBuyer, Kind: pipeline.KindText, Text: "hello", SentAt: window},
-		{MessageID: "m2", SenderRole: pipeline.RoleSeller, Kind: pipeline.KindText, Text: "pay to my account", SentAt: window.Add(time.Minute)},
-	}, nil
-}
-
-type fakeFeedback struct {
-	mu   sync.Mutex
-	msgs []pipeline.OutMessage
-	err  error // when set, Send fails with it and keeps nothing
-}
-
-func (f *fakeFeedback) Send(_ context.Context, m []pipeline.OutMessage) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return f.err
-	}
-	f.msgs = append(f.msgs, m...)
-	return nil
-}
-
-// streamingReviewer streams tokens through the observer like the router,
-// then waits for release (or ctx) before answering.
-type streamingReviewer struct {
-	release chan struct{}
-	calls   int
-	mu      sync.Mutex
-}
-
-func (s *streamingReviewer) PipelineVersion() string { return "v1" }
-func (s *streamingReviewer) Review(ctx context.Context, ev pipeline.ReviewEvent, _ []pipeline.ChatMessage, _ int) (pipeline.Verdict, error) {
-	s.mu.Lock()
-	s.calls++
-	s.mu.Unlock()
-	v := pipeline.Verdict{Key: ev.Key("v1"), RunID: ev.RunID, Status: pipeline.StatusFailed}
-	o := llm.ObserverFrom(ctx)
-	o.Attempt(pipeline.StageJudge, 1, pipeline.PoolPrimary)
-	for range 40 {
-		o.Delta(pipeline.StageJudge, "token ")
-	}
-	select {
-	case <-s.release:
-	case <-ctx.Done():
-		return v, context.Cause(ctx)
-	}
-	v.Status, v.Label, v.Category, v.Severity = pipeline.StatusDone, pipeline.LabelAbusive, pipeline.CategoryExternalPayment, 4
-	return v, nil
-}
-
-type testConsole struct {
-	srv   *server
-	ts    *httptest.Server
-	store *fakeStore
-	fb    *fakeFeedback
-	rev   *streamingReviewer
-	log   *memLog
-}
-
-type memLog struct {
-	mu  sync.Mutex
-	evs map[string][]pipeline.LiveEvent
-}
-
-func (m *memLog) Append(_ context.Context, id string, evs []pipeline.LiveEvent) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.evs[id] = append(m.evs[id], evs...)
-	return nil
-}
-
-func (m *memLog) Read(_ context.Context, id string, after uint64, _ time.Duration) ([]pipeline.LiveEvent, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	evs, ok := m.evs[id]
-	if !ok {
-		return nil, pipeline.ErrLiveGone
-	}
-	var out []pipeline.LiveEvent
-	for _, ev := range evs {
-		if ev.Seq > after {
-			out = append(out, ev)
-		}
-	}
-	return out, nil
-}
-
-func newTestConsole(t *testing.T, maxReviews int) *testConsole {
-	t.Helper()
-	cfg := DefaultConfig()
-	cfg.MaxReviews, cfg.DevLogin = maxReviews, true
-	st := &fakeStore{verdict: pipeline.Verdict{Key: pipeline.ReviewKey{RoomID: "room-1", WindowStart: window, WindowEnd: window.Add(time.Hour), PipelineVersion: "v1"},
-		Status: pipeline.StatusDone, Label: pipeline.LabelAbusive, Category: pipeline.CategoryExternalPayment, Severity: 4, EvidenceIDs: []string{"m2"}, Rationale: "asks for a bank transfer"}}
-	ml := &memLog{evs: map[string][]pipeline.LiveEvent{}}
-	hub, err := live.NewHub(live.DefaultConfig(), ml, nil)
-	require.NoError(t, err)
+// A server whose Serve fails ends the console's group with that error,
+// and the services started before it are stopped, not left running.
+func TestAFailingServerEndsTheGroup(t *testing.T) {
+	t.Parallel()
+	h := &httpServer{name: "console", addr: "127.0.0.1:0", log: slog.New(slog.DiscardHandler), srv: &http.Server{}}
+	stopped := make(chan struct{})
+	g := lifecycle.New(nil, nil)
+	g.Add(lifecycle.Service{Name: "before", Stop: func(context.Context) error { close(stopped); return nil }},
+		h.service(http.NotFoundHandler),
+		// The listener closed under the server: its Serve fails at once.
+		lifecycle.Service{Name: "breaker", Start: func(context.Context) error { return h.ln.Close() }})
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	rev := &streamingReviewer{release: make(chan struct{})}
-	rv := &reviews{cfg: cfg, hub: hub, liveLog: ml, reviewer: rev, chat: fakeChat{}, store: st, log: slog.New(slog.DiscardHandler),
-		now: time.Now, slots: make(chan struct{}, maxReviews), ctx: ctx}
-	tmpl, err := parseTemplates()
-	require.NoError(t, err)
-	fb := &fakeFeedback{}
-	s := &server{cfg: cfg, auth: &auth{devLogin: true, key: []byte("0123456789abcdef0123456789abcdef"), now: time.Now,
-		proxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, header: cfg.IdentityHeader},
-		store: st, chat: fakeChat{}, feedback: fb, reviews: rv, hub: hub, log: slog.New(slog.DiscardHandler), tmpl: tmpl, now: time.Now}
-	ts := httptest.NewServer(s.routes())
-	t.Cleanup(ts.Close)
-	t.Cleanup(func() { close(rev.release); rv.running.Wait() })
-	return &testConsole{srv: s, ts: ts, store: st, fb: fb, rev: rev, log: ml}
-}
-
-func (c *testConsole) client(t *testing.T, email string) *http.Client {
-	jar, _ := cookiejar.New(nil)
-	hc := &http.Client{Jar: jar}
-	resp, err := hc.PostForm(c.ts.URL+"/login", url.Values{"email": {email}, "next": {"/queue"}})
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	return hc
-}
-
-func TestAuthTrustsTheHeaderOnlyFromTheProxy(t *testing.T) {
-	a := &auth{proxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, header: DefaultConfig().IdentityHeader, key: []byte("k"), now: time.Now}
-	r := httptest.NewRequest("GET", "/queue", nil)
-	r.Header.Set("X-Forwarded-Email", "mod@example.com")
-	r.RemoteAddr = "10.1.2.3:5555"
-	who, ok := a.identify(r)
-	require.True(t, ok)
-	require.Equal(t, moderatorID("mod@example.com"), who.ID)
-	require.NotContains(t, who.ID, "example")
-	r.RemoteAddr = "192.168.1.1:5555"
-	_, ok = a.identify(r)
-	require.False(t, ok, "the identity header from outside the proxy's addresses is ignored")
-}
-
-func TestPagesDecisionAndCSRF(t *testing.T) {
-	c := newTestConsole(t, 2)
-	hc := c.client(t, "alice@example.com")
-	resp, err := hc.Get(c.ts.URL + "/queue")
-	require.NoError(t, err)
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.Contains(t, string(body), `/verdicts/7`)
-
-	resp, err = hc.Get(c.ts.URL + "/verdicts/7")
-	require.NoError(t, err)
-	body, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	page := string(body)
-	require.Contains(t, page, `id="msg-m2" class="msg seller evidence"`, "the evidence message is highlighted")
-	require.Contains(t, page, `id="msg-m1" class="msg buyer"`)
-
-	// No CSRF token: refused, nothing recorded.
-	resp, err = hc.PostForm(c.ts.URL+"/verdicts/7/decide", url.Values{"decision": {"confirm"}})
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusForbidden, resp.StatusCode)
-	require.Empty(t, c.store.decisions)
-
-	who := Who{Email: "alice@example.com", ID: moderatorID("alice@example.com")}
-	resp, err = hc.PostForm(c.ts.URL+"/verdicts/7/decide", url.Values{"decision": {"overturn"}, "label": {"clean"}, "category": {"spam"},
-		"csrf": {c.srv.auth.csrfToken(who, time.Now())}})
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Len(t, c.store.decisions, 1)
-	d := c.store.decisions[0]
-	require.Equal(t, who.ID, d.Moderator)
-	require.Equal(t, pipeline.LabelClean, d.Label)
-	require.Len(t, c.fb.msgs, 1)
-	var ev struct {
-		EventType string                     `json:"event_type"`
-		Payload   pipeline.ModeratorFeedback `json:"payload"`
+	defer cancel()
+	err := g.Run(ctx)
+	require.ErrorContains(t, err, "console server: serve:")
+	select {
+	case <-stopped:
+	default:
+		t.Fatal("the service started before the server was not stopped")
 	}
-	require.NoError(t, json.Unmarshal(c.fb.msgs[0].Body, &ev))
-	require.Equal(t, "moderator_feedback", ev.EventType)
-	require.Equal(t, pipeline.LabelAbusive, ev.Payload.VerdictLabel)
-	require.Equal(t, pipeline.CategoryClean, ev.Payload.DecidedCategory)
-	require.Equal(t, who.ID, ev.Payload.ModeratorID)
 }
 
-type sseEvent struct{ id, typ, data string }
-
-func readEvents(t *testing.T, body io.Reader, n int, stopAt string) []sseEvent {
-	t.Helper()
-	sc := bufio.NewScanner(body)
-	var out []sseEvent
-	var cur sseEvent
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			if cur.typ != "" {
-				out = append(out, cur)
-				if len(out) == n || cur.typ == stopAt {
-					return out
-				}
-			}
-			cur = sseEvent{}
-		case strings.HasPrefix(line, "id: "):
-			cur.id = line[4:]
-		case strings.HasPrefix(line, "event: "):
-			cur.typ = line[7:]
-		case strings.HasPrefix(line, "data: "):
-			cur.data = line[6:]
-		}
-	}
-	return out
-}
-
-func (c *testConsole) startReview(t *testing.T, hc *http.Client) *http.Response {
-	who := Who{ID: moderatorID("alice@example.com")}
-	body := `{"room_id":"room-1","window_start":"2026-11-30T10:00:00Z","window_end":"2026-11-30T11:00:00Z"}`
-	req, _ := http.NewRequest("POST", c.ts.URL+"/v1/reviews", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(csrfHeader, c.srv.auth.csrfToken(who, time.Now()))
-	resp, err := hc.Do(req)
+// A stop shuts the server down and Run returns nil (http.ErrServerClosed
+// is the clean end, not a failure).
+func TestAServerStopsCleanly(t *testing.T) {
+	t.Parallel()
+	h := &httpServer{name: "admin", addr: "127.0.0.1:0", log: slog.New(slog.DiscardHandler), srv: &http.Server{}}
+	g := lifecycle.New(nil, nil)
+	ready := make(chan string, 1)
+	g.Add(h.service(http.NotFoundHandler),
+		lifecycle.Service{Name: "ready", Start: func(context.Context) error { ready <- h.ln.Addr().String(); return nil }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	resp, err := http.Get("http://" + <-ready + "/")
 	require.NoError(t, err)
-	return resp
+	resp.Body.Close()
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	cancel()
+	require.NoError(t, <-done)
 }
-
-func TestReviewStreamsAdmitsDrainsAndResumes(t *testing.T) {
-	c := newTestConsole(t, 1)
-	hc := c.client(t, "alice@example.com")
-	resp := c.startReview(t, hc)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
-	id := resp.Header.Get("X-Review-ID")
-	evs := readEvents(t, resp.Body, 4, "")
-	require.Equal(t, "stage", evs[0].typ)
-	require.Contains(t, evs[1].data, `"judge"`)
-	require.Equal(t, "token", evs[2].typ)
-	require.Contains(t, evs[2].data, "token")
-
-	// The one slot is taken: the next review is refused at the door.
-	busy := c.startReview(t, hc)
-	busy.Body.Close()
-	require.Equal(t, http.StatusTooManyRequests, busy.StatusCode)
-	require.NotEmpty(t, busy.Header.Get("Retry-After"))
-
-	// Drain: the open stream gets a reconnect event; the review goes on.
-	c.srv.hub.Drain()
-	rest := readEvents(t, resp.Body, 0, "reconnect")
-	require.Equal(t, "reconnect", rest[len(rest)-1].typ)
-	last := evs[len(evs)-1].id
-	for _, e := range rest {
-		if e.id != "" {
-			last = e.id
-		}
-	}
-	c.rev.release <- struct{}{}
-	c.srv.reviews.running.Wait()
-	require.NoError(t, c.srv.hub.Wait(context.Background()))
-
-	// Resume (on "another pod": this one's hub is draining, so read the
-	// log directly as a fresh pod would).
-	other := newTestConsole(t, 1)
-	other.log.evs = c.log.evs
-	hc2 := other.client(t, "alice@example.com")
-	req, _ := http.NewRequest("GET", other.ts.URL+"/v1/reviews/"+id+"/events", nil)
-	req.Header.Set("Last-Event-ID", last)
-	r2, err := hc2.Do(req)
-	require.NoError(t, err)
-	defer r2.Body.Close()
-	require.Equal(t, http.StatusOK, r2.StatusCode)
-	resumed := readEvents(t, r2.Body, 0, "verdict")
-	require.Equal(t, "verdict", resumed[len(resumed)-1].typ)
-	require.Contains(t, resumed[len(resumed)-1].data, `"abusive"`)
-	require.Equal(t, 1, c.rev.calls, "no second model call")
-	require.Equal(t, 0, other.rev.calls)
-	require.Len(t, c.store.saved, 1)
-	require.True(t, strings.HasPrefix(c.store.saved[0].RunID, "ondemand:"+moderatorID("alice@example.com")+":"))
-}
-
-var _ = errors.New

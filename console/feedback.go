@@ -1,4 +1,4 @@
-package main
+package console
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/storage/mysql"
@@ -106,7 +106,8 @@ type outboxStore interface {
 
 var _ outboxStore = (*mysql.Store)(nil)
 
-// OutboxConfig tunes the feedback outbox sweeper (flags --feedback-*).
+// OutboxConfig tunes the feedback outbox sweeper (the console's
+// --feedback-* flags).
 type OutboxConfig struct {
 	// FeedbackGrace: a decision younger than this is left to its request
 	// path (whose send is bounded well below it).
@@ -127,7 +128,8 @@ type OutboxConfig struct {
 	FeedbackRetryInitial, FeedbackRetryMax time.Duration
 }
 
-func defaultOutbox() OutboxConfig {
+// DefaultOutboxConfig returns the sweeper's defaults (the console's --help).
+func DefaultOutboxConfig() OutboxConfig {
 	return OutboxConfig{FeedbackGrace: time.Minute, FeedbackSweepEvery: 15 * time.Second, FeedbackSweepBatch: 10,
 		FeedbackSweepMaxBatches: 20, FeedbackSendTimeout: 15 * time.Second,
 		FeedbackRetryInitial: 30 * time.Second, FeedbackRetryMax: 10 * time.Minute}
@@ -138,17 +140,8 @@ func (c OutboxConfig) retryPolicy() retry.Policy {
 	return retry.Policy{Initial: c.FeedbackRetryInitial, Max: c.FeedbackRetryMax}
 }
 
-func (c *OutboxConfig) flags(fs *cli.FlagSet) {
-	fs.DurationVar(&c.FeedbackGrace, "feedback-grace", "a decision whose moderator_feedback event SQS has not accepted this long after it was made is resent by the sweeper")
-	fs.DurationVar(&c.FeedbackSweepEvery, "feedback-sweep-every", "time between sweeps of unsent moderator feedback")
-	fs.IntVar(&c.FeedbackSweepBatch, "feedback-sweep-batch", "decisions resent per SQS call (1..10)")
-	fs.IntVar(&c.FeedbackSweepMaxBatches, "feedback-sweep-max-batches", "batches one sweep sends at most (a larger backlog drains over several sweeps)")
-	fs.DurationVar(&c.FeedbackSendTimeout, "feedback-send-timeout", "deadline of one sweep batch: its SQS send and its marks")
-	fs.DurationVar(&c.FeedbackRetryInitial, "feedback-retry-initial", "ceiling of the first backoff of a decision whose feedback send failed transiently (doubling per failure, full jitter)")
-	fs.DurationVar(&c.FeedbackRetryMax, "feedback-retry-max", "cap of the per-decision feedback resend backoff")
-}
-
-func (c OutboxConfig) validate() error {
+// Validate reports every problem of the sweeper's settings at once.
+func (c OutboxConfig) Validate() error {
 	var errs []error
 	if c.FeedbackSweepBatch < 1 || c.FeedbackSweepBatch > 10 || c.FeedbackSweepMaxBatches < 1 {
 		errs = append(errs, errors.New("--feedback-sweep-batch must be in 1..10, --feedback-sweep-max-batches at least 1"))
@@ -169,23 +162,19 @@ func (c OutboxConfig) validate() error {
 
 // outbox resends the moderator_feedback events of decisions whose
 // feedback_sent_at is still NULL past the grace period. Its owner is the
-// console's Run; it stops in two phases: ctx ending stops new sweeps, and
-// the batch in flight finishes within FeedbackSendTimeout (its rows marked) before
-// Run returns.
+// App's RunOutbox; it stops in two phases: ctx ending stops new sweeps,
+// and the batch in flight finishes within FeedbackSendTimeout (its rows
+// marked) before Run returns.
 type outbox struct {
 	cfg     OutboxConfig
 	store   outboxStore
-	send    feedbackSender
+	send    FeedbackSender
 	metrics *feedbackMetrics
 	log     *slog.Logger
-	now     func() time.Time
+	clock   clock.Clock
 	// backoff is the wait before a row's next send after its n-th
 	// transient failure (the retry policy's full-jitter Delay).
 	backoff func(n int) time.Duration
-	// ticker returns the sweep ticks and their stop (tests tick by hand).
-	ticker func(d time.Duration) (<-chan time.Time, func())
-	// swept, when set, receives each sweep's result (tests wait on it).
-	swept chan<- sweepResult
 }
 
 // sweepResult is what one sweep did: events sent, failed (to be retried
@@ -195,29 +184,23 @@ type sweepResult struct {
 	Err                    error
 }
 
-func newOutbox(cfg OutboxConfig, st outboxStore, send feedbackSender, m *feedbackMetrics, log *slog.Logger) *outbox {
-	return &outbox{cfg: cfg, store: st, send: send, metrics: m, log: log, now: time.Now, backoff: cfg.retryPolicy().Delay,
-		ticker: func(d time.Duration) (<-chan time.Time, func()) { t := time.NewTicker(d); return t.C, t.Stop }}
+// newOutbox returns a sweeper timed by c (nil: the wall clock).
+func newOutbox(cfg OutboxConfig, st outboxStore, send FeedbackSender, m *feedbackMetrics, log *slog.Logger, c clock.Clock) *outbox {
+	return &outbox{cfg: cfg, store: st, send: send, metrics: m, log: log, clock: clock.Or(c), backoff: cfg.retryPolicy().Delay}
 }
 
-// Run sweeps every cfg.FeedbackSweepEvery until ctx ends. It returns nil once the batch
-// in flight at cancellation has finished.
+// Run sweeps every cfg.FeedbackSweepEvery until ctx ends. It returns nil
+// once the batch in flight at cancellation has finished.
 func (o *outbox) Run(ctx context.Context) error {
-	tick, stop := o.ticker(o.cfg.FeedbackSweepEvery)
-	defer stop()
+	tick := o.clock.NewTicker(o.cfg.FeedbackSweepEvery)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-tick:
+		case <-tick.Chan():
 		}
-		r := o.sweep(ctx)
-		if o.swept != nil {
-			select {
-			case o.swept <- r:
-			case <-ctx.Done():
-			}
-		}
+		o.sweep(ctx)
 	}
 }
 
@@ -234,8 +217,9 @@ func (o *outbox) sweep(ctx context.Context) sweepResult {
 		}
 		// Detached and bounded: a batch begun before a stop finishes and
 		// marks its rows instead of leaving them for a duplicate resend.
+		// The bound is on real time: it caps waits on SQS and MySQL.
 		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.cfg.FeedbackSendTimeout)
-		sw, err := o.store.SweepUnsentFeedback(bctx, o.now(), o.cfg.FeedbackGrace, o.cfg.FeedbackSweepBatch, o.sendBatch)
+		sw, err := o.store.SweepUnsentFeedback(bctx, o.clock.Now(), o.cfg.FeedbackGrace, o.cfg.FeedbackSweepBatch, o.sendBatch)
 		cancel()
 		r.Sent += sw.Sent
 		r.Rejected += sw.Rejected
@@ -256,7 +240,7 @@ func (o *outbox) sweep(ctx context.Context) sweepResult {
 		o.metrics.rejectedRows.Set(float64(b.Rejected))
 		age := 0.0
 		if !b.Oldest.IsZero() {
-			age = max(o.now().Sub(b.Oldest).Seconds(), 0)
+			age = max(o.clock.Now().Sub(b.Oldest).Seconds(), 0)
 		}
 		o.metrics.oldest.Set(age)
 	} else if r.Err == nil {
@@ -287,7 +271,7 @@ func (o *outbox) sendBatch(ctx context.Context, rows []mysql.UnsentFeedback) ([]
 		msgs[i] = pipeline.OutMessage{Body: feedbackBody(feedbackEvent(u.Decision, u.Key, u.VerdictLabel, u.VerdictCategory, u.Action))}
 	}
 	err := o.send.Send(ctx, msgs)
-	now := o.now()
+	now := o.clock.Now()
 	out := make([]mysql.FeedbackSend, len(rows))
 	sent, failed := 0, 0
 	for i, e := range pipeline.EntryErrors(err, len(rows)) {

@@ -1,4 +1,4 @@
-package main
+package console
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/live"
 	"github.com/chatguard/chatguard/storage/mysql"
@@ -40,9 +41,10 @@ type store interface {
 
 var _ store = (*mysql.Store)(nil)
 
-// feedbackSender sends lake events to the feedback queue and returns once
-// SQS holds them (*sqs.Queue).
-type feedbackSender interface {
+// FeedbackSender sends lake events to the feedback queue and returns once
+// SQS holds them (*sqs.Queue). An error leaves the events to the outbox
+// sweeper; a *pipeline.BatchError names the entries that failed.
+type FeedbackSender interface {
 	Send(ctx context.Context, msgs []pipeline.OutMessage) error
 }
 
@@ -57,14 +59,16 @@ type server struct {
 	auth     *auth
 	store    store
 	chat     pipeline.ChatSource
-	feedback feedbackSender
+	feedback FeedbackSender
 	fbm      *feedbackMetrics // nil: counted nowhere
 	stops    stopper          // nil: no stop button
 	reviews  *reviews
 	hub      *live.Hub
 	log      *slog.Logger
 	tmpl     *template.Template
-	now      func() time.Time
+	clock    clock.Clock
+	// historyTimeout bounds the room page's chat history fetch.
+	historyTimeout time.Duration
 }
 
 var funcs = template.FuncMap{
@@ -137,7 +141,7 @@ func (s *server) render(w http.ResponseWriter, name string, code int, data map[s
 func (s *server) page(r *http.Request, data map[string]any) map[string]any {
 	who, _ := whoFrom(r.Context())
 	data["Who"] = who
-	data["CSRF"] = s.auth.csrfToken(who, s.now())
+	data["CSRF"] = s.auth.csrfToken(who, s.clock.Now())
 	return data
 }
 
@@ -305,7 +309,7 @@ func (s *server) roomPage(w http.ResponseWriter, r *http.Request) {
 	data := s.page(r, map[string]any{"ID": id, "V": v, "Decisions": decisions, "Categories": pipeline.AbuseCategories,
 		"Evidence": evidenceIDs(v), "CanStop": s.stops != nil})
 	// The chat is fetched live and never stored by the console.
-	hctx, cancel := context.WithTimeout(r.Context(), s.cfg.ChatTimeout+2*time.Second)
+	hctx, cancel := context.WithTimeout(r.Context(), s.historyTimeout)
 	defer cancel()
 	msgs, err := s.chat.History(hctx, v.Key.RoomID, v.Key.WindowStart, v.Key.WindowEnd)
 	if err != nil {
@@ -371,7 +375,7 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	// Microseconds, as the row keeps it: a resend built from the row
 	// carries the same occurred_at (and so the same lake partition).
 	d := mysql.Decision{VerdictID: id, Moderator: who.ID, Decision: r.PostFormValue("decision"), Note: r.PostFormValue("note"),
-		DecidedAt: s.now().UTC().Truncate(time.Microsecond)}
+		DecidedAt: s.clock.Now().UTC().Truncate(time.Microsecond)}
 	switch d.Decision {
 	case mysql.DecisionConfirm:
 		d.Label, d.Category = v.Label, v.Category
@@ -407,7 +411,7 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 		// Detached: SQS holds the event whether or not the moderator waits.
 		mctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 		defer cancel()
-		if err := s.store.MarkFeedbackSent(mctx, s.now(), decID); err != nil {
+		if err := s.store.MarkFeedbackSent(mctx, s.clock.Now(), decID); err != nil {
 			s.log.Warn("console: feedback sent but not marked; the sweeper resends it with the same event id", "decision_id", decID, "err", err)
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package console
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
@@ -40,8 +39,6 @@ func (p *panickyReviewer) Review(_ context.Context, ev pipeline.ReviewEvent, _ [
 // the next review on the same pod streams its verdict.
 func TestReviewPanicEndsOnlyItsStream(t *testing.T) {
 	c := newTestConsole(t, 2)
-	reg := prometheus.NewRegistry()
-	newConsoleMetrics(reg, c.srv.reviews)
 	rev := &panickyReviewer{room: "room-crash"}
 	c.srv.reviews.reviewer = rev
 	hc := c.client(t, "alice@example.com")

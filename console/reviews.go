@@ -1,4 +1,4 @@
-package main
+package console
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/chatprep"
 	"github.com/chatguard/chatguard/pipeline/live"
@@ -38,7 +39,8 @@ type reviews struct {
 	store    store
 	guard    *stop.Guard // nil: reviews cannot be stopped
 	log      *slog.Logger
-	now      func() time.Time
+	// clock times the heartbeats and dates the on-demand review events.
+	clock clock.Clock
 
 	// slots is the admission gate: a review takes one or is refused.
 	slots chan struct{}
@@ -46,8 +48,8 @@ type reviews struct {
 	admission *admissionMetrics
 	// panics counts reviews that panicked (nil: counted nowhere).
 	panics prometheus.Counter
-	// ctx is the parent of every review: cancelled when the drain
-	// timeout is over.
+	// ctx is the parent of every review and of the detached log tails:
+	// cancelled when the drain deadline passes (App.Run).
 	ctx     context.Context
 	running sync.WaitGroup
 	// streams counts the detached stream goroutines (see detach).
@@ -258,7 +260,8 @@ func (s *sse) event(ev *pipeline.LiveEvent) {
 
 func (s *sse) ping() { s.buf = append(s.buf, ": ping\n\n"...) }
 
-// flush writes what is buffered, bounded by writeTimeout.
+// flush writes what is buffered, bounded by writeTimeout. The deadline is
+// the socket's, on real time: it bounds a wait on the client's machine.
 func (s *sse) flush() error {
 	defer func() {
 		// An idle stream keeps no buffer.
@@ -328,7 +331,7 @@ func (rv *reviews) detach(s *sse, r *http.Request, body func(gone <-chan struct{
 }
 
 func (rv *reviews) pumpSub(s *sse, sub *live.Sub, gone <-chan struct{}) {
-	tick := time.NewTicker(heartbeat)
+	tick := rv.clock.NewTicker(heartbeat)
 	defer tick.Stop()
 	for {
 		select {
@@ -362,7 +365,7 @@ func (rv *reviews) pumpSub(s *sse, sub *live.Sub, gone <-chan struct{}) {
 			return
 		case <-gone:
 			return
-		case <-tick.C:
+		case <-tick.Chan():
 			s.ping()
 			if s.flush() != nil {
 				return
@@ -371,9 +374,10 @@ func (rv *reviews) pumpSub(s *sse, sub *live.Sub, gone <-chan struct{}) {
 	}
 }
 
-// tailWait bounds one blocking log read, so a drain or a gone client is
-// noticed within it.
-const tailWait = 2 * time.Second
+// TailWait bounds one blocking log read of a resumed stream, so a drain or
+// a gone client is noticed within it; the live log's Redis client needs a
+// read timeout above it.
+const TailWait = 2 * time.Second
 
 // tail delivers review id's events from the live log (the review runs on
 // another pod, or ran and ended).
@@ -404,7 +408,7 @@ func (rv *reviews) tail(w http.ResponseWriter, r *http.Request, id string, after
 }
 
 func (rv *reviews) tailLog(ctx context.Context, s *sse, id string, after uint64, evs []pipeline.LiveEvent) {
-	idle := time.Now()
+	idle := rv.clock.Now()
 	for {
 		for i := range evs {
 			ev := &evs[i]
@@ -416,12 +420,12 @@ func (rv *reviews) tailLog(ctx context.Context, s *sse, id string, after uint64,
 			}
 		}
 		if len(evs) > 0 {
-			idle = time.Now()
+			idle = rv.clock.Now()
 			if s.flush() != nil {
 				return
 			}
-		} else if time.Since(idle) > heartbeat {
-			idle = time.Now()
+		} else if rv.clock.Since(idle) > heartbeat {
+			idle = rv.clock.Now()
 			s.ping()
 			if s.flush() != nil {
 				return
@@ -436,33 +440,13 @@ func (rv *reviews) tailLog(ctx context.Context, s *sse, id string, after uint64,
 		default:
 		}
 		var err error
-		evs, err = rv.liveLog.Read(ctx, id, after, tailWait)
+		evs, err = rv.liveLog.Read(ctx, id, after, TailWait)
 		if err != nil {
 			if ctx.Err() == nil {
 				s.reconnect(rv.cfg.RetryAfter)
 			}
 			return
 		}
-	}
-}
-
-// drain refuses new reviews, tells clients to reconnect, and waits up to
-// the drain timeout for running reviews; it returns false if some were
-// still running (the caller cancels them).
-func (rv *reviews) drain(timeout time.Duration) bool {
-	rv.mu.Lock()
-	rv.draining = true
-	rv.mu.Unlock()
-	rv.hub.Drain()
-	done := make(chan struct{})
-	go func() { rv.running.Wait(); close(done) }()
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-done:
-		return true
-	case <-t.C:
-		return false
 	}
 }
 
@@ -497,7 +481,7 @@ func (rv *reviews) run(st *live.Stream, req reviewRequest, who Who) {
 	ctx, cancel := context.WithTimeout(rv.ctx, rv.cfg.ReviewTimeout)
 	defer cancel()
 	ev := pipeline.ReviewEvent{RoomID: req.RoomID, WindowStart: req.WindowStart, WindowEnd: req.WindowEnd,
-		RunID: "ondemand:" + who.ID + ":" + st.ID(), PublishedAt: rv.now().UTC(), SchemaVersion: 1}
+		RunID: "ondemand:" + who.ID + ":" + st.ID(), PublishedAt: rv.clock.Now().UTC(), SchemaVersion: 1}
 	if rv.guard != nil {
 		var release func()
 		ctx, release = rv.guard.Begin(ctx, ev)
@@ -525,7 +509,7 @@ func (rv *reviews) finish(st *live.Stream, ev pipeline.ReviewEvent, v pipeline.V
 			v.Status, v.Error = pipeline.StatusFailed, pipeline.ClipRunes(err.Error(), 500)
 		}
 		if v.FinishedAt.IsZero() {
-			v.FinishedAt = rv.now().UTC()
+			v.FinishedAt = rv.clock.Now().UTC()
 		}
 		// The save outlives a cancelled review: what was paid for is kept.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(rv.ctx), 10*time.Second)

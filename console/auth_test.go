@@ -1,11 +1,14 @@
-package main
+package console
 
 import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/internal/clock"
 )
 
 // proxyRequest is a request that reached the console from the auth proxy
@@ -31,7 +34,7 @@ func TestForgedAuthRequestEmailSignsNobodyIn(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.TrustedProxies = "127.0.0.1/32"
 	require.Equal(t, "X-Forwarded-Email", cfg.IdentityHeader)
-	a := cfg.auth([]byte("0123456789abcdef0123456789abcdef"))
+	a := newAuth(cfg, []byte("0123456789abcdef0123456789abcdef"), nil)
 
 	_, ok := a.identify(proxyRequest(map[string][]string{"X-Auth-Request-Email": {"admin@example.com"}}))
 	require.False(t, ok, "a forged X-Auth-Request-Email alone signs nobody in")
@@ -47,7 +50,7 @@ func TestForgedAuthRequestEmailSignsNobodyIn(t *testing.T) {
 
 	// nginx auth_request set-ups name their header instead; then only it counts.
 	cfg.IdentityHeader = "X-Auth-Request-Email"
-	a = cfg.auth([]byte("0123456789abcdef0123456789abcdef"))
+	a = newAuth(cfg, []byte("0123456789abcdef0123456789abcdef"), nil)
 	who, ok = a.identify(proxyRequest(map[string][]string{"X-Auth-Request-Email": {"mod@example.com"}, "X-Forwarded-Email": {"admin@example.com"}}))
 	require.True(t, ok)
 	require.Equal(t, "mod@example.com", who.Email)
@@ -60,4 +63,35 @@ func TestIdentityHeaderMustBeAHeaderName(t *testing.T) {
 		cfg.IdentityHeader = bad
 		require.ErrorContains(t, cfg.Validate(), "--identity-header", bad)
 	}
+}
+
+// Sessions and CSRF tokens are dated by the app's clock: a session ends
+// sessionTTL after it was made, and a page's token is good for the next
+// day too, not the one after.
+func TestSessionsAndTokensExpireOnTheClock(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig()
+	cfg.DevLogin = true
+	clk := clock.NewFake(time.Date(2026, 12, 1, 23, 0, 0, 0, time.UTC))
+	a := newAuth(cfg, []byte("0123456789abcdef0123456789abcdef"), clk)
+	who := Who{ID: moderatorID("mod@example.com")}
+	cookie := a.session("mod@example.com")
+	token := a.csrfToken(who, clk.Now())
+	post := func() *http.Request {
+		r := httptest.NewRequest("POST", "/verdicts/7/decide", nil)
+		r.Header.Set(csrfHeader, token)
+		return r
+	}
+
+	clk.Advance(sessionTTL - time.Second)
+	email, ok := a.verifySession(cookie)
+	require.True(t, ok)
+	require.Equal(t, "mod@example.com", email)
+	require.True(t, a.checkCSRF(post(), who), "the next day's check takes the day before's token")
+
+	clk.Advance(2 * time.Second)
+	_, ok = a.verifySession(cookie)
+	require.False(t, ok, "the session ended sessionTTL after it was made")
+	clk.Advance(48 * time.Hour)
+	require.False(t, a.checkCSRF(post(), who), "a token two days old is refused")
 }

@@ -1,4 +1,4 @@
-package main
+package console
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/migrations"
 	"github.com/chatguard/chatguard/pipeline"
@@ -88,7 +89,7 @@ type outboxEnv struct {
 	t0      time.Time
 	dsn     string
 	// clock is the clock of the last sweeper made.
-	clock *handClock
+	clock *clock.Fake
 }
 
 func newOutboxEnv(t *testing.T) *outboxEnv {
@@ -111,9 +112,9 @@ func newOutboxEnv(t *testing.T) *outboxEnv {
 	require.NoError(t, err)
 	cfg := DefaultConfig()
 	cfg.DevLogin = true
-	s := &server{cfg: cfg, auth: &auth{devLogin: true, key: []byte("0123456789abcdef0123456789abcdef"), now: time.Now},
+	s := &server{cfg: cfg, auth: &auth{devLogin: true, key: []byte("0123456789abcdef0123456789abcdef"), clock: clock.Real()},
 		store: st, chat: fakeChat{}, feedback: sender, fbm: newFeedbackMetrics(nil), log: slog.New(slog.DiscardHandler), tmpl: tmpl,
-		now: func() time.Time { return t0 }}
+		clock: clock.NewFake(t0)}
 	ts := httptest.NewServer(s.routes())
 	t.Cleanup(ts.Close)
 	return &outboxEnv{store: st, queue: q, sender: sender, ts: ts, srv: s, verdict: vid, t0: t0, dsn: dsn}
@@ -146,49 +147,16 @@ func (e *outboxEnv) decide(t *testing.T, form url.Values) string {
 	return string(body)
 }
 
-// sweeper returns an outbox over e with a hand-driven ticker and clock
-// (set to now; move it with o.now's clock) and the backoff's ceiling for
-// its delay, so that a failed row's next attempt is known.
-func (e *outboxEnv) sweeper(st outboxStore, now time.Time) (*outbox, chan time.Time, chan sweepResult) {
-	cfg := defaultOutbox()
-	o := newOutbox(cfg, st, e.sender, newFeedbackMetrics(nil), slog.New(slog.DiscardHandler))
-	tick, swept := make(chan time.Time), make(chan sweepResult)
-	clk := &handClock{t: now}
-	o.now = clk.now
+// sweeper returns an outbox over e on a fake clock set to now (e.clock
+// until the next sweeper), with the backoff's ceiling for its delay, so
+// that a failed row's next attempt is known. Tests call its sweep
+// directly; Run is tested on its own.
+func (e *outboxEnv) sweeper(st outboxStore, now time.Time) *outbox {
+	cfg := DefaultOutboxConfig()
+	e.clock = clock.NewFake(now)
+	o := newOutbox(cfg, st, e.sender, newFeedbackMetrics(nil), slog.New(slog.DiscardHandler), e.clock)
 	o.backoff = cfg.retryPolicy().Ceiling
-	o.ticker = func(time.Duration) (<-chan time.Time, func()) { return tick, func() {} }
-	o.swept = swept
-	e.clock = clk
-	return o, tick, swept
-}
-
-// handClock is a clock tests move by hand.
-type handClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *handClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *handClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// runOutbox runs o until the test ends and returns its stop, which waits.
-func runOutbox(t *testing.T, o *outbox) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- o.Run(ctx) }()
-	var once sync.Once
-	stop = func() { once.Do(func() { cancel(); require.NoError(t, <-done) }) }
-	t.Cleanup(stop)
-	return stop
+	return o
 }
 
 type feedbackMsg struct {
@@ -220,19 +188,15 @@ func TestOutboxResendsAFailedSend(t *testing.T) {
 	require.Empty(t, e.queue.Messages())
 
 	// Inside the grace period the sweeper leaves it to the request path.
-	o, tick, swept := e.sweeper(e.store, e.t0.Add(30*time.Second))
-	stop := runOutbox(t, o)
-	tick <- time.Time{}
-	require.Equal(t, sweepResult{}, <-swept)
+	ctx := testCtx(t)
+	o := e.sweeper(e.store, e.t0.Add(30*time.Second))
+	require.Equal(t, sweepResult{}, o.sweep(ctx))
 	require.Equal(t, 1.0, testutil.ToFloat64(o.metrics.unsent))
 	require.InDelta(t, 30.0, testutil.ToFloat64(o.metrics.oldest), 0.001)
-	stop()
 
 	// Past it, with SQS still failing: counted, left unsent.
-	o, tick, swept = e.sweeper(e.store, e.t0.Add(2*time.Minute))
-	runOutbox(t, o)
-	tick <- time.Time{}
-	r := <-swept
+	o = e.sweeper(e.store, e.t0.Add(2*time.Minute))
+	r := o.sweep(ctx)
 	require.Error(t, r.Err)
 	require.Equal(t, 1, r.Failed)
 	require.Equal(t, 1.0, testutil.ToFloat64(o.metrics.failed.WithLabelValues("sweep")))
@@ -240,14 +204,12 @@ func TestOutboxResendsAFailedSend(t *testing.T) {
 
 	// Not again before its backoff, even with SQS back.
 	e.queue.SetFault(nil)
-	tick <- time.Time{}
-	r = <-swept
+	r = o.sweep(ctx)
 	require.Equal(t, sweepResult{}, r, "the failed row waits for its backoff")
 
 	// Past it: resent, marked, backlog empty.
-	e.clock.advance(defaultOutbox().FeedbackRetryInitial)
-	tick <- time.Time{}
-	r = <-swept
+	e.clock.Advance(DefaultOutboxConfig().FeedbackRetryInitial)
+	r = o.sweep(ctx)
 	require.NoError(t, r.Err)
 	require.Equal(t, 1, r.Sent)
 	require.Equal(t, 1.0, testutil.ToFloat64(o.metrics.sent.WithLabelValues("sweep")))
@@ -264,8 +226,7 @@ func TestOutboxResendsAFailedSend(t *testing.T) {
 	require.Equal(t, moderatorID("bob@example.com"), evs[0].Payload.ModeratorID)
 	require.False(t, ds[0].FeedbackSentAt.IsZero())
 
-	tick <- time.Time{}
-	require.Equal(t, sweepResult{}, <-swept, "nothing left to resend")
+	require.Equal(t, sweepResult{}, o.sweep(ctx), "nothing left to resend")
 	require.Len(t, e.queue.Messages(), 1)
 }
 
@@ -280,10 +241,8 @@ func TestOutboxResendIsTheSameLakeEvent(t *testing.T) {
 	e.sender.mu.Lock()
 	e.sender.fail = false
 	e.sender.mu.Unlock()
-	o, tick, swept := e.sweeper(e.store, e.t0.Add(5*time.Minute))
-	runOutbox(t, o)
-	tick <- time.Time{}
-	require.Equal(t, 1, (<-swept).Sent)
+	o := e.sweeper(e.store, e.t0.Add(5*time.Minute))
+	require.Equal(t, 1, o.sweep(testCtx(t)).Sent)
 	evs, bodies := messages(t, e.queue)
 	require.Len(t, evs, 2)
 	require.Equal(t, string(bodies[0]), string(bodies[1]))
@@ -307,16 +266,16 @@ func TestOutboxTwoConsolesSendEachEventOnce(t *testing.T) {
 	db2, err := mysql.OpenDB(mc)
 	require.NoError(t, err)
 	t.Cleanup(func() { db2.Close() })
-	a, tickA, sweptA := e.sweeper(e.store, e.t0.Add(time.Hour))
-	b, tickB, sweptB := e.sweeper(mysql.New(db2), e.t0.Add(time.Hour))
+	a := e.sweeper(e.store, e.t0.Add(time.Hour))
+	b := e.sweeper(mysql.New(db2), e.t0.Add(time.Hour))
 	a.cfg.FeedbackSweepBatch, b.cfg.FeedbackSweepBatch = 3, 3
 	a.cfg.FeedbackSweepMaxBatches, b.cfg.FeedbackSweepMaxBatches = 2, 2 // the two interleave
-	runOutbox(t, a)
-	runOutbox(t, b)
 	for range 4 {
-		tickA <- time.Time{}
-		tickB <- time.Time{}
-		ra, rb := <-sweptA, <-sweptB
+		var wg sync.WaitGroup
+		var ra, rb sweepResult
+		wg.Go(func() { ra = a.sweep(ctx) })
+		wg.Go(func() { rb = b.sweep(ctx) })
+		wg.Wait()
 		require.NoError(t, ra.Err)
 		require.NoError(t, rb.Err)
 	}
@@ -339,13 +298,13 @@ func TestOutboxStopFinishesTheBatchInFlight(t *testing.T) {
 	e.queue.SetFault(nil)
 	inSend, release := make(chan struct{}), make(chan struct{})
 	blocking := &blockingSender{next: e.sender, inSend: inSend, release: release}
-	o, tick, _ := e.sweeper(e.store, e.t0.Add(time.Hour))
-	o.swept = nil
+	o := e.sweeper(e.store, e.t0.Add(time.Hour))
 	o.send = blocking
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- o.Run(ctx) }()
-	tick <- time.Time{}
+	require.NoError(t, e.clock.BlockUntilContext(testCtx(t), 1), "Run's ticker")
+	e.clock.Advance(o.cfg.FeedbackSweepEvery)
 	<-inSend
 	cancel()
 	select {
@@ -362,7 +321,7 @@ func TestOutboxStopFinishesTheBatchInFlight(t *testing.T) {
 }
 
 type blockingSender struct {
-	next    feedbackSender
+	next    FeedbackSender
 	inSend  chan struct{}
 	release chan struct{}
 }

@@ -1,4 +1,4 @@
-package main
+package console
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/migrations"
 	"github.com/chatguard/chatguard/pipeline"
@@ -24,7 +25,7 @@ import (
 
 // countingSender counts the Send calls that reach the feedback queue.
 type countingSender struct {
-	next  feedbackSender
+	next  FeedbackSender
 	calls atomic.Int32
 }
 
@@ -79,10 +80,10 @@ func TestOutboxSkipsWhatSQSRejects(t *testing.T) {
 	t.Cleanup(func() { _ = queue.Close(context.Background()) })
 	sender := &countingSender{next: queue}
 
-	ocfg := defaultOutbox()
-	o := newOutbox(ocfg, st, sender, newFeedbackMetrics(nil), slog.New(slog.DiscardHandler))
-	clk := &handClock{t: t0.Add(time.Hour)}
-	o.now, o.backoff = clk.now, ocfg.retryPolicy().Ceiling
+	ocfg := DefaultOutboxConfig()
+	clk := clock.NewFake(t0.Add(time.Hour))
+	o := newOutbox(ocfg, st, sender, newFeedbackMetrics(nil), slog.New(slog.DiscardHandler), clk)
+	o.backoff = ocfg.retryPolicy().Ceiling
 	r := o.sweep(ctx)
 	require.NoError(t, r.Err, "a refusal is handled, not a failed sweep")
 	require.Equal(t, sweepResult{Sent: 5, Rejected: 10}, r)
@@ -124,7 +125,7 @@ func TestOutboxSkipsWhatSQSRejects(t *testing.T) {
 	// Later sweeps, however much later, never send them again.
 	calls := sender.calls.Load()
 	for range 3 {
-		clk.advance(24 * time.Hour)
+		clk.Advance(24 * time.Hour)
 		require.Equal(t, sweepResult{}, o.sweep(ctx))
 	}
 	require.Equal(t, calls, sender.calls.Load(), "nothing left to send")
@@ -133,7 +134,7 @@ func TestOutboxSkipsWhatSQSRejects(t *testing.T) {
 
 // flakyRoom fails, transiently, every entry whose event is about room.
 type flakyRoom struct {
-	next feedbackSender
+	next FeedbackSender
 	room string
 }
 
@@ -183,9 +184,8 @@ func TestOutboxBacksOffTransientFailuresPerRow(t *testing.T) {
 			Label: pipeline.LabelAbusive, Category: pipeline.CategorySpam, DecidedAt: e.t0.Add(time.Duration(i) * time.Second)})
 		require.NoError(t, err)
 	}
-	o, _, _ := e.sweeper(e.store, e.t0.Add(time.Hour))
+	o := e.sweeper(e.store, e.t0.Add(time.Hour))
 	o.send = &flakyRoom{next: e.sender, room: "room-outbox"}
-	o.swept = nil
 
 	r := o.sweep(ctx)
 	require.Error(t, r.Err)
@@ -196,16 +196,16 @@ func TestOutboxBacksOffTransientFailuresPerRow(t *testing.T) {
 	require.Len(t, e.queue.Messages(), 3)
 
 	// First backoff ceiling: 30 s. Not before, then tried once more.
-	e.clock.advance(defaultOutbox().FeedbackRetryInitial - time.Microsecond)
+	e.clock.Advance(DefaultOutboxConfig().FeedbackRetryInitial - time.Microsecond)
 	require.Equal(t, sweepResult{}, o.sweep(ctx))
-	e.clock.advance(time.Microsecond)
+	e.clock.Advance(time.Microsecond)
 	r = o.sweep(ctx)
 	require.Equal(t, 10, r.Failed)
 	// Second failure: 60 s.
-	e.clock.advance(2*defaultOutbox().FeedbackRetryInitial - time.Microsecond)
+	e.clock.Advance(2*DefaultOutboxConfig().FeedbackRetryInitial - time.Microsecond)
 	require.Equal(t, sweepResult{}, o.sweep(ctx))
 	o.send = e.sender
-	e.clock.advance(time.Microsecond)
+	e.clock.Advance(time.Microsecond)
 	r = o.sweep(ctx)
 	require.NoError(t, r.Err)
 	require.Equal(t, 10, r.Sent)

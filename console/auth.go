@@ -1,4 +1,4 @@
-package main
+package console
 
 import (
 	"context"
@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/chatguard/chatguard/internal/clock"
 )
 
 // Who is the signed-in moderator.
@@ -58,14 +60,15 @@ type auth struct {
 	header   string
 	devLogin bool
 	key      []byte
-	now      func() time.Time
+	// clock dates sessions and CSRF tokens.
+	clock clock.Clock
 }
 
-// auth returns the configuration's authenticator; Validate has checked
-// the proxies' CIDRs.
-func (c Config) auth(key []byte) *auth {
+// newAuth returns c's authenticator; Validate has checked the proxies'
+// CIDRs.
+func newAuth(c Config, key []byte, clk clock.Clock) *auth {
 	proxies, _ := c.proxies()
-	return &auth{proxies: proxies, header: c.IdentityHeader, devLogin: c.DevLogin, key: key, now: time.Now}
+	return &auth{proxies: proxies, header: c.IdentityHeader, devLogin: c.DevLogin, key: key, clock: clock.Or(clk)}
 }
 
 const (
@@ -165,7 +168,7 @@ func (a *auth) sign(parts ...string) string {
 
 // session returns a signed cookie value for email, valid sessionTTL.
 func (a *auth) session(email string) string {
-	exp := strconv.FormatInt(a.now().Add(sessionTTL).Unix(), 10)
+	exp := strconv.FormatInt(a.clock.Now().Add(sessionTTL).Unix(), 10)
 	e := base64.RawURLEncoding.EncodeToString([]byte(email))
 	return e + "." + exp + "." + a.sign("session", e, exp)
 }
@@ -179,7 +182,7 @@ func (a *auth) verifySession(v string) (string, bool) {
 		return "", false
 	}
 	exp, err := strconv.ParseInt(parts[1], 10, 64)
-	if err != nil || a.now().Unix() > exp {
+	if err != nil || a.clock.Now().Unix() > exp {
 		return "", false
 	}
 	email, err := base64.RawURLEncoding.DecodeString(parts[0])
@@ -205,7 +208,7 @@ func (a *auth) checkCSRF(r *http.Request, who Who) bool {
 	if tok == "" {
 		tok = r.PostFormValue(csrfField)
 	}
-	now := a.now()
+	now := a.clock.Now()
 	for _, d := range []time.Time{now, now.Add(-24 * time.Hour)} {
 		if subtle.ConstantTimeCompare([]byte(tok), []byte(a.csrfToken(who, d))) == 1 {
 			return true

@@ -1,4 +1,4 @@
-package main
+package console
 
 import (
 	"testing"
@@ -13,8 +13,8 @@ import (
 func TestCheckSchemaRefusesAnUnmigratedDatabase(t *testing.T) {
 	db, _ := stacktest.MySQL(t)
 	ctx := testCtx(t)
-	require.ErrorContains(t, checkSchema(ctx, db, 10*time.Second), "run 'worker migrate'")
+	require.ErrorContains(t, CheckSchema(ctx, db, 10*time.Second), "run 'worker migrate'")
 	_, err := migrations.Up(ctx, db)
 	require.NoError(t, err)
-	require.NoError(t, checkSchema(ctx, db, 10*time.Second))
+	require.NoError(t, CheckSchema(ctx, db, 10*time.Second))
 }

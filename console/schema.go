@@ -1,4 +1,4 @@
-package main
+package console
 
 import (
 	"context"
@@ -9,13 +9,13 @@ import (
 	"github.com/chatguard/chatguard/migrations"
 )
 
-// checkSchema refuses to start on a schema older than this build, as the
+// CheckSchema refuses to start on a schema older than this build, as the
 // worker does: the console reads moderator_decisions.feedback_sent_at
 // (00010), and a pod of a new build on an unmigrated database would fail
 // every room page. Migrations are applied by `worker migrate`, never by a
 // starting pod. The check is bounded by timeout; MySQL unreachable is an
 // error (the pod restarts and tries again).
-func checkSchema(ctx context.Context, db *sql.DB, timeout time.Duration) error {
+func CheckSchema(ctx context.Context, db *sql.DB, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	latest, err := migrations.Latest()

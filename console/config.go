@@ -1,0 +1,124 @@
+package console
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/live"
+)
+
+// Config is the web app's own settings: sign-in, on-demand reviews and
+// their streams, the drain, the stop button and the feedback outbox. Its
+// fields are the console binary's flags of the same names (cmd/console
+// binds them; this package touches no flags), and Validate's messages name
+// those flags.
+type Config struct {
+	// Outbox: the resend of unsent moderator feedback (feedback.go).
+	Outbox OutboxConfig
+
+	// MaxReviews is the admission gate: on-demand reviews running at once
+	// on this pod; one more is refused with 429 and Retry-After.
+	MaxReviews int
+	// ReviewTimeout is the deadline of one on-demand review.
+	ReviewTimeout time.Duration
+	// MaxWindow is the longest window an on-demand review may ask for.
+	MaxWindow time.Duration
+	// ClientBuffer is how many events an SSE client may fall behind before
+	// it is dropped (it may resume): the live hub's subscriber buffer.
+	ClientBuffer int
+	// DrainTimeout is how long running reviews may finish, at a stop,
+	// after clients were told to reconnect.
+	DrainTimeout time.Duration
+	// RetryAfter is the Retry-After of a refused on-demand review.
+	RetryAfter time.Duration
+
+	// OperatorURL is the worker's operator API (POST /v1/stop); empty
+	// hides the stop button. OperatorTokenFile holds its bearer token,
+	// read at every stop so that a rotated Secret needs no restart.
+	OperatorURL       string
+	OperatorTokenFile string
+	// StopTTL is how long the stop button's room stop lasts.
+	StopTTL time.Duration
+
+	// TrustedProxies are the comma-separated CIDRs of the auth proxy;
+	// IdentityHeader is trusted only from them.
+	TrustedProxies string
+	// IdentityHeader is the one request header that names the signed-in
+	// moderator, trusted only from TrustedProxies.
+	IdentityHeader string
+	// DevLogin allows a password-less development login at /login.
+	DevLogin bool
+	// SessionKeyFile holds the key that signs sessions and CSRF tokens
+	// (empty: a random key per process).
+	SessionKeyFile string
+}
+
+// DefaultConfig returns the web app's defaults (the console's --help).
+func DefaultConfig() Config {
+	return Config{
+		Outbox:        DefaultOutboxConfig(),
+		MaxReviews:    8,
+		ReviewTimeout: 5 * time.Minute,
+		MaxWindow:     pipeline.DefaultMaxWindow,
+		ClientBuffer:  live.DefaultConfig().SubscriberBuffer,
+		DrainTimeout:  25 * time.Second,
+		RetryAfter:    5 * time.Second,
+		StopTTL:       10 * time.Minute,
+		// oauth2-proxy's header in reverse-proxy mode.
+		IdentityHeader: "X-Forwarded-Email",
+	}
+}
+
+// Validate reports every problem of the web app's settings at once, each
+// once, naming the console's flags.
+func (c Config) Validate() error {
+	var errs []error
+	if _, err := c.proxies(); err != nil {
+		errs = append(errs, err)
+	}
+	if !validHeaderName(c.IdentityHeader) {
+		errs = append(errs, fmt.Errorf("--identity-header %q is not a header name", c.IdentityHeader))
+	}
+	if c.TrustedProxies == "" && !c.DevLogin {
+		errs = append(errs, errors.New("give --trusted-proxies (the auth proxy) or --dev-login, or nobody can sign in"))
+	}
+	if c.OperatorURL != "" && c.OperatorTokenFile == "" {
+		errs = append(errs, errors.New("--operator-token-file is required with --operator-url"))
+	}
+	if c.MaxReviews < 1 || c.MaxReviews > 10000 {
+		errs = append(errs, errors.New("--max-reviews must be in 1..10000"))
+	}
+	if c.MaxWindow <= 0 || c.DrainTimeout <= 0 || c.RetryAfter < time.Second || c.StopTTL <= 0 {
+		errs = append(errs, errors.New("--max-window, --drain-timeout and --stop-ttl must be positive, --retry-after at least 1s"))
+	}
+	errs = append(errs, c.Hub().Validate(), c.Outbox.Validate())
+	return errors.Join(errs...)
+}
+
+// Hub is the live hub's configuration that follows from the console's:
+// its subscriber buffer is ClientBuffer.
+func (c Config) Hub() live.Config {
+	h := live.DefaultConfig()
+	h.SubscriberBuffer = c.ClientBuffer
+	return h
+}
+
+func (c Config) proxies() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range strings.Split(c.TrustedProxies, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("--trusted-proxies: %q is not a CIDR", s)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
