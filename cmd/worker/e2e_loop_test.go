@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/cmd/internal/lifecycle"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/jobloop"
 )
@@ -191,7 +192,7 @@ func TestE2EDrainOnShutdown(t *testing.T) {
 	begin := time.Now()
 	require.NoError(t, r.stop(), "Run returns nil (exit 0) after the drain")
 	took := time.Since(begin)
-	require.Less(t, took, r.cfg.DrainTimeout+eventFlushTimeout+3*time.Second)
+	require.Less(t, took, r.cfg.DrainTimeout+lifecycle.DefaultDrain+3*time.Second)
 	for _, room := range []string{"room-10", "room-11"} {
 		v, err := r.verdict(t, room, "e2e-fake")
 		require.NoError(t, err)

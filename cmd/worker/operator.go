@@ -18,6 +18,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/cmd/internal/lifecycle"
 	"github.com/chatguard/chatguard/internal/bearer"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/chatprep"
@@ -330,15 +331,17 @@ func pprofHandler() http.Handler {
 	return mux
 }
 
-// server is one listener of the worker and the goroutine that serves it.
+// server is one listener of the worker and the handler it serves.
 type server struct {
-	name string
-	srv  *http.Server
-	ln   net.Listener
-	err  chan error
+	srv *http.Server
+	ln  net.Listener
 }
 
-// listen opens addr and serves h on it (TLS when tc is set) until close.
+// serverDrain bounds a listener's graceful shutdown: requests in flight
+// get this long to finish.
+const serverDrain = 2 * time.Second
+
+// listen opens addr for h (TLS when tc is set); serve serves it.
 func listen(name, addr string, h http.Handler, tc *tls.Config) (*server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -347,23 +350,39 @@ func listen(name, addr string, h http.Handler, tc *tls.Config) (*server, error) 
 	if tc != nil {
 		ln = tls.NewListener(ln, tc)
 	}
-	s := &server{name: name, ln: ln, err: make(chan error, 1),
-		srv: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, TLSConfig: tc}}
-	go func() { s.err <- s.srv.Serve(ln) }()
-	return s, nil
+	return &server{ln: ln,
+		srv: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, TLSConfig: tc}}, nil
 }
 
-// close shuts the listener down within two seconds.
-func (s *server) close(ctx context.Context, log *slog.Logger) {
-	if s == nil {
-		return
+// serve is a listener as a service: Start opens it, Run serves until ctx
+// ends, then shuts down gracefully until the drain deadline
+// (lifecycle.Hard) passes.
+func serve(name string, s **server, open func() (*server, error)) lifecycle.Service {
+	return lifecycle.Service{
+		Name: name,
+		Start: func(context.Context) (err error) {
+			*s, err = open()
+			return err
+		},
+		Run:   func(ctx context.Context) error { return (*s).run(ctx) },
+		Drain: serverDrain,
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	defer cancel()
-	_ = s.srv.Shutdown(sctx)
-	if err := <-s.err; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Warn("worker: "+s.name+" server", "err", err)
+}
+
+// run serves until ctx ends or serving fails.
+func (s *server) run(ctx context.Context) error {
+	served := make(chan error, 1)
+	go func() { served <- s.srv.Serve(s.ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
 	}
+	err := s.srv.Shutdown(lifecycle.Hard(ctx))
+	if serr := <-served; !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	return err
 }
 
 func (s *server) addr() string { return s.ln.Addr().String() }
@@ -375,8 +394,9 @@ func (s *server) addrOrEmpty() string {
 	return s.addr()
 }
 
-// startOperator loads the tokens and TLS files and serves the operator API.
-func startOperator(cfg Config, pub pipeline.StopPublisher, audit pipeline.StopAudit, reg prometheus.Registerer, log *slog.Logger) (*server, error) {
+// openOperator loads the tokens and TLS files and opens the operator API's
+// listener (server.run serves it).
+func openOperator(cfg Config, pub pipeline.StopPublisher, audit pipeline.StopAudit, reg prometheus.Registerer, log *slog.Logger) (*server, error) {
 	tokens, err := bearer.LoadDir(cfg.OperatorTokensDir)
 	if err != nil {
 		return nil, err

@@ -285,7 +285,7 @@ func TestPprofOnlyOnItsOwnListener(t *testing.T) {
 	t.Parallel()
 	s, err := listen("pprof", "127.0.0.1:0", pprofHandler(), nil)
 	require.NoError(t, err)
-	t.Cleanup(func() { s.close(context.Background(), slog.New(slog.DiscardHandler)) })
+	serving(t, s)
 	resp, err := http.Get("http://" + s.addr() + "/debug/pprof/")
 	require.NoError(t, err)
 	resp.Body.Close()
@@ -347,9 +347,9 @@ func TestOperatorMTLS(t *testing.T) {
 	cfg.OperatorTLSCert, cfg.OperatorTLSKey, cfg.OperatorClientCA = cert, key, cert
 	require.NoError(t, cfg.validateOperator())
 	audit := &memAudit{}
-	s, err := startOperator(cfg, &memPublisher{}, audit, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	s, err := openOperator(cfg, &memPublisher{}, audit, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
-	t.Cleanup(func() { s.close(context.Background(), slog.New(slog.DiscardHandler)) })
+	serving(t, s)
 	url := "https://" + s.addr()
 
 	var out, errb strings.Builder
@@ -383,4 +383,17 @@ func TestRefusedRequestsCannotFloodTheAudit(t *testing.T) {
 	require.Contains(t, logs.tail(1<<20), "refused-request rate limit")
 	require.Equal(t, 202, post(t, srv.URL, "Bearer "+consoleToken, `{"room_id":"r"}`))
 	require.Equal(t, "console", audit.all()[rows].Identity, "authenticated stops are never limited")
+}
+
+// serving serves s until the test ends and fails it if serving failed.
+func serving(tb testing.TB, s *server) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.run(ctx) }()
+	tb.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			tb.Error(err)
+		}
+	})
 }
