@@ -331,72 +331,18 @@ func pprofHandler() http.Handler {
 	return mux
 }
 
-// server is one listener of the worker and the handler it serves.
-type server struct {
-	srv *http.Server
-	ln  net.Listener
-}
-
 // serverDrain bounds a listener's graceful shutdown: requests in flight
 // get this long to finish.
 const serverDrain = 2 * time.Second
 
-// listen opens addr for h (TLS when tc is set); serve serves it.
-func listen(name, addr string, h http.Handler, tc *tls.Config) (*server, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("%s listen: %w", name, err)
-	}
-	if tc != nil {
-		ln = tls.NewListener(ln, tc)
-	}
-	return &server{ln: ln,
-		srv: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, TLSConfig: tc}}, nil
-}
-
-// serve is a listener as a service: Start opens it, Run serves until ctx
-// ends, then shuts down gracefully until the drain deadline
-// (lifecycle.Hard) passes.
-func serve(name string, s **server, open func() (*server, error)) lifecycle.Service {
-	return lifecycle.Service{
-		Name: name,
-		Start: func(context.Context) (err error) {
-			*s, err = open()
-			return err
-		},
-		Run:   func(ctx context.Context) error { return (*s).run(ctx) },
-		Drain: serverDrain,
-	}
-}
-
-// run serves until ctx ends or serving fails.
-func (s *server) run(ctx context.Context) error {
-	served := make(chan error, 1)
-	go func() { served <- s.srv.Serve(s.ln) }()
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	err := s.srv.Shutdown(lifecycle.Hard(ctx))
-	if serr := <-served; !errors.Is(serr, http.ErrServerClosed) {
-		err = errors.Join(err, serr)
-	}
-	return err
-}
-
-func (s *server) addr() string { return s.ln.Addr().String() }
-
-func (s *server) addrOrEmpty() string {
-	if s == nil {
-		return ""
-	}
-	return s.addr()
+// listen opens addr for h (TLS when tc is set).
+func listen(name, addr string, h http.Handler, tc *tls.Config) (*lifecycle.Server, error) {
+	return lifecycle.Listen(name, addr, &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, TLSConfig: tc})
 }
 
 // openOperator loads the tokens and TLS files and opens the operator API's
 // listener (server.run serves it).
-func openOperator(cfg Config, pub pipeline.StopPublisher, audit pipeline.StopAudit, reg prometheus.Registerer, log *slog.Logger) (*server, error) {
+func openOperator(cfg Config, pub pipeline.StopPublisher, audit pipeline.StopAudit, reg prometheus.Registerer, log *slog.Logger) (*lifecycle.Server, error) {
 	tokens, err := bearer.LoadDir(cfg.OperatorTokensDir)
 	if err != nil {
 		return nil, err
@@ -410,6 +356,6 @@ func openOperator(cfg Config, pub pipeline.StopPublisher, audit pipeline.StopAud
 	if err != nil {
 		return nil, err
 	}
-	log.Info("worker: operator API", "addr", s.addr(), "identities", tokens.Names(), "tls", tc != nil, "mtls", tc != nil && tc.ClientCAs != nil)
+	log.Info("worker: operator API", "addr", s.Addr(), "identities", tokens.Names(), "tls", tc != nil, "mtls", tc != nil && tc.ClientCAs != nil)
 	return s, nil
 }

@@ -46,7 +46,7 @@ func BenchmarkOperatorStop(b *testing.B) {
 			require.NoError(b, err)
 			serving(b, s)
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
-			url := "http://" + s.addr() + "/v1/stop"
+			url := "http://" + s.Addr() + "/v1/stop"
 			lat := make([]time.Duration, 0, b.N)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/cmd/internal/lifecycle"
 	"github.com/chatguard/chatguard/internal/bearer"
 	"github.com/chatguard/chatguard/internal/tlstest"
 	"github.com/chatguard/chatguard/pipeline"
@@ -286,7 +287,7 @@ func TestPprofOnlyOnItsOwnListener(t *testing.T) {
 	s, err := listen("pprof", "127.0.0.1:0", pprofHandler(), nil)
 	require.NoError(t, err)
 	serving(t, s)
-	resp, err := http.Get("http://" + s.addr() + "/debug/pprof/")
+	resp, err := http.Get("http://" + s.Addr() + "/debug/pprof/")
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, 200, resp.StatusCode)
@@ -350,7 +351,7 @@ func TestOperatorMTLS(t *testing.T) {
 	s, err := openOperator(cfg, &memPublisher{}, audit, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	serving(t, s)
-	url := "https://" + s.addr()
+	url := "https://" + s.Addr()
 
 	var out, errb strings.Builder
 	code := runStop(context.Background(), []string{"--operator-url", url, "--token-file", filepath.Join(cfg.OperatorTokensDir, "console"), "--room", "r1", "--ca-file", cert},
@@ -386,10 +387,10 @@ func TestRefusedRequestsCannotFloodTheAudit(t *testing.T) {
 }
 
 // serving serves s until the test ends and fails it if serving failed.
-func serving(tb testing.TB, s *server) {
+func serving(tb testing.TB, s *lifecycle.Server) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.run(ctx) }()
+	go func() { done <- s.Run(ctx) }()
 	tb.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

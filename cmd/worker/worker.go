@@ -87,7 +87,7 @@ type worker struct {
 	health      *health.Monitor
 	loop        *jobloop.Loop
 
-	admin, operator, prof *server
+	admin, operator, prof *lifecycle.Server
 }
 
 // services lists the worker's parts in dependency order; the group stops
@@ -113,12 +113,12 @@ func (w *worker) services() []lifecycle.Service {
 		w.log.Warn("worker: stop signals disabled: no --redis-addr")
 	}
 	svcs = append(svcs, lifecycle.Service{Name: "review handler", Start: w.startLoop},
-		serve("admin", &w.admin, w.listenAdmin))
+		lifecycle.Serve("admin", &w.admin, w.listenAdmin, serverDrain))
 	if w.cfg.OperatorAddr != "" {
-		svcs = append(svcs, serve("operator", &w.operator, w.listenOperator))
+		svcs = append(svcs, lifecycle.Serve("operator", &w.operator, w.listenOperator, serverDrain))
 	}
 	if w.cfg.PprofAddr != "" {
-		svcs = append(svcs, serve("pprof", &w.prof, w.listenPprof))
+		svcs = append(svcs, lifecycle.Serve("pprof", &w.prof, w.listenPprof, serverDrain))
 	}
 	return append(svcs,
 		lifecycle.Service{Name: "ready", Start: w.ready},
@@ -235,17 +235,17 @@ func (w *worker) startLoop(context.Context) error {
 }
 
 // listenAdmin opens the probes' and metrics' listener.
-func (w *worker) listenAdmin() (*server, error) {
+func (w *worker) listenAdmin() (*lifecycle.Server, error) {
 	return listen("admin", w.cfg.AdminAddr, adminHandler(w.reg, w.loop, readiness{db: w.store, health: w.health}), nil)
 }
 
 // listenOperator opens the operator API (--operator-addr).
-func (w *worker) listenOperator() (*server, error) {
+func (w *worker) listenOperator() (*lifecycle.Server, error) {
 	return openOperator(w.cfg, w.stops.publisher(), w.store, w.reg, w.log)
 }
 
 // listenPprof opens the profiles' loopback listener (--pprof-addr).
-func (w *worker) listenPprof() (*server, error) {
+func (w *worker) listenPprof() (*lifecycle.Server, error) {
 	return listen("pprof", w.cfg.PprofAddr, pprofHandler(), nil)
 }
 
@@ -253,13 +253,13 @@ func (w *worker) listenPprof() (*server, error) {
 // callbacks, once every listener is up.
 func (w *worker) ready(context.Context) error {
 	w.log.Info("worker: polling", "queue", w.cfg.ReviewQueueURL, "concurrency", w.cfg.Concurrency,
-		"pipeline_version", w.reviewer.PipelineVersion(), "admin_addr", w.admin.addr(),
-		"operator_addr", w.operator.addrOrEmpty(), "pprof_addr", w.prof.addrOrEmpty())
+		"pipeline_version", w.reviewer.PipelineVersion(), "admin_addr", w.admin.Addr(),
+		"operator_addr", w.operator.AddrOrEmpty(), "pprof_addr", w.prof.AddrOrEmpty())
 	if w.m.OnOperator != nil {
-		w.m.OnOperator(w.operator.addrOrEmpty(), w.prof.addrOrEmpty())
+		w.m.OnOperator(w.operator.AddrOrEmpty(), w.prof.AddrOrEmpty())
 	}
 	if w.m.OnReady != nil {
-		w.m.OnReady(w.admin.addr())
+		w.m.OnReady(w.admin.Addr())
 	}
 	return nil
 }
