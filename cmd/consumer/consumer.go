@@ -111,7 +111,7 @@ func (p *parts) startEngine(context.Context) error {
 	if err != nil {
 		return err
 	}
-	ecfg := p.cfg.engine()
+	ecfg := p.cfg.Config
 	ecfg.Logger, ecfg.Registerer = p.log, p.reg
 	p.engine, err = consumer.New(ecfg, p.queue, lake)
 	return err
@@ -127,8 +127,8 @@ func (p *parts) ready(context.Context) error {
 	cfg := p.cfg
 	p.log.Info("consumer: receiving", "queue", cfg.FeedbackQueueURL, "bucket", cfg.LakeBucket, "prefix", cfg.LakePrefix,
 		"admin_addr", p.admin.Addr())
-	if cfg.DebugPauseAfterWrite > 0 {
-		p.log.Warn("consumer: test hook active: pausing between object writes and deletes", "pause", cfg.DebugPauseAfterWrite)
+	if cfg.PauseAfterWrite > 0 {
+		p.log.Warn("consumer: test hook active: pausing between object writes and deletes", "pause", cfg.PauseAfterWrite)
 	}
 	if p.m.OnReady != nil {
 		p.m.OnReady(p.admin.Addr())

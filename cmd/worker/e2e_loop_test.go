@@ -149,7 +149,7 @@ func TestE2ELastingFailureEndsInDLQ(t *testing.T) {
 	rev := newFakeReviewer(func(ctx context.Context, ev pipeline.ReviewEvent, attempt int) (pipeline.Verdict, error) {
 		return pipeline.Verdict{}, pipeline.Retryable(fmt.Errorf("llm: both pools failed (attempt %d)", attempt), 0)
 	})
-	r := startRig(t, rigOpts{reviewer: rev, maxReceive: 3, mut: func(c *Config) { c.RetryBase, c.RetryMax = time.Second, time.Second }})
+	r := startRig(t, rigOpts{reviewer: rev, maxReceive: 3, mut: func(c *Config) { c.Loop.RetryBase, c.Loop.RetryMax = time.Second, time.Second }})
 	r.sendEvents(t, event("room-09"))
 	dlq := r.receiveAll(t, r.queue.DLQURL, 1, 60*time.Second)
 	require.Len(t, dlq, 1, "message not in the DLQ after maxReceiveCount")
@@ -180,7 +180,7 @@ func TestE2EDrainOnShutdown(t *testing.T) {
 		<-ctx.Done()
 		return pipeline.Verdict{}, fmt.Errorf("fake: %w", context.Cause(ctx))
 	})
-	r := startRig(t, rigOpts{reviewer: rev, mut: func(c *Config) { c.DrainTimeout = 2 * time.Second }})
+	r := startRig(t, rigOpts{reviewer: rev, mut: func(c *Config) { c.Loop.DrainTimeout = 2 * time.Second }})
 	r.sendEvents(t, event("room-10"), event("room-11"), event("room-12"), event("room-13"))
 	for range 4 {
 		select {
@@ -192,7 +192,7 @@ func TestE2EDrainOnShutdown(t *testing.T) {
 	begin := time.Now()
 	require.NoError(t, r.stop(), "Run returns nil (exit 0) after the drain")
 	took := time.Since(begin)
-	require.Less(t, took, r.cfg.DrainTimeout+lifecycle.DefaultDrain+3*time.Second)
+	require.Less(t, took, r.cfg.Loop.DrainTimeout+lifecycle.DefaultDrain+3*time.Second)
 	for _, room := range []string{"room-10", "room-11"} {
 		v, err := r.verdict(t, room, "e2e-fake")
 		require.NoError(t, err)

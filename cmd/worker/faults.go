@@ -17,8 +17,8 @@ import (
 )
 
 // FaultConfig is the worker's settings for surviving faults: the
-// cross-pod review claim and the dependencies' breakers. It is embedded in
-// Config.
+// cross-pod review claim and the dependencies' breakers (the longest hold
+// is the job loop's, jobloop.Config.MaxHold). It is embedded in Config.
 type FaultConfig struct {
 	// ClaimTTL is how long a review's claim lasts without renewal: how long
 	// a worker killed mid-review blocks a duplicate delivery of it.
@@ -30,14 +30,12 @@ type FaultConfig struct {
 	// breaker; BreakerOpenFor later one probe is let through.
 	BreakerFailures int
 	BreakerOpenFor  time.Duration
-	// MaxHold bounds how long a job is held for a dependency that is down.
-	MaxHold time.Duration
 }
 
 func defaultFaultConfig() FaultConfig {
 	hc := health.DefaultConfig()
 	return FaultConfig{ClaimTTL: jobloop.DefaultClaimTTL, ClaimPoll: jobloop.DefaultClaimPoll,
-		BreakerFailures: hc.Failures, BreakerOpenFor: hc.OpenFor, MaxHold: jobloop.DefaultConfig().MaxHold}
+		BreakerFailures: hc.Failures, BreakerOpenFor: hc.OpenFor}
 }
 
 func (c Config) health() health.Config {
@@ -49,7 +47,6 @@ func (c *Config) faultFlags(fs *cli.FlagSet) {
 	fs.DurationVar(&c.ClaimPoll, "claim-poll", "how often a duplicate delivery of a review claimed elsewhere looks for its verdict again")
 	fs.IntVar(&c.BreakerFailures, "breaker-failures", "consecutive failures of a dependency (MySQL, chat API, both model pools) that mark it down: polling pauses and failed jobs are held")
 	fs.DurationVar(&c.BreakerOpenFor, "breaker-open-for", "how long a dependency marked down waits before one probe call")
-	fs.DurationVar(&c.MaxHold, "max-hold", "longest a job is held (message invisible, receive count unspent) for a dependency that is down before it is retried as a failure")
 }
 
 func (c Config) validateFaults() error {

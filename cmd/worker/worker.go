@@ -97,8 +97,8 @@ type worker struct {
 func (w *worker) services() []lifecycle.Service {
 	svcs := []lifecycle.Service{
 		{Name: "aws", Start: w.startAWS},
-		w.queue("review queue", &w.review, w.cfg.reviewQueue),
-		w.queue("review dlq", &w.dlq, w.cfg.reviewDLQ),
+		w.queue("review queue", &w.review, w.cfg.ReviewQueue),
+		w.queue("review dlq", &w.dlq, w.cfg.ReviewDLQ),
 		{Name: "lake events", Start: w.startEvents, Stop: func(ctx context.Context) error { return w.pub.Stop(ctx) }},
 		// The stage engine is built, and its settings logged, before the
 		// first dial: a pod waiting for MySQL already says which privacy
@@ -126,7 +126,7 @@ func (w *worker) services() []lifecycle.Service {
 		// jobs finish within --drain-timeout, then cancels them and hands
 		// their messages back, each settle bounded by the call timeout.
 		lifecycle.Service{Name: "job loop", Run: func(ctx context.Context) error { return w.loop.Run(ctx) },
-			Drain: w.cfg.DrainTimeout + jobloop.DefaultConfig().CallTimeout})
+			Drain: w.cfg.Loop.DrainTimeout + w.cfg.Loop.CallTimeout})
 }
 
 func (w *worker) startAWS(ctx context.Context) error {
@@ -140,11 +140,11 @@ func (w *worker) startAWS(ctx context.Context) error {
 
 // queue is one SQS queue of the loop's: closed after the loop's drain,
 // when every settle has returned.
-func (w *worker) queue(name string, q **sqs.Queue, cfg func() sqs.Config) lifecycle.Service {
+func (w *worker) queue(name string, q **sqs.Queue, cfg sqs.Config) lifecycle.Service {
 	return lifecycle.Service{
 		Name: name,
 		Start: func(context.Context) (err error) {
-			*q, err = sqs.New(w.sqs, cfg())
+			*q, err = sqs.New(w.sqs, cfg)
 			return err
 		},
 		Stop: func(ctx context.Context) error { return (*q).Close(ctx) },
@@ -152,7 +152,7 @@ func (w *worker) queue(name string, q **sqs.Queue, cfg func() sqs.Config) lifecy
 }
 
 func (w *worker) startEvents(context.Context) (err error) {
-	if w.pub, err = sqs.NewLakePublisher(w.sqs, w.cfg.events(), w.reg); err != nil {
+	if w.pub, err = sqs.NewLakePublisher(w.sqs, w.cfg.Events, w.reg); err != nil {
 		return err
 	}
 	w.pub.Start()
@@ -226,7 +226,7 @@ func (w *worker) startLoop(context.Context) error {
 		Stops: w.stops.stopGuard(), Health: mon}
 	metrics := jobloop.NewMetrics(w.reg)
 	handler := jobloop.NewReviewHandler(reviewCfg, w.store, chat, w.reviewer, w.pub, metrics, w.log)
-	if w.loop, err = jobloop.New(cfg.loop(), w.review, w.dlq, handler, metrics, w.log); err != nil {
+	if w.loop, err = jobloop.New(cfg.Loop, w.review, w.dlq, handler, metrics, w.log); err != nil {
 		return err
 	}
 	w.loop.HoldOn(mon)
@@ -252,7 +252,7 @@ func (w *worker) listenPprof() (*lifecycle.Server, error) {
 // ready says the worker is about to poll: the log line and the tests'
 // callbacks, once every listener is up.
 func (w *worker) ready(context.Context) error {
-	w.log.Info("worker: polling", "queue", w.cfg.ReviewQueueURL, "concurrency", w.cfg.Concurrency,
+	w.log.Info("worker: polling", "queue", w.cfg.ReviewQueue.URL, "concurrency", w.cfg.Loop.Concurrency,
 		"pipeline_version", w.reviewer.PipelineVersion(), "admin_addr", w.admin.Addr(),
 		"operator_addr", w.operator.AddrOrEmpty(), "pprof_addr", w.prof.AddrOrEmpty())
 	if w.m.OnOperator != nil {
