@@ -135,7 +135,7 @@ func (p *parts) startPublisher(ctx context.Context) error {
 		}
 		s = awsclient.SQS(c)
 	}
-	pub, err := sqs.NewReviewPublisher(s, p.cfg.publisherConfig())
+	pub, err := sqs.NewReviewPublisher(s, p.cfg.Publish)
 	p.r.Publisher = pub
 	return err
 }

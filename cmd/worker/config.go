@@ -11,7 +11,7 @@ import (
 	"github.com/chatguard/chatguard/cmd/internal/depflags"
 	"github.com/chatguard/chatguard/cmd/internal/reviewers"
 	"github.com/chatguard/chatguard/internal/retry"
-	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/health"
 	"github.com/chatguard/chatguard/pipeline/jobloop"
 	"github.com/chatguard/chatguard/pipeline/llm"
 	"github.com/chatguard/chatguard/storage/chatapi"
@@ -35,10 +35,13 @@ type Config struct {
 	// Events: --feedback-queue-url, --event-buffer and --event-flush-age.
 	Events sqs.LakeConfig
 
-	MaxAge       time.Duration
-	MaxWindow    time.Duration
-	MaxClockSkew time.Duration
-	BusyRetry    time.Duration
+	// Review is the review job's: --max-age, --busy-retry, --max-window,
+	// --max-clock-skew, --claim-ttl and --claim-poll (its collaborators
+	// are set when the worker starts).
+	Review jobloop.ReviewConfig
+	// Health is the dependencies' breakers': --breaker-failures and
+	// --breaker-open-for.
+	Health health.Config
 
 	depflags.MySQL
 
@@ -66,7 +69,6 @@ type Config struct {
 	PprofAddr         string
 	LogLevel          string
 
-	FaultConfig
 	// Capacity: interactive reserve, adaptive and fleet-wide limits (capacity.go).
 	Capacity CapacityConfig
 }
@@ -83,10 +85,8 @@ func DefaultConfig() Config {
 		ReviewDLQ:       reviewDLQ(review),
 		Events:          sqs.DefaultLakeConfig(),
 		Options:         reviewers.DefaultOptions(),
-		MaxAge:          6 * time.Hour,
-		MaxWindow:       pipeline.DefaultMaxWindow,
-		MaxClockSkew:    pipeline.DefaultMaxClockSkew,
-		BusyRetry:       10 * time.Second,
+		Review:          jobloop.DefaultReviewConfig(),
+		Health:          health.DefaultConfig(),
 		MySQL:           depflags.MySQL{MySQLMaxOpenConns: mysql.DefaultConfig().MaxOpenConns},
 		Chat:            depflags.Chat{ChatTimeout: chat.Timeout},
 		ChatMaxAttempts: chat.MaxAttempts,
@@ -94,7 +94,6 @@ func DefaultConfig() Config {
 		Stops:           depflags.DefaultStops(),
 		AdminAddr:       ":9090",
 		LogLevel:        "info",
-		FaultConfig:     defaultFaultConfig(),
 		Capacity:        defaultCapacity(),
 	}
 }
@@ -107,10 +106,10 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.StringVar(&c.ReviewDLQ.URL, "review-dlq-url", "SQS dead-letter queue of the review queue (poison messages are copied there)")
 	fs.StringVar(&c.Events.URL, "feedback-queue-url", "SQS feedback queue URL for inference-log and verdict events")
 	c.loopFlags(fs)
-	fs.DurationVar(&c.MaxAge, "max-age", "events older than this (by published_at) are recorded expired without a model call; 0 disables")
-	fs.DurationVar(&c.MaxWindow, "max-window", "longest review window an event may ask for; a longer one is dead-lettered")
-	fs.DurationVar(&c.MaxClockSkew, "max-clock-skew", "how far in the future an event's published_at or window_end may be (producer clocks); further is dead-lettered")
-	fs.DurationVar(&c.BusyRetry, "busy-retry", "delay before a copy of an event whose review is running in this process is seen again")
+	fs.DurationVar(&c.Review.MaxAge, "max-age", "events older than this (by published_at) are recorded expired without a model call; 0 disables")
+	fs.DurationVar(&c.Review.Limits.MaxWindow, "max-window", "longest review window an event may ask for; a longer one is dead-lettered")
+	fs.DurationVar(&c.Review.Limits.MaxClockSkew, "max-clock-skew", "how far in the future an event's published_at or window_end may be (producer clocks); further is dead-lettered")
+	fs.DurationVar(&c.Review.BusyRetry, "busy-retry", "delay before a copy of an event whose review is running in this process is seen again")
 	c.MySQL.Flags(fs)
 	c.Chat.Flags(fs, "chat-history API base URL")
 	fs.IntVar(&c.ChatMaxAttempts, "chat-max-attempts", "chat-history attempts per job (5xx and timeouts are retried)")
@@ -160,18 +159,6 @@ func (c Config) Validate() error {
 	if c.FallbackBaseURL != "" {
 		req(c.FallbackModel, "fallback-model")
 	}
-	if c.BusyRetry <= 0 {
-		errs = append(errs, errors.New("--busy-retry must be positive"))
-	}
-	if c.MaxAge < 0 {
-		errs = append(errs, errors.New("--max-age must not be negative"))
-	}
-	if c.MaxWindow <= 0 {
-		errs = append(errs, errors.New("--max-window must be positive"))
-	}
-	if c.MaxClockSkew <= 0 || c.MaxClockSkew > time.Hour {
-		errs = append(errs, errors.New("--max-clock-skew must be in (0, 1h]"))
-	}
 	// SQS takes visibilities in whole seconds; the loop takes any.
 	if c.Loop.VisibilityTimeout%time.Second != 0 {
 		errs = append(errs, errors.New("--visibility-timeout must be whole seconds"))
@@ -193,14 +180,14 @@ func (c Config) Validate() error {
 	if _, err := c.level(); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, c.validateCapacity(), c.validateStops(), c.validateOperator(), c.Options.Validate(c.RedisAddr), c.validateFaults())
+	errs = append(errs, c.validateCapacity(), c.validateStops(), c.validateOperator(), c.Options.Validate(c.RedisAddr))
 	return errors.Join(append(errs, c.validateParts())...)
 }
 
 // validateParts is each part's own validation, once.
 func (c Config) validateParts() error {
-	return errors.Join(c.Loop.Validate(), c.ReviewQueue.Validate(), c.ReviewDLQ.Validate(), c.Events.Validate(),
-		c.chat().Validate(), c.MySQL.Config().Validate())
+	return errors.Join(c.Loop.Validate(), c.Review.Validate(), c.Health.Validate(), c.ReviewQueue.Validate(), c.ReviewDLQ.Validate(),
+		c.Events.Validate(), c.chat().Validate(), c.MySQL.Config().Validate())
 }
 
 func (c Config) level() (slog.Level, error) {
@@ -209,10 +196,6 @@ func (c Config) level() (slog.Level, error) {
 		return 0, fmt.Errorf("--log-level %q must be debug, info, warn or error", c.LogLevel)
 	}
 	return l, nil
-}
-
-func (c Config) limits() pipeline.EventLimits {
-	return pipeline.EventLimits{MaxWindow: c.MaxWindow, MaxClockSkew: c.MaxClockSkew}
 }
 
 // reviewQueue is the review queue's defaults: a job's delete waits up to

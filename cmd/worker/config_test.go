@@ -137,7 +137,7 @@ func TestFlagsAndEnvReachTheParts(t *testing.T) {
 	require.Equal(t, "review-dlq", c.ReviewDLQ.Name, "the DLQ keeps its own name")
 	require.Equal(t, "http://sqs/review-dlq", c.ReviewDLQ.URL)
 	require.Equal(t, 3, c.Loop.MaxReceiveCount)
-	require.Equal(t, 90*time.Minute, c.MaxAge)
+	require.Equal(t, 90*time.Minute, c.Review.MaxAge)
 	require.Equal(t, 12, c.Events.Buffer)
 	require.Equal(t, 9, c.MySQL.Config().MaxOpenConns)
 	require.Equal(t, "http://chat:8080", c.chat().BaseURL)
@@ -154,9 +154,9 @@ func TestEventLimitFlags(t *testing.T) {
 	env["CHATGUARD_MAX_CLOCK_SKEW"] = "2m"
 	require.NoError(t, fs.Parse([]string{"--max-window=72h"}, func(k string) string { return env[k] }))
 	require.NoError(t, c.Validate())
-	require.Equal(t, pipeline.EventLimits{MaxWindow: 72 * time.Hour, MaxClockSkew: 2 * time.Minute}, c.limits())
-	c.MaxWindow, c.MaxClockSkew = 0, 2*time.Hour
+	require.Equal(t, pipeline.EventLimits{MaxWindow: 72 * time.Hour, MaxClockSkew: 2 * time.Minute}, c.Review.Limits)
+	c.Review.Limits = pipeline.EventLimits{MaxWindow: 0, MaxClockSkew: 2 * time.Hour}
 	err := c.Validate()
-	require.ErrorContains(t, err, "--max-window")
-	require.ErrorContains(t, err, "--max-clock-skew")
+	require.ErrorContains(t, err, "max window 0s")
+	require.ErrorContains(t, err, "max clock skew 2h0m0s")
 }

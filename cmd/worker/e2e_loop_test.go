@@ -110,7 +110,7 @@ func TestE2EDuplicateDeliveries(t *testing.T) {
 func TestE2EExpired(t *testing.T) {
 	t.Parallel()
 	rev := newFakeReviewer(nil)
-	r := startRig(t, rigOpts{reviewer: rev, mut: func(c *Config) { c.MaxAge = time.Hour }})
+	r := startRig(t, rigOpts{reviewer: rev, mut: func(c *Config) { c.Review.MaxAge = time.Hour }})
 	r.sendEvents(t, event("room-07", func(e *pipeline.ReviewEvent) { e.PublishedAt = time.Now().Add(-3 * time.Hour) }))
 	require.Eventually(t, func() bool { _, err := r.verdict(t, "room-07", "e2e-fake"); return err == nil }, 30*time.Second, 50*time.Millisecond)
 	v, err := r.verdict(t, "room-07", "e2e-fake")

@@ -119,8 +119,8 @@ func startRig(t testing.TB, o rigOpts) *rig {
 	cfg.Loop.MaxReceiveCount = o.maxReceive
 	cfg.Loop.RetryBase, cfg.Loop.RetryMax = time.Second, 2*time.Second
 	cfg.Loop.DrainTimeout = 5 * time.Second
-	cfg.BusyRetry = time.Second
-	cfg.ClaimPoll = 100 * time.Millisecond
+	cfg.Review.BusyRetry = time.Second
+	cfg.Review.ClaimPoll = 100 * time.Millisecond
 	cfg.Events.FlushAge = 20 * time.Millisecond
 	cfg.LogLevel = "debug"
 	if o.mut != nil {

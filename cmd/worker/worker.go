@@ -217,13 +217,14 @@ func (w *worker) startLoop(context.Context) error {
 	if err != nil {
 		return err
 	}
-	mon, err := health.New(cfg.health(), w.reg, w.log)
+	mon, err := health.New(cfg.Health, w.reg, w.log)
 	if err != nil {
 		return err
 	}
-	reviewCfg := jobloop.ReviewConfig{MaxAge: cfg.MaxAge, BusyRetry: cfg.BusyRetry, Limits: cfg.limits(),
-		Claims: mysql.NewClaims(w.db, nil), ClaimsInStore: true, Owner: claimOwner(), ClaimTTL: cfg.ClaimTTL, ClaimPoll: cfg.ClaimPoll,
-		Stops: w.stops.stopGuard(), Health: mon}
+	// The settings are the flags'; the collaborators are this process's.
+	reviewCfg := cfg.Review
+	reviewCfg.Claims, reviewCfg.ClaimsInStore, reviewCfg.Owner = mysql.NewClaims(w.db, nil), true, claimOwner()
+	reviewCfg.Stops, reviewCfg.Health = w.stops.stopGuard(), mon
 	metrics := jobloop.NewMetrics(w.reg)
 	handler := jobloop.NewReviewHandler(reviewCfg, w.store, chat, w.reviewer, w.pub, metrics, w.log)
 	if w.loop, err = jobloop.New(cfg.Loop, w.review, w.dlq, handler, metrics, w.log); err != nil {
