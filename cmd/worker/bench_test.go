@@ -28,7 +28,7 @@ func benchThroughput(b *testing.B, concurrency int, rev pipeline.Reviewer, chatU
 			c.Loop.Prefetch, _ = strconv.Atoi(v)
 		}
 		// Bounded below the server's max_connections (151 by default).
-		c.MySQLMaxOpenConns = min(concurrency+4, 64)
+		c.MySQL.MaxOpenConns = min(concurrency+4, 64)
 		c.LogLevel = "warn"
 		c.PrimaryConcurrency, c.FallbackConcurrency = concurrency*4, concurrency*4
 	}})
@@ -131,7 +131,7 @@ func BenchmarkSimThroughput(b *testing.B) {
 			r := startRig(b, rigOpts{chatURL: stacktest.ChatAPIURL(b), mut: func(c *Config) {
 				withSims(pURL, "sim-p", fURL, "sim-f", "k")(c)
 				c.Loop.Concurrency = conc
-				c.MySQLMaxOpenConns = conc + 4
+				c.MySQL.MaxOpenConns = conc + 4
 				c.PrimaryConcurrency, c.FallbackConcurrency = conc*4, conc*4
 				c.LogLevel = "warn"
 			}})

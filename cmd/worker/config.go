@@ -43,10 +43,11 @@ type Config struct {
 	// --breaker-open-for.
 	Health health.Config
 
-	depflags.MySQL
-
-	depflags.Chat
-	ChatMaxAttempts int
+	// MySQL is the store's: --mysql-dsn and --mysql-max-open-conns.
+	MySQL mysql.Config
+	// Chat is the chat-history client's: --chat-api-url, --chat-timeout
+	// and --chat-max-attempts.
+	Chat chatapi.Config
 
 	depflags.Pools
 	// Options: the stage engine's privacy, price and fleet settings,
@@ -75,26 +76,24 @@ type Config struct {
 
 // DefaultConfig returns the defaults shown by --help.
 func DefaultConfig() Config {
-	chat := chatapi.DefaultConfig()
 	pools := depflags.DefaultPools()
 	pools.PrimaryConcurrency, pools.FallbackConcurrency = llm.DefaultMaxConcurrency, llm.DefaultMaxConcurrency
 	review := reviewQueue()
 	return Config{
-		Loop:            jobloop.DefaultConfig(),
-		ReviewQueue:     review,
-		ReviewDLQ:       reviewDLQ(review),
-		Events:          sqs.DefaultLakeConfig(),
-		Options:         reviewers.DefaultOptions(),
-		Review:          jobloop.DefaultReviewConfig(),
-		Health:          health.DefaultConfig(),
-		MySQL:           depflags.MySQL{MySQLMaxOpenConns: mysql.DefaultConfig().MaxOpenConns},
-		Chat:            depflags.Chat{ChatTimeout: chat.Timeout},
-		ChatMaxAttempts: chat.MaxAttempts,
-		Pools:           pools,
-		Stops:           depflags.DefaultStops(),
-		AdminAddr:       ":9090",
-		LogLevel:        "info",
-		Capacity:        defaultCapacity(),
+		Loop:        jobloop.DefaultConfig(),
+		ReviewQueue: review,
+		ReviewDLQ:   reviewDLQ(review),
+		Events:      sqs.DefaultLakeConfig(),
+		Options:     reviewers.DefaultOptions(),
+		Review:      jobloop.DefaultReviewConfig(),
+		Health:      health.DefaultConfig(),
+		MySQL:       mysql.DefaultConfig(),
+		Chat:        chatapi.DefaultConfig(),
+		Pools:       pools,
+		Stops:       depflags.DefaultStops(),
+		AdminAddr:   ":9090",
+		LogLevel:    "info",
+		Capacity:    defaultCapacity(),
 	}
 }
 
@@ -110,9 +109,8 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.DurationVar(&c.Review.Limits.MaxWindow, "max-window", "longest review window an event may ask for; a longer one is dead-lettered")
 	fs.DurationVar(&c.Review.Limits.MaxClockSkew, "max-clock-skew", "how far in the future an event's published_at or window_end may be (producer clocks); further is dead-lettered")
 	fs.DurationVar(&c.Review.BusyRetry, "busy-retry", "delay before a copy of an event whose review is running in this process is seen again")
-	c.MySQL.Flags(fs)
-	c.Chat.Flags(fs, "chat-history API base URL")
-	fs.IntVar(&c.ChatMaxAttempts, "chat-max-attempts", "chat-history attempts per job (5xx and timeouts are retried)")
+	depflags.BindMySQL(fs, &c.MySQL)
+	depflags.BindChat(fs, &c.Chat, "chat-history API base URL")
 	c.Pools.Flags(fs, "primary model id", "calls in flight to the %s pool at most")
 	fs.IntVar(&c.Events.Buffer, "event-buffer", "lake events buffered for the feedback queue before drops")
 	fs.DurationVar(&c.Events.FlushAge, "event-flush-age", "longest a lake event waits for its batch")
@@ -187,7 +185,7 @@ func (c Config) Validate() error {
 // validateParts is each part's own validation, once.
 func (c Config) validateParts() error {
 	return errors.Join(c.Loop.Validate(), c.Review.Validate(), c.Health.Validate(), c.ReviewQueue.Validate(), c.ReviewDLQ.Validate(),
-		c.Events.Validate(), c.chat().Validate(), c.MySQL.Config().Validate())
+		c.Events.Validate(), c.Chat.Validate(), c.MySQL.Validate())
 }
 
 func (c Config) level() (slog.Level, error) {
@@ -214,10 +212,4 @@ func reviewQueue() sqs.Config {
 func reviewDLQ(review sqs.Config) sqs.Config {
 	review.Name, review.Linger = "review-dlq", 0
 	return review
-}
-
-func (c Config) chat() chatapi.Config {
-	ch := c.Chat.Config()
-	ch.MaxAttempts = c.ChatMaxAttempts
-	return ch
 }

@@ -278,7 +278,7 @@ func TestE2EPrimaryRandomFaults(t *testing.T) {
 	r := startRig(t, rigOpts{chatURL: chatURL, mut: func(c *Config) {
 		withSims(pURL, "sim-p", fURL, "sim-f", "k")(c)
 		c.Loop.Concurrency = 32
-		c.MySQLMaxOpenConns = 40
+		c.MySQL.MaxOpenConns = 40
 	}})
 	const n = 200
 	evs := sampleReviews(t, n, false)

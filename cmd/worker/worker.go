@@ -181,7 +181,7 @@ func (w *worker) stopReviewer(context.Context) error {
 }
 
 func (w *worker) startMySQL(ctx context.Context) error {
-	db, err := mysql.OpenDB(w.cfg.MySQL.Config())
+	db, err := mysql.OpenDB(w.cfg.MySQL)
 	if err != nil {
 		return err
 	}
@@ -211,7 +211,7 @@ func (w *worker) stopSignals() lifecycle.Service {
 // services before it opened.
 func (w *worker) startLoop(context.Context) error {
 	cfg := w.cfg
-	chatCfg := cfg.chat()
+	chatCfg := cfg.Chat
 	chatCfg.Registerer = w.reg
 	chat, err := chatapi.New(chatCfg)
 	if err != nil {
