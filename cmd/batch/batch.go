@@ -1,13 +1,18 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/chatguard/chatguard/cmd/internal/lifecycle"
 	"github.com/chatguard/chatguard/internal/awsclient"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/batchrun"
@@ -38,68 +43,129 @@ type Summary = batchrun.Summary
 // Run performs the run (see batchrun.Runner.Run) and prints its summary on
 // Stdout, on failure too. It returns an error when the run failed for any
 // reason, including ctx ending (SIGTERM) and its collaborators failing to
-// start (the database not answering).
+// start (the database not answering), or when closing them failed.
 func (m *Main) Run(ctx context.Context) error {
-	now := m.Now
-	if now == nil {
-		now = func() time.Time { return time.Now().UTC() }
+	p := &parts{m: m, cfg: m.Config, now: m.Now, result: make(chan error, 1)}
+	if p.now == nil {
+		p.now = func() time.Time { return time.Now().UTC() }
 	}
-	began := now()
-	r, closeDeps, err := m.runner(ctx, now)
-	if err != nil {
-		m.report(batchrun.Failed(m.Config.runConfig(), err, now().Sub(began)))
+	p.began = p.now()
+	p.r = &batchrun.Runner{Config: p.cfg.runConfig(), Log: m.Log, Progress: m.Stderr, Now: p.now, Store: m.Runs}
+	g := lifecycle.New(m.Log, nil)
+	g.Add(p.services()...)
+	err := g.Run(ctx)
+	select {
+	case runErr := <-p.result:
+		// A run cut short by the group's own stop (SIGTERM) is no failure
+		// of the group's; it is the run's.
+		if err == nil {
+			err = runErr
+		}
 		return err
+	default:
 	}
-	sum, err := r.Run(ctx)
-	closeDeps() // after the run, whose outcome is recorded in the database
-	sum.DurationSeconds = now().Sub(began).Seconds()
-	m.report(sum)
+	if !p.started {
+		m.report(batchrun.Failed(p.cfg.runConfig(), err, p.now().Sub(p.began)))
+	}
+	return cmp.Or(err, errors.New("the run did not end"))
+}
+
+// parts is what the run's services build as they start: the runner's
+// collaborators, those not injected from Main.
+type parts struct {
+	m     *Main
+	cfg   Config
+	now   func() time.Time
+	began time.Time
+	r     *batchrun.Runner
+	aws   *aws.Config
+	// started: the run began and reports its own summary; result gets
+	// its error once it ended.
+	started bool
+	result  chan error
+}
+
+// services lists the run's collaborators in dependency order and the run
+// last; the run's end ends the group, and the run store closes after it.
+func (p *parts) services() []lifecycle.Service {
+	svcs := []lifecycle.Service{{Name: "athena", Start: p.startSource}}
+	if !p.cfg.DryRun {
+		svcs = append(svcs, lifecycle.Service{Name: "review publisher", Start: p.startPublisher})
+		if p.r.Store == nil {
+			svcs = append(svcs, p.runStore())
+		}
+	}
+	return append(svcs, lifecycle.Service{Name: "run", Start: func(context.Context) error { p.started = true; return nil },
+		Run: p.run, Drain: recordDrain})
+}
+
+// awsConfig loads the SDK's configuration once, for the clients not
+// injected.
+func (p *parts) awsConfig(ctx context.Context) (aws.Config, error) {
+	if p.aws == nil {
+		c, err := awsclient.Load(ctx, awsclient.Options{})
+		if err != nil {
+			return aws.Config{}, err
+		}
+		p.aws = &c
+	}
+	return *p.aws, nil
+}
+
+func (p *parts) startSource(ctx context.Context) error {
+	a := p.m.Athena
+	if a == nil {
+		c, err := p.awsConfig(ctx)
+		if err != nil {
+			return err
+		}
+		a = awsclient.Athena(c)
+	}
+	src, err := athena.New(a, p.cfg.athenaConfig())
+	p.r.Source = src
 	return err
 }
 
-// runner builds the run's collaborators, those not injected from Config.
-// The returned close function releases what runner opened.
-func (m *Main) runner(ctx context.Context, now func() time.Time) (*batchrun.Runner, func(), error) {
-	cfg := m.Config
-	r := &batchrun.Runner{Config: cfg.runConfig(), Log: m.Log, Progress: m.Stderr, Now: now, Store: m.Runs}
-	closeDeps := func() {}
-	a, s := m.Athena, m.SQS
-	if a == nil || (s == nil && !cfg.DryRun) {
-		awsCfg, err := awsclient.Load(ctx, awsclient.Options{})
+func (p *parts) startPublisher(ctx context.Context) error {
+	s := p.m.SQS
+	if s == nil {
+		c, err := p.awsConfig(ctx)
 		if err != nil {
-			return nil, closeDeps, err
+			return err
 		}
-		if a == nil {
-			a = awsclient.Athena(awsCfg)
-		}
-		if s == nil {
-			s = awsclient.SQS(awsCfg)
-		}
+		s = awsclient.SQS(c)
 	}
-	src, err := athena.New(a, cfg.athenaConfig())
-	if err != nil {
-		return nil, closeDeps, err
+	pub, err := sqs.NewReviewPublisher(s, p.cfg.Publish)
+	p.r.Publisher = pub
+	return err
+}
+
+// runStore opens the batch_runs record's store from --mysql-dsn; it
+// closes after the run, whose outcome it recorded.
+func (p *parts) runStore() lifecycle.Service {
+	var store *batchruns.Store
+	return lifecycle.Service{
+		Name: "run store",
+		Start: func(ctx context.Context) (err error) {
+			store, err = batchruns.Open(ctx, p.cfg.MySQLDSN)
+			p.r.Store = store
+			return err
+		},
+		Stop: func(context.Context) error { return store.Close() },
 	}
-	r.Source = src
-	if cfg.DryRun {
-		return r, closeDeps, nil
-	}
-	if r.Publisher, err = sqs.NewReviewPublisher(s, cfg.publisherConfig()); err != nil {
-		return nil, closeDeps, err
-	}
-	if r.Store == nil {
-		store, err := batchruns.Open(ctx, cfg.MySQLDSN)
-		if err != nil {
-			return nil, closeDeps, fmt.Errorf("batch: %w", err)
-		}
-		r.Store = store
-		closeDeps = func() {
-			if err := store.Close(); err != nil && m.Log != nil {
-				m.Log.Warn("batch: closing the run store", "error", err)
-			}
-		}
-	}
-	return r, closeDeps, nil
+}
+
+// recordDrain bounds a run cut short by SIGTERM: it still records its
+// failed outcome in batch_runs.
+const recordDrain = 30 * time.Second
+
+// run performs the run and prints its summary; its end ends the group.
+func (p *parts) run(ctx context.Context) error {
+	sum, err := p.r.Run(ctx)
+	sum.DurationSeconds = p.now().Sub(p.began).Seconds()
+	p.m.report(sum)
+	p.result <- err
+	return err
 }
 
 func (m *Main) report(s Summary) {

@@ -171,8 +171,8 @@ func setup(t *testing.T, rooms int, mutate func(*Config)) (*fixture, *Main) {
 	f := &fixture{athena: &fakeAthena{n: rooms}, sqs: &fakeSQS{}, runs: &fakeRuns{}}
 	cfg := DefaultConfig()
 	cfg.WindowStart, cfg.WindowEnd = winStart, winEnd
-	cfg.ReviewQueueURL, cfg.MySQLDSN = "http://q.local/review", "unused"
-	cfg.AthenaPollMax = 5 * time.Millisecond
+	cfg.Publish.URL, cfg.MySQLDSN = "http://q.local/review", "unused"
+	cfg.Athena.PollMax = 5 * time.Millisecond
 	cfg.ProgressInterval = 10 * time.Millisecond
 	if mutate != nil {
 		mutate(&cfg)
@@ -239,7 +239,7 @@ func TestRunModes(t *testing.T) {
 		{name: "dry run publishes and records nothing", mutate: func(c *Config) { c.DryRun = true }, wantRows: 500},
 		{name: "max events", mutate: func(c *Config) { c.MaxEvents = 42 }, wantRows: 42, wantPublished: 42, wantRecords: 1},
 		{name: "query failure", athena: func(a *fakeAthena) { a.reason = "SYNTAX_ERROR: line 1:8" }, wantErr: "SYNTAX_ERROR: line 1:8", wantRecords: 1},
-		{name: "timeout stops the query", mutate: func(c *Config) { c.AthenaTimeout = 50 * time.Millisecond }, athena: func(a *fakeAthena) { a.hang = true },
+		{name: "timeout stops the query", mutate: func(c *Config) { c.Athena.Timeout = 50 * time.Millisecond }, athena: func(a *fakeAthena) { a.hang = true },
 			wantErr: "athena query timed out", wantRecords: 1, wantStops: 1},
 	}
 	for _, tc := range tests {

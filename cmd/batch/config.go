@@ -24,15 +24,11 @@ type Config struct {
 	MaxEvents   int
 	RunID       string
 
-	ReviewQueueURL     string
-	PublishConcurrency int
-	PublishMaxAttempts int
-
-	AthenaDatabase       string
-	AthenaWorkgroup      string
-	AthenaOutputLocation string
-	AthenaTimeout        time.Duration
-	AthenaPollMax        time.Duration
+	// Publish is the review publisher's configuration: --review-queue-url,
+	// --publish-concurrency and --publish-max-attempts.
+	Publish sqs.Config
+	// Athena is the query's configuration: --athena-*.
+	Athena athena.Config
 
 	MySQLDSN string
 
@@ -43,16 +39,11 @@ type Config struct {
 // DefaultConfig returns the defaults; the window stays zero until
 // WithDefaultWindow fills it in from the clock.
 func DefaultConfig() Config {
-	a, p := athena.DefaultConfig(), sqs.DefaultReviewConfig()
 	return Config{
-		PublishConcurrency: p.Concurrency,
-		PublishMaxAttempts: p.Retry.Attempts,
-		AthenaDatabase:     a.Database,
-		AthenaWorkgroup:    a.Workgroup,
-		AthenaTimeout:      a.Timeout,
-		AthenaPollMax:      a.PollMax,
-		ProgressInterval:   2 * time.Second,
-		LogLevel:           "info",
+		Publish:          sqs.DefaultReviewConfig(),
+		Athena:           athena.DefaultConfig(),
+		ProgressInterval: 2 * time.Second,
+		LogLevel:         "info",
 	}
 }
 
@@ -65,14 +56,14 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.BoolVar(&c.DryRun, "dry-run", "run the query and report, publish nothing and record no run")
 	fs.IntVar(&c.MaxEvents, "max-events", "publish at most this many events (0: no limit)")
 	fs.StringVar(&c.RunID, "run-id", "run id stamped on every event (default: derived from the window, so reruns share it)")
-	fs.StringVar(&c.ReviewQueueURL, "review-queue-url", "SQS review queue URL")
-	fs.IntVar(&c.PublishConcurrency, "publish-concurrency", "SendMessageBatch calls in flight")
-	fs.IntVar(&c.PublishMaxAttempts, "publish-max-attempts", "sends of one message before the run fails, the first included")
-	fs.StringVar(&c.AthenaDatabase, "athena-database", "Athena database holding chat_messages")
-	fs.StringVar(&c.AthenaWorkgroup, "athena-workgroup", "Athena workgroup")
-	fs.StringVar(&c.AthenaOutputLocation, "athena-output-location", "s3:// prefix for query results (empty: the workgroup's)")
-	fs.DurationVar(&c.AthenaTimeout, "athena-timeout", "how long the query may stay queued or running before it is stopped")
-	fs.DurationVar(&c.AthenaPollMax, "athena-poll-max", "longest pause between query status polls")
+	fs.StringVar(&c.Publish.URL, "review-queue-url", "SQS review queue URL")
+	fs.IntVar(&c.Publish.Concurrency, "publish-concurrency", "SendMessageBatch calls in flight")
+	fs.IntVar(&c.Publish.Retry.Attempts, "publish-max-attempts", "sends of one message before the run fails, the first included")
+	fs.StringVar(&c.Athena.Database, "athena-database", "Athena database holding chat_messages")
+	fs.StringVar(&c.Athena.Workgroup, "athena-workgroup", "Athena workgroup")
+	fs.StringVar(&c.Athena.OutputLocation, "athena-output-location", "s3:// prefix for query results (empty: the workgroup's)")
+	fs.DurationVar(&c.Athena.Timeout, "athena-timeout", "how long the query may stay queued or running before it is stopped")
+	fs.DurationVar(&c.Athena.PollMax, "athena-poll-max", "longest pause between query status polls")
 	fs.StringVar(&c.MySQLDSN, "mysql-dsn", "MySQL DSN for the batch_runs record (go-sql-driver format)")
 	fs.DurationVar(&c.ProgressInterval, "progress-interval", "how often progress is printed on stderr")
 	fs.StringVar(&c.LogLevel, "log-level", "debug|info|warn|error")
@@ -132,7 +123,7 @@ func (c Config) Validate() error {
 		if strings.TrimSpace(c.MySQLDSN) == "" {
 			errs = append(errs, errors.New("mysql dsn is required (except with --dry-run)"))
 		}
-		if err := c.publisherConfig().Validate(); err != nil {
+		if err := c.Publish.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("publish: %w", err))
 		}
 	}
@@ -148,11 +139,11 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// athenaConfig is the query's configuration with the first poll's pause
+// kept within a lowered --athena-poll-max.
 func (c Config) athenaConfig() athena.Config {
-	a := athena.DefaultConfig()
-	a.Database, a.Workgroup, a.OutputLocation = c.AthenaDatabase, c.AthenaWorkgroup, c.AthenaOutputLocation
-	a.Timeout, a.PollMax = c.AthenaTimeout, c.AthenaPollMax
-	a.PollMin = min(a.PollMin, c.AthenaPollMax)
+	a := c.Athena
+	a.PollMin = min(a.PollMin, a.PollMax)
 	return a
 }
 
@@ -162,14 +153,8 @@ func (c Config) runConfig() batchrun.Config {
 	return batchrun.Config{
 		WindowStart: c.WindowStart, WindowEnd: c.WindowEnd, RunID: c.RunID,
 		DryRun: c.DryRun, MaxEvents: c.MaxEvents, ProgressInterval: c.ProgressInterval,
-		RoomBuffer: int(c.athenaConfig().PageSize), EventBuffer: sqs.MaxBatch * c.PublishConcurrency,
+		RoomBuffer: int(c.Athena.PageSize), EventBuffer: sqs.MaxBatch * c.Publish.Concurrency,
 	}
-}
-
-func (c Config) publisherConfig() sqs.Config {
-	p := sqs.DefaultReviewConfig()
-	p.URL, p.Concurrency, p.Retry.Attempts = c.ReviewQueueURL, c.PublishConcurrency, c.PublishMaxAttempts
-	return p
 }
 
 func (c Config) level() (slog.Level, error) {

@@ -42,8 +42,8 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 	c.WindowEnd = c.WindowStart.Add(-time.Hour)
 	c.RunID = "bad id/with slash"
 	c.MaxEvents = -1
-	c.PublishConcurrency = 0
-	c.AthenaOutputLocation = "bucket/prefix"
+	c.Publish.Concurrency = 0
+	c.Athena.OutputLocation = "bucket/prefix"
 	c.LogLevel = "loud"
 	err := c.Validate()
 	for _, w := range []string{"not after start", "run id", "max events", "mysql dsn", "review queue url", "concurrency", "s3://", "log level"} {

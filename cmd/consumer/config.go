@@ -14,6 +14,8 @@ import (
 
 // Config is every setting of the consumer; each is a flag and a CHATGUARD_
 // environment variable (see --help). AWS settings come from the SDK's chain.
+// The engine's configuration is embedded whole: its flags are bound to its
+// fields and it validates itself.
 type Config struct {
 	FeedbackQueueURL string
 	LakeBucket       string
@@ -22,47 +24,24 @@ type Config struct {
 	S3PathStyle      bool
 	S3PartSize       int64
 
-	FlushBytes         int64
-	FlushRows          int
-	FlushAge           time.Duration
-	MaxBufferedBytes   int64
-	MaxBufferedEvents  int
-	VisibilityTimeout  time.Duration
-	WaitTime           time.Duration
-	ReceiveConcurrency int
-	FlushConcurrency   int
-	DrainTimeout       time.Duration
-	WriteRetryBase     time.Duration
-	WriteRetryMax      time.Duration
+	// Config is the engine's: --flush-*, --max-buffered-*,
+	// --visibility-timeout, --wait-time, --*-concurrency, --drain-timeout,
+	// --write-retry-* and the --debug-pause-after-write test hook.
+	consumer.Config
 
 	AdminAddr string
 	LogLevel  string
-
-	// DebugPauseAfterWrite is a test hook (see consumer.Config.PauseAfterWrite).
-	DebugPauseAfterWrite time.Duration
 }
 
 // DefaultConfig returns the defaults shown by --help.
 func DefaultConfig() Config {
-	e := consumer.DefaultConfig()
 	return Config{
-		LakePrefix:         s3lake.DefaultEventsPrefix,
-		ErrorsPrefix:       s3lake.DefaultErrorsPrefix,
-		S3PartSize:         s3lake.DefaultPartSize,
-		FlushBytes:         e.FlushBytes,
-		FlushRows:          e.FlushRows,
-		FlushAge:           e.FlushAge,
-		MaxBufferedBytes:   e.MaxBufferedBytes,
-		MaxBufferedEvents:  e.MaxBufferedEvents,
-		VisibilityTimeout:  e.VisibilityTimeout,
-		WaitTime:           20 * time.Second,
-		ReceiveConcurrency: e.ReceiveConcurrency,
-		FlushConcurrency:   e.FlushConcurrency,
-		DrainTimeout:       e.DrainTimeout,
-		WriteRetryBase:     e.RetryInitial,
-		WriteRetryMax:      e.RetryMax,
-		AdminAddr:          ":9091",
-		LogLevel:           "info",
+		LakePrefix:   s3lake.DefaultEventsPrefix,
+		ErrorsPrefix: s3lake.DefaultErrorsPrefix,
+		S3PartSize:   s3lake.DefaultPartSize,
+		Config:       consumer.DefaultConfig(),
+		AdminAddr:    ":9091",
+		LogLevel:     "info",
 	}
 }
 
@@ -85,11 +64,11 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.IntVar(&c.ReceiveConcurrency, "receive-concurrency", "long polls in flight")
 	fs.IntVar(&c.FlushConcurrency, "flush-concurrency", "partitions written at once")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", "on SIGTERM, how long writing the buffered events may take before the rest is handed back")
-	fs.DurationVar(&c.WriteRetryBase, "write-retry-base", "backoff of a failed object write: full jitter over min(write-retry-max, base*2^attempt); writes are retried until they succeed")
-	fs.DurationVar(&c.WriteRetryMax, "write-retry-max", "cap of the write backoff")
+	fs.DurationVar(&c.RetryInitial, "write-retry-base", "backoff of a failed object write: full jitter over min(write-retry-max, base*2^attempt); writes are retried until they succeed")
+	fs.DurationVar(&c.RetryMax, "write-retry-max", "cap of the write backoff")
 	fs.StringVar(&c.AdminAddr, "admin-addr", "listen address of /healthz, /readyz and /metrics")
 	fs.StringVar(&c.LogLevel, "log-level", "debug|info|warn|error")
-	fs.DurationVar(&c.DebugPauseAfterWrite, "debug-pause-after-write", "TEST HOOK, never in production: wait this long between writing an object and deleting its messages")
+	fs.DurationVar(&c.PauseAfterWrite, "debug-pause-after-write", "TEST HOOK, never in production: wait this long between writing an object and deleting its messages")
 	return fs
 }
 
@@ -105,12 +84,9 @@ func (c Config) Validate() error {
 	if c.S3PartSize < 5<<20 {
 		errs = append(errs, fmt.Errorf("--s3-part-size %d must be at least 5 MiB", c.S3PartSize))
 	}
-	// The engine checks the wait's range too; a value reported here is
-	// replaced for it, so that the problem is reported once.
-	engine := c.engine()
-	if c.WaitTime < 0 || c.WaitTime > 20*time.Second || c.WaitTime%time.Second != 0 {
-		errs = append(errs, fmt.Errorf("--wait-time %s must be whole seconds in 0s..20s", c.WaitTime))
-		engine.WaitTime = 0
+	// SQS takes waits in whole seconds; the engine checks the range.
+	if c.WaitTime%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("--wait-time %s must be whole seconds", c.WaitTime))
 	}
 	if c.AdminAddr == "" {
 		errs = append(errs, errors.New("--admin-addr is required"))
@@ -123,7 +99,7 @@ func (c Config) Validate() error {
 	if _, err := c.level(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := engine.Validate(); err != nil {
+	if err := c.Config.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -135,24 +111,4 @@ func (c Config) level() (slog.Level, error) {
 		return 0, fmt.Errorf("--log-level %q must be debug, info, warn or error", c.LogLevel)
 	}
 	return l, nil
-}
-
-// engine maps the flags onto the engine's configuration; the engine's
-// Validate names the settings in its own words, which match the flags.
-func (c Config) engine() consumer.Config {
-	return consumer.Config{
-		FlushBytes:         c.FlushBytes,
-		FlushRows:          c.FlushRows,
-		FlushAge:           c.FlushAge,
-		MaxBufferedBytes:   c.MaxBufferedBytes,
-		MaxBufferedEvents:  c.MaxBufferedEvents,
-		VisibilityTimeout:  c.VisibilityTimeout,
-		WaitTime:           c.WaitTime,
-		ReceiveConcurrency: c.ReceiveConcurrency,
-		FlushConcurrency:   c.FlushConcurrency,
-		DrainTimeout:       c.DrainTimeout,
-		RetryInitial:       c.WriteRetryBase,
-		RetryMax:           c.WriteRetryMax,
-		PauseAfterWrite:    c.DebugPauseAfterWrite,
-	}
 }

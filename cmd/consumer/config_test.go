@@ -51,7 +51,7 @@ func TestBadUsageExits2NamingTheSetting(t *testing.T) {
 		{"unknown flag", []string{"--flush-everything"}, required, []string{"--flush-everything: unknown flag"}},
 		{"missing required", nil, nil, []string{"--feedback-queue-url is required", "--lake-bucket is required"}},
 		{"every range problem at once", []string{"--flush-rows=0", "--visibility-timeout=1500ms", "--wait-time=30s", "--log-level=loud", "--admin-addr=nope"}, required,
-			[]string{"flush-rows must be positive", "visibility-timeout", "--wait-time", "--log-level", "--admin-addr"}},
+			[]string{"flush-rows must be positive", "visibility-timeout", "wait-time 30s", "--log-level", "--admin-addr"}},
 		{"overlapping prefixes", []string{"--errors-prefix", "events/"}, required, []string{"must not overlap"}},
 		{"positional", []string{"extra"}, required, []string{"unexpected arguments"}},
 	}
@@ -78,7 +78,17 @@ func TestFlagsWinOverEnvironment(t *testing.T) {
 	require.Equal(t, 77, cfg.FlushRows)
 	require.True(t, cfg.S3PathStyle)
 	require.Equal(t, int64(1<<30), cfg.MaxBufferedBytes)
-	e := cfg.engine()
-	require.Equal(t, 77, e.FlushRows)
+	require.Equal(t, 77, cfg.Config.FlushRows, "the flag is the engine's own field")
 	require.Equal(t, "events/", cfg.LakePrefix)
+}
+
+// One mistake is one line: a wait beyond SQS's 20 s is the engine's to
+// report, and nothing else reports it again.
+func TestOneMistakeOneLine(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	env := map[string]string{"CHATGUARD_FEEDBACK_QUEUE_URL": "http://q", "CHATGUARD_LAKE_BUCKET": "b"}
+	require.Equal(t, 2, run(context.Background(), []string{"--wait-time=30s"}, envOf(env), &out, &errOut))
+	require.Equal(t, 1, strings.Count(errOut.String(), "\n  - "), errOut.String())
+	require.Contains(t, errOut.String(), "wait-time 30s")
 }

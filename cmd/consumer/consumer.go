@@ -2,17 +2,17 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/cmd/internal/lifecycle"
 	"github.com/chatguard/chatguard/consumer"
 	"github.com/chatguard/chatguard/internal/awsclient"
 	"github.com/chatguard/chatguard/storage/s3lake"
@@ -31,84 +31,109 @@ type Main struct {
 }
 
 // Run starts the consumer and blocks until ctx is cancelled (SIGTERM), then
-// stops receiving, writes every buffered event and returns nil. It returns
-// an error when something cannot be set up at start (configuration, AWS
-// configuration, the admin port) or when the drain timeout left messages
-// unwritten (they are handed back to the queue for redelivery).
+// stops receiving, writes every buffered event, closes the queue and
+// returns nil. It returns an error when something cannot be set up at
+// start (configuration, AWS configuration, the admin port), when a part
+// fails while running, or when the drain timeout left messages unwritten
+// (they are handed back to the queue for redelivery).
 func (m *Main) Run(ctx context.Context) error {
-	cfg := m.Config
-	if err := cfg.Validate(); err != nil {
+	if err := m.Config.Validate(); err != nil {
 		return fmt.Errorf("consumer: config: %w", err)
 	}
-	log := m.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	p := &parts{m: m, cfg: m.Config, log: m.Log, reg: cli.NewRegistry()}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
 	}
-	reg := cli.NewRegistry()
-
-	// One retry layer: the engine retries writes until they succeed and the
-	// queue adapter (storage/sqs) retries failed entries, so the SDK does
-	// not retry too.
-	awsOpts := awsclient.Options{S3PathStyle: cfg.S3PathStyle, MaxAttempts: 1, HTTPTimeout: 60 * time.Second}
-	awsCfg, err := awsclient.Load(ctx, awsOpts)
+	g := lifecycle.New(p.log, nil)
+	g.Add(p.services()...)
+	err := g.Run(ctx)
+	p.log.Info("consumer: stopped receiving and drained", "cause", fmt.Sprint(context.Cause(ctx)), "err", err)
 	if err != nil {
 		return fmt.Errorf("consumer: %w", err)
 	}
-	store := s3lake.NewStore(awsclient.S3(awsCfg, awsOpts), cfg.LakeBucket, cfg.S3PartSize)
+	return nil
+}
+
+// parts is what the consumer's services build as they start, for the
+// services after them.
+type parts struct {
+	m   *Main
+	cfg Config
+	log *slog.Logger
+	reg *prometheus.Registry
+
+	aws    aws.Config
+	queue  *sqs.Queue
+	engine *consumer.Consumer
+	admin  *lifecycle.Server
+}
+
+// drainMargin is the time the group allows the engine beyond
+// --drain-timeout: handing the unwritten messages back.
+const drainMargin = 10 * time.Second
+
+// services lists the consumer's parts in dependency order; the group
+// stops them in reverse, so the queue closes after the engine's drain,
+// when every queue call has returned.
+func (p *parts) services() []lifecycle.Service {
+	return []lifecycle.Service{
+		{Name: "aws", Start: p.startAWS},
+		{Name: "feedback queue", Start: p.startQueue, Stop: func(ctx context.Context) error { return p.queue.Close(ctx) }},
+		{Name: "engine", Start: p.startEngine},
+		lifecycle.Serve("admin", &p.admin, p.listenAdmin, 2*time.Second),
+		{Name: "ready", Start: p.ready},
+		{Name: "consumer", Run: func(ctx context.Context) error { return p.engine.Run(ctx) }, Drain: p.cfg.DrainTimeout + drainMargin},
+	}
+}
+
+// awsOptions keep one retry layer: the engine retries writes until they
+// succeed and the queue adapter (storage/sqs) retries failed entries, so
+// the SDK does not retry too.
+func (p *parts) awsOptions() awsclient.Options {
+	return awsclient.Options{S3PathStyle: p.cfg.S3PathStyle, MaxAttempts: 1, HTTPTimeout: 60 * time.Second}
+}
+
+func (p *parts) startAWS(ctx context.Context) (err error) {
+	p.aws, err = awsclient.Load(ctx, p.awsOptions())
+	return err
+}
+
+func (p *parts) startQueue(context.Context) (err error) {
 	qcfg := sqs.DefaultConfig()
-	qcfg.Name, qcfg.URL = "feedback", cfg.FeedbackQueueURL
-	queue, err := sqs.New(awsclient.SQS(awsCfg), qcfg)
-	if err != nil {
-		return fmt.Errorf("consumer: %w", err)
-	}
-	// After the engine's drain: every queue call has returned by then.
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := queue.Close(cctx); err != nil {
-			log.Warn("consumer: queue calls cut short at shutdown", "err", err)
-		}
-	}()
+	qcfg.Name, qcfg.URL = "feedback", p.cfg.FeedbackQueueURL
+	p.queue, err = sqs.New(awsclient.SQS(p.aws), qcfg)
+	return err
+}
 
-	ecfg := cfg.engine()
-	ecfg.Logger = log
-	ecfg.Registerer = reg
-	lake, err := s3lake.NewLake(store, cfg.LakePrefix, cfg.ErrorsPrefix)
-	if err != nil {
-		return fmt.Errorf("consumer: %w", err)
-	}
-	c, err := consumer.New(ecfg, queue, lake)
+func (p *parts) startEngine(context.Context) error {
+	store := s3lake.NewStore(awsclient.S3(p.aws, p.awsOptions()), p.cfg.LakeBucket, p.cfg.S3PartSize)
+	lake, err := s3lake.NewLake(store, p.cfg.LakePrefix, p.cfg.ErrorsPrefix)
 	if err != nil {
 		return err
 	}
-
-	ln, err := net.Listen("tcp", cfg.AdminAddr)
-	if err != nil {
-		return fmt.Errorf("consumer: admin listen: %w", err)
-	}
-	srv := &http.Server{Handler: adminHandler(reg, c), ReadHeaderTimeout: 5 * time.Second}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-		if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Warn("consumer: admin server", "err", err)
-		}
-	}()
-
-	log.Info("consumer: receiving", "queue", cfg.FeedbackQueueURL, "bucket", cfg.LakeBucket, "prefix", cfg.LakePrefix,
-		"admin_addr", ln.Addr().String())
-	if cfg.DebugPauseAfterWrite > 0 {
-		log.Warn("consumer: test hook active: pausing between object writes and deletes", "pause", cfg.DebugPauseAfterWrite)
-	}
-	if m.OnReady != nil {
-		m.OnReady(ln.Addr().String())
-	}
-	err = c.Run(ctx)
-	log.Info("consumer: stopped receiving and drained", "cause", fmt.Sprint(context.Cause(ctx)), "err", err)
+	ecfg := p.cfg.Config
+	ecfg.Logger, ecfg.Registerer = p.log, p.reg
+	p.engine, err = consumer.New(ecfg, p.queue, lake)
 	return err
+}
+
+func (p *parts) listenAdmin() (*lifecycle.Server, error) {
+	return lifecycle.Listen("admin", p.cfg.AdminAddr, &http.Server{Handler: adminHandler(p.reg, p.engine), ReadHeaderTimeout: 5 * time.Second})
+}
+
+// ready says the consumer is about to receive: the log line and the
+// tests' callback, once the admin listener is up.
+func (p *parts) ready(context.Context) error {
+	cfg := p.cfg
+	p.log.Info("consumer: receiving", "queue", cfg.FeedbackQueueURL, "bucket", cfg.LakeBucket, "prefix", cfg.LakePrefix,
+		"admin_addr", p.admin.Addr())
+	if cfg.PauseAfterWrite > 0 {
+		p.log.Warn("consumer: test hook active: pausing between object writes and deletes", "pause", cfg.PauseAfterWrite)
+	}
+	if p.m.OnReady != nil {
+		p.m.OnReady(p.admin.Addr())
+	}
+	return nil
 }
 
 // adminHandler serves the probes and the metrics.

@@ -92,8 +92,8 @@ func (s *stack) config() Config {
 	cfg.VisibilityTimeout = 8 * time.Second
 	cfg.WaitTime = time.Second
 	cfg.DrainTimeout = 15 * time.Second
-	cfg.WriteRetryBase = 50 * time.Millisecond
-	cfg.WriteRetryMax = 500 * time.Millisecond
+	cfg.RetryInitial = 50 * time.Millisecond
+	cfg.RetryMax = 500 * time.Millisecond
 	return cfg
 }
 
@@ -103,7 +103,7 @@ func (s *stack) args(cfg Config) []string {
 		"--lake-prefix", cfg.LakePrefix, "--errors-prefix", cfg.ErrorsPrefix, "--s3-path-style",
 		"--admin-addr", cfg.AdminAddr, "--flush-age", cfg.FlushAge.String(),
 		"--visibility-timeout", cfg.VisibilityTimeout.String(), "--wait-time", cfg.WaitTime.String(),
-		"--write-retry-base", cfg.WriteRetryBase.String(), "--write-retry-max", cfg.WriteRetryMax.String(),
+		"--write-retry-base", cfg.RetryInitial.String(), "--write-retry-max", cfg.RetryMax.String(),
 	}
 }
 

@@ -20,15 +20,15 @@ func benchThroughput(b *testing.B, concurrency int, rev pipeline.Reviewer, chatU
 	b.Helper()
 	b.StopTimer()
 	r := startRig(b, rigOpts{reviewer: rev, chatURL: chatURL, mut: func(c *Config) {
-		c.Concurrency = concurrency
+		c.Loop.Concurrency = concurrency
 		if v := os.Getenv("BENCH_POLLERS"); v != "" {
-			c.Pollers, _ = strconv.Atoi(v)
+			c.Loop.Pollers, _ = strconv.Atoi(v)
 		}
 		if v := os.Getenv("BENCH_PREFETCH"); v != "" {
-			c.Capacity.Prefetch, _ = strconv.Atoi(v)
+			c.Loop.Prefetch, _ = strconv.Atoi(v)
 		}
 		// Bounded below the server's max_connections (151 by default).
-		c.MySQLMaxOpenConns = min(concurrency+4, 64)
+		c.MySQL.MaxOpenConns = min(concurrency+4, 64)
 		c.LogLevel = "warn"
 		c.PrimaryConcurrency, c.FallbackConcurrency = concurrency*4, concurrency*4
 	}})
@@ -130,8 +130,8 @@ func BenchmarkSimThroughput(b *testing.B) {
 			_, fURL := simProc(b, "fallback", "sim-f", "k", fixed)
 			r := startRig(b, rigOpts{chatURL: stacktest.ChatAPIURL(b), mut: func(c *Config) {
 				withSims(pURL, "sim-p", fURL, "sim-f", "k")(c)
-				c.Concurrency = conc
-				c.MySQLMaxOpenConns = conc + 4
+				c.Loop.Concurrency = conc
+				c.MySQL.MaxOpenConns = conc + 4
 				c.PrimaryConcurrency, c.FallbackConcurrency = conc*4, conc*4
 				c.LogLevel = "warn"
 			}})

@@ -9,11 +9,11 @@ import (
 )
 
 // CapacityConfig is the worker's share of the model pools in this process:
-// the prefetch, the interactive reserve and the adaptive primary limit.
+// the interactive reserve and the adaptive primary limit (the prefetch
+// is the job loop's, jobloop.Config.Prefetch).
 // The limits shared by every replica through Redis are the stage engine's
 // (reviewers.Options, --fleet-*).
 type CapacityConfig struct {
-	Prefetch                   int
 	PrimaryReservedInteractive int
 	PrimaryAdaptive            bool
 	PrimaryAdaptiveMin         int
@@ -25,7 +25,6 @@ func defaultCapacity() CapacityConfig {
 }
 
 func (c *CapacityConfig) flags(fs *cli.FlagSet) {
-	fs.IntVar(&c.Prefetch, "prefetch", "messages received ahead of free slots and held until one frees, so a slot never idles for a receive (0..concurrency)")
 	fs.IntVar(&c.PrimaryReservedInteractive, "primary-reserved-interactive", "primary slots of this process only interactive calls may take")
 	fs.BoolVar(&c.PrimaryAdaptive, "primary-adaptive", "let the primary's limit in this process follow its TTFT between --primary-adaptive-min and --primary-concurrency")
 	fs.IntVar(&c.PrimaryAdaptiveMin, "primary-adaptive-min", "lowest adaptive primary limit")
@@ -35,9 +34,6 @@ func (c *CapacityConfig) flags(fs *cli.FlagSet) {
 func (c Config) validateCapacity() error {
 	k := c.Capacity
 	var errs []error
-	if k.Prefetch < 0 || k.Prefetch > c.Concurrency {
-		errs = append(errs, errors.New("--prefetch must be in 0..--concurrency"))
-	}
 	if k.PrimaryReservedInteractive < 0 || k.PrimaryReservedInteractive >= c.PrimaryConcurrency {
 		errs = append(errs, errors.New("--primary-reserved-interactive must be in 0..--primary-concurrency-1"))
 	}

@@ -10,8 +10,8 @@ import (
 
 func validCapacityConfig() Config {
 	c := DefaultConfig()
-	c.ReviewQueueURL, c.ReviewDLQURL, c.FeedbackQueueURL = "http://q/r", "http://q/d", "http://q/f"
-	c.MySQLDSN, c.ChatAPIURL = "root@tcp(127.0.0.1:3306)/x", "http://chat"
+	c.ReviewQueue.URL, c.ReviewDLQ.URL, c.Events.URL = "http://q/r", "http://q/d", "http://q/f"
+	c.MySQL.DSN, c.Chat.BaseURL = "root@tcp(127.0.0.1:3306)/x", "http://chat"
 	c.PrimaryBaseURL, c.PrimaryModel = "http://vllm:8000/v1", "m"
 	return c
 }

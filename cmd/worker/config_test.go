@@ -76,7 +76,8 @@ func TestExitCodes(t *testing.T) {
 		{name: "every bad value named", args: []string{"--concurrency=x", "--drain-timeout", "soon"}, env: with("CHATGUARD_MAX_AGE", "old"),
 			want: 2, stderr: []string{"--concurrency", "--drain-timeout", "CHATGUARD_MAX_AGE"}},
 		{name: "missing settings", env: map[string]string{}, want: 2,
-			stderr: []string{"--review-queue-url is required", "--mysql-dsn is required", "--chat-api-url is required", "--primary-base-url is required"}},
+			stderr: []string{"review queue url is required", "review-dlq queue url is required", "feedback queue url is required",
+				"mysql dsn is required", "chat api url is required", "--primary-base-url is required"}},
 		{name: "bad ranges", env: with("CHATGUARD_CONCURRENCY", "0", "CHATGUARD_HEARTBEAT_INTERVAL", "50s", "CHATGUARD_LOG_LEVEL", "loud",
 			"CHATGUARD_ADMIN_ADDR", "nope", "CHATGUARD_RETRY_BASE", "10m"),
 			want: 2, stderr: []string{"concurrency 0", "heartbeat interval", "--log-level", "--admin-addr", "retry base"}},
@@ -106,6 +107,23 @@ func TestMissingValuesReportedOnce(t *testing.T) {
 	require.Equal(t, 1, strings.Count(strings.ToLower(strings.ReplaceAll(errb.String(), "-", " ")), "mysql dsn"), errb.String())
 }
 
+// One mistake is one line: a prefetch above the concurrency is the job
+// loop's to report, and nothing else reports it again.
+func TestOneMistakeOneLine(t *testing.T) {
+	t.Parallel()
+	env := validEnv()
+	var out, errb bytes.Buffer
+	require.Equal(t, 2, run(context.Background(), []string{"--prefetch", "4", "--concurrency", "2"}, func(k string) string { return env[k] }, &out, &errb))
+	var problems []string
+	for _, line := range strings.Split(errb.String(), "\n") {
+		if strings.HasPrefix(line, "  - ") {
+			problems = append(problems, line)
+		}
+	}
+	require.Len(t, problems, 1, errb.String())
+	require.Contains(t, problems[0], "prefetch 4")
+}
+
 func TestFlagsAndEnvReachTheParts(t *testing.T) {
 	t.Parallel()
 	c := DefaultConfig()
@@ -114,12 +132,15 @@ func TestFlagsAndEnvReachTheParts(t *testing.T) {
 	env["CHATGUARD_CONCURRENCY"] = "7"
 	require.NoError(t, fs.Parse([]string{"--max-age=90m", "--max-receive-count", "3", "--event-buffer=12", "--mysql-max-open-conns=9"}, func(k string) string { return env[k] }))
 	require.NoError(t, c.Validate())
-	require.Equal(t, 7, c.loop().Concurrency)
-	require.Equal(t, 3, c.loop().MaxReceiveCount)
-	require.Equal(t, 90*time.Minute, c.MaxAge)
-	require.Equal(t, 12, c.events().Buffer)
-	require.Equal(t, 9, c.MySQL.Config().MaxOpenConns)
-	require.Equal(t, "http://chat:8080", c.chat().BaseURL)
+	require.Equal(t, 7, c.Loop.Concurrency)
+	require.Equal(t, "http://sqs/review", c.ReviewQueue.URL)
+	require.Equal(t, "review-dlq", c.ReviewDLQ.Name, "the DLQ keeps its own name")
+	require.Equal(t, "http://sqs/review-dlq", c.ReviewDLQ.URL)
+	require.Equal(t, 3, c.Loop.MaxReceiveCount)
+	require.Equal(t, 90*time.Minute, c.Review.MaxAge)
+	require.Equal(t, 12, c.Events.Buffer)
+	require.Equal(t, 9, c.MySQL.MaxOpenConns)
+	require.Equal(t, "http://chat:8080", c.Chat.BaseURL)
 	r := c.Options.Router(c.Pools.Router(), nil)
 	require.Equal(t, "qwen", r.Primary.Model)
 	require.False(t, r.Fallback.Enabled())
@@ -133,9 +154,9 @@ func TestEventLimitFlags(t *testing.T) {
 	env["CHATGUARD_MAX_CLOCK_SKEW"] = "2m"
 	require.NoError(t, fs.Parse([]string{"--max-window=72h"}, func(k string) string { return env[k] }))
 	require.NoError(t, c.Validate())
-	require.Equal(t, pipeline.EventLimits{MaxWindow: 72 * time.Hour, MaxClockSkew: 2 * time.Minute}, c.limits())
-	c.MaxWindow, c.MaxClockSkew = 0, 2*time.Hour
+	require.Equal(t, pipeline.EventLimits{MaxWindow: 72 * time.Hour, MaxClockSkew: 2 * time.Minute}, c.Review.Limits)
+	c.Review.Limits = pipeline.EventLimits{MaxWindow: 0, MaxClockSkew: 2 * time.Hour}
 	err := c.Validate()
-	require.ErrorContains(t, err, "--max-window")
-	require.ErrorContains(t, err, "--max-clock-skew")
+	require.ErrorContains(t, err, "max window 0s")
+	require.ErrorContains(t, err, "max clock skew 2h0m0s")
 }

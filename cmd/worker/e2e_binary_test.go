@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/cmd/internal/lifecycle"
 	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/storage/mysql"
 )
@@ -87,7 +88,7 @@ func TestE2EBinarySIGTERM(t *testing.T) {
 	}
 	took := time.Since(begin)
 	t.Logf("exited 0 %s after SIGTERM (drain timeout %s)", took.Round(time.Millisecond), drain)
-	require.Less(t, took, drain+eventFlushTimeout+2*time.Second)
+	require.Less(t, took, drain+lifecycle.DefaultDrain+2*time.Second)
 	require.Contains(t, stderr.tail(1<<20), `"msg":"worker: drained"`)
 
 	got := r.receiveAll(t, r.queue.URL, 3, 3*time.Second)

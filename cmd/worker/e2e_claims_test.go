@@ -35,7 +35,7 @@ func startPeer(t *testing.T, r *rig, rev pipeline.Reviewer) {
 		cancel()
 		select {
 		case <-done:
-		case <-time.After(r.cfg.DrainTimeout + 30*time.Second):
+		case <-time.After(r.cfg.Loop.DrainTimeout + 30*time.Second):
 			t.Error("peer did not stop")
 		}
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/cmd/internal/lifecycle"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/jobloop"
 )
@@ -109,7 +110,7 @@ func TestE2EDuplicateDeliveries(t *testing.T) {
 func TestE2EExpired(t *testing.T) {
 	t.Parallel()
 	rev := newFakeReviewer(nil)
-	r := startRig(t, rigOpts{reviewer: rev, mut: func(c *Config) { c.MaxAge = time.Hour }})
+	r := startRig(t, rigOpts{reviewer: rev, mut: func(c *Config) { c.Review.MaxAge = time.Hour }})
 	r.sendEvents(t, event("room-07", func(e *pipeline.ReviewEvent) { e.PublishedAt = time.Now().Add(-3 * time.Hour) }))
 	require.Eventually(t, func() bool { _, err := r.verdict(t, "room-07", "e2e-fake"); return err == nil }, 30*time.Second, 50*time.Millisecond)
 	v, err := r.verdict(t, "room-07", "e2e-fake")
@@ -148,7 +149,7 @@ func TestE2ELastingFailureEndsInDLQ(t *testing.T) {
 	rev := newFakeReviewer(func(ctx context.Context, ev pipeline.ReviewEvent, attempt int) (pipeline.Verdict, error) {
 		return pipeline.Verdict{}, pipeline.Retryable(fmt.Errorf("llm: both pools failed (attempt %d)", attempt), 0)
 	})
-	r := startRig(t, rigOpts{reviewer: rev, maxReceive: 3, mut: func(c *Config) { c.RetryBase, c.RetryMax = time.Second, time.Second }})
+	r := startRig(t, rigOpts{reviewer: rev, maxReceive: 3, mut: func(c *Config) { c.Loop.RetryBase, c.Loop.RetryMax = time.Second, time.Second }})
 	r.sendEvents(t, event("room-09"))
 	dlq := r.receiveAll(t, r.queue.DLQURL, 1, 60*time.Second)
 	require.Len(t, dlq, 1, "message not in the DLQ after maxReceiveCount")
@@ -179,7 +180,7 @@ func TestE2EDrainOnShutdown(t *testing.T) {
 		<-ctx.Done()
 		return pipeline.Verdict{}, fmt.Errorf("fake: %w", context.Cause(ctx))
 	})
-	r := startRig(t, rigOpts{reviewer: rev, mut: func(c *Config) { c.DrainTimeout = 2 * time.Second }})
+	r := startRig(t, rigOpts{reviewer: rev, mut: func(c *Config) { c.Loop.DrainTimeout = 2 * time.Second }})
 	r.sendEvents(t, event("room-10"), event("room-11"), event("room-12"), event("room-13"))
 	for range 4 {
 		select {
@@ -191,7 +192,7 @@ func TestE2EDrainOnShutdown(t *testing.T) {
 	begin := time.Now()
 	require.NoError(t, r.stop(), "Run returns nil (exit 0) after the drain")
 	took := time.Since(begin)
-	require.Less(t, took, r.cfg.DrainTimeout+eventFlushTimeout+3*time.Second)
+	require.Less(t, took, r.cfg.Loop.DrainTimeout+lifecycle.DefaultDrain+3*time.Second)
 	for _, room := range []string{"room-10", "room-11"} {
 		v, err := r.verdict(t, room, "e2e-fake")
 		require.NoError(t, err)

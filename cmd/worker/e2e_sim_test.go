@@ -84,7 +84,7 @@ func withSims(primaryURL, primaryModel, fallbackURL, fallbackModel, fallbackKey 
 		c.PrimaryBaseURL, c.PrimaryModel = primaryURL, primaryModel
 		c.FallbackBaseURL, c.FallbackModel, c.FallbackAPIKey = fallbackURL, fallbackModel, fallbackKey
 		c.AttemptTimeout = 20 * time.Second
-		c.JobTimeout = 2 * time.Minute
+		c.Loop.JobTimeout = 2 * time.Minute
 	}
 }
 
@@ -277,8 +277,8 @@ func TestE2EPrimaryRandomFaults(t *testing.T) {
 	chatURL := stacktest.ChatAPIURL(t)
 	r := startRig(t, rigOpts{chatURL: chatURL, mut: func(c *Config) {
 		withSims(pURL, "sim-p", fURL, "sim-f", "k")(c)
-		c.Concurrency = 32
-		c.MySQLMaxOpenConns = 40
+		c.Loop.Concurrency = 32
+		c.MySQL.MaxOpenConns = 40
 	}})
 	const n = 200
 	evs := sampleReviews(t, n, false)

@@ -8,60 +8,21 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/health"
-	"github.com/chatguard/chatguard/pipeline/jobloop"
-	"github.com/chatguard/chatguard/pipeline/reviewjob"
 )
 
-// FaultConfig is the worker's settings for surviving faults: the
-// cross-pod review claim and the dependencies' breakers. It is embedded in
-// Config.
-type FaultConfig struct {
-	// ClaimTTL is how long a review's claim lasts without renewal: how long
-	// a worker killed mid-review blocks a duplicate delivery of it.
-	ClaimTTL time.Duration
-	// ClaimPoll is how often a duplicate delivery looks again for the
-	// holder's verdict or the claim's expiry.
-	ClaimPoll time.Duration
-	// BreakerFailures consecutive failures of a dependency open its
-	// breaker; BreakerOpenFor later one probe is let through.
-	BreakerFailures int
-	BreakerOpenFor  time.Duration
-	// MaxHold bounds how long a job is held for a dependency that is down.
-	MaxHold time.Duration
-}
-
-func defaultFaultConfig() FaultConfig {
-	hc := health.DefaultConfig()
-	return FaultConfig{ClaimTTL: reviewjob.DefaultClaimTTL, ClaimPoll: reviewjob.DefaultClaimPoll,
-		BreakerFailures: hc.Failures, BreakerOpenFor: hc.OpenFor, MaxHold: jobloop.DefaultConfig().MaxHold}
-}
-
-func (c Config) health() health.Config {
-	return health.Config{Failures: c.BreakerFailures, OpenFor: c.BreakerOpenFor}
-}
-
+// faultFlags binds the settings for surviving faults to their parts'
+// fields: the cross-pod review claim (the review job's) and the
+// dependencies' breakers (health.Config). The longest hold is the job
+// loop's (--max-hold).
 func (c *Config) faultFlags(fs *cli.FlagSet) {
-	fs.DurationVar(&c.ClaimTTL, "claim-ttl", "lifetime of a review's MySQL claim, renewed every third of it; a dead worker's claim is taken over after it")
-	fs.DurationVar(&c.ClaimPoll, "claim-poll", "how often a duplicate delivery of a review claimed elsewhere looks for its verdict again")
-	fs.IntVar(&c.BreakerFailures, "breaker-failures", "consecutive failures of a dependency (MySQL, chat API, both model pools) that mark it down: polling pauses and failed jobs are held")
-	fs.DurationVar(&c.BreakerOpenFor, "breaker-open-for", "how long a dependency marked down waits before one probe call")
-	fs.DurationVar(&c.MaxHold, "max-hold", "longest a job is held (message invisible, receive count unspent) for a dependency that is down before it is retried as a failure")
-}
-
-func (c Config) validateFaults() error {
-	var errs []error
-	if c.ClaimTTL < 3*time.Second {
-		errs = append(errs, fmt.Errorf("--claim-ttl %s must be at least 3s", c.ClaimTTL))
-	}
-	if c.ClaimPoll <= 0 || c.ClaimPoll > c.ClaimTTL {
-		errs = append(errs, fmt.Errorf("--claim-poll %s must be positive and at most --claim-ttl", c.ClaimPoll))
-	}
-	return errors.Join(append(errs, c.health().Validate())...)
+	fs.DurationVar(&c.Review.ClaimTTL, "claim-ttl", "lifetime of a review's MySQL claim, renewed every third of it; a dead worker's claim is taken over after it")
+	fs.DurationVar(&c.Review.ClaimPoll, "claim-poll", "how often a duplicate delivery of a review claimed elsewhere looks for its verdict again")
+	fs.IntVar(&c.Health.Failures, "breaker-failures", "consecutive failures of a dependency (MySQL, chat API, both model pools) that mark it down: polling pauses and failed jobs are held")
+	fs.DurationVar(&c.Health.OpenFor, "breaker-open-for", "how long a dependency marked down waits before one probe call")
 }
 
 // readiness is /readyz's check: not ready while a dependency's breaker is

@@ -107,21 +107,21 @@ func startRig(t testing.TB, o rigOpts) *rig {
 		chatURL = chatStandIn(t)
 	}
 	cfg := DefaultConfig()
-	cfg.ReviewQueueURL, cfg.ReviewDLQURL, cfg.FeedbackQueueURL = r.queue.URL, r.queue.DLQURL, r.feedback.URL
-	cfg.MySQLDSN = dsn
-	cfg.ChatAPIURL = chatURL
+	cfg.ReviewQueue.URL, cfg.ReviewDLQ.URL, cfg.Events.URL = r.queue.URL, r.queue.DLQURL, r.feedback.URL
+	cfg.MySQL.DSN = dsn
+	cfg.Chat.BaseURL = chatURL
 	cfg.PrimaryBaseURL, cfg.PrimaryModel = "http://127.0.0.1:1/v1", "unused"
 	cfg.AdminAddr = "127.0.0.1:0"
 	cfg.ImageHosts = "img.example-market.test" // the sample chats' image host
-	cfg.Concurrency = 8
-	cfg.WaitTime = time.Second
-	cfg.VisibilityTimeout, cfg.HeartbeatInterval = o.visibility, o.visibility/3
-	cfg.MaxReceiveCount = o.maxReceive
-	cfg.RetryBase, cfg.RetryMax = time.Second, 2*time.Second
-	cfg.DrainTimeout = 5 * time.Second
-	cfg.BusyRetry = time.Second
-	cfg.ClaimPoll = 100 * time.Millisecond
-	cfg.EventFlushAge = 20 * time.Millisecond
+	cfg.Loop.Concurrency = 8
+	cfg.Loop.WaitTime = time.Second
+	cfg.Loop.VisibilityTimeout, cfg.Loop.HeartbeatInterval = o.visibility, o.visibility/3
+	cfg.Loop.MaxReceiveCount = o.maxReceive
+	cfg.Loop.RetryBase, cfg.Loop.RetryMax = time.Second, 2*time.Second
+	cfg.Loop.DrainTimeout = 5 * time.Second
+	cfg.Review.BusyRetry = time.Second
+	cfg.Review.ClaimPoll = 100 * time.Millisecond
+	cfg.Events.FlushAge = 20 * time.Millisecond
 	cfg.LogLevel = "debug"
 	if o.mut != nil {
 		o.mut(&cfg)
@@ -159,7 +159,7 @@ func (r *rig) stop() error {
 		r.cancel()
 		select {
 		case r.runErr = <-r.done:
-		case <-time.After(r.cfg.DrainTimeout + 30*time.Second):
+		case <-time.After(r.cfg.Loop.DrainTimeout + 30*time.Second):
 			r.runErr = errors.New("worker did not stop")
 		}
 		r.stopped.Store(true)

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/cmd/internal/lifecycle"
 	"github.com/chatguard/chatguard/internal/bearer"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/chatprep"
@@ -330,53 +331,18 @@ func pprofHandler() http.Handler {
 	return mux
 }
 
-// server is one listener of the worker and the goroutine that serves it.
-type server struct {
-	name string
-	srv  *http.Server
-	ln   net.Listener
-	err  chan error
+// serverDrain bounds a listener's graceful shutdown: requests in flight
+// get this long to finish.
+const serverDrain = 2 * time.Second
+
+// listen opens addr for h (TLS when tc is set).
+func listen(name, addr string, h http.Handler, tc *tls.Config) (*lifecycle.Server, error) {
+	return lifecycle.Listen(name, addr, &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, TLSConfig: tc})
 }
 
-// listen opens addr and serves h on it (TLS when tc is set) until close.
-func listen(name, addr string, h http.Handler, tc *tls.Config) (*server, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("%s listen: %w", name, err)
-	}
-	if tc != nil {
-		ln = tls.NewListener(ln, tc)
-	}
-	s := &server{name: name, ln: ln, err: make(chan error, 1),
-		srv: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, TLSConfig: tc}}
-	go func() { s.err <- s.srv.Serve(ln) }()
-	return s, nil
-}
-
-// close shuts the listener down within two seconds.
-func (s *server) close(ctx context.Context, log *slog.Logger) {
-	if s == nil {
-		return
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	defer cancel()
-	_ = s.srv.Shutdown(sctx)
-	if err := <-s.err; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Warn("worker: "+s.name+" server", "err", err)
-	}
-}
-
-func (s *server) addr() string { return s.ln.Addr().String() }
-
-func (s *server) addrOrEmpty() string {
-	if s == nil {
-		return ""
-	}
-	return s.addr()
-}
-
-// startOperator loads the tokens and TLS files and serves the operator API.
-func startOperator(cfg Config, pub pipeline.StopPublisher, audit pipeline.StopAudit, reg prometheus.Registerer, log *slog.Logger) (*server, error) {
+// openOperator loads the tokens and TLS files and opens the operator API's
+// listener (server.run serves it).
+func openOperator(cfg Config, pub pipeline.StopPublisher, audit pipeline.StopAudit, reg prometheus.Registerer, log *slog.Logger) (*lifecycle.Server, error) {
 	tokens, err := bearer.LoadDir(cfg.OperatorTokensDir)
 	if err != nil {
 		return nil, err
@@ -390,6 +356,6 @@ func startOperator(cfg Config, pub pipeline.StopPublisher, audit pipeline.StopAu
 	if err != nil {
 		return nil, err
 	}
-	log.Info("worker: operator API", "addr", s.addr(), "identities", tokens.Names(), "tls", tc != nil, "mtls", tc != nil && tc.ClientCAs != nil)
+	log.Info("worker: operator API", "addr", s.Addr(), "identities", tokens.Names(), "tls", tc != nil, "mtls", tc != nil && tc.ClientCAs != nil)
 	return s, nil
 }

@@ -44,9 +44,9 @@ func BenchmarkOperatorStop(b *testing.B) {
 			api := newOperatorAPI(tokens, &memPublisher{}, audit, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 			s, err := listen("operator", "127.0.0.1:0", api.handler(), nil)
 			require.NoError(b, err)
-			defer s.close(context.Background(), slog.New(slog.DiscardHandler))
+			serving(b, s)
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
-			url := "http://" + s.addr() + "/v1/stop"
+			url := "http://" + s.Addr() + "/v1/stop"
 			lat := make([]time.Duration, 0, b.N)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/cmd/internal/lifecycle"
 	"github.com/chatguard/chatguard/internal/bearer"
 	"github.com/chatguard/chatguard/internal/tlstest"
 	"github.com/chatguard/chatguard/pipeline"
@@ -285,8 +286,8 @@ func TestPprofOnlyOnItsOwnListener(t *testing.T) {
 	t.Parallel()
 	s, err := listen("pprof", "127.0.0.1:0", pprofHandler(), nil)
 	require.NoError(t, err)
-	t.Cleanup(func() { s.close(context.Background(), slog.New(slog.DiscardHandler)) })
-	resp, err := http.Get("http://" + s.addr() + "/debug/pprof/")
+	serving(t, s)
+	resp, err := http.Get("http://" + s.Addr() + "/debug/pprof/")
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, 200, resp.StatusCode)
@@ -347,10 +348,10 @@ func TestOperatorMTLS(t *testing.T) {
 	cfg.OperatorTLSCert, cfg.OperatorTLSKey, cfg.OperatorClientCA = cert, key, cert
 	require.NoError(t, cfg.validateOperator())
 	audit := &memAudit{}
-	s, err := startOperator(cfg, &memPublisher{}, audit, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	s, err := openOperator(cfg, &memPublisher{}, audit, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
-	t.Cleanup(func() { s.close(context.Background(), slog.New(slog.DiscardHandler)) })
-	url := "https://" + s.addr()
+	serving(t, s)
+	url := "https://" + s.Addr()
 
 	var out, errb strings.Builder
 	code := runStop(context.Background(), []string{"--operator-url", url, "--token-file", filepath.Join(cfg.OperatorTokensDir, "console"), "--room", "r1", "--ca-file", cert},
@@ -383,4 +384,17 @@ func TestRefusedRequestsCannotFloodTheAudit(t *testing.T) {
 	require.Contains(t, logs.tail(1<<20), "refused-request rate limit")
 	require.Equal(t, 202, post(t, srv.URL, "Bearer "+consoleToken, `{"room_id":"r"}`))
 	require.Equal(t, "console", audit.all()[rows].Identity, "authenticated stops are never limited")
+}
+
+// serving serves s until the test ends and fails it if serving failed.
+func serving(tb testing.TB, s *lifecycle.Server) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	tb.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			tb.Error(err)
+		}
+	})
 }

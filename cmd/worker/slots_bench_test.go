@@ -89,10 +89,10 @@ func benchSlots(b *testing.B, conc, prefetch, waves int, sim bool) {
 		if withSims != nil {
 			withSims(c)
 		}
-		c.Concurrency = conc
-		c.Capacity.Prefetch = prefetch
+		c.Loop.Concurrency = conc
+		c.Loop.Prefetch = prefetch
 		// Under MariaDB's default max_connections (151), see docs/operations.md.
-		c.MySQLMaxOpenConns = envInt(b, "BENCH_SLOTS_MYSQL_CONNS", min(conc+4, 64))
+		c.MySQL.MaxOpenConns = envInt(b, "BENCH_SLOTS_MYSQL_CONNS", min(conc+4, 64))
 		c.LogLevel = "warn"
 		c.PrimaryConcurrency, c.FallbackConcurrency = conc*4, conc*4
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -28,21 +27,18 @@ func (c Config) validateStops() error {
 
 // stopSignals is the worker's side of the stop signals: the holder and
 // guard the jobs use, the publisher behind POST /v1/stop, and the
-// subscriber goroutine that Run owns.
+// subscriber the "stop signals" service runs. A nil *stopSignals is the
+// worker without Redis: reviews run, but cannot be stopped.
 type stopSignals struct {
-	guard *stop.Guard
-	pub   pipeline.StopPublisher
-	rdb   *redis.Client
-	done  chan struct{}
+	guard  *stop.Guard
+	pub    pipeline.StopPublisher
+	feed   pipeline.StopFeed
+	holder *stop.Holder
+	rdb    *redis.Client
 }
 
-// startStops subscribes to stop signals until ctx ends. With no Redis
-// configured it returns nil: reviews run without stop signals.
-func startStops(ctx context.Context, cfg Config, reg prometheus.Registerer, log *slog.Logger) (*stopSignals, error) {
-	if cfg.RedisAddr == "" {
-		log.Warn("worker: stop signals disabled: no --redis-addr")
-		return nil, nil
-	}
+// newStopSignals builds the stop signals' parts over --redis-addr.
+func newStopSignals(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*stopSignals, error) {
 	// The start-of-review lookup's deadline (--stop-check-timeout) bounds
 	// its socket waits too.
 	rdb, err := cfg.RedisOptions.Client(cli.StopProfile)
@@ -53,30 +49,32 @@ func startStops(ctx context.Context, cfg Config, reg prometheus.Registerer, log 
 	checkErrors := prometheus.NewCounter(prometheus.CounterOpts{Name: "chatguard_stop_check_errors_total", Help: "Start-of-review stop checks that failed (Redis unreachable); the reviews went on."})
 	reg.MustRegister(checkErrors)
 	holder := stop.NewHolder(nil, m.ObserveApplied)
-	var feed pipeline.StopFeed = redisstop.NewSubscriber(rdb, cfg.Stops.Config(), m, log)
-	s := &stopSignals{
-		guard: &stop.Guard{Holder: holder, Store: feed, CheckTimeout: cfg.StopCheckTimeout, OnCheckError: func(error) { checkErrors.Inc() }},
-		pub:   redisstop.NewPublisher(rdb, cfg.Stops.Config(), m),
-		rdb:   rdb,
-		done:  make(chan struct{}),
-	}
-	go func() {
-		defer close(s.done)
-		_ = feed.Run(ctx, holder)
-	}()
-	return s, nil
+	feed := redisstop.NewSubscriber(rdb, cfg.Stops.Config(), m, log)
+	return &stopSignals{
+		guard:  &stop.Guard{Holder: holder, Store: feed, CheckTimeout: cfg.StopCheckTimeout, OnCheckError: func(error) { checkErrors.Inc() }},
+		pub:    redisstop.NewPublisher(rdb, cfg.Stops.Config(), m),
+		feed:   feed,
+		holder: holder,
+		rdb:    rdb,
+	}, nil
 }
 
-// wait blocks until the subscriber has stopped (after ctx ended), bounded.
-func (s *stopSignals) wait(timeout time.Duration) {
+// run applies the signals to the holder until ctx ends.
+func (s *stopSignals) run(ctx context.Context) error {
+	return s.feed.Run(ctx, s.holder)
+}
+
+// close closes the Redis client, once run has returned.
+func (s *stopSignals) close() error {
+	return s.rdb.Close()
+}
+
+// publisher is POST /v1/stop's publisher; nil without Redis.
+func (s *stopSignals) publisher() pipeline.StopPublisher {
 	if s == nil {
-		return
+		return nil
 	}
-	select {
-	case <-s.done:
-	case <-time.After(timeout):
-	}
-	_ = s.rdb.Close()
+	return s.pub
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -8,7 +8,12 @@ import (
 	"log/slog"
 	"time"
 
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/cmd/internal/lifecycle"
+	"github.com/chatguard/chatguard/cmd/internal/reviewers"
 	"github.com/chatguard/chatguard/internal/awsclient"
 	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/migrations"
@@ -40,170 +45,230 @@ type Main struct {
 	SchemaWait time.Duration
 }
 
-// eventFlushTimeout bounds flushing buffered lake events at shutdown;
-// queueCloseTimeout the queue calls still in flight then.
-const (
-	eventFlushTimeout = 5 * time.Second
-	queueCloseTimeout = 5 * time.Second
-)
-
 // Run starts the worker and blocks until ctx is cancelled (SIGTERM), then
 // drains: it stops polling, lets in-flight jobs finish within the drain
-// timeout, hands the rest back, flushes lake events and returns nil. It
-// returns an error when a dependency cannot be set up at start (bad
-// configuration, MySQL unreachable or not migrated, the admin port taken).
+// timeout, hands the rest back, flushes lake events, closes the queues
+// and returns nil. It returns an error when a dependency cannot be set up
+// at start (bad configuration, MySQL unreachable or not migrated, the
+// admin port taken), when a part fails while running, or when the stop
+// left work undone (lake events unsent, queue calls cut short).
 func (m *Main) Run(ctx context.Context) error {
-	cfg := m.Config
-	if err := cfg.Validate(); err != nil {
+	if err := m.Config.Validate(); err != nil {
 		return fmt.Errorf("worker: config: %w", err)
 	}
-	log := m.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	w := &worker{m: m, cfg: m.Config, log: m.Log, reg: cli.NewRegistry()}
+	if w.log == nil {
+		w.log = slog.New(slog.DiscardHandler)
 	}
-	reg := cli.NewRegistry()
+	g := lifecycle.New(w.log, nil)
+	g.Add(w.services()...)
+	err := g.Run(ctx)
+	w.log.Info("worker: drained", "cause", fmt.Sprint(context.Cause(ctx)))
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	return nil
+}
 
+// worker is what the services build as they start, for the services
+// after them. Each field is set by one service's Start.
+type worker struct {
+	m   *Main
+	cfg Config
+	log *slog.Logger
+	reg *prometheus.Registry
+
+	sqs         *awssqs.Client
+	review, dlq *sqs.Queue
+	pub         *sqs.LakePublisher
+	reviewer    pipeline.Reviewer
+	engine      *reviewers.Engine // nil when Main.Reviewer replaces it
+	db          *sql.DB
+	store       *mysql.Store
+	stops       *stopSignals
+	health      *health.Monitor
+	loop        *jobloop.Loop
+
+	admin, operator, prof *lifecycle.Server
+}
+
+// services lists the worker's parts in dependency order; the group stops
+// them in reverse, so the queues close after the lake events are flushed,
+// which happens after the loop's drain, and the stop signals keep
+// reaching jobs until the loop is done.
+func (w *worker) services() []lifecycle.Service {
+	svcs := []lifecycle.Service{
+		{Name: "aws", Start: w.startAWS},
+		w.queue("review queue", &w.review, w.cfg.ReviewQueue),
+		w.queue("review dlq", &w.dlq, w.cfg.ReviewDLQ),
+		{Name: "lake events", Start: w.startEvents, Stop: func(ctx context.Context) error { return w.pub.Stop(ctx) }},
+		// The stage engine is built, and its settings logged, before the
+		// first dial: a pod waiting for MySQL already says which privacy
+		// controls and pipeline version it will review with (the deploy
+		// boot tests compare them with the console's).
+		{Name: "stage engine", Start: w.startReviewer, Stop: w.stopReviewer},
+		{Name: "mysql", Start: w.startMySQL, Stop: func(context.Context) error { return w.db.Close() }},
+	}
+	if w.cfg.RedisAddr != "" {
+		svcs = append(svcs, w.stopSignals())
+	} else {
+		w.log.Warn("worker: stop signals disabled: no --redis-addr")
+	}
+	svcs = append(svcs, lifecycle.Service{Name: "review handler", Start: w.startLoop},
+		lifecycle.Serve("admin", &w.admin, w.listenAdmin, serverDrain))
+	if w.cfg.OperatorAddr != "" {
+		svcs = append(svcs, lifecycle.Serve("operator", &w.operator, w.listenOperator, serverDrain))
+	}
+	if w.cfg.PprofAddr != "" {
+		svcs = append(svcs, lifecycle.Serve("pprof", &w.prof, w.listenPprof, serverDrain))
+	}
+	return append(svcs,
+		lifecycle.Service{Name: "ready", Start: w.ready},
+		// Stopping the loop is the two-phase drain: it stops polling, lets
+		// jobs finish within --drain-timeout, then cancels them and hands
+		// their messages back, each settle bounded by the call timeout.
+		lifecycle.Service{Name: "job loop", Run: func(ctx context.Context) error { return w.loop.Run(ctx) },
+			Drain: w.cfg.Loop.DrainTimeout + w.cfg.Loop.CallTimeout})
+}
+
+func (w *worker) startAWS(ctx context.Context) error {
 	awsCfg, err := awsclient.Load(ctx, awsclient.Options{HTTPTimeout: 45 * time.Second})
 	if err != nil {
-		return fmt.Errorf("worker: %w", err)
+		return err
 	}
-	sqsc := awsclient.SQS(awsCfg)
-	// Queues close after the loop's drain (deferred first, run last):
-	// every settle has returned by then.
-	closeQueue := func(q *sqs.Queue) {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), queueCloseTimeout)
-		defer cancel()
-		if err := q.Close(cctx); err != nil {
-			log.Warn("worker: queue calls cut short at shutdown", "err", err)
-		}
-	}
-	review, err := sqs.New(sqsc, cfg.reviewQueue())
-	if err != nil {
-		return fmt.Errorf("worker: %w", err)
-	}
-	defer closeQueue(review)
-	dlq, err := sqs.New(sqsc, cfg.reviewDLQ())
-	if err != nil {
-		return fmt.Errorf("worker: %w", err)
-	}
-	defer closeQueue(dlq)
+	w.sqs = awsclient.SQS(awsCfg)
+	return nil
+}
 
-	pub, err := sqs.NewLakePublisher(sqsc, cfg.events(), reg)
-	if err != nil {
-		return fmt.Errorf("worker: %w", err)
+// queue is one SQS queue of the loop's: closed after the loop's drain,
+// when every settle has returned.
+func (w *worker) queue(name string, q **sqs.Queue, cfg sqs.Config) lifecycle.Service {
+	return lifecycle.Service{
+		Name: name,
+		Start: func(context.Context) (err error) {
+			*q, err = sqs.New(w.sqs, cfg)
+			return err
+		},
+		Stop: func(ctx context.Context) error { return (*q).Close(ctx) },
 	}
-	pub.Start()
-	defer func() {
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventFlushTimeout)
-		defer cancel()
-		if err := pub.Stop(fctx); err != nil {
-			log.Warn("worker: lake events left unsent at shutdown", "err", err)
-		}
-	}()
+}
 
-	// The stage engine is built, and its settings logged, before the first
-	// dial: a pod waiting for MySQL already says which privacy controls and
-	// pipeline version it will review with (the deploy boot tests compare
-	// them with the console's against dead dependencies).
-	reviewer := m.Reviewer
-	if reviewer == nil {
-		engine, err := newReviewer(cfg, pub, reg, log)
-		if err != nil {
-			return fmt.Errorf("worker: %w", err)
-		}
-		defer engine.Close()
-		reviewer = engine
+func (w *worker) startEvents(context.Context) (err error) {
+	if w.pub, err = sqs.NewLakePublisher(w.sqs, w.cfg.Events, w.reg); err != nil {
+		return err
 	}
+	w.pub.Start()
+	return nil
+}
 
-	db, err := mysql.OpenDB(cfg.MySQL.Config())
-	if err != nil {
-		return fmt.Errorf("worker: %w", err)
+func (w *worker) startReviewer(context.Context) error {
+	if w.m.Reviewer != nil {
+		w.reviewer = w.m.Reviewer
+		return nil
 	}
-	defer db.Close()
-	wait := m.SchemaWait
+	engine, err := newReviewer(w.cfg, w.pub, w.reg, w.log)
+	if err != nil {
+		return err
+	}
+	w.engine, w.reviewer = engine, engine
+	return nil
+}
+
+// stopReviewer ends the engine's background work (router, fleet store).
+func (w *worker) stopReviewer(context.Context) error {
+	if w.engine != nil {
+		w.engine.Close()
+	}
+	return nil
+}
+
+func (w *worker) startMySQL(ctx context.Context) error {
+	db, err := mysql.OpenDB(w.cfg.MySQL)
+	if err != nil {
+		return err
+	}
+	w.db, w.store = db, mysql.New(db)
+	wait := w.m.SchemaWait
 	if wait <= 0 {
 		wait = 30 * time.Second
 	}
-	if err := checkSchema(ctx, db, wait); err != nil {
-		return fmt.Errorf("worker: %w", err)
-	}
-	store := mysql.New(db)
+	return checkSchema(ctx, db, wait)
+}
 
-	chatCfg := cfg.chat()
-	chatCfg.Registerer = reg
+// stopSignals subscribes to operator stop signals. It starts before the
+// loop and so stops after it: stops still reach jobs that are draining.
+func (w *worker) stopSignals() lifecycle.Service {
+	return lifecycle.Service{
+		Name: "stop signals",
+		Start: func(context.Context) (err error) {
+			w.stops, err = newStopSignals(w.cfg, w.reg, w.log)
+			return err
+		},
+		Run:  func(ctx context.Context) error { return w.stops.run(ctx) },
+		Stop: func(context.Context) error { return w.stops.close() },
+	}
+}
+
+// startLoop builds the review handler and the job loop over what the
+// services before it opened.
+func (w *worker) startLoop(context.Context) error {
+	cfg := w.cfg
+	chatCfg := cfg.Chat
+	chatCfg.Registerer = w.reg
 	chat, err := chatapi.New(chatCfg)
 	if err != nil {
-		return fmt.Errorf("worker: %w", err)
+		return err
 	}
-
-	// The subscriber outlives the loop's drain, so stops still reach jobs
-	// that are finishing; it ends when Run returns.
-	stopCtx, stopSubscriber := context.WithCancel(context.WithoutCancel(ctx))
-	stops, err := startStops(stopCtx, cfg, reg, log)
+	mon, err := health.New(cfg.Health, w.reg, w.log)
 	if err != nil {
-		stopSubscriber()
-		return fmt.Errorf("worker: %w", err)
+		return err
 	}
-	defer func() {
-		stopSubscriber()
-		stops.wait(5 * time.Second)
-	}()
-	reviewCfg := reviewjob.Config{MaxAge: cfg.MaxAge, BusyRetry: cfg.BusyRetry, Limits: cfg.limits(),
-		Owner: claimOwner(), ClaimTTL: cfg.ClaimTTL, ClaimPoll: cfg.ClaimPoll}
-	var stopPub pipeline.StopPublisher
-	if stops != nil {
-		stopPub = stops.pub
+	// The settings are the flags'; the collaborators are this process's.
+	rc := cfg.Review
+	rc.Owner = claimOwner()
+	deps := reviewjob.Gated(reviewjob.Deps{Store: w.store, Chat: chat, Reviewer: w.reviewer, Events: w.pub,
+		Claims: mysql.NewClaims(w.db, nil), ClaimsInStore: true}, mon)
+	metrics := jobloop.NewMetrics(w.reg)
+	var handler jobloop.Handler = reviewjob.New(rc, deps, clock.Real(), reviewjob.NewMetrics(w.reg, metrics), w.log)
+	if w.stops != nil {
+		handler = reviewjob.StopGuarded(handler, w.stops.guard)
 	}
+	if w.loop, err = jobloop.New(cfg.Loop, w.review, w.dlq, handler, clock.Real(), metrics, w.log); err != nil {
+		return err
+	}
+	w.loop.HoldOn(mon)
+	w.health = mon
+	return nil
+}
 
-	mon, err := health.New(cfg.health(), reg, log)
-	if err != nil {
-		return fmt.Errorf("worker: %w", err)
-	}
-	deps := reviewjob.Gated(reviewjob.Deps{Store: store, Chat: chat, Reviewer: reviewer, Events: pub,
-		Claims: mysql.NewClaims(db, nil), ClaimsInStore: true}, mon)
+// listenAdmin opens the probes' and metrics' listener.
+func (w *worker) listenAdmin() (*lifecycle.Server, error) {
+	return listen("admin", w.cfg.AdminAddr, adminHandler(w.reg, w.loop, readiness{db: w.store, health: w.health}), nil)
+}
 
-	metrics := jobloop.NewMetrics(reg)
-	var handler jobloop.Handler = reviewjob.New(reviewCfg, deps, clock.Real(), reviewjob.NewMetrics(reg, metrics), log)
-	if stops != nil {
-		handler = reviewjob.StopGuarded(handler, stops.guard)
-	}
-	loop, err := jobloop.New(cfg.loop(), review, dlq, handler, clock.Real(), metrics, log)
-	if err != nil {
-		return fmt.Errorf("worker: %w", err)
-	}
-	loop.HoldOn(mon)
+// listenOperator opens the operator API (--operator-addr).
+func (w *worker) listenOperator() (*lifecycle.Server, error) {
+	return openOperator(w.cfg, w.stops.publisher(), w.store, w.reg, w.log)
+}
 
-	admin, err := listen("admin", cfg.AdminAddr, adminHandler(reg, loop, readiness{db: store, health: mon}), nil)
-	if err != nil {
-		return fmt.Errorf("worker: %w", err)
-	}
-	defer admin.close(ctx, log)
-	var operator, prof *server
-	if cfg.OperatorAddr != "" {
-		if operator, err = startOperator(cfg, stopPub, store, reg, log); err != nil {
-			return fmt.Errorf("worker: %w", err)
-		}
-		defer operator.close(ctx, log)
-	}
-	if cfg.PprofAddr != "" {
-		if prof, err = listen("pprof", cfg.PprofAddr, pprofHandler(), nil); err != nil {
-			return fmt.Errorf("worker: %w", err)
-		}
-		defer prof.close(ctx, log)
-	}
+// listenPprof opens the profiles' loopback listener (--pprof-addr).
+func (w *worker) listenPprof() (*lifecycle.Server, error) {
+	return listen("pprof", w.cfg.PprofAddr, pprofHandler(), nil)
+}
 
-	log.Info("worker: polling", "queue", cfg.ReviewQueueURL, "concurrency", cfg.Concurrency,
-		"pipeline_version", reviewer.PipelineVersion(), "admin_addr", admin.addr(),
-		"operator_addr", operator.addrOrEmpty(), "pprof_addr", prof.addrOrEmpty())
-	if m.OnOperator != nil {
-		m.OnOperator(operator.addrOrEmpty(), prof.addrOrEmpty())
+// ready says the worker is about to poll: the log line and the tests'
+// callbacks, once every listener is up.
+func (w *worker) ready(context.Context) error {
+	w.log.Info("worker: polling", "queue", w.cfg.ReviewQueue.URL, "concurrency", w.cfg.Loop.Concurrency,
+		"pipeline_version", w.reviewer.PipelineVersion(), "admin_addr", w.admin.Addr(),
+		"operator_addr", w.operator.AddrOrEmpty(), "pprof_addr", w.prof.AddrOrEmpty())
+	if w.m.OnOperator != nil {
+		w.m.OnOperator(w.operator.AddrOrEmpty(), w.prof.AddrOrEmpty())
 	}
-	if m.OnReady != nil {
-		m.OnReady(admin.addr())
+	if w.m.OnReady != nil {
+		w.m.OnReady(w.admin.Addr())
 	}
-	err = loop.Run(ctx)
-	log.Info("worker: drained", "cause", fmt.Sprint(context.Cause(ctx)))
-	return err
+	return nil
 }
 
 // checkSchema waits (bounded) for MySQL and refuses to start on a schema

@@ -26,10 +26,27 @@ type MySQL struct {
 	MySQLMaxOpenConns int
 }
 
+// The dependency flags' texts, one per flag whichever binder declares it.
+const (
+	mysqlDSNUsage     = "MySQL DSN (user:pass@tcp(host:3306)/db)"
+	mysqlMaxOpenUsage = "MySQL connection pool size"
+	chatTimeoutUsage  = "timeout of one chat-history request"
+	chatAttemptsUsage = "chat-history attempts per job (5xx and timeouts are retried)"
+)
+
 // Flags declares --mysql-dsn and --mysql-max-open-conns.
 func (o *MySQL) Flags(fs *cli.FlagSet) {
-	fs.StringVar(&o.MySQLDSN, "mysql-dsn", "MySQL DSN (user:pass@tcp(host:3306)/db)")
-	fs.IntVar(&o.MySQLMaxOpenConns, "mysql-max-open-conns", "MySQL connection pool size")
+	fs.StringVar(&o.MySQLDSN, "mysql-dsn", mysqlDSNUsage)
+	fs.IntVar(&o.MySQLMaxOpenConns, "mysql-max-open-conns", mysqlMaxOpenUsage)
+}
+
+// BindMySQL declares --mysql-dsn and --mysql-max-open-conns on the store's
+// own configuration: a binary that embeds mysql.Config has its defaults
+// (mysql.DefaultConfig) and its checks (mysql.Config.Validate), and
+// copies nothing. (The console still uses MySQL.)
+func BindMySQL(fs *cli.FlagSet, c *mysql.Config) {
+	fs.StringVar(&c.DSN, "mysql-dsn", mysqlDSNUsage)
+	fs.IntVar(&c.MaxOpenConns, "mysql-max-open-conns", mysqlMaxOpenUsage)
 }
 
 // Config is the store's configuration; mysql.Config.Validate checks it.
@@ -49,7 +66,17 @@ type Chat struct {
 // binary) and --chat-timeout.
 func (o *Chat) Flags(fs *cli.FlagSet, urlUsage string) {
 	fs.StringVar(&o.ChatAPIURL, "chat-api-url", urlUsage)
-	fs.DurationVar(&o.ChatTimeout, "chat-timeout", "timeout of one chat-history request")
+	fs.DurationVar(&o.ChatTimeout, "chat-timeout", chatTimeoutUsage)
+}
+
+// BindChat declares --chat-api-url (urlUsage says what it is for in this
+// binary), --chat-timeout and --chat-max-attempts on the client's own
+// configuration (chatapi.DefaultConfig, chatapi.Config.Validate). (The
+// console still uses Chat.)
+func BindChat(fs *cli.FlagSet, c *chatapi.Config, urlUsage string) {
+	fs.StringVar(&c.BaseURL, "chat-api-url", urlUsage)
+	fs.DurationVar(&c.Timeout, "chat-timeout", chatTimeoutUsage)
+	fs.IntVar(&c.MaxAttempts, "chat-max-attempts", chatAttemptsUsage)
 }
 
 // Config is the client's configuration with the default attempts;

@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/storage/chatapi"
+	"github.com/chatguard/chatguard/storage/mysql"
 )
 
 func TestFlagsMapOntoTheAdapters(t *testing.T) {
@@ -59,4 +61,25 @@ func TestFlagsMapOntoTheAdapters(t *testing.T) {
 	fs.Usage(&help)
 	require.Contains(t, help.String(), "calls to the primary pool")
 	require.Contains(t, help.String(), "calls to the fallback pool")
+}
+
+// The binders set the adapters' own configurations: what no flag sets
+// keeps the adapter's default, and the adapter's Validate checks the rest.
+func TestBindersSetTheAdaptersConfigurations(t *testing.T) {
+	t.Parallel()
+	db, chat := mysql.DefaultConfig(), chatapi.DefaultConfig()
+	fs := cli.NewFlagSet("test", "")
+	BindMySQL(fs, &db)
+	BindChat(fs, &chat, "chat URL")
+	env := map[string]string{"CHATGUARD_CHAT_MAX_ATTEMPTS": "7"}
+	require.NoError(t, fs.Parse([]string{"--mysql-dsn", "u@tcp(h:3306)/d", "--mysql-max-open-conns=3", "--chat-api-url=http://chat", "--chat-timeout=2s"},
+		func(k string) string { return env[k] }))
+	require.Equal(t, "u@tcp(h:3306)/d", db.DSN)
+	require.Equal(t, 3, db.MaxOpenConns)
+	require.Equal(t, mysql.DefaultConfig().ConnMaxLifetime, db.ConnMaxLifetime)
+	require.Equal(t, "http://chat", chat.BaseURL)
+	require.Equal(t, 2*time.Second, chat.Timeout)
+	require.Equal(t, 7, chat.MaxAttempts)
+	require.NoError(t, db.Validate())
+	require.NoError(t, chat.Validate())
 }

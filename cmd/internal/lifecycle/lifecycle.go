@@ -93,8 +93,24 @@ type running struct {
 	reported bool          // err already returned by wait
 }
 
-// ErrStopping is the cause of a service's context when the group stops.
+// ErrStopping is the cause of a service's context when the group stops:
+// errors.Is(context.Cause(ctx), ErrStopping) holds, and when the group
+// stops because its own ctx ended, the cause also wraps that ctx's cause
+// (a one-shot service can record "received terminated").
 var ErrStopping = errors.New("stopping")
+
+// stopCause is ErrStopping carrying why the group stops.
+type stopCause struct{ why error }
+
+func (s stopCause) Error() string {
+	if s.why == nil {
+		return ErrStopping.Error()
+	}
+	return ErrStopping.Error() + ": " + s.why.Error()
+}
+
+func (s stopCause) Is(target error) bool { return target == ErrStopping }
+func (s stopCause) Unwrap() error        { return s.why }
 
 // Run starts every service in order and blocks until ctx is done or a
 // service's Run returns, then stops the started services in reverse. It
@@ -168,7 +184,7 @@ func (g *Group) stop(ctx context.Context, r *running) error {
 	if drain <= 0 {
 		drain = DefaultDrain
 	}
-	r.stop(ErrStopping)
+	r.stop(stopCause{why: context.Cause(ctx)})
 	var errs []error
 	if err := g.await(r, drain); err != nil {
 		errs = append(errs, err)

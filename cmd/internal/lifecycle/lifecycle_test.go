@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/chatguard/chatguard/cmd/internal/lifecycle"
 	"github.com/chatguard/chatguard/internal/clock"
 )
@@ -202,4 +204,29 @@ func TestHardOutsideAGroupIsTheContext(t *testing.T) {
 	if lifecycle.Hard(ctx) != ctx {
 		t.Fatal("Hard outside a group is not its argument")
 	}
+}
+
+// A service learns why the group stops: its context's cause is
+// ErrStopping wrapping the cause of the group's own ctx (a signal).
+func TestStopCauseCarriesTheSignal(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(within(t))
+	signal := errors.New("received terminated")
+	causes := make(chan error, 1)
+	running := make(chan struct{})
+	g := lifecycle.New(nil, nil)
+	g.Add(lifecycle.Service{Name: "one-shot", Run: func(ctx context.Context) error {
+		close(running)
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return context.Cause(ctx)
+	}})
+	ran := make(chan error, 1)
+	go func() { ran <- g.Run(ctx) }()
+	<-running
+	cancel(signal)
+	require.NoError(t, <-ran, "the stop's own cause is no failure")
+	cause := <-causes
+	require.ErrorIs(t, cause, lifecycle.ErrStopping)
+	require.ErrorIs(t, cause, signal)
+	require.ErrorContains(t, cause, "received terminated")
 }
