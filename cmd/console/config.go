@@ -12,6 +12,7 @@ import (
 	"github.com/chatguard/chatguard/cmd/internal/reviewers"
 	"github.com/chatguard/chatguard/console"
 	"github.com/chatguard/chatguard/storage/chatapi"
+	"github.com/chatguard/chatguard/storage/mysql"
 	"github.com/chatguard/chatguard/storage/redislive"
 	"github.com/chatguard/chatguard/storage/sqs"
 )
@@ -29,8 +30,8 @@ type Config struct {
 	AdminAddr  string
 	PublicURL  string
 
-	depflags.MySQL
-	depflags.Chat
+	MySQL mysql.Config
+	Chat  chatapi.Config
 
 	FeedbackQueueURL string
 
@@ -50,6 +51,14 @@ type Config struct {
 	LogLevel string
 }
 
+// consoleMySQL is the store's configuration with the console's smaller
+// pool: page loads and decisions, not a worker's jobs.
+func consoleMySQL() mysql.Config {
+	m := mysql.DefaultConfig()
+	m.MaxOpenConns = 16
+	return m
+}
+
 // DefaultConfig returns the defaults shown by --help.
 func DefaultConfig() Config {
 	lv := redislive.DefaultConfig()
@@ -60,8 +69,8 @@ func DefaultConfig() Config {
 		Options:       reviewers.DefaultOptions(),
 		ListenAddr:    ":8080",
 		AdminAddr:     ":9091",
-		MySQL:         depflags.MySQL{MySQLMaxOpenConns: 16},
-		Chat:          depflags.Chat{ChatTimeout: chatapi.DefaultConfig().Timeout},
+		MySQL:         consoleMySQL(),
+		Chat:          chatapi.DefaultConfig(),
 		Stops:         depflags.DefaultStops(),
 		LiveKeyPrefix: lv.KeyPrefix,
 		LiveMaxLen:    lv.MaxLen,
@@ -77,8 +86,8 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.StringVar(&c.ListenAddr, "listen-addr", "listen address of the console pages and POST /v1/reviews (behind the auth proxy)")
 	fs.StringVar(&c.AdminAddr, "admin-addr", "listen address of /healthz, /readyz and /metrics")
 	fs.StringVar(&c.PublicURL, "public-url", "the console's URL as moderators open it (printed at start; empty: derived from --listen-addr)")
-	c.MySQL.Flags(fs)
-	c.Chat.Flags(fs, "chat-history API base URL (the room page fetches history live; the console stores no chat text)")
+	depflags.BindMySQL(fs, &c.MySQL)
+	depflags.BindChatHistory(fs, &c.Chat, "chat-history API base URL (the room page fetches history live; the console stores no chat text)")
 	fs.StringVar(&c.FeedbackQueueURL, "feedback-queue-url", "SQS feedback queue URL for moderator_feedback and inference-log events")
 	outboxFlags(fs, &c.Outbox)
 	c.RedisOptions.Flags(fs, "Redis host:port: stop signals and the live event streams (resume)")
@@ -116,8 +125,8 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("--%s is required", name))
 		}
 	}
-	req(c.MySQLDSN, "mysql-dsn")
-	req(c.ChatAPIURL, "chat-api-url")
+	req(c.MySQL.DSN, "mysql-dsn")
+	req(c.Chat.BaseURL, "chat-api-url")
 	req(c.FeedbackQueueURL, "feedback-queue-url")
 	req(c.RedisAddr, "redis-addr")
 	req(c.PrimaryBaseURL, "primary-base-url")
@@ -139,7 +148,7 @@ func (c Config) Validate() error {
 	if _, err := c.level(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.MySQLMaxOpenConns < 1 {
+	if c.MySQL.MaxOpenConns < 1 {
 		errs = append(errs, errors.New("--mysql-max-open-conns must be positive"))
 	}
 	errs = append(errs, c.Config.Validate(), c.RedisOptions.Validate(), c.liveLog().Validate(), c.Stops.Validate(), c.Options.Validate(c.RedisAddr))

@@ -20,7 +20,7 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 		require.Contains(t, err.Error(), want)
 	}
 	cfg = DefaultConfig()
-	cfg.MySQLDSN, cfg.ChatAPIURL, cfg.FeedbackQueueURL, cfg.RedisAddr = "u@tcp(h:3306)/d", "http://chat", "http://sqs/q", "r:6379"
+	cfg.MySQL.DSN, cfg.Chat.BaseURL, cfg.FeedbackQueueURL, cfg.RedisAddr = "u@tcp(h:3306)/d", "http://chat", "http://sqs/q", "r:6379"
 	cfg.PrimaryBaseURL, cfg.PrimaryModel = "http://llm/v1", "m"
 	require.ErrorContains(t, cfg.Validate(), "give --trusted-proxies", "nobody could sign in")
 	cfg.DevLogin = true
@@ -40,7 +40,7 @@ func TestHelpAndBadUsage(t *testing.T) {
 // (console.Config) or the binary's.
 func TestEachMistakeIsReportedOnce(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.ClientBuffer, cfg.Outbox.FeedbackSweepBatch, cfg.MaxReviews, cfg.MySQLMaxOpenConns = 0, 0, 0, 0
+	cfg.ClientBuffer, cfg.Outbox.FeedbackSweepBatch, cfg.MaxReviews, cfg.MySQL.MaxOpenConns = 0, 0, 0, 0
 	err := cfg.Validate()
 	require.Error(t, err)
 	for _, want := range []string{"subscriber buffer", "--feedback-sweep-batch", "--max-reviews", "--mysql-max-open-conns", "--mysql-dsn"} {

@@ -175,7 +175,7 @@ func (p *parts) closeReviewer(context.Context) error {
 }
 
 func (p *parts) openMySQL(ctx context.Context) error {
-	db, err := mysql.OpenDB(p.cfg.MySQL.Config())
+	db, err := mysql.OpenDB(p.cfg.MySQL)
 	if err != nil {
 		return err
 	}
@@ -258,14 +258,14 @@ func (p *parts) buildStops(context.Context) error {
 }
 
 func (p *parts) buildApp(context.Context) error {
-	chatCfg := p.cfg.Chat.Config()
+	chatCfg := p.cfg.Chat
 	chatCfg.Registerer = p.reg
 	chat, err := chatapi.New(chatCfg)
 	if err != nil {
 		return err
 	}
 	p.app, err = console.New(p.cfg.Config, console.Deps{Store: p.store, Feedback: p.feedback, Chat: chat,
-		HistoryTimeout: p.cfg.ChatTimeout + 2*time.Second, Reviewer: p.reviewer, Hub: p.hub, LiveLog: p.liveLog,
+		HistoryTimeout: p.cfg.Chat.Timeout + 2*time.Second, Reviewer: p.reviewer, Hub: p.hub, LiveLog: p.liveLog,
 		Guard:      &stop.Guard{Holder: p.holder, Store: p.stops, CheckTimeout: p.cfg.StopCheckTimeout},
 		Registerer: p.reg, Log: p.log, Clock: p.clock})
 	return err

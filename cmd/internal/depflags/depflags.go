@@ -20,12 +20,6 @@ import (
 	"github.com/chatguard/chatguard/storage/redisstop"
 )
 
-// MySQL is the verdict database's connection.
-type MySQL struct {
-	MySQLDSN          string
-	MySQLMaxOpenConns int
-}
-
 // The dependency flags' texts, one per flag whichever binder declares it.
 const (
 	mysqlDSNUsage     = "MySQL DSN (user:pass@tcp(host:3306)/db)"
@@ -34,57 +28,29 @@ const (
 	chatAttemptsUsage = "chat-history attempts per job (5xx and timeouts are retried)"
 )
 
-// Flags declares --mysql-dsn and --mysql-max-open-conns.
-func (o *MySQL) Flags(fs *cli.FlagSet) {
-	fs.StringVar(&o.MySQLDSN, "mysql-dsn", mysqlDSNUsage)
-	fs.IntVar(&o.MySQLMaxOpenConns, "mysql-max-open-conns", mysqlMaxOpenUsage)
-}
-
 // BindMySQL declares --mysql-dsn and --mysql-max-open-conns on the store's
 // own configuration: a binary that embeds mysql.Config has its defaults
 // (mysql.DefaultConfig) and its checks (mysql.Config.Validate), and
-// copies nothing. (The console still uses MySQL.)
+// copies nothing.
 func BindMySQL(fs *cli.FlagSet, c *mysql.Config) {
 	fs.StringVar(&c.DSN, "mysql-dsn", mysqlDSNUsage)
 	fs.IntVar(&c.MaxOpenConns, "mysql-max-open-conns", mysqlMaxOpenUsage)
 }
 
-// Config is the store's configuration; mysql.Config.Validate checks it.
-func (o MySQL) Config() mysql.Config {
-	m := mysql.DefaultConfig()
-	m.DSN, m.MaxOpenConns = o.MySQLDSN, o.MySQLMaxOpenConns
-	return m
-}
-
-// Chat is the chat-history API.
-type Chat struct {
-	ChatAPIURL  string
-	ChatTimeout time.Duration
-}
-
-// Flags declares --chat-api-url (urlUsage says what it is for in this
-// binary) and --chat-timeout.
-func (o *Chat) Flags(fs *cli.FlagSet, urlUsage string) {
-	fs.StringVar(&o.ChatAPIURL, "chat-api-url", urlUsage)
-	fs.DurationVar(&o.ChatTimeout, "chat-timeout", chatTimeoutUsage)
-}
-
 // BindChat declares --chat-api-url (urlUsage says what it is for in this
 // binary), --chat-timeout and --chat-max-attempts on the client's own
-// configuration (chatapi.DefaultConfig, chatapi.Config.Validate). (The
-// console still uses Chat.)
+// configuration (chatapi.DefaultConfig, chatapi.Config.Validate).
 func BindChat(fs *cli.FlagSet, c *chatapi.Config, urlUsage string) {
-	fs.StringVar(&c.BaseURL, "chat-api-url", urlUsage)
-	fs.DurationVar(&c.Timeout, "chat-timeout", chatTimeoutUsage)
+	BindChatHistory(fs, c, urlUsage)
 	fs.IntVar(&c.MaxAttempts, "chat-max-attempts", chatAttemptsUsage)
 }
 
-// Config is the client's configuration with the default attempts;
-// chatapi.Config.Validate checks it.
-func (o Chat) Config() chatapi.Config {
-	ch := chatapi.DefaultConfig()
-	ch.BaseURL, ch.Timeout = o.ChatAPIURL, o.ChatTimeout
-	return ch
+// BindChatHistory declares --chat-api-url and --chat-timeout only: a
+// binary whose requests are a person's page loads keeps the client's
+// default attempts rather than offering a knob.
+func BindChatHistory(fs *cli.FlagSet, c *chatapi.Config, urlUsage string) {
+	fs.StringVar(&c.BaseURL, "chat-api-url", urlUsage)
+	fs.DurationVar(&c.Timeout, "chat-timeout", chatTimeoutUsage)
 }
 
 // Stops are the Redis names of the stop signals and the bound of the

@@ -15,14 +15,14 @@ import (
 func TestFlagsMapOntoTheAdapters(t *testing.T) {
 	t.Parallel()
 	var (
-		db    MySQL
-		chat  Chat
+		m     = mysql.DefaultConfig()
+		c     = chatapi.DefaultConfig()
 		stops = DefaultStops()
 		pools = DefaultPools()
 	)
 	fs := cli.NewFlagSet("test", "")
-	db.Flags(fs)
-	chat.Flags(fs, "chat URL")
+	BindMySQL(fs, &m)
+	BindChatHistory(fs, &c, "chat URL")
 	stops.Flags(fs)
 	pools.Flags(fs, "model", "calls to the %s pool")
 	env := map[string]string{
@@ -34,10 +34,8 @@ func TestFlagsMapOntoTheAdapters(t *testing.T) {
 		"--fallback-model=fm", "--fallback-api-key=fk", "--fallback-concurrency=5", "--attempt-timeout=11s", "--llm-max-attempts=4",
 	}, func(k string) string { return env[k] }))
 
-	m := db.Config()
 	require.Equal(t, "u@tcp(db:3306)/x", m.DSN)
 	require.Equal(t, 9, m.MaxOpenConns)
-	c := chat.Config()
 	require.Equal(t, "http://chat", c.BaseURL)
 	require.Equal(t, 3*time.Second, c.Timeout)
 	require.Positive(t, c.MaxAttempts, "the client's default attempts")
