@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/pipeline"
 )
@@ -138,27 +139,39 @@ type Router struct {
 	primary  *pool
 	fallback *pool // nil when not configured
 	m        *metrics
-	now      func() time.Time
-	sleep    retry.SleepFunc
+	clk      clock.Clock // cooldowns, breaker windows, backoff, latencies
 	backoff  retry.Policy
 	tok      tokenizer // the primary's tokenizer, see CountTokens
 	fleet    *fleet    // limits shared across replicas (fleet.go); nil when off
 }
 
+// Option sets what a router is built with besides its Config: the
+// collaborators an operator does not configure.
+type Option func(*Router)
+
+// WithClock runs the router's cooldowns, breaker windows, backoff, waits
+// for a pool and latencies on c instead of the wall clock (nil keeps the
+// wall clock). An attempt's AttemptTimeout and the fleet store's timeouts
+// stay on real time: they bound waits on other machines.
+func WithClock(c clock.Clock) Option {
+	return func(r *Router) { r.clk = clock.Or(c) }
+}
+
 // New builds a router from cfg (defaults applied, then validated) and
 // registers its metrics on reg (nil registers nothing). It makes no network
 // calls.
-func New(cfg Config, reg prometheus.Registerer) (*Router, error) {
+func New(cfg Config, reg prometheus.Registerer, opts ...Option) (*Router, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Router{
-		cfg: cfg, primary: newPool(cfg.Primary), now: cfg.Now, sleep: cfg.Sleep,
-		backoff: retry.Policy{Initial: cfg.BaseBackoff, Max: cfg.MaxBackoff},
+	r := &Router{cfg: cfg, clk: clock.Real(), backoff: retry.Policy{Initial: cfg.BaseBackoff, Max: cfg.MaxBackoff}}
+	for _, o := range opts {
+		o(r)
 	}
+	r.primary = newPool(cfg.Primary, r.clk)
 	if cfg.Fallback.Enabled() {
-		r.fallback = newPool(cfg.Fallback)
+		r.fallback = newPool(cfg.Fallback, r.clk)
 	}
 	r.attachFleet()
 	m, err := newMetrics(reg, r)
@@ -236,7 +249,7 @@ func (r *Router) Complete(ctx context.Context, req Request) (Response, error) {
 			// other pool skips this: never wait out a pool's backoff
 			// before trying the other.
 			l.abandon(r.now())
-			if err := r.sleep(ctx, r.backoff.Delay(failRun)); err != nil {
+			if err := clock.Sleep(ctx, r.clk, r.backoff.Delay(failRun)); err != nil {
 				finish("none", OutcomeCanceled)
 				return resp, fmt.Errorf("llm: %s: %w", st, err)
 			}
@@ -356,12 +369,12 @@ func (l lease) abandon(now time.Time) {
 }
 
 // take acquires p's slot (waiting up to wait) and asks its breaker.
-func (p *pool) take(ctx context.Context, class Class, wait time.Duration, now func() time.Time) (lease, bool) {
+func (p *pool) take(ctx context.Context, class Class, wait time.Duration) (lease, bool) {
 	if !p.gate.acquire(ctx, class, wait) {
 		return lease{}, false
 	}
 	// The pool may have been throttled while we waited for the slot.
-	if p.cooldown.active(now()) {
+	if p.cooldown.active(p.clk.Now()) {
 		p.gate.release()
 		return lease{}, false
 	}
@@ -370,7 +383,7 @@ func (p *pool) take(ctx context.Context, class Class, wait time.Duration, now fu
 		p.gate.release()
 		return lease{}, false
 	}
-	ok, probe := p.breaker.allow(now(), true)
+	ok, probe := p.breaker.allow(p.clk.Now(), true)
 	if !ok {
 		fl.release()
 		p.gate.release()
@@ -402,7 +415,7 @@ func (r *Router) acquire(ctx context.Context, class Class, lastPool *pool, last 
 			if r.fallback == nil || class == ClassInteractive {
 				wait = 0
 			}
-			if l, ok := r.primary.take(ctx, class, wait, r.now); ok {
+			if l, ok := r.primary.take(ctx, class, wait); ok {
 				return l, "", nil
 			}
 			why = reasonGateFull
@@ -416,7 +429,7 @@ func (r *Router) acquire(ctx context.Context, class Class, lastPool *pool, last 
 			var fbWhy string
 			fbWhy, fbUntil = r.fallback.unavailable(now)
 			if fbWhy == "" {
-				if l, ok := r.fallback.take(ctx, class, 0, r.now); ok {
+				if l, ok := r.fallback.take(ctx, class, 0); ok {
 					return l, why, nil
 				}
 			}
@@ -424,7 +437,7 @@ func (r *Router) acquire(ctx context.Context, class Class, lastPool *pool, last 
 		}
 		if preferFallback && why == reasonLastAttempt {
 			// The fallback cannot take it: the primary beats waiting.
-			if l, ok := r.primary.take(ctx, class, 0, r.now); ok {
+			if l, ok := r.primary.take(ctx, class, 0); ok {
 				return l, "", nil
 			}
 		}
@@ -440,12 +453,12 @@ func (r *Router) acquire(ctx context.Context, class Class, lastPool *pool, last 
 		if !next.IsZero() {
 			sleep = min(next.Sub(now), sleep)
 		}
-		t := time.NewTimer(max(sleep, time.Millisecond))
+		t := r.clk.NewTimer(max(sleep, time.Millisecond))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return lease{}, "", ctx.Err()
-		case <-t.C:
+		case <-t.Chan():
 		case <-primWake:
 			t.Stop()
 		case <-fbWake:
@@ -454,6 +467,9 @@ func (r *Router) acquire(ctx context.Context, class Class, lastPool *pool, last 
 		preferFallback = false
 	}
 }
+
+// now is the router's time.
+func (r *Router) now() time.Time { return r.clk.Now() }
 
 // earliest returns the soonest future time among ts, zero when none is.
 func earliest(now time.Time, ts ...time.Time) time.Time {
