@@ -23,10 +23,6 @@ var wallTimeCalls = []string{"Now", "Since", "Until", "Sleep", "After", "AfterFu
 // the reason. Keep it empty unless the call bounds a wait on another
 // machine that no test needs to move.
 var clockExceptions = map[string]string{
-	"consumer/buffer.go": "not moved to internal/clock yet",
-	"consumer/consumer.go": "not moved to internal/clock yet",
-	"consumer/flush.go": "not moved to internal/clock yet",
-	"consumer/lease.go": "not moved to internal/clock yet",
 	"pipeline/batchrun/batchrun.go": "not moved to internal/clock yet",
 	"pipeline/eval/run.go": "not moved to internal/clock yet",
 	"pipeline/health/health.go": "not moved to internal/clock yet",

@@ -38,7 +38,7 @@ type Config struct {
 	AdminAddr string
 	LogLevel  string
 
-	// DebugPauseAfterWrite is a test hook (see consumer.Config.PauseAfterWrite).
+	// DebugPauseAfterWrite is a test hook (see consumer.Options.PauseAfterWrite).
 	DebugPauseAfterWrite time.Duration
 }
 
@@ -153,6 +153,5 @@ func (c Config) engine() consumer.Config {
 		DrainTimeout:       c.DrainTimeout,
 		RetryInitial:       c.WriteRetryBase,
 		RetryMax:           c.WriteRetryMax,
-		PauseAfterWrite:    c.DebugPauseAfterWrite,
 	}
 }

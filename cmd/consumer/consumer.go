@@ -77,7 +77,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("consumer: %w", err)
 	}
-	c, err := consumer.New(ecfg, queue, lake)
+	c, err := consumer.New(ecfg, queue, lake, consumer.Options{PauseAfterWrite: cfg.DebugPauseAfterWrite})
 	if err != nil {
 		return err
 	}
