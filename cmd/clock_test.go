@@ -39,9 +39,6 @@ var clockExceptions = map[string]string{
 	"storage/mysql/purge.go": "not moved to internal/clock yet",
 	"storage/redisstop/redisstop.go": "not moved to internal/clock yet",
 	"storage/s3lake/compact.go": "not moved to internal/clock yet",
-	"storage/sqs/batch.go": "not moved to internal/clock yet",
-	"storage/sqs/queue.go": "not moved to internal/clock yet",
-	"storage/sqs/review.go": "not moved to internal/clock yet",
 	"storage/storetest/claims.go": "not moved to internal/clock yet",
 }
 
