@@ -26,7 +26,7 @@ func setupClaims(t *testing.T) *claimRig {
 	t.Helper()
 	r := setupReview(t)
 	clock := storetest.NewManualClock(r.now)
-	claims := storetest.NewClaims(clock.Now)
+	claims := storetest.NewClaims(clock)
 	r.h.cfg.Claims, r.h.cfg.Owner = claims, "pod-a"
 	r.h.now = clock.Now
 	// Renewals wait for the job to end unless a test drives them.
@@ -172,7 +172,7 @@ func TestClaimIsReleasedByTheVerdictsSaveWhenTheyShareADatabase(t *testing.T) {
 	t.Parallel()
 	r := setupReview(t)
 	clock := storetest.NewManualClock(r.now)
-	claims := storetest.NewClaims(clock.Now)
+	claims := storetest.NewClaims(clock)
 	var over atomic.Bool
 	store := &sharedDBStore{Memory: r.store, claims: claims, renewalsOver: &over}
 	counted := &countingClaims{ReviewClaims: claims}

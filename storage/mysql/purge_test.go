@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -224,7 +225,7 @@ func TestPurgeDeletesReviewClaimsLongExpired(t *testing.T) {
 	claim := func(room string, expiredFor time.Duration) {
 		// Taken a TTL before it expires, on a clock set back accordingly.
 		at := r.now.Add(-expiredFor - time.Minute)
-		c := NewClaims(r.db, func() time.Time { return at })
+		c := NewClaims(r.db, clock.NewFake(at))
 		got, err := c.Claim(ctx, pipeline.ReviewKey{RoomID: room, WindowStart: r.now.Add(-2 * time.Hour), WindowEnd: r.now.Add(-time.Hour), PipelineVersion: "v1"}, "pod-dead", time.Minute)
 		require.NoError(t, err)
 		require.True(t, got.Held)
