@@ -34,7 +34,6 @@ var clockExceptions = map[string]string{
 	"pipeline/jobloop/review.go": "not moved to internal/clock yet",
 	"pipeline/stop/stop.go": "not moved to internal/clock yet",
 	"storage/batchruns/batchruns.go": "not moved to internal/clock yet",
-	"storage/mysql/purge.go": "not moved to internal/clock yet",
 	"storage/redisstop/redisstop.go": "not moved to internal/clock yet",
 	"storage/s3lake/compact.go": "not moved to internal/clock yet",
 }
