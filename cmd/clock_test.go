@@ -33,8 +33,6 @@ var clockExceptions = map[string]string{
 	"pipeline/jobloop/loop.go": "not moved to internal/clock yet",
 	"pipeline/jobloop/review.go": "not moved to internal/clock yet",
 	"pipeline/stop/stop.go": "not moved to internal/clock yet",
-	"storage/batchruns/batchruns.go": "not moved to internal/clock yet",
-	"storage/redisstop/redisstop.go": "not moved to internal/clock yet",
 	"storage/s3lake/compact.go": "not moved to internal/clock yet",
 }
 
