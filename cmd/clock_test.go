@@ -33,7 +33,6 @@ var clockExceptions = map[string]string{
 	"pipeline/jobloop/loop.go": "not moved to internal/clock yet",
 	"pipeline/jobloop/review.go": "not moved to internal/clock yet",
 	"pipeline/stop/stop.go": "not moved to internal/clock yet",
-	"storage/s3lake/compact.go": "not moved to internal/clock yet",
 }
 
 // TestTimeComesFromTheClock fails on a direct time.Now, time.NewTimer,
