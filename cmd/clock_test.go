@@ -25,8 +25,6 @@ var wallTimeCalls = []string{"Now", "Since", "Until", "Sleep", "After", "AfterFu
 var clockExceptions = map[string]string{
 	"pipeline/batchrun/batchrun.go": "not moved to internal/clock yet",
 	"pipeline/eval/run.go": "not moved to internal/clock yet",
-	"pipeline/queuetest/fake.go": "not moved to internal/clock yet",
-	"pipeline/queuetest/suite.go": "not moved to internal/clock yet",
 	"pipeline/review/review.go": "not moved to internal/clock yet",
 	"pipeline/jobloop/heartbeat.go": "not moved to internal/clock yet",
 	"pipeline/jobloop/loop.go": "not moved to internal/clock yet",

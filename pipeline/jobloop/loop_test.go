@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/queuetest"
 )
@@ -97,11 +98,11 @@ func longPolls(_ *harness, c *queuetest.Config) { c.MaxWait = time.Minute }
 func setup(t *testing.T, cfg Config, h Handler, bodies []string, opts ...option) (*harness, func() error) {
 	t.Helper()
 	hs := &harness{reg: prometheus.NewRegistry(), tick: make(chan time.Time), waits: &waitLog{}, done: make(chan error, 1)}
-	qcfg := queuetest.Config{MaxReceive: cfg.MaxReceiveCount, Now: func() time.Time { return t0 }}
+	qcfg := queuetest.Config{MaxReceive: cfg.MaxReceiveCount, Clock: clock.NewFake(t0)}
 	for _, o := range opts {
 		o(hs, &qcfg)
 	}
-	hs.dlq = queuetest.NewFake(queuetest.Config{Now: qcfg.Now})
+	hs.dlq = queuetest.NewFake(queuetest.Config{Clock: qcfg.Clock})
 	qcfg.DLQ = hs.dlq
 	hs.q = queuetest.NewFake(qcfg)
 	hs.q.SetFault(hs.fault)
