@@ -23,7 +23,6 @@ var wallTimeCalls = []string{"Now", "Since", "Until", "Sleep", "After", "AfterFu
 // the reason. Keep it empty unless the call bounds a wait on another
 // machine that no test needs to move.
 var clockExceptions = map[string]string{
-	"pipeline/batchrun/batchrun.go": "not moved to internal/clock yet",
 	"pipeline/eval/run.go": "not moved to internal/clock yet",
 	"pipeline/review/review.go": "not moved to internal/clock yet",
 	"pipeline/jobloop/heartbeat.go": "not moved to internal/clock yet",

@@ -61,7 +61,7 @@ func (m *Main) Run(ctx context.Context) error {
 // The returned close function releases what runner opened.
 func (m *Main) runner(ctx context.Context, now func() time.Time) (*batchrun.Runner, func(), error) {
 	cfg := m.Config
-	r := &batchrun.Runner{Config: cfg.runConfig(), Log: m.Log, Progress: m.Stderr, Now: now, Store: m.Runs}
+	r := &batchrun.Runner{Config: cfg.runConfig(), Log: m.Log, Progress: m.Stderr, Store: m.Runs}
 	closeDeps := func() {}
 	a, s := m.Athena, m.SQS
 	if a == nil || (s == nil && !cfg.DryRun) {
