@@ -213,104 +213,130 @@ func (r *Router) Models() (primary, fallback string) {
 //     take the call before the deadline; After is when the primary's
 //     cooldown ends, if it is cooling.
 func (r *Router) Complete(ctx context.Context, req Request) (Response, error) {
-	start := r.now()
-	st := string(req.Stage)
-	var (
-		resp      Response
-		lastErr   error
-		lastPool  *pool
-		failRun   int // consecutive failures, for the backoff
-		msgs      = req.Messages
-		attempted = 0
-		// unusable: every attempt so far was answered, and wrongly.
-		unusable = true
-	)
-	finish := func(pool, outcome string) {
-		r.m.requests.WithLabelValues(st, pool, outcome).Inc()
-	}
-	for attempted < r.cfg.MaxAttempts {
+	c := &completion{r: r, st: string(req.Stage), start: r.now(), unusable: true}
+	for c.attempted < r.cfg.MaxAttempts {
 		if serr := pipeline.CheckStop(ctx); serr != nil {
-			finish("none", OutcomeCanceled)
-			return resp, fmt.Errorf("llm: %s: %w", st, serr)
+			c.finish("none", OutcomeCanceled)
+			return c.resp, fmt.Errorf("llm: %s: %w", c.st, serr)
 		}
-		last := attempted == r.cfg.MaxAttempts-1
-		l, reason, err := r.acquire(ctx, req.Class, lastPool, last)
+		l, reason, err := c.take(ctx, req.Class)
 		if err != nil {
-			if ctx.Err() != nil {
-				finish("none", OutcomeCanceled)
-				return resp, fmt.Errorf("llm: %s: %w", st, context.Cause(ctx))
-			}
-			finish("none", "failed")
-			return resp, pipeline.Retryable(fmt.Errorf("llm: %s: %w", st, errors.Join(err, lastErr)), r.primaryWait())
+			return c.resp, err
 		}
-		if l.p == lastPool && failRun > 0 {
-			// The pool that just failed again: back off with full jitter,
-			// without holding its slot while we sleep. A switch to the
-			// other pool skips this: never wait out a pool's backoff
-			// before trying the other.
-			l.abandon(r.now())
-			if err := clock.Sleep(ctx, r.clk, r.backoff.Delay(failRun)); err != nil {
-				finish("none", OutcomeCanceled)
-				return resp, fmt.Errorf("llm: %s: %w", st, err)
-			}
-			// Choose again: the world may have changed while we slept.
-			if l, reason, err = r.acquire(ctx, req.Class, lastPool, last); err != nil {
-				if ctx.Err() != nil {
-					finish("none", OutcomeCanceled)
-					return resp, fmt.Errorf("llm: %s: %w", st, context.Cause(ctx))
-				}
-				finish("none", "failed")
-				return resp, pipeline.Retryable(fmt.Errorf("llm: %s: %w", st, errors.Join(err, lastErr)), r.primaryWait())
-			}
-		}
-		if !r.fleetAdmit(ctx, l, &req, msgs) {
+		if !r.fleetAdmit(ctx, l, &req, req.Messages) {
 			// The fleet's fallback budget is spent: choose again.
 			l.abandon(r.now())
 			if ctx.Err() != nil {
-				finish("none", OutcomeCanceled)
-				return resp, fmt.Errorf("llm: %s: %w", st, context.Cause(ctx))
+				c.finish("none", OutcomeCanceled)
+				return c.resp, fmt.Errorf("llm: %s: %w", c.st, context.Cause(ctx))
 			}
 			continue
 		}
-		p := l.p
-		if p == r.fallback && reason != "" {
-			r.m.fallbacks.WithLabelValues(st, reason).Inc()
-		}
-		a, content := r.attemptWithRepair(ctx, l, &req, msgs, &attempted, &resp)
-		l.release()
-		lastPool = p
-		resp.Attempts = attempted
-		if a.Outcome == OutcomeOK {
-			resp.Content = content
-			resp.Pool = p.cfg.Name
-			resp.Model = p.cfg.Model
-			resp.TTFT = a.TTFT
-			resp.Attempts = attempted
-			resp.Latency = r.now().Sub(start)
-			finish(string(p.cfg.Name), OutcomeOK)
-			return resp, nil
-		}
-		lastErr = a.Err
-		failRun++
-		// A repair pair's first attempt was invalid or truncated by
-		// construction, so its last attempt decides.
-		unusable = unusable && (a.Outcome == OutcomeInvalid || a.Outcome == OutcomeTruncated)
-		switch a.Outcome {
-		case OutcomeCanceled:
-			finish("none", OutcomeCanceled)
-			return resp, fmt.Errorf("llm: %s: %w", st, a.Err)
-		case OutcomeRejected:
-			finish("none", OutcomeRejected)
-			return resp, pipeline.Permanent(fmt.Errorf("llm: %s: %w", st, a.Err))
+		if done, err := c.try(ctx, l, reason, &req); done {
+			return c.resp, err
 		}
 	}
-	resp.Attempts = attempted
-	if unusable && attempted > 0 {
-		finish("none", OutcomeInvalid)
-		return resp, fmt.Errorf("llm: %w", &pipeline.UnusableAnswerError{Stage: req.Stage, Attempts: attempted, Err: lastErr})
+	return c.resp, c.exhausted(req.Stage)
+}
+
+// completion is one Complete call's progress across its attempts.
+type completion struct {
+	r        *Router
+	st       string // the stage, as metrics label it
+	start    time.Time
+	resp     Response
+	lastErr  error
+	lastPool *pool
+	failRun  int // consecutive failures, for the backoff
+	// attempted counts every call made, repair tries included.
+	attempted int
+	// unusable: every attempt so far was answered, and wrongly.
+	unusable bool
+}
+
+func (c *completion) finish(pool, outcome string) {
+	c.r.m.requests.WithLabelValues(c.st, pool, outcome).Inc()
+}
+
+// take acquires the next attempt's pool. Back on the pool that just
+// failed, it first backs off with full jitter, without holding the slot
+// while it waits, then chooses again: the world may have changed. A switch
+// to the other pool skips the wait: never wait out a pool's backoff
+// before trying the other. Its error is Complete's.
+func (c *completion) take(ctx context.Context, class Class) (lease, string, error) {
+	r := c.r
+	last := c.attempted == r.cfg.MaxAttempts-1
+	l, reason, err := r.acquire(ctx, class, c.lastPool, last)
+	if err != nil {
+		return lease{}, "", c.noPool(ctx, err)
 	}
-	finish("none", "failed")
-	return resp, pipeline.Retryable(fmt.Errorf("llm: %s: %d attempts failed, last: %w", st, attempted, lastErr), r.primaryWait())
+	if l.p != c.lastPool || c.failRun == 0 {
+		return l, reason, nil
+	}
+	l.abandon(r.now())
+	if err := clock.Sleep(ctx, r.clk, r.backoff.Delay(c.failRun)); err != nil {
+		c.finish("none", OutcomeCanceled)
+		return lease{}, "", fmt.Errorf("llm: %s: %w", c.st, err)
+	}
+	if l, reason, err = r.acquire(ctx, class, c.lastPool, last); err != nil {
+		return lease{}, "", c.noPool(ctx, err)
+	}
+	return l, reason, nil
+}
+
+// noPool is Complete's error when acquire found no pool: ctx's cause when
+// it ended, else a retryable error carrying the last attempt's.
+func (c *completion) noPool(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		c.finish("none", OutcomeCanceled)
+		return fmt.Errorf("llm: %s: %w", c.st, context.Cause(ctx))
+	}
+	c.finish("none", "failed")
+	return pipeline.Retryable(fmt.Errorf("llm: %s: %w", c.st, errors.Join(err, c.lastErr)), c.r.primaryWait())
+}
+
+// try makes one attempt (with its repair) on l. done reports that
+// Complete ends with err: an answer (err nil), a cancel or a rejection.
+func (c *completion) try(ctx context.Context, l lease, reason string, req *Request) (done bool, err error) {
+	r, p := c.r, l.p
+	if p == r.fallback && reason != "" {
+		r.m.fallbacks.WithLabelValues(c.st, reason).Inc()
+	}
+	a, content := r.attemptWithRepair(ctx, l, req, req.Messages, &c.attempted, &c.resp)
+	l.release()
+	c.lastPool = p
+	c.resp.Attempts = c.attempted
+	if a.Outcome == OutcomeOK {
+		c.resp.Content, c.resp.Pool, c.resp.Model, c.resp.TTFT = content, p.cfg.Name, p.cfg.Model, a.TTFT
+		c.resp.Latency = r.now().Sub(c.start)
+		c.finish(string(p.cfg.Name), OutcomeOK)
+		return true, nil
+	}
+	c.lastErr = a.Err
+	c.failRun++
+	// A repair pair's first attempt was invalid or truncated by
+	// construction, so its last attempt decides.
+	c.unusable = c.unusable && (a.Outcome == OutcomeInvalid || a.Outcome == OutcomeTruncated)
+	switch a.Outcome {
+	case OutcomeCanceled:
+		c.finish("none", OutcomeCanceled)
+		return true, fmt.Errorf("llm: %s: %w", c.st, a.Err)
+	case OutcomeRejected:
+		c.finish("none", OutcomeRejected)
+		return true, pipeline.Permanent(fmt.Errorf("llm: %s: %w", c.st, a.Err))
+	}
+	return false, nil
+}
+
+// exhausted is Complete's error once every attempt failed.
+func (c *completion) exhausted(stage pipeline.StageName) error {
+	c.resp.Attempts = c.attempted
+	if c.unusable && c.attempted > 0 {
+		c.finish("none", OutcomeInvalid)
+		return fmt.Errorf("llm: %w", &pipeline.UnusableAnswerError{Stage: stage, Attempts: c.attempted, Err: c.lastErr})
+	}
+	c.finish("none", "failed")
+	return pipeline.Retryable(fmt.Errorf("llm: %s: %d attempts failed, last: %w", c.st, c.attempted, c.lastErr), c.r.primaryWait())
 }
 
 // attemptWithRepair makes one attempt on p (whose slot the caller holds)
