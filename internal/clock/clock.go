@@ -12,9 +12,11 @@
 // attempt's AttemptTimeout, the fleet store's and the tokenizer's call
 // timeouts (pipeline/llm), the SQS adapter's CallTimeout (SQS's long-poll
 // WaitTime is the server's wait, not ours), the chat client's Timeout, and
-// the stop subscriber's bounded Redis receive. The fake queue's MaxWait
-// (pipeline/queuetest) is real time on purpose too: it keeps a poll of an
-// empty fake short even on a clock that never moves.
+// the stop subscriber's bounded Redis receive. The fake queue's poll cap
+// and its wait for a hidden message (pipeline/queuetest) are on real time
+// on purpose too: a poll of an empty fake stays short on a clock that
+// never moves, and a test sharing its clock with the fake counts only the
+// waiters of the code under test.
 package clock
 
 import (

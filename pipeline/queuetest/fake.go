@@ -237,10 +237,13 @@ func (f *Fake) Receive(ctx context.Context, req pipeline.ReceiveRequest) ([]pipe
 		changed := f.changed
 		// A message comes back by itself when the clock passes its
 		// visibility; a clock advanced by hand wakes us through Advance.
+		// The wait is on real time, as the long poll's cap is: a test
+		// that shares Clock with the code under test counts that code's
+		// waiters on it, not the fake queue's.
 		var due <-chan time.Time
 		stopDue := func() bool { return false }
 		if !next.IsZero() {
-			t := f.cfg.Clock.NewTimer(next.Sub(f.now()))
+			t := clock.Real().NewTimer(next.Sub(f.now()))
 			due, stopDue = t.Chan(), t.Stop
 		}
 		f.mu.Unlock()
