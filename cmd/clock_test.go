@@ -22,34 +22,7 @@ var wallTimeCalls = []string{"Now", "Since", "Until", "Sleep", "After", "AfterFu
 // clockExceptions are files allowed a direct wall-clock call, each with
 // the reason. Keep it empty unless the call bounds a wait on another
 // machine that no test needs to move.
-var clockExceptions = map[string]string{
-	"consumer/buffer.go":                      "not moved to internal/clock yet",
-	"consumer/consumer.go":                    "not moved to internal/clock yet",
-	"consumer/flush.go":                       "not moved to internal/clock yet",
-	"consumer/lease.go":                       "not moved to internal/clock yet",
-	"pipeline/batchrun/batchrun.go":           "not moved to internal/clock yet",
-	"pipeline/capacity/capacitytest/suite.go": "not moved to internal/clock yet",
-	"pipeline/capacity/local.go":              "not moved to internal/clock yet",
-	"pipeline/health/health.go":               "not moved to internal/clock yet",
-	"pipeline/llm/config.go":                  "not moved to internal/clock yet",
-	"pipeline/llm/fleet.go":                   "not moved to internal/clock yet",
-	"pipeline/llm/pool.go":                    "not moved to internal/clock yet",
-	"pipeline/llm/router.go":                  "not moved to internal/clock yet",
-	"pipeline/llm/scrape.go":                  "not moved to internal/clock yet",
-	"pipeline/queuetest/fake.go":              "not moved to internal/clock yet",
-	"pipeline/queuetest/suite.go":             "not moved to internal/clock yet",
-	"pipeline/stop/stop.go":                   "not moved to internal/clock yet",
-	"storage/batchruns/batchruns.go":          "not moved to internal/clock yet",
-	"storage/chatapi/client.go":               "not moved to internal/clock yet",
-	"storage/mysql/claims.go":                 "not moved to internal/clock yet",
-	"storage/mysql/purge.go":                  "not moved to internal/clock yet",
-	"storage/redisstop/redisstop.go":          "not moved to internal/clock yet",
-	"storage/s3lake/compact.go":               "not moved to internal/clock yet",
-	"storage/sqs/batch.go":                    "not moved to internal/clock yet",
-	"storage/sqs/queue.go":                    "not moved to internal/clock yet",
-	"storage/sqs/review.go":                   "not moved to internal/clock yet",
-	"storage/storetest/claims.go":             "not moved to internal/clock yet",
-}
+var clockExceptions = map[string]string{}
 
 // TestTimeComesFromTheClock fails on a direct time.Now, time.NewTimer,
 // time.Sleep (…) in a non-test file of the clocked trees: those go through

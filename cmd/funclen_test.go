@@ -21,12 +21,7 @@ const maxFuncLines = 80
 // maxFuncLines, each with the reason: only functions whose split is under
 // way. An entry whose function is gone or now short fails the test, so it
 // goes with the split.
-var funcLenExceptions = map[string]string{
-	"pipeline/batchrun/batchrun.go:Runner.Run":    "not split yet",
-	"pipeline/capacity/capacitytest/suite.go:Run": "not split yet",
-	"pipeline/llm/attempt.go:Router.attempt":      "not split yet",
-	"pipeline/llm/router.go:Router.Complete":      "not split yet",
-}
+var funcLenExceptions = map[string]string{}
 
 // TestPipelineFunctionsAreShort fails on a function over maxFuncLines in a
 // non-test file under pipeline/ (test helper packages included), and on an

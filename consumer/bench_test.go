@@ -31,7 +31,7 @@ func BenchmarkConsumer(b *testing.B) {
 	for b.Loop() {
 		q, st := newQueue(), newMemStore()
 		enqueue(q, bodies...)
-		c, err := consumer.New(cfg, q, newLake(st))
+		c, err := consumer.New(cfg, q, newLake(st), consumer.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}

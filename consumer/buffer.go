@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/pipeline"
 )
@@ -34,6 +35,7 @@ type batch struct {
 // batches by partition and the batches being written. Its lock guards only
 // its own fields; the leases of the same messages have their own.
 type buffer struct {
+	clk        clock.Clock // ages the oldest message for its gauge
 	flushRows  int
 	flushBytes int64
 	flushAge   time.Duration
@@ -48,8 +50,9 @@ type buffer struct {
 	changed  chan struct{} // closed and replaced whenever bytes or count drop
 }
 
-func newBuffer(cfg Config) *buffer {
+func newBuffer(cfg Config, clk clock.Clock) *buffer {
 	return &buffer{
+		clk:       clk,
 		flushRows: cfg.FlushRows, flushBytes: cfg.FlushBytes, flushAge: cfg.FlushAge,
 		maxBytes: cfg.MaxBufferedBytes, maxEvents: cfg.MaxBufferedEvents,
 		parts:    map[pipeline.LakePartition]*batch{},
@@ -181,7 +184,7 @@ func (b *buffer) oldestAge() time.Duration {
 	if oldest.IsZero() {
 		return 0
 	}
-	return time.Since(oldest)
+	return b.clk.Since(oldest)
 }
 
 // receiveLoop long-polls the queue while there is room, until ctx ends.
@@ -200,11 +203,11 @@ func (c *Consumer) receiveLoop(ctx context.Context) {
 			failures++
 			c.m.queueErrors.WithLabelValues("receive").Inc()
 			c.log.Warn("receive", "err", err)
-			_ = c.cfg.Sleep(ctx, backoff.Delay(failures))
+			_ = clock.Sleep(ctx, c.clk, backoff.Delay(failures))
 			continue
 		}
 		failures = 0
-		now := time.Now().UTC()
+		now := c.clk.Now().UTC()
 		for _, m := range msgs {
 			c.add(m, now)
 		}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/pipeline"
 )
@@ -61,13 +62,6 @@ type Config struct {
 	// retried until they succeed or the drain deadline passes.
 	RetryInitial time.Duration
 	RetryMax     time.Duration
-	// Sleep replaces retry.Sleep in the backoff between failed receives and
-	// between failed object writes (tests inject a fake clock).
-	Sleep retry.SleepFunc
-	// PauseAfterWrite, a test hook, waits this long after an object is
-	// written and before its messages are deleted, logging "paused after
-	// write" first, so that a test can kill the process in that window.
-	PauseAfterWrite time.Duration
 	// Logger receives operational logs; nil discards them.
 	Logger *slog.Logger
 	// Registerer receives the metrics; nil keeps them unregistered.
@@ -135,10 +129,20 @@ func (c Config) Validate() error {
 	if c.RetryInitial <= 0 || c.RetryMax < c.RetryInitial {
 		errs = append(errs, errors.New("write-retry-base must be positive and at most write-retry-max"))
 	}
-	if c.PauseAfterWrite < 0 {
-		errs = append(errs, errors.New("debug-pause-after-write must not be negative"))
-	}
 	return errors.Join(errs...)
+}
+
+// Options are what New takes besides the operator's settings.
+type Options struct {
+	// Clock times the flushes by age, the backoff after failed receives
+	// and writes, the visibility renewals and the drain deadline; nil is
+	// the wall clock.
+	Clock clock.Clock
+	// PauseAfterWrite, a test hook, waits this long (on Clock) after an
+	// object is written and before its messages are deleted, logging
+	// "paused after write" first, so that a test can kill the process in
+	// that window. Zero never pauses.
+	PauseAfterWrite time.Duration
 }
 
 // receiveBackoff spaces receives after failed ones; its ceiling is the
@@ -149,6 +153,8 @@ const receiveBackoff = time.Second
 // Run it once.
 type Consumer struct {
 	cfg  Config
+	opt  Options
+	clk  clock.Clock
 	q    pipeline.Inbox
 	lake pipeline.LakeWriter
 	log  *slog.Logger
@@ -166,23 +172,24 @@ type Consumer struct {
 
 // New returns a Consumer over the feedback queue q writing to lake, or the
 // configuration's problems.
-func New(cfg Config, q pipeline.Inbox, lake pipeline.LakeWriter) (*Consumer, error) {
+func New(cfg Config, q pipeline.Inbox, lake pipeline.LakeWriter, opt Options) (*Consumer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
+	}
+	if opt.PauseAfterWrite < 0 {
+		return nil, errors.New("consumer: debug-pause-after-write must not be negative")
 	}
 	if lake == nil {
 		return nil, errors.New("consumer: no lake writer")
 	}
-	if cfg.Sleep == nil {
-		cfg.Sleep = retry.Sleep
-	}
+	clk := clock.Or(opt.Clock)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Consumer{
-		cfg: cfg, q: q, lake: lake, log: log,
-		buf:          newBuffer(cfg),
+		cfg: cfg, opt: opt, clk: clk, q: q, lake: lake, log: log,
+		buf:          newBuffer(cfg, clk),
 		leases:       newLeases(cfg.VisibilityTimeout),
 		writeBackoff: retry.Policy{Initial: cfg.RetryInitial, Max: cfg.RetryMax},
 		kick:         make(chan struct{}, 1),
@@ -230,7 +237,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	bytes, events := c.buf.size()
 	c.log.Info("consumer draining", "buffered_events", events, "buffered_bytes", bytes)
 	close(c.draining)
-	deadline := time.AfterFunc(c.cfg.DrainTimeout, cancelFlush)
+	deadline := c.clk.AfterFunc(c.cfg.DrainTimeout, cancelFlush)
 	flushers.Wait()
 	deadline.Stop()
 	stopExtend()

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/consumer"
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/queuetest"
 	"github.com/chatguard/chatguard/storage/s3lake/s3laketest"
@@ -50,13 +51,19 @@ func testConfig() consumer.Config {
 // ends it as SIGTERM would and returns Run's error.
 func setup(t *testing.T, mutate func(*consumer.Config)) *env {
 	t.Helper()
+	return setupWith(t, mutate, consumer.Options{})
+}
+
+// setupWith is setup with the consumer's options (its clock).
+func setupWith(t *testing.T, mutate func(*consumer.Config), opt consumer.Options) *env {
+	t.Helper()
 	cfg := testConfig()
 	if mutate != nil {
 		mutate(&cfg)
 	}
 	e := &env{q: newQueue(), store: newMemStore(), reg: prometheus.NewRegistry()}
 	cfg.Registerer = e.reg
-	c, err := consumer.New(cfg, e.q, newLake(e.store))
+	c, err := consumer.New(cfg, e.q, newLake(e.store), opt)
 	require.NoError(t, err)
 	e.c = c
 	ctx, cancel := context.WithCancel(context.Background())
@@ -312,7 +319,7 @@ func TestRetriedFlushOverwritesItsObject(t *testing.T) {
 	st := &lossyStore{memStore: mem}
 	st.n.Store(5)
 	cfg := testConfig()
-	c, err := consumer.New(cfg, q, newLake(st))
+	c, err := consumer.New(cfg, q, newLake(st), consumer.Options{})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -396,16 +403,8 @@ func TestRedeliveredWhileHeldIsWrittenOnce(t *testing.T) {
 
 func TestReceiveErrorsBackOffAndRecover(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	var waits []time.Duration
-	e := setup(t, func(c *consumer.Config) {
-		c.Sleep = func(ctx context.Context, d time.Duration) error {
-			mu.Lock()
-			waits = append(waits, d)
-			mu.Unlock()
-			return context.Cause(ctx)
-		}
-	})
+	backoff := &instantTimers{Clock: clock.Real()}
+	e := setupWith(t, nil, consumer.Options{Clock: backoff})
 	faults := 4
 	e.q.SetFault(func(op queuetest.Op, _ queuetest.Entry) error {
 		if op == queuetest.OpReceive && faults > 0 {
@@ -419,8 +418,7 @@ func TestReceiveErrorsBackOffAndRecover(t *testing.T) {
 	require.NoError(t, e.stop())
 	e.requireLake(t, want)
 	require.Equal(t, 4.0, metric(t, e.reg, "chatguard_consumer_queue_errors_total", map[string]string{"op": "receive"}))
-	mu.Lock()
-	defer mu.Unlock()
+	waits := backoff.all()
 	require.Len(t, waits, 4, "one backoff per failed receive, never a real wait")
 	for _, w := range waits {
 		require.LessOrEqual(t, w, time.Second, "the first backoff ceiling of a second")
@@ -468,4 +466,26 @@ func TestFailedDeletesAreCountedAndWrittenAgain(t *testing.T) {
 	}
 	require.Equal(t, 3, twice, "a message whose delete failed is written again, once")
 	require.Equal(t, 3.0, failedDeletes())
+}
+
+// instantTimers is the wall clock except that its timers, the backoff
+// waits' only source, fire at once; it records what each was set for.
+// Tickers and the time of day stay real, so flushes by age still happen.
+type instantTimers struct {
+	clock.Clock
+	mu    sync.Mutex
+	waits []time.Duration
+}
+
+func (c *instantTimers) NewTimer(d time.Duration) clock.Timer {
+	c.mu.Lock()
+	c.waits = append(c.waits, d)
+	c.mu.Unlock()
+	return c.Clock.NewTimer(0)
+}
+
+func (c *instantTimers) all() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]time.Duration(nil), c.waits...)
 }

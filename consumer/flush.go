@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/chatguard/chatguard/internal/retry"
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -16,11 +16,11 @@ const deleteRounds = 3
 // flushLoop writes due partitions until the drain has written everything
 // or ctx ends.
 func (c *Consumer) flushLoop(ctx context.Context) {
-	tick := time.NewTicker(min(max(c.cfg.FlushAge/10, 10*time.Millisecond), time.Second))
+	tick := c.clk.NewTicker(min(max(c.cfg.FlushAge/10, 10*time.Millisecond), time.Second))
 	defer tick.Stop()
 	for {
 		draining := c.isDraining()
-		if b := c.buf.take(time.Now(), draining); b != nil {
+		if b := c.buf.take(c.clk.Now(), draining); b != nil {
 			c.flush(ctx, b)
 			continue
 		} else if draining {
@@ -28,7 +28,7 @@ func (c *Consumer) flushLoop(ctx context.Context) {
 		}
 		select {
 		case <-c.kick:
-		case <-tick.C:
+		case <-tick.Chan():
 		case <-c.draining:
 		case <-ctx.Done():
 			return
@@ -48,7 +48,7 @@ func (c *Consumer) isDraining() bool {
 // flush writes one batch, retrying with backoff until it is written or ctx
 // ends, then deletes its messages.
 func (c *Consumer) flush(ctx context.Context, b *batch) {
-	start := time.Now()
+	start := c.clk.Now()
 	obj, err := c.encode(b)
 	if err != nil {
 		c.reroute(b, err)
@@ -61,7 +61,7 @@ func (c *Consumer) flush(ctx context.Context, b *batch) {
 		}
 		c.m.flushes.WithLabelValues("retry").Inc()
 		c.log.Warn("write object", "key", obj.Key, "attempt", attempt, "err", err)
-		if c.cfg.Sleep(ctx, c.writeBackoff.Delay(attempt)) != nil || ctx.Err() != nil {
+		if clock.Sleep(ctx, c.clk, c.writeBackoff.Delay(attempt)) != nil || ctx.Err() != nil {
 			// The drain deadline passed: the messages stay undeleted and
 			// are handed back.
 			c.m.flushes.WithLabelValues("abandoned").Inc()
@@ -71,18 +71,16 @@ func (c *Consumer) flush(ctx context.Context, b *batch) {
 	}
 	c.m.flushes.WithLabelValues("ok").Inc()
 	c.m.objectBytes.Observe(float64(len(obj.Body)))
-	c.m.flushSeconds.Observe(time.Since(start).Seconds())
+	c.m.flushSeconds.Observe(c.clk.Since(start).Seconds())
 	if b.key.IsErrors() {
 		c.m.errorsWritten.Add(float64(len(b.items)))
 	} else {
 		c.m.events.WithLabelValues(string(b.key.Type), "written").Add(float64(len(b.items)))
 	}
 	c.log.Info("object written", "key", obj.Key, "events", len(b.items), "bytes", len(obj.Body))
-	if c.cfg.PauseAfterWrite > 0 {
-		c.log.Info("paused after write", "key", obj.Key, "pause", c.cfg.PauseAfterWrite)
-		// Real time on purpose: the hook leaves a window to kill the
-		// process in.
-		_ = retry.Sleep(ctx, c.cfg.PauseAfterWrite)
+	if c.opt.PauseAfterWrite > 0 {
+		c.log.Info("paused after write", "key", obj.Key, "pause", c.opt.PauseAfterWrite)
+		_ = clock.Sleep(ctx, c.clk, c.opt.PauseAfterWrite)
 	}
 	c.deleteBatch(ctx, b)
 }
@@ -110,7 +108,7 @@ func (c *Consumer) encode(b *batch) (pipeline.LakeObject, error) {
 func (c *Consumer) reroute(b *batch, cause error) {
 	c.m.flushes.WithLabelValues("rerouted").Inc()
 	c.log.Error("encode batch; sending its events to errors", "events", len(b.items), "err", cause)
-	now := time.Now().UTC()
+	now := c.clk.Now().UTC()
 	items := make([]item, len(b.items))
 	for i, it := range b.items {
 		if it.bad == nil {

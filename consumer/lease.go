@@ -101,15 +101,15 @@ func (l *leases) receipts() []string {
 // out within half a timeout is hidden for another full timeout.
 func (c *Consumer) extendLoop(ctx context.Context) {
 	every := min(max(c.cfg.VisibilityTimeout/6, 500*time.Millisecond), 30*time.Second)
-	tick := time.NewTicker(every)
+	tick := c.clk.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-tick.Chan():
 		}
-		receipts := c.leases.expiring(time.Now())
+		receipts := c.leases.expiring(c.clk.Now())
 		if len(receipts) == 0 {
 			continue
 		}

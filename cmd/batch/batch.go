@@ -14,6 +14,7 @@ import (
 
 	"github.com/chatguard/chatguard/cmd/internal/lifecycle"
 	"github.com/chatguard/chatguard/internal/awsclient"
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/batchrun"
 	"github.com/chatguard/chatguard/storage/athena"
@@ -34,7 +35,8 @@ type Main struct {
 	Athena athena.API
 	SQS    sqs.SendAPI
 	Runs   pipeline.BatchRunStore
-	Now    func() time.Time
+	// Clock times the run (nil: the wall clock).
+	Clock clock.Clock
 }
 
 // Summary is the JSON line printed on stdout when a run ends.
@@ -45,13 +47,11 @@ type Summary = batchrun.Summary
 // reason, including ctx ending (SIGTERM) and its collaborators failing to
 // start (the database not answering), or when closing them failed.
 func (m *Main) Run(ctx context.Context) error {
-	p := &parts{m: m, cfg: m.Config, now: m.Now, result: make(chan error, 1)}
-	if p.now == nil {
-		p.now = func() time.Time { return time.Now().UTC() }
-	}
+	clk := clock.Or(m.Clock)
+	p := &parts{m: m, cfg: m.Config, now: func() time.Time { return clk.Now().UTC() }, result: make(chan error, 1)}
 	p.began = p.now()
-	p.r = &batchrun.Runner{Config: p.cfg.runConfig(), Log: m.Log, Progress: m.Stderr, Now: p.now, Store: m.Runs}
-	g := lifecycle.New(m.Log, nil)
+	p.r = &batchrun.Runner{Config: p.cfg.runConfig(), Log: m.Log, Progress: m.Stderr, Clock: clk, Store: m.Runs}
+	g := lifecycle.New(m.Log, clk)
 	g.Add(p.services()...)
 	err := g.Run(ctx)
 	select {

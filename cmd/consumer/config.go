@@ -31,6 +31,10 @@ type Config struct {
 
 	AdminAddr string
 	LogLevel  string
+
+	// DebugPauseAfterWrite is a test hook (consumer.Options.PauseAfterWrite),
+	// kept out of the engine's configuration.
+	DebugPauseAfterWrite time.Duration
 }
 
 // DefaultConfig returns the defaults shown by --help.
@@ -68,7 +72,7 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.DurationVar(&c.RetryMax, "write-retry-max", "cap of the write backoff")
 	fs.StringVar(&c.AdminAddr, "admin-addr", "listen address of /healthz, /readyz and /metrics")
 	fs.StringVar(&c.LogLevel, "log-level", "debug|info|warn|error")
-	fs.DurationVar(&c.PauseAfterWrite, "debug-pause-after-write", "TEST HOOK, never in production: wait this long between writing an object and deleting its messages")
+	fs.DurationVar(&c.DebugPauseAfterWrite, "debug-pause-after-write", "TEST HOOK, never in production: wait this long between writing an object and deleting its messages")
 	return fs
 }
 

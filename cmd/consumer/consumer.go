@@ -113,7 +113,7 @@ func (p *parts) startEngine(context.Context) error {
 	}
 	ecfg := p.cfg.Config
 	ecfg.Logger, ecfg.Registerer = p.log, p.reg
-	p.engine, err = consumer.New(ecfg, p.queue, lake)
+	p.engine, err = consumer.New(ecfg, p.queue, lake, consumer.Options{PauseAfterWrite: p.cfg.DebugPauseAfterWrite})
 	return err
 }
 
@@ -127,8 +127,8 @@ func (p *parts) ready(context.Context) error {
 	cfg := p.cfg
 	p.log.Info("consumer: receiving", "queue", cfg.FeedbackQueueURL, "bucket", cfg.LakeBucket, "prefix", cfg.LakePrefix,
 		"admin_addr", p.admin.Addr())
-	if cfg.PauseAfterWrite > 0 {
-		p.log.Warn("consumer: test hook active: pausing between object writes and deletes", "pause", cfg.PauseAfterWrite)
+	if cfg.DebugPauseAfterWrite > 0 {
+		p.log.Warn("consumer: test hook active: pausing between object writes and deletes", "pause", cfg.DebugPauseAfterWrite)
 	}
 	if p.m.OnReady != nil {
 		p.m.OnReady(p.admin.Addr())

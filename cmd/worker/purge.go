@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
-	"github.com/chatguard/chatguard/internal/retry"
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/storage/mysql"
 )
 
@@ -18,8 +18,8 @@ import (
 // meant to run as a Kubernetes CronJob; --purge-timeout bounds a run, and
 // the next run continues where it stopped. Exit status: 0 done, 1 failed or
 // stopped before the end (timeout or signal; the report says what was
-// deleted), 2 bad usage.
-func runPurge(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, sleep retry.SleepFunc) int {
+// deleted), 2 bad usage. clk times the run's pauses (nil: the wall clock).
+func runPurge(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, clk clock.Clock) int {
 	cfg := mysql.DefaultPurgeConfig()
 	dsn, timeout := "", time.Hour
 	fs := cli.NewFlagSet("worker purge", "Deletes stage rows and verdicts older than the retention, in small batches by primary-key range,\n"+
@@ -53,7 +53,6 @@ func runPurge(ctx context.Context, args []string, getenv func(string) string, st
 	if err := errors.Join(errs...); err != nil {
 		return cli.Fail(stderr, "worker purge", err)
 	}
-	cfg.Sleep = sleep
 	// SIGTERM (the CronJob's pod deleted) ends the run between batches; the
 	// batch in flight is rolled back whole.
 	ctx, stop := cli.SignalContext(ctx, slog.New(slog.NewJSONHandler(stderr, nil)), "worker purge")
@@ -72,7 +71,7 @@ func runPurge(ctx context.Context, args []string, getenv func(string) string, st
 		fmt.Fprintf(stderr, "worker purge: %v\n", err)
 		return 1
 	}
-	report, err := mysql.New(db).Purge(ctx, cfg)
+	report, err := mysql.New(db).Purge(ctx, cfg, clk)
 	fmt.Fprintln(stdout, report)
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil {

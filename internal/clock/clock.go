@@ -7,7 +7,16 @@
 // a nil Clock that means the real one, so a zero-value config works.
 // Network timeouts inside clients, drivers and SDKs (http.Client.Timeout,
 // the MySQL driver's readTimeout, the AWS SDK's retryer) stay on real time:
-// they bound a wait on another machine, not our own logic.
+// they bound a wait on another machine, not our own logic. So do the
+// context deadlines that bound one call to another machine: an LLM
+// attempt's AttemptTimeout, the fleet store's and the tokenizer's call
+// timeouts (pipeline/llm), the SQS adapter's CallTimeout (SQS's long-poll
+// WaitTime is the server's wait, not ours), the chat client's Timeout, and
+// the stop subscriber's bounded Redis receive. The fake queue's poll cap
+// and its wait for a hidden message (pipeline/queuetest) are on real time
+// on purpose too: a poll of an empty fake stays short on a clock that
+// never moves, and a test sharing its clock with the fake counts only the
+// waiters of the code under test.
 package clock
 
 import (

@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/chatguard/chatguard/internal/clock"
 )
 
 // Policy is a capped exponential backoff with full jitter. The zero value is
@@ -124,7 +126,9 @@ func After(err error, d time.Duration) error {
 
 // Options tune one Do call. The zero value is ready to use.
 type Options struct {
-	// Sleep replaces Sleep (tests inject a fake clock here).
+	// Clock is what Do waits on between attempts; nil is the wall clock.
+	Clock clock.Clock
+	// Sleep, when set, replaces the wait on Clock.
 	Sleep SleepFunc
 	// Retryable, when set, decides whether an error is worth another
 	// attempt; nil retries every error not marked Permanent.
@@ -142,7 +146,7 @@ type Options struct {
 func Do(ctx context.Context, p Policy, opt Options, op func(ctx context.Context) error) error {
 	sleep := opt.Sleep
 	if sleep == nil {
-		sleep = Sleep
+		sleep = func(ctx context.Context, d time.Duration) error { return clock.Sleep(ctx, opt.Clock, d) }
 	}
 	for n := 1; ; n++ {
 		err := op(ctx)

@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -90,8 +91,8 @@ func Failed(cfg Config, err error, took time.Duration) Summary {
 }
 
 // Runner performs runs. Source is required; Publisher and Store are
-// required unless Config.DryRun. Log, Progress and Now default to discard,
-// discard and the UTC clock.
+// required unless Config.DryRun. Log, Progress and Clock default to
+// discard, discard and the wall clock.
 type Runner struct {
 	Config    Config
 	Source    pipeline.RoomSource
@@ -101,7 +102,8 @@ type Runner struct {
 	// Progress gets the human progress lines; it must be safe to write
 	// while Log writes, when both share a stream.
 	Progress io.Writer
-	Now      func() time.Time
+	// Clock times the run and its progress lines.
+	Clock clock.Clock
 }
 
 // errMaxEvents is the cause with which the source is cut short once
@@ -120,63 +122,58 @@ const finishTimeout = 10 * time.Second
 // as failed. The error is logged here, once.
 func (r *Runner) Run(ctx context.Context) (sum Summary, err error) {
 	cfg := r.Config
-	now := r.Now
-	if now == nil {
-		now = func() time.Time { return time.Now().UTC() }
-	}
+	clk := clock.Or(r.Clock)
 	log := cmp.Or(r.Log, slog.New(slog.DiscardHandler))
-	progressOut := cmp.Or(r.Progress, io.Discard)
-	began := now()
+	began := clk.Now().UTC()
 	sum = Summary{WindowStart: cfg.WindowStart, WindowEnd: cfg.WindowEnd, RunID: cfg.RunID, DryRun: cfg.DryRun}
-	var (
-		rec  pipeline.BatchRun
-		rows atomic.Int64
-		qid  atomic.Value // string
-		pub  = r.Publisher
-	)
+	st := &runState{pub: r.Publisher}
 	if cfg.DryRun {
-		pub = nil // a dry run publishes nothing, whatever was wired in
+		st.pub = nil // a dry run publishes nothing, whatever was wired in
 	}
 	defer func() {
-		sum.Rows = rows.Load()
-		if pub != nil {
-			st := pub.Stats()
-			sum.Published, sum.Failed, sum.Calls, sum.MessagesPerCall = st.Published, st.Failed, st.Calls, st.MessagesPerCall()
-		}
-		if id, ok := qid.Load().(string); ok {
-			sum.QueryExecutionID = id
-		}
-		sum.Status = string(pipeline.BatchRunSucceeded)
-		if err != nil {
-			sum.Status, sum.Error = string(pipeline.BatchRunFailed), err.Error()
-		}
-		if rec.ID != 0 {
-			rec.Status, rec.Error = pipeline.BatchRunStatus(sum.Status), sum.Error
-			rec.QueryExecutionID, rec.Rows, rec.Published, rec.Failed = sum.QueryExecutionID, sum.Rows, sum.Published, sum.Failed
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
-			if ferr := r.Store.Finish(fctx, rec); ferr != nil {
-				err = errors.Join(err, ferr)
-				sum.Status, sum.Error = string(pipeline.BatchRunFailed), err.Error()
-			}
-			cancel()
-		}
-		sum.DurationSeconds = now().Sub(began).Seconds()
+		err = r.finish(ctx, &sum, st, err)
+		sum.DurationSeconds = clk.Since(began).Seconds()
 	}()
 
 	if err := r.check(); err != nil {
 		return sum, err
 	}
 	if !cfg.DryRun {
-		if rec, err = r.Store.Begin(ctx, cfg.RunID, cfg.WindowStart, cfg.WindowEnd); err != nil {
+		if st.rec, err = r.Store.Begin(ctx, cfg.RunID, cfg.WindowStart, cfg.WindowEnd); err != nil {
 			return sum, fmt.Errorf("batch: %w", err)
 		}
-		sum.Attempt = rec.Attempt
+		sum.Attempt = st.rec.Attempt
 	}
-	log.Info("batch run started", "run_id", cfg.RunID, "attempt", rec.Attempt, "window_start", cfg.WindowStart, "window_end", cfg.WindowEnd, "dry_run", cfg.DryRun)
+	log.Info("batch run started", "run_id", cfg.RunID, "attempt", st.rec.Attempt, "window_start", cfg.WindowStart, "window_end", cfg.WindowEnd, "dry_run", cfg.DryRun)
 
-	stopProgress := progress(progressOut, cfg.ProgressInterval, began, now, &rows, pub)
+	stopProgress := progress(cmp.Or(r.Progress, io.Discard), cfg.ProgressInterval, began, clk, &st.rows, st.pub)
 	defer stopProgress()
+	if err := r.pipe(ctx, log, st); err != nil {
+		// A signal is the root cause of whatever the parts reported.
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
+			err = fmt.Errorf("%w: %w", cause, err)
+		}
+		log.Error("batch run failed", "run_id", cfg.RunID, "attempt", st.rec.Attempt, "error", err)
+		return sum, fmt.Errorf("batch: %w", err)
+	}
+	log.Info("batch run succeeded", "run_id", cfg.RunID, "attempt", st.rec.Attempt, "rows", st.rows.Load())
+	return sum, nil
+}
 
+// runState is what one run's steps share: the recorded attempt, the rows
+// read, the query id and the publisher (nil on a dry run).
+type runState struct {
+	rec  pipeline.BatchRun
+	rows atomic.Int64
+	qid  atomic.Value // string
+	pub  pipeline.ReviewPublisher
+}
+
+// pipe runs the source, the conversion and the publisher until the rooms
+// run out or one of them fails, and returns the first failure worth
+// reporting.
+func (r *Runner) pipe(ctx context.Context, log *slog.Logger, st *runState) error {
+	cfg := r.Config
 	g, gctx := errgroup.WithContext(ctx)
 	srcCtx, cutSource := context.WithCancelCause(gctx)
 	defer cutSource(nil)
@@ -188,28 +185,50 @@ func (r *Runner) Run(ctx context.Context) (sum Summary, err error) {
 	var srcErr, convErr, pubErr error
 	g.Go(func() error {
 		defer close(rooms)
-		srcErr = r.source(srcCtx, gctx, log, &qid, rooms)
+		srcErr = r.source(srcCtx, gctx, log, &st.qid, rooms)
 		return srcErr
 	})
 	g.Go(func() error {
 		defer close(events)
-		convErr = convert(gctx, cfg, rooms, events, &rows, cutSource)
+		convErr = convert(gctx, cfg, rooms, events, &st.rows, cutSource)
 		return convErr
 	})
-	if pub != nil { // a dry run sends nothing on events
-		g.Go(func() error { pubErr = pub.Run(gctx, events); return pubErr })
+	if st.pub != nil { // a dry run sends nothing on events
+		g.Go(func() error { pubErr = st.pub.Run(gctx, events); return pubErr })
 	}
 	_ = g.Wait()
-	if err := cmp.Or(srcErr, convErr, pubErr); err != nil {
-		// A signal is the root cause of whatever the parts reported.
-		if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
-			err = fmt.Errorf("%w: %w", cause, err)
-		}
-		log.Error("batch run failed", "run_id", cfg.RunID, "attempt", rec.Attempt, "error", err)
-		return sum, fmt.Errorf("batch: %w", err)
+	return cmp.Or(srcErr, convErr, pubErr)
+}
+
+// finish completes sum from st and records the attempt's outcome, on a
+// context of its own so that a cancelled run is still recorded. It
+// returns err joined with a failure to record.
+func (r *Runner) finish(ctx context.Context, sum *Summary, st *runState, err error) error {
+	sum.Rows = st.rows.Load()
+	if st.pub != nil {
+		ps := st.pub.Stats()
+		sum.Published, sum.Failed, sum.Calls, sum.MessagesPerCall = ps.Published, ps.Failed, ps.Calls, ps.MessagesPerCall()
 	}
-	log.Info("batch run succeeded", "run_id", cfg.RunID, "attempt", rec.Attempt, "rows", rows.Load())
-	return sum, nil
+	if id, ok := st.qid.Load().(string); ok {
+		sum.QueryExecutionID = id
+	}
+	sum.Status = string(pipeline.BatchRunSucceeded)
+	if err != nil {
+		sum.Status, sum.Error = string(pipeline.BatchRunFailed), err.Error()
+	}
+	if st.rec.ID == 0 {
+		return err
+	}
+	rec := st.rec
+	rec.Status, rec.Error = pipeline.BatchRunStatus(sum.Status), sum.Error
+	rec.QueryExecutionID, rec.Rows, rec.Published, rec.Failed = sum.QueryExecutionID, sum.Rows, sum.Published, sum.Failed
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	if ferr := r.Store.Finish(fctx, rec); ferr != nil {
+		err = errors.Join(err, ferr)
+		sum.Status, sum.Error = string(pipeline.BatchRunFailed), err.Error()
+	}
+	return err
 }
 
 // check reports a Runner that cannot run: a bad config or a missing
@@ -269,23 +288,23 @@ func convert(ctx context.Context, cfg Config, rooms <-chan pipeline.ActiveRoom, 
 
 // progress prints a human progress line on w every interval until the
 // returned stop function is called; stop waits for the printer to exit.
-func progress(w io.Writer, every time.Duration, began time.Time, now func() time.Time, rows *atomic.Int64, pub pipeline.ReviewPublisher) func() {
+func progress(w io.Writer, every time.Duration, began time.Time, clk clock.Clock, rows *atomic.Int64, pub pipeline.ReviewPublisher) func() {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		t := time.NewTicker(every)
+		t := clk.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
 			case <-done:
 				return
-			case <-t.C:
+			case <-t.Chan():
 			}
 			var st pipeline.PublishStats
 			if pub != nil {
 				st = pub.Stats()
 			}
-			el := now().Sub(began)
+			el := clk.Since(began)
 			rate := 0.0
 			if el > 0 {
 				rate = float64(st.Published) / el.Seconds()

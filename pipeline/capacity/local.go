@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -25,10 +26,8 @@ var (
 var ErrUnavailable = errors.New("capacity: store unavailable (simulated)")
 
 // Local keeps leases and budgets in memory. It is safe for concurrent use.
-// Now, when set before first use, replaces time.Now so tests move time
-// instead of sleeping.
 type Local struct {
-	Now func() time.Time
+	clk clock.Clock
 
 	mu      sync.Mutex
 	leases  map[string]map[string]time.Time // name -> id -> expiry
@@ -36,8 +35,9 @@ type Local struct {
 	failing bool
 }
 
-// NewLocal returns an empty Local on the wall clock.
-func NewLocal() *Local { return &Local{Now: time.Now} }
+// NewLocal returns an empty Local keeping time on c (nil: the wall
+// clock), so that tests move lease expiry and budget refill by hand.
+func NewLocal(c clock.Clock) *Local { return &Local{clk: clock.Or(c)} }
 
 // SetFailing makes every later call fail with ErrUnavailable (true) or
 // work again (false): the fake's outage switch.
@@ -85,7 +85,7 @@ func (l *Local) Acquire(ctx context.Context, name, id string, limit int, ttl tim
 	if err := l.check(ctx); err != nil {
 		return false, 0, err
 	}
-	now := l.Now()
+	now := l.clk.Now()
 	m := l.live(name, now)
 	if _, held := m[id]; !held && len(m) >= limit {
 		return false, len(m), nil
@@ -101,7 +101,7 @@ func (l *Local) Renew(ctx context.Context, name string, ids []string, ttl time.D
 	if err := l.check(ctx); err != nil {
 		return 0, err
 	}
-	now := l.Now()
+	now := l.clk.Now()
 	m := l.live(name, now)
 	n := 0
 	for _, id := range ids {
@@ -120,7 +120,7 @@ func (l *Local) Release(ctx context.Context, name, id string) error {
 	if err := l.check(ctx); err != nil {
 		return err
 	}
-	delete(l.live(name, l.Now()), id)
+	delete(l.live(name, l.clk.Now()), id)
 	return nil
 }
 
@@ -135,7 +135,7 @@ func (l *Local) Take(ctx context.Context, name string, rate pipeline.Rate, n int
 	if l.tats == nil {
 		l.tats = make(map[string]float64)
 	}
-	now := float64(l.Now().UnixNano()) / 1e9
+	now := float64(l.clk.Now().UnixNano()) / 1e9
 	next, res := gcra(l.tats[name], now, rate, n)
 	if res.Allowed {
 		l.tats[name] = next

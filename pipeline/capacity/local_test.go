@@ -6,17 +6,21 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/capacity"
 	"github.com/chatguard/chatguard/pipeline/capacity/capacitytest"
 )
 
 func TestLocalConformance(t *testing.T) {
-	capacitytest.Run(t, func(*testing.T) capacitytest.Store { return capacity.NewLocal() })
+	capacitytest.Run(t, func(*testing.T) (capacitytest.Store, clock.Clock) {
+		c := clock.NewFake(time.Unix(1_000_000, 0))
+		return capacity.NewLocal(c), c
+	})
 }
 
 func TestLocalOutageSwitch(t *testing.T) {
-	l := capacity.NewLocal()
+	l := capacity.NewLocal(nil)
 	l.SetFailing(true)
 	_, _, err := l.Acquire(t.Context(), "n", "a", 1, time.Second)
 	require.ErrorIs(t, err, capacity.ErrUnavailable)
@@ -29,8 +33,8 @@ func TestLocalOutageSwitch(t *testing.T) {
 }
 
 func TestLocalGCRAOnAMovedClock(t *testing.T) {
-	now := time.Unix(1_000_000, 0)
-	l := &capacity.Local{Now: func() time.Time { return now }}
+	c := clock.NewFake(time.Unix(1_000_000, 0))
+	l := capacity.NewLocal(c)
 	rate := pipeline.Rate{PerMinute: 60, Burst: 2}
 	for range 2 {
 		res, err := l.Take(t.Context(), "b", rate, 1)
@@ -41,7 +45,7 @@ func TestLocalGCRAOnAMovedClock(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, res.Allowed)
 	require.InDelta(t, time.Second, res.RetryAfter, float64(time.Millisecond))
-	now = now.Add(time.Second)
+	c.Advance(time.Second)
 	res, err = l.Take(t.Context(), "b", rate, 1)
 	require.NoError(t, err)
 	require.True(t, res.Allowed)

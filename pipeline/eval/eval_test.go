@@ -287,7 +287,7 @@ func (g *inlineGate) Admit(context.Context, string) (string, error) {
 // report shows the vision stage paying it with URLs only.
 func TestInlineImagesSkipTheServersFetch(t *testing.T) {
 	t.Parallel()
-	sim := standin.StartLLM(t, standin.LLMOptions{Name: "primary", Model: "m", Config: `{"ttft":"1ms","itl":"0s","image_url_fetch":"300ms"}`})
+	sim := standin.StartLLM(t, standin.LLMOptions{Name: "primary", Model: "m", Config: `{"ttft":"1ms","itl":"0s","jitter":0,"image_url_fetch":"300ms"}`})
 	at := time.Date(2026, 11, 1, 3, 0, 0, 0, time.UTC)
 	img := Case{ID: "img", Source: SourceSample, Truth: &Truth{Label: pipeline.LabelClean, Category: pipeline.CategoryClean}, Messages: []pipeline.ChatMessage{
 		{MessageID: "m1", SenderID: "s", SenderRole: pipeline.RoleSeller, SentAt: at, Kind: pipeline.KindText, Text: "사진 보내드릴게요"},

@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -80,25 +81,31 @@ type Monitor struct {
 	log   *slog.Logger
 	gauge *prometheus.GaugeVec
 	trans *prometheus.CounterVec
-	// Now and After are the clock; tests replace them before use.
-	Now   func() time.Time
-	After func(d time.Duration) <-chan time.Time
+	clk   clock.Clock // open times and the waits for their end
 
 	mu       sync.Mutex
 	breakers map[pipeline.Dependency]*breaker
 	changed  chan struct{} // closed and replaced on every transition
 }
 
+// Option sets what a Monitor is built with besides its Config: the
+// collaborators an operator does not configure.
+type Option func(*Monitor)
+
+// WithClock times the breakers' open periods and the waits for their end
+// on c instead of the wall clock (nil keeps the wall clock).
+func WithClock(c clock.Clock) Option { return func(m *Monitor) { m.clk = clock.Or(c) } }
+
 // New returns a Monitor with every dependency closed, registering its
 // metrics on reg when it is not nil; log may be nil.
-func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Monitor, error) {
+func New(cfg Config, reg prometheus.Registerer, log *slog.Logger, opts ...Option) (*Monitor, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("health: %w", err)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := &Monitor{cfg: cfg, log: log, Now: time.Now, After: time.After,
+	m := &Monitor{cfg: cfg, log: log, clk: clock.Real(),
 		breakers: map[pipeline.Dependency]*breaker{}, changed: make(chan struct{}),
 		gauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "chatguard_worker_dependency_state",
@@ -108,6 +115,9 @@ func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Monitor, err
 			Name: "chatguard_worker_dependency_transitions_total",
 			Help: "Breaker transitions per dependency and new state.",
 		}, []string{"dependency", "state"}),
+	}
+	for _, o := range opts {
+		o(m)
 	}
 	for _, d := range pipeline.Dependencies {
 		m.breakers[d] = &breaker{}
@@ -137,7 +147,7 @@ func (m *Monitor) transition(d pipeline.Dependency, b *breaker, s State, cause e
 	from := b.state
 	b.state = s
 	if s == Open {
-		b.openedAt = m.Now()
+		b.openedAt = m.clk.Now()
 	}
 	if s == Closed {
 		b.fails = 0
@@ -165,7 +175,7 @@ func (m *Monitor) signal() {
 // advance moves an open breaker whose time is up to half-open; called with
 // m.mu held.
 func (m *Monitor) advance(d pipeline.Dependency, b *breaker) {
-	if b.state == Open && !m.Now().Before(b.openedAt.Add(m.cfg.OpenFor)) {
+	if b.state == Open && !m.clk.Now().Before(b.openedAt.Add(m.cfg.OpenFor)) {
 		m.transition(d, b, HalfOpen, nil)
 	}
 }
@@ -303,15 +313,8 @@ func (m *Monitor) waitUntil(ctx context.Context, ok func() bool) error {
 		}
 		changed := m.changed
 		m.mu.Unlock()
-		var timer <-chan time.Time
-		if !next.IsZero() {
-			timer = m.After(max(next.Sub(m.Now()), 0))
-		}
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-changed:
-		case <-timer:
+		if err := m.waitChange(ctx, changed, next); err != nil {
+			return err
 		}
 	}
 }
@@ -336,4 +339,22 @@ func (m *Monitor) WaitProbe(ctx context.Context, d pipeline.Dependency) error {
 		b := m.breakers[d]
 		return b.state == Closed || (b.state == HalfOpen && !b.probing)
 	})
+}
+
+// waitChange waits for a transition (changed closed), for next when it is
+// not zero, or for ctx's end, which it returns the cause of.
+func (m *Monitor) waitChange(ctx context.Context, changed <-chan struct{}, next time.Time) error {
+	var fire <-chan time.Time
+	if !next.IsZero() {
+		t := m.clk.NewTimer(max(next.Sub(m.clk.Now()), 0))
+		defer t.Stop()
+		fire = t.Chan()
+	}
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-changed:
+	case <-fire:
+	}
+	return nil
 }

@@ -15,41 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 )
-
-type clock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []chan time.Time
-	asked  chan time.Duration
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-
-func (c *clock) After(d time.Duration) <-chan time.Time {
-	ch := make(chan time.Time, 1)
-	c.mu.Lock()
-	c.timers = append(c.timers, ch)
-	c.mu.Unlock()
-	select {
-	case c.asked <- d:
-	default:
-	}
-	return ch
-}
-
-// advance moves the clock and fires every pending timer (waiters re-check).
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	ts := c.timers
-	c.timers = nil
-	c.mu.Unlock()
-	for _, t := range ts {
-		t <- c.now
-	}
-}
 
 type syncBuf struct {
 	mu sync.Mutex
@@ -59,14 +27,13 @@ type syncBuf struct {
 func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
 func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
-func setup(t *testing.T) (*Monitor, *clock, *prometheus.Registry, *syncBuf) {
+func setup(t *testing.T) (*Monitor, *clock.Fake, *prometheus.Registry, *syncBuf) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	logs := &syncBuf{}
-	m, err := New(Config{Failures: 3, OpenFor: 5 * time.Second}, reg, slog.New(slog.NewJSONHandler(logs, nil)))
+	c := clock.NewFake(time.Date(2026, 11, 3, 4, 0, 0, 0, time.UTC))
+	m, err := New(Config{Failures: 3, OpenFor: 5 * time.Second}, reg, slog.New(slog.NewJSONHandler(logs, nil)), WithClock(c))
 	require.NoError(t, err)
-	c := &clock{now: time.Date(2026, 11, 3, 4, 0, 0, 0, time.UTC), asked: make(chan time.Duration, 16)}
-	m.Now, m.After = c.Now, c.After
 	return m, c, reg, logs
 }
 
@@ -101,11 +68,11 @@ func TestBreakerOpensProbesAndRecovers(t *testing.T) {
 	require.False(t, ran)
 
 	// After OpenFor: one probe; a failed probe opens it again.
-	c.advance(5 * time.Second)
+	c.Advance(5 * time.Second)
 	require.Equal(t, HalfOpen, m.State(pipeline.DepMySQL))
 	require.Error(t, m.Call(ctx, pipeline.DepMySQL, fail))
 	require.Equal(t, Open, m.State(pipeline.DepMySQL))
-	c.advance(5 * time.Second)
+	c.Advance(5 * time.Second)
 	require.NoError(t, m.Call(ctx, pipeline.DepMySQL, ok))
 	require.Equal(t, Closed, m.State(pipeline.DepMySQL))
 	require.Empty(t, m.Down())
@@ -163,7 +130,7 @@ func TestOneProbeAtATime(t *testing.T) {
 	for range 3 {
 		_ = m.Call(ctx, pipeline.DepModels, fail)
 	}
-	c.advance(5 * time.Second)
+	c.Advance(5 * time.Second)
 	probing, finish := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
@@ -188,13 +155,16 @@ func TestWaitNotOpenWakesWhenTheBreakerMayProbe(t *testing.T) {
 	require.Equal(t, 0.0, testutil.ToFloat64(m.gauge.WithLabelValues("chat_api", "closed")))
 	done := make(chan error, 1)
 	go func() { done <- m.WaitNotOpen(ctx) }()
-	require.Equal(t, 5*time.Second, <-c.asked, "waits for the end of the open time")
+	wait, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	require.NoError(t, c.BlockUntilContext(wait, 1), "waits on the clock for the end of the open time")
+	c.Advance(5*time.Second - time.Nanosecond)
 	select {
 	case <-done:
 		t.Fatal("returned while open")
 	default:
 	}
-	c.advance(5 * time.Second)
+	c.Advance(time.Nanosecond)
 	require.NoError(t, <-done)
 	require.Equal(t, 1.0, testutil.ToFloat64(m.gauge.WithLabelValues("chat_api", "half_open")))
 	n, err := testutil.GatherAndCount(reg, "chatguard_worker_dependency_state")
@@ -205,7 +175,7 @@ func TestWaitNotOpenWakesWhenTheBreakerMayProbe(t *testing.T) {
 	for range 3 {
 		_ = m.Call(ctx, pipeline.DepMySQL, fail)
 	}
-	cctx, cancel := context.WithCancelCause(ctx)
-	cancel(errors.New("draining"))
+	cctx, cancelCause := context.WithCancelCause(ctx)
+	cancelCause(errors.New("draining"))
 	require.EqualError(t, m.WaitProbe(cctx, pipeline.DepMySQL), "draining")
 }

@@ -64,11 +64,11 @@ func longPolls(_ *harness, c *queuetest.Config) { c.MaxWait = time.Minute }
 func setup(t *testing.T, cfg Config, h Handler, bodies []string, opts ...option) (*harness, func() error) {
 	t.Helper()
 	hs := &harness{reg: prometheus.NewRegistry(), clk: clock.NewFake(t0), done: make(chan error, 1)}
-	qcfg := queuetest.Config{MaxReceive: cfg.MaxReceiveCount, Now: hs.clk.Now}
+	qcfg := queuetest.Config{MaxReceive: cfg.MaxReceiveCount, Clock: hs.clk}
 	for _, o := range opts {
 		o(hs, &qcfg)
 	}
-	hs.dlq = queuetest.NewFake(queuetest.Config{Now: qcfg.Now})
+	hs.dlq = queuetest.NewFake(queuetest.Config{Clock: qcfg.Clock})
 	qcfg.DLQ = hs.dlq
 	hs.q = queuetest.NewFake(qcfg)
 	hs.q.SetFault(hs.fault)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/internal/clock"
 )
 
 // limiterUnderTest returns a limiter and the limits it published.
@@ -104,7 +106,7 @@ func TestAdaptiveConfigValidate(t *testing.T) {
 }
 
 func TestGateSetMaxWakesWaitersAndKeepsABatchSlot(t *testing.T) {
-	g := newGate(1, 1)
+	g := newGate(1, 1, clock.Real())
 	require.True(t, g.tryAcquire(ClassInteractive))
 	ch := g.waitCh()
 	g.setMax(3)

@@ -76,8 +76,17 @@ func (r *Router) attempt(ctx context.Context, l lease, req *Request, msgs []Mess
 		p.adaptive.observe(r.now(), a.TTFT, inFlight)
 	}
 	a.Content = content
+	neutral, failed := r.classify(ctx, actx, l, req, &a, meta, finish, err)
+	p.breaker.done(r.now(), l.probe, failed, neutral && !failed)
+	r.account(p, req, &a, resp)
+	return a
+}
 
-	neutral, failed := false, false
+// classify sets a's outcome and error from how the stream ended, and
+// cools the pool down when it throttled. neutral: the attempt says nothing
+// of the pool's health; failed: it counts against it.
+func (r *Router) classify(ctx, actx context.Context, l lease, req *Request, a *Attempt, meta *attemptMeta, finish string, err error) (neutral, failed bool) {
+	p, content := l.p, a.Content
 	switch {
 	case errors.Is(err, errAnswerCap):
 		a.Outcome, a.Err = OutcomeTruncated, fmt.Errorf("%w: the answer passed %d bytes", ErrTruncated, answerCap(req))
@@ -119,8 +128,12 @@ func (r *Router) attempt(ctx context.Context, l lease, req *Request, msgs []Mess
 			a.Outcome, a.Err, failed = OutcomeTransport, err, true
 		}
 	}
-	p.breaker.done(r.now(), l.probe, failed, neutral && !failed)
+	return neutral, failed
+}
 
+// account records a's metrics and cost, adds its tokens and cost to resp
+// and tells req.OnAttempt.
+func (r *Router) account(p *pool, req *Request, a *Attempt, resp *Response) {
 	st, pl := string(req.Stage), string(p.cfg.Name)
 	r.m.attempts.WithLabelValues(st, pl, a.Outcome).Inc()
 	r.m.latency.WithLabelValues(st, pl).Observe(a.Latency.Seconds())
@@ -142,9 +155,8 @@ func (r *Router) attempt(ctx context.Context, l lease, req *Request, msgs []Mess
 	resp.TokensCached += a.TokensCached
 	resp.CostUSD += a.CostUSD
 	if req.OnAttempt != nil {
-		req.OnAttempt(a)
+		req.OnAttempt(*a)
 	}
-	return a
 }
 
 // stream sends the request and reads the streamed answer. It returns the

@@ -17,7 +17,6 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -170,16 +169,9 @@ type Config struct {
 	// BaseBackoff and MaxBackoff shape the full-jitter backoff
 	// (internal/retry) before a retry on the pool that just failed.
 	BaseBackoff, MaxBackoff time.Duration
-	// Now replaces time.Now for cooldowns, breaker windows and latencies;
-	// nil means time.Now. Tests move it forward instead of sleeping.
-	Now func() time.Time
 	// Fleet shares the pools' limits across replicas (fleet.go); its zero
 	// value shares nothing.
 	Fleet FleetConfig
-	// Sleep replaces retry.Sleep for the backoff between attempts; nil
-	// means retry.Sleep. It must return promptly with ctx's cause when
-	// ctx ends.
-	Sleep retry.SleepFunc
 }
 
 // The router defaults applied to zero fields by WithDefaults.
@@ -206,12 +198,6 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxBackoff == 0 {
 		c.MaxBackoff = DefaultMaxBackoff
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	if c.Sleep == nil {
-		c.Sleep = retry.Sleep
 	}
 	if c.Fleet.enabled() {
 		c.Fleet = c.Fleet.withDefaults()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/capacity"
 )
@@ -127,6 +128,7 @@ func (f FleetConfig) validate() error {
 // fleet is the router's side of the shared limits.
 type fleet struct {
 	cfg   FleetConfig
+	clk   clock.Clock     // the router's
 	local *capacity.Local // the static shares while the store is down
 	pod   string          // this process's lease id prefix
 	seq   atomic.Uint64
@@ -154,11 +156,11 @@ type fleet struct {
 	leaseNamePrefix string
 }
 
-func newFleet(cfg FleetConfig) *fleet {
+func newFleet(cfg FleetConfig, clk clock.Clock) *fleet {
 	var b [6]byte
 	_, _ = crand.Read(b[:])
 	f := &fleet{
-		cfg: cfg, local: capacity.NewLocal(), pod: hex.EncodeToString(b[:]),
+		cfg: cfg, clk: clk, local: capacity.NewLocal(clk), pod: hex.EncodeToString(b[:]),
 		poll: make(chan struct{}, 1), budgetTurn: make(chan struct{}, 1), held: make(map[string]bool),
 		storeSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "chatguard_llm_fleet_store_seconds",
@@ -186,14 +188,14 @@ func (r *Router) attachFleet() {
 	if !r.cfg.Fleet.enabled() {
 		return
 	}
-	r.fleet = newFleet(r.cfg.Fleet)
+	r.fleet = newFleet(r.cfg.Fleet, r.clk)
 	if r.cfg.Fleet.Leases != nil && r.cfg.Fleet.PrimaryLimit > 0 {
 		r.primary.leases = r.fleet
 	}
 }
 
 // degraded reports whether the pod is on its static share now.
-func (f *fleet) degraded() bool { return time.Now().UnixNano() < f.storeDownUntil.Load() }
+func (f *fleet) degraded() bool { return f.clk.Now().UnixNano() < f.storeDownUntil.Load() }
 
 // storeFailed counts a store error, unless the caller's own context ended
 // (that says nothing about the store), and after failuresToDegrade in a row
@@ -205,7 +207,7 @@ func (f *fleet) storeFailed(ctx context.Context) {
 	f.storeErrors.Inc()
 	if f.failRun.Add(1) >= failuresToDegrade {
 		f.failRun.Store(0)
-		f.storeDownUntil.Store(time.Now().Add(f.cfg.Retry).UnixNano())
+		f.storeDownUntil.Store(f.clk.Now().Add(f.cfg.Retry).UnixNano())
 	}
 }
 
@@ -217,7 +219,7 @@ func (f *fleet) share(limit int) int { return max(1, limit/f.cfg.Replicas) }
 
 // observe records one store call's duration.
 func (f *fleet) observe(op string, start time.Time) {
-	f.storeSeconds.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	f.storeSeconds.WithLabelValues(op).Observe(f.clk.Since(start).Seconds())
 }
 
 // fleetLease is a held primary lease; the zero value holds nothing.
@@ -253,7 +255,7 @@ func (f *fleet) tryLease(ctx context.Context, class Class) (fleetLease, bool, er
 	id := f.pod + "-" + strconv.FormatUint(f.seq.Add(1), 36)
 	if !f.degraded() {
 		c, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
-		start := time.Now()
+		start := f.clk.Now()
 		ok, held, err := f.cfg.Leases.Acquire(c, f.leaseNamePrefix, id, f.leaseLimit(class, false), f.cfg.LeaseTTL)
 		cancel()
 		f.observe("acquire", start)
@@ -300,29 +302,29 @@ func (f *fleet) acquireLease(ctx context.Context, class Class, wait time.Duratio
 	}
 	handoff := f.wait()
 	defer f.unwait(handoff)
-	t := time.NewTimer(wait)
+	t := f.clk.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case l := <-handoff:
 		return l, true
 	case f.poll <- struct{}{}:
 		defer func() { <-f.poll }()
-	case <-t.C:
+	case <-t.Chan():
 		return fleetLease{}, false
 	case <-ctx.Done():
 		return fleetLease{}, false
 	}
-	tick := time.NewTimer(0)
+	tick := f.clk.NewTimer(0)
 	defer tick.Stop()
 	for {
 		select {
 		case l := <-handoff:
 			return l, true
-		case <-t.C:
+		case <-t.Chan():
 			return fleetLease{}, false
 		case <-ctx.Done():
 			return fleetLease{}, false
-		case <-tick.C:
+		case <-tick.Chan():
 		}
 		if l, ok, err := f.tryLease(ctx, class); ok || err != nil {
 			return l, ok
@@ -391,7 +393,7 @@ func (l fleetLease) release() {
 	// the caller's next job, and a lease left behind costs a whole TTL.
 	ctx, cancel := context.WithTimeout(context.Background(), 4*f.cfg.Timeout)
 	defer cancel()
-	start := time.Now()
+	start := f.clk.Now()
 	if err := f.cfg.Leases.Release(ctx, f.leaseNamePrefix, l.id); err != nil {
 		// It expires within a TTL; a failed release alone does not put
 		// the pod on its static share (acquires decide that).
@@ -403,13 +405,13 @@ func (l fleetLease) release() {
 // renewLoop renews this process's leases every third of their TTL until
 // ctx ends.
 func (f *fleet) renewLoop(ctx context.Context) {
-	t := time.NewTicker(f.cfg.LeaseTTL / 3)
+	t := f.clk.NewTicker(f.cfg.LeaseTTL / 3)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.Chan():
 		}
 		f.renew(ctx)
 	}
@@ -434,7 +436,7 @@ func (f *fleet) renew(ctx context.Context) {
 	}
 	c, cancel := context.WithTimeout(ctx, max(f.cfg.Timeout, f.cfg.LeaseTTL/6))
 	defer cancel()
-	start := time.Now()
+	start := f.clk.Now()
 	n, err := f.cfg.Leases.Renew(c, f.leaseNamePrefix, remote, f.cfg.LeaseTTL)
 	f.observe("renew", start)
 	if err != nil {
@@ -499,7 +501,7 @@ func (f *fleet) takeBudget(ctx context.Context, tokens int) (bool, time.Duration
 		var err error
 		if !f.degraded() {
 			c, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
-			start := time.Now()
+			start := f.clk.Now()
 			res, err = f.cfg.Budget.Take(c, name, rate, n)
 			cancel()
 			f.observe("take", start)

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline/capacity"
 )
 
@@ -38,7 +39,7 @@ func fleetRouter(t *testing.T, prim *fake, fb *fake, fc FleetConfig) (*Router, *
 
 func TestFleetLeasesBoundThePrimaryAcrossReplicasWithAnInteractiveReserve(t *testing.T) {
 	t.Parallel()
-	store := capacity.NewLocal()
+	store := capacity.NewLocal(nil)
 	started, release := make(chan struct{}, 16), make(chan struct{})
 	prim := newFake(t, blocking(started, release))
 	fc := FleetConfig{Leases: store, PrimaryLimit: 3, PrimaryReserved: 1, LeaseWait: 20 * time.Millisecond}
@@ -87,7 +88,7 @@ func TestFleetLeasesBoundThePrimaryAcrossReplicasWithAnInteractiveReserve(t *tes
 
 func TestFleetStoreDownFallsBackToTheStaticShare(t *testing.T) {
 	t.Parallel()
-	store := capacity.NewLocal()
+	store := capacity.NewLocal(nil)
 	store.SetFailing(true)
 	started, release := make(chan struct{}, 16), make(chan struct{})
 	prim := newFake(t, blocking(started, release))
@@ -112,7 +113,7 @@ func TestFleetStoreDownFallsBackToTheStaticShare(t *testing.T) {
 
 func TestFleetBudgetHoldsFallbackCallsWithoutSpendingAttempts(t *testing.T) {
 	t.Parallel()
-	store := capacity.NewLocal()
+	store := capacity.NewLocal(nil)
 	prim := newFake(t, status(http.StatusServiceUnavailable, "60"))
 	fb := newFake(t, answer(okAnswer))
 	// 600/min with a burst of 1: the first fallback call passes, the second
@@ -130,7 +131,7 @@ func TestFleetBudgetHoldsFallbackCallsWithoutSpendingAttempts(t *testing.T) {
 }
 
 func TestFleetConfigValidate(t *testing.T) {
-	store := capacity.NewLocal()
+	store := capacity.NewLocal(nil)
 	require.NoError(t, FleetConfig{Leases: store, PrimaryLimit: 4, PrimaryReserved: 1}.withDefaults().validate())
 	require.Error(t, FleetConfig{Leases: store, PrimaryLimit: 4, PrimaryReserved: 4}.withDefaults().validate())
 	require.Error(t, FleetConfig{Budget: store, FallbackRPM: -1}.withDefaults().validate())
@@ -164,7 +165,7 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 
 func TestFleetBudgetWaitEndsWithTheCaller(t *testing.T) {
 	t.Parallel()
-	store := capacity.NewLocal()
+	store := capacity.NewLocal(nil)
 	prim := newFake(t, status(http.StatusServiceUnavailable, "60"))
 	fb := newFake(t, answer(okAnswer))
 	r, _ := fleetRouter(t, prim, fb, FleetConfig{Budget: store, FallbackRPM: 1, BudgetBurst: time.Minute})
@@ -180,8 +181,8 @@ func TestFleetBudgetWaitEndsWithTheCaller(t *testing.T) {
 }
 
 func TestFleetOneStoreErrorIsNotAnOutage(t *testing.T) {
-	store := capacity.NewLocal()
-	f := newFleet(FleetConfig{Leases: store, PrimaryLimit: 4, Replicas: 2}.withDefaults())
+	store := capacity.NewLocal(nil)
+	f := newFleet(FleetConfig{Leases: store, PrimaryLimit: 4, Replicas: 2}.withDefaults(), clock.Real())
 	store.SetFailing(true)
 	for i := range failuresToDegrade - 1 {
 		_, ok, err := f.tryLease(t.Context(), ClassBatch)
@@ -214,7 +215,7 @@ func (s *countingStore) Acquire(ctx context.Context, name, id string, limit int,
 
 func TestFleetLeaseIsHandedToAWaitingCallInProcess(t *testing.T) {
 	t.Parallel()
-	store := &countingStore{Local: capacity.NewLocal()}
+	store := &countingStore{Local: capacity.NewLocal(nil)}
 	started, release := make(chan struct{}, 16), make(chan struct{})
 	prim := newFake(t, blocking(started, release))
 	r, _ := fleetRouter(t, prim, nil, FleetConfig{Leases: store, PrimaryLimit: 1, LeaseWait: 10 * time.Second})
@@ -243,7 +244,7 @@ func TestFleetLeaseIsHandedToAWaitingCallInProcess(t *testing.T) {
 
 func TestFleetLeaseHandedToACallThatStoppedWaitingGoesOn(t *testing.T) {
 	t.Parallel()
-	store := &countingStore{Local: capacity.NewLocal()}
+	store := &countingStore{Local: capacity.NewLocal(nil)}
 	r, _ := fleetRouter(t, newFake(t, nil), nil, FleetConfig{Leases: store, PrimaryLimit: 1, LeaseWait: 10 * time.Second})
 	f := r.fleet
 	l, ok, err := f.tryLease(t.Context(), ClassBatch)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/chatguard/chatguard/internal/clock"
 )
 
 // Class is a request's priority for a pool's gate.
@@ -28,6 +30,7 @@ const (
 // are woken by closing a broadcast channel on every release; with tens of
 // waiters per pool the herd is cheap and the code stays obviously correct.
 type gate struct {
+	clk      clock.Clock // times a wait for a slot
 	mu       sync.Mutex
 	max      int
 	reserved int
@@ -35,8 +38,8 @@ type gate struct {
 	wake     chan struct{}
 }
 
-func newGate(max, reserved int) *gate {
-	return &gate{max: max, reserved: reserved, wake: make(chan struct{})}
+func newGate(max, reserved int, clk clock.Clock) *gate {
+	return &gate{clk: clk, max: max, reserved: reserved, wake: make(chan struct{})}
 }
 
 func (g *gate) tryAcquire(c Class) bool {
@@ -84,7 +87,7 @@ func (g *gate) acquire(ctx context.Context, c Class, wait time.Duration) bool {
 	if wait <= 0 {
 		return false
 	}
-	t := time.NewTimer(wait)
+	t := g.clk.NewTimer(wait)
 	defer t.Stop()
 	for {
 		ch := g.waitCh()
@@ -93,7 +96,7 @@ func (g *gate) acquire(ctx context.Context, c Class, wait time.Duration) bool {
 		}
 		select {
 		case <-ch:
-		case <-t.C:
+		case <-t.Chan():
 			return false
 		case <-ctx.Done():
 			return false
@@ -229,6 +232,7 @@ func (c *cooldown) active(now time.Time) bool { return now.UnixNano() < c.until.
 // pool is one model endpoint with its shared state.
 type pool struct {
 	cfg      PoolConfig
+	clk      clock.Clock // the router's
 	client   *openai.Client
 	gate     *gate
 	breaker  *breaker
@@ -242,7 +246,7 @@ type pool struct {
 	leases *fleet
 }
 
-func newPool(cfg PoolConfig) *pool {
+func newPool(cfg PoolConfig, clk clock.Clock) *pool {
 	rt := cfg.Transport
 	if rt == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
@@ -262,8 +266,9 @@ func newPool(cfg PoolConfig) *pool {
 	oc.HTTPClient = &headerCapture{c: &http.Client{Transport: rt}}
 	p := &pool{
 		cfg:     cfg,
+		clk:     clk,
 		client:  openai.NewClientWithConfig(oc),
-		gate:    newGate(cfg.MaxConcurrency, cfg.ReservedInteractive),
+		gate:    newGate(cfg.MaxConcurrency, cfg.ReservedInteractive, clk),
 		breaker: &breaker{threshold: cfg.BreakerFailures, openFor: cfg.BreakerOpenFor, probes: cfg.HalfOpenProbes},
 	}
 	if cfg.Adaptive.Enabled {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/pipeline"
 )
@@ -138,27 +139,39 @@ type Router struct {
 	primary  *pool
 	fallback *pool // nil when not configured
 	m        *metrics
-	now      func() time.Time
-	sleep    retry.SleepFunc
+	clk      clock.Clock // cooldowns, breaker windows, backoff, latencies
 	backoff  retry.Policy
 	tok      tokenizer // the primary's tokenizer, see CountTokens
 	fleet    *fleet    // limits shared across replicas (fleet.go); nil when off
 }
 
+// Option sets what a router is built with besides its Config: the
+// collaborators an operator does not configure.
+type Option func(*Router)
+
+// WithClock runs the router's cooldowns, breaker windows, backoff, waits
+// for a pool and latencies on c instead of the wall clock (nil keeps the
+// wall clock). An attempt's AttemptTimeout and the fleet store's timeouts
+// stay on real time: they bound waits on other machines.
+func WithClock(c clock.Clock) Option {
+	return func(r *Router) { r.clk = clock.Or(c) }
+}
+
 // New builds a router from cfg (defaults applied, then validated) and
 // registers its metrics on reg (nil registers nothing). It makes no network
 // calls.
-func New(cfg Config, reg prometheus.Registerer) (*Router, error) {
+func New(cfg Config, reg prometheus.Registerer, opts ...Option) (*Router, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Router{
-		cfg: cfg, primary: newPool(cfg.Primary), now: cfg.Now, sleep: cfg.Sleep,
-		backoff: retry.Policy{Initial: cfg.BaseBackoff, Max: cfg.MaxBackoff},
+	r := &Router{cfg: cfg, clk: clock.Real(), backoff: retry.Policy{Initial: cfg.BaseBackoff, Max: cfg.MaxBackoff}}
+	for _, o := range opts {
+		o(r)
 	}
+	r.primary = newPool(cfg.Primary, r.clk)
 	if cfg.Fallback.Enabled() {
-		r.fallback = newPool(cfg.Fallback)
+		r.fallback = newPool(cfg.Fallback, r.clk)
 	}
 	r.attachFleet()
 	m, err := newMetrics(reg, r)
@@ -200,104 +213,130 @@ func (r *Router) Models() (primary, fallback string) {
 //     take the call before the deadline; After is when the primary's
 //     cooldown ends, if it is cooling.
 func (r *Router) Complete(ctx context.Context, req Request) (Response, error) {
-	start := r.now()
-	st := string(req.Stage)
-	var (
-		resp      Response
-		lastErr   error
-		lastPool  *pool
-		failRun   int // consecutive failures, for the backoff
-		msgs      = req.Messages
-		attempted = 0
-		// unusable: every attempt so far was answered, and wrongly.
-		unusable = true
-	)
-	finish := func(pool, outcome string) {
-		r.m.requests.WithLabelValues(st, pool, outcome).Inc()
-	}
-	for attempted < r.cfg.MaxAttempts {
+	c := &completion{r: r, st: string(req.Stage), start: r.now(), unusable: true}
+	for c.attempted < r.cfg.MaxAttempts {
 		if serr := pipeline.CheckStop(ctx); serr != nil {
-			finish("none", OutcomeCanceled)
-			return resp, fmt.Errorf("llm: %s: %w", st, serr)
+			c.finish("none", OutcomeCanceled)
+			return c.resp, fmt.Errorf("llm: %s: %w", c.st, serr)
 		}
-		last := attempted == r.cfg.MaxAttempts-1
-		l, reason, err := r.acquire(ctx, req.Class, lastPool, last)
+		l, reason, err := c.take(ctx, req.Class)
 		if err != nil {
-			if ctx.Err() != nil {
-				finish("none", OutcomeCanceled)
-				return resp, fmt.Errorf("llm: %s: %w", st, context.Cause(ctx))
-			}
-			finish("none", "failed")
-			return resp, pipeline.Retryable(fmt.Errorf("llm: %s: %w", st, errors.Join(err, lastErr)), r.primaryWait())
+			return c.resp, err
 		}
-		if l.p == lastPool && failRun > 0 {
-			// The pool that just failed again: back off with full jitter,
-			// without holding its slot while we sleep. A switch to the
-			// other pool skips this: never wait out a pool's backoff
-			// before trying the other.
-			l.abandon(r.now())
-			if err := r.sleep(ctx, r.backoff.Delay(failRun)); err != nil {
-				finish("none", OutcomeCanceled)
-				return resp, fmt.Errorf("llm: %s: %w", st, err)
-			}
-			// Choose again: the world may have changed while we slept.
-			if l, reason, err = r.acquire(ctx, req.Class, lastPool, last); err != nil {
-				if ctx.Err() != nil {
-					finish("none", OutcomeCanceled)
-					return resp, fmt.Errorf("llm: %s: %w", st, context.Cause(ctx))
-				}
-				finish("none", "failed")
-				return resp, pipeline.Retryable(fmt.Errorf("llm: %s: %w", st, errors.Join(err, lastErr)), r.primaryWait())
-			}
-		}
-		if !r.fleetAdmit(ctx, l, &req, msgs) {
+		if !r.fleetAdmit(ctx, l, &req, req.Messages) {
 			// The fleet's fallback budget is spent: choose again.
 			l.abandon(r.now())
 			if ctx.Err() != nil {
-				finish("none", OutcomeCanceled)
-				return resp, fmt.Errorf("llm: %s: %w", st, context.Cause(ctx))
+				c.finish("none", OutcomeCanceled)
+				return c.resp, fmt.Errorf("llm: %s: %w", c.st, context.Cause(ctx))
 			}
 			continue
 		}
-		p := l.p
-		if p == r.fallback && reason != "" {
-			r.m.fallbacks.WithLabelValues(st, reason).Inc()
-		}
-		a, content := r.attemptWithRepair(ctx, l, &req, msgs, &attempted, &resp)
-		l.release()
-		lastPool = p
-		resp.Attempts = attempted
-		if a.Outcome == OutcomeOK {
-			resp.Content = content
-			resp.Pool = p.cfg.Name
-			resp.Model = p.cfg.Model
-			resp.TTFT = a.TTFT
-			resp.Attempts = attempted
-			resp.Latency = r.now().Sub(start)
-			finish(string(p.cfg.Name), OutcomeOK)
-			return resp, nil
-		}
-		lastErr = a.Err
-		failRun++
-		// A repair pair's first attempt was invalid or truncated by
-		// construction, so its last attempt decides.
-		unusable = unusable && (a.Outcome == OutcomeInvalid || a.Outcome == OutcomeTruncated)
-		switch a.Outcome {
-		case OutcomeCanceled:
-			finish("none", OutcomeCanceled)
-			return resp, fmt.Errorf("llm: %s: %w", st, a.Err)
-		case OutcomeRejected:
-			finish("none", OutcomeRejected)
-			return resp, pipeline.Permanent(fmt.Errorf("llm: %s: %w", st, a.Err))
+		if done, err := c.try(ctx, l, reason, &req); done {
+			return c.resp, err
 		}
 	}
-	resp.Attempts = attempted
-	if unusable && attempted > 0 {
-		finish("none", OutcomeInvalid)
-		return resp, fmt.Errorf("llm: %w", &pipeline.UnusableAnswerError{Stage: req.Stage, Attempts: attempted, Err: lastErr})
+	return c.resp, c.exhausted(req.Stage)
+}
+
+// completion is one Complete call's progress across its attempts.
+type completion struct {
+	r        *Router
+	st       string // the stage, as metrics label it
+	start    time.Time
+	resp     Response
+	lastErr  error
+	lastPool *pool
+	failRun  int // consecutive failures, for the backoff
+	// attempted counts every call made, repair tries included.
+	attempted int
+	// unusable: every attempt so far was answered, and wrongly.
+	unusable bool
+}
+
+func (c *completion) finish(pool, outcome string) {
+	c.r.m.requests.WithLabelValues(c.st, pool, outcome).Inc()
+}
+
+// take acquires the next attempt's pool. Back on the pool that just
+// failed, it first backs off with full jitter, without holding the slot
+// while it waits, then chooses again: the world may have changed. A switch
+// to the other pool skips the wait: never wait out a pool's backoff
+// before trying the other. Its error is Complete's.
+func (c *completion) take(ctx context.Context, class Class) (lease, string, error) {
+	r := c.r
+	last := c.attempted == r.cfg.MaxAttempts-1
+	l, reason, err := r.acquire(ctx, class, c.lastPool, last)
+	if err != nil {
+		return lease{}, "", c.noPool(ctx, err)
 	}
-	finish("none", "failed")
-	return resp, pipeline.Retryable(fmt.Errorf("llm: %s: %d attempts failed, last: %w", st, attempted, lastErr), r.primaryWait())
+	if l.p != c.lastPool || c.failRun == 0 {
+		return l, reason, nil
+	}
+	l.abandon(r.now())
+	if err := clock.Sleep(ctx, r.clk, r.backoff.Delay(c.failRun)); err != nil {
+		c.finish("none", OutcomeCanceled)
+		return lease{}, "", fmt.Errorf("llm: %s: %w", c.st, err)
+	}
+	if l, reason, err = r.acquire(ctx, class, c.lastPool, last); err != nil {
+		return lease{}, "", c.noPool(ctx, err)
+	}
+	return l, reason, nil
+}
+
+// noPool is Complete's error when acquire found no pool: ctx's cause when
+// it ended, else a retryable error carrying the last attempt's.
+func (c *completion) noPool(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		c.finish("none", OutcomeCanceled)
+		return fmt.Errorf("llm: %s: %w", c.st, context.Cause(ctx))
+	}
+	c.finish("none", "failed")
+	return pipeline.Retryable(fmt.Errorf("llm: %s: %w", c.st, errors.Join(err, c.lastErr)), c.r.primaryWait())
+}
+
+// try makes one attempt (with its repair) on l. done reports that
+// Complete ends with err: an answer (err nil), a cancel or a rejection.
+func (c *completion) try(ctx context.Context, l lease, reason string, req *Request) (done bool, err error) {
+	r, p := c.r, l.p
+	if p == r.fallback && reason != "" {
+		r.m.fallbacks.WithLabelValues(c.st, reason).Inc()
+	}
+	a, content := r.attemptWithRepair(ctx, l, req, req.Messages, &c.attempted, &c.resp)
+	l.release()
+	c.lastPool = p
+	c.resp.Attempts = c.attempted
+	if a.Outcome == OutcomeOK {
+		c.resp.Content, c.resp.Pool, c.resp.Model, c.resp.TTFT = content, p.cfg.Name, p.cfg.Model, a.TTFT
+		c.resp.Latency = r.now().Sub(c.start)
+		c.finish(string(p.cfg.Name), OutcomeOK)
+		return true, nil
+	}
+	c.lastErr = a.Err
+	c.failRun++
+	// A repair pair's first attempt was invalid or truncated by
+	// construction, so its last attempt decides.
+	c.unusable = c.unusable && (a.Outcome == OutcomeInvalid || a.Outcome == OutcomeTruncated)
+	switch a.Outcome {
+	case OutcomeCanceled:
+		c.finish("none", OutcomeCanceled)
+		return true, fmt.Errorf("llm: %s: %w", c.st, a.Err)
+	case OutcomeRejected:
+		c.finish("none", OutcomeRejected)
+		return true, pipeline.Permanent(fmt.Errorf("llm: %s: %w", c.st, a.Err))
+	}
+	return false, nil
+}
+
+// exhausted is Complete's error once every attempt failed.
+func (c *completion) exhausted(stage pipeline.StageName) error {
+	c.resp.Attempts = c.attempted
+	if c.unusable && c.attempted > 0 {
+		c.finish("none", OutcomeInvalid)
+		return fmt.Errorf("llm: %w", &pipeline.UnusableAnswerError{Stage: stage, Attempts: c.attempted, Err: c.lastErr})
+	}
+	c.finish("none", "failed")
+	return pipeline.Retryable(fmt.Errorf("llm: %s: %d attempts failed, last: %w", c.st, c.attempted, c.lastErr), c.r.primaryWait())
 }
 
 // attemptWithRepair makes one attempt on p (whose slot the caller holds)
@@ -356,12 +395,12 @@ func (l lease) abandon(now time.Time) {
 }
 
 // take acquires p's slot (waiting up to wait) and asks its breaker.
-func (p *pool) take(ctx context.Context, class Class, wait time.Duration, now func() time.Time) (lease, bool) {
+func (p *pool) take(ctx context.Context, class Class, wait time.Duration) (lease, bool) {
 	if !p.gate.acquire(ctx, class, wait) {
 		return lease{}, false
 	}
 	// The pool may have been throttled while we waited for the slot.
-	if p.cooldown.active(now()) {
+	if p.cooldown.active(p.clk.Now()) {
 		p.gate.release()
 		return lease{}, false
 	}
@@ -370,7 +409,7 @@ func (p *pool) take(ctx context.Context, class Class, wait time.Duration, now fu
 		p.gate.release()
 		return lease{}, false
 	}
-	ok, probe := p.breaker.allow(now(), true)
+	ok, probe := p.breaker.allow(p.clk.Now(), true)
 	if !ok {
 		fl.release()
 		p.gate.release()
@@ -402,7 +441,7 @@ func (r *Router) acquire(ctx context.Context, class Class, lastPool *pool, last 
 			if r.fallback == nil || class == ClassInteractive {
 				wait = 0
 			}
-			if l, ok := r.primary.take(ctx, class, wait, r.now); ok {
+			if l, ok := r.primary.take(ctx, class, wait); ok {
 				return l, "", nil
 			}
 			why = reasonGateFull
@@ -416,7 +455,7 @@ func (r *Router) acquire(ctx context.Context, class Class, lastPool *pool, last 
 			var fbWhy string
 			fbWhy, fbUntil = r.fallback.unavailable(now)
 			if fbWhy == "" {
-				if l, ok := r.fallback.take(ctx, class, 0, r.now); ok {
+				if l, ok := r.fallback.take(ctx, class, 0); ok {
 					return l, why, nil
 				}
 			}
@@ -424,7 +463,7 @@ func (r *Router) acquire(ctx context.Context, class Class, lastPool *pool, last 
 		}
 		if preferFallback && why == reasonLastAttempt {
 			// The fallback cannot take it: the primary beats waiting.
-			if l, ok := r.primary.take(ctx, class, 0, r.now); ok {
+			if l, ok := r.primary.take(ctx, class, 0); ok {
 				return l, "", nil
 			}
 		}
@@ -440,12 +479,12 @@ func (r *Router) acquire(ctx context.Context, class Class, lastPool *pool, last 
 		if !next.IsZero() {
 			sleep = min(next.Sub(now), sleep)
 		}
-		t := time.NewTimer(max(sleep, time.Millisecond))
+		t := r.clk.NewTimer(max(sleep, time.Millisecond))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return lease{}, "", ctx.Err()
-		case <-t.C:
+		case <-t.Chan():
 		case <-primWake:
 			t.Stop()
 		case <-fbWake:
@@ -454,6 +493,9 @@ func (r *Router) acquire(ctx context.Context, class Class, lastPool *pool, last 
 		preferFallback = false
 	}
 }
+
+// now is the router's time.
+func (r *Router) now() time.Time { return r.clk.Now() }
 
 // earliest returns the soonest future time among ts, zero when none is.
 func earliest(now time.Time, ts ...time.Time) time.Time {

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -113,29 +114,30 @@ func status(code int, retryAfter string) func(http.ResponseWriter, *http.Request
 type setupOpts struct {
 	primary, fallback *fake
 	tweak             func(*Config)
+	clock             clock.Clock // nil: the wall clock
 }
 
-// testClock is the wall clock moved forward by the test: cooldowns and
-// breaker windows end when the test says, not after a sleep.
-type testClock struct{ offset atomic.Int64 }
+var t0 = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 
-func (c *testClock) now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
-func (c *testClock) advance(d time.Duration) { c.offset.Add(int64(d)) }
-
-// sleepLog records the router's backoff waits instead of waiting.
-type sleepLog struct {
+// waitLog is a fake clock whose timers fire at once, recording what each
+// was set for: the router's backoff waits end without waiting, and the
+// test reads them. Its time moves only by Advance.
+type waitLog struct {
+	*clock.Fake
 	mu    sync.Mutex
 	waits []time.Duration
 }
 
-func (l *sleepLog) sleep(ctx context.Context, d time.Duration) error {
+func newWaitLog() *waitLog { return &waitLog{Fake: clock.NewFake(t0)} }
+
+func (l *waitLog) NewTimer(d time.Duration) clock.Timer {
 	l.mu.Lock()
 	l.waits = append(l.waits, d)
 	l.mu.Unlock()
-	return context.Cause(ctx)
+	return l.Fake.NewTimer(0)
 }
 
-func (l *sleepLog) all() []time.Duration {
+func (l *waitLog) all() []time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]time.Duration(nil), l.waits...)
@@ -156,7 +158,7 @@ func setup(t *testing.T, o setupOpts) (*Router, *prometheus.Registry) {
 		o.tweak(&cfg)
 	}
 	reg := prometheus.NewRegistry()
-	r, err := New(cfg, reg)
+	r, err := New(cfg, reg, WithClock(o.clock))
 	require.NoError(t, err)
 	return r, reg
 }
@@ -220,8 +222,8 @@ func TestThrottledPrimaryFallsBackAtOnceAndCoolsForEveryone(t *testing.T) {
 			t.Parallel()
 			prim := newFake(t, status(code, "2"))
 			fb := newFake(t, answer(okAnswer))
-			var sl sleepLog
-			r, _ := setup(t, setupOpts{primary: prim, fallback: fb, tweak: func(c *Config) { c.Sleep = sl.sleep }})
+			sl := newWaitLog()
+			r, _ := setup(t, setupOpts{primary: prim, fallback: fb, clock: sl})
 			resp, err := r.Complete(t.Context(), triageReq())
 			require.NoError(t, err)
 			require.Empty(t, sl.all(), "the switch to the fallback must not wait out the primary's backoff")
@@ -229,7 +231,7 @@ func TestThrottledPrimaryFallsBackAtOnceAndCoolsForEveryone(t *testing.T) {
 			require.Equal(t, 2, resp.Attempts)
 			require.Equal(t, int64(1), prim.calls.Load())
 
-			require.WithinDuration(t, time.Now().Add(2*time.Second), r.primary.cooldown.end(), 500*time.Millisecond)
+			require.True(t, sl.Now().Add(2*time.Second).Equal(r.primary.cooldown.end()), "the cooldown is the Retry-After")
 			// Every other caller skips the primary while it cools.
 			for range 5 {
 				resp, err := r.Complete(t.Context(), triageReq())
@@ -333,12 +335,11 @@ func TestBreakerOpensThenProbes(t *testing.T) {
 		status(http.StatusBadGateway, "")(w, r, n)
 	})
 	fb := newFake(t, answer(okAnswer))
-	var clk testClock
-	r, _ := setup(t, setupOpts{primary: prim, fallback: fb, tweak: func(c *Config) {
+	clk := clock.NewFake(t0)
+	r, _ := setup(t, setupOpts{primary: prim, fallback: fb, clock: clk, tweak: func(c *Config) {
 		c.Primary.BreakerFailures = 2
 		c.Primary.BreakerOpenFor = time.Minute
 		c.MaxAttempts = 2
-		c.Now = clk.now
 	}})
 	breakerState := func() BreakerState { return r.primary.breaker.current(r.now()) }
 	// Two calls, each failing on the primary once, open the breaker.
@@ -355,7 +356,7 @@ func TestBreakerOpensThenProbes(t *testing.T) {
 	require.Equal(t, 1, resp.Attempts)
 	require.Equal(t, int64(2), prim.calls.Load(), "open breaker must not call the primary")
 
-	clk.advance(time.Minute)
+	clk.Advance(time.Minute)
 	require.Equal(t, BreakerHalfOpen, breakerState())
 	healthy.Store(true)
 	resp, err = r.Complete(t.Context(), triageReq())
@@ -378,14 +379,11 @@ func TestBackoffBeforeAProbeFreesTheProbeSlot(t *testing.T) {
 		}
 		writeSSE(w, okAnswer, "stop")
 	})
-	var clk testClock
-	var sl sleepLog
-	r, _ := setup(t, setupOpts{primary: prim, tweak: func(c *Config) {
+	clk := clock.NewFake(t0)
+	r, _ := setup(t, setupOpts{primary: prim, clock: clk, tweak: func(c *Config) {
 		c.Primary.BreakerFailures = 1
 		c.Primary.BreakerOpenFor = time.Minute
 		c.MaxAttempts = 2
-		c.Now = clk.now
-		c.Sleep = sl.sleep
 	}})
 	// No deadline: a call with one would give up on a window it cannot
 	// outwait (errNoPool) instead of waiting for the probe.
@@ -398,16 +396,23 @@ func TestBackoffBeforeAProbeFreesTheProbeSlot(t *testing.T) {
 	}()
 	// The first attempt failed and opened the breaker; the call now waits
 	// for it. Its window ends when the test says.
-	require.Eventually(t, func() bool { return r.primary.breaker.current(r.now()) == BreakerOpen }, 10*time.Second, time.Millisecond)
-	clk.advance(time.Minute)
+	wait, cancelWait := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancelWait()
+	require.NoError(t, clk.BlockUntilContext(wait, 1), "the call does not wait for the breaker")
+	require.Equal(t, BreakerOpen, r.primary.breaker.current(r.now()))
+	clk.Advance(time.Minute)
+	// Half-open: the retry takes the probe slot, gives it back and backs
+	// off (BaseBackoff 1 ms) before it asks again. Were the slot leaked,
+	// the call would wait for the breaker for ever and never be done.
+	require.NoError(t, clk.BlockUntilContext(wait, 1), "no backoff before the retry")
+	clk.Advance(time.Millisecond)
 	select {
 	case err := <-done:
 		require.NoError(t, err)
-	case <-time.After(20 * time.Second):
+	case <-wait.Done():
 		t.Fatal("the call never got the probe slot back")
 	}
 	require.Equal(t, int64(2), prim.calls.Load())
-	require.Len(t, sl.all(), 1, "one backoff before the retry")
 	require.Equal(t, BreakerClosed, r.primary.breaker.current(r.now()), "the probe succeeded")
 }
 
@@ -588,7 +593,7 @@ func TestFullPrimaryGateFallsBack(t *testing.T) {
 
 func TestGateReservesInteractiveSlots(t *testing.T) {
 	t.Parallel()
-	g := newGate(2, 1)
+	g := newGate(2, 1, clock.Real())
 	require.True(t, g.tryAcquire(ClassBatch))
 	require.False(t, g.tryAcquire(ClassBatch), "batch may not take the reserved slot")
 	require.True(t, g.tryAcquire(ClassInteractive))
@@ -632,12 +637,11 @@ func TestInteractiveIsRefusedAtOnceWhenFull(t *testing.T) {
 func TestBackoffIsFullJitterWithinBounds(t *testing.T) {
 	t.Parallel()
 	prim := newFake(t, status(http.StatusInternalServerError, ""))
-	var sl sleepLog
-	r, _ := setup(t, setupOpts{primary: prim, tweak: func(c *Config) {
+	sl := newWaitLog()
+	r, _ := setup(t, setupOpts{primary: prim, clock: sl, tweak: func(c *Config) {
 		c.BaseBackoff, c.MaxBackoff = 100*time.Millisecond, 300*time.Millisecond
 		c.MaxAttempts = 5
 		c.Primary.BreakerFailures = 20
-		c.Sleep = sl.sleep
 	}})
 	_, err := r.Complete(t.Context(), triageReq())
 	require.Error(t, err)

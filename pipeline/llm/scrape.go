@@ -75,13 +75,13 @@ func parseWaiting(r io.Reader) (float64, error) {
 func (p *pool) scrapeLoop(ctx context.Context, m *metrics) {
 	cfg := p.cfg.Adaptive
 	client := &http.Client{Timeout: max(cfg.ScrapeEvery, 100*time.Millisecond)}
-	t := time.NewTicker(cfg.ScrapeEvery)
+	t := p.clk.NewTicker(cfg.ScrapeEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.Chan():
 		}
 		w, err := scrapeWaiting(ctx, client, cfg.MetricsURL)
 		if err != nil {
@@ -91,6 +91,6 @@ func (p *pool) scrapeLoop(ctx context.Context, m *metrics) {
 			continue
 		}
 		p.waiting.Store(int64(w))
-		p.adaptive.observeWaiting(time.Now(), w)
+		p.adaptive.observeWaiting(p.clk.Now(), w)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -47,10 +48,12 @@ type Config struct {
 	MaxReceive int
 	// DLQ receives redriven messages; nil drops them (still counted).
 	DLQ *Fake
-	// Now is the queue's clock (default time.Now); Advance moves it on.
-	Now func() time.Time
+	// Clock is the queue's clock (nil: the wall clock); Fake.Advance
+	// moves the queue's time on past it.
+	Clock clock.Clock
 	// MaxWait caps a long poll in real time (default 50 ms), so that an
-	// engine polling an empty fake spins slowly but tests stay quick.
+	// engine polling an empty fake spins slowly but tests stay quick, even
+	// on a Clock that never moves.
 	MaxWait time.Duration
 	// Visibility is the queue's default visibility timeout, for a receive
 	// that asks for none (default 30 s).
@@ -131,9 +134,7 @@ type fakeMsg struct {
 
 // NewFake returns an empty queue.
 func NewFake(cfg Config) *Fake {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.MaxWait <= 0 {
 		cfg.MaxWait = 50 * time.Millisecond
 	}
@@ -143,14 +144,14 @@ func NewFake(cfg Config) *Fake {
 	return &Fake{cfg: cfg, byID: map[string]*fakeMsg{}, held: map[*fakeMsg]struct{}{}, changed: make(chan struct{}), stats: Stats{Calls: map[Op]int{}}}
 }
 
-// Now is the queue's clock: Config.Now plus every Advance.
+// Now is the queue's time: Config.Clock's plus every Advance.
 func (f *Fake) Now() time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.now()
 }
 
-func (f *Fake) now() time.Time { return f.cfg.Now().Add(f.offset) }
+func (f *Fake) now() time.Time { return f.cfg.Clock.Now().Add(f.offset) }
 
 // Advance moves the queue's clock on by d: messages whose visibility ends
 // within d become visible.
@@ -236,11 +237,14 @@ func (f *Fake) Receive(ctx context.Context, req pipeline.ReceiveRequest) ([]pipe
 		changed := f.changed
 		// A message comes back by itself when the clock passes its
 		// visibility; a clock advanced by hand wakes us through Advance.
+		// The wait is on real time, as the long poll's cap is: a test
+		// that shares Clock with the code under test counts that code's
+		// waiters on it, not the fake queue's.
 		var due <-chan time.Time
 		stopDue := func() bool { return false }
 		if !next.IsZero() {
-			t := time.NewTimer(next.Sub(f.now()))
-			due, stopDue = t.C, t.Stop
+			t := clock.Real().NewTimer(next.Sub(f.now()))
+			due, stopDue = t.Chan(), t.Stop
 		}
 		f.mu.Unlock()
 		if len(out) > 0 {
@@ -248,9 +252,9 @@ func (f *Fake) Receive(ctx context.Context, req pipeline.ReceiveRequest) ([]pipe
 			return out, nil
 		}
 		if timeout == nil {
-			t := time.NewTimer(min(req.Wait, f.cfg.MaxWait))
+			t := clock.Real().NewTimer(min(req.Wait, f.cfg.MaxWait))
 			defer t.Stop()
-			timeout = t.C
+			timeout = t.Chan()
 		}
 		select {
 		case <-ctx.Done():

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/queuetest"
 )
@@ -22,18 +23,20 @@ func TestFakeConformance(t *testing.T) {
 	})
 }
 
-// fixed is a clock that only moves when the fake is advanced.
-func fixed() time.Time { return time.Date(2026, 11, 3, 4, 0, 0, 0, time.UTC) }
+// t0 is the time of a clock that only moves when the fake is advanced.
+var t0 = time.Date(2026, 11, 3, 4, 0, 0, 0, time.UTC)
+
+func fixed() clock.Clock { return clock.NewFake(t0) }
 
 func TestFakeVisibilityFollowsItsClock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	f := queuetest.NewFake(queuetest.Config{Now: fixed})
+	f := queuetest.NewFake(queuetest.Config{Clock: fixed()})
 	ids := f.Enqueue([]byte("a"))
 	msgs, err := f.Receive(ctx, pipeline.ReceiveRequest{Max: 1, Visibility: 30 * time.Second})
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
-	require.Equal(t, fixed(), msgs[0].SentAt)
+	require.Equal(t, t0, msgs[0].SentAt)
 	f.Advance(29 * time.Second)
 	require.Zero(t, f.Stats().Visible, "still hidden a second before its timeout")
 	f.Advance(time.Second)
@@ -41,13 +44,13 @@ func TestFakeVisibilityFollowsItsClock(t *testing.T) {
 	st, ok := f.Message(ids[0])
 	require.True(t, ok)
 	require.Equal(t, 1, st.Receives)
-	require.Equal(t, fixed().Add(30*time.Second), st.VisibleAt)
+	require.Equal(t, t0.Add(30*time.Second), st.VisibleAt)
 }
 
 func TestFakeAdvanceWakesAPoll(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	f := queuetest.NewFake(queuetest.Config{Now: fixed, MaxWait: time.Minute})
+	f := queuetest.NewFake(queuetest.Config{Clock: fixed(), MaxWait: time.Minute})
 	f.Enqueue([]byte("a"))
 	_, err := f.Receive(ctx, pipeline.ReceiveRequest{Max: 1, Visibility: 10 * time.Second})
 	require.NoError(t, err)
@@ -111,7 +114,7 @@ func TestFakeRedrivesToItsDLQ(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dlq := queuetest.NewFake(queuetest.Config{})
-	f := queuetest.NewFake(queuetest.Config{MaxReceive: 1, DLQ: dlq, Now: fixed})
+	f := queuetest.NewFake(queuetest.Config{MaxReceive: 1, DLQ: dlq, Clock: fixed()})
 	f.Enqueue([]byte("x"))
 	_, err := f.Receive(ctx, pipeline.ReceiveRequest{Max: 1, Visibility: time.Second})
 	require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -23,6 +24,9 @@ type Backend struct {
 	// Advance moves the backend's clock on (Fake.Advance); nil for a
 	// service whose clock runs by itself.
 	Advance func(time.Duration)
+	// Clock is the clock the backend stamps sent messages with; nil is
+	// the wall clock (a service's own).
+	Clock clock.Clock
 }
 
 // NewBackend makes a fresh, empty queue and DLQ for one test, with the
@@ -112,10 +116,10 @@ func sendAndReceive(t *testing.T, b Backend) {
 		want[body] = attrs
 		out = append(out, pipeline.OutMessage{Body: []byte(body), Attributes: attrs})
 	}
-	before := time.Now()
+	before := clock.Or(b.Clock).Now()
 	require.NoError(t, b.Queue.Send(ctx, out), "more than ten messages in one call")
 	msgs := receiveN(t, ctx, b.Queue, n, hidden)
-	after := time.Now()
+	after := clock.Or(b.Clock).Now()
 	ids := map[string]bool{}
 	for _, m := range msgs {
 		require.NotEmpty(t, m.ID)
@@ -266,7 +270,9 @@ func receiveValidates(t *testing.T, b Backend) {
 func receiveHonoursContext(t *testing.T, b Backend) {
 	ctx, cancel := context.WithCancelCause(testCtx(t))
 	stop := errors.New("shutting down")
-	time.AfterFunc(100*time.Millisecond, func() { cancel(stop) })
+	// Real time on purpose: a service's long poll is under way on another
+	// machine, and only a cancel during it shows that it honours ctx.
+	clock.Real().AfterFunc(100*time.Millisecond, func() { cancel(stop) })
 	msgs, err := b.Queue.Receive(ctx, pipeline.ReceiveRequest{Max: 1, Wait: 5 * time.Second, Visibility: hidden})
 	require.Empty(t, msgs)
 	require.ErrorIs(t, err, stop, "the poll ends with ctx's cause")

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -64,16 +63,9 @@ type envOpts struct {
 	primFaults     string
 	retryAfter     time.Duration
 	attemptTimeout time.Duration
-	// now, when set, is the router's clock.
-	now func() time.Time
+	// clock, when set, is the router's clock.
+	clock clock.Clock
 }
-
-// skewClock is the wall clock moved forward by the test, so a cooldown
-// ends when the test says instead of after a sleep.
-type skewClock struct{ offset atomic.Int64 }
-
-func (c *skewClock) now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
-func (c *skewClock) advance(d time.Duration) { c.offset.Add(int64(d)) }
 
 // noFaults sets every fault rate of a simulator to zero.
 const noFaults = `{"429":0,"500":0,"503":0,"hang":0,"drop":0,"malformed":0,"truncate":0}`
@@ -105,8 +97,7 @@ func setup(t *testing.T, o envOpts) *env {
 		Fallback:    llm.PoolConfig{BaseURL: fb.BaseURL, APIKey: "test-key", Model: "sim-fallback", MaxConcurrency: 16, AttemptTimeout: at},
 		BaseBackoff: 5 * time.Millisecond,
 		MaxBackoff:  50 * time.Millisecond,
-		Now:         o.now,
-	}, reg)
+	}, reg, llm.WithClock(o.clock))
 	require.NoError(t, err)
 	sink := &captureSink{}
 	rev, err := New(Config{}, router, sink, reg, nil)
@@ -450,8 +441,9 @@ func TestPipelineVersionFollowsModels(t *testing.T) {
 
 func TestPrimaryThrottledFallsBackWithinOneAttemptAndStaysOff(t *testing.T) {
 	t.Parallel()
-	var clk skewClock
-	e := setup(t, envOpts{primFaults: `{"429":1}`, retryAfter: time.Minute, now: clk.now})
+	// The router's cooldown ends when the test moves this clock.
+	clk := clock.NewFake(time.Now())
+	e := setup(t, envOpts{primFaults: `{"429":1}`, retryAfter: time.Minute, clock: clk})
 	start := time.Now()
 	v, err := e.rev.Review(t.Context(), event("r9"), externalPaymentChat, 1)
 	require.NoError(t, err)
@@ -468,7 +460,7 @@ func TestPrimaryThrottledFallsBackWithinOneAttemptAndStaysOff(t *testing.T) {
 
 	// After the cooldown the primary is used again.
 	e.prim.Configure(t, `{"faults":`+noFaults+`}`)
-	clk.advance(time.Minute + time.Second)
+	clk.Advance(time.Minute + time.Second)
 	v, err = e.rev.Review(t.Context(), event("r9b"), externalPaymentChat, 1)
 	require.NoError(t, err)
 	require.Equal(t, pipeline.PoolPrimary, v.Stages[0].Pool)

@@ -94,8 +94,9 @@ func realReviewer(t *testing.T, srv *modelServer) pipeline.Reviewer {
 		// gate's breaker is the one under test.
 		Primary:     llm.PoolConfig{BaseURL: srv.srv.URL + "/v1", Model: "m", AttemptTimeout: 5 * time.Second, BreakerFailures: 100},
 		MaxAttempts: testMaxAttempts,
-		// The backoff between attempts is not what is tested: no waits.
-		Sleep: func(ctx context.Context, _ time.Duration) error { return context.Cause(ctx) },
+		// The backoff between attempts is not what is tested: no waits
+		// worth the name.
+		BaseBackoff: time.Nanosecond, MaxBackoff: time.Nanosecond,
 	}, nil)
 	require.NoError(t, err)
 	rv, err := review.New(review.Config{}, router, nil, nil, nil)

@@ -50,10 +50,9 @@ func TestReviewHoldsWhenMySQLIsDown(t *testing.T) {
 func TestHeldSaveKeepsTheVerdict(t *testing.T) {
 	t.Parallel()
 	r := setupReview(t)
-	mon, err := health.New(health.Config{Failures: 1, OpenFor: time.Minute}, nil, nil)
-	require.NoError(t, err)
 	clock := storetest.NewManualClock(r.now())
-	mon.Now = clock.Now
+	mon, err := health.New(health.Config{Failures: 1, OpenFor: time.Minute}, nil, nil, health.WithClock(clock))
+	require.NoError(t, err)
 	r.build(Gated(r.deps(), mon))
 	var down atomic.Bool
 	down.Store(true)
@@ -84,10 +83,9 @@ func TestHeldSaveKeepsTheVerdict(t *testing.T) {
 func TestHeldSaveKeepsTheVerdictPastMaxAge(t *testing.T) {
 	t.Parallel()
 	r := setupReview(t)
-	mon, err := health.New(health.Config{Failures: 1, OpenFor: time.Minute}, nil, nil)
-	require.NoError(t, err)
 	clock := storetest.NewManualClock(r.now())
-	mon.Now = clock.Now
+	mon, err := health.New(health.Config{Failures: 1, OpenFor: time.Minute}, nil, nil, health.WithClock(clock))
+	require.NoError(t, err)
 	r.build(Gated(r.deps(), mon))
 	var down atomic.Bool
 	down.Store(true)

@@ -41,8 +41,8 @@ func runLoop(t *testing.T, h jobloop.Handler, m *jobloop.Metrics, bodies []strin
 	t.Helper()
 	cfg := loopConfig()
 	clk := clock.NewFake(time.Date(2026, 11, 3, 4, 0, 0, 0, time.UTC))
-	lr := &loopRig{dlq: queuetest.NewFake(queuetest.Config{Now: clk.Now})}
-	lr.q = queuetest.NewFake(queuetest.Config{MaxReceive: cfg.MaxReceiveCount, Now: clk.Now, DLQ: lr.dlq})
+	lr := &loopRig{dlq: queuetest.NewFake(queuetest.Config{Clock: clk})}
+	lr.q = queuetest.NewFake(queuetest.Config{MaxReceive: cfg.MaxReceiveCount, Clock: clk, DLQ: lr.dlq})
 	for _, b := range bodies {
 		lr.q.Enqueue([]byte(b))
 	}

@@ -29,7 +29,7 @@ type claimRig struct {
 func setupClaims(t *testing.T) *claimRig {
 	t.Helper()
 	r := setupReview(t)
-	claims := storetest.NewClaims(r.clk.Now)
+	claims := storetest.NewClaims(r.clk)
 	counted := &countingClaims{ReviewClaims: claims}
 	r.cfg.Owner = "pod-a"
 	d := r.deps()
@@ -242,7 +242,7 @@ func TestClaimIsReleasedByTheVerdictsSaveWhenTheyShareADatabase(t *testing.T) {
 	t.Parallel()
 	r := setupReview(t)
 	clk := &timerClock{Fake: r.clk}
-	claims := storetest.NewClaims(clk.Now)
+	claims := storetest.NewClaims(clk)
 	store := &sharedDBStore{Memory: r.store, claims: claims, renewing: func() bool { return clk.live.Load() > 0 }}
 	counted := &countingClaims{ReviewClaims: claims}
 	r.cfg.Owner = "pod-a"

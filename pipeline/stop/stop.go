@@ -12,8 +12,8 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
-	"time"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -24,7 +24,7 @@ var _ pipeline.StopSink = (*Holder)(nil)
 // map reads under a read lock; expired signals are ignored at once and
 // removed by Sweep, so memory stays bounded by the live signals.
 type Holder struct {
-	now func() time.Time
+	clk clock.Clock // decides which signals have expired
 
 	// signals is copy-on-write: stops are rare and checks run on every
 	// streamed chunk, so readers load a snapshot without any lock.
@@ -42,13 +42,10 @@ type watch struct {
 	cancel context.CancelCauseFunc
 }
 
-// NewHolder returns an empty holder. now may be nil for time.Now; onApply
-// may be nil.
-func NewHolder(now func() time.Time, onApply func(pipeline.StopSignal)) *Holder {
-	if now == nil {
-		now = time.Now
-	}
-	h := &Holder{now: now, watchers: make(map[string]map[*watch]struct{}), onApply: onApply}
+// NewHolder returns an empty holder on the clock c (nil: the wall
+// clock); onApply may be nil.
+func NewHolder(c clock.Clock, onApply func(pipeline.StopSignal)) *Holder {
+	h := &Holder{clk: clock.Or(c), watchers: make(map[string]map[*watch]struct{}), onApply: onApply}
 	empty := map[string]pipeline.StopSignal{}
 	h.signals.Store(&empty)
 	return h
@@ -57,7 +54,7 @@ func NewHolder(now func() time.Time, onApply func(pipeline.StopSignal)) *Holder 
 // Add records s and cancels every watched job it matches. An expired
 // signal is ignored. It reports whether s was live.
 func (h *Holder) Add(s pipeline.StopSignal) bool {
-	if !s.ExpiresAt.After(h.now()) {
+	if !s.ExpiresAt.After(h.clk.Now()) {
 		return false
 	}
 	var hit []*watch
@@ -104,7 +101,7 @@ func (h *Holder) candidates(s pipeline.StopSignal) map[*watch]struct{} {
 // Check returns the live signal that stops t, if any. It is three map
 // lookups under a read lock: cheap enough for every streamed chunk.
 func (h *Holder) Check(t pipeline.StopTarget) (pipeline.StopSignal, bool) {
-	now := h.now()
+	now := h.clk.Now()
 	keys := t.Keys()
 	signals := *h.signals.Load()
 	if len(signals) == 0 {
@@ -152,7 +149,7 @@ func (h *Holder) Watch(t pipeline.StopTarget, cancel context.CancelCauseFunc) (u
 
 // Sweep removes expired signals and returns how many are left.
 func (h *Holder) Sweep() int {
-	now := h.now()
+	now := h.clk.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	cur := *h.signals.Load()

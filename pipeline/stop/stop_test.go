@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -18,22 +19,14 @@ var (
 	wEnd   = t0.Add(time.Hour)
 )
 
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
-
-func setup(t *testing.T) (*Holder, *clock, *[]pipeline.StopSignal) {
+func setup(t *testing.T) (*Holder, *clock.Fake, *[]pipeline.StopSignal) {
 	t.Helper()
-	c := &clock{now: t0}
+	c := clock.NewFake(t0)
 	var (
 		mu      sync.Mutex
 		applied []pipeline.StopSignal
 	)
-	h := NewHolder(c.Now, func(s pipeline.StopSignal) { mu.Lock(); applied = append(applied, s); mu.Unlock() })
+	h := NewHolder(c, func(s pipeline.StopSignal) { mu.Lock(); applied = append(applied, s); mu.Unlock() })
 	return h, c, &applied
 }
 

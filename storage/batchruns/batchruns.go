@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -42,7 +43,7 @@ type Run = pipeline.BatchRun
 // Store reads and writes batch_runs. It is safe for concurrent use.
 type Store struct {
 	db  *sql.DB
-	now func() time.Time
+	clk clock.Clock // stamps started_at and finished_at
 	// owned is set when Open opened db, so that Close closes it.
 	owned bool
 }
@@ -51,9 +52,23 @@ var _ pipeline.BatchRunStore = (*Store)(nil)
 
 // New returns a Store over db, which must have the migrations applied. The
 // caller keeps db and closes it; Close on this Store does nothing.
-func New(db *sql.DB) *Store {
-	return &Store{db: db, now: func() time.Time { return time.Now().UTC() }}
+func New(db *sql.DB, opts ...Option) *Store {
+	s := &Store{db: db, clk: clock.Real()}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
+
+// Option sets what a Store is built with besides its database.
+type Option func(*Store)
+
+// WithClock stamps runs' start and finish times from c instead of the
+// wall clock (nil keeps the wall clock).
+func WithClock(c clock.Clock) Option { return func(s *Store) { s.clk = clock.Or(c) } }
+
+// now is the time a run's start or finish is stamped with.
+func (s *Store) now() time.Time { return s.clk.Now().UTC() }
 
 // openConns is the pool size Open sets: a batch run holds at most one
 // statement at a time, and a second connection covers Finish racing a
@@ -68,7 +83,7 @@ const pingTimeout = 10 * time.Second
 // pingTimeout (or until ctx ends). The returned Store owns the connection
 // pool; Close releases it. It fails, with the pool closed, when the DSN is
 // malformed, the server does not answer, or ctx ends.
-func Open(ctx context.Context, dsn string) (*Store, error) {
+func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	db, err := sql.Open("mysql", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("batchruns: open: %w", err)
@@ -80,7 +95,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("batchruns: open: %w", err)
 	}
-	s := New(db)
+	s := New(db, opts...)
 	s.owned = true
 	return s, nil
 }

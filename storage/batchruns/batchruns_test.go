@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/migrations"
 )
@@ -138,4 +139,19 @@ func TestCloseLeavesABorrowedPoolOpen(t *testing.T) {
 	require.NoError(t, s.Close())
 	_, err := s.Begin(context.Background(), "borrowed", winStart, winEnd)
 	require.NoError(t, err, "New's pool is the caller's to close")
+}
+
+func TestRunsAreStampedFromTheClock(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 2, 3, 4, 5, 0, time.UTC)
+	c := clock.NewFake(at)
+	s := New(setup(t).db, WithClock(c))
+	ctx := context.Background()
+	r, err := s.Begin(ctx, "run-clock", winStart, winEnd)
+	require.NoError(t, err)
+	require.True(t, at.Equal(r.StartedAt), "started at %v, want the clock's %v", r.StartedAt, at)
+	got, err := s.Attempts(ctx, "run-clock")
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.True(t, at.Equal(got[0].StartedAt), "stored start %v, want %v", got[0].StartedAt, at)
 }

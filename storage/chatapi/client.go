@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/chatprep"
@@ -49,12 +50,6 @@ type Config struct {
 	HTTPClient *http.Client
 	// Registerer, when set, receives the client's metrics.
 	Registerer prometheus.Registerer
-	// Sleep, when set, replaces retry.Sleep for the waits between
-	// attempts (tests); it must return ctx's cause when ctx ends.
-	Sleep retry.SleepFunc
-	// Now, when set, replaces time.Now for reading an HTTP-date
-	// Retry-After (tests).
-	Now func() time.Time
 }
 
 // maxRetryAfter bounds a server's Retry-After: SQS cannot hide a message
@@ -98,16 +93,27 @@ type Client struct {
 	cfg      Config
 	base     *url.URL
 	hc       *http.Client
-	sleep    retry.SleepFunc
-	now      func() time.Time
+	clk      clock.Clock // the waits between attempts, Retry-After dates, latency
 	requests *prometheus.CounterVec
 	latency  prometheus.Histogram
 	trimmed  prometheus.Counter
 	dropped  prometheus.Counter
 }
 
+// Option sets what a client is built with besides its Config: the
+// collaborators an operator does not configure.
+type Option func(*Client)
+
+// WithClock runs the waits between attempts, the reading of an HTTP-date
+// Retry-After and the latency metric on c instead of the wall clock (nil
+// keeps the wall clock). Timeout stays on real time: it bounds the wait
+// for another machine's answer.
+func WithClock(c clock.Clock) Option {
+	return func(cl *Client) { cl.clk = clock.Or(c) }
+}
+
 // New returns a client for cfg, or the configuration's problems.
-func New(cfg Config) (*Client, error) {
+func New(cfg Config, opts ...Option) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("chatapi: %w", err)
 	}
@@ -120,7 +126,7 @@ func New(cfg Config) (*Client, error) {
 		hc = &http.Client{Transport: tr}
 	}
 	c := &Client{
-		cfg: cfg, base: base, hc: hc, sleep: cfg.Sleep, now: cfg.Now,
+		cfg: cfg, base: base, hc: hc, clk: clock.Real(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "chatguard_chatapi_requests_total",
 			Help: "Chat-history HTTP attempts by outcome (ok, not_found, client_error, server_error, timeout, error).",
@@ -131,11 +137,8 @@ func New(cfg Config) (*Client, error) {
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
 		}),
 	}
-	if c.sleep == nil {
-		c.sleep = retry.Sleep
-	}
-	if c.now == nil {
-		c.now = time.Now
+	for _, o := range opts {
+		o(c)
 	}
 	c.trimmed = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "chatguard_chatapi_histories_trimmed_total",
@@ -172,7 +175,7 @@ func (c *Client) History(ctx context.Context, roomID string, from, to time.Time)
 
 	var msgs []pipeline.ChatMessage
 	policy := retry.Policy{Initial: c.cfg.RetryBase, Max: c.cfg.RetryMax, Attempts: c.cfg.MaxAttempts}
-	err := retry.Do(ctx, policy, retry.Options{Sleep: c.sleep}, func(ctx context.Context) error {
+	err := retry.Do(ctx, policy, retry.Options{Clock: c.clk}, func(ctx context.Context) error {
 		m, after, err := c.once(ctx, target, roomID)
 		var perm *pipeline.PermanentError
 		switch {
@@ -215,7 +218,7 @@ func (c *Client) once(ctx context.Context, target, roomID string) ([]pipeline.Ch
 		return nil, 0, pipeline.Permanent(fmt.Errorf("chatapi: request: %w", err))
 	}
 	req.Header.Set("Accept", "application/json")
-	start := time.Now()
+	start := c.clk.Now()
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		outcome := transportOutcome(err)
@@ -342,7 +345,7 @@ func (c *Client) decode(body io.Reader, roomID string) ([]pipeline.ChatMessage, 
 
 func (c *Client) observe(start time.Time, outcome string) {
 	c.requests.WithLabelValues(outcome).Inc()
-	c.latency.Observe(time.Since(start).Seconds())
+	c.latency.Observe(c.clk.Since(start).Seconds())
 }
 
 func transportOutcome(err error) string {
@@ -356,6 +359,6 @@ func transportOutcome(err error) string {
 // retryAfter reads a Retry-After header (0 when absent or unusable),
 // clamped to maxRetryAfter so that no value can overflow.
 func (c *Client) retryAfter(h string) time.Duration {
-	d, _ := retry.ParseRetryAfter(h, c.now(), maxRetryAfter)
+	d, _ := retry.ParseRetryAfter(h, c.clk.Now(), maxRetryAfter)
 	return d
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
-	"github.com/chatguard/chatguard/internal/retry"
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -62,17 +62,23 @@ func history(room string, n int) func(http.ResponseWriter, *http.Request) {
 	}
 }
 
-// sleepLog records the client's waits between attempts instead of waiting.
+// sleepLog is a fake clock whose timers, the client's waits between
+// attempts, fire at once; it records what each was set for.
 type sleepLog struct {
+	*clock.Fake
 	mu    sync.Mutex
 	waits []time.Duration
 }
 
-func (l *sleepLog) sleep(ctx context.Context, d time.Duration) error {
+func newSleepLog() *sleepLog {
+	return &sleepLog{Fake: clock.NewFake(time.Date(2026, 11, 3, 4, 0, 0, 0, time.UTC))}
+}
+
+func (l *sleepLog) NewTimer(d time.Duration) clock.Timer {
 	l.mu.Lock()
 	l.waits = append(l.waits, d)
 	l.mu.Unlock()
-	return context.Cause(ctx)
+	return l.Fake.NewTimer(0)
 }
 
 func (l *sleepLog) all() []time.Duration {
@@ -81,7 +87,7 @@ func (l *sleepLog) all() []time.Duration {
 	return append([]time.Duration(nil), l.waits...)
 }
 
-func setupWith(t *testing.T, tweak func(*Config), steps ...func(http.ResponseWriter, *http.Request)) (*Client, *script, *prometheus.Registry) {
+func setupWith(t *testing.T, tweak func(*Config), clk clock.Clock, steps ...func(http.ResponseWriter, *http.Request)) (*Client, *script, *prometheus.Registry) {
 	t.Helper()
 	s := &script{steps: steps}
 	srv := httptest.NewServer(s)
@@ -93,18 +99,17 @@ func setupWith(t *testing.T, tweak func(*Config), steps ...func(http.ResponseWri
 	cfg.MaxBodyBytes = 4096
 	reg := prometheus.NewRegistry()
 	cfg.Registerer = reg
-	cfg.Sleep = (&sleepLog{}).sleep
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	c, err := New(cfg)
+	c, err := New(cfg, WithClock(clk))
 	require.NoError(t, err)
 	return c, s, reg
 }
 
 func setup(t *testing.T, steps ...func(http.ResponseWriter, *http.Request)) (*Client, *script, *prometheus.Registry) {
 	t.Helper()
-	return setupWith(t, nil, steps...)
+	return setupWith(t, nil, newSleepLog(), steps...)
 }
 
 func TestHistory(t *testing.T) {
@@ -173,16 +178,18 @@ func TestHistoryHonoursCancel(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// The real wait, an hour long, cancelled once it has begun.
+	// A wait an hour long on a clock that never moves, cancelled once it
+	// has begun.
+	clk := clock.NewFake(from)
 	c, s, _ := setupWith(t, func(cfg *Config) {
 		cfg.RetryBase, cfg.RetryMax = time.Hour, time.Hour
-		cfg.Sleep = func(ctx context.Context, d time.Duration) error {
-			cancel()
-			return retry.Sleep(ctx, d)
-		}
-	}, status(503))
+	}, clk, status(503))
 	done := make(chan error, 1)
 	go func() { _, err := c.History(ctx, "r1", from, to); done <- err }()
+	wait, cancelWait := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancelWait()
+	require.NoError(t, clk.BlockUntilContext(wait, 1), "History does not wait between attempts")
+	cancel()
 	select {
 	case err := <-done:
 		require.ErrorIs(t, err, context.Canceled)
@@ -219,12 +226,11 @@ func TestConfigValidate(t *testing.T) {
 
 func TestWaitsFollowBackoffAndRetryAfter(t *testing.T) {
 	t.Parallel()
-	var sl sleepLog
+	sl := newSleepLog()
 	c, s, _ := setupWith(t, func(cfg *Config) {
 		cfg.RetryBase, cfg.RetryMax = 100*time.Millisecond, 2*time.Second
 		cfg.MaxAttempts = 4
-		cfg.Sleep = sl.sleep
-	}, status(503), status(429, "Retry-After", "2"), status(500), history("r1", 1))
+	}, sl, status(503), status(429, "Retry-After", "2"), status(500), history("r1", 1))
 	msgs, err := c.History(context.Background(), "r1", from, to)
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
@@ -239,7 +245,7 @@ func TestWaitsFollowBackoffAndRetryAfter(t *testing.T) {
 func TestRetryAfterIsClampedAndUsesTheClock(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 3, 4, 0, 0, 0, time.UTC)
-	c, _, _ := setupWith(t, func(cfg *Config) { cfg.Now = func() time.Time { return now } }, status(200))
+	c, _, _ := setupWith(t, nil, clock.NewFake(now), status(200))
 	for h, want := range map[string]time.Duration{
 		"":                     0,
 		"abc":                  0,

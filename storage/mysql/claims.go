@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -20,16 +21,13 @@ var _ pipeline.ReviewClaims = (*Claims)(nil)
 // move time instead of sleeping.
 type Claims struct {
 	db  *sql.DB
-	now func() time.Time
+	clk clock.Clock
 }
 
 // NewClaims returns the claim table over db (opened by OpenDB) on the clock
-// now (time.Now when nil).
-func NewClaims(db *sql.DB, now func() time.Time) *Claims {
-	if now == nil {
-		now = time.Now
-	}
-	return &Claims{db: db, now: now}
+// c (nil: the wall clock).
+func NewClaims(db *sql.DB, c clock.Clock) *Claims {
+	return &Claims{db: db, clk: clock.Or(c)}
 }
 
 // Claim implements pipeline.ReviewClaims. One upsert, atomic under the
@@ -46,7 +44,7 @@ func NewClaims(db *sql.DB, now func() time.Time) *Claims {
 // decided on the old owner and expiry, then expires_at on the new owner.
 // VALUES() rather than MySQL 8's row alias keeps it valid on MariaDB.
 func (c *Claims) Claim(ctx context.Context, k pipeline.ReviewKey, owner string, ttl time.Duration) (pipeline.Claim, error) {
-	now := dbTime(c.now())
+	now := dbTime(c.clk.Now())
 	exp := dbTime(now.Add(ttl))
 	ws, we := dbTime(k.WindowStart), dbTime(k.WindowEnd)
 	res, err := c.db.ExecContext(ctx, `INSERT INTO review_claims

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/storage/mysql"
 	"github.com/chatguard/chatguard/storage/storetest"
@@ -14,9 +15,9 @@ import (
 
 func TestClaimsConformance(t *testing.T) {
 	t.Parallel()
-	storetest.RunReviewClaimsConformance(t, func(t *testing.T, now func() time.Time) pipeline.ReviewClaims {
+	storetest.RunReviewClaimsConformance(t, func(t *testing.T, c clock.Clock) pipeline.ReviewClaims {
 		s := setup(t)
-		return mysql.NewClaims(s.DB(), now)
+		return mysql.NewClaims(s.DB(), c)
 	})
 }
 

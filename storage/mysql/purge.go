@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/internal/retry"
 )
 
@@ -35,10 +36,6 @@ type PurgeConfig struct {
 	ClaimGrace time.Duration
 	// DryRun counts what would be deleted and deletes nothing.
 	DryRun bool
-	// Now is the clock the cutoffs are computed from (time.Now if nil).
-	Now func() time.Time
-	// Sleep waits the pause (retry.Sleep if nil); tests inject a fake.
-	Sleep retry.SleepFunc
 	// OnBatch, when set, is called after every batch, from Purge's
 	// goroutine.
 	OnBatch func(PurgeBatch)
@@ -132,53 +129,58 @@ func (r PurgeReport) String() string {
 // that loses a lock conflict, or that races a new decision (the foreign key
 // refuses to delete a decided verdict), is tried again. Purge returns what
 // it did so far with an error wrapping ctx's when ctx ends (a bounded run:
-// the next run continues), or with the database's error.
-func (s *Store) Purge(ctx context.Context, cfg PurgeConfig) (PurgeReport, error) {
+// the next run continues), or with the database's error. The cutoffs, the
+// pauses, the waits between tries and the elapsed time come from clk (nil:
+// the wall clock).
+func (s *Store) Purge(ctx context.Context, cfg PurgeConfig, clk clock.Clock) (PurgeReport, error) {
 	if err := cfg.Validate(); err != nil {
 		return PurgeReport{}, fmt.Errorf("mysql: purge: %w", err)
 	}
-	now := time.Now
-	if cfg.Now != nil {
-		now = cfg.Now
-	}
-	if cfg.Sleep == nil {
-		cfg.Sleep = retry.Sleep
-	}
-	t := now().UTC()
+	clk = clock.Or(clk)
+	p := &purge{Store: s, cfg: cfg, clk: clk}
+	t := clk.Now().UTC()
 	r := PurgeReport{
 		StageCutoff:   dbTime(t.Add(-cfg.StageRetention)),
 		VerdictCutoff: dbTime(t.Add(-cfg.VerdictRetention)),
 		DryRun:        cfg.DryRun,
 	}
-	started := time.Now()
-	n, err := s.purgeTable(ctx, cfg, &r, stagePurge, r.StageCutoff)
+	started := clk.Now()
+	n, err := p.purgeTable(ctx, &r, stagePurge, r.StageCutoff)
 	r.StageRows = n
 	if err != nil {
-		r.Elapsed = time.Since(started)
+		r.Elapsed = clk.Since(started)
 		return r, fmt.Errorf("mysql: purge stage rows: %w", err)
 	}
-	n, err = s.purgeTable(ctx, cfg, &r, verdictPurge, r.VerdictCutoff)
+	n, err = p.purgeTable(ctx, &r, verdictPurge, r.VerdictCutoff)
 	r.Verdicts = n
 	if err != nil {
-		r.Elapsed = time.Since(started)
+		r.Elapsed = clk.Since(started)
 		return r, fmt.Errorf("mysql: purge verdicts: %w", err)
 	}
 	grace := cfg.ClaimGrace
 	if grace <= 0 {
 		grace = time.Hour
 	}
-	r.Claims, err = s.purgeClaims(ctx, cfg, dbTime(t.Add(-grace)))
-	r.Elapsed = time.Since(started)
+	r.Claims, err = p.purgeClaims(ctx, dbTime(t.Add(-grace)))
+	r.Elapsed = clk.Since(started)
 	if err != nil {
 		return r, fmt.Errorf("mysql: purge review claims: %w", err)
 	}
 	return r, nil
 }
 
+// purge is one Purge run: the store, its settings and its clock.
+type purge struct {
+	*Store
+	cfg PurgeConfig
+	clk clock.Clock
+}
+
 // purgeClaims deletes the claims that expired before cutoff, BatchSize at
 // a time. The table holds about one row per review in flight, so a scan of
 // it is cheap; no index on the expiry is needed.
-func (s *Store) purgeClaims(ctx context.Context, cfg PurgeConfig, cutoff time.Time) (int64, error) {
+func (p *purge) purgeClaims(ctx context.Context, cutoff time.Time) (int64, error) {
+	s, cfg := p.Store, p.cfg
 	if cfg.DryRun {
 		var n int64
 		err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM review_claims WHERE expires_at < ?", cutoff).Scan(&n)
@@ -199,7 +201,7 @@ func (s *Store) purgeClaims(ctx context.Context, cfg PurgeConfig, cutoff time.Ti
 			return total, nil
 		}
 		if cfg.Pause > 0 {
-			if err := cfg.Sleep(ctx, cfg.Pause); err != nil {
+			if err := clock.Sleep(ctx, p.clk, cfg.Pause); err != nil {
 				return total, err
 			}
 		}
@@ -261,7 +263,8 @@ var purgeTx = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 // purgePolicy retries a batch that lost a lock conflict or raced a decision.
 var purgePolicy = retry.Policy{Initial: 50 * time.Millisecond, Max: time.Second, Attempts: 5}
 
-func (s *Store) purgeTable(ctx context.Context, cfg PurgeConfig, r *PurgeReport, t purgeTarget, cutoff time.Time) (int64, error) {
+func (p *purge) purgeTable(ctx context.Context, r *PurgeReport, t purgeTarget, cutoff time.Time) (int64, error) {
+	s, cfg := p.Store, p.cfg
 	var last uint64
 	err := s.db.QueryRowContext(ctx, lastDueSQL, cutoff).Scan(&last)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -290,7 +293,7 @@ func (s *Store) purgeTable(ctx context.Context, cfg PurgeConfig, r *PurgeReport,
 			hi = lo + 1
 		}
 		var n int64
-		err = retry.Do(ctx, purgePolicy, retry.Options{Sleep: cfg.Sleep, Retryable: purgeRetryable}, func(ctx context.Context) error {
+		err = retry.Do(ctx, purgePolicy, retry.Options{Clock: p.clk, Retryable: purgeRetryable}, func(ctx context.Context) error {
 			var err error
 			n, err = s.purgeRange(ctx, t, cfg.DryRun, lo, hi, cutoff)
 			return err
@@ -305,7 +308,7 @@ func (s *Store) purgeTable(ctx context.Context, cfg PurgeConfig, r *PurgeReport,
 		}
 		lo = hi
 		if n > 0 && cfg.Pause > 0 && lo <= last {
-			if err := cfg.Sleep(ctx, cfg.Pause); err != nil {
+			if err := clock.Sleep(ctx, p.clk, cfg.Pause); err != nil {
 				return total, err
 			}
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -61,7 +62,6 @@ func (r *purgeRig) config() PurgeConfig {
 	return PurgeConfig{
 		StageRetention: 10 * 24 * time.Hour, VerdictRetention: 30 * 24 * time.Hour,
 		BatchSize: 10, Pause: 250 * time.Millisecond,
-		Now: func() time.Time { return r.now },
 	}
 }
 
@@ -83,23 +83,33 @@ func (r *purgeRig) counts(t *testing.T) map[string][2]int {
 	return out
 }
 
-// recorder records the batches and the pauses of a purge.
+// recorder records the batches and the pauses of a purge. It is the
+// purge's clock too: a Fake reading the rig's now whose timers, the pauses
+// and the waits between tries, end at once. Purge calls it from one
+// goroutine.
 type recorder struct {
+	*clock.Fake
 	batches []PurgeBatch
 	pauses  []time.Duration
-	// failAt, when positive, makes that pause fail with context.Canceled.
+	// failAt, when positive, makes that pause the one during which the
+	// purge's context is cancelled (with cancel).
 	failAt int
+	cancel context.CancelFunc
+}
+
+func (r *purgeRig) recorder() *recorder { return &recorder{Fake: clock.NewFake(r.now)} }
+
+func (rec *recorder) NewTimer(d time.Duration) clock.Timer {
+	rec.pauses = append(rec.pauses, d)
+	if rec.failAt > 0 && len(rec.pauses) == rec.failAt {
+		rec.cancel()
+		return rec.Fake.NewTimer(d) // never fires: the fake does not move
+	}
+	return rec.Fake.NewTimer(0)
 }
 
 func (rec *recorder) attach(c PurgeConfig) PurgeConfig {
 	c.OnBatch = func(b PurgeBatch) { rec.batches = append(rec.batches, b) }
-	c.Sleep = func(ctx context.Context, d time.Duration) error {
-		rec.pauses = append(rec.pauses, d)
-		if rec.failAt > 0 && len(rec.pauses) == rec.failAt {
-			return context.Canceled
-		}
-		return nil
-	}
 	return c
 }
 
@@ -112,18 +122,18 @@ func TestPurgeKeepsRecentAndDecidedVerdicts(t *testing.T) {
 	}, before)
 
 	// A dry run counts and deletes nothing.
-	var dry recorder
+	dry := r.recorder()
 	cfg := dry.attach(r.config())
 	cfg.DryRun = true
-	rep, err := r.s.Purge(ctxT(t), cfg)
+	rep, err := r.s.Purge(ctxT(t), cfg, dry)
 	require.NoError(t, err)
 	require.Equal(t, int64(88+84), rep.StageRows)
 	require.Equal(t, int64(22), rep.Verdicts)
 	require.Contains(t, rep.String(), "would delete 172 stage rows")
 	require.Equal(t, before, r.counts(t))
 
-	var rec recorder
-	rep, err = r.s.Purge(ctxT(t), rec.attach(r.config()))
+	rec := r.recorder()
+	rep, err = r.s.Purge(ctxT(t), rec.attach(r.config()), rec)
 	require.NoError(t, err)
 	require.Equal(t, map[string][2]int{
 		"ancient": {0, 0}, "ancient-decided": {3, 12}, "old": {28, 0}, "old-decided": {2, 6}, "recent": {15, 30},
@@ -165,7 +175,7 @@ func TestPurgeKeepsRecentAndDecidedVerdicts(t *testing.T) {
 	}
 
 	// Nothing is left to do: a second run deletes nothing.
-	rep, err = r.s.Purge(ctxT(t), r.config())
+	rep, err = r.s.Purge(ctxT(t), r.config(), r.recorder())
 	require.NoError(t, err)
 	require.Zero(t, rep.StageRows+rep.Verdicts)
 }
@@ -173,8 +183,11 @@ func TestPurgeKeepsRecentAndDecidedVerdicts(t *testing.T) {
 func TestPurgeStopsWhenItsContextEnds(t *testing.T) {
 	t.Parallel()
 	r := newPurgeRig(t)
-	rec := recorder{failAt: 3}
-	rep, err := r.s.Purge(ctxT(t), rec.attach(r.config()))
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	rec := r.recorder()
+	rec.failAt, rec.cancel = 3, cancel
+	rep, err := r.s.Purge(ctx, rec.attach(r.config()), rec)
 	require.ErrorIs(t, err, context.Canceled)
 	require.ErrorContains(t, err, "mysql: purge stage rows")
 	require.Len(t, rec.pauses, 3)
@@ -186,7 +199,7 @@ func TestPurgeStopsWhenItsContextEnds(t *testing.T) {
 	require.Positive(t, done)
 	require.Less(t, done, int64(88+84))
 	// The next run finishes the work.
-	rep, err = r.s.Purge(ctxT(t), r.config())
+	rep, err = r.s.Purge(ctxT(t), r.config(), r.recorder())
 	require.NoError(t, err)
 	require.Equal(t, int64(88+84)-done, rep.StageRows)
 	require.Equal(t, int64(22), rep.Verdicts)
@@ -201,7 +214,7 @@ func TestPurgeConfigValidate(t *testing.T) {
 	}
 	err = PurgeConfig{StageRetention: 48 * time.Hour, VerdictRetention: 24 * time.Hour, BatchSize: 100}.Validate()
 	require.ErrorContains(t, err, "at least the stage retention")
-	_, err = New(nil).Purge(context.Background(), PurgeConfig{})
+	_, err = New(nil).Purge(context.Background(), PurgeConfig{}, nil)
 	require.ErrorContains(t, err, "mysql: purge:")
 }
 
@@ -224,7 +237,7 @@ func TestPurgeDeletesReviewClaimsLongExpired(t *testing.T) {
 	claim := func(room string, expiredFor time.Duration) {
 		// Taken a TTL before it expires, on a clock set back accordingly.
 		at := r.now.Add(-expiredFor - time.Minute)
-		c := NewClaims(r.db, func() time.Time { return at })
+		c := NewClaims(r.db, clock.NewFake(at))
 		got, err := c.Claim(ctx, pipeline.ReviewKey{RoomID: room, WindowStart: r.now.Add(-2 * time.Hour), WindowEnd: r.now.Add(-time.Hour), PipelineVersion: "v1"}, "pod-dead", time.Minute)
 		require.NoError(t, err)
 		require.True(t, got.Held)
@@ -243,13 +256,13 @@ func TestPurgeDeletesReviewClaimsLongExpired(t *testing.T) {
 
 	cfg := r.config()
 	cfg.DryRun = true
-	rep, err := r.s.Purge(ctx, cfg)
+	rep, err := r.s.Purge(ctx, cfg, r.recorder())
 	require.NoError(t, err)
 	require.Equal(t, int64(25), rep.Claims)
 	require.Equal(t, 27, rows())
 
-	var rec recorder
-	rep, err = r.s.Purge(ctx, rec.attach(r.config()))
+	rec := r.recorder()
+	rep, err = r.s.Purge(ctx, rec.attach(r.config()), rec)
 	require.NoError(t, err)
 	require.Equal(t, int64(25), rep.Claims)
 	require.Contains(t, rep.String(), "; 25 expired review claims")

@@ -3,12 +3,14 @@ package redislimits
 import (
 	"testing"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/pipeline/capacity/capacitytest"
 )
 
 func TestConformance(t *testing.T) {
-	capacitytest.Run(t, func(t *testing.T) capacitytest.Store {
-		return New(stacktest.Redis(t), stacktest.Unique("fleet")+":")
+	capacitytest.Run(t, func(t *testing.T) (capacitytest.Store, clock.Clock) {
+		// Redis keeps its own time: the suite waits on the wall clock.
+		return New(stacktest.Redis(t), stacktest.Unique("fleet")+":"), clock.Real()
 	})
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/pipeline"
 )
@@ -92,6 +93,8 @@ type Metrics struct {
 	// Latency is the time from a signal's publish to the cancellation of a
 	// running review it stopped.
 	Latency prometheus.Histogram
+
+	clk clock.Clock // reads the cancellation time; nil: the wall clock
 }
 
 // NewMetrics registers the stop-signal metrics on reg.
@@ -118,7 +121,27 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // holder's onApply callback.
 func (m *Metrics) ObserveApplied(s pipeline.StopSignal) {
 	m.Applied.Inc()
-	m.Latency.Observe(max(time.Since(s.PublishedAt), 0).Seconds())
+	m.Latency.Observe(max(clock.Or(m.clk).Since(s.PublishedAt), 0).Seconds())
+}
+
+// Option sets what a publisher or subscriber is built with besides its
+// Config: the collaborators an operator does not configure.
+type Option func(*options)
+
+type options struct{ clk clock.Clock }
+
+// WithClock runs a publisher's key TTLs, or a subscriber's sweeps and
+// reconnect waits, on c instead of the wall clock (nil keeps the wall
+// clock).
+func WithClock(c clock.Clock) Option { return func(o *options) { o.clk = c } }
+
+func newOptions(opts []Option) options {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	o.clk = clock.Or(o.clk)
+	return o
 }
 
 // Publisher stores and broadcasts stop signals.
@@ -126,11 +149,12 @@ type Publisher struct {
 	rdb redis.UniversalClient
 	cfg Config
 	m   *Metrics
+	clk clock.Clock
 }
 
 // NewPublisher returns a publisher; m may be nil.
-func NewPublisher(rdb redis.UniversalClient, cfg Config, m *Metrics) *Publisher {
-	return &Publisher{rdb: rdb, cfg: cfg, m: m}
+func NewPublisher(rdb redis.UniversalClient, cfg Config, m *Metrics, opts ...Option) *Publisher {
+	return &Publisher{rdb: rdb, cfg: cfg, m: m, clk: newOptions(opts).clk}
 }
 
 // Publish validates s, stores it under its key with its TTL and broadcasts
@@ -145,7 +169,7 @@ func (p *Publisher) Publish(ctx context.Context, s pipeline.StopSignal) (int64, 
 	if err != nil {
 		return 0, err
 	}
-	ttl := time.Until(s.ExpiresAt)
+	ttl := p.clk.Until(s.ExpiresAt)
 	if ttl <= 0 {
 		return 0, errors.New("redisstop: publish: signal already expired")
 	}
@@ -166,23 +190,23 @@ func (p *Publisher) Publish(ctx context.Context, s pipeline.StopSignal) (int64, 
 
 // Subscriber feeds a pipeline.StopSink from Redis.
 type Subscriber struct {
-	rdb   redis.UniversalClient
-	cfg   Config
-	m     *Metrics
-	log   *slog.Logger
-	up    atomic.Bool
-	sleep retry.SleepFunc // the reconnect wait; tests replace it
+	rdb redis.UniversalClient
+	cfg Config
+	m   *Metrics
+	log *slog.Logger
+	up  atomic.Bool
+	clk clock.Clock // sweeps and reconnect waits
 }
 
 // NewSubscriber returns a subscriber; m may be nil and log may be nil.
-func NewSubscriber(rdb redis.UniversalClient, cfg Config, m *Metrics, log *slog.Logger) *Subscriber {
+func NewSubscriber(rdb redis.UniversalClient, cfg Config, m *Metrics, log *slog.Logger, opts ...Option) *Subscriber {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	if m == nil {
 		m = NewMetrics(nil)
 	}
-	return &Subscriber{rdb: rdb, cfg: cfg, m: m, log: log, sleep: retry.Sleep}
+	return &Subscriber{rdb: rdb, cfg: cfg, m: m, log: log, clk: newOptions(opts).clk}
 }
 
 // Up reports whether the subscriber is currently subscribed.
@@ -194,12 +218,12 @@ func (s *Subscriber) Up() bool { return s.up.Load() }
 // shown by the chatguard_stop_subscriber_up gauge. Every (re)subscription is
 // followed by a load of the stored signals.
 func (s *Subscriber) Run(ctx context.Context, sink pipeline.StopSink) error {
-	sweep := time.NewTicker(s.cfg.SweepEvery)
+	sweep := s.clk.NewTicker(s.cfg.SweepEvery)
 	defer sweep.Stop()
 	backoff := retry.Policy{Initial: s.cfg.ReconnectMin, Max: s.cfg.ReconnectMax}
 	failures := 0 // since the last healthy subscription
 	for ctx.Err() == nil {
-		err := s.session(ctx, sink, sweep.C, func() { failures = 0 })
+		err := s.session(ctx, sink, sweep.Chan(), func() { failures = 0 })
 		s.setUp(false)
 		if ctx.Err() != nil {
 			break
@@ -207,7 +231,7 @@ func (s *Subscriber) Run(ctx context.Context, sink pipeline.StopSink) error {
 		failures++
 		wait := backoff.Delay(failures)
 		s.log.Warn("stop signals unavailable: redis subscription lost; reviews continue", "err", err, "retry_in", wait)
-		if s.sleep(ctx, wait) != nil {
+		if clock.Sleep(ctx, s.clk, wait) != nil {
 			break
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/chatguard/chatguard/internal/retry"
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/stop"
@@ -177,17 +177,10 @@ func TestReconnectBacksOffWithFullJitter(t *testing.T) {
 	t.Cleanup(func() { _ = client.Close() })
 	cfg := DefaultConfig()
 	cfg.ReconnectMin, cfg.ReconnectMax = 100*time.Millisecond, 400*time.Millisecond
-	sub := NewSubscriber(client, cfg, nil, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var waits []time.Duration
-	sub.sleep = func(ctx context.Context, d time.Duration) error {
-		waits = append(waits, d)
-		if len(waits) == 5 {
-			cancel()
-		}
-		return retry.Sleep(ctx, 0) // no waiting; ctx's cause once cancelled
-	}
+	clk := &reconnectLog{Fake: clock.NewFake(time.Now()), cancelAt: 5, cancel: cancel}
+	sub := NewSubscriber(client, cfg, nil, nil, WithClock(clk))
 	done := make(chan error, 1)
 	go func() { done <- sub.Run(ctx, stop.NewHolder(nil, nil)) }()
 	select {
@@ -196,6 +189,7 @@ func TestReconnectBacksOffWithFullJitter(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not end with ctx")
 	}
+	waits := clk.all()
 	require.Len(t, waits, 5)
 	for i, ceil := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 400 * time.Millisecond, 400 * time.Millisecond} {
 		require.GreaterOrEqual(t, waits[i], time.Duration(0))
@@ -307,4 +301,32 @@ func (p *proxy) pipe(dst, src net.Conn) {
 	delete(p.conns, dst)
 	delete(p.conns, src)
 	p.mu.Unlock()
+}
+
+// reconnectLog is a fake clock whose timers, the subscriber's reconnect
+// waits, end at once; it records what each was set for and cancels the
+// run during the cancelAt-th.
+type reconnectLog struct {
+	*clock.Fake
+	cancelAt int
+	cancel   context.CancelFunc
+	mu       sync.Mutex
+	waits    []time.Duration
+}
+
+func (l *reconnectLog) NewTimer(d time.Duration) clock.Timer {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.waits = append(l.waits, d)
+	if len(l.waits) == l.cancelAt {
+		l.cancel()
+		return l.Fake.NewTimer(d) // never fires: the fake does not move
+	}
+	return l.Fake.NewTimer(0)
+}
+
+func (l *reconnectLog) all() []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]time.Duration(nil), l.waits...)
 }

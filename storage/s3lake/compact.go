@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/pipeline"
 )
@@ -84,12 +85,8 @@ type CompactConfig struct {
 	Concurrency int
 	// DryRun plans and reports but reads, writes and deletes nothing.
 	DryRun bool
-	// Now is the clock (time.Now when nil).
-	Now func() time.Time
 	// Retry bounds the retries of each S3 call.
 	Retry retry.Policy
-	// Sleep replaces retry.Sleep (tests).
-	Sleep retry.SleepFunc
 	// AfterWrite, when set, is called once a partition's outputs are
 	// written and before its inputs are deleted (tests look at the lake in
 	// that moment).
@@ -175,24 +172,37 @@ func (r CompactReport) String() string {
 type Compactor struct {
 	store CompactStore
 	cfg   CompactConfig
+	clk   clock.Clock // which hours are closed, and the waits between retries
+}
+
+// CompactOption sets what a Compactor is built with besides its config:
+// the collaborators an operator does not configure.
+type CompactOption func(*Compactor)
+
+// CompactClock runs the compactor on c instead of the wall clock (nil
+// keeps the wall clock): c's now decides which hours are closed, and the
+// waits between retries of an S3 call are on c.
+func CompactClock(c clock.Clock) CompactOption {
+	return func(co *Compactor) { co.clk = clock.Or(c) }
 }
 
 // NewCompactor returns a Compactor over store, or the configuration's
 // problems.
-func NewCompactor(store CompactStore, cfg CompactConfig) (*Compactor, error) {
+func NewCompactor(store CompactStore, cfg CompactConfig, opts ...CompactOption) (*Compactor, error) {
 	if store == nil {
 		return nil, errors.New("s3lake: compact: no store")
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("s3lake: compact: %w", err)
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Compactor{store: store, cfg: cfg}, nil
+	c := &Compactor{store: store, cfg: cfg, clk: clock.Real()}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
 }
 
 // ClosedHours returns the hours a run at now covers: every hour that ended
@@ -214,7 +224,7 @@ func ClosedHours(now time.Time, grace, lookback time.Duration) []time.Time {
 // cancelled (partitions not yet started are not compacted; one in flight
 // either finished its writes or deletes nothing).
 func (c *Compactor) Run(ctx context.Context) (CompactReport, error) {
-	hours := ClosedHours(c.cfg.Now(), c.cfg.Grace, c.cfg.Lookback)
+	hours := ClosedHours(c.clk.Now(), c.cfg.Grace, c.cfg.Lookback)
 	var (
 		mu     sync.Mutex
 		report CompactReport
@@ -530,7 +540,7 @@ type eventIDRow struct {
 // do runs one S3 call under the retry policy; a *pipeline.PermanentError
 // is not retried.
 func (c *Compactor) do(ctx context.Context, op func(context.Context) error) error {
-	return retry.Do(ctx, c.cfg.Retry, retry.Options{Sleep: c.cfg.Sleep, Retryable: func(err error) bool {
+	return retry.Do(ctx, c.cfg.Retry, retry.Options{Clock: c.clk, Retryable: func(err error) bool {
 		var perm *pipeline.PermanentError
 		return !errors.As(err, &perm)
 	}}, op)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/pipeline"
@@ -120,19 +121,23 @@ func smallLake(t *testing.T, store s3lake.Putter, evs []pipeline.LakeEvent, part
 func compactor(t *testing.T, store s3lake.CompactStore, now time.Time, edit func(*s3lake.CompactConfig)) *s3lake.Compactor {
 	t.Helper()
 	cfg := s3lake.DefaultCompactConfig()
-	cfg.Now = func() time.Time { return now }
 	cfg.Lookback = 24 * time.Hour
 	cfg.TargetBytes = 8 << 20
 	cfg.Retry = retry.Policy{Initial: time.Millisecond, Max: time.Millisecond, Attempts: 2}
-	cfg.Sleep = func(context.Context, time.Duration) error { return nil }
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	if edit != nil {
 		edit(&cfg)
 	}
-	c, err := s3lake.NewCompactor(store, cfg)
+	c, err := s3lake.NewCompactor(store, cfg, s3lake.CompactClock(noWaits{clock.NewFake(now)}))
 	require.NoError(t, err)
 	return c
 }
+
+// noWaits is a clock whose timers, the waits between retries of an S3
+// call, end at once.
+type noWaits struct{ *clock.Fake }
+
+func (c noWaits) NewTimer(time.Duration) clock.Timer { return c.Fake.NewTimer(0) }
 
 // lakeState checks that every event of want is in the lake, each exactly
 // once when once is set, and returns the objects per partition directory.

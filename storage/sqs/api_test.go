@@ -224,6 +224,9 @@ func (w *waits) sleep(ctx context.Context, d time.Duration) error {
 	return context.Cause(ctx)
 }
 
+// record is the option that makes a queue or publisher wait on w.
+func (w *waits) record() Option { return func(c *core) { c.sleep = w.sleep } }
+
 func (w *waits) all() []time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -47,6 +48,7 @@ type item[E any] struct {
 // more entries up to linger: 0 sends it as soon as nothing more is ready,
 // untilFull until it is full or the batcher closes.
 type batcher[E any] struct {
+	clk      clock.Clock // times the linger
 	size     int
 	linger   time.Duration
 	maxBytes int
@@ -65,10 +67,10 @@ type batcher[E any] struct {
 	closed bool
 }
 
-func newBatcher[E any](size, concurrency int, linger time.Duration, maxBytes int, bytes func(E) int, settle func(context.Context, []E) []error) *batcher[E] {
+func newBatcher[E any](clk clock.Clock, size, concurrency int, linger time.Duration, maxBytes int, bytes func(E) int, settle func(context.Context, []E) []error) *batcher[E] {
 	base, abort := context.WithCancelCause(context.Background())
 	b := &batcher[E]{
-		size: size, linger: linger, maxBytes: maxBytes, bytes: bytes, settle: settle,
+		clk: clk, size: size, linger: linger, maxBytes: maxBytes, bytes: bytes, settle: settle,
 		base: base, abort: abort,
 		in:    make(chan []item[E], concurrency),
 		slots: make(chan struct{}, concurrency),
@@ -122,7 +124,7 @@ func (b *batcher[E]) collect() {
 	var (
 		batch []item[E]
 		bytes int
-		timer *time.Timer
+		timer clock.Timer
 		tc    <-chan time.Time
 	)
 	dispatch := func() {
@@ -155,8 +157,8 @@ func (b *batcher[E]) collect() {
 		case len(batch) == b.size:
 			dispatch()
 		case len(batch) == 1 && b.linger > 0:
-			timer = time.NewTimer(b.linger)
-			tc = timer.C
+			timer = b.clk.NewTimer(b.linger)
+			tc = timer.Chan()
 		}
 	}
 	for {

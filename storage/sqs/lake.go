@@ -78,7 +78,7 @@ type LakePublisher struct {
 }
 
 // NewLakePublisher returns a publisher over api; reg may be nil.
-func NewLakePublisher(api SendAPI, cfg LakeConfig, reg prometheus.Registerer) (*LakePublisher, error) {
+func NewLakePublisher(api SendAPI, cfg LakeConfig, reg prometheus.Registerer, opts ...Option) (*LakePublisher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("sqs: %s: %w", cfg.Name, err)
 	}
@@ -111,7 +111,7 @@ func NewLakePublisher(api SendAPI, cfg LakeConfig, reg prometheus.Registerer) (*
 			next(c)
 		}
 	}
-	c, err := newCore(qcfg)
+	c, err := newCore(qcfg, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -25,11 +25,10 @@ func lakePublisher(t *testing.T, api *scriptAPI, mutate func(*LakeConfig)) *Lake
 	cfg := DefaultLakeConfig()
 	cfg.URL = "feedback"
 	cfg.FlushAge = 20 * time.Millisecond
-	cfg.Sleep = (&waits{}).sleep
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	p, err := NewLakePublisher(api, cfg, prometheus.NewRegistry())
+	p, err := NewLakePublisher(api, cfg, prometheus.NewRegistry(), (&waits{}).record())
 	require.NoError(t, err)
 	p.Start()
 	t.Cleanup(func() {

@@ -47,6 +47,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/pipeline"
 )
@@ -150,9 +151,6 @@ type Config struct {
 	Retry retry.Policy
 	// CallTimeout bounds one call.
 	CallTimeout time.Duration
-	// Sleep replaces retry.Sleep between rounds (tests inject a fake
-	// clock).
-	Sleep retry.SleepFunc
 	// OnCall, when set, is told about every call (metrics). It must be
 	// quick and safe for concurrent use.
 	OnCall func(Call)
@@ -205,9 +203,25 @@ func oneAttempt(o *awssqs.Options) { o.RetryMaxAttempts = 1 }
 type core struct {
 	cfg    Config
 	prefix string
+	clk    clock.Clock // lingers and the backoff between rounds
+	// sleep waits between rounds; nil waits on clk. Tests in this package
+	// set it to record the backoff without waiting while lingers keep
+	// real time.
+	sleep retry.SleepFunc
 }
 
-func newCore(cfg Config) (*core, error) {
+// Option sets what a queue or publisher is built with besides its
+// Config: the collaborators an operator does not configure.
+type Option func(*core)
+
+// WithClock runs lingers and the backoff between rounds on c instead of
+// the wall clock (nil keeps the wall clock). CallTimeout stays on real
+// time: it bounds a call to SQS, another machine.
+func WithClock(c clock.Clock) Option {
+	return func(co *core) { co.clk = clock.Or(c) }
+}
+
+func newCore(cfg Config, opts []Option) (*core, error) {
 	prefix := "sqs"
 	if cfg.Name != "" {
 		prefix += ": " + cfg.Name
@@ -215,10 +229,11 @@ func newCore(cfg Config) (*core, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", prefix, err)
 	}
-	if cfg.Sleep == nil {
-		cfg.Sleep = retry.Sleep
+	c := &core{cfg: cfg, prefix: prefix, clk: clock.Real()}
+	for _, o := range opts {
+		o(c)
 	}
-	return &core{cfg: cfg, prefix: prefix}, nil
+	return c, nil
 }
 
 func (c *core) observe(call Call) {
@@ -243,7 +258,7 @@ func settle[E any](ctx context.Context, c *core, op Op, entries []E, call callFu
 	batch := make([]E, 0, len(entries))
 	rounds := 0
 	exhausted := false
-	err := retry.Do(ctx, c.cfg.Retry, retry.Options{Sleep: c.cfg.Sleep}, func(ctx context.Context) error {
+	err := retry.Do(ctx, c.cfg.Retry, retry.Options{Clock: c.clk, Sleep: c.sleep}, func(ctx context.Context) error {
 		if cause := context.Cause(ctx); cause != nil {
 			return retry.Permanent(cause)
 		}
@@ -253,11 +268,11 @@ func settle[E any](ctx context.Context, c *core, op Op, entries []E, call callFu
 			batch = append(batch, entries[i])
 		}
 		cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
-		start := time.Now()
+		start := c.clk.Now()
 		res, err := call(cctx, batch)
 		cancel()
 		if err != nil {
-			c.observe(Call{Op: op, Attempt: rounds, Entries: len(batch), Failed: len(batch), Err: err, Duration: time.Since(start)})
+			c.observe(Call{Op: op, Attempt: rounds, Entries: len(batch), Failed: len(batch), Err: err, Duration: c.clk.Since(start)})
 			err = fmt.Errorf("%s batch: %w", op, err)
 			for _, i := range pending {
 				errs[i] = err
@@ -285,7 +300,7 @@ func settle[E any](ctx context.Context, c *core, op Op, entries []E, call callFu
 				again = append(again, i)
 			}
 		}
-		c.observe(Call{Op: op, Attempt: rounds, Entries: len(batch), Failed: failed, Duration: time.Since(start)})
+		c.observe(Call{Op: op, Attempt: rounds, Entries: len(batch), Failed: failed, Duration: c.clk.Since(start)})
 		pending = again
 		if len(pending) == 0 {
 			return nil
@@ -385,18 +400,18 @@ type visEntry struct {
 }
 
 // New returns a queue over api, or the configuration's problems.
-func New(api API, cfg Config) (*Queue, error) {
-	c, err := newCore(cfg)
+func New(api API, cfg Config, opts ...Option) (*Queue, error) {
+	c, err := newCore(cfg, opts)
 	if err != nil {
 		return nil, err
 	}
 	q := &Queue{core: c, api: api}
 	q.sender = &sender{core: c, api: api}
 	q.send = q.sender.newBatcher(cfg.Linger)
-	q.del = newBatcher(cfg.BatchSize, cfg.Concurrency, cfg.Linger, 0, nil, func(ctx context.Context, batch []string) []error {
+	q.del = newBatcher(c.clk, cfg.BatchSize, cfg.Concurrency, cfg.Linger, 0, nil, func(ctx context.Context, batch []string) []error {
 		return settle(ctx, c, OpDelete, batch, q.deleteCall)
 	})
-	q.vis = newBatcher(cfg.BatchSize, cfg.Concurrency, cfg.Linger, 0, nil, func(ctx context.Context, batch []visEntry) []error {
+	q.vis = newBatcher(c.clk, cfg.BatchSize, cfg.Concurrency, cfg.Linger, 0, nil, func(ctx context.Context, batch []visEntry) []error {
 		return settle(ctx, c, OpChangeVisibility, batch, q.visibilityCall)
 	})
 	return q, nil
@@ -417,7 +432,7 @@ func (q *Queue) Receive(ctx context.Context, req pipeline.ReceiveRequest) ([]pip
 	if req.Max < 1 || req.Max > pipeline.MaxReceive {
 		return nil, fmt.Errorf("%s: receive: max %d must be within 1..%d", q.prefix, req.Max, pipeline.MaxReceive)
 	}
-	start := time.Now()
+	start := q.clk.Now()
 	out, err := q.api.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{
 		QueueUrl:            aws.String(q.cfg.URL),
 		MaxNumberOfMessages: int32(req.Max),
@@ -430,13 +445,13 @@ func (q *Queue) Receive(ctx context.Context, req pipeline.ReceiveRequest) ([]pip
 		MessageAttributeNames: []string{"All"},
 	}, oneAttempt)
 	if err != nil {
-		q.observe(Call{Op: OpReceive, Attempt: 1, Err: err, Duration: time.Since(start)})
+		q.observe(Call{Op: OpReceive, Attempt: 1, Err: err, Duration: q.clk.Since(start)})
 		if cause := context.Cause(ctx); cause != nil {
 			return nil, fmt.Errorf("%s: receive: %w", q.prefix, cause)
 		}
 		return nil, fmt.Errorf("%s: receive: %w", q.prefix, err)
 	}
-	q.observe(Call{Op: OpReceive, Attempt: 1, Entries: len(out.Messages), Duration: time.Since(start)})
+	q.observe(Call{Op: OpReceive, Attempt: 1, Entries: len(out.Messages), Duration: q.clk.Since(start)})
 	msgs := make([]pipeline.Message, len(out.Messages))
 	for i, m := range out.Messages {
 		msgs[i] = toMessage(m)

@@ -20,16 +20,15 @@ import (
 	"github.com/chatguard/chatguard/pipeline"
 )
 
-func testQueue(t *testing.T, api API, mutate func(*Config)) (*Queue, *waits) {
+func testQueue(t *testing.T, api API, mutate func(*Config), opts ...Option) (*Queue, *waits) {
 	t.Helper()
 	w := &waits{}
 	cfg := DefaultConfig()
 	cfg.Name, cfg.URL = "test", "http://q.local/test"
-	cfg.Sleep = w.sleep
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	q, err := New(api, cfg)
+	q, err := New(api, cfg, append([]Option{w.record()}, opts...)...)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -159,15 +158,15 @@ func TestAbortDuringBackoffReportsTheCause(t *testing.T) {
 	api := newScriptAPI()
 	api.callErr = func(Op, int, []string) error { return errors.New("connection refused") }
 	waiting := make(chan struct{}, 1)
-	q, _ := testQueue(t, api, func(c *Config) {
-		c.Retry.Attempts = 100
-		// A wait that lasts until its context ends, like a long backoff.
-		c.Sleep = func(ctx context.Context, _ time.Duration) error {
+	// A wait that lasts until its context ends, like a long backoff.
+	longBackoff := func(c *core) {
+		c.sleep = func(ctx context.Context, _ time.Duration) error {
 			waiting <- struct{}{}
 			<-ctx.Done()
 			return context.Cause(ctx)
 		}
-	})
+	}
+	q, _ := testQueue(t, api, func(c *Config) { c.Retry.Attempts = 100 }, longBackoff)
 	res := make(chan error, 1)
 	go func() { res <- q.Delete(context.Background(), []string{"r1"}) }()
 	<-waiting

@@ -44,8 +44,7 @@ const maxReasons = 5
 // ReviewPublisher serves one Run at a time; Stats may be read concurrently
 // while it runs.
 type ReviewPublisher struct {
-	s   *sender
-	now func() time.Time
+	s *sender
 
 	published, failed, calls, retried atomic.Int64
 
@@ -57,8 +56,8 @@ var _ pipeline.ReviewPublisher = (*ReviewPublisher)(nil)
 
 // NewReviewPublisher returns a publisher over api, or the configuration's
 // problems. Start cfg from DefaultReviewConfig.
-func NewReviewPublisher(api SendAPI, cfg Config) (*ReviewPublisher, error) {
-	p := &ReviewPublisher{now: func() time.Time { return time.Now().UTC() }}
+func NewReviewPublisher(api SendAPI, cfg Config, opts ...Option) (*ReviewPublisher, error) {
+	p := &ReviewPublisher{}
 	next := cfg.OnCall
 	cfg.OnCall = func(c Call) {
 		p.calls.Add(1)
@@ -69,7 +68,7 @@ func NewReviewPublisher(api SendAPI, cfg Config) (*ReviewPublisher, error) {
 			next(c)
 		}
 	}
-	c, err := newCore(cfg)
+	c, err := newCore(cfg, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +133,7 @@ loop:
 }
 
 func (p *ReviewPublisher) message(ev pipeline.ReviewEvent) (pipeline.OutMessage, error) {
-	ev.PublishedAt = p.now()
+	ev.PublishedAt = p.s.clk.Now().UTC()
 	if err := ev.Validate(); err != nil {
 		return pipeline.OutMessage{}, fmt.Errorf("room %q: %w", ev.RoomID, err)
 	}

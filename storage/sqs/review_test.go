@@ -18,11 +18,10 @@ func reviewPublisher(t *testing.T, api SendAPI, mutate func(*Config)) *ReviewPub
 	t.Helper()
 	cfg := DefaultReviewConfig()
 	cfg.URL = "http://queue.local/review"
-	cfg.Sleep = (&waits{}).sleep
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	p, err := NewReviewPublisher(api, cfg)
+	p, err := NewReviewPublisher(api, cfg, (&waits{}).record())
 	require.NoError(t, err)
 	return p
 }

@@ -21,7 +21,7 @@ type sender struct {
 }
 
 func (s *sender) newBatcher(linger time.Duration) *batcher[pipeline.OutMessage] {
-	return newBatcher(s.cfg.BatchSize, s.cfg.Concurrency, linger, MaxMessageBytes, messageBytes, func(ctx context.Context, batch []pipeline.OutMessage) []error {
+	return newBatcher(s.clk, s.cfg.BatchSize, s.cfg.Concurrency, linger, MaxMessageBytes, messageBytes, func(ctx context.Context, batch []pipeline.OutMessage) []error {
 		return settle(ctx, s.core, OpSend, batch, s.call)
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -15,19 +16,16 @@ var _ pipeline.ReviewClaims = (*Claims)(nil)
 // by anyone). It is safe for concurrent use. Err, when set, is returned by
 // every call instead of doing the work, to inject an outage.
 type Claims struct {
-	now  func() time.Time
+	clk  clock.Clock
 	mu   sync.Mutex
 	rows map[pipeline.ReviewKey]pipeline.Claim
 	Err  func() error
 }
 
-// NewClaims returns an empty claim table on the clock now (time.Now when
-// nil).
-func NewClaims(now func() time.Time) *Claims {
-	if now == nil {
-		now = time.Now
-	}
-	return &Claims{now: now, rows: map[pipeline.ReviewKey]pipeline.Claim{}}
+// NewClaims returns an empty claim table on the clock c (nil: the wall
+// clock).
+func NewClaims(c clock.Clock) *Claims {
+	return &Claims{clk: clock.Or(c), rows: map[pipeline.ReviewKey]pipeline.Claim{}}
 }
 
 // Claim implements pipeline.ReviewClaims.
@@ -41,7 +39,7 @@ func (c *Claims) Claim(ctx context.Context, k pipeline.ReviewKey, owner string, 
 		}
 	}
 	k = norm(k)
-	now := c.now().UTC().Truncate(time.Microsecond)
+	now := c.clk.Now().UTC().Truncate(time.Microsecond)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cur, ok := c.rows[k]

@@ -10,30 +10,25 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
-// ManualClock is a clock a test moves by hand, safe for concurrent use.
-type ManualClock struct{ ns atomic.Int64 }
+// ManualClock is the one fake clock, under the name older tests use.
+//
+// Deprecated: use clock.Fake.
+type ManualClock = clock.Fake
 
-// NewManualClock returns a clock reading t.
-func NewManualClock(t time.Time) *ManualClock {
-	c := &ManualClock{}
-	c.ns.Store(t.UnixNano())
-	return c
-}
-
-// Now returns the clock's time in UTC.
-func (c *ManualClock) Now() time.Time { return time.Unix(0, c.ns.Load()).UTC() }
-
-// Advance moves the clock forward by d.
-func (c *ManualClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+// NewManualClock returns a fake clock reading t in UTC.
+//
+// Deprecated: use clock.NewFake.
+func NewManualClock(t time.Time) *ManualClock { return clock.NewFake(t.UTC()) }
 
 // RunReviewClaimsConformance checks a pipeline.ReviewClaims built by
-// newClaims on the clock now: one holder at a time, renewal by the holder,
+// newClaims on the clock c: one holder at a time, renewal by the holder,
 // takeover after expiry only, release by the holder only, and exactly one
 // winner among concurrent claimers.
-func RunReviewClaimsConformance(t *testing.T, newClaims func(t *testing.T, now func() time.Time) pipeline.ReviewClaims) {
+func RunReviewClaimsConformance(t *testing.T, newClaims func(t *testing.T, c clock.Clock) pipeline.ReviewClaims) {
 	t.Helper()
 	ws := time.Date(2026, 11, 3, 4, 0, 0, 0, time.UTC)
 	key := func(room string) pipeline.ReviewKey {
@@ -43,8 +38,8 @@ func RunReviewClaimsConformance(t *testing.T, newClaims func(t *testing.T, now f
 
 	t.Run("one holder until expiry, then takeover", func(t *testing.T) {
 		t.Parallel()
-		clock := NewManualClock(start)
-		c := newClaims(t, clock.Now)
+		clk := clock.NewFake(start)
+		c := newClaims(t, clk)
 		ctx := context.Background()
 		k := key("room-1")
 		got, err := c.Claim(ctx, k, "pod-a/1", time.Minute)
@@ -63,18 +58,18 @@ func RunReviewClaimsConformance(t *testing.T, newClaims func(t *testing.T, now f
 		require.Equal(t, pipeline.Claim{Held: true, Owner: "pod-a/1", Expires: start.Add(time.Minute)}, got)
 
 		// The holder renews; the other still waits.
-		clock.Advance(40 * time.Second)
+		clk.Advance(40 * time.Second)
 		got, err = c.Claim(ctx, k, "pod-a/1", time.Minute)
 		require.NoError(t, err)
 		require.True(t, got.Held)
 		require.Equal(t, start.Add(100*time.Second), got.Expires)
-		clock.Advance(40 * time.Second)
+		clk.Advance(40 * time.Second)
 		got, err = c.Claim(ctx, k, "pod-b/1", time.Minute)
 		require.NoError(t, err)
 		require.False(t, got.Held, "renewed: still live at +80s")
 
 		// The holder dies: at expiry anyone takes over.
-		clock.Advance(20 * time.Second)
+		clk.Advance(20 * time.Second)
 		got, err = c.Claim(ctx, k, "pod-b/1", time.Minute)
 		require.NoError(t, err)
 		require.True(t, got.Held, "an expired claim is taken over")
@@ -106,8 +101,8 @@ func RunReviewClaimsConformance(t *testing.T, newClaims func(t *testing.T, now f
 
 	t.Run("one winner among concurrent claimers", func(t *testing.T) {
 		t.Parallel()
-		clock := NewManualClock(start)
-		c := newClaims(t, clock.Now)
+		clk := clock.NewFake(start)
+		c := newClaims(t, clk)
 		for round := range 5 {
 			k := key(fmt.Sprintf("race-%d", round))
 			var wg sync.WaitGroup
@@ -131,7 +126,7 @@ func RunReviewClaimsConformance(t *testing.T, newClaims func(t *testing.T, now f
 		k := key("race-expired")
 		_, err := c.Claim(context.Background(), k, "pod-dead", time.Minute)
 		require.NoError(t, err)
-		clock.Advance(2 * time.Minute)
+		clk.Advance(2 * time.Minute)
 		var wg sync.WaitGroup
 		var held atomic.Int32
 		for i := range 8 {
@@ -148,7 +143,7 @@ func RunReviewClaimsConformance(t *testing.T, newClaims func(t *testing.T, now f
 
 	t.Run("cancelled context", func(t *testing.T) {
 		t.Parallel()
-		c := newClaims(t, NewManualClock(start).Now)
+		c := newClaims(t, clock.NewFake(start))
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		_, err := c.Claim(ctx, key("room-3"), "pod-a", time.Minute)

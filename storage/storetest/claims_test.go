@@ -2,12 +2,12 @@ package storetest
 
 import (
 	"testing"
-	"time"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
 func TestClaimsConformance(t *testing.T) {
 	t.Parallel()
-	RunReviewClaimsConformance(t, func(_ *testing.T, now func() time.Time) pipeline.ReviewClaims { return NewClaims(now) })
+	RunReviewClaimsConformance(t, func(_ *testing.T, c clock.Clock) pipeline.ReviewClaims { return NewClaims(c) })
 }

@@ -273,7 +273,7 @@ func requireFeedbackInLake(t *testing.T, ctx context.Context, queueURL, prefix, 
 	require.NoError(t, err)
 	ccfg := consumer.DefaultConfig()
 	ccfg.FlushAge, ccfg.WaitTime, ccfg.DrainTimeout = time.Second, time.Second, 10*time.Second
-	c, err := consumer.New(ccfg, queue, lake)
+	c, err := consumer.New(ccfg, queue, lake, consumer.Options{})
 	require.NoError(t, err)
 	cctx, ccancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
