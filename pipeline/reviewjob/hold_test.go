@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/health"
 	"github.com/chatguard/chatguard/pipeline/jobloop"
@@ -50,8 +51,8 @@ func TestReviewHoldsWhenMySQLIsDown(t *testing.T) {
 func TestHeldSaveKeepsTheVerdict(t *testing.T) {
 	t.Parallel()
 	r := setupReview(t)
-	clock := storetest.NewManualClock(r.now())
-	mon, err := health.New(health.Config{Failures: 1, OpenFor: time.Minute}, nil, nil, health.WithClock(clock))
+	clk := clock.NewFake(r.now().UTC())
+	mon, err := health.New(health.Config{Failures: 1, OpenFor: time.Minute}, nil, nil, health.WithClock(clk))
 	require.NoError(t, err)
 	r.build(Gated(r.deps(), mon))
 	var down atomic.Bool
@@ -67,7 +68,7 @@ func TestHeldSaveKeepsTheVerdict(t *testing.T) {
 	require.Equal(t, jobloop.Hold, out.Action)
 	require.Equal(t, int32(1), r.rev.calls.Load())
 	down.Store(false)
-	clock.Advance(time.Minute) // the open time ends; the rerun's first call probes
+	clk.Advance(time.Minute) // the open time ends; the rerun's first call probes
 	out = r.h.Handle(context.Background(), m)
 	require.Equal(t, "done", out.Label)
 	require.Equal(t, int32(1), r.rev.calls.Load(), "the verdict was kept, not reviewed again")
@@ -83,8 +84,8 @@ func TestHeldSaveKeepsTheVerdict(t *testing.T) {
 func TestHeldSaveKeepsTheVerdictPastMaxAge(t *testing.T) {
 	t.Parallel()
 	r := setupReview(t)
-	clock := storetest.NewManualClock(r.now())
-	mon, err := health.New(health.Config{Failures: 1, OpenFor: time.Minute}, nil, nil, health.WithClock(clock))
+	clk := clock.NewFake(r.now().UTC())
+	mon, err := health.New(health.Config{Failures: 1, OpenFor: time.Minute}, nil, nil, health.WithClock(clk))
 	require.NoError(t, err)
 	r.build(Gated(r.deps(), mon))
 	var down atomic.Bool
@@ -102,7 +103,7 @@ func TestHeldSaveKeepsTheVerdictPastMaxAge(t *testing.T) {
 	// A long outage: the event is now older than MaxAge.
 	r.clk.Advance(r.cfg.MaxAge + time.Hour)
 	down.Store(false)
-	clock.Advance(time.Minute)
+	clk.Advance(time.Minute)
 	out = r.h.Handle(context.Background(), m)
 	require.Equal(t, jobloop.Delete, out.Action)
 	require.Equal(t, "done", out.Label, "the verdict produced is saved, not expired")

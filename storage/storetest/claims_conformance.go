@@ -14,16 +14,6 @@ import (
 	"github.com/chatguard/chatguard/pipeline"
 )
 
-// ManualClock is the one fake clock, under the name older tests use.
-//
-// Deprecated: use clock.Fake.
-type ManualClock = clock.Fake
-
-// NewManualClock returns a fake clock reading t in UTC.
-//
-// Deprecated: use clock.NewFake.
-func NewManualClock(t time.Time) *ManualClock { return clock.NewFake(t.UTC()) }
-
 // RunReviewClaimsConformance checks a pipeline.ReviewClaims built by
 // newClaims on the clock c: one holder at a time, renewal by the holder,
 // takeover after expiry only, release by the holder only, and exactly one
