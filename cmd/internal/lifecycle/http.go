@@ -42,9 +42,10 @@ func (s *Server) AddrOrEmpty() string {
 }
 
 // Run serves until ctx ends or serving fails; then it shuts down
-// gracefully, letting requests in flight finish until Hard(ctx) ends. It
-// returns nil after a clean shutdown, else serving's or the shutdown's
-// error.
+// gracefully, letting requests in flight finish until Hard(ctx) ends
+// (outside a group, where Hard(ctx) is ctx and already over, for at most
+// DefaultDrain). It returns nil after a clean shutdown, else serving's or
+// the shutdown's error.
 func (s *Server) Run(ctx context.Context) error {
 	served := make(chan error, 1)
 	go func() { served <- s.srv.Serve(s.ln) }()
@@ -53,7 +54,15 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	case <-ctx.Done():
 	}
-	err := s.srv.Shutdown(Hard(ctx))
+	hard := Hard(ctx)
+	if hard == ctx {
+		// No group's hard context: a cancelled ctx would cut the shutdown
+		// short at once whenever a connection is still busy.
+		var cancel context.CancelFunc
+		hard, cancel = context.WithTimeout(context.WithoutCancel(ctx), DefaultDrain)
+		defer cancel()
+	}
+	err := s.srv.Shutdown(hard)
 	if serr := <-served; !errors.Is(serr, http.ErrServerClosed) {
 		err = errors.Join(err, serr)
 	}

@@ -79,3 +79,57 @@ func TestListenNamesTheListener(t *testing.T) {
 	var s *lifecycle.Server
 	require.Empty(t, s.AddrOrEmpty())
 }
+
+// TestRunOutsideAGroupStillDrains: a Server run on its own (tests, tools)
+// has no group's hard context; cancelling its ctx must still let the
+// request in flight finish rather than end the shutdown at once.
+func TestRunOutsideAGroupStillDrains(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-release
+		_, _ = io.WriteString(w, "done")
+	})
+	s, err := lifecycle.Listen("test", "127.0.0.1:0", &http.Server{Handler: h, ReadHeaderTimeout: time.Second})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(ctx) }()
+	got := make(chan string, 1)
+	go func() {
+		resp, err := http.Get("http://" + s.Addr())
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		got <- string(b)
+	}()
+	<-entered
+	cancel()
+	// The shutdown has begun once the listener refuses connections; only
+	// then is the handler let go, so a shutdown cut short by the
+	// cancelled ctx would already have returned.
+	dialUntilRefused(t, s.Addr())
+	close(release)
+	require.Equal(t, "done", <-got)
+	require.NoError(t, <-ran, "a busy connection cut the shutdown short")
+}
+
+// dialUntilRefused dials addr until the listener is closed, for at most
+// ten seconds.
+func dialUntilRefused(t *testing.T, addr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var d net.Dialer
+	for ctx.Err() == nil {
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return
+		}
+		_ = c.Close()
+	}
+	t.Fatal("the listener still accepted connections after ten seconds")
+}
