@@ -54,6 +54,11 @@ type execution struct {
 	cancel             context.CancelFunc
 	columns            []columnInfo
 	rows               [][]*string
+
+	// admit closes when the execution gets a run slot; admitted records
+	// that it did, so that its release frees the slot.
+	admit    chan struct{}
+	admitted bool
 }
 
 func (e *execution) terminal() bool {
@@ -79,7 +84,6 @@ type Stats struct {
 type Server struct {
 	cfg    Config
 	db     *sql.DB
-	sem    chan struct{}
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -93,6 +97,8 @@ type Server struct {
 	finished      []string // ids in the order they finished, for eviction
 	tokens        map[string]string
 	active        int
+	waiting       []*execution // queued executions in submission order
+	running       int          // executions holding a run slot
 	minRunTime    time.Duration
 	failNext      int
 	failReason    string
@@ -125,7 +131,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
-		cfg: cfg, db: db, sem: make(chan struct{}, cfg.MaxConcurrent), ctx: ctx, cancel: cancel,
+		cfg: cfg, db: db, ctx: ctx, cancel: cancel,
 		views: map[string]uint64{}, execs: map[string]*execution{}, tokens: map[string]string{},
 		minRunTime: cfg.MinRunTime,
 	}, nil
@@ -292,7 +298,7 @@ func (s *Server) start(req startRequest) (string, error) {
 		id: id, query: req.query, database: strings.ToLower(req.database), workGroup: req.workGroup,
 		output: strings.TrimSuffix(req.output, "/") + "/" + id + ".csv", token: req.token,
 		params: slices.Clone(req.params), state: StateQueued, submitted: time.Now().UTC(), cancel: cancel,
-		statementType: "DML",
+		statementType: "DML", admit: make(chan struct{}),
 	}
 	var forced string
 	var forcedRetryable bool
@@ -309,6 +315,8 @@ func (s *Server) start(req startRequest) (string, error) {
 	}
 	s.active++
 	s.stats.Started++
+	s.waiting = append(s.waiting, e)
+	s.admitLocked()
 	s.wg.Add(1)
 	go s.run(ctx, e, forced, forcedRetryable)
 	return id, nil
@@ -319,12 +327,12 @@ func (s *Server) start(req startRequest) (string, error) {
 func (s *Server) run(ctx context.Context, e *execution, forced string, forcedRetryable bool) {
 	defer s.wg.Done()
 	defer e.cancel()
+	defer s.release(e)
 	select {
-	case s.sem <- struct{}{}:
+	case <-e.admit:
 	case <-ctx.Done():
 		return // Stop or Close already recorded the outcome.
 	}
-	defer func() { <-s.sem }()
 
 	s.mu.Lock()
 	if e.terminal() {
@@ -383,6 +391,32 @@ func (s *Server) run(ctx context.Context, e *execution, forced string, forcedRet
 	}
 	e.columns, e.rows = cols, rows
 	s.finishLocked(e, StateSucceeded, "", 0, false, now)
+}
+
+// admitLocked hands free run slots to queued executions in the order they
+// were submitted, as Athena runs a workgroup's queue: a goroutine race must
+// not let a later query overtake an earlier one. Callers hold s.mu.
+func (s *Server) admitLocked() {
+	for s.running < s.cfg.MaxConcurrent && len(s.waiting) > 0 {
+		e := s.waiting[0]
+		s.waiting = s.waiting[1:]
+		e.admitted = true
+		s.running++
+		close(e.admit)
+	}
+}
+
+// release gives back e's run slot, or takes e off the queue when it was
+// cancelled before it got one, and admits the next execution.
+func (s *Server) release(e *execution) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e.admitted {
+		s.running--
+	} else {
+		s.waiting = slices.DeleteFunc(s.waiting, func(w *execution) bool { return w == e })
+	}
+	s.admitLocked()
 }
 
 // finishLocked moves e to a terminal state and evicts the oldest finished
