@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -45,16 +46,26 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// freePorts returns n ports that were free a moment ago.
+// freePorts returns n ports that were free a moment ago. They come from
+// below the kernel's ephemeral range (32768 up on Linux): a port the kernel
+// handed out for a listen on :0 is soon handed out again as the source port
+// of some other test's outgoing connection, and the stack's later listen on
+// it then fails with "address already in use".
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
+	const lo, hi = 20000, 32768
 	var lns []net.Listener
 	var ports []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
+	for p := lo + rand.IntN(hi-lo); len(ports) < n; p++ {
+		if p >= hi {
+			p = lo
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
 		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, p)
 	}
 	for _, ln := range lns {
 		ln.Close()
