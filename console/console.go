@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chatguard/chatguard/internal/clock"
+	"github.com/chatguard/chatguard/internal/drain"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/live"
 	"github.com/chatguard/chatguard/pipeline/stop"
@@ -115,10 +116,13 @@ func (a *App) Handler() http.Handler { return a.handler }
 // Run holds the on-demand reviews until ctx is done, then drains: new
 // reviews are refused (503 with Retry-After), every open stream gets a
 // reconnect event (clients resume on other pods, from the live log), and
-// Run waits for the running reviews. They run until they finish or hard
-// is done (the drain deadline: they are cancelled then, their verdicts
-// still saved); Run returns nil once every review has ended.
-func (a *App) Run(ctx, hard context.Context) error {
+// Run waits for the running reviews. They run until they finish or
+// drain.Hard(ctx) is done (the drain deadline, kept by whoever runs the
+// app: they are cancelled then, their verdicts still saved); Run returns
+// nil once every review has ended. Without a hard context the reviews are
+// cancelled as soon as ctx is.
+func (a *App) Run(ctx context.Context) error {
+	hard := drain.Hard(ctx)
 	stopWork := context.AfterFunc(hard, func() { a.cancelWork(context.Cause(hard)) })
 	defer stopWork()
 	<-ctx.Done()

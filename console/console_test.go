@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/internal/clock"
+	"github.com/chatguard/chatguard/internal/drain"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/live"
 	"github.com/chatguard/chatguard/pipeline/llm"
@@ -332,7 +333,7 @@ func TestReviewStreamsAdmitsDrainsAndResumes(t *testing.T) {
 	// Drain: the open stream gets a reconnect event; the review goes on.
 	ctx, stop := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
-	go func() { ran <- c.app.Run(ctx, context.Background()) }()
+	go func() { ran <- c.app.Run(drain.WithHard(ctx, context.Background())) }()
 	stop()
 	rest := readEvents(t, resp.Body, 0, "reconnect")
 	require.Equal(t, "reconnect", rest[len(rest)-1].typ)
@@ -378,11 +379,11 @@ func TestDrainRefusesThenCancelsAtTheDeadline(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	readEvents(t, resp.Body, 2, "")
 
-	ctx, stop := context.WithCancel(context.Background())
 	hard, cancelHard := context.WithCancelCause(context.Background())
 	defer cancelHard(nil)
+	ctx, stop := context.WithCancel(drain.WithHard(context.Background(), hard))
 	ran := make(chan error, 1)
-	go func() { ran <- c.app.Run(ctx, hard) }()
+	go func() { ran <- c.app.Run(ctx) }()
 	stop()
 	rest := readEvents(t, resp.Body, 0, "reconnect")
 	require.Equal(t, "reconnect", rest[len(rest)-1].typ)

@@ -21,6 +21,7 @@ import (
 	"github.com/chatguard/chatguard/console"
 	"github.com/chatguard/chatguard/internal/awsclient"
 	"github.com/chatguard/chatguard/internal/clock"
+	"github.com/chatguard/chatguard/internal/drain"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/live"
 	"github.com/chatguard/chatguard/pipeline/stop"
@@ -289,8 +290,8 @@ func (p *parts) ready(context.Context) error {
 // drain is the two-phase stop of the on-demand reviews: at ctx's end they
 // are refused and streams told to reconnect; the running ones keep the
 // drain timeout (the service's Drain), after which the group cancels
-// lifecycle.Hard(ctx) and with it the reviews.
-func (p *parts) drain(ctx context.Context) error { return p.app.Run(ctx, lifecycle.Hard(ctx)) }
+// drain.Hard(ctx) and with it the reviews.
+func (p *parts) drain(ctx context.Context) error { return p.app.Run(ctx) }
 
 // waitStreams waits for the detached streams to end at their reconnect
 // event; one still open only holds a socket the process exit closes.
@@ -330,7 +331,7 @@ func (h *httpServer) service(handler func() http.Handler) lifecycle.Service {
 				return fmt.Errorf("serve: %w", err)
 			case <-ctx.Done():
 			}
-			if err := h.srv.Shutdown(lifecycle.Hard(ctx)); err != nil {
+			if err := h.srv.Shutdown(drain.Hard(ctx)); err != nil {
 				h.log.Warn("console: connections still open at shutdown; closing them", "server", h.name, "err", err)
 				_ = h.srv.Close() // the only error is the listener's, closed already
 			}

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/chatguard/chatguard/internal/drain"
 )
 
 // Server is an HTTP listener and the server that serves it. Listen opens
@@ -42,9 +44,9 @@ func (s *Server) AddrOrEmpty() string {
 }
 
 // Run serves until ctx ends or serving fails; then it shuts down
-// gracefully, letting requests in flight finish until Hard(ctx) ends
-// (outside a group, where Hard(ctx) is ctx and already over, for at most
-// DefaultDrain). It returns nil after a clean shutdown, else serving's or
+// gracefully, letting requests in flight finish until drain.Hard(ctx)
+// ends (outside a group, where there is no hard context and ctx is
+// already over, for at most DefaultDrain). It returns nil after a clean shutdown, else serving's or
 // the shutdown's error.
 func (s *Server) Run(ctx context.Context) error {
 	served := make(chan error, 1)
@@ -54,8 +56,8 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	case <-ctx.Done():
 	}
-	hard := Hard(ctx)
-	if hard == ctx {
+	hard, ok := drain.Lookup(ctx)
+	if !ok {
 		// No group's hard context: a cancelled ctx would cut the shutdown
 		// short at once whenever a connection is still busy.
 		var cancel context.CancelFunc

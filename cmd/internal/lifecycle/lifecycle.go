@@ -7,9 +7,11 @@
 // Stopping a service has two phases, expressed here once. First the
 // context passed to Run is cancelled: the service stops taking work (stops
 // polling, stops accepting connections) and drains what it holds. Work
-// that must end even when the drain does not should run under Hard(ctx),
-// which is cancelled when the service's Drain deadline passes. A service
-// that has still not returned Grace after that is reported and left.
+// that must end even when the drain does not runs under drain.Hard(ctx)
+// (internal/drain), which the group cancels when the service's Drain
+// deadline passes: the group is the one timer of every service's drain.
+// A service that has still not returned its Grace after that is reported
+// and left.
 package lifecycle
 
 import (
@@ -20,13 +22,15 @@ import (
 	"time"
 
 	"github.com/chatguard/chatguard/internal/clock"
+	"github.com/chatguard/chatguard/internal/drain"
 )
 
 // DefaultDrain is a service's drain deadline when it sets none.
 const DefaultDrain = 5 * time.Second
 
 // Grace is how long a service may take to return after its hard context
-// was cancelled before the group reports it and moves on.
+// was cancelled before the group reports it and moves on, when the
+// service sets no Grace of its own.
 const Grace = 5 * time.Second
 
 // Service is one part of a binary with a lifetime of its own.
@@ -47,8 +51,14 @@ type Service struct {
 	// buffers. Its ctx carries the Drain deadline.
 	Stop func(ctx context.Context) error
 	// Drain bounds Run's return and Stop after the stop begins
-	// (DefaultDrain when zero).
+	// (DefaultDrain when zero). When it passes, drain.Hard(ctx) of Run's
+	// ctx is cancelled.
 	Drain time.Duration
+	// Grace bounds Run's return after its hard context was cancelled
+	// (the package's Grace when zero): a service that settles its
+	// cancelled work with bounded calls (handing messages back) sets it
+	// above their bound.
+	Grace time.Duration
 }
 
 // Group runs services. The zero value is not usable; call New.
@@ -69,19 +79,6 @@ func New(log *slog.Logger, c clock.Clock) *Group {
 
 // Add appends a service; services start in the order they were added.
 func (g *Group) Add(s ...Service) { g.services = append(g.services, s...) }
-
-type hardKey struct{}
-
-// Hard returns the context a service's in-flight work should run under:
-// it outlives ctx's cancellation (the stop of taking work) and is
-// cancelled when the service's drain deadline passes. Outside a group it
-// is ctx itself.
-func Hard(ctx context.Context) context.Context {
-	if h, ok := ctx.Value(hardKey{}).(context.Context); ok {
-		return h
-	}
-	return ctx
-}
 
 // running is a started service.
 type running struct {
@@ -145,7 +142,7 @@ func (g *Group) launch(ctx context.Context, i int, s Service, ended chan<- int) 
 	// Both contexts outlive ctx: the group, not ctx's cancellation, decides
 	// when and in which order each service stops.
 	hard, hardStop := context.WithCancelCause(context.WithoutCancel(ctx))
-	soft, stop := context.WithCancelCause(context.WithValue(hard, hardKey{}, hard))
+	soft, stop := context.WithCancelCause(drain.WithHard(hard, hard))
 	r := &running{svc: s, stop: stop, hardStop: hardStop, done: make(chan struct{})}
 	if s.Run == nil {
 		close(r.done)
@@ -178,7 +175,7 @@ func (g *Group) wait(ctx context.Context, started []*running, ended <-chan int) 
 }
 
 // stop ends one service: cancel its context, wait for Run within the
-// drain deadline, cancel its hard context, wait Grace more, then Stop.
+// drain deadline, cancel its hard context, wait its grace more, then Stop.
 func (g *Group) stop(ctx context.Context, r *running) error {
 	drain := r.svc.Drain
 	if drain <= 0 {
@@ -199,8 +196,8 @@ func (g *Group) stop(ctx context.Context, r *running) error {
 	return errors.Join(errs...)
 }
 
-// await waits for r's Run to return: drain first, then Grace after the
-// hard context is cancelled. The Run error is returned unless it is the
+// await waits for r's Run to return: drain first, then the service's
+// grace after the hard context is cancelled. The Run error is returned unless it is the
 // stop's own cancellation.
 func (g *Group) await(r *running, drain time.Duration) error {
 	defer r.hardStop(ErrStopping)
@@ -213,12 +210,16 @@ func (g *Group) await(r *running, drain time.Duration) error {
 	}
 	g.log.Warn("service did not drain in time; cancelling its work", "service", r.svc.Name, "drain", drain)
 	r.hardStop(fmt.Errorf("%s: drain deadline of %v passed", r.svc.Name, drain))
-	t.Reset(Grace)
+	grace := r.svc.Grace
+	if grace <= 0 {
+		grace = Grace
+	}
+	t.Reset(grace)
 	select {
 	case <-r.done:
 		return g.runErr(r)
 	case <-t.Chan():
-		return fmt.Errorf("%s: still running %v after its work was cancelled", r.svc.Name, Grace)
+		return fmt.Errorf("%s: still running %v after its work was cancelled", r.svc.Name, grace)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/chatguard/chatguard/cmd/internal/lifecycle"
 	"github.com/chatguard/chatguard/internal/clock"
+	"github.com/chatguard/chatguard/internal/drain"
 )
 
 // journal records what the services did, in order.
@@ -138,7 +139,7 @@ func TestDrainDeadlineCancelsTheHardContext(t *testing.T) {
 	var hardErr error
 	g := lifecycle.New(nil, c)
 	g.Add(lifecycle.Service{Name: "loop", Drain: 30 * time.Second, Run: func(ctx context.Context) error {
-		hard := lifecycle.Hard(ctx)
+		hard := drain.Hard(ctx)
 		close(running)
 		<-ctx.Done()
 		softDone <- hard.Err()
@@ -199,10 +200,38 @@ func TestAServiceThatWillNotStopIsReported(t *testing.T) {
 	}
 }
 
-func TestHardOutsideAGroupIsTheContext(t *testing.T) {
-	ctx := context.Background()
-	if lifecycle.Hard(ctx) != ctx {
-		t.Fatal("Hard outside a group is not its argument")
+// A service that settles its cancelled work with bounded calls gets the
+// Grace it asks for after the drain deadline, not the package's.
+func TestAServiceGetsItsOwnGrace(t *testing.T) {
+	c := clock.NewFake(time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC))
+	release := make(chan struct{})
+	defer close(release)
+	g := lifecycle.New(nil, c)
+	g.Add(lifecycle.Service{Name: "settling", Drain: time.Second, Grace: 3 * lifecycle.Grace, Run: func(ctx context.Context) error {
+		<-release
+		return nil
+	}})
+	ctx, cancel := context.WithCancel(within(t))
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	cancel()
+	if err := c.BlockUntilContext(within(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(time.Second)
+	if err := c.BlockUntilContext(within(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(3*lifecycle.Grace - time.Nanosecond)
+	select {
+	case err := <-done:
+		t.Fatalf("given up on before its own grace: %v", err)
+	default:
+	}
+	c.Advance(time.Nanosecond)
+	err := <-done
+	if err == nil || !strings.Contains(err.Error(), "settling: still running 15s") {
+		t.Fatalf("got %v", err)
 	}
 }
 
