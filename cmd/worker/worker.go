@@ -124,11 +124,13 @@ func (w *worker) services() []lifecycle.Service {
 	}
 	return append(svcs,
 		lifecycle.Service{Name: "ready", Start: w.ready},
-		// Stopping the loop is the two-phase drain: it stops polling, lets
-		// jobs finish within --drain-timeout, then cancels them and hands
-		// their messages back, each settle bounded by the call timeout.
+		// Stopping the loop is the two-phase drain, timed by the group
+		// alone: the loop stops polling and lets jobs finish within
+		// --drain-timeout (Drain), then the group cancels drain.Hard and
+		// the loop cancels the jobs and hands their messages back, each
+		// settle bounded by the call timeout (Grace).
 		lifecycle.Service{Name: "job loop", Run: func(ctx context.Context) error { return w.loop.Run(ctx) },
-			Drain: w.cfg.Loop.DrainTimeout + w.cfg.Loop.CallTimeout})
+			Drain: w.cfg.Loop.DrainTimeout, Grace: w.cfg.Loop.CallTimeout + lifecycle.Grace})
 }
 
 func (w *worker) startAWS(ctx context.Context) error {

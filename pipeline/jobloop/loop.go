@@ -6,8 +6,9 @@
 // handler decided: delete, back off (visibility grows with the receive
 // count), copy to the DLQ with a reason and delete, or hand back at once.
 // Batching and the retry of failed entries belong to the queue adapter. On
-// shutdown it stops polling, drains in-flight jobs for a bounded time, then
-// cancels the rest and makes their messages visible again.
+// shutdown it stops polling, drains in-flight jobs until its hard context
+// (internal/drain) ends, then cancels the rest and makes their messages
+// visible again.
 package jobloop
 
 import (
@@ -22,6 +23,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/chatguard/chatguard/internal/clock"
+	"github.com/chatguard/chatguard/internal/drain"
 	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/pipeline"
 )
@@ -95,7 +97,8 @@ func (f HandlerFunc) Handle(ctx context.Context, m Message) Outcome { return f(c
 
 var (
 	// ErrDraining is the cancellation cause of jobs still running when the
-	// drain timeout ends; their messages are handed back with visibility 0.
+	// drain ends (the loop's hard context, see Run); their messages are
+	// handed back with visibility 0.
 	ErrDraining = errors.New("jobloop: shutting down: drain timeout reached")
 	// ErrJobTimeout is the cancellation cause of a job that ran past the
 	// job timeout; it is a retryable failure.
@@ -158,7 +161,11 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// JobTimeout bounds one job, heartbeats included.
 	JobTimeout time.Duration
-	// DrainTimeout bounds how long shutdown waits for in-flight jobs.
+	// DrainTimeout bounds how long shutdown waits for in-flight jobs. The
+	// loop does not time it: whoever runs the loop does, by cancelling
+	// drain.Hard of Run's ctx when it passes (cmd/worker's lifecycle
+	// group, whose Drain for the loop is this), so that a binary has one
+	// drain timer.
 	DrainTimeout time.Duration
 	// RetryBase and RetryMax shape the backoff of failed attempts:
 	// full jitter over min(RetryMax, RetryBase*2^(receiveCount-1)).
@@ -244,8 +251,8 @@ type Loop struct {
 	jobs sync.WaitGroup
 	hb   *heartbeat
 
-	// clk times leases, job and hold deadlines, the heartbeat, the drain
-	// timeout, a prefetched message's wait for a slot and the backoff
+	// clk times leases, job and hold deadlines, the heartbeat, a
+	// prefetched message's wait for a slot and the backoff
 	// between failed polls; tests pass a fake they move by hand. Queue
 	// calls keep real-time bounds (CallTimeout): they wait on another
 	// machine.
@@ -285,17 +292,21 @@ func (l *Loop) Draining() bool {
 	return l.draining
 }
 
-// Run polls until ctx is cancelled, then drains: it stops polling, waits up
-// to the drain timeout for in-flight jobs, cancels the rest with
-// ErrDraining (their messages become visible at once) and returns nil once
-// every job has settled. Receive errors are retried with backoff, never
-// returned.
+// Run polls until ctx is cancelled, then drains: it stops polling, lets
+// in-flight jobs run until drain.Hard(ctx) ends (the drain deadline, kept
+// by whoever runs the loop: cmd/worker's lifecycle group, from
+// DrainTimeout), cancels the rest with ErrDraining (their messages become
+// visible at once) and returns nil once every job has settled. Without a
+// hard context (drain.WithHard) ctx is its own, so there is no drain: the
+// jobs are cancelled and handed back as soon as ctx is. Receive errors
+// are retried with backoff, never returned.
 //
 // The long poll in flight at shutdown is not cut short but allowed to end
-// (within the drain timeout): a poll abandoned by its client can still take
-// messages on the server, including the ones handed back here, and hide
-// them for a whole visibility timeout. Messages it returns after shutdown
-// began are handed back at once. Keep the drain timeout above the wait time.
+// (until the hard context ends): a poll abandoned by its client can still
+// take messages on the server, including the ones handed back here, and
+// hide them for a whole visibility timeout. Messages it returns after
+// shutdown began are handed back at once. Keep the drain timeout above
+// the wait time.
 func (l *Loop) Run(ctx context.Context) error {
 	jobBase, cancelJobs := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelJobs(nil)
@@ -321,15 +332,14 @@ func (l *Loop) Run(ctx context.Context) error {
 	l.mu.Lock()
 	l.draining = true
 	l.mu.Unlock()
-	l.log.Info("jobloop: draining", "inflight", l.hb.size(), "drain_timeout", l.cfg.DrainTimeout.String())
+	l.log.Info("jobloop: draining", "inflight", l.hb.size())
 	done := make(chan struct{})
 	go func() { <-pollDone; l.jobs.Wait(); close(done) }()
-	timeout := l.clk.NewTimer(l.cfg.DrainTimeout)
+	hard := drain.Hard(ctx)
 	select {
 	case <-done:
-		timeout.Stop()
-	case <-timeout.Chan():
-		l.log.Warn("jobloop: drain timeout reached, handing back unfinished jobs", "inflight", l.hb.size())
+	case <-hard.Done():
+		l.log.Warn("jobloop: drain deadline reached, handing back unfinished jobs", "inflight", l.hb.size(), "cause", context.Cause(hard).Error())
 		// The polls first, so that they are over before messages are handed back.
 		cancelPoll()
 		<-pollDone

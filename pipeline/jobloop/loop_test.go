@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/internal/clock"
+	"github.com/chatguard/chatguard/internal/drain"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/queuetest"
 )
@@ -39,13 +40,16 @@ type harness struct {
 	q, dlq *queuetest.Fake
 	loop   *Loop
 	reg    *prometheus.Registry
-	// clk is the loop's clock and the queues': the heartbeat, the drain
-	// timeout, job and hold deadlines, a prefetched message's wait and
-	// the receive backoff all wait on it until the test advances it.
+	// clk is the loop's clock and the queues': the heartbeat, job and
+	// hold deadlines, a prefetched message's wait and the receive backoff
+	// all wait on it until the test advances it.
 	clk    *clock.Fake
 	done   chan error
 	fault  queuetest.Fault
 	health Health
+	// endDrain cancels the loop's hard context, as the lifecycle group
+	// does when the drain deadline passes.
+	endDrain func()
 }
 
 type option func(*harness, *queuetest.Config)
@@ -60,7 +64,7 @@ func longPolls(_ *harness, c *queuetest.Config) { c.MaxWait = time.Minute }
 
 // setup starts a loop over a fake queue, both on a fake clock that stands
 // still unless the test advances it; stop() drains the loop and returns
-// Run's error.
+// Run's error. The drain lasts until the test calls hs.endDrain.
 func setup(t *testing.T, cfg Config, h Handler, bodies []string, opts ...option) (*harness, func() error) {
 	t.Helper()
 	hs := &harness{reg: prometheus.NewRegistry(), clk: clock.NewFake(t0), done: make(chan error, 1)}
@@ -81,7 +85,9 @@ func setup(t *testing.T, cfg Config, h Handler, bodies []string, opts ...option)
 		l.HoldOn(hs.health)
 	}
 	hs.loop = l
-	ctx, cancel := context.WithCancel(context.Background())
+	hard, cancelHard := context.WithCancelCause(context.Background())
+	hs.endDrain = func() { cancelHard(errDrainDeadline) }
+	ctx, cancel := context.WithCancel(drain.WithHard(context.Background(), hard))
 	go func() { hs.done <- l.Run(ctx) }()
 	var once sync.Once
 	var runErr error
@@ -90,15 +96,18 @@ func setup(t *testing.T, cfg Config, h Handler, bodies []string, opts ...option)
 			cancel()
 			select {
 			case runErr = <-hs.done:
-			case <-time.After(cfg.DrainTimeout + 10*time.Second):
+			case <-time.After(10 * time.Second):
 				runErr = errors.New("Run did not return")
 			}
 		})
 		return runErr
 	}
-	t.Cleanup(func() { _ = stop() })
+	t.Cleanup(func() { hs.endDrain(); _ = stop() })
 	return hs, stop
 }
+
+// errDrainDeadline is the hard context's cause in these tests.
+var errDrainDeadline = errors.New("drain deadline passed")
 
 func eventually(t *testing.T, cond func() bool, msg string, args ...any) {
 	t.Helper()
@@ -117,7 +126,7 @@ func (hs *harness) advance(d time.Duration) {
 // waiters waits until n timers wait on the clock: the heartbeat's next
 // beat (one, between beats), each running job's deadline, each held job's
 // hold deadline, a prefetched message's wait for a slot, a poller's
-// backoff, the drain timeout. Each count a test waits for says which.
+// backoff. Each count a test waits for says which.
 func (hs *harness) waiters(t *testing.T, n int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -409,21 +418,25 @@ func TestLoopDrain(t *testing.T) {
 	// During the drain a job may still finish and be deleted...
 	close(finish)
 	eventually(t, func() bool { return hs.state(t, "msg-2").Deleted }, "the job finishing in the drain is deleted")
-	// ...while the others keep running until the drain timeout.
+	// ...while the others keep running until the hard context ends: the
+	// loop keeps no drain timer of its own, so its clock passing the
+	// drain timeout changes nothing.
+	hs.waiters(t, 3) // the next beat, the two stuck jobs' deadlines: no drain timer
+	hs.advance(cfg.DrainTimeout)
+	hs.waiters(t, 3)
 	select {
 	case err := <-stopped:
-		t.Fatalf("Run returned before the drain timeout: %v", err)
+		t.Fatalf("Run returned before its hard context ended: %v", err)
 	default:
 	}
-	require.Empty(t, hs.q.VisibilityChanges(), "nothing handed back before the drain timeout")
+	require.Empty(t, hs.q.VisibilityChanges(), "nothing handed back before the hard context ended")
 
-	hs.waiters(t, 4) // the next beat, the two stuck jobs' deadlines, the drain timeout
-	hs.advance(cfg.DrainTimeout)
+	hs.endDrain()
 	select {
 	case err := <-stopped:
 		require.NoError(t, err)
 	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return at the drain timeout")
+		t.Fatal("Run did not return when its hard context ended")
 	}
 	require.True(t, hs.state(t, "msg-1").Deleted)
 	for _, id := range []string{"msg-3", "msg-4"} {
@@ -440,6 +453,41 @@ func TestLoopDrain(t *testing.T) {
 		require.Zero(t, v.Visibility)
 	}
 	require.Equal(t, 2.0, testutil.ToFloat64(hs.loop.m.jobs.WithLabelValues("released")))
+}
+
+// Run standalone, with no hard context, the loop has no drain: ctx is its
+// own hard context, so the jobs are cancelled with ErrDraining and handed
+// back as soon as ctx is.
+func TestLoopWithoutAHardContextDoesNotDrain(t *testing.T) {
+	t.Parallel()
+	causes := make(chan error, 2)
+	h := HandlerFunc(func(ctx context.Context, m Message) Outcome {
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return Outcome{Action: Retry, Label: "retry", Err: ctx.Err()}
+	})
+	clk := clock.NewFake(t0)
+	q := queuetest.NewFake(queuetest.Config{Clock: clk})
+	q.Enqueue([]byte("a"), []byte("b"))
+	l, err := New(testConfig(), q, queuetest.NewFake(queuetest.Config{Clock: clk}), h, clk, nil, nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	eventually(t, func() bool { return q.Stats().Received == 2 }, "both running")
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run waited for a drain with no hard context")
+	}
+	for range 2 {
+		require.ErrorIs(t, <-causes, ErrDraining)
+	}
+	st := q.Stats()
+	require.Equal(t, 2, st.Visible, "both handed back at once")
+	require.Zero(t, st.Deleted)
 }
 
 func TestLoopJobTimeoutIsRetryable(t *testing.T) {

@@ -17,8 +17,9 @@ import (
 )
 
 // loopRig is a job loop over fake queues running a review handler, on a
-// fake clock of its own that no test moves: no beat, job deadline or
-// drain timeout interferes.
+// fake clock of its own that no test moves: no beat or job deadline
+// interferes. It runs without a hard context (internal/drain), so stop
+// cancels whatever still runs; the tests stop once their jobs ended.
 type loopRig struct {
 	q, dlq *queuetest.Fake
 	stop   func() error
@@ -29,7 +30,7 @@ func loopConfig() jobloop.Config {
 	c := jobloop.DefaultConfig()
 	c.Concurrency = 4
 	c.VisibilityTimeout, c.HeartbeatInterval = 30*time.Second, 10*time.Second
-	c.DrainTimeout, c.CallTimeout = 5*time.Second, 2*time.Second
+	c.CallTimeout = 2 * time.Second
 	c.RetryBase, c.RetryMax = time.Second, 4*time.Second
 	return c
 }
