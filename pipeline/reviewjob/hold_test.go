@@ -46,36 +46,67 @@ func TestReviewHoldsWhenMySQLIsDown(t *testing.T) {
 	require.Equal(t, health.Closed, mon2.State(pipeline.DepChatAPI))
 }
 
-// A job held because MySQL went down after its model calls saves the
-// verdict it already has when it runs again: no second set of calls.
-func TestHeldSaveKeepsTheVerdict(t *testing.T) {
-	t.Parallel()
-	r := setupReview(t)
-	clk := clock.NewFake(r.now().UTC())
-	mon, err := health.New(health.Config{Failures: 1, OpenFor: time.Minute}, nil, nil, health.WithClock(clk))
+// heldAtSave is a job held because MySQL went down at its save, after
+// its model calls: one model call made, the breaker open on the health
+// clock until the test ends the outage.
+type heldAtSave struct {
+	*reviewRig
+	job  jobloop.Message
+	mon  *clock.Fake // the health monitor's clock
+	down atomic.Bool
+}
+
+// holdAtSave runs a job whose save fails because MySQL is down, and
+// checks that it is held after one model call.
+func holdAtSave(t *testing.T) *heldAtSave {
+	t.Helper()
+	h := &heldAtSave{reviewRig: setupReview(t)}
+	h.mon = clock.NewFake(h.now().UTC())
+	mon, err := health.New(health.Config{Failures: 1, OpenFor: time.Minute}, nil, nil, health.WithClock(h.mon))
 	require.NoError(t, err)
-	r.build(Gated(r.deps(), mon))
-	var down atomic.Bool
-	down.Store(true)
-	r.store.SaveErr = func(pipeline.Verdict) error {
-		if down.Load() {
+	h.build(Gated(h.deps(), mon))
+	h.down.Store(true)
+	h.store.SaveErr = func(pipeline.Verdict) error {
+		if h.down.Load() {
 			return pipeline.Retryable(errors.New("mysql: connection refused"), 0)
 		}
 		return nil
 	}
-	m := msg(r.body(t), 1, 5)
-	out := r.h.Handle(context.Background(), m)
+	h.job = msg(h.body(t), 1, 5)
+	out := h.h.Handle(context.Background(), h.job)
 	require.Equal(t, jobloop.Hold, out.Action)
-	require.Equal(t, int32(1), r.rev.calls.Load())
-	down.Store(false)
-	clk.Advance(time.Minute) // the open time ends; the rerun's first call probes
-	out = r.h.Handle(context.Background(), m)
-	require.Equal(t, "done", out.Label)
-	require.Equal(t, int32(1), r.rev.calls.Load(), "the verdict was kept, not reviewed again")
-	require.Equal(t, int32(1), r.chat.calls.Load())
-	v, err := r.store.Get(context.Background(), r.key())
+	require.Equal(t, int32(1), h.rev.calls.Load())
+	return h
+}
+
+// recover brings MySQL back and lets the breaker's open time end, so that
+// the job's next run probes, and runs the job again.
+func (h *heldAtSave) recover() jobloop.Outcome {
+	h.down.Store(false)
+	h.mon.Advance(time.Minute)
+	return h.h.Handle(context.Background(), h.job)
+}
+
+// requireKept checks the rerun saved the verdict it had, calling neither
+// the models nor the chat API again.
+func (h *heldAtSave) requireKept(t *testing.T) pipeline.Verdict {
+	t.Helper()
+	require.Equal(t, int32(1), h.rev.calls.Load(), "the verdict was kept, not reviewed again")
+	require.Equal(t, int32(1), h.chat.calls.Load())
+	v, err := h.store.Get(context.Background(), h.key())
 	require.NoError(t, err)
 	require.Equal(t, pipeline.StatusDone, v.Status)
+	return v
+}
+
+// A job held because MySQL went down after its model calls saves the
+// verdict it already has when it runs again: no second set of calls.
+func TestHeldSaveKeepsTheVerdict(t *testing.T) {
+	t.Parallel()
+	h := holdAtSave(t)
+	out := h.recover()
+	require.Equal(t, "done", out.Label)
+	h.requireKept(t)
 }
 
 // A held job whose event grew past MaxAge during the outage still saves
@@ -83,37 +114,15 @@ func TestHeldSaveKeepsTheVerdict(t *testing.T) {
 // no model is called again.
 func TestHeldSaveKeepsTheVerdictPastMaxAge(t *testing.T) {
 	t.Parallel()
-	r := setupReview(t)
-	clk := clock.NewFake(r.now().UTC())
-	mon, err := health.New(health.Config{Failures: 1, OpenFor: time.Minute}, nil, nil, health.WithClock(clk))
-	require.NoError(t, err)
-	r.build(Gated(r.deps(), mon))
-	var down atomic.Bool
-	down.Store(true)
-	r.store.SaveErr = func(pipeline.Verdict) error {
-		if down.Load() {
-			return pipeline.Retryable(errors.New("mysql: connection refused"), 0)
-		}
-		return nil
-	}
-	m := msg(r.body(t), 1, 5)
-	out := r.h.Handle(context.Background(), m)
-	require.Equal(t, jobloop.Hold, out.Action)
-	require.Equal(t, int32(1), r.rev.calls.Load())
+	h := holdAtSave(t)
 	// A long outage: the event is now older than MaxAge.
-	r.clk.Advance(r.cfg.MaxAge + time.Hour)
-	down.Store(false)
-	clk.Advance(time.Minute)
-	out = r.h.Handle(context.Background(), m)
+	h.clk.Advance(h.cfg.MaxAge + time.Hour)
+	out := h.recover()
 	require.Equal(t, jobloop.Delete, out.Action)
 	require.Equal(t, "done", out.Label, "the verdict produced is saved, not expired")
-	require.Equal(t, int32(1), r.rev.calls.Load(), "no model call repeated")
-	require.Equal(t, int32(1), r.chat.calls.Load())
-	v, err := r.store.Get(context.Background(), r.key())
-	require.NoError(t, err)
-	require.Equal(t, pipeline.StatusDone, v.Status)
+	v := h.requireKept(t)
 	require.Equal(t, pipeline.LabelAbusive, v.Label)
-	require.Zero(t, testutil.ToFloat64(r.m.admissions.WithLabelValues("expired")))
+	require.Zero(t, testutil.ToFloat64(h.m.admissions.WithLabelValues("expired")))
 }
 
 // The gate keeps a store that can release claims on save able to, and
