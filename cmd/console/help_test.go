@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"testing"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli/helptest"
@@ -11,16 +9,5 @@ import (
 // TestHelpIsUnchanged pins every flag's name, variable, default and text:
 // moving a flag's declaration must not change what an operator sees.
 func TestHelpIsUnchanged(t *testing.T) {
-	run := func(args []string, stdout, stderr *bytes.Buffer) int {
-		return run(context.Background(), args, func(string) string { return "" }, stdout, stderr)
-	}
-	for _, sub := range []string{""} {
-		t.Run("cmd="+sub, func(t *testing.T) {
-			if sub == "" {
-				helptest.Check(t, run)
-				return
-			}
-			helptest.Check(t, run, sub)
-		})
-	}
+	helptest.CheckAll(t, run)
 }

@@ -5,7 +5,9 @@ package helptest
 
 import (
 	"bytes"
+	"context"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +18,29 @@ var update = flag.Bool("update-help", false, "rewrite the --help golden files un
 
 // RunFunc is a binary's run function without its context and environment.
 type RunFunc func(args []string, stdout, stderr *bytes.Buffer) int
+
+// Main is a binary's run function, the one its main calls.
+type Main func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int
+
+// CheckAll checks the --help of the binary itself and of each of its
+// subcommands (see Check), each in a subtest named cmd=<subcommand>
+// ("cmd=" for the binary), running main with an empty environment so
+// that no variable of the test's changes a default.
+func CheckAll(t *testing.T, main Main, subcommands ...string) {
+	t.Helper()
+	run := func(args []string, stdout, stderr *bytes.Buffer) int {
+		return main(context.Background(), args, func(string) string { return "" }, stdout, stderr)
+	}
+	for _, sub := range append([]string{""}, subcommands...) {
+		t.Run("cmd="+sub, func(t *testing.T) {
+			if sub == "" {
+				Check(t, run)
+				return
+			}
+			Check(t, run, sub)
+		})
+	}
+}
 
 // Check runs the command given by args with --help appended and compares
 // what it printed with testdata/help/<name>.txt, where name is args joined
