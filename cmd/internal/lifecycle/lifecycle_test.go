@@ -173,65 +173,49 @@ func TestDrainDeadlineCancelsTheHardContext(t *testing.T) {
 	}
 }
 
+// A service that does not return within its grace after the drain
+// deadline is reported: the package's Grace by default, its own when it
+// sets one (a service that settles its cancelled work with bounded calls).
 func TestAServiceThatWillNotStopIsReported(t *testing.T) {
-	c := clock.NewFake(time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC))
-	release := make(chan struct{})
-	defer close(release)
-	g := lifecycle.New(nil, c)
-	g.Add(lifecycle.Service{Name: "stuck", Drain: time.Second, Run: func(ctx context.Context) error {
-		<-release
-		return nil
-	}})
-	ctx, cancel := context.WithCancel(within(t))
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx) }()
-	cancel()
-	if err := c.BlockUntilContext(within(t), 1); err != nil {
-		t.Fatal(err)
-	}
-	c.Advance(time.Second)
-	if err := c.BlockUntilContext(within(t), 1); err != nil {
-		t.Fatal(err)
-	}
-	c.Advance(lifecycle.Grace)
-	err := <-done
-	if err == nil || !strings.Contains(err.Error(), "stuck: still running") {
-		t.Fatalf("got %v", err)
-	}
-}
-
-// A service that settles its cancelled work with bounded calls gets the
-// Grace it asks for after the drain deadline, not the package's.
-func TestAServiceGetsItsOwnGrace(t *testing.T) {
-	c := clock.NewFake(time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC))
-	release := make(chan struct{})
-	defer close(release)
-	g := lifecycle.New(nil, c)
-	g.Add(lifecycle.Service{Name: "settling", Drain: time.Second, Grace: 3 * lifecycle.Grace, Run: func(ctx context.Context) error {
-		<-release
-		return nil
-	}})
-	ctx, cancel := context.WithCancel(within(t))
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx) }()
-	cancel()
-	if err := c.BlockUntilContext(within(t), 1); err != nil {
-		t.Fatal(err)
-	}
-	c.Advance(time.Second)
-	if err := c.BlockUntilContext(within(t), 1); err != nil {
-		t.Fatal(err)
-	}
-	c.Advance(3*lifecycle.Grace - time.Nanosecond)
-	select {
-	case err := <-done:
-		t.Fatalf("given up on before its own grace: %v", err)
-	default:
-	}
-	c.Advance(time.Nanosecond)
-	err := <-done
-	if err == nil || !strings.Contains(err.Error(), "settling: still running 15s") {
-		t.Fatalf("got %v", err)
+	for _, tc := range []struct {
+		grace, waits time.Duration
+		want         string
+	}{
+		{0, lifecycle.Grace, "stuck: still running 5s"},
+		{3 * lifecycle.Grace, 3 * lifecycle.Grace, "stuck: still running 15s"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			c := clock.NewFake(time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC))
+			release := make(chan struct{})
+			defer close(release)
+			g := lifecycle.New(nil, c)
+			g.Add(lifecycle.Service{Name: "stuck", Drain: time.Second, Grace: tc.grace, Run: func(ctx context.Context) error {
+				<-release
+				return nil
+			}})
+			ctx, cancel := context.WithCancel(within(t))
+			done := make(chan error, 1)
+			go func() { done <- g.Run(ctx) }()
+			cancel()
+			if err := c.BlockUntilContext(within(t), 1); err != nil {
+				t.Fatal(err)
+			}
+			c.Advance(time.Second)
+			if err := c.BlockUntilContext(within(t), 1); err != nil {
+				t.Fatal(err)
+			}
+			c.Advance(tc.waits - time.Nanosecond)
+			select {
+			case err := <-done:
+				t.Fatalf("given up on before its grace: %v", err)
+			default:
+			}
+			c.Advance(time.Nanosecond)
+			err := <-done
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v", err)
+			}
+		})
 	}
 }
 
