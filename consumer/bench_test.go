@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/chatguard/chatguard/consumer"
+	"github.com/chatguard/chatguard/internal/drain"
 	"github.com/chatguard/chatguard/storage/s3lake/s3laketest"
 )
 
@@ -36,13 +37,16 @@ func BenchmarkConsumer(b *testing.B) {
 			b.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
+		ctx, release := drain.After(ctx, nil, cfg.DrainTimeout)
 		done := make(chan error, 1)
 		go func() { done <- c.Run(ctx) }()
 		for received(q) < n {
 			time.Sleep(time.Millisecond)
 		}
 		cancel()
-		if err := <-done; err != nil {
+		err = <-done
+		release()
+		if err != nil {
 			b.Fatal(err)
 		}
 		if left, _ := queueStats(q); left != 0 {

@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chatguard/chatguard/internal/clock"
+	"github.com/chatguard/chatguard/internal/drain"
 	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/pipeline"
 )
@@ -55,7 +56,9 @@ type Config struct {
 	// FlushConcurrency is the number of partitions written at once.
 	FlushConcurrency int
 	// DrainTimeout bounds the final flush after Run's context ends; what is
-	// not written by then is handed back to the queue.
+	// not written by then is handed back to the queue. The consumer does
+	// not time it: whoever runs it does, by ending drain.Hard of Run's ctx
+	// (cmd/consumer's lifecycle group, whose Drain is this).
 	DrainTimeout time.Duration
 	// RetryInitial and RetryMax shape the full-jitter backoff
 	// (internal/retry) between attempts to write an object; writes are
@@ -135,8 +138,7 @@ func (c Config) Validate() error {
 // Options are what New takes besides the operator's settings.
 type Options struct {
 	// Clock times the flushes by age, the backoff after failed receives
-	// and writes, the visibility renewals and the drain deadline; nil is
-	// the wall clock.
+	// and writes and the visibility renewals; nil is the wall clock.
 	Clock clock.Clock
 	// PauseAfterWrite, a test hook, waits this long (on Clock) after an
 	// object is written and before its messages are deleted, logging
@@ -209,14 +211,21 @@ func New(cfg Config, q pipeline.Inbox, lake pipeline.LakeWriter, opt Options) (*
 func (c *Consumer) Ready() bool { return c.ready.Load() }
 
 // Run receives and flushes until ctx ends, then stops receiving, writes
-// every buffered partition within the drain timeout and returns. It returns
-// nil when everything received was written and deleted; otherwise the
-// unwritten messages are handed back to the queue (visibility 0) for
-// redelivery and Run says how many. Run must be called once.
+// every buffered partition until drain.Hard(ctx) ends (the drain
+// deadline, kept by whoever runs the consumer: cmd/consumer's lifecycle
+// group, from DrainTimeout) and returns. It returns nil when everything
+// received was written and deleted; otherwise the unwritten messages are
+// handed back to the queue (visibility 0) for redelivery and Run says how
+// many. Without a hard context (drain.WithHard, drain.After) ctx is its
+// own, so there is no drain: what is buffered is handed back at once. Run
+// must be called once.
 func (c *Consumer) Run(ctx context.Context) error {
-	// Flushes and visibility renewals outlive ctx: they finish the drain.
+	// Flushes and visibility renewals outlive ctx: they finish the drain,
+	// which ends with the hard context.
 	flushCtx, cancelFlush := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelFlush()
+	atDeadline := context.AfterFunc(drain.Hard(ctx), cancelFlush)
+	defer atDeadline()
 
 	var flushers, extender, receivers sync.WaitGroup
 	for range c.cfg.FlushConcurrency {
@@ -237,9 +246,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 	bytes, events := c.buf.size()
 	c.log.Info("consumer draining", "buffered_events", events, "buffered_bytes", bytes)
 	close(c.draining)
-	deadline := c.clk.AfterFunc(c.cfg.DrainTimeout, cancelFlush)
 	flushers.Wait()
-	deadline.Stop()
+	atDeadline()
 	stopExtend()
 	extender.Wait()
 	return c.handBack()

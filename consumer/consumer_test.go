@@ -16,6 +16,7 @@ import (
 
 	"github.com/chatguard/chatguard/consumer"
 	"github.com/chatguard/chatguard/internal/clock"
+	"github.com/chatguard/chatguard/internal/drain"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/queuetest"
 	"github.com/chatguard/chatguard/storage/s3lake/s3laketest"
@@ -67,6 +68,9 @@ func setupWith(t *testing.T, mutate func(*consumer.Config), opt consumer.Options
 	require.NoError(t, err)
 	e.c = c
 	ctx, cancel := context.WithCancel(context.Background())
+	// The drain a lifecycle group would give it, on the consumer's clock.
+	ctx, release := drain.After(ctx, opt.Clock, cfg.DrainTimeout)
+	t.Cleanup(release)
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 	var stopped atomic.Bool
@@ -322,6 +326,8 @@ func TestRetriedFlushOverwritesItsObject(t *testing.T) {
 	c, err := consumer.New(cfg, q, newLake(st), consumer.Options{})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
+	ctx, release := drain.After(ctx, nil, cfg.DrainTimeout)
+	defer release()
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 	want := map[string]pipeline.LakeEvent{}
@@ -488,4 +494,31 @@ func (c *instantTimers) all() []time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]time.Duration(nil), c.waits...)
+}
+
+// Run on its own, with no hard context, the consumer has no drain: ctx is
+// its own hard context, so what is buffered at the stop is handed back at
+// once rather than written.
+func TestWithoutAHardContextTheBufferIsHandedBack(t *testing.T) {
+	t.Parallel()
+	q, st := newQueue(), newMemStore()
+	cfg := testConfig()
+	cfg.FlushAge = time.Hour
+	c, err := consumer.New(cfg, q, newLake(st), consumer.Options{})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	e := &env{q: q}
+	e.sendEvents(t, s3laketest.Events(20, 3, t0, 1))
+	waitFor(t, "every message to be received", func() bool { return received(q) == 20 })
+	cancel()
+	select {
+	case err := <-done:
+		require.ErrorContains(t, err, "20 messages not written")
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run waited for a drain with no hard context")
+	}
+	require.Zero(t, st.count(), "nothing written after the stop")
+	require.Equal(t, 20, q.Stats().Visible, "handed back at once")
 }

@@ -121,6 +121,10 @@ func (c *Consumer) extendLoop(ctx context.Context) {
 	}
 }
 
+// HandBackTimeout bounds Run's hand-back of the messages not written by
+// the drain deadline: whoever keeps the deadline lets Run this much more.
+const HandBackTimeout = 10 * time.Second
+
 // handBack makes every message not yet deleted visible again so that it is
 // redelivered at once rather than after its visibility timeout.
 func (c *Consumer) handBack() error {
@@ -129,7 +133,7 @@ func (c *Consumer) handBack() error {
 		c.log.Info("consumer drained")
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), HandBackTimeout)
 	defer cancel()
 	if err := c.q.ChangeVisibility(ctx, receipts, 0); err != nil {
 		failed := failedEntries(err, len(receipts))

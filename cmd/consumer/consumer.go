@@ -68,10 +68,6 @@ type parts struct {
 	admin  *lifecycle.Server
 }
 
-// drainMargin is the time the group allows the engine beyond
-// --drain-timeout: handing the unwritten messages back.
-const drainMargin = 10 * time.Second
-
 // services lists the consumer's parts in dependency order; the group
 // stops them in reverse, so the queue closes after the engine's drain,
 // when every queue call has returned.
@@ -82,7 +78,12 @@ func (p *parts) services() []lifecycle.Service {
 		{Name: "engine", Start: p.startEngine},
 		lifecycle.Serve("admin", &p.admin, p.listenAdmin, 2*time.Second),
 		{Name: "ready", Start: p.ready},
-		{Name: "consumer", Run: func(ctx context.Context) error { return p.engine.Run(ctx) }, Drain: p.cfg.DrainTimeout + drainMargin},
+		// The two-phase drain, timed by the group alone: the engine stops
+		// receiving and writes what it buffered within --drain-timeout
+		// (Drain), then the group ends drain.Hard and the engine hands
+		// the rest back (Grace).
+		{Name: "consumer", Run: func(ctx context.Context) error { return p.engine.Run(ctx) },
+			Drain: p.cfg.DrainTimeout, Grace: consumer.HandBackTimeout + lifecycle.Grace},
 	}
 }
 

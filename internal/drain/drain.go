@@ -11,7 +11,14 @@
 // place, and a service never times its own drain.
 package drain
 
-import "context"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/chatguard/chatguard/internal/clock"
+)
 
 type hardKey struct{}
 
@@ -42,4 +49,24 @@ func Lookup(ctx context.Context) (context.Context, bool) {
 		return ctx, false
 	}
 	return h, true
+}
+
+// ErrDeadline is the cause of a hard context that After ended.
+var ErrDeadline = errors.New("drain: deadline passed")
+
+// After returns ctx carrying a hard context that ends, with ErrDeadline,
+// d after ctx does, timed on c (nil: the wall clock): a service run on
+// its own, outside a lifecycle group (a test, a benchmark, a tool), gets
+// the drain a group would give it. cancel ends the hard context and
+// releases its timer; call it once the service has returned.
+func After(ctx context.Context, c clock.Clock, d time.Duration) (context.Context, context.CancelFunc) {
+	hard, end := context.WithCancelCause(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		t := clock.Or(c).AfterFunc(d, func() { end(fmt.Errorf("%w after %v", ErrDeadline, d)) })
+		context.AfterFunc(hard, func() { t.Stop() })
+	})
+	return WithHard(ctx, hard), func() {
+		stop()
+		end(context.Canceled)
+	}
 }

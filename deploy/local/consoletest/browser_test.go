@@ -25,6 +25,7 @@ import (
 	"github.com/chatguard/chatguard/deploy/local/chatapi"
 	"github.com/chatguard/chatguard/deploy/local/llmsim"
 	"github.com/chatguard/chatguard/internal/awsclient"
+	"github.com/chatguard/chatguard/internal/drain"
 	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/migrations"
 	"github.com/chatguard/chatguard/pipeline"
@@ -276,6 +277,8 @@ func requireFeedbackInLake(t *testing.T, ctx context.Context, queueURL, prefix, 
 	c, err := consumer.New(ccfg, queue, lake, consumer.Options{})
 	require.NoError(t, err)
 	cctx, ccancel := context.WithCancel(ctx)
+	cctx, release := drain.After(cctx, nil, ccfg.DrainTimeout)
+	defer release()
 	done := make(chan error, 1)
 	go func() { done <- c.Run(cctx) }()
 	dir := filepath.Join(stacktest.LakeDir(t), prefix, "events", "event_type=moderator_feedback")
