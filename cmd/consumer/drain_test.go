@@ -49,7 +49,9 @@ func TestEngineDrainIsTimedByTheGroup(t *testing.T) {
 	require.NoError(t, err)
 
 	g := lifecycle.New(nil, clk)
-	g.Add(engineService(t, p.services()))
+	svc, ok := lifecycle.Named(p.services(), "consumer")
+	require.True(t, ok, "the consumer lists no engine service")
+	g.Add(svc)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- g.Run(ctx) }()
@@ -77,16 +79,4 @@ func TestEngineDrainIsTimedByTheGroup(t *testing.T) {
 		t.Fatal("the group did not return at the drain timeout")
 	}
 	require.Equal(t, 10, q.Stats().Visible, "the unwritten messages handed back at once")
-}
-
-// engineService is the consumer's engine service from svcs.
-func engineService(t *testing.T, svcs []lifecycle.Service) lifecycle.Service {
-	t.Helper()
-	for _, s := range svcs {
-		if s.Name == "consumer" {
-			return s
-		}
-	}
-	t.Fatal("the consumer lists no engine service")
-	return lifecycle.Service{}
 }

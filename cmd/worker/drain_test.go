@@ -37,7 +37,9 @@ func TestJobLoopDrainIsTimedByTheGroup(t *testing.T) {
 	require.NoError(t, err)
 
 	g := lifecycle.New(nil, clk)
-	g.Add(jobLoopService(t, w.services()))
+	svc, ok := lifecycle.Named(w.services(), "job loop")
+	require.True(t, ok, "the worker lists no job loop service")
+	g.Add(svc)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- g.Run(ctx) }()
@@ -70,16 +72,4 @@ func TestJobLoopDrainIsTimedByTheGroup(t *testing.T) {
 		require.ErrorIs(t, <-causes, jobloop.ErrDraining)
 	}
 	require.Equal(t, 2, q.Stats().Visible, "both messages handed back at once")
-}
-
-// jobLoopService is the worker's job loop service from svcs.
-func jobLoopService(t *testing.T, svcs []lifecycle.Service) lifecycle.Service {
-	t.Helper()
-	for _, s := range svcs {
-		if s.Name == "job loop" {
-			return s
-		}
-	}
-	t.Fatal("the worker lists no job loop service")
-	return lifecycle.Service{}
 }

@@ -80,6 +80,18 @@ func New(log *slog.Logger, c clock.Clock) *Group {
 // Add appends a service; services start in the order they were added.
 func (g *Group) Add(s ...Service) { g.services = append(g.services, s...) }
 
+// Named returns the service called name in svcs and true, or false when
+// there is none: a binary's test runs one part of the binary's list on
+// its own, as the binary wires it.
+func Named(svcs []Service, name string) (Service, bool) {
+	for _, s := range svcs {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Service{}, false
+}
+
 // running is a started service.
 type running struct {
 	svc      Service

@@ -243,3 +243,12 @@ func TestStopCauseCarriesTheSignal(t *testing.T) {
 	require.ErrorIs(t, cause, signal)
 	require.ErrorContains(t, cause, "received terminated")
 }
+
+func TestNamedFindsAServiceByName(t *testing.T) {
+	svcs := []lifecycle.Service{{Name: "admin"}, {Name: "job loop", Drain: time.Minute}}
+	s, ok := lifecycle.Named(svcs, "job loop")
+	require.True(t, ok)
+	require.Equal(t, time.Minute, s.Drain)
+	_, ok = lifecycle.Named(svcs, "consumer")
+	require.False(t, ok)
+}
