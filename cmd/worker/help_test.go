@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli/helptest"
@@ -14,13 +15,13 @@ func TestHelpIsUnchanged(t *testing.T) {
 	run := func(args []string, stdout, stderr *bytes.Buffer) int {
 		return run(context.Background(), args, func(string) string { return "" }, stdout, stderr)
 	}
-	for _, sub := range []string{"", "migrate", "purge", "stop", "eval"} {
+	for _, sub := range []string{"", "migrate", "purge", "stop", "eval", "eval build-set"} {
 		t.Run("cmd="+sub, func(t *testing.T) {
 			if sub == "" {
 				helptest.Check(t, run)
 				return
 			}
-			helptest.Check(t, run, sub)
+			helptest.Check(t, run, strings.Fields(sub)...)
 		})
 	}
 }
