@@ -14,8 +14,11 @@ import (
 
 	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/reviewjob"
 	"github.com/chatguard/chatguard/pipeline/shadow"
 )
+
+var _ reviewjob.Mirror = (*shadow.Runner)(nil)
 
 var t0 = time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC)
 
