@@ -522,3 +522,26 @@ func TestWithoutAHardContextTheBufferIsHandedBack(t *testing.T) {
 	require.Zero(t, st.count(), "nothing written after the stop")
 	require.Equal(t, 20, q.Stats().Visible, "handed back at once")
 }
+
+func TestShadowVerdictsLandBesideTheOtherTypes(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	evs := append(s3laketest.Events(90, 4, t0, 2), s3laketest.ShadowEvents(60, 4, t0, 2)...)
+	want := e.sendEvents(t, evs)
+	waitFor(t, "the queue to empty", func() bool { left, _ := queueStats(e.q); return left == 0 })
+	require.NoError(t, e.stop())
+
+	got := e.requireLake(t, want)
+	require.Empty(t, got.Errors)
+	shadowObjects := map[string]bool{}
+	for i, ev := range got.Events {
+		if ev.EventType == pipeline.EventShadowVerdict {
+			shadowObjects[got.Keys[i]] = true
+		}
+	}
+	for key := range shadowObjects {
+		require.Contains(t, key, "events/event_type=shadow_verdict/dt=")
+	}
+	require.NotEmpty(t, shadowObjects)
+	require.Equal(t, 60.0, metric(t, e.reg, "chatguard_consumer_events_total", map[string]string{"event_type": "shadow_verdict", "outcome": "written"}))
+}

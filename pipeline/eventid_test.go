@@ -54,3 +54,22 @@ func TestDerivedEventIDs(t *testing.T) {
 	add("verdict done", done)
 	add("verdict failed", pipeline.VerdictEventID(k, pipeline.StatusFailed))
 }
+
+func TestShadowVerdictEventIDs(t *testing.T) {
+	t.Parallel()
+	ws := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+	k := pipeline.ReviewKey{RoomID: "r1", WindowStart: ws, WindowEnd: ws.Add(time.Hour), PipelineVersion: "v1"}
+	id := pipeline.ShadowVerdictEventID(k, "managed-large")
+	k2 := k
+	k2.WindowStart = ws.In(time.FixedZone("KST", 9*3600))
+	require.Equal(t, id, pipeline.ShadowVerdictEventID(k2, "managed-large"), "a shadow review sent twice is one event")
+	ids := map[string]bool{id: true}
+	for _, other := range []string{
+		pipeline.ShadowVerdictEventID(k, "vllm-qwen3"),
+		pipeline.VerdictEventID(k, pipeline.Status("managed-large")),
+		pipeline.InferenceLogEventID(k, pipeline.StageName("managed-large"), 0),
+	} {
+		require.False(t, ids[other], "candidates and event types tell ids apart")
+		ids[other] = true
+	}
+}

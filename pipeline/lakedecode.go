@@ -19,10 +19,11 @@ var LakeSchemaVersions = map[EventType][]int{
 	EventInferenceLog:      {1},
 	EventModeratorFeedback: {1},
 	EventVerdict:           {1},
+	EventShadowVerdict:     {1},
 }
 
 // LakeEventTypes lists the lake event types in a fixed order (tables, metrics).
-var LakeEventTypes = []EventType{EventInferenceLog, EventModeratorFeedback, EventVerdict}
+var LakeEventTypes = []EventType{EventInferenceLog, EventModeratorFeedback, EventVerdict, EventShadowVerdict}
 
 // maxFutureSkew bounds how far occurred_at may lie after the receive time:
 // a producer clock that far ahead would scatter events into partitions that
@@ -43,7 +44,8 @@ type InvalidLakeEventError struct {
 func (e *InvalidLakeEventError) Error() string { return "invalid lake event: " + e.Reason }
 
 // LakeRecord is one decoded, validated lake event: the envelope with a
-// typed payload (InferenceLog, ModeratorFeedback or VerdictEvent, by value)
+// typed payload (InferenceLog, ModeratorFeedback, VerdictEvent or
+// ShadowVerdict, by value)
 // and the time the consumer received it. It is what the consumer buffers
 // and a LakeWriter encodes as one row.
 type LakeRecord struct {
@@ -178,6 +180,8 @@ func decodeLakePayload(t EventType, raw json.RawMessage) (any, error) {
 		out, probs, err = decodeModeratorFeedback(raw)
 	case EventVerdict:
 		out, probs, err = decodeVerdictEvent(raw)
+	case EventShadowVerdict:
+		out, probs, err = decodeShadowVerdict(raw)
 	}
 	if err != nil {
 		return nil, err
@@ -242,15 +246,7 @@ func decodeVerdictEvent(raw json.RawMessage) (VerdictEvent, []string, error) {
 	default:
 		probs = append(probs, fmt.Sprintf("payload.status %q is unknown", clip(string(p.Status))))
 	}
-	probs = append(probs, checkLabel("payload.label", p.Label, p.Status == StatusDone)...)
-	probs = append(probs, checkCategory("payload.category", p.Category)...)
-	probs = append(probs, checkAction("payload.action", p.Action)...)
-	if p.Severity < 0 || p.Severity > 5 {
-		probs = append(probs, "payload.severity is outside 0-5")
-	}
-	if p.Confidence < 0 || p.Confidence > 1 {
-		probs = append(probs, "payload.confidence is outside 0-1")
-	}
+	probs = append(probs, checkVerdictFields(p.Label, p.Status == StatusDone, p.Category, p.Action, p.Severity, p.Confidence)...)
 	p.WindowStart, p.WindowEnd = p.WindowStart.UTC(), p.WindowEnd.UTC()
 	return p, probs, nil
 }
@@ -269,6 +265,22 @@ func identity(roomID string, start, end time.Time, pipelineVersion string) []str
 	}
 	if strings.TrimSpace(pipelineVersion) == "" {
 		probs = append(probs, "payload.pipeline_version is missing")
+	}
+	return probs
+}
+
+// checkVerdictFields checks the verdict fields a payload carries under
+// their usual names (label, category, action, severity, confidence); the
+// label is required when labelRequired.
+func checkVerdictFields(l Label, labelRequired bool, c Category, a Action, severity int, confidence float64) []string {
+	probs := checkLabel("payload.label", l, labelRequired)
+	probs = append(probs, checkCategory("payload.category", c)...)
+	probs = append(probs, checkAction("payload.action", a)...)
+	if severity < 0 || severity > 5 {
+		probs = append(probs, "payload.severity is outside 0-5")
+	}
+	if confidence < 0 || confidence > 1 {
+		probs = append(probs, "payload.confidence is outside 0-1")
 	}
 	return probs
 }

@@ -13,16 +13,18 @@ const (
 	EventInferenceLog      EventType = "inference_log"
 	EventModeratorFeedback EventType = "moderator_feedback"
 	EventVerdict           EventType = "verdict"
+	EventShadowVerdict     EventType = "shadow_verdict"
 )
 
 // EventTypes lists every lake event type, in the lake's table order.
-var EventTypes = []EventType{EventInferenceLog, EventModeratorFeedback, EventVerdict}
+var EventTypes = []EventType{EventInferenceLog, EventModeratorFeedback, EventVerdict, EventShadowVerdict}
 
 // LakeEventSchemaVersion is the payload schema version this build writes.
 const LakeEventSchemaVersion = 1
 
 // LakeEvent is the envelope of one "feedback" queue message. Payload is one
-// of InferenceLog, ModeratorFeedback or VerdictEvent, chosen by EventType.
+// of InferenceLog, ModeratorFeedback, VerdictEvent or ShadowVerdict, chosen
+// by EventType.
 type LakeEvent struct {
 	EventID       string    `json:"event_id"`
 	EventType     EventType `json:"event_type"`

@@ -51,7 +51,7 @@ func TestStackCompactKeepsEveryEventVisible(t *testing.T) {
 		require.NoError(t, lake.Put(ctx, obj))
 	}
 	ath := startLakeAthena(t, s)
-	dedup, raw, err := ath.counts(ctx)
+	dedup, raw, err := ath.counts(ctx, tablesOf(perType))
 	require.NoError(t, err)
 	require.Equal(t, perType, dedup)
 	rawBefore := raw
@@ -69,7 +69,7 @@ func TestStackCompactKeepsEveryEventVisible(t *testing.T) {
 	cfg.AfterWrite = func(ctx context.Context, _ pipeline.LakePartition, written []string) {
 		looked = true
 		require.Len(t, written, 1)
-		dedup, raw, err := ath.counts(ctx)
+		dedup, raw, err := ath.counts(ctx, tablesOf(perType))
 		require.NoError(t, err)
 		require.Equal(t, perType, dedup, "every event once through the views while both copies exist")
 		require.Greater(t, raw[string(p.Type)], rawBefore[string(p.Type)], "both copies exist")
@@ -105,7 +105,7 @@ func TestStackCompactKeepsEveryEventVisible(t *testing.T) {
 	for d, n := range dirs {
 		require.Equal(t, 1, n, d)
 	}
-	dedup, raw, err = ath.counts(ctx)
+	dedup, raw, err = ath.counts(ctx, tablesOf(perType))
 	require.NoError(t, err)
 	require.Equal(t, perType, dedup)
 	require.Equal(t, perType, raw, "compaction dropped the duplicate copies")

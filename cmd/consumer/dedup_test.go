@@ -35,11 +35,11 @@ func startLakeAthena(t *testing.T, s *stack) lakeAthena {
 		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")})}
 }
 
-// counts returns, per table, the rows of its _dedup view and of the raw
-// table. It fails when a view returns an event id twice.
-func (a lakeAthena) counts(ctx context.Context) (dedup, raw map[string]int, err error) {
+// counts returns, per table of tables, the rows of its _dedup view and of
+// the raw table. It fails when a view returns an event id twice.
+func (a lakeAthena) counts(ctx context.Context, tables []string) (dedup, raw map[string]int, err error) {
 	dedup, raw = map[string]int{}, map[string]int{}
-	for _, tb := range athena.Tables {
+	for _, tb := range tables {
 		q, err := athena.WithDedupViews("SELECT (SELECT count(*) FROM " + tb + "_dedup), (SELECT count(DISTINCT event_id) FROM " + tb + "_dedup), (SELECT count(*) FROM " + tb + ")")
 		if err != nil {
 			return nil, nil, err
@@ -57,6 +57,19 @@ func (a lakeAthena) counts(ctx context.Context) (dedup, raw map[string]int, err 
 	return dedup, raw, nil
 }
 
+// tablesOf lists the tables that hold events of perType: a table with no
+// objects fails a query on the stand-in, and a test that predates an event
+// type writes none of it.
+func tablesOf(perType map[string]int) []string {
+	var tables []string
+	for _, tb := range athena.Tables {
+		if perType[tb] > 0 {
+			tables = append(tables, tb)
+		}
+	}
+	return tables
+}
+
 // requireDedupViews runs the deploy/athena dedup views through the real
 // Athena client against a private Athena stand-in process whose tables are
 // this test's part of the stack's lake directory: each event once, though
@@ -69,7 +82,7 @@ func requireDedupViews(t *testing.T, s *stack, want map[string]pipeline.LakeEven
 	for _, ev := range want {
 		perType[string(ev.EventType)]++
 	}
-	dedup, raw, err := startLakeAthena(t, s).counts(ctx)
+	dedup, raw, err := startLakeAthena(t, s).counts(ctx, tablesOf(perType))
 	require.NoError(t, err)
 	require.Equal(t, perType, dedup, "the _dedup views return each event once")
 	total := 0

@@ -11,8 +11,8 @@ import (
 )
 
 // reviewEvents are the lake events one run of a review emits, with the
-// worker's derived ids: an inference log per stage attempt and the verdict
-// event. shift moves the run later (a retry, a second pod) and changes what
+// worker's derived ids: an inference log per stage attempt, the verdict
+// event and a candidate's shadow verdict. shift moves the run later (a retry, a second pod) and changes what
 // a rerun measures differently (latencies), never the ids.
 func reviewEvents(room string, at time.Time, shift time.Duration) []pipeline.LakeEvent {
 	k := pipeline.ReviewKey{RoomID: room, WindowStart: at.Truncate(time.Hour).Add(-time.Hour), WindowEnd: at.Truncate(time.Hour), PipelineVersion: "pv-dedup"}
@@ -36,6 +36,14 @@ func reviewEvents(room string, at time.Time, shift time.Duration) []pipeline.Lak
 		Payload: pipeline.VerdictEvent{RoomID: k.RoomID, WindowStart: k.WindowStart, WindowEnd: k.WindowEnd, PipelineVersion: k.PipelineVersion,
 			RunID: "run-1", Status: pipeline.StatusDone, Label: pipeline.LabelClean, Category: pipeline.CategoryClean, Attempts: 1,
 			LatencyMs: float64(500 + shift.Milliseconds())},
+	})
+	evs = append(evs, pipeline.LakeEvent{
+		EventID: pipeline.ShadowVerdictEventID(k, "candidate-a"), EventType: pipeline.EventShadowVerdict,
+		OccurredAt: occurred, SchemaVersion: pipeline.LakeEventSchemaVersion,
+		Payload: pipeline.ShadowVerdict{RoomID: k.RoomID, WindowStart: k.WindowStart, WindowEnd: k.WindowEnd, PipelineVersion: k.PipelineVersion,
+			RunID: "run-1", Candidate: "candidate-a", CandidatePipelineVersion: "pv-candidate", Outcome: pipeline.ShadowOK,
+			LiveLabel: pipeline.LabelClean, Label: pipeline.LabelClean, LatencyMs: float64(700 + shift.Milliseconds()),
+			Stages: []pipeline.ShadowStage{{Stage: pipeline.StageTriage, TokensIn: 10, TokensOut: 2, LatencyMs: 50}}},
 	})
 	return evs
 }

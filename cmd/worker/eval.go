@@ -44,6 +44,9 @@ func evalKeyEnv(name string) string {
 // writes a Markdown report with plots (pipeline/eval). Exit status: 0
 // report written, 1 the run or the report failed, 2 bad usage.
 func runEval(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "build-set" {
+		return runBuildSet(ctx, args[1:], getenv, stdout, stderr, buildSetDeps{})
+	}
 	var (
 		endpoints, cases, suites, prices listFlag
 		conc                             = "1,4,16"

@@ -13,6 +13,8 @@
 //	                                     stop in-flight and future reviews on every pod (through the operator API)
 //	worker eval --endpoint NAME=URL,MODEL ... --cases FILE [--injection-suite FILE] [--out DIR]
 //	                                     compare endpoints on a labelled set; writes a Markdown report
+//	worker eval build-set --from DAY --to DAY --chat-api-url URL [--stratum-size N] [--out DIR]
+//	                                     build a labelled set from moderators' decisions in the lake
 //
 // Exit status: 0 after a clean drain, 1 on a start-up failure, 2 on bad
 // usage. See --help for the flags and their CHATGUARD_ variables.

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"regexp"
 	"strings"
 	"time"
 
@@ -23,10 +24,10 @@ import (
 var files embed.FS
 
 // Tables lists the lake tables, one per event type.
-var Tables = []string{"inference_log", "moderator_feedback", "verdict"}
+var Tables = []string{"inference_log", "moderator_feedback", "verdict", "shadow_verdict"}
 
 // Queries lists the analysts' queries by name (the file name without .sql).
-var Queries = []string{"verdicts_by_label_category_day", "fallback_rate_latency_hour", "moderator_agreement", "cost_per_1000_reviews", "moderator_precision_category_week"}
+var Queries = []string{"verdicts_by_label_category_day", "fallback_rate_latency_hour", "moderator_agreement", "cost_per_1000_reviews", "moderator_precision_category_week", "shadow_agreement_day", "labelled_decisions"}
 
 // LocationPlaceholder stands for the lake root in the table DDL.
 const LocationPlaceholder = "{{lake_location}}"
@@ -80,18 +81,31 @@ func Query(name string) (string, error) {
 	return read(path.Join("queries", name+".sql"))
 }
 
-// WithDedupViews prefixes query with the dedup views as common table
-// expressions, so that it runs where the views do not exist.
+// WithDedupViews prefixes query with the dedup views it names as common
+// table expressions, so that it runs where the views do not exist. Only the
+// views it names: a view over a table with no objects yet (a new event type
+// before its first event) fails the query on the stand-in.
 func WithDedupViews(query string) (string, error) {
 	ctes := make([]string, 0, len(Tables))
 	for _, t := range Tables {
+		if !dedupViewRef(t).MatchString(query) {
+			continue
+		}
 		sel, err := ViewSelect(t)
 		if err != nil {
 			return "", err
 		}
 		ctes = append(ctes, t+"_dedup AS (\n"+sel+"\n)")
 	}
+	if len(ctes) == 0 {
+		return stripComments(query), nil
+	}
 	return "WITH " + strings.Join(ctes, ",\n") + "\n" + stripComments(query), nil
+}
+
+// dedupViewRef matches a reference to table's dedup view as a whole word.
+func dedupViewRef(table string) *regexp.Regexp {
+	return regexp.MustCompile(`\b` + table + `_dedup\b`)
 }
 
 // ForDuckDB rewrites the one Trino function the queries use that DuckDB

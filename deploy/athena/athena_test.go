@@ -88,6 +88,7 @@ func TestDDLMatchesTheParquetSchema(t *testing.T) {
 		"inference_log":      s3lake.InferenceLogRow{},
 		"moderator_feedback": s3lake.ModeratorFeedbackRow{},
 		"verdict":            s3lake.VerdictRow{},
+		"shadow_verdict":     s3lake.ShadowVerdictRow{},
 	}
 	for _, table := range athena.Tables {
 		t.Run(table, func(t *testing.T) {
@@ -121,6 +122,7 @@ func setup(t *testing.T) *lake {
 	t.Helper()
 	dir := t.TempDir()
 	evs := s3laketest.Events(1200, 11, day0.Add(12*time.Hour), 30) // over three days
+	evs = append(evs, s3laketest.ShadowEvents(300, 11, day0.Add(12*time.Hour), 30)...)
 	first := time.Date(2026, 11, 4, 0, 0, 0, 0, time.UTC)
 	parts := map[string][]pipeline.LakeRecord{}
 	dupParts := map[string][]pipeline.LakeRecord{}
@@ -251,6 +253,7 @@ func TestDedupViewsAndAnalystQueries(t *testing.T) {
 		}
 	})
 
+	t.Run("shadow agreement per day", func(t *testing.T) { testShadowAgreement(t, l, byType[pipeline.EventShadowVerdict], days) })
 	t.Run("cost per 1000 reviews per day", func(t *testing.T) { testCostPer1000(t, l, byType[pipeline.EventInferenceLog], days) })
 	t.Run("moderator precision per category and week", func(t *testing.T) {
 		testModeratorPrecision(t, l, byType[pipeline.EventModeratorFeedback], days)

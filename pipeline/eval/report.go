@@ -167,19 +167,24 @@ func writeHeader(b *strings.Builder, res Result, _ Summary, opt ReportOptions) {
 	if opt.Note != "" {
 		fmt.Fprintf(b, "%s\n\n", opt.Note)
 	}
-	samples, inj := 0, 0
+	samples, inj, decided := 0, 0, 0
 	for _, c := range res.Cases {
 		switch c.Source {
 		case SourceSample:
 			samples++
 		case SourceInjection:
 			inj++
+		case SourceModerators:
+			decided++
 		}
 	}
 	fmt.Fprintf(b, "Run %s to %s (%s). %d cases (%d labelled sample rooms, %d injection cases with their attack-free bases), "+
 		"concurrency sweep %v, %d repetition(s), TTFT SLO %s.\n\n",
 		res.Started.Format(time.RFC3339), res.Finished.Format(time.RFC3339), res.Finished.Sub(res.Started).Round(time.Second),
 		len(res.Cases), samples, inj, res.Config.Concurrency, res.Config.Repetitions, res.Config.TTFTSLO)
+	if decided > 0 {
+		fmt.Fprintf(b, "%d cases are labelled by moderators' decisions (`worker eval build-set`); their %s.\n\n", decided, MaskedTextNote)
+	}
 	if opt.Command != "" {
 		fmt.Fprintf(b, "Command:\n\n```\n%s\n```\n\n", opt.Command)
 	}

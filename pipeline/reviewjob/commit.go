@@ -38,9 +38,9 @@ func (h *Handler) chooseSaveDone(deps Deps) saveDoneFunc {
 }
 
 // commitDone saves the job's done verdict and publishes its event when the
-// save committed it. A save that fails while MySQL is down holds the job
-// and keeps the verdict for its next run (unsaved.go). released says that
-// the save dropped the claim.
+// save committed it, then offers it to the Mirror. A save that fails while
+// MySQL is down holds the job and keeps the verdict for its next run
+// (unsaved.go). released says that the save dropped the claim.
 func (h *Handler) commitDone(ctx context.Context, j *job, v pipeline.Verdict) (out jobloop.Outcome, released bool) {
 	v.FinishedAt = h.clk.Now().UTC()
 	committed, released, err := h.saveDone(ctx, j, v)
@@ -55,6 +55,9 @@ func (h *Handler) commitDone(ctx context.Context, j *job, v pipeline.Verdict) (o
 	h.observeStages(v)
 	if committed {
 		h.publish(v)
+		if h.mirror != nil && j.msgs != nil {
+			h.mirror.Offer(v, j.ev, j.msgs)
+		}
 	}
 	return jobloop.Outcome{Action: jobloop.Delete, Label: "done"}, released
 }

@@ -61,6 +61,16 @@ type Deps struct {
 	// release of its claim are then one transaction (a statement and a
 	// commit fewer per review, and no release phase on the slot).
 	ClaimsInStore bool
+	// Mirror, when set, is offered every done verdict the store committed,
+	// with the chat it was reviewed on (shadow traffic; pipeline/shadow).
+	Mirror Mirror
+}
+
+// Mirror takes committed live reviews for a candidate to review beside
+// them. Offer must return at once and never change its arguments: it runs
+// on the live job's path, after the commit, before the message is deleted.
+type Mirror interface {
+	Offer(live pipeline.Verdict, ev pipeline.ReviewEvent, msgs []pipeline.ChatMessage)
 }
 
 // Handler is the jobloop.Handler for review messages: decode, admission
@@ -73,6 +83,7 @@ type Handler struct {
 	reviewer pipeline.Reviewer
 	events   pipeline.EventSink
 	claims   pipeline.ReviewClaims
+	mirror   Mirror
 	m        *Metrics
 	log      *slog.Logger
 	// clk times the job, paces a duplicate waiting for another
@@ -96,7 +107,7 @@ func New(cfg Config, deps Deps, clk clock.Clock, m *Metrics, log *slog.Logger) *
 	}
 	cfg = withDefaults(cfg)
 	h := &Handler{cfg: cfg, store: deps.Store, chat: deps.Chat, reviewer: deps.Reviewer, events: deps.Events, claims: deps.Claims,
-		m: m, log: log, clk: clock.Or(clk), active: map[pipeline.ReviewKey]struct{}{}}
+		mirror: deps.Mirror, m: m, log: log, clk: clock.Or(clk), active: map[pipeline.ReviewKey]struct{}{}}
 	h.saveDone = h.chooseSaveDone(deps)
 	return h
 }
@@ -148,6 +159,9 @@ type job struct {
 	phase time.Time
 	// claim is the cross-pod claim held, nil without claims.
 	claim *heldClaim
+	// msgs is the chat the review ran on, for the Mirror; nil for a
+	// verdict kept from an earlier delivery.
+	msgs []pipeline.ChatMessage
 }
 
 func newJob(m jobloop.Message, ev pipeline.ReviewEvent, version string, start time.Time) *job {

@@ -17,6 +17,7 @@ func (h *Handler) obtain(ctx context.Context, j *job) (pipeline.Verdict, jobloop
 	if err != nil {
 		return pipeline.Verdict{}, h.fail(ctx, j, fmt.Errorf("review: chat history: %w", err)), false
 	}
+	j.msgs = msgs
 	v, err := h.runReviewer(ctx, j.ev, msgs, j.m.ReceiveCount)
 	h.lap(j, "review")
 	if err != nil {

@@ -570,6 +570,8 @@ func ReadRecords(t pipeline.EventType, data []byte) ([]pipeline.LakeRecord, erro
 		return readRecords[ModeratorFeedbackRow](data)
 	case pipeline.EventVerdict:
 		return readRecords[VerdictRow](data)
+	case pipeline.EventShadowVerdict:
+		return readRecords[ShadowVerdictRow](data)
 	}
 	return nil, fmt.Errorf("s3lake: read: unknown event type %q", t)
 }

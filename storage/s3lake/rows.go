@@ -13,11 +13,11 @@ import (
 	"github.com/chatguard/chatguard/pipeline"
 )
 
-// The row types below are the Parquet schemas of the three lake tables: the
-// envelope columns first, then the payload flattened. Timestamps are stored
-// as timestamp(millisecond) UTC because that is what Athena's Hive tables
-// read; finer precision is truncated. Low-cardinality strings are
-// dictionary-encoded. Keep them in step with deploy/athena/*.sql.
+// The row types below (and ShadowVerdictRow) are the Parquet schemas of the
+// lake tables: the envelope columns first, then the payload flattened.
+// Timestamps are stored as timestamp(millisecond) UTC because that is what
+// Athena's Hive tables read; finer precision is truncated. Low-cardinality
+// strings are dictionary-encoded. Keep them in step with deploy/athena/*.sql.
 
 // InferenceLogRow is one row of the inference_log table.
 type InferenceLogRow struct {
@@ -214,6 +214,8 @@ func EncodeParquet(w io.Writer, t pipeline.EventType, events []pipeline.LakeReco
 		err = writeRows(w, events, moderatorFeedbackRow)
 	case pipeline.EventVerdict:
 		err = writeRows(w, events, verdictRow)
+	case pipeline.EventShadowVerdict:
+		err = writeRows(w, events, shadowVerdictRow)
 	default:
 		return fmt.Errorf("s3lake: encode: unknown event type %q", t)
 	}
@@ -231,6 +233,8 @@ func payloadMatches(t pipeline.EventType, p any) bool {
 		return t == pipeline.EventModeratorFeedback
 	case pipeline.VerdictEvent:
 		return t == pipeline.EventVerdict
+	case pipeline.ShadowVerdict:
+		return t == pipeline.EventShadowVerdict
 	}
 	return false
 }

@@ -32,6 +32,7 @@ func DefaultTables() map[string]string {
 		"inference_log":      "events/event_type=inference_log/dt=*/hour=*/*.parquet",
 		"moderator_feedback": "events/event_type=moderator_feedback/dt=*/hour=*/*.parquet",
 		"verdict":            "events/event_type=verdict/dt=*/hour=*/*.parquet",
+		"shadow_verdict":     "events/event_type=shadow_verdict/dt=*/hour=*/*.parquet",
 	}
 }
 

@@ -88,6 +88,51 @@ func Events(n int, seed uint64, start time.Time, hours int) []pipeline.LakeEvent
 	return out
 }
 
+// ShadowEvents returns n shadow_verdict events spread over hours hours
+// starting at start, deterministic for a seed: a candidate that mostly
+// agrees with the live label, sometimes fails, sometimes saw pseudonymised
+// text, and ran a varying set of stages. They are apart from Events so
+// that the mix of the three older types stays what their tests expect.
+func ShadowEvents(n int, seed uint64, start time.Time, hours int) []pipeline.LakeEvent {
+	r := rand.New(rand.NewPCG(seed, seed^0x51ed27f0a3c4b6d9))
+	labels := []pipeline.Label{pipeline.LabelAbusive, pipeline.LabelSuspicious, pipeline.LabelClean}
+	cats := append([]pipeline.Category{pipeline.CategoryClean}, pipeline.AbuseCategories...)
+	out := make([]pipeline.LakeEvent, n)
+	for i := range out {
+		occurred := start.UTC().Add(time.Duration(r.Int64N(int64(hours) * int64(time.Hour)))).Truncate(time.Millisecond)
+		ws := occurred.Truncate(time.Hour).Add(-time.Hour)
+		// One room per event: ids derive from the review key and candidate.
+		key := pipeline.ReviewKey{RoomID: fmt.Sprintf("shadow-room-%05d", i), WindowStart: ws, WindowEnd: ws.Add(time.Hour), PipelineVersion: "v1.2.0"}
+		candidate := []string{"vllm-qwen3-32b", "managed-large"}[i%2]
+		p := pipeline.ShadowVerdict{
+			RoomID: key.RoomID, WindowStart: key.WindowStart, WindowEnd: key.WindowEnd, PipelineVersion: key.PipelineVersion,
+			RunID: "run-" + ws.Format("2006010215"), Candidate: candidate, CandidateModel: candidate + "-instruct",
+			CandidatePipelineVersion: "v1.3.0-rc1", Outcome: pipeline.ShadowOK,
+			LiveLabel: labels[r.IntN(3)], LiveCategory: cats[r.IntN(len(cats))],
+			TextDiffers: candidate == "managed-large", LatencyMs: float64(r.IntN(30000)) + 0.5,
+		}
+		p.Label, p.Category = p.LiveLabel, p.LiveCategory
+		if r.IntN(5) == 0 {
+			p.Label, p.Category = labels[r.IntN(3)], cats[r.IntN(len(cats))]
+		}
+		p.Severity, p.Confidence, p.Action, p.EarlyExit = r.IntN(6), float64(r.IntN(1001))/1000, pipeline.ActionWarn, p.Label == pipeline.LabelClean
+		for _, st := range pipeline.Stages[:1+r.IntN(len(pipeline.Stages))] {
+			in, outTok := r.IntN(8000), r.IntN(500)
+			p.Stages = append(p.Stages, pipeline.ShadowStage{Stage: st, TokensIn: in, TokensOut: outTok, LatencyMs: float64(r.IntN(5000)) + 0.25})
+			p.CostUSD += float64(in)*0.15/1e6 + float64(outTok)*0.6/1e6
+		}
+		if r.IntN(15) == 0 {
+			p.Outcome, p.ErrorKind = pipeline.ShadowError, "timeout"
+			p.Label, p.Category, p.Severity, p.Confidence, p.Action, p.EarlyExit = "", "", 0, 0, "", false
+		}
+		out[i] = pipeline.LakeEvent{
+			EventID: pipeline.ShadowVerdictEventID(key, candidate), EventType: pipeline.EventShadowVerdict,
+			OccurredAt: occurred, SchemaVersion: pipeline.LakeEventSchemaVersion, Payload: p,
+		}
+	}
+	return out
+}
+
 // Body returns the JSON queue body of ev, failing t on error.
 func Body(t testing.TB, ev pipeline.LakeEvent) []byte {
 	t.Helper()
@@ -150,6 +195,8 @@ func ReadLake(ctx context.Context, lake Lake, eventsPrefix, errorsPrefix string)
 			evs, err = rowsOf(data, s3lake.ModeratorFeedbackRow.LakeEvent)
 		case pipeline.EventVerdict:
 			evs, err = rowsOf(data, s3lake.VerdictRow.LakeEvent)
+		case pipeline.EventShadowVerdict:
+			evs, err = rowsOf(data, s3lake.ShadowVerdictRow.LakeEvent)
 		default:
 			return out, fmt.Errorf("object %s is not under an event_type partition", key)
 		}

@@ -23,7 +23,8 @@ type RunFunc func(args []string, stdout, stderr *bytes.Buffer) int
 type Main func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int
 
 // CheckAll checks the --help of the binary itself and of each of its
-// subcommands (see Check), each in a subtest named cmd=<subcommand>
+// subcommands (see Check; a nested one is written "eval build-set"), each
+// in a subtest named cmd=<subcommand>
 // ("cmd=" for the binary), running main with an empty environment so
 // that no variable of the test's changes a default.
 func CheckAll(t *testing.T, main Main, subcommands ...string) {
@@ -37,7 +38,7 @@ func CheckAll(t *testing.T, main Main, subcommands ...string) {
 				Check(t, run)
 				return
 			}
-			Check(t, run, sub)
+			Check(t, run, strings.Fields(sub)...)
 		})
 	}
 }

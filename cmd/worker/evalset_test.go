@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awsathena "github.com/aws/aws-sdk-go-v2/service/athena"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/internal/clock"
+	"github.com/chatguard/chatguard/internal/standin"
+	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/eval"
+	"github.com/chatguard/chatguard/storage/s3lake"
+	"github.com/chatguard/chatguard/storage/s3lake/s3laketest"
+)
+
+func TestBuildSetUsageErrorsAreListedTogether(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	code := run(t.Context(), []string{"eval", "build-set", "--from", "2026-11-05", "--to", "2026-11-01", "--stratum-sizes", "clean=x",
+		"--query-timeout", "0s"}, func(string) string { return "" }, &out, &errOut)
+	require.Equal(t, 2, code)
+	for _, want := range []string{"--to 2026-11-01 is before --from", "--stratum-sizes", "--query-timeout", "chat api url is required"} {
+		require.Contains(t, errOut.String(), want)
+	}
+}
+
+// TestBuildSetFromTheSampleLake builds a set from moderators' decisions
+// on a sample lake's rooms through the Athena and chat API stand-ins, and
+// checks the files the command writes.
+func TestBuildSetFromTheSampleLake(t *testing.T) {
+	t.Parallel()
+	lakeDir, truthDir := standin.SampleLake(t, 9, 40, 1)
+	rooms := standin.ReadTruth(t, truthDir)
+	received := rooms[0].FirstMessageAt.Add(48 * time.Hour)
+	parts := map[string][]pipeline.LakeRecord{}
+	for _, r := range rooms {
+		k := pipeline.ReviewKey{RoomID: r.RoomID, WindowStart: r.FirstMessageAt.UTC().Truncate(time.Second),
+			WindowEnd: r.LastMessageAt.UTC().Truncate(time.Second).Add(2 * time.Second), PipelineVersion: "pv"}
+		at := k.WindowEnd.Add(time.Hour).Truncate(time.Millisecond)
+		for _, ev := range []pipeline.LakeEvent{
+			{EventID: pipeline.VerdictEventID(k, pipeline.StatusDone), EventType: pipeline.EventVerdict, OccurredAt: at, SchemaVersion: 1,
+				Payload: pipeline.VerdictEvent{RoomID: k.RoomID, WindowStart: k.WindowStart, WindowEnd: k.WindowEnd, PipelineVersion: k.PipelineVersion,
+					Status: pipeline.StatusDone, Label: r.Label, Category: r.Category}},
+			{EventID: uuid.NewSHA1(uuid.NameSpaceOID, []byte(r.RoomID)).String(), EventType: pipeline.EventModeratorFeedback, OccurredAt: at, SchemaVersion: 1,
+				Payload: pipeline.ModeratorFeedback{RoomID: k.RoomID, WindowStart: k.WindowStart, WindowEnd: k.WindowEnd, PipelineVersion: k.PipelineVersion,
+					ModeratorID: "mod-1", VerdictLabel: r.Label, VerdictCategory: r.Category, DecidedLabel: r.Label, DecidedCategory: r.Category}},
+		} {
+			d, err := pipeline.DecodeLakeEvent(s3laketest.Body(t, ev), received)
+			require.NoError(t, err)
+			p := s3lake.PartitionPath(d.EventType, pipeline.LakeHour(d.OccurredAt))
+			parts[p] = append(parts[p], d)
+		}
+	}
+	for p, recs := range parts {
+		var buf bytes.Buffer
+		require.NoError(t, s3lake.EncodeParquet(&buf, recs[0].EventType, recs))
+		dir := filepath.Join(lakeDir, "events", filepath.FromSlash(p))
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "part-a.parquet"), buf.Bytes(), 0o644))
+	}
+	sim := standin.StartAthena(t, standin.AthenaOptions{LakeDir: lakeDir})
+	api := awsathena.New(awsathena.Options{Region: "us-east-1", BaseEndpoint: aws.String(sim.URL),
+		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")})
+
+	out := filepath.Join(t.TempDir(), "set")
+	day := rooms[0].FirstMessageAt.UTC()
+	args := []string{"--from", day.AddDate(0, 0, -1).Format(time.DateOnly), "--to", day.AddDate(0, 0, 2).Format(time.DateOnly),
+		"--stratum-size", "2", "--stratum-sizes", "clean=5", "--out", out, "--chat-api-url", standin.StartChatAPILake(t, lakeDir)}
+	var stdout, stderr bytes.Buffer
+	builtAt := time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC)
+	code := runBuildSet(t.Context(), args, func(string) string { return "" }, &stdout, &stderr, buildSetDeps{Athena: api, Clock: clock.NewFake(builtAt)})
+	require.Zero(t, code, stderr.String())
+
+	f, err := os.Open(filepath.Join(out, "cases.jsonl"))
+	require.NoError(t, err)
+	defer f.Close()
+	cases, err := eval.ReadCases(f)
+	require.NoError(t, err)
+	var m eval.Manifest
+	b, err := os.ReadFile(filepath.Join(out, "manifest.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &m))
+	require.Equal(t, builtAt, m.BuiltAt)
+	require.Equal(t, len(rooms), m.Decisions, "one decision per room")
+	require.Equal(t, len(cases), m.Cases)
+	require.Contains(t, m.Query, "moderator_feedback_dedup")
+	require.Contains(t, m.Text, "masked")
+	perStratum := map[string]int{}
+	for _, c := range cases {
+		require.Equal(t, eval.SourceModerators, c.Source)
+		perStratum[eval.Decision{DecidedLabel: c.Truth.Label, DecidedCategory: c.Truth.Category, VerdictLabel: c.Truth.Label}.Stratum()]++
+	}
+	total := 0
+	for _, s := range m.Strata {
+		want := 2
+		if s.Stratum == eval.StratumClean {
+			want = 5
+		}
+		require.Equal(t, min(want, s.Available), s.Written, s.Stratum)
+		require.Equal(t, s.Written, perStratum[s.Stratum], s.Stratum)
+		total += s.Available
+	}
+	require.Equal(t, len(rooms), total)
+	require.Contains(t, stdout.String(), fmt.Sprintf("%d cases from %d decisions", len(cases), len(rooms)))
+	require.False(t, strings.Contains(string(b), "\"room_id\""), "the manifest counts, it lists no rooms")
+}

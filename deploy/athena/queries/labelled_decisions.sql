@@ -1,0 +1,37 @@
+-- Labelled decisions: per reviewed window, the latest moderator decision that
+-- day range holds (a later decision on the same verdict overrides an earlier
+-- one), joined to the done verdict it was made on. `worker eval build-set`
+-- reads it to build a frozen labelled set; decisions on clean verdicts (the
+-- console's audit items) make the clean stratum, decisions of clean on flagged
+-- verdicts the hard negatives. The verdict side is not filtered by day: a
+-- decision may come days after its verdict.
+-- Parameters: first day and last day of the decisions, inclusive, as 'YYYY-MM-DD' literals.
+SELECT
+  d.room_id,
+  d.window_start,
+  d.window_end,
+  d.pipeline_version,
+  v.label AS verdict_label,
+  v.category AS verdict_category,
+  d.decided_label,
+  d.decided_category,
+  d.occurred_at AS decided_at,
+  d.decisions
+FROM (
+  SELECT
+    room_id, window_start, window_end, pipeline_version, decided_label, decided_category, occurred_at,
+    row_number() OVER (PARTITION BY room_id, window_start, window_end, pipeline_version ORDER BY occurred_at DESC, event_id DESC) AS newest,
+    count(*) OVER (PARTITION BY room_id, window_start, window_end, pipeline_version) AS decisions
+  FROM moderator_feedback_dedup
+  WHERE dt BETWEEN ? AND ?
+) AS d
+JOIN (
+  SELECT room_id, window_start, window_end, pipeline_version, min(label) AS label, min(category) AS category
+  FROM verdict_dedup
+  WHERE status = 'done'
+  GROUP BY room_id, window_start, window_end, pipeline_version
+) AS v
+  ON v.room_id = d.room_id AND v.window_start = d.window_start AND v.window_end = d.window_end
+  AND v.pipeline_version = d.pipeline_version
+WHERE d.newest = 1
+ORDER BY d.room_id, d.window_start, d.window_end, d.pipeline_version

@@ -1,0 +1,218 @@
+// Package shadow mirrors a sampled share of live reviews to a candidate
+// reviewer, after the live verdict has committed, and writes what the
+// candidate said as shadow_verdict lake events. It never delays, changes or
+// holds a live review: Offer returns at once, the candidate runs on its own
+// goroutines with their own bounded concurrency and deadline, and a
+// candidate that fails, is slow or hangs only costs its own slot.
+package shadow
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chatguard/chatguard/internal/clock"
+	"github.com/chatguard/chatguard/pipeline"
+)
+
+// Config configures a Runner.
+type Config struct {
+	// Rate is the share of live reviews mirrored, 0 to 1, sampled by the
+	// review key so that reruns and pods agree.
+	Rate float64
+	// Concurrency bounds the shadow reviews in flight; an offer beyond it
+	// is dropped and counted.
+	Concurrency int
+	// Timeout bounds one shadow review.
+	Timeout time.Duration
+	// Candidate names the candidate endpoint in the events (and their ids).
+	Candidate string
+	// Model is the model the candidate is asked for, for the events.
+	Model string
+	// TextDiffers says that the candidate is sent other text than the live
+	// path (pseudonymised for a third party), for the events.
+	TextDiffers bool
+	// Registerer, when set, receives the runner's metrics.
+	Registerer prometheus.Registerer
+}
+
+// Validate reports every problem at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Rate < 0 || c.Rate > 1 {
+		errs = append(errs, fmt.Errorf("shadow rate %v is outside 0-1", c.Rate))
+	}
+	if c.Concurrency < 1 {
+		errs = append(errs, errors.New("shadow concurrency must be at least 1"))
+	}
+	if c.Timeout <= 0 {
+		errs = append(errs, errors.New("shadow timeout must be positive"))
+	}
+	if c.Candidate == "" {
+		errs = append(errs, errors.New("shadow candidate name is required"))
+	}
+	return errors.Join(errs...)
+}
+
+// The outcomes counted in chatguard_worker_shadow_reviews_total.
+const (
+	outcomeOK        = pipeline.ShadowOK
+	outcomeError     = pipeline.ShadowError
+	outcomeCanceled  = pipeline.ShadowCanceled
+	outcomeSaturated = "dropped_saturated"
+)
+
+// Runner runs shadow reviews. Close it to cancel those in flight.
+type Runner struct {
+	cfg    Config
+	rev    pipeline.Reviewer
+	sink   pipeline.EventSink
+	clk    clock.Clock
+	sem    chan struct{}
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	total  *prometheus.CounterVec
+}
+
+// New returns a Runner of the candidate rev that publishes to sink. clk
+// times the reviews (nil: the wall clock).
+func New(cfg Config, rev pipeline.Reviewer, sink pipeline.EventSink, clk clock.Clock) (*Runner, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("shadow: %w", err)
+	}
+	if rev == nil || sink == nil {
+		return nil, errors.New("shadow: a candidate reviewer and an event sink are required")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &Runner{cfg: cfg, rev: rev, sink: sink, clk: clock.Or(clk), sem: make(chan struct{}, cfg.Concurrency), ctx: ctx, cancel: cancel,
+		total: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chatguard_worker_shadow_reviews_total",
+			Help: "Shadow reviews by outcome: ok, error, canceled (drain), dropped_saturated (no free shadow slot).",
+		}, []string{"outcome"})}
+	for _, o := range []string{outcomeOK, outcomeError, outcomeCanceled, outcomeSaturated} {
+		r.total.WithLabelValues(o)
+	}
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(r.total); err != nil {
+			cancel()
+			return nil, fmt.Errorf("shadow: metrics: %w", err)
+		}
+	}
+	return r, nil
+}
+
+// Metrics returns the counter of shadow reviews by outcome.
+func (r *Runner) Metrics() *prometheus.CounterVec { return r.total }
+
+// Sampled reports whether the review of k is mirrored: a hash of the key
+// below the rate, the same answer on every pod and every rerun.
+func Sampled(k pipeline.ReviewKey, rate float64) bool {
+	if rate <= 0 {
+		return false
+	}
+	h := fnv.New64a()
+	for _, s := range []string{k.RoomID, k.WindowStart.UTC().Format(time.RFC3339Nano), k.WindowEnd.UTC().Format(time.RFC3339Nano), k.PipelineVersion} {
+		_ = binary.Write(h, binary.BigEndian, uint32(len(s)))
+		h.Write([]byte(s))
+	}
+	return float64(h.Sum64()>>11)/float64(1<<53) < rate
+}
+
+// Offer mirrors the committed live verdict's review to the candidate when
+// it is sampled and a slot is free, and returns at once either way. ev and
+// msgs are what the live review ran on; the candidate gets a copy.
+func (r *Runner) Offer(live pipeline.Verdict, ev pipeline.ReviewEvent, msgs []pipeline.ChatMessage) {
+	if live.Status != pipeline.StatusDone || !Sampled(live.Key, r.cfg.Rate) || r.ctx.Err() != nil {
+		return
+	}
+	select {
+	case r.sem <- struct{}{}:
+	default:
+		r.total.WithLabelValues(outcomeSaturated).Inc()
+		return
+	}
+	r.wg.Add(1)
+	msgs = slices.Clone(msgs)
+	go func() {
+		defer r.wg.Done()
+		defer func() { <-r.sem }()
+		r.run(live, ev, msgs)
+	}()
+}
+
+// run is one shadow review; it publishes its event whatever the outcome.
+func (r *Runner) run(live pipeline.Verdict, ev pipeline.ReviewEvent, msgs []pipeline.ChatMessage) {
+	ctx, cancel := clock.WithTimeout(r.ctx, r.clk, r.cfg.Timeout)
+	defer cancel()
+	start := r.clk.Now()
+	v, err := r.rev.Review(ctx, ev, msgs, 1)
+	p := pipeline.ShadowVerdict{
+		RoomID: live.Key.RoomID, WindowStart: live.Key.WindowStart, WindowEnd: live.Key.WindowEnd, PipelineVersion: live.Key.PipelineVersion,
+		RunID: live.RunID, Candidate: r.cfg.Candidate, CandidateModel: r.cfg.Model, CandidatePipelineVersion: r.rev.PipelineVersion(),
+		LiveLabel: live.Label, LiveCategory: live.Category, TextDiffers: r.cfg.TextDiffers,
+		LatencyMs: float64(r.clk.Since(start)) / float64(time.Millisecond),
+	}
+	switch {
+	case r.ctx.Err() != nil:
+		p.Outcome, p.ErrorKind = outcomeCanceled, "drain"
+	case err != nil || v.Status != pipeline.StatusDone:
+		p.Outcome, p.ErrorKind = outcomeError, errorKind(ctx, err)
+	default:
+		p.Outcome, p.Label, p.Category, p.Severity, p.Confidence, p.Action, p.EarlyExit =
+			outcomeOK, v.Label, v.Category, v.Severity, v.Confidence, v.Action, v.EarlyExit
+	}
+	for _, st := range v.Stages {
+		if slices.ContainsFunc(p.Stages, func(s pipeline.ShadowStage) bool { return s.Stage == st.Stage }) {
+			continue
+		}
+		p.Stages = append(p.Stages, pipeline.ShadowStage{Stage: st.Stage, TokensIn: st.TokensIn, TokensOut: st.TokensOut,
+			LatencyMs: float64(st.Latency) / float64(time.Millisecond)})
+		p.CostUSD += st.CostUSD
+	}
+	r.total.WithLabelValues(p.Outcome).Inc()
+	r.sink.Publish(pipeline.LakeEvent{EventID: pipeline.ShadowVerdictEventID(live.Key, r.cfg.Candidate), EventType: pipeline.EventShadowVerdict,
+		OccurredAt: r.clk.Now().UTC(), SchemaVersion: pipeline.LakeEventSchemaVersion, Payload: p})
+}
+
+// errorKind is a short class of a candidate's failure, never its text
+// (which may quote the chat).
+func errorKind(ctx context.Context, err error) string {
+	switch {
+	case err == nil:
+		return "not_done"
+	case ctx.Err() != nil:
+		return "timeout"
+	}
+	switch d, _ := pipeline.Classify(err); d {
+	case pipeline.GiveUp:
+		return "permanent"
+	case pipeline.Hold:
+		return "dependency_down"
+	case pipeline.Stopped:
+		return "stopped"
+	}
+	return "transient"
+}
+
+// Close cancels the shadow reviews in flight (they are counted canceled
+// and their events say so) and waits for them until ctx ends. Offers after
+// Close are ignored.
+func (r *Runner) Close(ctx context.Context) error {
+	r.cancel()
+	done := make(chan struct{})
+	go func() { r.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("shadow: close: %w", ctx.Err())
+	}
+}
