@@ -76,6 +76,9 @@ type RoomActivity interface {
 	// anything is published; ok is false when the room is not due or
 	// another replica holds it.
 	Claim(ctx context.Context, roomID string) (w RoomWindow, ok bool, err error)
+	// Pending counts the rooms with unreviewed messages or a window
+	// being published, for the rooms-pending gauge.
+	Pending(ctx context.Context) (int64, error)
 	// Ack advances the room's watermark to the window's end once the
 	// review event was accepted by the queue; ok is false when the claim
 	// was lost to another replica (which publishes the same window).
