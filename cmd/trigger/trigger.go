@@ -9,7 +9,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
@@ -140,8 +139,10 @@ func (p *parts) startEngine(context.Context) error {
 	return err
 }
 
+// listenAdmin opens /healthz, /readyz and /metrics; /readyz is 503 while
+// the engine holds events for Redis and while it stops.
 func (p *parts) listenAdmin() (*lifecycle.Server, error) {
-	return lifecycle.Listen("admin", p.cfg.AdminAddr, &http.Server{Handler: adminHandler(p.reg, p.engine), ReadHeaderTimeout: 5 * time.Second})
+	return lifecycle.Listen("admin", p.cfg.AdminAddr, &http.Server{Handler: lifecycle.AdminHandler(p.reg, p.engine, "not receiving"), ReadHeaderTimeout: 5 * time.Second})
 }
 
 func (p *parts) ready(context.Context) error {
@@ -151,26 +152,4 @@ func (p *parts) ready(context.Context) error {
 		p.m.OnReady(p.admin.Addr())
 	}
 	return nil
-}
-
-// adminHandler serves the probes and the metrics.
-//
-//   - /healthz: the process is alive (always 200 while it serves).
-//   - /readyz: 200 while receiving with Redis answering; 503 while events
-//     are held for Redis, and while stopping.
-//   - /metrics: the trigger's private registry.
-func adminHandler(reg *prometheus.Registry, e interface{ Ready() bool }) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !e.Ready() {
-			http.Error(w, "not receiving", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ready\n"))
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	return mux
 }
