@@ -86,8 +86,9 @@ func TestMainTurnsChatEventsIntoRealtimeReviews(t *testing.T) {
 	require.Equal(t, pipeline.SourceRealtime, ev.Source)
 	require.Equal(t, pipeline.RealtimeRunID(ev.WindowEnd), ev.RunID)
 
-	for path, want := range map[string]string{"/healthz": "ok", "/readyz": "ready", "/metrics": `chatguard_trigger_fires_total{reason="quiet"} 1`} {
-		resp, err := http.Get("http://" + admin + path)
+	for path, want := range map[string]string{"/healthz": "ok", "/readyz": "ready", "/metrics": `chatguard_trigger_fires_total{reason="quiet"} 1`,
+		"/metrics?": `chatguard_trigger_fires_total{reason="max_delay"} 0`} {
+		resp, err := http.Get("http://" + admin + strings.TrimSuffix(path, "?"))
 		require.NoError(t, err)
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chatguard/chatguard/pipeline"
 )
 
 type metrics struct {
@@ -43,6 +45,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Failed receives from the chat-events queue."}),
 		settleErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chatguard_trigger_settle_errors_total",
 			Help: "Failed deletes, visibility changes and DLQ copies of chat events."}, []string{"op"}),
+	}
+	// Every label value exists from the start, so a rate over a counter
+	// that has not moved yet is 0, not absent.
+	for _, o := range []pipeline.RecordOutcome{pipeline.RecordNew, pipeline.RecordDuplicate, pipeline.RecordPending, pipeline.RecordLate, "invalid"} {
+		m.events.WithLabelValues(string(o))
+	}
+	for _, r := range []pipeline.FireReason{pipeline.FireQuiet, pipeline.FireMaxDelay} {
+		m.fires.WithLabelValues(string(r))
 	}
 	if reg == nil {
 		return m, nil
