@@ -1,6 +1,7 @@
 package trigger
 
 import (
+	"cmp"
 	"context"
 
 	"github.com/chatguard/chatguard/pipeline"
@@ -30,18 +31,29 @@ func (e *Engine) fireLoop(ctx context.Context) {
 // and publishes their windows; it returns how many were acknowledged. The
 // fire loop calls it every FireInterval; tests call it directly.
 func (e *Engine) FireDue(ctx context.Context) int {
-	fired := 0
+	fired, failed := 0, 0
+	var firstErr error
 	for shard := range e.d.Rooms.Shards() {
 		if ctx.Err() != nil {
 			break
 		}
-		fired += e.fireShard(ctx, shard)
+		n, err := e.fireShard(ctx, shard)
+		fired += n
+		if err != nil {
+			failed++
+			firstErr = cmp.Or(firstErr, err)
+		}
+	}
+	if failed > 0 && ctx.Err() == nil {
+		// One line per pass, not per shard: an outage would log every
+		// shard every FireInterval.
+		e.log.Warn("trigger: listing due rooms failed", "shards_failed", failed, "err", firstErr)
 	}
 	e.refreshPending(ctx)
 	return fired
 }
 
-func (e *Engine) fireShard(ctx context.Context, shard int) int {
+func (e *Engine) fireShard(ctx context.Context, shard int) (int, error) {
 	var rooms []string
 	start := e.clk.Now()
 	err := e.call(ctx, func(ctx context.Context) (err error) {
@@ -50,8 +62,7 @@ func (e *Engine) fireShard(ctx context.Context, shard int) int {
 	})
 	e.m.observeRedis("due", start, e.clk.Now(), err)
 	if err != nil {
-		e.log.Warn("trigger: listing due rooms failed", "shard", shard, "err", err)
-		return 0
+		return 0, err
 	}
 	var windows []pipeline.RoomWindow
 	for _, room := range rooms {
@@ -69,9 +80,9 @@ func (e *Engine) fireShard(ctx context.Context, shard int) int {
 		}
 	}
 	if len(windows) == 0 {
-		return 0
+		return 0, nil
 	}
-	return e.publish(ctx, windows)
+	return e.publish(ctx, windows), nil
 }
 
 // publish sends the windows' review events and acknowledges those the
