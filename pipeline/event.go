@@ -24,6 +24,9 @@ type ReviewEvent struct {
 	RunID         string    `json:"run_id"`
 	PublishedAt   time.Time `json:"published_at"`
 	SchemaVersion int       `json:"schema_version"`
+	// Source says which publisher asked for the review (batch, sweep or
+	// realtime); optional, empty from publishers that predate it.
+	Source ReviewSource `json:"source,omitempty"`
 }
 
 // InvalidEventError reports a message body that can never be processed. It
@@ -71,13 +74,11 @@ func (e ReviewEvent) Validate() error {
 	if e.SchemaVersion != ReviewSchemaVersion {
 		probs = append(probs, fmt.Sprintf("schema_version %d is not supported (want %d)", e.SchemaVersion, ReviewSchemaVersion))
 	}
-	switch {
-	case strings.TrimSpace(e.RoomID) == "":
-		probs = append(probs, "room_id is missing")
-	case len(e.RoomID) > maxRoomIDLen:
-		probs = append(probs, fmt.Sprintf("room_id is longer than %d bytes", maxRoomIDLen))
-	case strings.ContainsAny(e.RoomID, "/?#%\x00\n\r\t "):
-		probs = append(probs, "room_id contains a reserved character")
+	if p := roomIDProblem(e.RoomID); p != "" {
+		probs = append(probs, p)
+	}
+	if !e.Source.Known() {
+		probs = append(probs, fmt.Sprintf("source %q is not one of batch, sweep, realtime", ClipRunes(string(e.Source), 32)))
 	}
 	if e.WindowStart.IsZero() {
 		probs = append(probs, "window_start is missing")
@@ -103,9 +104,27 @@ func (e ReviewEvent) Validate() error {
 	return nil
 }
 
+// roomIDProblem says what is wrong with a room id, or "" when nothing is:
+// room ids become URL path segments, Redis keys and MySQL keys.
+func roomIDProblem(id string) string {
+	switch {
+	case strings.TrimSpace(id) == "":
+		return "room_id is missing"
+	case len(id) > maxRoomIDLen:
+		return fmt.Sprintf("room_id is longer than %d bytes", maxRoomIDLen)
+	case strings.ContainsAny(id, "/?#%\x00\n\r\t "):
+		return "room_id contains a reserved character"
+	}
+	return ""
+}
+
 // Encode returns the canonical JSON body of the event with every time in
-// UTC, as the batch publisher sends it.
+// UTC, as the publishers send it. It is the strict writer: a source outside
+// the known set is refused, never sent.
 func (e ReviewEvent) Encode() ([]byte, error) {
+	if !e.Source.Known() {
+		return nil, fmt.Errorf("encode review event: source %q is not one of batch, sweep, realtime", ClipRunes(string(e.Source), 32))
+	}
 	e.WindowStart = e.WindowStart.UTC()
 	e.WindowEnd = e.WindowEnd.UTC()
 	e.PublishedAt = e.PublishedAt.UTC()

@@ -9,7 +9,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
 	"github.com/chatguard/chatguard/cmd/internal/lifecycle"
@@ -119,7 +118,7 @@ func (p *parts) startEngine(context.Context) error {
 }
 
 func (p *parts) listenAdmin() (*lifecycle.Server, error) {
-	return lifecycle.Listen("admin", p.cfg.AdminAddr, &http.Server{Handler: adminHandler(p.reg, p.engine), ReadHeaderTimeout: 5 * time.Second})
+	return lifecycle.Listen("admin", p.cfg.AdminAddr, &http.Server{Handler: lifecycle.AdminHandler(p.reg, p.engine, "not receiving"), ReadHeaderTimeout: 5 * time.Second})
 }
 
 // ready says the consumer is about to receive: the log line and the
@@ -135,25 +134,4 @@ func (p *parts) ready(context.Context) error {
 		p.m.OnReady(p.admin.Addr())
 	}
 	return nil
-}
-
-// adminHandler serves the probes and the metrics.
-//
-//   - /healthz: the process is alive (always 200 while it serves).
-//   - /readyz: 200 while receiving; 503 while draining.
-//   - /metrics: the consumer's private registry.
-func adminHandler(reg *prometheus.Registry, c interface{ Ready() bool }) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !c.Ready() {
-			http.Error(w, "not receiving", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ready\n"))
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	return mux
 }

@@ -33,6 +33,9 @@ type Config struct {
 	Loop jobloop.Config
 	// ReviewQueue and ReviewDLQ: --review-queue-url and --review-dlq-url.
 	ReviewQueue, ReviewDLQ sqs.Config
+	// RealtimeQueue: --realtime-queue-url, polled before the review queue
+	// when set (realtime.go).
+	RealtimeQueue sqs.Config
 	// Events: --feedback-queue-url, --event-buffer and --event-flush-age.
 	Events sqs.LakeConfig
 
@@ -80,7 +83,7 @@ func DefaultConfig() Config {
 	pools := depflags.DefaultPools()
 	pools.PrimaryConcurrency, pools.FallbackConcurrency = llm.DefaultMaxConcurrency, llm.DefaultMaxConcurrency
 	review := reviewQueue()
-	return Config{
+	c := Config{
 		Loop:        jobloop.DefaultConfig(),
 		ReviewQueue: review,
 		ReviewDLQ:   reviewDLQ(review),
@@ -96,6 +99,8 @@ func DefaultConfig() Config {
 		LogLevel:    "info",
 		Capacity:    defaultCapacity(),
 	}
+	c.RealtimeQueue = realtimeQueue(review)
+	return c
 }
 
 func (c *Config) flags() *cli.FlagSet {
@@ -103,6 +108,7 @@ func (c *Config) flags() *cli.FlagSet {
 		"Subcommands: 'worker migrate --mysql-dsn DSN' applies the schema migrations and exits;\n"+
 		"'worker stop --room R | --run ID | --review ROOM,START,END' stops reviews on every worker through a worker's operator API, with a token (see 'worker stop --help').")
 	fs.StringVar(&c.ReviewQueue.URL, "review-queue-url", "SQS review queue URL")
+	fs.StringVar(&c.RealtimeQueue.URL, "realtime-queue-url", "SQS review-realtime queue URL, polled before the review queue so a batch backlog never delays real time; empty: the review queue only")
 	fs.StringVar(&c.ReviewDLQ.URL, "review-dlq-url", "SQS dead-letter queue of the review queue (poison messages are copied there)")
 	fs.StringVar(&c.Events.URL, "feedback-queue-url", "SQS feedback queue URL for inference-log and verdict events")
 	c.loopFlags(fs)

@@ -80,6 +80,7 @@ type worker struct {
 
 	sqs         *awssqs.Client
 	review, dlq *sqs.Queue
+	realtime    *sqs.Queue // nil without --realtime-queue-url
 	pub         *sqs.LakePublisher
 	reviewer    pipeline.Reviewer
 	engine      *reviewers.Engine // nil when Main.Reviewer replaces it
@@ -101,14 +102,19 @@ func (w *worker) services() []lifecycle.Service {
 		{Name: "aws", Start: w.startAWS},
 		w.queue("review queue", &w.review, w.cfg.ReviewQueue),
 		w.queue("review dlq", &w.dlq, w.cfg.ReviewDLQ),
-		{Name: "lake events", Start: w.startEvents, Stop: func(ctx context.Context) error { return w.pub.Stop(ctx) }},
+	}
+	if w.cfg.RealtimeQueue.URL != "" {
+		svcs = append(svcs, w.queue("review-realtime queue", &w.realtime, w.cfg.RealtimeQueue))
+	}
+	svcs = append(svcs,
+		lifecycle.Service{Name: "lake events", Start: w.startEvents, Stop: func(ctx context.Context) error { return w.pub.Stop(ctx) }},
 		// The stage engine is built, and its settings logged, before the
 		// first dial: a pod waiting for MySQL already says which privacy
 		// controls and pipeline version it will review with (the deploy
 		// boot tests compare them with the console's).
-		{Name: "stage engine", Start: w.startReviewer, Stop: w.stopReviewer},
-		{Name: "mysql", Start: w.startMySQL, Stop: func(context.Context) error { return w.db.Close() }},
-	}
+		lifecycle.Service{Name: "stage engine", Start: w.startReviewer, Stop: w.stopReviewer},
+		lifecycle.Service{Name: "mysql", Start: w.startMySQL, Stop: func(context.Context) error { return w.db.Close() }},
+	)
 	if w.cfg.RedisAddr != "" {
 		svcs = append(svcs, w.stopSignals())
 	} else {
@@ -235,7 +241,7 @@ func (w *worker) startLoop(context.Context) error {
 	if w.stops != nil {
 		handler = reviewjob.StopGuarded(handler, w.stops.guard)
 	}
-	if w.loop, err = jobloop.New(cfg.Loop, w.review, w.dlq, handler, clock.Real(), metrics, w.log); err != nil {
+	if w.loop, err = jobloop.New(cfg.Loop, w.inbox(), w.dlq, handler, clock.Real(), metrics, w.log); err != nil {
 		return err
 	}
 	w.loop.HoldOn(mon)

@@ -1,0 +1,30 @@
+package lifecycle
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// AdminHandler serves the probes and the metrics of a binary whose
+// readiness is one engine's:
+//
+//   - /healthz: the process is alive (always 200 while it serves).
+//   - /readyz: 200 while ready.Ready(); 503 with notReady otherwise.
+//   - /metrics: the binary's private registry.
+func AdminHandler(reg *prometheus.Registry, ready interface{ Ready() bool }, notReady string) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Ready() {
+			http.Error(w, notReady, http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return mux
+}

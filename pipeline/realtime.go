@@ -1,0 +1,86 @@
+package pipeline
+
+import (
+	"context"
+	"time"
+)
+
+// RecordOutcome is what recording one chat event did to its room's state.
+type RecordOutcome string
+
+// The record outcomes.
+const (
+	// RecordNew: a message the room had not seen; it will be in a window.
+	RecordNew RecordOutcome = "new"
+	// RecordDuplicate: the message id was seen before; nothing changed.
+	RecordDuplicate RecordOutcome = "duplicate"
+	// RecordPending: a message sent inside the window being published
+	// right now; that window's review fetches it, so nothing changes.
+	RecordPending RecordOutcome = "pending"
+	// RecordLate: sent before the room's watermark (a late delivery or a
+	// producer clock behind); the room's next window reaches back to its
+	// sent_at, re-reviewing what lies between (counted), so it is covered.
+	RecordLate RecordOutcome = "late"
+)
+
+// FireReason says why a room's window fired.
+type FireReason string
+
+// The fire reasons.
+const (
+	// FireQuiet: the room was quiet for the quiet period.
+	FireQuiet FireReason = "quiet"
+	// FireMaxDelay: the room kept talking for the maximum delay since its
+	// first unreviewed message.
+	FireMaxDelay FireReason = "max_delay"
+)
+
+// RoomWindow is a window of one room claimed for publishing. Start and End
+// come from the trigger's clock (End is the fire time), widened back only
+// to cover late messages and never longer than the worker's max window.
+type RoomWindow struct {
+	RoomID string
+	Start  time.Time
+	End    time.Time
+	Reason FireReason
+	// Messages is how many new messages the window was recorded with.
+	Messages int
+	// Republish: the window was claimed before by a replica that did not
+	// acknowledge it (a crash, a failed publish); it is published again
+	// unchanged so the worker's idempotency key dedupes it.
+	Republish bool
+	// Token identifies the claim; Ack needs it.
+	Token string
+}
+
+// ReviewEvent is the real-time review event of the window, published at
+// now.
+func (w RoomWindow) ReviewEvent(now time.Time) ReviewEvent {
+	return ReviewEvent{RoomID: w.RoomID, WindowStart: w.Start.UTC(), WindowEnd: w.End.UTC(), RunID: RealtimeRunID(w.End),
+		PublishedAt: now.UTC(), SchemaVersion: ReviewSchemaVersion, Source: SourceRealtime}
+}
+
+// RoomActivity is the shared per-room debounce state of the real-time
+// trigger: any number of trigger replicas record chat events into it and
+// claim due rooms from it; a due room is claimed by exactly one of them.
+type RoomActivity interface {
+	// Record records chat events, returning one outcome per event in
+	// order. On error nothing may be assumed recorded: the caller keeps
+	// the events (they are idempotent) and tries again.
+	Record(ctx context.Context, evs []ChatEvent) ([]RecordOutcome, error)
+	// Due returns up to limit rooms of one shard whose window is due.
+	Due(ctx context.Context, shard, limit int) ([]string, error)
+	// Shards is the fixed number of shards Due takes.
+	Shards() int
+	// Claim claims a due room and records its window as pending before
+	// anything is published; ok is false when the room is not due or
+	// another replica holds it.
+	Claim(ctx context.Context, roomID string) (w RoomWindow, ok bool, err error)
+	// Pending counts the rooms with unreviewed messages or a window
+	// being published, for the rooms-pending gauge.
+	Pending(ctx context.Context) (int64, error)
+	// Ack advances the room's watermark to the window's end once the
+	// review event was accepted by the queue; ok is false when the claim
+	// was lost to another replica (which publishes the same window).
+	Ack(ctx context.Context, w RoomWindow) (ok bool, err error)
+}

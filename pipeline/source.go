@@ -1,0 +1,55 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// ReviewSource names the publisher of a review event: the hourly batch, the
+// batch in sweep mode (only what real time did not cover), or the real-time
+// trigger. It lets verdicts and freshness figures be split by where the
+// review came from; workers review every source the same way.
+type ReviewSource string
+
+// The review sources. The empty source is an event from a publisher that
+// predates the field.
+const (
+	SourceBatch    ReviewSource = "batch"
+	SourceSweep    ReviewSource = "sweep"
+	SourceRealtime ReviewSource = "realtime"
+)
+
+// Known reports whether s is empty or one of the sources above.
+func (s ReviewSource) Known() bool {
+	switch s {
+	case "", SourceBatch, SourceSweep, SourceRealtime:
+		return true
+	}
+	return false
+}
+
+// UnmarshalJSON is the tolerant reader of the field: a value that is not a
+// known source string (a newer source, an object some producer puts there)
+// reads as empty instead of dead-lettering the review, because the source
+// changes nothing about how the window is reviewed.
+func (s *ReviewSource) UnmarshalJSON(b []byte) error {
+	var v string
+	if err := json.Unmarshal(b, &v); err != nil || !ReviewSource(v).Known() {
+		*s = ""
+		return nil
+	}
+	*s = ReviewSource(v)
+	return nil
+}
+
+// realtimeRunLayout formats the hour of a real-time run id the way the
+// batch formats its window bounds.
+const realtimeRunLayout = "20060102T150405Z"
+
+// RealtimeRunID is the run id of a real-time review whose window ends at
+// windowEnd: "rt-" and the UTC hour the window ends in, so that one
+// `worker stop --run rt-20261202T040000Z` stops every real-time review of
+// that hour, as a batch run id stops one batch.
+func RealtimeRunID(windowEnd time.Time) string {
+	return "rt-" + windowEnd.UTC().Truncate(time.Hour).Format(realtimeRunLayout)
+}

@@ -1,0 +1,151 @@
+package trigger
+
+import (
+	"cmp"
+	"context"
+
+	"github.com/chatguard/chatguard/pipeline"
+)
+
+// The attributes of a published review message, as the batch's carry.
+const (
+	attrRunID         = "run_id"
+	attrSchemaVersion = "schema_version"
+	attrSource        = "source"
+)
+
+func (e *Engine) fireLoop(ctx context.Context) {
+	t := e.clk.NewTicker(e.cfg.FireInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.Chan():
+			e.FireDue(ctx)
+		}
+	}
+}
+
+// FireDue claims every due room of every shard (up to FireBatch per shard)
+// and publishes their windows; it returns how many were acknowledged. The
+// fire loop calls it every FireInterval; tests call it directly.
+func (e *Engine) FireDue(ctx context.Context) int {
+	fired, failed := 0, 0
+	var firstErr error
+	for shard := range e.d.Rooms.Shards() {
+		if ctx.Err() != nil {
+			break
+		}
+		n, err := e.fireShard(ctx, shard)
+		fired += n
+		if err != nil {
+			failed++
+			firstErr = cmp.Or(firstErr, err)
+		}
+	}
+	if failed > 0 && ctx.Err() == nil {
+		// One line per pass, not per shard: an outage would log every
+		// shard every FireInterval.
+		e.log.Warn("trigger: listing due rooms failed", "shards_failed", failed, "err", firstErr)
+	}
+	e.refreshPending(ctx)
+	return fired
+}
+
+func (e *Engine) fireShard(ctx context.Context, shard int) (int, error) {
+	var rooms []string
+	start := e.clk.Now()
+	err := e.call(ctx, func(ctx context.Context) (err error) {
+		rooms, err = e.d.Rooms.Due(ctx, shard, e.cfg.FireBatch)
+		return err
+	})
+	e.m.observeRedis("due", start, e.clk.Now(), err)
+	if err != nil {
+		return 0, err
+	}
+	var windows []pipeline.RoomWindow
+	for _, room := range rooms {
+		var w pipeline.RoomWindow
+		var ok bool
+		start := e.clk.Now()
+		err := e.call(ctx, func(ctx context.Context) (err error) { w, ok, err = e.d.Rooms.Claim(ctx, room); return err })
+		e.m.observeRedis("claim", start, e.clk.Now(), err)
+		if err != nil {
+			e.log.Warn("trigger: claiming a room failed", "room_id", room, "err", err)
+			continue
+		}
+		if ok {
+			windows = append(windows, w)
+		}
+	}
+	if len(windows) == 0 {
+		return 0, nil
+	}
+	return e.publish(ctx, windows), nil
+}
+
+// publish sends the windows' review events and acknowledges those the
+// queue accepted. A window not sent stays pending under its claim, and is
+// published again, unchanged, once the claim lapses.
+func (e *Engine) publish(ctx context.Context, windows []pipeline.RoomWindow) int {
+	now := e.clk.Now()
+	msgs := make([]pipeline.OutMessage, 0, len(windows))
+	for _, w := range windows {
+		ev := w.ReviewEvent(now)
+		body, err := ev.Encode()
+		if err != nil { // a window built by the store always encodes
+			e.log.Error("trigger: encoding a review event failed", "room_id", w.RoomID, "err", err)
+			return 0
+		}
+		msgs = append(msgs, pipeline.OutMessage{Body: body, Attributes: map[string]pipeline.Attribute{
+			attrRunID:         pipeline.StringAttribute(ev.RunID),
+			attrSchemaVersion: pipeline.NumberAttribute(int64(ev.SchemaVersion)),
+			attrSource:        pipeline.StringAttribute(string(ev.Source)),
+		}})
+	}
+	err := e.call(ctx, func(ctx context.Context) error { return e.d.Reviews.Send(ctx, msgs) })
+	errs := pipeline.EntryErrors(err, len(msgs))
+	acked := 0
+	for i, w := range windows {
+		if errs[i] != nil {
+			e.m.publishFailures.Inc()
+			e.log.Warn("trigger: publishing a window failed; it is published again when its claim lapses", "room_id", w.RoomID, "err", errs[i])
+			continue
+		}
+		if e.ack(ctx, w) {
+			acked++
+		}
+	}
+	return acked
+}
+
+func (e *Engine) ack(ctx context.Context, w pipeline.RoomWindow) bool {
+	var ok bool
+	start := e.clk.Now()
+	err := e.call(ctx, func(ctx context.Context) (err error) { ok, err = e.d.Rooms.Ack(ctx, w); return err })
+	e.m.observeRedis("ack", start, e.clk.Now(), err)
+	if err != nil || !ok {
+		// Published but not acknowledged: the window is published again
+		// unchanged and the worker's idempotency key dedupes it.
+		e.log.Warn("trigger: acknowledging a published window failed", "room_id", w.RoomID, "lost_claim", err == nil, "err", err)
+		return false
+	}
+	e.m.fires.WithLabelValues(string(w.Reason)).Inc()
+	if w.Republish {
+		e.m.republished.Inc()
+	}
+	e.log.Info("trigger: fired", "room_id", w.RoomID, "window_start", w.Start, "window_end", w.End, "reason", w.Reason,
+		"messages", w.Messages, "republish", w.Republish)
+	return true
+}
+
+func (e *Engine) refreshPending(ctx context.Context) {
+	var n int64
+	start := e.clk.Now()
+	err := e.call(ctx, func(ctx context.Context) (err error) { n, err = e.d.Rooms.Pending(ctx); return err })
+	e.m.observeRedis("pending", start, e.clk.Now(), err)
+	if err == nil {
+		e.m.pending.Set(float64(n))
+	}
+}

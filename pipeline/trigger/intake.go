@@ -1,0 +1,143 @@
+package trigger
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/chatguard/chatguard/internal/clock"
+	"github.com/chatguard/chatguard/pipeline"
+)
+
+// DLQ message attributes of a malformed chat event, the same names the
+// worker's poison messages carry.
+const (
+	AttrErrorReason     = "chatguard_error_reason"
+	AttrSourceMessageID = "chatguard_source_message_id"
+)
+
+func (e *Engine) receiveLoop(ctx context.Context) {
+	failures := 0
+	for ctx.Err() == nil {
+		msgs, err := e.d.Events.Receive(ctx, pipeline.ReceiveRequest{Max: pipeline.MaxReceive, Wait: e.cfg.WaitTime, Visibility: e.cfg.Visibility})
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			e.m.receiveErrors.Inc()
+			e.log.Warn("trigger: receive failed", "err", err)
+			_ = clock.Sleep(ctx, e.clk, e.cfg.Retry.Delay(failures))
+			continue
+		}
+		failures = 0
+		e.intake(ctx, msgs)
+	}
+}
+
+// intake records one received batch and settles it: malformed events go
+// to the DLQ, the rest are deleted once their rooms' state is written.
+func (e *Engine) intake(ctx context.Context, msgs []pipeline.Message) {
+	now := e.clk.Now()
+	var evs []pipeline.ChatEvent
+	var receipts []string
+	for _, m := range msgs {
+		if !m.SentAt.IsZero() {
+			e.m.queueAge.Observe(max(now.Sub(m.SentAt), 0).Seconds())
+		}
+		ev, err := pipeline.DecodeChatEvent(m.Body)
+		if err != nil {
+			e.poison(ctx, m, err)
+			continue
+		}
+		evs = append(evs, ev)
+		receipts = append(receipts, m.ReceiptHandle)
+	}
+	if len(evs) == 0 {
+		return
+	}
+	outs, ok := e.recordHeld(ctx, evs, receipts)
+	if !ok {
+		return
+	}
+	for _, o := range outs {
+		e.m.events.WithLabelValues(string(o)).Inc()
+	}
+	if err := e.call(ctx, func(ctx context.Context) error { return e.d.Events.Delete(ctx, receipts) }); err != nil {
+		// Recorded: a redelivery is a duplicate and changes nothing.
+		e.m.settleErrors.WithLabelValues("delete").Inc()
+		e.log.Warn("trigger: delete failed; the events come back as duplicates", "events", len(receipts), "err", err)
+	}
+}
+
+// poison copies a malformed event to the DLQ with its reason and deletes
+// it. If the copy fails the event stays, to be tried again on redelivery:
+// nothing is dropped without a trace.
+func (e *Engine) poison(ctx context.Context, m pipeline.Message, cause error) {
+	reason := pipeline.ClipRunes(cause.Error(), 1024)
+	out := pipeline.OutMessage{Body: m.Body, Attributes: map[string]pipeline.Attribute{
+		AttrErrorReason: pipeline.StringAttribute(reason), AttrSourceMessageID: pipeline.StringAttribute(m.ID)}}
+	if err := e.call(ctx, func(ctx context.Context) error { return e.d.DLQ.Send(ctx, []pipeline.OutMessage{out}) }); err != nil {
+		e.m.settleErrors.WithLabelValues("send_dlq").Inc()
+		e.log.Warn("trigger: copy to the DLQ failed; the event comes back", "message_id", m.ID, "err", err)
+		return
+	}
+	e.m.events.WithLabelValues("invalid").Inc()
+	e.log.Warn("trigger: malformed chat event dead-lettered", "message_id", m.ID, "reason", reason)
+	if err := e.call(ctx, func(ctx context.Context) error { return e.d.Events.Delete(ctx, []string{m.ReceiptHandle}) }); err != nil {
+		e.m.settleErrors.WithLabelValues("delete").Inc()
+	}
+}
+
+// recordHeld records evs, retrying while the state store fails and
+// keeping the events hidden meanwhile, so that an outage dead-letters
+// nothing. It returns false when ctx ended first; the events are then
+// handed back to the queue.
+func (e *Engine) recordHeld(ctx context.Context, evs []pipeline.ChatEvent, receipts []string) ([]pipeline.RecordOutcome, bool) {
+	lastHide := e.clk.Now()
+	for attempt := 1; ; attempt++ {
+		var outs []pipeline.RecordOutcome
+		start := e.clk.Now()
+		err := e.call(ctx, func(ctx context.Context) (err error) { outs, err = e.d.Rooms.Record(ctx, evs); return err })
+		e.m.observeRedis("record", start, e.clk.Now(), err)
+		if err == nil {
+			if attempt > 1 {
+				e.holding.Add(-1)
+				e.log.Info("trigger: the room state answers again; held events recorded", "events", len(evs), "attempts", attempt)
+			}
+			return outs, true
+		}
+		if attempt == 1 {
+			e.holding.Add(1)
+			e.log.Warn("trigger: recording failed; holding the batch", "events", len(evs), "err", err)
+		}
+		if e.clk.Since(lastHide) >= e.cfg.Visibility/2 {
+			e.hide(ctx, receipts)
+			lastHide = e.clk.Now()
+		}
+		if clock.Sleep(ctx, e.clk, e.cfg.Retry.Delay(attempt)) != nil {
+			e.holding.Add(-1)
+			e.handBack(receipts)
+			return nil, false
+		}
+	}
+}
+
+// hide renews the visibility of held events.
+func (e *Engine) hide(ctx context.Context, receipts []string) {
+	err := e.call(ctx, func(ctx context.Context) error { return e.d.Events.ChangeVisibility(ctx, receipts, e.cfg.Visibility) })
+	if err != nil {
+		e.m.settleErrors.WithLabelValues("change_visibility").Inc()
+		e.log.Warn("trigger: extending the visibility of held events failed", "events", len(receipts), "err", err)
+	}
+}
+
+// handBack makes held events visible at once on shutdown, with a context
+// of its own: the run's has ended.
+func (e *Engine) handBack(receipts []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.CallTimeout)
+	defer cancel()
+	if err := e.d.Events.ChangeVisibility(ctx, receipts, 0); err != nil {
+		e.m.settleErrors.WithLabelValues("change_visibility").Inc()
+		e.log.Warn("trigger: handing held events back failed; they return when their visibility ends", "events", len(receipts), "err", fmt.Sprint(err))
+	}
+}

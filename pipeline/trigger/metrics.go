@@ -1,0 +1,73 @@
+package trigger
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chatguard/chatguard/pipeline"
+)
+
+type metrics struct {
+	events          *prometheus.CounterVec
+	queueAge        prometheus.Histogram
+	pending         prometheus.Gauge
+	fires           *prometheus.CounterVec
+	republished     prometheus.Counter
+	publishFailures prometheus.Counter
+	redis           *prometheus.HistogramVec
+	redisErrors     *prometheus.CounterVec
+	receiveErrors   prometheus.Counter
+	settleErrors    *prometheus.CounterVec
+}
+
+// newMetrics registers the trigger's metrics on reg (nil: none).
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chatguard_trigger_chat_events_total",
+			Help: "Chat events by outcome: new, duplicate, pending (inside a window being published), late (sent before the watermark; its window reaches back), invalid (dead-lettered)."}, []string{"outcome"}),
+		queueAge: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "chatguard_trigger_chat_event_age_seconds",
+			Help: "Time chat events spent in the chat-events queue before they were received.", Buckets: prometheus.ExponentialBuckets(0.05, 2, 14)}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "chatguard_trigger_rooms_pending",
+			Help: "Rooms with unreviewed messages or a window being published."}),
+		fires: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chatguard_trigger_fires_total",
+			Help: "Windows published and acknowledged, by reason (quiet, max_delay)."}, []string{"reason"}),
+		republished: prometheus.NewCounter(prometheus.CounterOpts{Name: "chatguard_trigger_republished_total",
+			Help: "Windows published again unchanged after a claim lapsed (a crash or a failed publish)."}),
+		publishFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "chatguard_trigger_publish_failures_total",
+			Help: "Review events the review-realtime queue did not accept; they are published again."}),
+		redis: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "chatguard_trigger_redis_seconds",
+			Help: "Latency of room-state calls by operation.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}, []string{"op"}),
+		redisErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chatguard_trigger_redis_errors_total",
+			Help: "Failed room-state calls by operation."}, []string{"op"}),
+		receiveErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "chatguard_trigger_receive_errors_total",
+			Help: "Failed receives from the chat-events queue."}),
+		settleErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chatguard_trigger_settle_errors_total",
+			Help: "Failed deletes, visibility changes and DLQ copies of chat events."}, []string{"op"}),
+	}
+	// Every label value exists from the start, so a rate over a counter
+	// that has not moved yet is 0, not absent.
+	for _, o := range []pipeline.RecordOutcome{pipeline.RecordNew, pipeline.RecordDuplicate, pipeline.RecordPending, pipeline.RecordLate, "invalid"} {
+		m.events.WithLabelValues(string(o))
+	}
+	for _, r := range []pipeline.FireReason{pipeline.FireQuiet, pipeline.FireMaxDelay} {
+		m.fires.WithLabelValues(string(r))
+	}
+	if reg == nil {
+		return m, nil
+	}
+	var errs []error
+	for _, c := range []prometheus.Collector{m.events, m.queueAge, m.pending, m.fires, m.republished, m.publishFailures, m.redis,
+		m.redisErrors, m.receiveErrors, m.settleErrors} {
+		errs = append(errs, reg.Register(c))
+	}
+	return m, errors.Join(errs...)
+}
+
+func (m *metrics) observeRedis(op string, start, end time.Time, err error) {
+	m.redis.WithLabelValues(op).Observe(end.Sub(start).Seconds())
+	if err != nil {
+		m.redisErrors.WithLabelValues(op).Inc()
+	}
+}
