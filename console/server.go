@@ -286,19 +286,30 @@ func verdictIDParam(r *http.Request) (uint64, bool) {
 	return id, err == nil && id > 0
 }
 
-func (s *server) roomPage(w http.ResponseWriter, r *http.Request) {
+// verdictFromPath reads the verdict the path's {id} names. When it
+// returns false it has answered: 404 for a malformed or unknown id, 503
+// when MySQL could not say.
+func (s *server) verdictFromPath(w http.ResponseWriter, r *http.Request) (uint64, pipeline.Verdict, bool) {
 	id, ok := verdictIDParam(r)
 	if !ok {
 		s.fail(w, r, http.StatusNotFound, "no such verdict", nil)
-		return
+		return 0, pipeline.Verdict{}, false
 	}
 	v, err := s.store.VerdictByID(r.Context(), id)
 	if errors.Is(err, pipeline.ErrVerdictNotFound) {
 		s.fail(w, r, http.StatusNotFound, "no such verdict", nil)
-		return
+		return 0, pipeline.Verdict{}, false
 	}
 	if err != nil {
 		s.fail(w, r, http.StatusServiceUnavailable, "could not read the verdict", err)
+		return 0, pipeline.Verdict{}, false
+	}
+	return id, v, true
+}
+
+func (s *server) roomPage(w http.ResponseWriter, r *http.Request) {
+	id, v, ok := s.verdictFromPath(w, r)
+	if !ok {
 		return
 	}
 	decisions, err := s.store.Decisions(r.Context(), id, 20)
@@ -358,18 +369,8 @@ func evidenceIDs(v pipeline.Verdict) map[string]bool {
 // it, with the event id derived from the row id, so the lake keeps one.
 func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	who, _ := whoFrom(r.Context())
-	id, ok := verdictIDParam(r)
+	id, v, ok := s.verdictFromPath(w, r)
 	if !ok {
-		s.fail(w, r, http.StatusNotFound, "no such verdict", nil)
-		return
-	}
-	v, err := s.store.VerdictByID(r.Context(), id)
-	if errors.Is(err, pipeline.ErrVerdictNotFound) {
-		s.fail(w, r, http.StatusNotFound, "no such verdict", nil)
-		return
-	}
-	if err != nil {
-		s.fail(w, r, http.StatusServiceUnavailable, "could not read the verdict", err)
 		return
 	}
 	// Microseconds, as the row keeps it: a resend built from the row
@@ -442,14 +443,8 @@ func (s *server) stop(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusNotFound, "the stop button is off (no --operator-url)", nil)
 		return
 	}
-	id, ok := verdictIDParam(r)
+	id, v, ok := s.verdictFromPath(w, r)
 	if !ok {
-		s.fail(w, r, http.StatusNotFound, "no such verdict", nil)
-		return
-	}
-	v, err := s.store.VerdictByID(r.Context(), id)
-	if err != nil {
-		s.fail(w, r, http.StatusNotFound, "no such verdict", err)
 		return
 	}
 	req := pipeline.StopRequest{RoomID: v.Key.RoomID, TTL: s.cfg.StopTTL.String(), Reason: "console: stopped by " + who.ID}
