@@ -73,6 +73,17 @@ func (f *fakeStore) Save(_ context.Context, v pipeline.Verdict) (bool, error) {
 }
 func (f *fakeStore) Ping(context.Context) error { return nil }
 
+// Assignment: nobody else works here, so every take is the caller's
+// (takes_test.go runs assignment on the real MariaDB).
+func (f *fakeStore) TakeItem(_ context.Context, id uint64, mod string, now, _ time.Time, _ bool) (mysql.Take, error) {
+	return mysql.Take{VerdictID: id, Moderator: mod, TakenAt: now, ActiveAt: now}, nil
+}
+func (f *fakeStore) TakeOf(context.Context, uint64) (mysql.Take, bool, error) { return mysql.Take{}, false, nil }
+func (f *fakeStore) TouchTake(context.Context, uint64, string, time.Time) (bool, error) {
+	return false, nil
+}
+func (f *fakeStore) ReleaseItem(context.Context, uint64, string) (bool, error) { return true, nil }
+
 // The outbox's methods: these tests run no sweeper (feedback_test.go
 // sweeps a real database).
 func (f *fakeStore) SweepUnsentFeedback(context.Context, time.Time, time.Duration, int,

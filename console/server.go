@@ -37,6 +37,11 @@ type store interface {
 	Decisions(ctx context.Context, verdictID uint64, limit int) ([]mysql.Decision, error)
 	Save(ctx context.Context, v pipeline.Verdict) (committed bool, err error)
 	Ping(ctx context.Context) error
+	// Queue assignment (takes.go).
+	TakeItem(ctx context.Context, verdictID uint64, moderator string, now, staleBefore time.Time, force bool) (mysql.Take, error)
+	TakeOf(ctx context.Context, verdictID uint64) (mysql.Take, bool, error)
+	TouchTake(ctx context.Context, verdictID uint64, moderator string, now time.Time) (bool, error)
+	ReleaseItem(ctx context.Context, verdictID uint64, moderator string) (bool, error)
 }
 
 var _ store = (*mysql.Store)(nil)
@@ -109,6 +114,8 @@ func (s *server) routes() http.Handler {
 	app.HandleFunc("GET /queue", s.queuePage)
 	app.HandleFunc("GET /verdicts/{id}", s.roomPage)
 	app.HandleFunc("POST /verdicts/{id}/decide", s.decide)
+	app.HandleFunc("POST /verdicts/{id}/take", s.take)
+	app.HandleFunc("POST /verdicts/{id}/release", s.release)
 	app.HandleFunc("POST /verdicts/{id}/stop", s.stop)
 	app.HandleFunc("POST /logout", s.logout)
 	app.HandleFunc("POST /v1/reviews", s.reviews.start)
@@ -258,6 +265,7 @@ func (s *server) queuePage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, "queue.html", http.StatusBadRequest, data)
 		return
 	}
+	s.hideStaleTakes(page.Items)
 	data["Page"] = page
 	if page.Next != "" {
 		nq := url.Values{}
@@ -317,8 +325,17 @@ func (s *server) roomPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusServiceUnavailable, "could not read the decisions", err)
 		return
 	}
+	who, _ := whoFrom(r.Context())
+	take, err := s.takeOf(r.Context(), id, who)
+	if err != nil {
+		s.fail(w, r, http.StatusServiceUnavailable, "could not read who took the item", err)
+		return
+	}
 	data := s.page(r, map[string]any{"ID": id, "V": v, "Decisions": decisions, "Categories": pipeline.AbuseCategories,
-		"Evidence": evidenceIDs(v), "CanStop": s.stops != nil})
+		"Evidence": evidenceIDs(v), "CanStop": s.stops != nil, "Take": take, "TakeRefused": r.URL.Query().Get("take") == "refused"})
+	if len(decisions) > 0 {
+		data["Seen"] = decisions[0].ID
+	}
 	// The chat is fetched live and never stored by the console.
 	hctx, cancel := context.WithTimeout(r.Context(), s.historyTimeout)
 	defer cancel()
@@ -386,6 +403,15 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	if d.Label == pipeline.LabelClean {
 		d.Category = "" // the row keeps '' for clean (its schema)
 	}
+	c, err := s.claimForDecision(r, who, id, v.Key.RoomID)
+	if err != nil {
+		s.fail(w, r, http.StatusServiceUnavailable, "could not take the item to decide it", err)
+		return
+	}
+	if c != nil {
+		s.renderConflict(w, r, id, c)
+		return
+	}
 	decID, err := s.store.AddDecision(r.Context(), d)
 	var perm *pipeline.PermanentError
 	if errors.As(err, &perm) {
@@ -399,6 +425,12 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	d.ID = decID
 	s.log.Info("console: audit", "action", "decide", "moderator", who.ID, "decision", d.Decision, "verdict_id", id,
 		"decision_id", decID, "room_id", v.Key.RoomID, "label", d.Label, "category", d.Category)
+	// Decided, the item leaves the queue: its take ends with it.
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+	defer rcancel()
+	if _, err := s.store.ReleaseItem(rctx, id, who.ID); err != nil {
+		s.log.Warn("console: decided but the take not released; it goes stale after --take-timeout", "verdict_id", id, "err", err)
+	}
 	ev := feedbackEvent(d, v.Key, v.Label, v.Category, v.Action)
 	saved := d.Decision
 	sctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)

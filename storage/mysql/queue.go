@@ -33,8 +33,9 @@ import (
 // The statements, for a console or a DBA (? are the filter's values; the
 // bracketed parts only when the filter or cursor sets them):
 //
-//	SELECT v.id, v.room_id, …, v.finished_at
-//	FROM verdicts v [LEFT JOIN moderator_decisions d ON d.verdict_id = v.id]
+//	SELECT v.id, v.room_id, …, v.finished_at, t.moderator, t.active_at
+//	FROM verdicts v LEFT JOIN queue_takes t ON t.verdict_id = v.id
+//	  [LEFT JOIN moderator_decisions d ON d.verdict_id = v.id]
 //	WHERE v.status = ? AND v.label = ?
 //	  [AND v.category = ?] [AND v.run_id = ?] [AND v.severity >= ?]
 //	  [AND v.window_start >= ?] [AND v.window_start < ?]
@@ -94,6 +95,11 @@ type QueueItem struct {
 	// Decided is true when a moderator has decided on the verdict (only
 	// possible with QueueFilter.IncludeDecided).
 	Decided bool
+	// TakenBy is the moderator holding the item ("" when nobody does) and
+	// TakenActiveAt their last activity on it; whether the take is stale
+	// is the console's to judge (its --take-timeout).
+	TakenBy       string
+	TakenActiveAt time.Time
 }
 
 // QueuePage is one page of the review queue.
@@ -181,7 +187,10 @@ func queueQuery(f QueueFilter, label pipeline.Label, cur *queueCursor, limit int
 	} else {
 		b.WriteString(", FALSE")
 	}
-	b.WriteString("\nFROM verdicts v")
+	// The take: a primary-key lookup per row read, after the index has
+	// ordered them.
+	b.WriteString(", COALESCE(t.moderator, ''), t.active_at")
+	b.WriteString("\nFROM verdicts v LEFT JOIN queue_takes t ON t.verdict_id = v.id")
 	if !f.IncludeDecided {
 		// The anti-join (a lookup per row on the decisions index; a NOT
 		// EXISTS may be planned as a scan of every decision ever made).
@@ -240,9 +249,10 @@ func (s *Store) queueRows(ctx context.Context, q string, args []any) ([]QueueIte
 			finished                  sql.NullTime
 			room, version, run        string
 			earlyExit, injected, decd bool
+			takenAt                   sql.NullTime
 		)
 		if err := rows.Scan(&it.ID, &room, &ws, &we, &version, &run, &status, &label, &cat, &it.Severity,
-			&it.Confidence, &act, &it.Rationale, &earlyExit, &injected, &finished, &decd); err != nil {
+			&it.Confidence, &act, &it.Rationale, &earlyExit, &injected, &finished, &decd, &it.TakenBy, &takenAt); err != nil {
 			return nil, err
 		}
 		it.Key = pipeline.ReviewKey{RoomID: room, WindowStart: ws.UTC(), WindowEnd: we.UTC(), PipelineVersion: version}
@@ -251,6 +261,9 @@ func (s *Store) queueRows(ctx context.Context, q string, args []any) ([]QueueIte
 		it.EarlyExit, it.InjectionFlagged, it.Decided = earlyExit, injected, decd
 		if finished.Valid {
 			it.FinishedAt = finished.Time.UTC()
+		}
+		if takenAt.Valid {
+			it.TakenActiveAt = takenAt.Time.UTC()
 		}
 		out = append(out, it)
 	}
