@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -131,6 +132,13 @@ func TestTwoModeratorsShareTheQueue(t *testing.T) {
 	alice := signIn(t, bctx, url, "alice@example.com")
 	bob := signIn(t, bctx, url, "bob@example.com")
 	room := func(id uint64) string { return fmt.Sprintf("%s/verdicts/%d", url, id) }
+	shot := func(b context.Context, name string) {
+		if dir := os.Getenv("CONSOLE_SCREENSHOTS"); dir != "" {
+			buf, err := chromedp.Run(b, chromedp.FullScreenshot(100))
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join(dir, name), buf, 0o644))
+		}
+	}
 	text := func(b context.Context, id string) string {
 		s, err := chromedp.Run(b, chromedp.Text(chromedp.ID(id)))
 		require.NoError(t, err)
@@ -166,12 +174,14 @@ func TestTwoModeratorsShareTheQueue(t *testing.T) {
 	))
 	require.NoError(t, chromedp.Do(bob, chromedp.Navigate(url+"/queue"), chromedp.WaitVisible(chromedp.ID("queue"))))
 	require.Contains(t, text(bob, "queue"), "taken by "+aliceID)
+	shot(bob, "queue-taken.png")
 	require.NoError(t, chromedp.Do(bob, chromedp.Navigate(room(ids[1])), chromedp.WaitVisible(chromedp.ID("take-state"))))
 	require.Contains(t, text(bob, "take-state"), "Taken by "+aliceID)
 
 	// Bob's confirm is refused with Alice named; he overrides, explicitly.
 	require.NoError(t, chromedp.Do(bob, chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.ID("conflict"))))
 	require.Contains(t, text(bob, "conflict"), "Taken by "+aliceID)
+	shot(bob, "room-taken-conflict.png")
 	require.Empty(t, decisionsOn(t, ctx, db, ids[1]))
 	require.NoError(t, chromedp.Do(bob, chromedp.Click(chromedp.ID("override-button")), chromedp.WaitVisible(chromedp.ID("saved"))))
 	bobIDs := decisionsOn(t, ctx, db, ids[1])
