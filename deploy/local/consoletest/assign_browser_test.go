@@ -23,8 +23,9 @@ import (
 	"github.com/chatguard/chatguard/storage/storetest"
 )
 
-// requireChromium skips outside CI when Debian's chromium is missing; in CI
-// (.ci/run installs it) a missing browser fails.
+// requireChromium skips outside CI when Debian's chromium is missing. CI
+// installs it (.ci/run): there a missing browser is a failure, never a
+// silently skipped test.
 func requireChromium(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath("chromium"); err != nil {
