@@ -78,7 +78,9 @@ func (f *fakeStore) Ping(context.Context) error { return nil }
 func (f *fakeStore) TakeItem(_ context.Context, id uint64, mod string, now, _ time.Time, _ bool) (mysql.Take, error) {
 	return mysql.Take{VerdictID: id, Moderator: mod, TakenAt: now, ActiveAt: now}, nil
 }
-func (f *fakeStore) TakeOf(context.Context, uint64) (mysql.Take, bool, error) { return mysql.Take{}, false, nil }
+func (f *fakeStore) TakeOf(context.Context, uint64) (mysql.Take, bool, error) {
+	return mysql.Take{}, false, nil
+}
 func (f *fakeStore) TouchTake(context.Context, uint64, string, time.Time) (bool, error) {
 	return false, nil
 }

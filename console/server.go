@@ -85,6 +85,7 @@ var funcs = template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04 UTC")
 	},
 	"rfc3339": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"age":     queueAge,
 	"pct":     func(f float64) string { return strconv.Itoa(int(f*100+0.5)) + "%" },
 	"ms":      func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) + " ms" },
 	"pretty": func(b json.RawMessage) string {
@@ -95,6 +96,23 @@ var funcs = template.FuncMap{
 		out, _ := json.MarshalIndent(v, "", "  ")
 		return string(out)
 	},
+}
+
+// queueAge is how long an item has waited at now since it entered the
+// queue (its verdict finished), coarse enough to read at a glance.
+func queueAge(now, since time.Time) string {
+	if since.IsZero() {
+		return ""
+	}
+	d := max(now.Sub(since), 0)
+	switch {
+	case d < time.Hour:
+		return strconv.Itoa(int(d/time.Minute)) + " min"
+	case d < 48*time.Hour:
+		return strconv.Itoa(int(d/time.Hour)) + " h " + strconv.Itoa(int(d%time.Hour/time.Minute)) + " min"
+	default:
+		return strconv.Itoa(int(d/(24*time.Hour))) + " d " + strconv.Itoa(int(d%(24*time.Hour)/time.Hour)) + " h"
+	}
 }
 
 func parseTemplates() (*template.Template, error) {
@@ -252,7 +270,7 @@ func parseFormTime(v string) (time.Time, error) {
 func (s *server) queuePage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f, ferr := queueFilter(q)
-	data := s.page(r, map[string]any{"Q": q, "Categories": pipeline.AbuseCategories, "Statuses": []pipeline.Status{pipeline.StatusDone, pipeline.StatusFailed, pipeline.StatusExpired, pipeline.StatusStopped}})
+	data := s.page(r, map[string]any{"Q": q, "Now": s.clock.Now(), "Categories": pipeline.AbuseCategories, "Statuses": []pipeline.Status{pipeline.StatusDone, pipeline.StatusFailed, pipeline.StatusExpired, pipeline.StatusStopped}})
 	if ferr != nil {
 		data["Error"] = ferr.Error()
 		s.render(w, "queue.html", http.StatusBadRequest, data)

@@ -37,7 +37,8 @@ func requireChromium(t *testing.T) {
 }
 
 // flaggedVerdicts saves one flagged verdict per room of the fraud chat and
-// returns their row ids, in the queue's order (the newest window first).
+// returns their row ids in the order given. They share severity and window,
+// so the queue lists the last saved first (id descending).
 func flaggedVerdicts(t *testing.T, ctx context.Context, store *mysql.Store, rooms ...string) []uint64 {
 	t.Helper()
 	var ids []uint64
@@ -102,33 +103,45 @@ func decisionsOn(t *testing.T, ctx context.Context, db *sql.DB, id uint64) []str
 	return out
 }
 
-// Two moderators in two browser sessions work one queue: neither decides
-// an item twice without seeing that the other took or decided it.
-func TestTwoModeratorsShareTheQueue(t *testing.T) {
-	requireChromium(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+// queueConsole runs the console binary over a fresh database holding one
+// flagged verdict per room (ids as flaggedVerdicts returns them), the fraud
+// chat for each.
+func queueConsole(t *testing.T, ctx context.Context, rooms ...string) (string, *sql.DB, []uint64) {
+	t.Helper()
 	db, dsn := stacktest.MySQL(t)
 	_, err := migrations.Up(ctx, db)
 	require.NoError(t, err)
 	store := mysql.New(db)
-	ids := flaggedVerdicts(t, ctx, store, "room-assign-1", "room-assign-2")
-	chat, err := chatapi.New(chatapi.Config{Messages: map[string][]pipeline.ChatMessage{"room-assign-1": room(), "room-assign-2": room()}})
+	ids := flaggedVerdicts(t, ctx, store, rooms...)
+	msgs := map[string][]pipeline.ChatMessage{}
+	for _, r := range rooms {
+		msgs[r] = room()
+	}
+	chat, err := chatapi.New(chatapi.Config{Messages: msgs})
 	require.NoError(t, err)
 	chatSrv := httptest.NewServer(chat.Handler())
-	defer chatSrv.Close()
+	t.Cleanup(chatSrv.Close)
 	lcfg := llmsim.DefaultConfig()
 	lcfg.Models = []string{"console-sim"}
 	llm, err := llmsim.Start(ctx, "127.0.0.1:0", lcfg)
 	require.NoError(t, err)
-	defer llm.Stop(context.Background())
+	t.Cleanup(func() { llm.Stop(context.Background()) })
 	fq := stacktest.NewQueue(t, "console-assign-fb", 5, 30*time.Second)
 	live := stacktest.Unique("console-assign")
 	url := startConsole(t, "--listen-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--dev-login",
 		"--mysql-dsn", dsn, "--chat-api-url", chatSrv.URL, "--feedback-queue-url", fq.URL,
 		"--redis-addr", stacktest.Get(t, "CHATGUARD_REDIS_ADDR"), "--stop-channel", live, "--stop-key-prefix", live+":stop:",
 		"--live-key-prefix", live+":", "--primary-base-url", llm.URL, "--primary-model", "console-sim")
+	return url, db, ids
+}
 
+// Two moderators in two browser sessions work one queue: neither decides
+// an item twice without seeing that the other took or decided it.
+func TestTwoModeratorsShareTheQueue(t *testing.T) {
+	requireChromium(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	url, db, ids := queueConsole(t, ctx, "room-assign-1", "room-assign-2")
 	bctx := browser(t)
 	alice := signIn(t, bctx, url, "alice@example.com")
 	bob := signIn(t, bctx, url, "bob@example.com")
@@ -193,4 +206,37 @@ func TestTwoModeratorsShareTheQueue(t *testing.T) {
 	require.NoError(t, chromedp.Do(alice, chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.ID("conflict"))))
 	require.Contains(t, text(alice, "conflict"), "Decided meanwhile by "+bobIDs[0])
 	require.Equal(t, bobIDs, decisionsOn(t, ctx, db, ids[1]))
+}
+
+// A moderator works the queue from the keyboard alone: "?" lists the
+// shortcuts, j selects the first item with visible focus, t takes it and
+// c confirms it; the queue shows each item's age.
+func TestShortcutsWorkTheQueue(t *testing.T) {
+	requireChromium(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	url, db, ids := queueConsole(t, ctx, "room-keys-1", "room-keys-2")
+	alice := signIn(t, browser(t), url, "alice@example.com")
+
+	require.NoError(t, chromedp.Do(alice, chromedp.KeyEvent("?"), chromedp.WaitVisible(chromedp.ID("shortcuts"))))
+	help, err := chromedp.Run(alice, chromedp.Text(chromedp.ID("shortcuts")))
+	require.NoError(t, err)
+	for _, want := range []string{"next / previous item", "take the item", "confirm", "overturn"} {
+		require.Contains(t, help, want)
+	}
+	require.NoError(t, chromedp.Do(alice, chromedp.KeyEvent("?"), chromedp.WaitNotVisible(chromedp.ID("shortcuts"))))
+	first, second := ids[1], ids[0] // the queue's order
+	age, err := chromedp.Run(alice, chromedp.Text(chromedp.CSS(fmt.Sprintf(`tr[data-id="%d"] td.age`, first))))
+	require.NoError(t, err)
+	require.Regexp(t, `^\d+ (min|h \d+ min|d \d+ h)$`, age)
+
+	require.NoError(t, chromedp.Do(alice, chromedp.KeyEvent("j"), chromedp.KeyEvent("j"), chromedp.KeyEvent("k")))
+	focused, err := chromedp.Run(alice, chromedp.Evaluate[string](`document.activeElement.closest("tr").dataset.id + "/" + getComputedStyle(document.activeElement).outlineStyle`))
+	require.NoError(t, err)
+	require.Equal(t, fmt.Sprintf("%d/solid", first), focused, "the first item is selected with a visible focus ring")
+
+	require.NoError(t, chromedp.Do(alice, chromedp.KeyEvent("t"), chromedp.WaitVisible(chromedp.ID("release"))))
+	require.NoError(t, chromedp.Do(alice, chromedp.KeyEvent("c"), chromedp.WaitVisible(chromedp.ID("saved"))))
+	require.Len(t, decisionsOn(t, ctx, db, first), 1)
+	require.Empty(t, decisionsOn(t, ctx, db, second))
 }
