@@ -30,6 +30,7 @@ var staticFS embed.FS
 // store is what the console needs of MySQL (*mysql.Store).
 type store interface {
 	ListQueue(ctx context.Context, f mysql.QueueFilter, cursor string) (mysql.QueuePage, error)
+	CountQueue(ctx context.Context, now time.Time) (mysql.QueueCounts, error)
 	VerdictByID(ctx context.Context, id uint64) (pipeline.Verdict, error)
 	VerdictID(ctx context.Context, key pipeline.ReviewKey) (uint64, error)
 	AddDecision(ctx context.Context, d mysql.Decision) (uint64, error)
@@ -297,6 +298,12 @@ func (s *server) queuePage(w http.ResponseWriter, r *http.Request) {
 		// "More" appends rows to the table.
 		s.render(w, "queue_rows", http.StatusOK, data)
 		return
+	}
+	// The header's counts help, the page works without them.
+	if counts, err := s.store.CountQueue(r.Context(), s.clock.Now()); err != nil {
+		s.log.Warn("console: queue counts", "err", err)
+	} else {
+		data["Counts"] = counts
 	}
 	s.render(w, "queue.html", http.StatusOK, data)
 }

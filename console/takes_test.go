@@ -154,7 +154,10 @@ func TestTakeShowsInTheQueueAndBlocksAnotherModeratorsDecision(t *testing.T) {
 	code, loc, _ := alice.post(t, verdictPath(id, "/take"), nil)
 	require.Equal(t, http.StatusSeeOther, code)
 	require.Equal(t, verdictPath(id, ""), loc, "taking opens the room")
-	require.Contains(t, alice.get(t, "/queue"), "taken by you")
+	queue := alice.get(t, "/queue")
+	require.Contains(t, queue, "taken by you")
+	require.Contains(t, queue, "<b>2</b> open", "the header counts the open queue")
+	require.Contains(t, queue, "external_payment: <b>2</b>")
 	require.Contains(t, bob.get(t, "/queue"), "taken by "+alice.who.ID)
 	require.Contains(t, bob.get(t, verdictPath(id, "")), "Taken by <b>"+alice.who.ID+"</b>")
 

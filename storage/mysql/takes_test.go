@@ -157,3 +157,33 @@ func TestQueueShowsWhoTookAnItem(t *testing.T) {
 	require.Empty(t, page.Items[1].TakenBy)
 	require.True(t, page.Items[1].TakenActiveAt.IsZero())
 }
+
+func TestCountQueueByCategoryAndAge(t *testing.T) {
+	_, s := migrated(t)
+	ctx := ctxT(t)
+	now := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	save := func(room string, cat pipeline.Category, label pipeline.Label, finished time.Time) uint64 {
+		ws := finished.Add(-time.Hour)
+		v := pipeline.Verdict{Key: pipeline.ReviewKey{RoomID: room, WindowStart: ws, WindowEnd: finished, PipelineVersion: "v1"},
+			RunID: "run", Status: pipeline.StatusDone, Label: label, Category: cat, Severity: 3,
+			Action: pipeline.ActionWarn, Attempts: 1, PublishedAt: ws, StartedAt: ws, FinishedAt: finished}
+		storetest.MustSave(t, ctx, s, v)
+		id, err := s.VerdictID(ctx, v.Key)
+		require.NoError(t, err)
+		return id
+	}
+	save("r1", pipeline.CategorySpam, pipeline.LabelAbusive, now.Add(-10*time.Minute))
+	save("r2", pipeline.CategorySpam, pipeline.LabelSuspicious, now.Add(-2*time.Hour))
+	save("r3", pipeline.CategoryPhishingLink, pipeline.LabelAbusive, now.Add(-30*time.Hour))
+	save("r4", pipeline.CategoryClean, pipeline.LabelClean, now.Add(-time.Minute)) // not in the queue
+	decided := save("r5", pipeline.CategoryPhishingLink, pipeline.LabelAbusive, now.Add(-time.Minute))
+	_, err := s.AddDecision(ctx, Decision{VerdictID: decided, Moderator: "mod-a", Decision: DecisionConfirm, Label: pipeline.LabelAbusive,
+		Category: pipeline.CategoryPhishingLink, DecidedAt: now})
+	require.NoError(t, err)
+
+	c, err := s.CountQueue(ctx, now)
+	require.NoError(t, err)
+	require.Equal(t, map[pipeline.Category]int{pipeline.CategorySpam: 2, pipeline.CategoryPhishingLink: 1}, c.ByCategory)
+	require.Equal(t, []int{1, 1, 1}, []int{c.Under1h, c.Under24h, c.Older})
+	require.Equal(t, 3, c.Total())
+}
