@@ -156,8 +156,11 @@ func TestTakeShowsInTheQueueAndBlocksAnotherModeratorsDecision(t *testing.T) {
 	require.Equal(t, verdictPath(id, ""), loc, "taking opens the room")
 	queue := alice.get(t, "/queue")
 	require.Contains(t, queue, "taken by you")
-	require.Contains(t, queue, "<b>2</b> open", "the header counts the open queue")
-	require.Contains(t, queue, "external_payment: <b>2</b>")
+	require.Contains(t, queue, `hx-get="/queue/counts"`, "the header's counts load after the page")
+	counts := alice.get(t, "/queue/counts")
+	require.Contains(t, counts, "<b>2</b> open", "the header counts the open queue")
+	require.Contains(t, counts, "external_payment: <b>2</b>")
+	require.Contains(t, counts, "over a day: <b>2</b>")
 	require.Contains(t, bob.get(t, "/queue"), "taken by "+alice.who.ID)
 	require.Contains(t, bob.get(t, verdictPath(id, "")), "Taken by <b>"+alice.who.ID+"</b>")
 

@@ -229,6 +229,8 @@ func TestShortcutsWorkTheQueue(t *testing.T) {
 	age, err := chromedp.Run(alice, chromedp.Text(chromedp.CSS(fmt.Sprintf(`tr[data-id="%d"] td.age`, first))))
 	require.NoError(t, err)
 	require.Regexp(t, `^\d+ (min|h \d+ min|d \d+ h)$`, age)
+	_, err = chromedp.Run(alice, chromedp.Poll[bool](`(document.getElementById("counts").textContent || "").includes("2 open")`, chromedp.WithPollingTimeout(30*time.Second)))
+	require.NoError(t, err, "the header's counts load after the page")
 
 	require.NoError(t, chromedp.Do(alice, chromedp.KeyEvent("j"), chromedp.KeyEvent("j"), chromedp.KeyEvent("k")))
 	focused, err := chromedp.Run(alice, chromedp.Evaluate[string](`document.activeElement.closest("tr").dataset.id + "/" + getComputedStyle(document.activeElement).outlineStyle`))
