@@ -255,6 +255,7 @@ func TestPagesDecisionAndCSRF(t *testing.T) {
 	page := string(body)
 	require.Contains(t, page, `id="msg-m2" class="msg seller evidence"`, "the evidence message is highlighted")
 	require.Contains(t, page, `id="msg-m1" class="msg buyer"`)
+	require.Equal(t, 1, strings.Count(page, `<span class="ev-tag">evidence</span>`), "evidence is named in words, not by colour alone")
 
 	// No CSRF token: refused, nothing recorded.
 	resp, err = hc.PostForm(c.ts.URL+"/verdicts/7/decide", url.Values{"decision": {"confirm"}})

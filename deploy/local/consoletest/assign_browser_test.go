@@ -141,6 +141,7 @@ func TestTwoModeratorsShareTheQueue(t *testing.T) {
 	requireChromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	axe := axeSource(t)
 	url, db, ids := queueConsole(t, ctx, "room-assign-1", "room-assign-2")
 	bctx := browser(t)
 	alice := signIn(t, bctx, url, "alice@example.com")
@@ -189,6 +190,7 @@ func TestTwoModeratorsShareTheQueue(t *testing.T) {
 	require.NoError(t, chromedp.Do(bob, chromedp.Navigate(url+"/queue"), chromedp.WaitVisible(chromedp.ID("queue"))))
 	require.Contains(t, text(bob, "queue"), "taken by "+aliceID)
 	shot(bob, "queue-taken.png")
+	requireAccessible(t, bob, axe, "queue (an item taken by another)")
 	require.NoError(t, chromedp.Do(bob, chromedp.Navigate(room(ids[1])), chromedp.WaitVisible(chromedp.ID("take-state"))))
 	require.Contains(t, text(bob, "take-state"), "Taken by "+aliceID)
 
@@ -196,6 +198,7 @@ func TestTwoModeratorsShareTheQueue(t *testing.T) {
 	require.NoError(t, chromedp.Do(bob, chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.ID("conflict"))))
 	require.Contains(t, text(bob, "conflict"), "Taken by "+aliceID)
 	shot(bob, "room-taken-conflict.png")
+	requireAccessible(t, bob, axe, "room (taken by another; decision refused)")
 	require.Empty(t, decisionsOn(t, ctx, db, ids[1]))
 	require.NoError(t, chromedp.Do(bob, chromedp.Click(chromedp.ID("override-button")), chromedp.WaitVisible(chromedp.ID("saved"))))
 	bobIDs := decisionsOn(t, ctx, db, ids[1])
@@ -215,12 +218,22 @@ func TestShortcutsWorkTheQueue(t *testing.T) {
 	requireChromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	axe := axeSource(t)
 	url, db, ids := queueConsole(t, ctx, "room-keys-1", "room-keys-2")
-	alice := signIn(t, browser(t), url, "alice@example.com")
+	bctx := browser(t)
+	login, cancelLogin := chromedp.NewContext(bctx, chromedp.WithNewBrowserContext())
+	defer cancelLogin()
+	require.NoError(t, chromedp.Do(login, chromedp.Navigate(url+"/login"), chromedp.WaitVisible(chromedp.ID("email"))))
+	requireAccessible(t, login, axe, "login")
+	alice := signIn(t, bctx, url, "alice@example.com")
+	_, err := chromedp.Run(alice, chromedp.Poll[bool](`(document.getElementById("counts").textContent || "").includes("2 open")`, chromedp.WithPollingTimeout(30*time.Second)))
+	require.NoError(t, err, "the header's counts load after the page")
+	requireAccessible(t, alice, axe, "queue")
 
 	require.NoError(t, chromedp.Do(alice, chromedp.KeyEvent("?"), chromedp.WaitVisible(chromedp.ID("shortcuts"))))
 	help, err := chromedp.Run(alice, chromedp.Text(chromedp.ID("shortcuts")))
 	require.NoError(t, err)
+	requireAccessible(t, alice, axe, "shortcuts (? on the queue)")
 	for _, want := range []string{"next / previous item", "take the item", "confirm", "overturn"} {
 		require.Contains(t, help, want)
 	}
@@ -229,8 +242,6 @@ func TestShortcutsWorkTheQueue(t *testing.T) {
 	age, err := chromedp.Run(alice, chromedp.Text(chromedp.CSS(fmt.Sprintf(`tr[data-id="%d"] td.age`, first))))
 	require.NoError(t, err)
 	require.Regexp(t, `^\d+ (min|h \d+ min|d \d+ h)$`, age)
-	_, err = chromedp.Run(alice, chromedp.Poll[bool](`(document.getElementById("counts").textContent || "").includes("2 open")`, chromedp.WithPollingTimeout(30*time.Second)))
-	require.NoError(t, err, "the header's counts load after the page")
 
 	require.NoError(t, chromedp.Do(alice, chromedp.KeyEvent("j"), chromedp.KeyEvent("j"), chromedp.KeyEvent("k")))
 	focused, err := chromedp.Run(alice, chromedp.Evaluate[string](`document.activeElement.closest("tr").dataset.id + "/" + getComputedStyle(document.activeElement).outlineStyle`))
@@ -238,7 +249,9 @@ func TestShortcutsWorkTheQueue(t *testing.T) {
 	require.Equal(t, fmt.Sprintf("%d/solid", first), focused, "the first item is selected with a visible focus ring")
 
 	require.NoError(t, chromedp.Do(alice, chromedp.KeyEvent("t"), chromedp.WaitVisible(chromedp.ID("release"))))
+	requireAccessible(t, alice, axe, "room (taken by you)")
 	require.NoError(t, chromedp.Do(alice, chromedp.KeyEvent("c"), chromedp.WaitVisible(chromedp.ID("saved"))))
+	requireAccessible(t, alice, axe, "room (decided)")
 	require.Len(t, decisionsOn(t, ctx, db, first), 1)
 	require.Empty(t, decisionsOn(t, ctx, db, second))
 }
