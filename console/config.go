@@ -43,6 +43,9 @@ type Config struct {
 	OperatorTokenFile string
 	// StopTTL is how long the stop button's room stop lasts.
 	StopTTL time.Duration
+	// TakeTimeout is how long a taken queue item stays its taker's after
+	// their last action on it; then it shows as free and anyone may take it.
+	TakeTimeout time.Duration
 
 	// TrustedProxies are the comma-separated CIDRs of the auth proxy;
 	// IdentityHeader is trusted only from them.
@@ -68,6 +71,7 @@ func DefaultConfig() Config {
 		DrainTimeout:  25 * time.Second,
 		RetryAfter:    5 * time.Second,
 		StopTTL:       10 * time.Minute,
+		TakeTimeout:   10 * time.Minute,
 		// oauth2-proxy's header in reverse-proxy mode.
 		IdentityHeader: "X-Forwarded-Email",
 	}
@@ -94,6 +98,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxWindow <= 0 || c.DrainTimeout <= 0 || c.RetryAfter < time.Second || c.StopTTL <= 0 {
 		errs = append(errs, errors.New("--max-window, --drain-timeout and --stop-ttl must be positive, --retry-after at least 1s"))
+	}
+	if c.TakeTimeout < time.Minute || c.TakeTimeout > 24*time.Hour {
+		errs = append(errs, errors.New("--take-timeout must be in 1m..24h"))
 	}
 	errs = append(errs, c.Hub().Validate(), c.Outbox.Validate())
 	return errors.Join(errs...)

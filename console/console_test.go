@@ -38,6 +38,9 @@ type fakeStore struct {
 func (f *fakeStore) ListQueue(context.Context, mysql.QueueFilter, string) (mysql.QueuePage, error) {
 	return mysql.QueuePage{Items: []mysql.QueueItem{{ID: 7, Key: f.verdict.Key, Label: f.verdict.Label, Category: f.verdict.Category, Severity: 4}}}, nil
 }
+func (f *fakeStore) CountQueue(context.Context, time.Time) (mysql.QueueCounts, error) {
+	return mysql.QueueCounts{}, nil
+}
 func (f *fakeStore) VerdictByID(_ context.Context, id uint64) (pipeline.Verdict, error) {
 	if id != 7 {
 		return pipeline.Verdict{}, pipeline.ErrVerdictNotFound
@@ -73,6 +76,19 @@ func (f *fakeStore) Save(_ context.Context, v pipeline.Verdict) (bool, error) {
 	return true, nil
 }
 func (f *fakeStore) Ping(context.Context) error { return nil }
+
+// Assignment: nobody else works here, so every take is the caller's
+// (takes_test.go runs assignment on the real MariaDB).
+func (f *fakeStore) TakeItem(_ context.Context, id uint64, mod string, now, _ time.Time, _ bool) (mysql.Take, error) {
+	return mysql.Take{VerdictID: id, Moderator: mod, TakenAt: now, ActiveAt: now}, nil
+}
+func (f *fakeStore) TakeOf(context.Context, uint64) (mysql.Take, bool, error) {
+	return mysql.Take{}, false, nil
+}
+func (f *fakeStore) TouchTake(context.Context, uint64, string, time.Time) (bool, error) {
+	return false, nil
+}
+func (f *fakeStore) ReleaseItem(context.Context, uint64, string) (bool, error) { return true, nil }
 
 // The outbox's methods: these tests run no sweeper (feedback_test.go
 // sweeps a real database).
@@ -240,6 +256,7 @@ func TestPagesDecisionAndCSRF(t *testing.T) {
 	page := string(body)
 	require.Contains(t, page, `id="msg-m2" class="msg seller evidence"`, "the evidence message is highlighted")
 	require.Contains(t, page, `id="msg-m1" class="msg buyer"`)
+	require.Equal(t, 1, strings.Count(page, `<span class="ev-tag">evidence</span>`), "evidence is named in words, not by colour alone")
 
 	// No CSRF token: refused, nothing recorded.
 	resp, err = hc.PostForm(c.ts.URL+"/verdicts/7/decide", url.Values{"decision": {"confirm"}})

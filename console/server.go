@@ -30,6 +30,7 @@ var staticFS embed.FS
 // store is what the console needs of MySQL (*mysql.Store).
 type store interface {
 	ListQueue(ctx context.Context, f mysql.QueueFilter, cursor string) (mysql.QueuePage, error)
+	CountQueue(ctx context.Context, now time.Time) (mysql.QueueCounts, error)
 	VerdictByID(ctx context.Context, id uint64) (pipeline.Verdict, error)
 	VerdictID(ctx context.Context, key pipeline.ReviewKey) (uint64, error)
 	AddDecision(ctx context.Context, d mysql.Decision) (uint64, error)
@@ -37,6 +38,11 @@ type store interface {
 	Decisions(ctx context.Context, verdictID uint64, limit int) ([]mysql.Decision, error)
 	Save(ctx context.Context, v pipeline.Verdict) (committed bool, err error)
 	Ping(ctx context.Context) error
+	// Queue assignment (takes.go).
+	TakeItem(ctx context.Context, verdictID uint64, moderator string, now, staleBefore time.Time, force bool) (mysql.Take, error)
+	TakeOf(ctx context.Context, verdictID uint64) (mysql.Take, bool, error)
+	TouchTake(ctx context.Context, verdictID uint64, moderator string, now time.Time) (bool, error)
+	ReleaseItem(ctx context.Context, verdictID uint64, moderator string) (bool, error)
 }
 
 var _ store = (*mysql.Store)(nil)
@@ -80,6 +86,7 @@ var funcs = template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04 UTC")
 	},
 	"rfc3339": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"age":     queueAge,
 	"pct":     func(f float64) string { return strconv.Itoa(int(f*100+0.5)) + "%" },
 	"ms":      func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) + " ms" },
 	"pretty": func(b json.RawMessage) string {
@@ -90,6 +97,23 @@ var funcs = template.FuncMap{
 		out, _ := json.MarshalIndent(v, "", "  ")
 		return string(out)
 	},
+}
+
+// queueAge is how long an item has waited at now since it entered the
+// queue (its verdict finished), coarse enough to read at a glance.
+func queueAge(now, since time.Time) string {
+	if since.IsZero() {
+		return ""
+	}
+	d := max(now.Sub(since), 0)
+	switch {
+	case d < time.Hour:
+		return strconv.Itoa(int(d/time.Minute)) + " min"
+	case d < 48*time.Hour:
+		return strconv.Itoa(int(d/time.Hour)) + " h " + strconv.Itoa(int(d%time.Hour/time.Minute)) + " min"
+	default:
+		return strconv.Itoa(int(d/(24*time.Hour))) + " d " + strconv.Itoa(int(d%(24*time.Hour)/time.Hour)) + " h"
+	}
 }
 
 func parseTemplates() (*template.Template, error) {
@@ -107,8 +131,11 @@ func (s *server) routes() http.Handler {
 	app := http.NewServeMux()
 	app.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/queue", http.StatusSeeOther) })
 	app.HandleFunc("GET /queue", s.queuePage)
+	app.HandleFunc("GET /queue/counts", s.queueCounts)
 	app.HandleFunc("GET /verdicts/{id}", s.roomPage)
 	app.HandleFunc("POST /verdicts/{id}/decide", s.decide)
+	app.HandleFunc("POST /verdicts/{id}/take", s.take)
+	app.HandleFunc("POST /verdicts/{id}/release", s.release)
 	app.HandleFunc("POST /verdicts/{id}/stop", s.stop)
 	app.HandleFunc("POST /logout", s.logout)
 	app.HandleFunc("POST /v1/reviews", s.reviews.start)
@@ -245,7 +272,7 @@ func parseFormTime(v string) (time.Time, error) {
 func (s *server) queuePage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f, ferr := queueFilter(q)
-	data := s.page(r, map[string]any{"Q": q, "Categories": pipeline.AbuseCategories, "Statuses": []pipeline.Status{pipeline.StatusDone, pipeline.StatusFailed, pipeline.StatusExpired, pipeline.StatusStopped}})
+	data := s.page(r, map[string]any{"Q": q, "Now": s.clock.Now(), "Categories": pipeline.AbuseCategories, "Statuses": []pipeline.Status{pipeline.StatusDone, pipeline.StatusFailed, pipeline.StatusExpired, pipeline.StatusStopped}})
 	if ferr != nil {
 		data["Error"] = ferr.Error()
 		s.render(w, "queue.html", http.StatusBadRequest, data)
@@ -258,6 +285,7 @@ func (s *server) queuePage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, "queue.html", http.StatusBadRequest, data)
 		return
 	}
+	s.hideStaleTakes(page.Items)
 	data["Page"] = page
 	if page.Next != "" {
 		nq := url.Values{}
@@ -275,6 +303,20 @@ func (s *server) queuePage(w http.ResponseWriter, r *http.Request) {
 	s.render(w, "queue.html", http.StatusOK, data)
 }
 
+// queueCounts is the queue header's counts, loaded by the page after it
+// is drawn: the count reads the whole open queue (most of a second at 25k
+// open items, docs/performance.md), which the page's rows must not wait
+// for. They help; without them the page still works.
+func (s *server) queueCounts(w http.ResponseWriter, r *http.Request) {
+	counts, err := s.store.CountQueue(r.Context(), s.clock.Now())
+	if err != nil {
+		s.log.Warn("console: queue counts", "err", err)
+		s.render(w, "queue_counts", http.StatusOK, map[string]any{"Error": "counts unavailable"})
+		return
+	}
+	s.render(w, "queue_counts", http.StatusOK, map[string]any{"Counts": counts})
+}
+
 // chatLine is one message as the room page shows it.
 type chatLine struct {
 	pipeline.ChatMessage
@@ -286,19 +328,30 @@ func verdictIDParam(r *http.Request) (uint64, bool) {
 	return id, err == nil && id > 0
 }
 
-func (s *server) roomPage(w http.ResponseWriter, r *http.Request) {
+// verdictFromPath reads the verdict the path's {id} names. When it
+// returns false it has answered: 404 for a malformed or unknown id, 503
+// when MySQL could not say.
+func (s *server) verdictFromPath(w http.ResponseWriter, r *http.Request) (uint64, pipeline.Verdict, bool) {
 	id, ok := verdictIDParam(r)
 	if !ok {
 		s.fail(w, r, http.StatusNotFound, "no such verdict", nil)
-		return
+		return 0, pipeline.Verdict{}, false
 	}
 	v, err := s.store.VerdictByID(r.Context(), id)
 	if errors.Is(err, pipeline.ErrVerdictNotFound) {
 		s.fail(w, r, http.StatusNotFound, "no such verdict", nil)
-		return
+		return 0, pipeline.Verdict{}, false
 	}
 	if err != nil {
 		s.fail(w, r, http.StatusServiceUnavailable, "could not read the verdict", err)
+		return 0, pipeline.Verdict{}, false
+	}
+	return id, v, true
+}
+
+func (s *server) roomPage(w http.ResponseWriter, r *http.Request) {
+	id, v, ok := s.verdictFromPath(w, r)
+	if !ok {
 		return
 	}
 	decisions, err := s.store.Decisions(r.Context(), id, 20)
@@ -306,8 +359,17 @@ func (s *server) roomPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusServiceUnavailable, "could not read the decisions", err)
 		return
 	}
+	who, _ := whoFrom(r.Context())
+	take, err := s.takeOf(r.Context(), id, who)
+	if err != nil {
+		s.fail(w, r, http.StatusServiceUnavailable, "could not read who took the item", err)
+		return
+	}
 	data := s.page(r, map[string]any{"ID": id, "V": v, "Decisions": decisions, "Categories": pipeline.AbuseCategories,
-		"Evidence": evidenceIDs(v), "CanStop": s.stops != nil})
+		"Evidence": evidenceIDs(v), "CanStop": s.stops != nil, "Take": take, "TakeRefused": r.URL.Query().Get("take") == "refused"})
+	if len(decisions) > 0 {
+		data["Seen"] = decisions[0].ID
+	}
 	// The chat is fetched live and never stored by the console.
 	hctx, cancel := context.WithTimeout(r.Context(), s.historyTimeout)
 	defer cancel()
@@ -358,18 +420,8 @@ func evidenceIDs(v pipeline.Verdict) map[string]bool {
 // it, with the event id derived from the row id, so the lake keeps one.
 func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	who, _ := whoFrom(r.Context())
-	id, ok := verdictIDParam(r)
+	id, v, ok := s.verdictFromPath(w, r)
 	if !ok {
-		s.fail(w, r, http.StatusNotFound, "no such verdict", nil)
-		return
-	}
-	v, err := s.store.VerdictByID(r.Context(), id)
-	if errors.Is(err, pipeline.ErrVerdictNotFound) {
-		s.fail(w, r, http.StatusNotFound, "no such verdict", nil)
-		return
-	}
-	if err != nil {
-		s.fail(w, r, http.StatusServiceUnavailable, "could not read the verdict", err)
 		return
 	}
 	// Microseconds, as the row keeps it: a resend built from the row
@@ -385,6 +437,15 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	if d.Label == pipeline.LabelClean {
 		d.Category = "" // the row keeps '' for clean (its schema)
 	}
+	c, err := s.claimForDecision(r, who, id, v.Key.RoomID)
+	if err != nil {
+		s.fail(w, r, http.StatusServiceUnavailable, "could not take the item to decide it", err)
+		return
+	}
+	if c != nil {
+		s.renderConflict(w, r, id, c)
+		return
+	}
 	decID, err := s.store.AddDecision(r.Context(), d)
 	var perm *pipeline.PermanentError
 	if errors.As(err, &perm) {
@@ -398,6 +459,12 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	d.ID = decID
 	s.log.Info("console: audit", "action", "decide", "moderator", who.ID, "decision", d.Decision, "verdict_id", id,
 		"decision_id", decID, "room_id", v.Key.RoomID, "label", d.Label, "category", d.Category)
+	// Decided, the item leaves the queue: its take ends with it.
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+	defer rcancel()
+	if _, err := s.store.ReleaseItem(rctx, id, who.ID); err != nil {
+		s.log.Warn("console: decided but the take not released; it goes stale after --take-timeout", "verdict_id", id, "err", err)
+	}
 	ev := feedbackEvent(d, v.Key, v.Label, v.Category, v.Action)
 	saved := d.Decision
 	sctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
@@ -442,14 +509,8 @@ func (s *server) stop(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusNotFound, "the stop button is off (no --operator-url)", nil)
 		return
 	}
-	id, ok := verdictIDParam(r)
+	id, v, ok := s.verdictFromPath(w, r)
 	if !ok {
-		s.fail(w, r, http.StatusNotFound, "no such verdict", nil)
-		return
-	}
-	v, err := s.store.VerdictByID(r.Context(), id)
-	if err != nil {
-		s.fail(w, r, http.StatusNotFound, "no such verdict", err)
 		return
 	}
 	req := pipeline.StopRequest{RoomID: v.Key.RoomID, TTL: s.cfg.StopTTL.String(), Reason: "console: stopped by " + who.ID}

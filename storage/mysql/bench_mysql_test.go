@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/internal/clock"
 )
 
 // TestMySQLBench is `make bench-mysql`: it generates BENCH_VERDICTS
@@ -96,6 +98,26 @@ func TestMySQLBench(t *testing.T) {
 		WHERE v.finished_at >= UTC_TIMESTAMP() - INTERVAL 1 DAY GROUP BY s.stage`))
 	measure("old analysts' query: stage latency, whole table", 5, query(`SELECT stage, COUNT(*), AVG(pool = 'fallback'), AVG(ttft_ms), AVG(latency_ms)
 		FROM verdict_stages GROUP BY stage`))
+	// Assignment: every fifth item of the first 20 pages is taken, so the
+	// queue reads below join live takes.
+	taken, cursor := 0, ""
+	for range 20 {
+		page, err := s.ListQueue(ctx, QueueFilter{}, cursor)
+		require.NoError(t, err)
+		for i, it := range page.Items {
+			if i%5 == 0 {
+				_, err := s.TakeItem(ctx, it.ID, fmt.Sprintf("mod-bench-%d", i), end, end.Add(-10*time.Minute), false)
+				require.NoError(t, err)
+				taken++
+			}
+		}
+		cursor = page.Next
+	}
+	fmt.Printf("%d queue items taken\n\n", taken)
+	measure("queue header: counts by category and age", runs, func() (int, error) {
+		c, err := s.CountQueue(ctx, end)
+		return c.Total(), err
+	})
 	run := st.RunIDs[len(st.RunIDs)-30]
 	for _, qc := range queueCases(end, run) {
 		f := qc.f
@@ -129,8 +151,9 @@ func TestMySQLBench(t *testing.T) {
 	} {
 		cfg := DefaultPurgeConfig()
 		cfg.StageRetention, cfg.VerdictRetention, cfg.Pause = p.stage, p.verdct, p.pause
-		cfg.Now = func() time.Time { return end }
-		rep, err := s.Purge(ctx, cfg)
+		// The wall clock: the pauses are real, and its now is the
+		// generator's end give or take the minutes measuring took.
+		rep, err := s.Purge(ctx, cfg, clock.Real())
 		require.NoError(t, err)
 		fmt.Printf("| %s | %d | %d | %d | %s | %.0f |\n", p.name, rep.StageRows, rep.Verdicts, rep.Batches, rep.Elapsed.Round(time.Millisecond), rep.RowsPerSecond())
 	}

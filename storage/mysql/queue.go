@@ -33,8 +33,9 @@ import (
 // The statements, for a console or a DBA (? are the filter's values; the
 // bracketed parts only when the filter or cursor sets them):
 //
-//	SELECT v.id, v.room_id, …, v.finished_at
-//	FROM verdicts v [LEFT JOIN moderator_decisions d ON d.verdict_id = v.id]
+//	SELECT v.id, v.room_id, …, v.finished_at, t.moderator, t.active_at
+//	FROM verdicts v LEFT JOIN queue_takes t ON t.verdict_id = v.id
+//	  [LEFT JOIN moderator_decisions d ON d.verdict_id = v.id]
 //	WHERE v.status = ? AND v.label = ?
 //	  [AND v.category = ?] [AND v.run_id = ?] [AND v.severity >= ?]
 //	  [AND v.window_start >= ?] [AND v.window_start < ?]
@@ -94,6 +95,11 @@ type QueueItem struct {
 	// Decided is true when a moderator has decided on the verdict (only
 	// possible with QueueFilter.IncludeDecided).
 	Decided bool
+	// TakenBy is the moderator holding the item ("" when nobody does) and
+	// TakenActiveAt their last activity on it; whether the take is stale
+	// is the console's to judge (its --take-timeout).
+	TakenBy       string
+	TakenActiveAt time.Time
 }
 
 // QueuePage is one page of the review queue.
@@ -181,7 +187,10 @@ func queueQuery(f QueueFilter, label pipeline.Label, cur *queueCursor, limit int
 	} else {
 		b.WriteString(", FALSE")
 	}
-	b.WriteString("\nFROM verdicts v")
+	// The take: a primary-key lookup per row read, after the index has
+	// ordered them.
+	b.WriteString(", COALESCE(t.moderator, ''), t.active_at")
+	b.WriteString("\nFROM verdicts v LEFT JOIN queue_takes t ON t.verdict_id = v.id")
 	if !f.IncludeDecided {
 		// The anti-join (a lookup per row on the decisions index; a NOT
 		// EXISTS may be planned as a scan of every decision ever made).
@@ -240,9 +249,10 @@ func (s *Store) queueRows(ctx context.Context, q string, args []any) ([]QueueIte
 			finished                  sql.NullTime
 			room, version, run        string
 			earlyExit, injected, decd bool
+			takenAt                   sql.NullTime
 		)
 		if err := rows.Scan(&it.ID, &room, &ws, &we, &version, &run, &status, &label, &cat, &it.Severity,
-			&it.Confidence, &act, &it.Rationale, &earlyExit, &injected, &finished, &decd); err != nil {
+			&it.Confidence, &act, &it.Rationale, &earlyExit, &injected, &finished, &decd, &it.TakenBy, &takenAt); err != nil {
 			return nil, err
 		}
 		it.Key = pipeline.ReviewKey{RoomID: room, WindowStart: ws.UTC(), WindowEnd: we.UTC(), PipelineVersion: version}
@@ -251,6 +261,9 @@ func (s *Store) queueRows(ctx context.Context, q string, args []any) ([]QueueIte
 		it.EarlyExit, it.InjectionFlagged, it.Decided = earlyExit, injected, decd
 		if finished.Valid {
 			it.FinishedAt = finished.Time.UTC()
+		}
+		if takenAt.Valid {
+			it.TakenActiveAt = takenAt.Time.UTC()
 		}
 		out = append(out, it)
 	}
@@ -335,6 +348,53 @@ func decodeCursor(s string, f QueueFilter) (queueCursor, error) {
 	}
 	if !slices.Contains(f.Labels, c.Label) || c.ID == 0 || c.Window.IsZero() {
 		return queueCursor{}, fmt.Errorf("%w: it names no row of this queue", errBadCursor)
+	}
+	return c, nil
+}
+
+// QueueCounts is the size of the open queue (done verdicts labelled abusive
+// or suspicious that no moderator has decided) by category and by how long
+// its items have waited, for the queue page's header.
+type QueueCounts struct {
+	// ByCategory maps each category with open items to their number.
+	ByCategory map[pipeline.Category]int
+	// Under1h, Under24h and Older count the items that entered the queue
+	// (their verdict finished) less than an hour, less than a day, and a
+	// day or more before now.
+	Under1h, Under24h, Older int
+}
+
+// Total is the number of open items.
+func (c QueueCounts) Total() int { return c.Under1h + c.Under24h + c.Older }
+
+// CountQueue returns the open queue's counts at now. One grouped read of
+// the flagged, undecided rows (the queue index's status and label prefix,
+// the decisions index for the anti-join): it costs a scan of the open
+// queue, not of every verdict.
+func (s *Store) CountQueue(ctx context.Context, now time.Time) (QueueCounts, error) {
+	hour, day := dbTime(now.Add(-time.Hour)), dbTime(now.Add(-24*time.Hour))
+	rows, err := s.db.QueryContext(ctx, `SELECT v.category, SUM(v.finished_at >= ?), SUM(v.finished_at < ? AND v.finished_at >= ?), SUM(v.finished_at IS NULL OR v.finished_at < ?)
+		FROM verdicts v LEFT JOIN moderator_decisions d ON d.verdict_id = v.id
+		WHERE v.status = ? AND v.label IN (?, ?) AND d.verdict_id IS NULL
+		GROUP BY v.category`, hour, hour, day, day, string(pipeline.StatusDone), string(pipeline.LabelAbusive), string(pipeline.LabelSuspicious))
+	if err != nil {
+		return QueueCounts{}, fmt.Errorf("mysql: count queue: %w", err)
+	}
+	defer rows.Close()
+	c := QueueCounts{ByCategory: map[pipeline.Category]int{}}
+	for rows.Next() {
+		var (
+			cat                string
+			fresh, today, rest int
+		)
+		if err := rows.Scan(&cat, &fresh, &today, &rest); err != nil {
+			return QueueCounts{}, fmt.Errorf("mysql: count queue: %w", err)
+		}
+		c.ByCategory[pipeline.Category(cat)] = fresh + today + rest
+		c.Under1h, c.Under24h, c.Older = c.Under1h+fresh, c.Under24h+today, c.Older+rest
+	}
+	if err := rows.Err(); err != nil {
+		return QueueCounts{}, fmt.Errorf("mysql: count queue: %w", err)
 	}
 	return c, nil
 }

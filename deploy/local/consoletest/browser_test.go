@@ -108,14 +108,7 @@ func startConsole(t *testing.T, args ...string) string {
 }
 
 func TestConsoleInBrowser(t *testing.T) {
-	if _, err := exec.LookPath("chromium"); err != nil {
-		// CI installs it (.ci/run): there a missing browser is a failure,
-		// never a silently skipped test.
-		if os.Getenv("CI") != "" {
-			t.Fatal("chromium is not installed and CI is set (.ci/run installs it)")
-		}
-		t.Skip("chromium is not installed (apt-get install -y chromium)")
-	}
+	requireChromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
@@ -188,16 +181,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		"--operator-url", operator.URL, "--operator-token-file", tokenFile)
 
 	// A fresh headless chromium.
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath("chromium"), chromedp.Headless, chromedp.NoSandbox, chromedp.NoFirstRun,
-		chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900),
-	}
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
+	bctx := browser(t)
 
 	shots := os.Getenv("CONSOLE_SCREENSHOTS")
 	shot := func(name string) {

@@ -1,0 +1,175 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/chatguard/chatguard/storage/mysql"
+)
+
+// Queue assignment: a moderator takes an item so that the team does not
+// decide it twice. The take lives in MySQL (queue_takes), changed only by
+// conditional statements, so every console replica sees one holder; a
+// take goes stale Config.TakeTimeout after its holder's last action.
+
+// takeView is what the room page shows of an item's take.
+type takeView struct {
+	// Holder is the moderator holding the item; "" when nobody does (or
+	// their take went stale).
+	Holder   string
+	Mine     bool
+	ActiveAt time.Time
+}
+
+// staleBefore is the cut-off of live takes at now: a take whose last
+// activity is before it no longer holds.
+func (s *server) staleBefore(now time.Time) time.Time { return now.Add(-s.cfg.TakeTimeout) }
+
+// live reports whether a take active at activeAt still holds now.
+func (s *server) live(activeAt, now time.Time) bool { return !activeAt.Before(s.staleBefore(now)) }
+
+// hideStaleTakes clears the holder of queue items whose take went stale:
+// the queue shows them as free, as TakeItem treats them.
+func (s *server) hideStaleTakes(items []mysql.QueueItem) {
+	now := s.clock.Now()
+	for i := range items {
+		if items[i].TakenBy != "" && !s.live(items[i].TakenActiveAt, now) {
+			items[i].TakenBy, items[i].TakenActiveAt = "", time.Time{}
+		}
+	}
+}
+
+// takeOf reads the take of verdict id for who's room page, renewing it when
+// it is who's: looking at the item is activity on it.
+func (s *server) takeOf(ctx context.Context, id uint64, who Who) (takeView, error) {
+	now := s.clock.Now()
+	t, ok, err := s.store.TakeOf(ctx, id)
+	if err != nil || !ok {
+		return takeView{}, err
+	}
+	if t.Moderator == who.ID {
+		if _, err := s.store.TouchTake(ctx, id, who.ID, now); err != nil {
+			return takeView{}, err
+		}
+		return takeView{Holder: t.Moderator, Mine: true, ActiveAt: now}, nil
+	}
+	if !s.live(t.ActiveAt, now) {
+		return takeView{}, nil
+	}
+	return takeView{Holder: t.Moderator, ActiveAt: t.ActiveAt}, nil
+}
+
+// take makes the signed-in moderator the item's holder, audited before it
+// acts. Refused (another moderator holds it), it sends the moderator to the
+// room page, which names the holder.
+func (s *server) take(w http.ResponseWriter, r *http.Request) {
+	who, _ := whoFrom(r.Context())
+	id, v, ok := s.verdictFromPath(w, r)
+	if !ok {
+		return
+	}
+	s.log.Info("console: audit", "action", "take", "moderator", who.ID, "verdict_id", id, "room_id", v.Key.RoomID)
+	now := s.clock.Now()
+	_, err := s.store.TakeItem(r.Context(), id, who.ID, now, s.staleBefore(now), false)
+	room := "/verdicts/" + strconv.FormatUint(id, 10)
+	if errors.Is(err, mysql.ErrTaken) {
+		http.Redirect(w, r, room+"?take=refused", http.StatusSeeOther)
+		return
+	}
+	if err != nil {
+		s.fail(w, r, http.StatusServiceUnavailable, "could not take the item", err)
+		return
+	}
+	http.Redirect(w, r, room, http.StatusSeeOther)
+}
+
+// release ends the signed-in moderator's own take, audited before it acts,
+// and returns to the queue.
+func (s *server) release(w http.ResponseWriter, r *http.Request) {
+	who, _ := whoFrom(r.Context())
+	id, ok := verdictIDParam(r)
+	if !ok {
+		s.fail(w, r, http.StatusNotFound, "no such verdict", nil)
+		return
+	}
+	s.log.Info("console: audit", "action", "release", "moderator", who.ID, "verdict_id", id)
+	if _, err := s.store.ReleaseItem(r.Context(), id, who.ID); err != nil {
+		s.fail(w, r, http.StatusServiceUnavailable, "could not release the item", err)
+		return
+	}
+	http.Redirect(w, r, "/queue", http.StatusSeeOther)
+}
+
+// conflict is why a decision was not recorded: another moderator holds the
+// item, or decided it after the deciding moderator's page was drawn.
+type conflict struct {
+	Message string
+	// Form is the decision as posted, for the "decide anyway" button.
+	Form map[string]string
+}
+
+// claimForDecision takes the item for who before a decision, so that two
+// moderators never decide it at once. It returns a conflict (nil when who
+// may decide) and an error when MySQL failed. An override is audited
+// before it takes the item over or adds to another moderator's decision.
+func (s *server) claimForDecision(r *http.Request, who Who, id uint64, roomID string) (*conflict, error) {
+	ctx, now := r.Context(), s.clock.Now()
+	override := r.PostFormValue("override") == "1"
+	_, err := s.store.TakeItem(ctx, id, who.ID, now, s.staleBefore(now), false)
+	var te *mysql.TakenError
+	switch {
+	case errors.As(err, &te) && !override:
+		return s.conflictOf(r, "Taken by "+te.Holder.Moderator+" (active "+te.Holder.ActiveAt.Format("15:04 UTC")+"): not decided."), nil
+	case errors.As(err, &te):
+		s.log.Info("console: audit", "action", "override_take", "moderator", who.ID, "verdict_id", id, "room_id", roomID, "holder", te.Holder.Moderator)
+		if _, err := s.store.TakeItem(ctx, id, who.ID, now, s.staleBefore(now), true); err != nil {
+			return nil, err
+		}
+	case err != nil:
+		return nil, err
+	}
+	// Held now, the newest decision cannot change under us but by an
+	// override; one made since the page was drawn is news to the moderator.
+	newest, err := s.store.Decisions(ctx, id, 1)
+	if err != nil {
+		return nil, err
+	}
+	seen, _ := strconv.ParseUint(r.PostFormValue("seen"), 10, 64)
+	if len(newest) == 1 && newest[0].ID != seen && newest[0].Moderator != who.ID {
+		if !override {
+			return s.conflictOf(r, "Decided meanwhile by "+newest[0].Moderator+" ("+newest[0].Decision+" → "+string(newest[0].Label)+"): not decided."), nil
+		}
+		s.log.Info("console: audit", "action", "override_decided", "moderator", who.ID, "verdict_id", id, "room_id", roomID,
+			"decided_by", newest[0].Moderator, "decision_id", newest[0].ID)
+	}
+	return nil, nil
+}
+
+func (s *server) conflictOf(r *http.Request, msg string) *conflict {
+	form := map[string]string{}
+	for _, k := range []string{"decision", "label", "category", "note"} {
+		form[k] = r.PostFormValue(k)
+	}
+	return &conflict{Message: msg, Form: form}
+}
+
+// renderConflict answers a refused decision: 409 with the decisions and
+// the reason, and a button to decide anyway (an audited override).
+func (s *server) renderConflict(w http.ResponseWriter, r *http.Request, id uint64, c *conflict) {
+	decisions, err := s.store.Decisions(r.Context(), id, 20)
+	if err != nil {
+		s.log.Warn("console: decisions", "verdict_id", id, "err", err)
+	}
+	data := s.page(r, map[string]any{"ID": id, "Decisions": decisions, "Conflict": c})
+	if len(decisions) > 0 {
+		data["Seen"] = decisions[0].ID
+	}
+	name := "decisions"
+	if r.Header.Get("HX-Request") != "true" {
+		name = "conflict.html"
+	}
+	s.render(w, name, http.StatusConflict, data)
+}
