@@ -14,6 +14,7 @@ import (
 	"github.com/chatguard/chatguard/storage/chatapi"
 	"github.com/chatguard/chatguard/storage/mysql"
 	"github.com/chatguard/chatguard/storage/redislive"
+	"github.com/chatguard/chatguard/storage/redisstop"
 	"github.com/chatguard/chatguard/storage/sqs"
 )
 
@@ -36,7 +37,9 @@ type Config struct {
 	FeedbackQueueURL string
 
 	cli.RedisOptions
-	depflags.Stops
+	// Stop is the stop signals': --stop-channel, --stop-key-prefix and
+	// --stop-check-timeout.
+	Stop          redisstop.Config
 	LiveKeyPrefix string
 	LiveMaxLen    int64
 	LiveTTL       time.Duration
@@ -71,7 +74,7 @@ func DefaultConfig() Config {
 		AdminAddr:     ":9091",
 		MySQL:         consoleMySQL(),
 		Chat:          chatapi.DefaultConfig(),
-		Stops:         depflags.DefaultStops(),
+		Stop:          redisstop.DefaultConfig(),
 		LiveKeyPrefix: lv.KeyPrefix,
 		LiveMaxLen:    lv.MaxLen,
 		LiveTTL:       lv.TTL,
@@ -91,7 +94,7 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.StringVar(&c.FeedbackQueueURL, "feedback-queue-url", "SQS feedback queue URL for moderator_feedback and inference-log events")
 	outboxFlags(fs, &c.Outbox)
 	c.RedisOptions.Flags(fs, "Redis host:port: stop signals and the live event streams (resume)")
-	c.Stops.Flags(fs)
+	depflags.BindStops(fs, &c.Stop)
 	fs.StringVar(&c.LiveKeyPrefix, "live-key-prefix", "prefix of the Redis Streams keeping on-demand reviews' events")
 	c.Options.FleetFlags(fs)
 	fs.Int64Var(&c.LiveMaxLen, "live-max-len", "events kept per on-demand review (approximate MAXLEN)")
@@ -151,7 +154,7 @@ func (c Config) Validate() error {
 	if c.MySQL.MaxOpenConns < 1 {
 		errs = append(errs, errors.New("--mysql-max-open-conns must be positive"))
 	}
-	errs = append(errs, c.Config.Validate(), c.RedisOptions.Validate(), c.liveLog().Validate(), c.Stops.Validate(), c.Options.Validate(c.RedisAddr))
+	errs = append(errs, c.Config.Validate(), c.RedisOptions.Validate(), c.liveLog().Validate(), c.Stop.Validate(), c.Options.Validate(c.RedisAddr))
 	return errors.Join(errs...)
 }
 

@@ -47,3 +47,37 @@ func TestEachMistakeIsReportedOnce(t *testing.T) {
 		require.Equal(t, 1, strings.Count(err.Error(), want), "%q in:\n%v", want, err)
 	}
 }
+
+// validConsoleEnv is a configuration Validate accepts.
+func validConsoleEnv() map[string]string {
+	return map[string]string{
+		"CHATGUARD_MYSQL_DSN": "u@tcp(h:3306)/d", "CHATGUARD_CHAT_API_URL": "http://chat", "CHATGUARD_FEEDBACK_QUEUE_URL": "http://sqs/q",
+		"CHATGUARD_REDIS_ADDR": "r:6379", "CHATGUARD_PRIMARY_BASE_URL": "http://llm/v1", "CHATGUARD_PRIMARY_MODEL": "m", "CHATGUARD_DEV_LOGIN": "true",
+	}
+}
+
+// Each setting that a part's own Config holds is checked by that part
+// alone: one mistake, one line.
+func TestPartsMistakesOneLineEach(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--stop-check-timeout=0s"}, "check timeout"},
+		{[]string{"--stop-key-prefix="}, "key prefix is empty"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			env := validConsoleEnv()
+			var out, errb bytes.Buffer
+			require.Equal(t, 2, run(context.Background(), tc.args, func(k string) string { return env[k] }, &out, &errb))
+			var problems []string
+			for _, line := range strings.Split(errb.String(), "\n") {
+				if strings.HasPrefix(line, "  - ") {
+					problems = append(problems, line)
+				}
+			}
+			require.Len(t, problems, 1, errb.String())
+			require.Contains(t, problems[0], tc.want)
+		})
+	}
+}

@@ -253,7 +253,7 @@ func (p *parts) waitLive(ctx context.Context) error {
 func (p *parts) buildStops(context.Context) error {
 	sm := redisstop.NewMetrics(p.reg)
 	p.holder = stop.NewHolder(nil, sm.ObserveApplied)
-	p.stops = redisstop.NewSubscriber(p.rdbs.stop, p.cfg.Stops.Config(), sm, p.log)
+	p.stops = redisstop.NewSubscriber(p.rdbs.stop, p.cfg.Stop, sm, p.log)
 	return nil
 }
 
@@ -266,7 +266,7 @@ func (p *parts) buildApp(context.Context) error {
 	}
 	p.app, err = console.New(p.cfg.Config, console.Deps{Store: p.store, Feedback: p.feedback, Chat: chat,
 		HistoryTimeout: p.cfg.Chat.Timeout + 2*time.Second, Reviewer: p.reviewer, Hub: p.hub, LiveLog: p.liveLog,
-		Guard:      &stop.Guard{Holder: p.holder, Store: p.stops, CheckTimeout: p.cfg.StopCheckTimeout},
+		Guard:      &stop.Guard{Holder: p.holder, Store: p.stops, CheckTimeout: p.cfg.Stop.CheckTimeout},
 		Registerer: p.reg, Log: p.log, Clock: p.clock})
 	return err
 }

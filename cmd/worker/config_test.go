@@ -160,3 +160,31 @@ func TestEventLimitFlags(t *testing.T) {
 	require.ErrorContains(t, err, "max window 0s")
 	require.ErrorContains(t, err, "max clock skew 2h0m0s")
 }
+
+// Each setting that a part's own Config holds is checked by that part
+// alone: one mistake, one line.
+func TestPartsMistakesOneLineEach(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--stop-check-timeout=0s"}, "check timeout"},
+		{[]string{"--stop-channel="}, "channel is empty"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			t.Parallel()
+			env := validEnv()
+			var out, errb bytes.Buffer
+			require.Equal(t, 2, run(context.Background(), tc.args, func(k string) string { return env[k] }, &out, &errb))
+			var problems []string
+			for _, line := range strings.Split(errb.String(), "\n") {
+				if strings.HasPrefix(line, "  - ") {
+					problems = append(problems, line)
+				}
+			}
+			require.Len(t, problems, 1, errb.String())
+			require.Contains(t, problems[0], tc.want)
+		})
+	}
+}
