@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"time"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
 	"github.com/chatguard/chatguard/cmd/internal/depflags"
@@ -39,10 +38,10 @@ type Config struct {
 	cli.RedisOptions
 	// Stop is the stop signals': --stop-channel, --stop-key-prefix and
 	// --stop-check-timeout.
-	Stop          redisstop.Config
-	LiveKeyPrefix string
-	LiveMaxLen    int64
-	LiveTTL       time.Duration
+	Stop redisstop.Config
+	// Live is the on-demand reviews' event streams': --live-key-prefix,
+	// --live-max-len and --live-ttl.
+	Live redislive.Config
 
 	depflags.Pools
 	// Options: the stage engine's privacy, price and fleet settings,
@@ -64,22 +63,19 @@ func consoleMySQL() mysql.Config {
 
 // DefaultConfig returns the defaults shown by --help.
 func DefaultConfig() Config {
-	lv := redislive.DefaultConfig()
 	pools := depflags.DefaultPools()
 	pools.PrimaryConcurrency, pools.FallbackConcurrency = 8, 8
 	return Config{
-		Config:        console.DefaultConfig(),
-		Options:       reviewers.DefaultOptions(),
-		ListenAddr:    ":8080",
-		AdminAddr:     ":9091",
-		MySQL:         consoleMySQL(),
-		Chat:          chatapi.DefaultConfig(),
-		Stop:          redisstop.DefaultConfig(),
-		LiveKeyPrefix: lv.KeyPrefix,
-		LiveMaxLen:    lv.MaxLen,
-		LiveTTL:       lv.TTL,
-		Pools:         pools,
-		LogLevel:      "info",
+		Config:     console.DefaultConfig(),
+		Options:    reviewers.DefaultOptions(),
+		ListenAddr: ":8080",
+		AdminAddr:  ":9091",
+		MySQL:      consoleMySQL(),
+		Chat:       chatapi.DefaultConfig(),
+		Stop:       redisstop.DefaultConfig(),
+		Live:       redislive.DefaultConfig(),
+		Pools:      pools,
+		LogLevel:   "info",
 	}
 }
 
@@ -95,10 +91,8 @@ func (c *Config) flags() *cli.FlagSet {
 	outboxFlags(fs, &c.Outbox)
 	c.RedisOptions.Flags(fs, "Redis host:port: stop signals and the live event streams (resume)")
 	depflags.BindStops(fs, &c.Stop)
-	fs.StringVar(&c.LiveKeyPrefix, "live-key-prefix", "prefix of the Redis Streams keeping on-demand reviews' events")
+	liveFlags(fs, &c.Live)
 	c.Options.FleetFlags(fs)
-	fs.Int64Var(&c.LiveMaxLen, "live-max-len", "events kept per on-demand review (approximate MAXLEN)")
-	fs.DurationVar(&c.LiveTTL, "live-ttl", "how long an on-demand review's events are kept for resume after its last event")
 	c.Pools.Flags(fs, "primary model id (the same as the workers', so verdicts share a pipeline version)",
 		"interactive calls in flight to the %s pool at most from this pod")
 	c.Options.Flags(fs)
@@ -154,7 +148,7 @@ func (c Config) Validate() error {
 	if c.MySQL.MaxOpenConns < 1 {
 		errs = append(errs, errors.New("--mysql-max-open-conns must be positive"))
 	}
-	errs = append(errs, c.Config.Validate(), c.RedisOptions.Validate(), c.liveLog().Validate(), c.Stop.Validate(), c.Options.Validate(c.RedisAddr))
+	errs = append(errs, c.Config.Validate(), c.RedisOptions.Validate(), c.Live.Validate(), c.Stop.Validate(), c.Options.Validate(c.RedisAddr))
 	return errors.Join(errs...)
 }
 
@@ -166,16 +160,17 @@ func (c Config) level() (slog.Level, error) {
 	return l, nil
 }
 
-func (c Config) liveLog() redislive.Config {
-	l := redislive.DefaultConfig()
-	l.KeyPrefix, l.MaxLen, l.TTL = c.LiveKeyPrefix, c.LiveMaxLen, c.LiveTTL
-	return l
-}
-
 func (c Config) feedback() sqs.Config {
 	q := sqs.DefaultConfig()
 	q.Name, q.URL = "feedback", c.FeedbackQueueURL
 	return q
+}
+
+// liveFlags binds the live event streams' settings (redislive.Config).
+func liveFlags(fs *cli.FlagSet, c *redislive.Config) {
+	fs.StringVar(&c.KeyPrefix, "live-key-prefix", "prefix of the Redis Streams keeping on-demand reviews' events")
+	fs.Int64Var(&c.MaxLen, "live-max-len", "events kept per on-demand review (approximate MAXLEN)")
+	fs.DurationVar(&c.TTL, "live-ttl", "how long an on-demand review's events are kept for resume after its last event")
 }
 
 // outboxFlags binds the feedback outbox's settings (console.OutboxConfig).

@@ -5,6 +5,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -65,6 +66,8 @@ func TestPartsMistakesOneLineEach(t *testing.T) {
 	}{
 		{[]string{"--stop-check-timeout=0s"}, "check timeout"},
 		{[]string{"--stop-key-prefix="}, "key prefix is empty"},
+		{[]string{"--live-max-len=3"}, "max len 3"},
+		{[]string{"--live-ttl=10ms"}, "ttl 10ms"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			env := validConsoleEnv()
@@ -80,4 +83,14 @@ func TestPartsMistakesOneLineEach(t *testing.T) {
 			require.Contains(t, problems[0], tc.want)
 		})
 	}
+}
+
+// The live-stream flags set redislive.Config itself.
+func TestLiveFlagsBindTheStreamsConfig(t *testing.T) {
+	c := DefaultConfig()
+	require.NoError(t, c.flags().Parse([]string{"--live-key-prefix=lv:", "--live-max-len=64", "--live-ttl=1m"}, func(string) string { return "" }))
+	require.Equal(t, "lv:", c.Live.KeyPrefix)
+	require.Equal(t, int64(64), c.Live.MaxLen)
+	require.Equal(t, time.Minute, c.Live.TTL)
+	require.Positive(t, c.Live.ReadCount, "no flag: the adapter's default")
 }

@@ -232,7 +232,7 @@ func (p *parts) redisClients() error {
 }
 
 func (p *parts) openLive(context.Context) error {
-	liveLog, err := redislive.New(p.rdbs.main, p.cfg.liveLog())
+	liveLog, err := redislive.New(p.rdbs.main, p.cfg.Live)
 	if err != nil {
 		return err
 	}

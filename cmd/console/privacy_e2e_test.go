@@ -148,7 +148,7 @@ func TestOnDemandReviewKeepsChatDataFromTheModels(t *testing.T) {
 	cfg.ListenAddr, cfg.AdminAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.MySQL.DSN, cfg.Chat.BaseURL, cfg.FeedbackQueueURL = dsn, chat, feedback.URL
 	cfg.RedisAddr = stacktest.Get(t, "CHATGUARD_REDIS_ADDR")
-	cfg.LiveKeyPrefix = stacktest.Unique("live") + ":"
+	cfg.Live.KeyPrefix = stacktest.Unique("live") + ":"
 	cfg.PrimaryBaseURL, cfg.PrimaryModel = primary.URL, "sim-p"
 	cfg.FallbackBaseURL, cfg.FallbackModel = fallback.URL, "sim-f"
 	cfg.ImageHosts = "img.example-market.test"
