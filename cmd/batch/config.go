@@ -12,6 +12,7 @@ import (
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/batchrun"
 	"github.com/chatguard/chatguard/storage/athena"
+	"github.com/chatguard/chatguard/storage/mysql"
 	"github.com/chatguard/chatguard/storage/sqs"
 )
 
@@ -30,7 +31,9 @@ type Config struct {
 	// Athena is the query's configuration: --athena-*.
 	Athena athena.Config
 
-	MySQLDSN string
+	// MySQL is the batch_runs record's database: --mysql-dsn, checked by
+	// the store's own Validate (the record's store sizes its own pool).
+	MySQL mysql.Config
 
 	ProgressInterval time.Duration
 	LogLevel         string
@@ -42,6 +45,7 @@ func DefaultConfig() Config {
 	return Config{
 		Publish:          sqs.DefaultReviewConfig(),
 		Athena:           athena.DefaultConfig(),
+		MySQL:            mysql.DefaultConfig(),
 		ProgressInterval: 2 * time.Second,
 		LogLevel:         "info",
 	}
@@ -64,7 +68,9 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.StringVar(&c.Athena.OutputLocation, "athena-output-location", "s3:// prefix for query results (empty: the workgroup's)")
 	fs.DurationVar(&c.Athena.Timeout, "athena-timeout", "how long the query may stay queued or running before it is stopped")
 	fs.DurationVar(&c.Athena.PollMax, "athena-poll-max", "longest pause between query status polls")
-	fs.StringVar(&c.MySQLDSN, "mysql-dsn", "MySQL DSN for the batch_runs record (go-sql-driver format)")
+	// Bound here, not with depflags.BindMySQL: the batch has no pool to
+	// size, and depflags would link the model router into it.
+	fs.StringVar(&c.MySQL.DSN, "mysql-dsn", "MySQL DSN for the batch_runs record (go-sql-driver format)")
 	fs.DurationVar(&c.ProgressInterval, "progress-interval", "how often progress is printed on stderr")
 	fs.StringVar(&c.LogLevel, "log-level", "debug|info|warn|error")
 	return fs
@@ -120,8 +126,10 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("run id %q %s", c.RunID, pipeline.RunIDRule))
 	}
 	if !c.DryRun {
-		if strings.TrimSpace(c.MySQLDSN) == "" {
+		if strings.TrimSpace(c.MySQL.DSN) == "" {
 			errs = append(errs, errors.New("mysql dsn is required (except with --dry-run)"))
+		} else if err := c.MySQL.Validate(); err != nil {
+			errs = append(errs, err)
 		}
 		if err := c.Publish.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("publish: %w", err))

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,4 +79,28 @@ func TestExitCodes(t *testing.T) {
 			require.Contains(t, errb.String(), tc.stderr)
 		})
 	}
+}
+
+// --mysql-dsn sets the store's own configuration, whose Validate checks
+// the DSN: a malformed one is one line, and --dry-run needs none.
+func TestMySQLDSNIsTheStoresConfig(t *testing.T) {
+	t.Parallel()
+	parse := func(args ...string) Config {
+		c := DefaultConfig()
+		require.NoError(t, c.flags().Parse(append([]string{"--review-queue-url=http://q/review", "--window-start=2026-11-01T00:00:00Z"}, args...),
+			func(string) string { return "" }))
+		return c.WithDefaultWindow(time.Now())
+	}
+	c := parse("--mysql-dsn=u@tcp(db:3306)/chatguard")
+	require.Equal(t, "u@tcp(db:3306)/chatguard", c.MySQL.DSN)
+	require.NoError(t, c.Validate())
+
+	err := parse("--mysql-dsn=not a dsn").Validate()
+	require.Error(t, err)
+	require.Len(t, strings.Split(err.Error(), "\n"), 1, err.Error())
+	require.Contains(t, err.Error(), "mysql dsn")
+
+	err = parse().Validate()
+	require.EqualError(t, err, "mysql dsn is required (except with --dry-run)")
+	require.NoError(t, parse("--dry-run").Validate())
 }
