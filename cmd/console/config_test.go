@@ -68,6 +68,7 @@ func TestPartsMistakesOneLineEach(t *testing.T) {
 		{[]string{"--stop-key-prefix="}, "key prefix is empty"},
 		{[]string{"--live-max-len=3"}, "max len 3"},
 		{[]string{"--live-ttl=10ms"}, "ttl 10ms"},
+		{[]string{"--image-hosts=img.example.com,CDN.example.com"}, "CDN.example.com"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			env := validConsoleEnv()

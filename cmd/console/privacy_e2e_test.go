@@ -151,7 +151,7 @@ func TestOnDemandReviewKeepsChatDataFromTheModels(t *testing.T) {
 	cfg.Live.KeyPrefix = stacktest.Unique("live") + ":"
 	cfg.PrimaryBaseURL, cfg.PrimaryModel = primary.URL, "sim-p"
 	cfg.FallbackBaseURL, cfg.FallbackModel = fallback.URL, "sim-f"
-	cfg.ImageHosts = "img.example-market.test"
+	cfg.Images.Hosts = []string{"img.example-market.test"}
 	cfg.QuoteDigestKey = "test-digest-key-of-at-least-thirty-two-bytes"
 	cfg.DevLogin, cfg.SessionKeyFile = true, keyFile
 

@@ -171,6 +171,8 @@ func TestPartsMistakesOneLineEach(t *testing.T) {
 	}{
 		{[]string{"--stop-check-timeout=0s"}, "check timeout"},
 		{[]string{"--stop-channel="}, "channel is empty"},
+		{[]string{"--image-hosts=https://cdn.example.com"}, "--image-*: imagecdn: host"},
+		{[]string{"--image-inline", "--image-max-bytes=0"}, "max bytes 0"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			t.Parallel()

@@ -265,8 +265,8 @@ func applyNotes(eps []eval.Endpoint, notes []string) error {
 // given (without it the chats' URLs go as they are, as before the flags
 // existed), and with --image-inline the inlining gate of the extra pass.
 func imageGates(cfg *eval.Config, img reviewers.Options) error {
-	if img.ImageHosts == "" {
-		if img.ImageInline {
+	if len(img.Images.Hosts) == 0 {
+		if img.Images.Inline {
 			return errors.New("--image-inline needs --image-hosts")
 		}
 		return nil
@@ -276,7 +276,7 @@ func imageGates(cfg *eval.Config, img reviewers.Options) error {
 		return err
 	}
 	cfg.Images = g
-	if img.ImageInline {
+	if img.Images.Inline {
 		in, err := img.ImageGate(true)
 		if err != nil {
 			return err
