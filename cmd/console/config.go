@@ -33,7 +33,9 @@ type Config struct {
 	MySQL mysql.Config
 	Chat  chatapi.Config
 
-	FeedbackQueueURL string
+	// Feedback is the feedback queue's: --feedback-queue-url (the
+	// inference logs' publisher sends to the same queue).
+	Feedback sqs.Config
 
 	cli.RedisOptions
 	// Stop is the stop signals': --stop-channel, --stop-key-prefix and
@@ -72,6 +74,7 @@ func DefaultConfig() Config {
 		AdminAddr:  ":9091",
 		MySQL:      consoleMySQL(),
 		Chat:       chatapi.DefaultConfig(),
+		Feedback:   feedbackQueue(),
 		Stop:       redisstop.DefaultConfig(),
 		Live:       redislive.DefaultConfig(),
 		Pools:      pools,
@@ -87,7 +90,7 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.StringVar(&c.PublicURL, "public-url", "the console's URL as moderators open it (printed at start; empty: derived from --listen-addr)")
 	depflags.BindMySQL(fs, &c.MySQL)
 	depflags.BindChatHistory(fs, &c.Chat, "chat-history API base URL (the room page fetches history live; the console stores no chat text)")
-	fs.StringVar(&c.FeedbackQueueURL, "feedback-queue-url", "SQS feedback queue URL for moderator_feedback and inference-log events")
+	fs.StringVar(&c.Feedback.URL, "feedback-queue-url", "SQS feedback queue URL for moderator_feedback and inference-log events")
 	outboxFlags(fs, &c.Outbox)
 	c.RedisOptions.Flags(fs, "Redis host:port: stop signals and the live event streams (resume)")
 	depflags.BindStops(fs, &c.Stop)
@@ -124,7 +127,6 @@ func (c Config) Validate() error {
 	}
 	req(c.MySQL.DSN, "mysql-dsn")
 	req(c.Chat.BaseURL, "chat-api-url")
-	req(c.FeedbackQueueURL, "feedback-queue-url")
 	req(c.RedisAddr, "redis-addr")
 	req(c.PrimaryBaseURL, "primary-base-url")
 	req(c.PrimaryModel, "primary-model")
@@ -148,7 +150,7 @@ func (c Config) Validate() error {
 	if c.MySQL.MaxOpenConns < 1 {
 		errs = append(errs, errors.New("--mysql-max-open-conns must be positive"))
 	}
-	errs = append(errs, c.Config.Validate(), c.RedisOptions.Validate(), c.Live.Validate(), c.Stop.Validate(), c.Options.Validate(c.RedisAddr))
+	errs = append(errs, c.Config.Validate(), c.Feedback.Validate(), c.RedisOptions.Validate(), c.Live.Validate(), c.Stop.Validate(), c.Options.Validate(c.RedisAddr))
 	return errors.Join(errs...)
 }
 
@@ -160,9 +162,11 @@ func (c Config) level() (slog.Level, error) {
 	return l, nil
 }
 
-func (c Config) feedback() sqs.Config {
+// feedbackQueue is the queue client's defaults, named so that its
+// problems say which queue they are about.
+func feedbackQueue() sqs.Config {
 	q := sqs.DefaultConfig()
-	q.Name, q.URL = "feedback", c.FeedbackQueueURL
+	q.Name = "feedback"
 	return q
 }
 

@@ -21,7 +21,7 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 		require.Contains(t, err.Error(), want)
 	}
 	cfg = DefaultConfig()
-	cfg.MySQL.DSN, cfg.Chat.BaseURL, cfg.FeedbackQueueURL, cfg.RedisAddr = "u@tcp(h:3306)/d", "http://chat", "http://sqs/q", "r:6379"
+	cfg.MySQL.DSN, cfg.Chat.BaseURL, cfg.Feedback.URL, cfg.RedisAddr = "u@tcp(h:3306)/d", "http://chat", "http://sqs/q", "r:6379"
 	cfg.PrimaryBaseURL, cfg.PrimaryModel = "http://llm/v1", "m"
 	require.ErrorContains(t, cfg.Validate(), "give --trusted-proxies", "nobody could sign in")
 	cfg.DevLogin = true
@@ -69,6 +69,7 @@ func TestPartsMistakesOneLineEach(t *testing.T) {
 		{[]string{"--live-max-len=3"}, "max len 3"},
 		{[]string{"--live-ttl=10ms"}, "ttl 10ms"},
 		{[]string{"--image-hosts=img.example.com,CDN.example.com"}, "CDN.example.com"},
+		{[]string{"--feedback-queue-url= "}, "feedback queue url is required"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			env := validConsoleEnv()

@@ -123,13 +123,15 @@ func (p *parts) openFeedback(ctx context.Context) error {
 		return err
 	}
 	p.sqs = awsclient.SQS(awsCfg)
-	p.feedback, err = sqsq.New(p.sqs, p.cfg.feedback())
+	p.feedback, err = sqsq.New(p.sqs, p.cfg.Feedback)
 	return err
 }
 
 func (p *parts) startEvents(context.Context) error {
+	// The inference logs go to the feedback queue with the lake
+	// publisher's own batching and retries.
 	lakeCfg := sqsq.DefaultLakeConfig()
-	lakeCfg.URL = p.cfg.FeedbackQueueURL
+	lakeCfg.URL = p.cfg.Feedback.URL
 	events, err := sqsq.NewLakePublisher(p.sqs, lakeCfg, p.reg)
 	if err != nil {
 		return err
