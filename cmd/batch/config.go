@@ -19,11 +19,10 @@ import (
 // Config is everything the batch command can be told, by flag or by the
 // CHATGUARD_* variable of the same name.
 type Config struct {
-	WindowStart time.Time
-	WindowEnd   time.Time
-	DryRun      bool
-	MaxEvents   int
-	RunID       string
+	// Config is the run's own: --window-start, --window-end, --dry-run,
+	// --max-events, --run-id and --progress-interval (the channel buffers
+	// are sized from the parts at start, see runConfig).
+	batchrun.Config
 
 	// Publish is the review publisher's configuration: --review-queue-url,
 	// --publish-concurrency and --publish-max-attempts.
@@ -35,19 +34,18 @@ type Config struct {
 	// the store's own Validate (the record's store sizes its own pool).
 	MySQL mysql.Config
 
-	ProgressInterval time.Duration
-	LogLevel         string
+	LogLevel string
 }
 
 // DefaultConfig returns the defaults; the window stays zero until
 // WithDefaultWindow fills it in from the clock.
 func DefaultConfig() Config {
 	return Config{
-		Publish:          sqs.DefaultReviewConfig(),
-		Athena:           athena.DefaultConfig(),
-		MySQL:            mysql.DefaultConfig(),
-		ProgressInterval: 2 * time.Second,
-		LogLevel:         "info",
+		Config:   batchrun.Config{ProgressInterval: 2 * time.Second},
+		Publish:  sqs.DefaultReviewConfig(),
+		Athena:   athena.DefaultConfig(),
+		MySQL:    mysql.DefaultConfig(),
+		LogLevel: "info",
 	}
 }
 
@@ -155,14 +153,12 @@ func (c Config) athenaConfig() athena.Config {
 	return a
 }
 
-// runConfig is the engine's part of the configuration. The channel buffers
-// hold a page of rooms and one full batch per send in flight.
+// runConfig is the run's configuration with its channel buffers sized
+// to hold a page of rooms and one full batch per send in flight.
 func (c Config) runConfig() batchrun.Config {
-	return batchrun.Config{
-		WindowStart: c.WindowStart, WindowEnd: c.WindowEnd, RunID: c.RunID,
-		DryRun: c.DryRun, MaxEvents: c.MaxEvents, ProgressInterval: c.ProgressInterval,
-		RoomBuffer: int(c.Athena.PageSize), EventBuffer: sqs.MaxBatch * c.Publish.Concurrency,
-	}
+	rc := c.Config
+	rc.RoomBuffer, rc.EventBuffer = int(c.Athena.PageSize), sqs.MaxBatch*c.Publish.Concurrency
+	return rc
 }
 
 func (c Config) level() (slog.Level, error) {

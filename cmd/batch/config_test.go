@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/pipeline/batchrun"
 )
 
 func TestWithDefaultWindow(t *testing.T) {
@@ -21,9 +23,9 @@ func TestWithDefaultWindow(t *testing.T) {
 		runID      string
 	}{
 		{name: "previous full UTC hour", start: at(0).Add(-time.Hour), end: at(0), runID: "batch-20261031T230000Z-20261101T000000Z"},
-		{name: "start only", in: Config{WindowStart: at(3)}, start: at(3), end: at(4), runID: "batch-20261101T030000Z-20261101T040000Z"},
-		{name: "end only", in: Config{WindowEnd: at(3)}, start: at(2), end: at(3), runID: "batch-20261101T020000Z-20261101T030000Z"},
-		{name: "explicit run id kept", in: Config{WindowStart: at(1), WindowEnd: at(2), RunID: "manual-1"}, start: at(1), end: at(2), runID: "manual-1"},
+		{name: "start only", in: Config{Config: batchrun.Config{WindowStart: at(3)}}, start: at(3), end: at(4), runID: "batch-20261101T030000Z-20261101T040000Z"},
+		{name: "end only", in: Config{Config: batchrun.Config{WindowEnd: at(3)}}, start: at(2), end: at(3), runID: "batch-20261101T020000Z-20261101T030000Z"},
+		{name: "explicit run id kept", in: Config{Config: batchrun.Config{WindowStart: at(1), WindowEnd: at(2), RunID: "manual-1"}}, start: at(1), end: at(2), runID: "manual-1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -103,4 +105,20 @@ func TestMySQLDSNIsTheStoresConfig(t *testing.T) {
 	err = parse().Validate()
 	require.EqualError(t, err, "mysql dsn is required (except with --dry-run)")
 	require.NoError(t, parse("--dry-run").Validate())
+}
+
+// The run's flags set batchrun.Config itself; runConfig only sizes its
+// buffers from the parts.
+func TestRunFlagsAreTheRunsConfig(t *testing.T) {
+	t.Parallel()
+	c := DefaultConfig()
+	require.NoError(t, c.flags().Parse([]string{"--window-start=2026-11-01T03:00:00Z", "--run-id=manual-2", "--max-events=7",
+		"--dry-run", "--progress-interval=3s"}, func(string) string { return "" }))
+	c = c.WithDefaultWindow(time.Now())
+	require.NoError(t, c.Validate())
+	rc := c.runConfig()
+	require.Equal(t, batchrun.Config{WindowStart: time.Date(2026, 11, 1, 3, 0, 0, 0, time.UTC), WindowEnd: time.Date(2026, 11, 1, 4, 0, 0, 0, time.UTC),
+		RunID: "manual-2", DryRun: true, MaxEvents: 7, ProgressInterval: 3 * time.Second,
+		RoomBuffer: int(c.Athena.PageSize), EventBuffer: 10 * c.Publish.Concurrency}, rc)
+	require.NoError(t, rc.Validate())
 }
