@@ -84,6 +84,8 @@ func TestExitCodes(t *testing.T) {
 		{name: "fallback without model", env: with("CHATGUARD_FALLBACK_BASE_URL", "http://api/v1"), want: 2, stderr: []string{"--fallback-model is required"}},
 		{name: "stray argument", args: []string{"now"}, env: validEnv(), want: 2, stderr: []string{"unexpected arguments"}},
 		{name: "migrate needs a dsn", args: []string{"migrate"}, env: map[string]string{}, want: 2, stderr: []string{"--mysql-dsn is required"}},
+		{name: "migrate bad dsn", args: []string{"migrate", "--mysql-dsn", "not a dsn"}, env: map[string]string{}, want: 2, stderr: []string{"mysql dsn: "}},
+		{name: "purge needs a dsn", args: []string{"purge"}, env: map[string]string{}, want: 2, stderr: []string{"--mysql-dsn is required"}},
 		{name: "migrate unknown flag", args: []string{"migrate", "--down"}, env: map[string]string{}, want: 2, stderr: []string{"--down: unknown flag"}},
 	}
 	for _, tc := range tests {
@@ -173,6 +175,8 @@ func TestPartsMistakesOneLineEach(t *testing.T) {
 		{[]string{"--stop-channel="}, "channel is empty"},
 		{[]string{"--image-hosts=https://cdn.example.com"}, "--image-*: imagecdn: host"},
 		{[]string{"--image-inline", "--image-max-bytes=0"}, "max bytes 0"},
+		{[]string{"migrate", "--mysql-dsn=not a dsn"}, "mysql dsn: "},
+		{[]string{"purge", "--mysql-dsn=not a dsn"}, "mysql dsn: "},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			t.Parallel()

@@ -32,8 +32,14 @@ const (
 // (mysql.DefaultConfig) and its checks (mysql.Config.Validate), and
 // copies nothing.
 func BindMySQL(fs *cli.FlagSet, c *mysql.Config) {
-	fs.StringVar(&c.DSN, "mysql-dsn", mysqlDSNUsage)
+	BindMySQLDSN(fs, c)
 	fs.IntVar(&c.MaxOpenConns, "mysql-max-open-conns", mysqlMaxOpenUsage)
+}
+
+// BindMySQLDSN declares --mysql-dsn only: a one-off command (migrate,
+// purge) sizes its own small pool rather than offering a knob.
+func BindMySQLDSN(fs *cli.FlagSet, c *mysql.Config) {
+	fs.StringVar(&c.DSN, "mysql-dsn", mysqlDSNUsage)
 }
 
 // BindChat declares --chat-api-url (urlUsage says what it is for in this
