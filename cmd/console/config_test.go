@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/cmd/internal/cli/helptest"
 )
 
 func TestValidateNamesEveryProblem(t *testing.T) {
@@ -75,12 +77,7 @@ func TestPartsMistakesOneLineEach(t *testing.T) {
 			env := validConsoleEnv()
 			var out, errb bytes.Buffer
 			require.Equal(t, 2, run(context.Background(), tc.args, func(k string) string { return env[k] }, &out, &errb))
-			var problems []string
-			for _, line := range strings.Split(errb.String(), "\n") {
-				if strings.HasPrefix(line, "  - ") {
-					problems = append(problems, line)
-				}
-			}
+			problems := helptest.Problems(errb.String())
 			require.Len(t, problems, 1, errb.String())
 			require.Contains(t, problems[0], tc.want)
 		})

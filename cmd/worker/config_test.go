@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/cmd/internal/cli/helptest"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -116,12 +117,7 @@ func TestOneMistakeOneLine(t *testing.T) {
 	env := validEnv()
 	var out, errb bytes.Buffer
 	require.Equal(t, 2, run(context.Background(), []string{"--prefetch", "4", "--concurrency", "2"}, func(k string) string { return env[k] }, &out, &errb))
-	var problems []string
-	for _, line := range strings.Split(errb.String(), "\n") {
-		if strings.HasPrefix(line, "  - ") {
-			problems = append(problems, line)
-		}
-	}
+	problems := helptest.Problems(errb.String())
 	require.Len(t, problems, 1, errb.String())
 	require.Contains(t, problems[0], "prefetch 4")
 }
@@ -183,12 +179,7 @@ func TestPartsMistakesOneLineEach(t *testing.T) {
 			env := validEnv()
 			var out, errb bytes.Buffer
 			require.Equal(t, 2, run(context.Background(), tc.args, func(k string) string { return env[k] }, &out, &errb))
-			var problems []string
-			for _, line := range strings.Split(errb.String(), "\n") {
-				if strings.HasPrefix(line, "  - ") {
-					problems = append(problems, line)
-				}
-			}
+			problems := helptest.Problems(errb.String())
 			require.Len(t, problems, 1, errb.String())
 			require.Contains(t, problems[0], tc.want)
 		})
