@@ -25,7 +25,7 @@ import (
 // Main is one batch run: it wires storage/athena, storage/sqs and
 // storage/batchruns into a batchrun.Runner and prints the run's summary.
 // The API and store fields are seams for tests: nil ones are built from
-// Config (AWS from the SDK's default chain, the store from Config.MySQLDSN).
+// Config (AWS from the SDK's default chain, the store from Config.MySQL).
 type Main struct {
 	Config Config
 	Log    *slog.Logger
@@ -147,7 +147,7 @@ func (p *parts) runStore() lifecycle.Service {
 	return lifecycle.Service{
 		Name: "run store",
 		Start: func(ctx context.Context) (err error) {
-			store, err = batchruns.Open(ctx, p.cfg.MySQLDSN)
+			store, err = batchruns.Open(ctx, p.cfg.MySQL.DSN)
 			p.r.Store = store
 			return err
 		},

@@ -171,7 +171,7 @@ func setup(t *testing.T, rooms int, mutate func(*Config)) (*fixture, *Main) {
 	f := &fixture{athena: &fakeAthena{n: rooms}, sqs: &fakeSQS{}, runs: &fakeRuns{}}
 	cfg := DefaultConfig()
 	cfg.WindowStart, cfg.WindowEnd = winStart, winEnd
-	cfg.Publish.URL, cfg.MySQLDSN = "http://q.local/review", "unused"
+	cfg.Publish.URL, cfg.MySQL.DSN = "http://q.local/review", "unused@tcp(unused:3306)/unused"
 	cfg.Athena.PollMax = 5 * time.Millisecond
 	cfg.ProgressInterval = 10 * time.Millisecond
 	if mutate != nil {
@@ -289,7 +289,7 @@ func TestCancelStopsQueryAndRecordsFailure(t *testing.T) {
 
 func TestUnreachableDatabaseFailsWithASummary(t *testing.T) {
 	t.Parallel()
-	f, m := setup(t, 10, func(c *Config) { c.MySQLDSN = "root@tcp(127.0.0.1:1)/chatguard?timeout=2s" })
+	f, m := setup(t, 10, func(c *Config) { c.MySQL.DSN = "root@tcp(127.0.0.1:1)/chatguard?timeout=2s" })
 	m.Runs = nil // built from the DSN, as in production
 	err := m.Run(context.Background())
 	require.ErrorContains(t, err, "batchruns: open")

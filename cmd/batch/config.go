@@ -12,17 +12,17 @@ import (
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/batchrun"
 	"github.com/chatguard/chatguard/storage/athena"
+	"github.com/chatguard/chatguard/storage/mysql"
 	"github.com/chatguard/chatguard/storage/sqs"
 )
 
 // Config is everything the batch command can be told, by flag or by the
 // CHATGUARD_* variable of the same name.
 type Config struct {
-	WindowStart time.Time
-	WindowEnd   time.Time
-	DryRun      bool
-	MaxEvents   int
-	RunID       string
+	// Config is the run's own: --window-start, --window-end, --dry-run,
+	// --max-events, --run-id and --progress-interval (the channel buffers
+	// are sized from the parts at start, see runConfig).
+	batchrun.Config
 
 	// Publish is the review publisher's configuration: --review-queue-url,
 	// --publish-concurrency and --publish-max-attempts.
@@ -30,20 +30,22 @@ type Config struct {
 	// Athena is the query's configuration: --athena-*.
 	Athena athena.Config
 
-	MySQLDSN string
+	// MySQL is the batch_runs record's database: --mysql-dsn, checked by
+	// the store's own Validate (the record's store sizes its own pool).
+	MySQL mysql.Config
 
-	ProgressInterval time.Duration
-	LogLevel         string
+	LogLevel string
 }
 
 // DefaultConfig returns the defaults; the window stays zero until
 // WithDefaultWindow fills it in from the clock.
 func DefaultConfig() Config {
 	return Config{
-		Publish:          sqs.DefaultReviewConfig(),
-		Athena:           athena.DefaultConfig(),
-		ProgressInterval: 2 * time.Second,
-		LogLevel:         "info",
+		Config:   batchrun.Config{ProgressInterval: 2 * time.Second},
+		Publish:  sqs.DefaultReviewConfig(),
+		Athena:   athena.DefaultConfig(),
+		MySQL:    mysql.DefaultConfig(),
+		LogLevel: "info",
 	}
 }
 
@@ -64,7 +66,9 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.StringVar(&c.Athena.OutputLocation, "athena-output-location", "s3:// prefix for query results (empty: the workgroup's)")
 	fs.DurationVar(&c.Athena.Timeout, "athena-timeout", "how long the query may stay queued or running before it is stopped")
 	fs.DurationVar(&c.Athena.PollMax, "athena-poll-max", "longest pause between query status polls")
-	fs.StringVar(&c.MySQLDSN, "mysql-dsn", "MySQL DSN for the batch_runs record (go-sql-driver format)")
+	// Bound here, not with depflags.BindMySQL: the batch has no pool to
+	// size, and depflags would link the model router into it.
+	fs.StringVar(&c.MySQL.DSN, "mysql-dsn", "MySQL DSN for the batch_runs record (go-sql-driver format)")
 	fs.DurationVar(&c.ProgressInterval, "progress-interval", "how often progress is printed on stderr")
 	fs.StringVar(&c.LogLevel, "log-level", "debug|info|warn|error")
 	return fs
@@ -120,8 +124,10 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("run id %q %s", c.RunID, pipeline.RunIDRule))
 	}
 	if !c.DryRun {
-		if strings.TrimSpace(c.MySQLDSN) == "" {
+		if strings.TrimSpace(c.MySQL.DSN) == "" {
 			errs = append(errs, errors.New("mysql dsn is required (except with --dry-run)"))
+		} else if err := c.MySQL.Validate(); err != nil {
+			errs = append(errs, err)
 		}
 		if err := c.Publish.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("publish: %w", err))
@@ -147,14 +153,12 @@ func (c Config) athenaConfig() athena.Config {
 	return a
 }
 
-// runConfig is the engine's part of the configuration. The channel buffers
-// hold a page of rooms and one full batch per send in flight.
+// runConfig is the run's configuration with its channel buffers sized
+// to hold a page of rooms and one full batch per send in flight.
 func (c Config) runConfig() batchrun.Config {
-	return batchrun.Config{
-		WindowStart: c.WindowStart, WindowEnd: c.WindowEnd, RunID: c.RunID,
-		DryRun: c.DryRun, MaxEvents: c.MaxEvents, ProgressInterval: c.ProgressInterval,
-		RoomBuffer: int(c.Athena.PageSize), EventBuffer: sqs.MaxBatch * c.Publish.Concurrency,
-	}
+	rc := c.Config
+	rc.RoomBuffer, rc.EventBuffer = int(c.Athena.PageSize), sqs.MaxBatch*c.Publish.Concurrency
+	return rc
 }
 
 func (c Config) level() (slog.Level, error) {

@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/pipeline/batchrun"
 )
 
 func TestWithDefaultWindow(t *testing.T) {
@@ -20,9 +23,9 @@ func TestWithDefaultWindow(t *testing.T) {
 		runID      string
 	}{
 		{name: "previous full UTC hour", start: at(0).Add(-time.Hour), end: at(0), runID: "batch-20261031T230000Z-20261101T000000Z"},
-		{name: "start only", in: Config{WindowStart: at(3)}, start: at(3), end: at(4), runID: "batch-20261101T030000Z-20261101T040000Z"},
-		{name: "end only", in: Config{WindowEnd: at(3)}, start: at(2), end: at(3), runID: "batch-20261101T020000Z-20261101T030000Z"},
-		{name: "explicit run id kept", in: Config{WindowStart: at(1), WindowEnd: at(2), RunID: "manual-1"}, start: at(1), end: at(2), runID: "manual-1"},
+		{name: "start only", in: Config{Config: batchrun.Config{WindowStart: at(3)}}, start: at(3), end: at(4), runID: "batch-20261101T030000Z-20261101T040000Z"},
+		{name: "end only", in: Config{Config: batchrun.Config{WindowEnd: at(3)}}, start: at(2), end: at(3), runID: "batch-20261101T020000Z-20261101T030000Z"},
+		{name: "explicit run id kept", in: Config{Config: batchrun.Config{WindowStart: at(1), WindowEnd: at(2), RunID: "manual-1"}}, start: at(1), end: at(2), runID: "manual-1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -78,4 +81,44 @@ func TestExitCodes(t *testing.T) {
 			require.Contains(t, errb.String(), tc.stderr)
 		})
 	}
+}
+
+// --mysql-dsn sets the store's own configuration, whose Validate checks
+// the DSN: a malformed one is one line, and --dry-run needs none.
+func TestMySQLDSNIsTheStoresConfig(t *testing.T) {
+	t.Parallel()
+	parse := func(args ...string) Config {
+		c := DefaultConfig()
+		require.NoError(t, c.flags().Parse(append([]string{"--review-queue-url=http://q/review", "--window-start=2026-11-01T00:00:00Z"}, args...),
+			func(string) string { return "" }))
+		return c.WithDefaultWindow(time.Now())
+	}
+	c := parse("--mysql-dsn=u@tcp(db:3306)/chatguard")
+	require.Equal(t, "u@tcp(db:3306)/chatguard", c.MySQL.DSN)
+	require.NoError(t, c.Validate())
+
+	err := parse("--mysql-dsn=not a dsn").Validate()
+	require.Error(t, err)
+	require.Len(t, strings.Split(err.Error(), "\n"), 1, err.Error())
+	require.Contains(t, err.Error(), "mysql dsn")
+
+	err = parse().Validate()
+	require.EqualError(t, err, "mysql dsn is required (except with --dry-run)")
+	require.NoError(t, parse("--dry-run").Validate())
+}
+
+// The run's flags set batchrun.Config itself; runConfig only sizes its
+// buffers from the parts.
+func TestRunFlagsAreTheRunsConfig(t *testing.T) {
+	t.Parallel()
+	c := DefaultConfig()
+	require.NoError(t, c.flags().Parse([]string{"--window-start=2026-11-01T03:00:00Z", "--run-id=manual-2", "--max-events=7",
+		"--dry-run", "--progress-interval=3s"}, func(string) string { return "" }))
+	c = c.WithDefaultWindow(time.Now())
+	require.NoError(t, c.Validate())
+	rc := c.runConfig()
+	require.Equal(t, batchrun.Config{WindowStart: time.Date(2026, 11, 1, 3, 0, 0, 0, time.UTC), WindowEnd: time.Date(2026, 11, 1, 4, 0, 0, 0, time.UTC),
+		RunID: "manual-2", DryRun: true, MaxEvents: 7, ProgressInterval: 3 * time.Second,
+		RoomBuffer: int(c.Athena.PageSize), EventBuffer: 10 * c.Publish.Concurrency}, rc)
+	require.NoError(t, rc.Validate())
 }

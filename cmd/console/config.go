@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"time"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
 	"github.com/chatguard/chatguard/cmd/internal/depflags"
@@ -14,6 +13,7 @@ import (
 	"github.com/chatguard/chatguard/storage/chatapi"
 	"github.com/chatguard/chatguard/storage/mysql"
 	"github.com/chatguard/chatguard/storage/redislive"
+	"github.com/chatguard/chatguard/storage/redisstop"
 	"github.com/chatguard/chatguard/storage/sqs"
 )
 
@@ -33,13 +33,17 @@ type Config struct {
 	MySQL mysql.Config
 	Chat  chatapi.Config
 
-	FeedbackQueueURL string
+	// Feedback is the feedback queue's: --feedback-queue-url (the
+	// inference logs' publisher sends to the same queue).
+	Feedback sqs.Config
 
 	cli.RedisOptions
-	depflags.Stops
-	LiveKeyPrefix string
-	LiveMaxLen    int64
-	LiveTTL       time.Duration
+	// Stop is the stop signals': --stop-channel, --stop-key-prefix and
+	// --stop-check-timeout.
+	Stop redisstop.Config
+	// Live is the on-demand reviews' event streams': --live-key-prefix,
+	// --live-max-len and --live-ttl.
+	Live redislive.Config
 
 	depflags.Pools
 	// Options: the stage engine's privacy, price and fleet settings,
@@ -61,22 +65,20 @@ func consoleMySQL() mysql.Config {
 
 // DefaultConfig returns the defaults shown by --help.
 func DefaultConfig() Config {
-	lv := redislive.DefaultConfig()
 	pools := depflags.DefaultPools()
 	pools.PrimaryConcurrency, pools.FallbackConcurrency = 8, 8
 	return Config{
-		Config:        console.DefaultConfig(),
-		Options:       reviewers.DefaultOptions(),
-		ListenAddr:    ":8080",
-		AdminAddr:     ":9091",
-		MySQL:         consoleMySQL(),
-		Chat:          chatapi.DefaultConfig(),
-		Stops:         depflags.DefaultStops(),
-		LiveKeyPrefix: lv.KeyPrefix,
-		LiveMaxLen:    lv.MaxLen,
-		LiveTTL:       lv.TTL,
-		Pools:         pools,
-		LogLevel:      "info",
+		Config:     console.DefaultConfig(),
+		Options:    reviewers.DefaultOptions(),
+		ListenAddr: ":8080",
+		AdminAddr:  ":9091",
+		MySQL:      consoleMySQL(),
+		Chat:       chatapi.DefaultConfig(),
+		Feedback:   feedbackQueue(),
+		Stop:       redisstop.DefaultConfig(),
+		Live:       redislive.DefaultConfig(),
+		Pools:      pools,
+		LogLevel:   "info",
 	}
 }
 
@@ -88,14 +90,12 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.StringVar(&c.PublicURL, "public-url", "the console's URL as moderators open it (printed at start; empty: derived from --listen-addr)")
 	depflags.BindMySQL(fs, &c.MySQL)
 	depflags.BindChatHistory(fs, &c.Chat, "chat-history API base URL (the room page fetches history live; the console stores no chat text)")
-	fs.StringVar(&c.FeedbackQueueURL, "feedback-queue-url", "SQS feedback queue URL for moderator_feedback and inference-log events")
+	fs.StringVar(&c.Feedback.URL, "feedback-queue-url", "SQS feedback queue URL for moderator_feedback and inference-log events")
 	outboxFlags(fs, &c.Outbox)
 	c.RedisOptions.Flags(fs, "Redis host:port: stop signals and the live event streams (resume)")
-	c.Stops.Flags(fs)
-	fs.StringVar(&c.LiveKeyPrefix, "live-key-prefix", "prefix of the Redis Streams keeping on-demand reviews' events")
+	depflags.BindStops(fs, &c.Stop)
+	liveFlags(fs, &c.Live)
 	c.Options.FleetFlags(fs)
-	fs.Int64Var(&c.LiveMaxLen, "live-max-len", "events kept per on-demand review (approximate MAXLEN)")
-	fs.DurationVar(&c.LiveTTL, "live-ttl", "how long an on-demand review's events are kept for resume after its last event")
 	c.Pools.Flags(fs, "primary model id (the same as the workers', so verdicts share a pipeline version)",
 		"interactive calls in flight to the %s pool at most from this pod")
 	c.Options.Flags(fs)
@@ -128,7 +128,6 @@ func (c Config) Validate() error {
 	}
 	req(c.MySQL.DSN, "mysql-dsn")
 	req(c.Chat.BaseURL, "chat-api-url")
-	req(c.FeedbackQueueURL, "feedback-queue-url")
 	req(c.RedisAddr, "redis-addr")
 	req(c.PrimaryBaseURL, "primary-base-url")
 	req(c.PrimaryModel, "primary-model")
@@ -152,7 +151,7 @@ func (c Config) Validate() error {
 	if c.MySQL.MaxOpenConns < 1 {
 		errs = append(errs, errors.New("--mysql-max-open-conns must be positive"))
 	}
-	errs = append(errs, c.Config.Validate(), c.RedisOptions.Validate(), c.liveLog().Validate(), c.Stops.Validate(), c.Options.Validate(c.RedisAddr))
+	errs = append(errs, c.Config.Validate(), c.Feedback.Validate(), c.RedisOptions.Validate(), c.Live.Validate(), c.Stop.Validate(), c.Options.Validate(c.RedisAddr))
 	return errors.Join(errs...)
 }
 
@@ -164,16 +163,19 @@ func (c Config) level() (slog.Level, error) {
 	return l, nil
 }
 
-func (c Config) liveLog() redislive.Config {
-	l := redislive.DefaultConfig()
-	l.KeyPrefix, l.MaxLen, l.TTL = c.LiveKeyPrefix, c.LiveMaxLen, c.LiveTTL
-	return l
+// feedbackQueue is the queue client's defaults, named so that its
+// problems say which queue they are about.
+func feedbackQueue() sqs.Config {
+	q := sqs.DefaultConfig()
+	q.Name = "feedback"
+	return q
 }
 
-func (c Config) feedback() sqs.Config {
-	q := sqs.DefaultConfig()
-	q.Name, q.URL = "feedback", c.FeedbackQueueURL
-	return q
+// liveFlags binds the live event streams' settings (redislive.Config).
+func liveFlags(fs *cli.FlagSet, c *redislive.Config) {
+	fs.StringVar(&c.KeyPrefix, "live-key-prefix", "prefix of the Redis Streams keeping on-demand reviews' events")
+	fs.Int64Var(&c.MaxLen, "live-max-len", "events kept per on-demand review (approximate MAXLEN)")
+	fs.DurationVar(&c.TTL, "live-ttl", "how long an on-demand review's events are kept for resume after its last event")
 }
 
 // outboxFlags binds the feedback outbox's settings (console.OutboxConfig).

@@ -5,8 +5,11 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/cmd/internal/cli/helptest"
 )
 
 func TestValidateNamesEveryProblem(t *testing.T) {
@@ -20,7 +23,7 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 		require.Contains(t, err.Error(), want)
 	}
 	cfg = DefaultConfig()
-	cfg.MySQL.DSN, cfg.Chat.BaseURL, cfg.FeedbackQueueURL, cfg.RedisAddr = "u@tcp(h:3306)/d", "http://chat", "http://sqs/q", "r:6379"
+	cfg.MySQL.DSN, cfg.Chat.BaseURL, cfg.Feedback.URL, cfg.RedisAddr = "u@tcp(h:3306)/d", "http://chat", "http://sqs/q", "r:6379"
 	cfg.PrimaryBaseURL, cfg.PrimaryModel = "http://llm/v1", "m"
 	require.ErrorContains(t, cfg.Validate(), "give --trusted-proxies", "nobody could sign in")
 	cfg.DevLogin = true
@@ -46,4 +49,47 @@ func TestEachMistakeIsReportedOnce(t *testing.T) {
 	for _, want := range []string{"subscriber buffer", "--feedback-sweep-batch", "--max-reviews", "--mysql-max-open-conns", "--mysql-dsn"} {
 		require.Equal(t, 1, strings.Count(err.Error(), want), "%q in:\n%v", want, err)
 	}
+}
+
+// validConsoleEnv is a configuration Validate accepts.
+func validConsoleEnv() map[string]string {
+	return map[string]string{
+		"CHATGUARD_MYSQL_DSN": "u@tcp(h:3306)/d", "CHATGUARD_CHAT_API_URL": "http://chat", "CHATGUARD_FEEDBACK_QUEUE_URL": "http://sqs/q",
+		"CHATGUARD_REDIS_ADDR": "r:6379", "CHATGUARD_PRIMARY_BASE_URL": "http://llm/v1", "CHATGUARD_PRIMARY_MODEL": "m", "CHATGUARD_DEV_LOGIN": "true",
+	}
+}
+
+// Each setting that a part's own Config holds is checked by that part
+// alone: one mistake, one line.
+func TestPartsMistakesOneLineEach(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--stop-check-timeout=0s"}, "check timeout"},
+		{[]string{"--stop-key-prefix="}, "key prefix is empty"},
+		{[]string{"--live-max-len=3"}, "max len 3"},
+		{[]string{"--live-ttl=10ms"}, "ttl 10ms"},
+		{[]string{"--image-hosts=img.example.com,CDN.example.com"}, "CDN.example.com"},
+		{[]string{"--feedback-queue-url= "}, "feedback queue url is required"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			env := validConsoleEnv()
+			var out, errb bytes.Buffer
+			require.Equal(t, 2, run(context.Background(), tc.args, func(k string) string { return env[k] }, &out, &errb))
+			problems := helptest.Problems(errb.String())
+			require.Len(t, problems, 1, errb.String())
+			require.Contains(t, problems[0], tc.want)
+		})
+	}
+}
+
+// The live-stream flags set redislive.Config itself.
+func TestLiveFlagsBindTheStreamsConfig(t *testing.T) {
+	c := DefaultConfig()
+	require.NoError(t, c.flags().Parse([]string{"--live-key-prefix=lv:", "--live-max-len=64", "--live-ttl=1m"}, func(string) string { return "" }))
+	require.Equal(t, "lv:", c.Live.KeyPrefix)
+	require.Equal(t, int64(64), c.Live.MaxLen)
+	require.Equal(t, time.Minute, c.Live.TTL)
+	require.Positive(t, c.Live.ReadCount, "no flag: the adapter's default")
 }

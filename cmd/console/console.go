@@ -124,13 +124,15 @@ func (p *parts) openFeedback(ctx context.Context) error {
 		return err
 	}
 	p.sqs = awsclient.SQS(awsCfg)
-	p.feedback, err = sqsq.New(p.sqs, p.cfg.feedback())
+	p.feedback, err = sqsq.New(p.sqs, p.cfg.Feedback)
 	return err
 }
 
 func (p *parts) startEvents(context.Context) error {
+	// The inference logs go to the feedback queue with the lake
+	// publisher's own batching and retries.
 	lakeCfg := sqsq.DefaultLakeConfig()
-	lakeCfg.URL = p.cfg.FeedbackQueueURL
+	lakeCfg.URL = p.cfg.Feedback.URL
 	events, err := sqsq.NewLakePublisher(p.sqs, lakeCfg, p.reg)
 	if err != nil {
 		return err
@@ -233,7 +235,7 @@ func (p *parts) redisClients() error {
 }
 
 func (p *parts) openLive(context.Context) error {
-	liveLog, err := redislive.New(p.rdbs.main, p.cfg.liveLog())
+	liveLog, err := redislive.New(p.rdbs.main, p.cfg.Live)
 	if err != nil {
 		return err
 	}
@@ -254,7 +256,7 @@ func (p *parts) waitLive(ctx context.Context) error {
 func (p *parts) buildStops(context.Context) error {
 	sm := redisstop.NewMetrics(p.reg)
 	p.holder = stop.NewHolder(nil, sm.ObserveApplied)
-	p.stops = redisstop.NewSubscriber(p.rdbs.stop, p.cfg.Stops.Config(), sm, p.log)
+	p.stops = redisstop.NewSubscriber(p.rdbs.stop, p.cfg.Stop, sm, p.log)
 	return nil
 }
 
@@ -267,7 +269,7 @@ func (p *parts) buildApp(context.Context) error {
 	}
 	p.app, err = console.New(p.cfg.Config, console.Deps{Store: p.store, Feedback: p.feedback, Chat: chat,
 		HistoryTimeout: p.cfg.Chat.Timeout + 2*time.Second, Reviewer: p.reviewer, Hub: p.hub, LiveLog: p.liveLog,
-		Guard:      &stop.Guard{Holder: p.holder, Store: p.stops, CheckTimeout: p.cfg.StopCheckTimeout},
+		Guard:      &stop.Guard{Holder: p.holder, Store: p.stops, CheckTimeout: p.cfg.Stop.CheckTimeout},
 		Registerer: p.reg, Log: p.log, Clock: p.clock})
 	return err
 }

@@ -146,12 +146,12 @@ func TestOnDemandReviewKeepsChatDataFromTheModels(t *testing.T) {
 	require.NoError(t, os.WriteFile(keyFile, []byte(key), 0o600))
 	cfg := DefaultConfig()
 	cfg.ListenAddr, cfg.AdminAddr = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.MySQL.DSN, cfg.Chat.BaseURL, cfg.FeedbackQueueURL = dsn, chat, feedback.URL
+	cfg.MySQL.DSN, cfg.Chat.BaseURL, cfg.Feedback.URL = dsn, chat, feedback.URL
 	cfg.RedisAddr = stacktest.Get(t, "CHATGUARD_REDIS_ADDR")
-	cfg.LiveKeyPrefix = stacktest.Unique("live") + ":"
+	cfg.Live.KeyPrefix = stacktest.Unique("live") + ":"
 	cfg.PrimaryBaseURL, cfg.PrimaryModel = primary.URL, "sim-p"
 	cfg.FallbackBaseURL, cfg.FallbackModel = fallback.URL, "sim-f"
-	cfg.ImageHosts = "img.example-market.test"
+	cfg.Images.Hosts = []string{"img.example-market.test"}
 	cfg.QuoteDigestKey = "test-digest-key-of-at-least-thirty-two-bytes"
 	cfg.DevLogin, cfg.SessionKeyFile = true, keyFile
 

@@ -18,17 +18,17 @@ import (
 // CronJob takes the same ConfigMap.
 type CompactConfig struct {
 	LakeBucket  string
-	LakePrefix  string
 	S3PathStyle bool
 	Timeout     time.Duration
 	LogLevel    string
+	// CompactConfig is the compactor's own: --compact-*, --dry-run and
+	// --lake-prefix (its EventsPrefix).
 	s3lake.CompactConfig
 }
 
 // DefaultCompactConfig returns the defaults shown by `consumer compact --help`.
 func DefaultCompactConfig() CompactConfig {
 	return CompactConfig{
-		LakePrefix:    s3lake.DefaultEventsPrefix,
 		Timeout:       50 * time.Minute,
 		LogLevel:      "info",
 		CompactConfig: s3lake.DefaultCompactConfig(),
@@ -39,7 +39,7 @@ func (c *CompactConfig) flags() *cli.FlagSet {
 	fs := cli.NewFlagSet("consumer compact", "Merges the small Parquet objects of every closed partition-hour of the lake into objects of about\n"+
 		"--compact-target-bytes, then deletes the small ones; prints what it did and exits. Safe to rerun and to run on two pods at once.")
 	fs.StringVar(&c.LakeBucket, "lake-bucket", "S3 bucket of the lake")
-	fs.StringVar(&c.LakePrefix, "lake-prefix", "key prefix of the Parquet tables (the Athena tables point at it)")
+	fs.StringVar(&c.EventsPrefix, "lake-prefix", "key prefix of the Parquet tables (the Athena tables point at it)")
 	fs.BoolVar(&c.S3PathStyle, "s3-path-style", "address S3 path-style (local S3 servers)")
 	fs.Int64Var(&c.TargetBytes, "compact-target-bytes", "aim for objects of this size; an earlier output of at least half of it is left alone (memory: a few times this per --compact-concurrency)")
 	fs.DurationVar(&c.Grace, "compact-grace", "compact an hour only this long after it ended, leaving time for late events (later ones are merged by the next run)")
@@ -101,7 +101,6 @@ func runCompact(ctx context.Context, args []string, getenv func(string) string, 
 		return 1
 	}
 	ccfg := cfg.CompactConfig
-	ccfg.EventsPrefix = cfg.LakePrefix
 	ccfg.Logger = log
 	c, err := s3lake.NewCompactor(s3lake.NewStore(awsclient.S3(awsCfg, awsOpts), cfg.LakeBucket, 0), ccfg)
 	if err != nil {

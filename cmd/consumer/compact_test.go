@@ -120,3 +120,14 @@ func TestCompactConfigNamesEveryProblem(t *testing.T) {
 		require.Contains(t, errOut.String(), want)
 	}
 }
+
+// --lake-prefix is the compactor's own EventsPrefix, shared by name with
+// the consumer's flag; no flag leaves the lake's default.
+func TestCompactLakePrefixIsTheCompactorsOwn(t *testing.T) {
+	t.Parallel()
+	c := DefaultCompactConfig()
+	require.NoError(t, c.flags().Parse(nil, func(string) string { return "" }))
+	require.Equal(t, s3lake.DefaultEventsPrefix, c.EventsPrefix)
+	require.NoError(t, c.flags().Parse(nil, func(k string) string { return map[string]string{"CHATGUARD_LAKE_PREFIX": "lake/events/"}[k] }))
+	require.Equal(t, "lake/events/", c.EventsPrefix)
+}

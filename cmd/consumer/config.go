@@ -10,6 +10,7 @@ import (
 	"github.com/chatguard/chatguard/cmd/internal/cli"
 	"github.com/chatguard/chatguard/consumer"
 	"github.com/chatguard/chatguard/storage/s3lake"
+	"github.com/chatguard/chatguard/storage/sqs"
 )
 
 // Config is every setting of the consumer; each is a flag and a CHATGUARD_
@@ -17,12 +18,13 @@ import (
 // The engine's configuration is embedded whole: its flags are bound to its
 // fields and it validates itself.
 type Config struct {
-	FeedbackQueueURL string
-	LakeBucket       string
-	LakePrefix       string
-	ErrorsPrefix     string
-	S3PathStyle      bool
-	S3PartSize       int64
+	// Queue is the feedback queue's: --feedback-queue-url.
+	Queue        sqs.Config
+	LakeBucket   string
+	LakePrefix   string
+	ErrorsPrefix string
+	S3PathStyle  bool
+	S3PartSize   int64
 
 	// Config is the engine's: --flush-*, --max-buffered-*,
 	// --visibility-timeout, --wait-time, --*-concurrency, --drain-timeout,
@@ -40,6 +42,7 @@ type Config struct {
 // DefaultConfig returns the defaults shown by --help.
 func DefaultConfig() Config {
 	return Config{
+		Queue:        feedbackQueue(),
 		LakePrefix:   s3lake.DefaultEventsPrefix,
 		ErrorsPrefix: s3lake.DefaultErrorsPrefix,
 		S3PartSize:   s3lake.DefaultPartSize,
@@ -52,7 +55,7 @@ func DefaultConfig() Config {
 func (c *Config) flags() *cli.FlagSet {
 	fs := cli.NewFlagSet("consumer", "Drains the SQS feedback queue into the S3 Parquet lake: <lake-prefix>event_type=<t>/dt=YYYY-MM-DD/hour=HH/*.parquet,\n"+
 		"invalid messages as JSON lines with their reason under <errors-prefix>dt=YYYY-MM-DD/hour=HH/. A message is deleted only after its object is written.")
-	fs.StringVar(&c.FeedbackQueueURL, "feedback-queue-url", "SQS feedback queue URL")
+	fs.StringVar(&c.Queue.URL, "feedback-queue-url", "SQS feedback queue URL")
 	fs.StringVar(&c.LakeBucket, "lake-bucket", "S3 bucket of the lake")
 	fs.StringVar(&c.LakePrefix, "lake-prefix", "key prefix of the Parquet tables (the Athena tables point at it)")
 	fs.StringVar(&c.ErrorsPrefix, "errors-prefix", "key prefix of invalid messages")
@@ -79,8 +82,8 @@ func (c *Config) flags() *cli.FlagSet {
 // Validate reports every problem at once, naming the flags.
 func (c Config) Validate() error {
 	var errs []error
-	if c.FeedbackQueueURL == "" {
-		errs = append(errs, errors.New("--feedback-queue-url is required"))
+	if err := c.Queue.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.LakeBucket == "" {
 		errs = append(errs, errors.New("--lake-bucket is required"))
@@ -107,6 +110,14 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// feedbackQueue is the queue client's defaults, named so that its
+// problems say which queue they are about.
+func feedbackQueue() sqs.Config {
+	q := sqs.DefaultConfig()
+	q.Name = "feedback"
+	return q
 }
 
 func (c Config) level() (slog.Level, error) {

@@ -49,7 +49,7 @@ func TestBadUsageExits2NamingTheSetting(t *testing.T) {
 		{"bad duration", []string{"--flush-age", "soon"}, required, []string{`--flush-age="soon"`}},
 		{"bad env int", nil, with(map[string]string{"CHATGUARD_FLUSH_ROWS": "many"}), []string{"CHATGUARD_FLUSH_ROWS"}},
 		{"unknown flag", []string{"--flush-everything"}, required, []string{"--flush-everything: unknown flag"}},
-		{"missing required", nil, nil, []string{"--feedback-queue-url is required", "--lake-bucket is required"}},
+		{"missing required", nil, nil, []string{"feedback queue url is required", "--lake-bucket is required"}},
 		{"every range problem at once", []string{"--flush-rows=0", "--visibility-timeout=1500ms", "--wait-time=30s", "--log-level=loud", "--admin-addr=nope"}, required,
 			[]string{"flush-rows must be positive", "visibility-timeout", "wait-time 30s", "--log-level", "--admin-addr"}},
 		{"overlapping prefixes", []string{"--errors-prefix", "events/"}, required, []string{"must not overlap"}},
@@ -91,4 +91,19 @@ func TestOneMistakeOneLine(t *testing.T) {
 	require.Equal(t, 2, run(context.Background(), []string{"--wait-time=30s"}, envOf(env), &out, &errOut))
 	require.Equal(t, 1, strings.Count(errOut.String(), "\n  - "), errOut.String())
 	require.Contains(t, errOut.String(), "wait-time 30s")
+}
+
+// --feedback-queue-url binds the queue's own sqs.Config: its Validate
+// reports a missing URL once, naming the queue.
+func TestFeedbackQueueIsTheQueuesConfig(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig()
+	require.NoError(t, cfg.flags().Parse([]string{"--feedback-queue-url=http://sqs/feedback"}, envOf(nil)))
+	require.Equal(t, "http://sqs/feedback", cfg.Queue.URL)
+	require.Equal(t, "feedback", cfg.Queue.Name)
+
+	var out, errOut bytes.Buffer
+	require.Equal(t, 2, run(context.Background(), []string{"--feedback-queue-url= "}, envOf(map[string]string{"CHATGUARD_LAKE_BUCKET": "b"}), &out, &errOut))
+	require.Equal(t, 1, strings.Count(errOut.String(), "\n  - "), errOut.String())
+	require.Contains(t, errOut.String(), "feedback queue url is required")
 }

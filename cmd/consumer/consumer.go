@@ -99,9 +99,7 @@ func (p *parts) startAWS(ctx context.Context) (err error) {
 }
 
 func (p *parts) startQueue(context.Context) (err error) {
-	qcfg := sqs.DefaultConfig()
-	qcfg.Name, qcfg.URL = "feedback", p.cfg.FeedbackQueueURL
-	p.queue, err = sqs.New(awsclient.SQS(p.aws), qcfg)
+	p.queue, err = sqs.New(awsclient.SQS(p.aws), p.cfg.Queue)
 	return err
 }
 
@@ -125,7 +123,7 @@ func (p *parts) listenAdmin() (*lifecycle.Server, error) {
 // tests' callback, once the admin listener is up.
 func (p *parts) ready(context.Context) error {
 	cfg := p.cfg
-	p.log.Info("consumer: receiving", "queue", cfg.FeedbackQueueURL, "bucket", cfg.LakeBucket, "prefix", cfg.LakePrefix,
+	p.log.Info("consumer: receiving", "queue", cfg.Queue.URL, "bucket", cfg.LakeBucket, "prefix", cfg.LakePrefix,
 		"admin_addr", p.admin.Addr())
 	if cfg.DebugPauseAfterWrite > 0 {
 		p.log.Warn("consumer: test hook active: pausing between object writes and deletes", "pause", cfg.DebugPauseAfterWrite)

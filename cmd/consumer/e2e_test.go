@@ -80,7 +80,7 @@ func setupStack(t *testing.T) *stack {
 
 func (s *stack) config() Config {
 	cfg := DefaultConfig()
-	cfg.FeedbackQueueURL = s.queue.URL
+	cfg.Queue.URL = s.queue.URL
 	cfg.LakeBucket = s.bucket
 	cfg.LakePrefix = s.root + "/events/"
 	cfg.ErrorsPrefix = s.root + "/errors/"
@@ -99,7 +99,7 @@ func (s *stack) config() Config {
 
 func (s *stack) args(cfg Config) []string {
 	return []string{
-		"--feedback-queue-url", cfg.FeedbackQueueURL, "--lake-bucket", cfg.LakeBucket,
+		"--feedback-queue-url", cfg.Queue.URL, "--lake-bucket", cfg.LakeBucket,
 		"--lake-prefix", cfg.LakePrefix, "--errors-prefix", cfg.ErrorsPrefix, "--s3-path-style",
 		"--admin-addr", cfg.AdminAddr, "--flush-age", cfg.FlushAge.String(),
 		"--visibility-timeout", cfg.VisibilityTimeout.String(), "--wait-time", cfg.WaitTime.String(),

@@ -17,6 +17,7 @@ import (
 	"github.com/chatguard/chatguard/pipeline/reviewjob"
 	"github.com/chatguard/chatguard/storage/chatapi"
 	"github.com/chatguard/chatguard/storage/mysql"
+	"github.com/chatguard/chatguard/storage/redisstop"
 	"github.com/chatguard/chatguard/storage/sqs"
 )
 
@@ -61,7 +62,9 @@ type Config struct {
 	// RedisAddr is the Redis that carries stop signals; empty disables
 	// them (reviews run, but cannot be stopped by an operator).
 	cli.RedisOptions
-	depflags.Stops
+	// Stop is the stop signals': --stop-channel, --stop-key-prefix and
+	// --stop-check-timeout.
+	Stop redisstop.Config
 
 	// AdminAddr serves probes and metrics; OperatorAddr the authenticated
 	// operator API; PprofAddr (loopback only) the profiles.
@@ -94,7 +97,7 @@ func DefaultConfig() Config {
 		MySQL:       mysql.DefaultConfig(),
 		Chat:        chatapi.DefaultConfig(),
 		Pools:       pools,
-		Stops:       depflags.DefaultStops(),
+		Stop:        redisstop.DefaultConfig(),
 		AdminAddr:   ":9090",
 		LogLevel:    "info",
 		Capacity:    defaultCapacity(),

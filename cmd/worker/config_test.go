@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/cmd/internal/cli/helptest"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -84,6 +85,8 @@ func TestExitCodes(t *testing.T) {
 		{name: "fallback without model", env: with("CHATGUARD_FALLBACK_BASE_URL", "http://api/v1"), want: 2, stderr: []string{"--fallback-model is required"}},
 		{name: "stray argument", args: []string{"now"}, env: validEnv(), want: 2, stderr: []string{"unexpected arguments"}},
 		{name: "migrate needs a dsn", args: []string{"migrate"}, env: map[string]string{}, want: 2, stderr: []string{"--mysql-dsn is required"}},
+		{name: "migrate bad dsn", args: []string{"migrate", "--mysql-dsn", "not a dsn"}, env: map[string]string{}, want: 2, stderr: []string{"mysql dsn: "}},
+		{name: "purge needs a dsn", args: []string{"purge"}, env: map[string]string{}, want: 2, stderr: []string{"--mysql-dsn is required"}},
 		{name: "migrate unknown flag", args: []string{"migrate", "--down"}, env: map[string]string{}, want: 2, stderr: []string{"--down: unknown flag"}},
 	}
 	for _, tc := range tests {
@@ -114,12 +117,7 @@ func TestOneMistakeOneLine(t *testing.T) {
 	env := validEnv()
 	var out, errb bytes.Buffer
 	require.Equal(t, 2, run(context.Background(), []string{"--prefetch", "4", "--concurrency", "2"}, func(k string) string { return env[k] }, &out, &errb))
-	var problems []string
-	for _, line := range strings.Split(errb.String(), "\n") {
-		if strings.HasPrefix(line, "  - ") {
-			problems = append(problems, line)
-		}
-	}
+	problems := helptest.Problems(errb.String())
 	require.Len(t, problems, 1, errb.String())
 	require.Contains(t, problems[0], "prefetch 4")
 }
@@ -159,4 +157,31 @@ func TestEventLimitFlags(t *testing.T) {
 	err := c.Validate()
 	require.ErrorContains(t, err, "max window 0s")
 	require.ErrorContains(t, err, "max clock skew 2h0m0s")
+}
+
+// Each setting that a part's own Config holds is checked by that part
+// alone: one mistake, one line.
+func TestPartsMistakesOneLineEach(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--stop-check-timeout=0s"}, "check timeout"},
+		{[]string{"--stop-channel="}, "channel is empty"},
+		{[]string{"--image-hosts=https://cdn.example.com"}, "--image-*: imagecdn: host"},
+		{[]string{"--image-inline", "--image-max-bytes=0"}, "max bytes 0"},
+		{[]string{"migrate", "--mysql-dsn=not a dsn"}, "mysql dsn: "},
+		{[]string{"purge", "--mysql-dsn=not a dsn"}, "mysql dsn: "},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			t.Parallel()
+			env := validEnv()
+			var out, errb bytes.Buffer
+			require.Equal(t, 2, run(context.Background(), tc.args, func(k string) string { return env[k] }, &out, &errb))
+			problems := helptest.Problems(errb.String())
+			require.Len(t, problems, 1, errb.String())
+			require.Contains(t, problems[0], tc.want)
+		})
+	}
 }

@@ -230,7 +230,7 @@ func TestE2EStopPublishedBeforeStart(t *testing.T) {
 
 	rev := newFakeReviewer(nil)
 	r := startRig(t, rigOpts{reviewer: rev, mut: func(c *Config) {
-		c.RedisAddr, c.StopChannel, c.StopKeyPrefix = redisAddr, channel, channel+":"
+		c.RedisAddr, c.Stop.Channel, c.Stop.KeyPrefix = redisAddr, channel, channel+":"
 		c.OperatorAddr, c.OperatorTokensDir = "127.0.0.1:0", tokensDir(t)
 	}})
 	r.sendEvents(t, event("room-07"), event("room-08"))

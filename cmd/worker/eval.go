@@ -50,18 +50,16 @@ func runEval(ctx context.Context, args []string, getenv func(string) string, std
 	var (
 		endpoints, cases, suites, prices listFlag
 		conc                             = "1,4,16"
-		reps                             = 1
-		slo                              = 2 * time.Second
-		timeout                          = 3 * time.Minute
 		out                              = "eval-report"
 		format                           = "svg"
 		title, note, feedback            string
 		notes                            listFlag
-		reference                        string
-		power                            = eval.DefaultPower
 		maxLoss                          = "1"
 		seed                             = 1
 		img                              = reviewers.DefaultOptions()
+		// The run's own settings are bound to its configuration; what
+		// needs parsing (endpoints, prices, the sweep) is added below.
+		cfg = eval.Config{Repetitions: 1, TTFTSLO: 2 * time.Second, ReviewTimeout: 3 * time.Minute, Power: eval.DefaultPower}
 	)
 	fs := cli.NewFlagSet("worker eval", "Runs a labelled set (case files, the injection suite) through OpenAI-compatible endpoints with the\n"+
 		"production stages and prompts, and writes DIR/report.md with plots: latency, tokens, goodput, quality, injection\n"+
@@ -75,17 +73,17 @@ func runEval(ctx context.Context, args []string, getenv func(string) string, std
 	// Not --concurrency: CHATGUARD_CONCURRENCY is the worker's own setting
 	// and is set in the pods where this runs.
 	fs.StringVar(&conc, "sweep", "the concurrency sweep: reviews in flight per step, comma-separated")
-	fs.IntVar(&reps, "repetitions", "passes over the cases per concurrency step")
-	fs.DurationVar(&slo, "ttft-slo", "time-to-first-token objective of goodput (every stage of a review within it)")
-	fs.DurationVar(&timeout, "review-timeout", "deadline of one review")
+	fs.IntVar(&cfg.Repetitions, "repetitions", "passes over the cases per concurrency step")
+	fs.DurationVar(&cfg.TTFTSLO, "ttft-slo", "time-to-first-token objective of goodput (every stage of a review within it)")
+	fs.DurationVar(&cfg.ReviewTimeout, "review-timeout", "deadline of one review")
 	fs.StringVar(&out, "out", "report directory (report.md and plots)")
 	fs.StringVar(&format, "plot-format", "plot format: svg or png")
 	fs.StringVar(&title, "title", "report title")
 	fs.StringVar(&note, "note", "a paragraph printed under the title (say what the endpoints are)")
 	fs.StringVar(&feedback, "moderator-feedback", "lake events as JSONL; its moderator_feedback events add the agreement with moderators")
 	fs.Var(&notes, "endpoint-note", "how an endpoint is served, printed in the report: NAME=dtype=fp8,kv-cache-dtype=fp8,tp=2,spec-decode=off (free text after NAME=; repeatable)")
-	fs.StringVar(&reference, "reference", "the endpoint the others are compared with pair by pair (intervals, McNemar, flips, a decision line each); empty: none")
-	fs.Float64Var(&power, "power", "power at which the report states the smallest recall loss the set can detect")
+	fs.StringVar(&cfg.Reference, "reference", "the endpoint the others are compared with pair by pair (intervals, McNemar, flips, a decision line each); empty: none")
+	fs.Float64Var(&cfg.Power, "power", "power at which the report states the smallest recall loss the set can detect")
 	fs.StringVar(&maxLoss, "max-recall-loss", "the recall loss (points) a candidate may have against --reference: N for overall and every category, then CATEGORY=N,... (e.g. 1,phishing_link=0.5)")
 	img.ImageFlags(fs)
 	fs.IntVar(&seed, "seed", "seed of the paired bootstrap (the same seed gives the same intervals)")
@@ -95,7 +93,7 @@ func runEval(ctx context.Context, args []string, getenv func(string) string, std
 	} else if err != nil {
 		return cli.Fail(stderr, "worker eval", err)
 	}
-	cfg := eval.Config{Repetitions: reps, TTFTSLO: slo, ReviewTimeout: timeout, Reference: reference, Power: power, Seed: uint64(seed)}
+	cfg.Seed = uint64(seed) // a flag of int, as the help has always shown it
 	var errs []error
 	margins, err := parseMargins(maxLoss)
 	errs = append(errs, err)
@@ -268,8 +266,8 @@ func applyNotes(eps []eval.Endpoint, notes []string) error {
 // given (without it the chats' URLs go as they are, as before the flags
 // existed), and with --image-inline the inlining gate of the extra pass.
 func imageGates(cfg *eval.Config, img reviewers.Options) error {
-	if img.ImageHosts == "" {
-		if img.ImageInline {
+	if len(img.Images.Hosts) == 0 {
+		if img.Images.Inline {
 			return errors.New("--image-inline needs --image-hosts")
 		}
 		return nil
@@ -279,7 +277,7 @@ func imageGates(cfg *eval.Config, img reviewers.Options) error {
 		return err
 	}
 	cfg.Images = g
-	if img.ImageInline {
+	if img.Images.Inline {
 		in, err := img.ImageGate(true)
 		if err != nil {
 			return err

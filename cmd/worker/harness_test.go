@@ -112,7 +112,7 @@ func startRig(t testing.TB, o rigOpts) *rig {
 	cfg.Chat.BaseURL = chatURL
 	cfg.PrimaryBaseURL, cfg.PrimaryModel = "http://127.0.0.1:1/v1", "unused"
 	cfg.AdminAddr = "127.0.0.1:0"
-	cfg.ImageHosts = "img.example-market.test" // the sample chats' image host
+	cfg.Images.Hosts = []string{"img.example-market.test"} // the sample chats' image host
 	cfg.Loop.Concurrency = 8
 	cfg.Loop.WaitTime = time.Second
 	cfg.Loop.VisibilityTimeout, cfg.Loop.HeartbeatInterval = o.visibility, o.visibility/3

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/cmd/internal/depflags"
 	"github.com/chatguard/chatguard/migrations"
 	"github.com/chatguard/chatguard/storage/mysql"
 )
@@ -18,9 +19,9 @@ import (
 // at deploy time. Exit status: 0 applied or nothing to do, 1 failed (or a
 // table is not utf8mb4), 2 bad usage.
 func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	dsn, timeout := "", 5*time.Minute
+	dbc, timeout := commandDB(), 5*time.Minute
 	fs := cli.NewFlagSet("worker migrate", "Applies the embedded MySQL schema migrations that are not applied yet, then exits.")
-	fs.StringVar(&dsn, "mysql-dsn", "MySQL DSN (user:pass@tcp(host:3306)/db)")
+	depflags.BindMySQLDSN(fs, &dbc)
 	fs.DurationVar(&timeout, "migrate-timeout", "deadline of the whole migration")
 	if err := fs.Parse(args, getenv); errors.Is(err, cli.ErrHelp) {
 		fs.Usage(stdout)
@@ -28,10 +29,7 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	} else if err != nil {
 		return cli.Fail(stderr, "worker migrate", err)
 	}
-	var errs []error
-	if dsn == "" {
-		errs = append(errs, errors.New("--mysql-dsn is required"))
-	}
+	errs := []error{validateCommandDB(dbc)}
 	if timeout <= 0 {
 		errs = append(errs, errors.New("--migrate-timeout must be positive"))
 	}
@@ -43,7 +41,7 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	db, err := mysql.OpenDB(mysql.Config{DSN: dsn, MaxOpenConns: 2})
+	db, err := mysql.OpenDB(dbc)
 	if err != nil {
 		fmt.Fprintf(stderr, "worker migrate: %v\n", err)
 		return 1
@@ -72,4 +70,17 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		fmt.Fprintf(stdout, "schema at version %d\n", v)
 	}
 	return 0
+}
+
+// commandDB is the database of a one-off subcommand (migrate, purge): a
+// pool of two, whatever --mysql-dsn names.
+func commandDB() mysql.Config { return mysql.Config{MaxOpenConns: 2} }
+
+// validateCommandDB reports a missing --mysql-dsn by its flag, and a
+// malformed one in the store's words, once.
+func validateCommandDB(c mysql.Config) error {
+	if c.DSN == "" {
+		return errors.New("--mysql-dsn is required")
+	}
+	return c.Validate()
 }

@@ -12,7 +12,7 @@ func TestPrivacyConfig(t *testing.T) {
 	d := DefaultConfig()
 	require.True(t, d.FallbackPseudonymize, "the third-party pool gets placeholders by default")
 	require.False(t, d.PrimaryPseudonymize)
-	require.Empty(t, d.ImageHosts, "no image host is trusted until configured")
+	require.Empty(t, d.Images.Hosts, "no image host is trusted until configured")
 	require.NoError(t, d.Options.Validate(""))
 	r := d.Options.Router(d.Pools.Router(), nil)
 	require.True(t, r.Fallback.Pseudonymize)
@@ -22,10 +22,10 @@ func TestPrivacyConfig(t *testing.T) {
 	c.QuoteDigestKey = "short"
 	require.ErrorContains(t, c.Options.Validate(""), "--quote-digest-key")
 	c.QuoteDigestKey = strings.Repeat("k", 32)
-	c.ImageHosts = "https://cdn.example.com, img.example.com"
+	c.Images.Hosts = []string{"https://cdn.example.com", "img.example.com"}
 	require.ErrorContains(t, c.Options.Validate(""), "--image-*")
-	c.ImageHosts = " img.example.com , .cdn.example.com "
+	c.Images.Hosts = []string{"img.example.com", ".cdn.example.com"}
 	require.NoError(t, c.Options.Validate(""))
-	c.ImageInline, c.ImageMaxBytes = true, 0
+	c.Images.Inline, c.Images.MaxBytes = true, 0
 	require.Error(t, c.Options.Validate(""))
 }

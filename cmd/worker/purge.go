@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/cmd/internal/depflags"
 	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/storage/mysql"
 )
@@ -21,10 +22,10 @@ import (
 // deleted), 2 bad usage. clk times the run's pauses (nil: the wall clock).
 func runPurge(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, clk clock.Clock) int {
 	cfg := mysql.DefaultPurgeConfig()
-	dsn, timeout := "", time.Hour
+	dbc, timeout := commandDB(), time.Hour
 	fs := cli.NewFlagSet("worker purge", "Deletes stage rows and verdicts older than the retention, in small batches by primary-key range,\n"+
 		"keeping every verdict a moderator decided on; prints what it deleted and how fast, then exits.")
-	fs.StringVar(&dsn, "mysql-dsn", "MySQL DSN (user:pass@tcp(host:3306)/db)")
+	depflags.BindMySQLDSN(fs, &dbc)
 	fs.DurationVar(&cfg.StageRetention, "stage-retention", "delete the stage rows of verdicts created longer ago than this")
 	fs.DurationVar(&cfg.VerdictRetention, "verdict-retention", "delete verdicts created longer ago than this (at least --stage-retention)")
 	fs.IntVar(&cfg.BatchSize, "batch-size", "rows one DELETE removes at most")
@@ -37,10 +38,7 @@ func runPurge(ctx context.Context, args []string, getenv func(string) string, st
 	} else if err != nil {
 		return cli.Fail(stderr, "worker purge", err)
 	}
-	var errs []error
-	if dsn == "" {
-		errs = append(errs, errors.New("--mysql-dsn is required"))
-	}
+	errs := []error{validateCommandDB(dbc)}
 	if err := cfg.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -59,7 +57,7 @@ func runPurge(ctx context.Context, args []string, getenv func(string) string, st
 	defer stop()
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout, errors.New("--purge-timeout reached"))
 	defer cancel()
-	db, err := mysql.OpenDB(mysql.Config{DSN: dsn, MaxOpenConns: 2})
+	db, err := mysql.OpenDB(dbc)
 	if err != nil {
 		fmt.Fprintf(stderr, "worker purge: %v\n", err)
 		return 1

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/cmd/internal/depflags"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/stop"
 	"github.com/chatguard/chatguard/storage/redisstop"
@@ -18,11 +19,11 @@ import (
 
 func (c *Config) stopFlags(fs *cli.FlagSet) {
 	c.RedisOptions.Flags(fs, "Redis host:port carrying stop signals; empty disables stop signals")
-	c.Stops.Flags(fs)
+	depflags.BindStops(fs, &c.Stop)
 }
 
 func (c Config) validateStops() error {
-	return errors.Join(c.RedisOptions.Validate(), c.Stops.Validate())
+	return errors.Join(c.RedisOptions.Validate(), c.Stop.Validate())
 }
 
 // stopSignals is the worker's side of the stop signals: the holder and
@@ -49,10 +50,10 @@ func newStopSignals(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*s
 	checkErrors := prometheus.NewCounter(prometheus.CounterOpts{Name: "chatguard_stop_check_errors_total", Help: "Start-of-review stop checks that failed (Redis unreachable); the reviews went on."})
 	reg.MustRegister(checkErrors)
 	holder := stop.NewHolder(nil, m.ObserveApplied)
-	feed := redisstop.NewSubscriber(rdb, cfg.Stops.Config(), m, log)
+	feed := redisstop.NewSubscriber(rdb, cfg.Stop, m, log)
 	return &stopSignals{
-		guard:  &stop.Guard{Holder: holder, Store: feed, CheckTimeout: cfg.StopCheckTimeout, OnCheckError: func(error) { checkErrors.Inc() }},
-		pub:    redisstop.NewPublisher(rdb, cfg.Stops.Config(), m),
+		guard:  &stop.Guard{Holder: holder, Store: feed, CheckTimeout: cfg.Stop.CheckTimeout, OnCheckError: func(error) { checkErrors.Inc() }},
+		pub:    redisstop.NewPublisher(rdb, cfg.Stop, m),
 		feed:   feed,
 		holder: holder,
 		rdb:    rdb,

@@ -43,6 +43,10 @@ type Config struct {
 	ReconnectMin, ReconnectMax time.Duration
 	// SweepEvery is how often expired signals are dropped from the holder.
 	SweepEvery time.Duration
+	// CheckTimeout bounds the one lookup each review makes in the stored
+	// signals when it starts (stop.Guard.CheckTimeout), so that a slow
+	// Redis delays no review by more than this.
+	CheckTimeout time.Duration
 }
 
 // DefaultConfig returns the production defaults.
@@ -58,6 +62,7 @@ func DefaultConfig() Config {
 		// one subscribe attempt per pod every two seconds at worst.
 		ReconnectMax: 2 * time.Second,
 		SweepEvery:   time.Minute,
+		CheckTimeout: 250 * time.Millisecond,
 	}
 }
 
@@ -78,6 +83,9 @@ func (c Config) Validate() error {
 	}
 	if c.SweepEvery <= 0 {
 		errs = append(errs, errors.New("redisstop: sweep interval must be positive"))
+	}
+	if c.CheckTimeout <= 0 {
+		errs = append(errs, errors.New("redisstop: check timeout must be positive"))
 	}
 	return errors.Join(errs...)
 }

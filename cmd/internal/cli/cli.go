@@ -94,6 +94,14 @@ func (f *FlagSet) TimeVar(p *time.Time, name, usage string) {
 	f.add(name)
 }
 
+// ListVar defines a comma-separated list flag bound to p, defaulting to
+// *p: blanks around items are trimmed and empty items dropped, and a
+// value replaces the list (a flag replaces its environment variable's).
+func (f *FlagSet) ListVar(p *[]string, name, usage string) {
+	f.fs.Var((*listValue)(p), name, usage)
+	f.add(name)
+}
+
 // Var defines a flag with a custom flag.Value.
 func (f *FlagSet) Var(v flag.Value, name, usage string) {
 	f.fs.Var(v, name, usage)
@@ -258,5 +266,25 @@ func (t *timeValue) Set(s string) error {
 		return errors.New("not an RFC 3339 time")
 	}
 	*t = timeValue(v.UTC())
+	return nil
+}
+
+type listValue []string
+
+func (l *listValue) String() string {
+	if l == nil {
+		return ""
+	}
+	return strings.Join(*l, ",")
+}
+
+func (l *listValue) Set(s string) error {
+	var items []string
+	for _, it := range strings.Split(s, ",") {
+		if it = strings.TrimSpace(it); it != "" {
+			items = append(items, it)
+		}
+	}
+	*l = items
 	return nil
 }

@@ -157,3 +157,24 @@ func TestNewRegistryExportsBuildInfo(t *testing.T) {
 	require.True(t, names["go_goroutines"])
 	require.True(t, names["process_start_time_seconds"] || runtime.GOOS != "linux")
 }
+
+// A list flag trims its items, drops empty ones, lets the flag replace
+// the environment's list, and shows its default joined (or "" if none).
+func TestListVar(t *testing.T) {
+	t.Parallel()
+	hosts, none := []string{"a.example", "b.example"}, []string(nil)
+	fs := NewFlagSet("demo", "Demo command.")
+	fs.ListVar(&hosts, "hosts", "allowed hosts")
+	fs.ListVar(&none, "none", "nothing by default")
+	var help bytes.Buffer
+	fs.Usage(&help)
+	require.Contains(t, help.String(), "default a.example,b.example")
+	require.Contains(t, help.String(), `default ""`)
+
+	env := map[string]string{"CHATGUARD_HOSTS": "env.example", "CHATGUARD_NONE": " x , ,y "}
+	require.NoError(t, fs.Parse([]string{"--hosts= c.example , .d.example ,"}, func(k string) string { return env[k] }))
+	require.Equal(t, []string{"c.example", ".d.example"}, hosts)
+	require.Equal(t, []string{"x", "y"}, none)
+	require.NoError(t, fs.Parse([]string{"--hosts= , "}, func(string) string { return "" }))
+	require.Empty(t, hosts)
+}

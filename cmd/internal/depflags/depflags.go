@@ -9,7 +9,6 @@
 package depflags
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -33,8 +32,14 @@ const (
 // (mysql.DefaultConfig) and its checks (mysql.Config.Validate), and
 // copies nothing.
 func BindMySQL(fs *cli.FlagSet, c *mysql.Config) {
-	fs.StringVar(&c.DSN, "mysql-dsn", mysqlDSNUsage)
+	BindMySQLDSN(fs, c)
 	fs.IntVar(&c.MaxOpenConns, "mysql-max-open-conns", mysqlMaxOpenUsage)
+}
+
+// BindMySQLDSN declares --mysql-dsn only: a one-off command (migrate,
+// purge) sizes its own small pool rather than offering a knob.
+func BindMySQLDSN(fs *cli.FlagSet, c *mysql.Config) {
+	fs.StringVar(&c.DSN, "mysql-dsn", mysqlDSNUsage)
 }
 
 // BindChat declares --chat-api-url (urlUsage says what it is for in this
@@ -53,46 +58,13 @@ func BindChatHistory(fs *cli.FlagSet, c *chatapi.Config, urlUsage string) {
 	fs.DurationVar(&c.Timeout, "chat-timeout", chatTimeoutUsage)
 }
 
-// Stops are the Redis names of the stop signals and the bound of the
-// lookup each review makes when it starts.
-type Stops struct {
-	StopChannel      string
-	StopKeyPrefix    string
-	StopCheckTimeout time.Duration
-}
-
-// DefaultStops returns redisstop's names and a 250 ms check.
-func DefaultStops() Stops {
-	d := redisstop.DefaultConfig()
-	return Stops{StopChannel: d.Channel, StopKeyPrefix: d.KeyPrefix, StopCheckTimeout: 250 * time.Millisecond}
-}
-
-// Flags declares --stop-channel, --stop-key-prefix and
-// --stop-check-timeout.
-func (o *Stops) Flags(fs *cli.FlagSet) {
-	fs.StringVar(&o.StopChannel, "stop-channel", "Redis pub/sub channel of stop signals")
-	fs.StringVar(&o.StopKeyPrefix, "stop-key-prefix", "prefix of the Redis keys that keep live stop signals")
-	fs.DurationVar(&o.StopCheckTimeout, "stop-check-timeout", "bound of the one Redis check each review makes when it starts")
-}
-
-// Validate reports every problem at once, naming the flags.
-func (o Stops) Validate() error {
-	var errs []error
-	if o.StopCheckTimeout <= 0 {
-		errs = append(errs, errors.New("--stop-check-timeout must be positive"))
-	}
-	if err := o.Config().Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("--stop-channel/--stop-key-prefix: %w", err))
-	}
-	return errors.Join(errs...)
-}
-
-// Config is the stop signals' configuration; redisstop.Config.Validate
-// checks it.
-func (o Stops) Config() redisstop.Config {
-	rc := redisstop.DefaultConfig()
-	rc.Channel, rc.KeyPrefix = o.StopChannel, o.StopKeyPrefix
-	return rc
+// BindStops declares --stop-channel, --stop-key-prefix and
+// --stop-check-timeout on the stop signals' own configuration
+// (redisstop.DefaultConfig, redisstop.Config.Validate).
+func BindStops(fs *cli.FlagSet, c *redisstop.Config) {
+	fs.StringVar(&c.Channel, "stop-channel", "Redis pub/sub channel of stop signals")
+	fs.StringVar(&c.KeyPrefix, "stop-key-prefix", "prefix of the Redis keys that keep live stop signals")
+	fs.DurationVar(&c.CheckTimeout, "stop-check-timeout", "bound of the one Redis check each review makes when it starts")
 }
 
 // Pools are the two model pools and the attempts across them.

@@ -10,6 +10,7 @@ import (
 	"github.com/chatguard/chatguard/cmd/internal/cli"
 	"github.com/chatguard/chatguard/storage/chatapi"
 	"github.com/chatguard/chatguard/storage/mysql"
+	"github.com/chatguard/chatguard/storage/redisstop"
 )
 
 func TestFlagsMapOntoTheAdapters(t *testing.T) {
@@ -17,13 +18,13 @@ func TestFlagsMapOntoTheAdapters(t *testing.T) {
 	var (
 		m     = mysql.DefaultConfig()
 		c     = chatapi.DefaultConfig()
-		stops = DefaultStops()
+		stops = redisstop.DefaultConfig()
 		pools = DefaultPools()
 	)
 	fs := cli.NewFlagSet("test", "")
 	BindMySQL(fs, &m)
 	BindChatHistory(fs, &c, "chat URL")
-	stops.Flags(fs)
+	BindStops(fs, &stops)
 	pools.Flags(fs, "model", "calls to the %s pool")
 	env := map[string]string{
 		"CHATGUARD_MYSQL_DSN": "u@tcp(db:3306)/x", "CHATGUARD_PRIMARY_CONCURRENCY": "7", "CHATGUARD_STOP_CHANNEL": "stops",
@@ -39,9 +40,9 @@ func TestFlagsMapOntoTheAdapters(t *testing.T) {
 	require.Equal(t, "http://chat", c.BaseURL)
 	require.Equal(t, 3*time.Second, c.Timeout)
 	require.Positive(t, c.MaxAttempts, "the client's default attempts")
-	s := stops.Config()
-	require.Equal(t, "stops", s.Channel)
-	require.Equal(t, "p:", s.KeyPrefix)
+	require.Equal(t, "stops", stops.Channel)
+	require.Equal(t, "p:", stops.KeyPrefix)
+	require.Equal(t, redisstop.DefaultConfig().CheckTimeout, stops.CheckTimeout, "no flag: the adapter's default")
 	r := pools.Router()
 	require.Equal(t, "http://p/v1", r.Primary.BaseURL)
 	require.Equal(t, "pm", r.Primary.Model)
@@ -80,4 +81,25 @@ func TestBindersSetTheAdaptersConfigurations(t *testing.T) {
 	require.Equal(t, 7, chat.MaxAttempts)
 	require.NoError(t, db.Validate())
 	require.NoError(t, chat.Validate())
+}
+
+// The stop signals' flags set redisstop.Config itself, and its Validate
+// reports each mistake once, in one line.
+func TestBindStopsValidatesOnceEach(t *testing.T) {
+	t.Parallel()
+	c := redisstop.DefaultConfig()
+	fs := cli.NewFlagSet("test", "")
+	BindStops(fs, &c)
+	require.NoError(t, fs.Parse([]string{"--stop-check-timeout=2s", "--stop-channel=ch"}, func(string) string { return "" }))
+	require.Equal(t, 2*time.Second, c.CheckTimeout)
+	require.Equal(t, "ch", c.Channel)
+	require.NoError(t, c.Validate())
+
+	require.NoError(t, fs.Parse([]string{"--stop-check-timeout=0s", "--stop-key-prefix="}, func(string) string { return "" }))
+	err := c.Validate()
+	require.Error(t, err)
+	lines := strings.Split(err.Error(), "\n")
+	require.Len(t, lines, 2, err.Error())
+	require.Contains(t, lines[0], "key prefix is empty")
+	require.Contains(t, lines[1], "check timeout must be positive")
 }

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
 	"github.com/chatguard/chatguard/pipeline/llm"
@@ -25,12 +24,10 @@ import (
 // pool's calls cost, and the limits every replica shares through Redis.
 // A binary embeds it in its Config; its fields are then that Config's.
 type Options struct {
-	// ImageHosts, ImageInline, ImageMaxBytes and ImageFetchTimeout gate
-	// which image URLs reach a model server, and how.
-	ImageHosts        string
-	ImageInline       bool
-	ImageMaxBytes     int64
-	ImageFetchTimeout time.Duration
+	// Images is the image gate's own configuration (--image-hosts,
+	// --image-inline, --image-max-bytes, --image-fetch-timeout): which
+	// image URLs reach a model server, and how.
+	Images imagecdn.Config
 	// QuoteDigestKey keys the stored evidence-quote digests; empty uses
 	// the dev-only key.
 	QuoteDigestKey string
@@ -54,8 +51,7 @@ type Options struct {
 // DefaultOptions returns the defaults shown by --help: no image host
 // trusted, the third-party fallback pseudonymized, no fleet limit.
 func DefaultOptions() Options {
-	ic := imagecdn.DefaultConfig()
-	return Options{ImageMaxBytes: ic.MaxBytes, ImageFetchTimeout: ic.Timeout, FallbackPseudonymize: true,
+	return Options{Images: imagecdn.DefaultConfig(), FallbackPseudonymize: true,
 		FleetReplicas: 1, FleetKeyPrefix: "chatguard:fleet:"}
 }
 
@@ -74,17 +70,17 @@ func (o *Options) Flags(fs *cli.FlagSet) {
 // ImageFlags declares the image gate's flags (--image-*), which `worker
 // eval` shares so that it vets and fetches images as the worker does.
 func (o *Options) ImageFlags(fs *cli.FlagSet) {
-	fs.StringVar(&o.ImageHosts, "image-hosts", "comma-separated image hosts (the marketplace CDN; .suffix allows subdomains) whose https URLs may reach a model; empty sends no image")
-	fs.BoolVar(&o.ImageInline, "image-inline", "fetch allowed images here (size-limited, type-checked, public addresses only) and send them as data: URLs, so model servers never fetch")
-	fs.Int64Var(&o.ImageMaxBytes, "image-max-bytes", "largest image --image-inline fetches")
-	fs.DurationVar(&o.ImageFetchTimeout, "image-fetch-timeout", "deadline of one --image-inline fetch")
+	fs.ListVar(&o.Images.Hosts, "image-hosts", "comma-separated image hosts (the marketplace CDN; .suffix allows subdomains) whose https URLs may reach a model; empty sends no image")
+	fs.BoolVar(&o.Images.Inline, "image-inline", "fetch allowed images here (size-limited, type-checked, public addresses only) and send them as data: URLs, so model servers never fetch")
+	fs.Int64Var(&o.Images.MaxBytes, "image-max-bytes", "largest image --image-inline fetches")
+	fs.DurationVar(&o.Images.Timeout, "image-fetch-timeout", "deadline of one --image-inline fetch")
 }
 
 // ImageGate is the image gate of these options, with inlining as asked
 // (whatever --image-inline says): the gate New builds, for a binary that
 // wants it without a reviewer. It fails on settings Validate refuses.
 func (o Options) ImageGate(inline bool) (*imagecdn.Gate, error) {
-	c := o.images()
+	c := o.Images
 	c.Inline = inline
 	g, err := imagecdn.New(c)
 	if err != nil {
@@ -111,7 +107,7 @@ func (o Options) Validate(redisAddr string) error {
 	if o.QuoteDigestKey != "" && len(o.QuoteDigestKey) < 32 {
 		errs = append(errs, errors.New("--quote-digest-key must be at least 32 bytes"))
 	}
-	if err := o.images().Validate(); err != nil {
+	if err := o.Images.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("--image-*: %w", err))
 	}
 	for _, pr := range []struct{ flag, v string }{{"primary-price", o.PrimaryPrice}, {"fallback-price", o.FallbackPrice}} {
@@ -129,18 +125,6 @@ func (o Options) Validate(redisAddr string) error {
 		errs = append(errs, errors.New("--fleet-* limits need --redis-addr"))
 	}
 	return errors.Join(errs...)
-}
-
-// images is the image gate's configuration.
-func (o Options) images() imagecdn.Config {
-	c := imagecdn.DefaultConfig()
-	for _, h := range strings.Split(o.ImageHosts, ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			c.Hosts = append(c.Hosts, h)
-		}
-	}
-	c.Inline, c.MaxBytes, c.Timeout = o.ImageInline, o.ImageMaxBytes, o.ImageFetchTimeout
-	return c
 }
 
 // fleetShared says whether any limit is shared through Redis.

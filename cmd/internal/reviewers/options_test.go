@@ -16,10 +16,10 @@ func TestOptionsValidateNamesEveryProblem(t *testing.T) {
 	d := DefaultOptions()
 	require.NoError(t, d.Validate(""))
 	require.True(t, d.FallbackPseudonymize, "the third-party pool gets placeholders by default")
-	require.Empty(t, d.ImageHosts, "no image host is trusted until configured")
+	require.Empty(t, d.Images.Hosts, "no image host is trusted until configured")
 
 	o := d
-	o.QuoteDigestKey, o.ImageHosts, o.PrimaryPrice = "short", "https://cdn.example.com", "gpu_hour=x"
+	o.QuoteDigestKey, o.Images.Hosts, o.PrimaryPrice = "short", []string{"https://cdn.example.com"}, "gpu_hour=x"
 	o.FleetPrimaryLimit, o.FleetPrimaryReserved, o.FleetReplicas = 4, 4, 0
 	err := o.Validate("")
 	require.Error(t, err)
@@ -39,7 +39,7 @@ func TestOptionsReachTheRouter(t *testing.T) {
 		"--fleet-primary-reserved=4", "--fleet-key-prefix=cg:fleet:", "--image-hosts= img.example.com , .cdn.example.com "},
 		func(k string) string { return env[k] }))
 	require.NoError(t, o.Validate("redis:6379"))
-	require.Equal(t, []string{"img.example.com", ".cdn.example.com"}, o.images().Hosts)
+	require.Equal(t, []string{"img.example.com", ".cdn.example.com"}, o.Images.Hosts)
 	rc := o.Router(depflags.Pools{PrimaryBaseURL: "http://p/v1", PrimaryModel: "p", FallbackBaseURL: "http://f/v1", FallbackModel: "f"}.Router(), nil)
 	require.True(t, rc.Primary.Pseudonymize)
 	require.True(t, rc.Fallback.Pseudonymize)

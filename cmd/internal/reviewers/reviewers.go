@@ -105,7 +105,7 @@ func New(p Params) (*Engine, error) {
 	if err := p.Options.Validate(p.Redis.RedisAddr); err != nil {
 		return nil, err
 	}
-	gate, err := imagecdn.New(p.Options.images())
+	gate, err := imagecdn.New(p.Options.Images)
 	if err != nil {
 		return nil, fmt.Errorf("images: %w", err)
 	}
@@ -145,7 +145,7 @@ func New(p Params) (*Engine, error) {
 	}
 	prim, fb := router.Models()
 	s := Settings{PipelineVersion: rev.PipelineVersion(), PrimaryModel: prim, FallbackModel: fb,
-		ImageHosts: p.Options.images().Hosts, ImageInline: p.Options.ImageInline, DevDigestKey: p.Options.QuoteDigestKey == "",
+		ImageHosts: p.Options.Images.Hosts, ImageInline: p.Options.Images.Inline, DevDigestKey: p.Options.QuoteDigestKey == "",
 		PrimaryPseudonymize: rc.Primary.Pseudonymize, FallbackPseudonymize: rc.Fallback.Pseudonymize}
 	log.Info(p.Component+": stage engine ready", "class", className(p.Class), "primary_model", s.PrimaryModel, "fallback_model", s.FallbackModel,
 		"pipeline_version", s.PipelineVersion, "image_hosts", s.ImageHosts, "image_inline", s.ImageInline, "dev_digest_key", s.DevDigestKey,

@@ -76,3 +76,15 @@ func Check(t *testing.T, run RunFunc, args ...string) {
 		t.Errorf("%v --help differs from %s: a flag's name, variable, default or text changed.\n--- got\n%s\n--- want\n%s", args, path, got, want)
 	}
 }
+
+// Problems returns the problem lines of a usage error as cli.Fail prints
+// them ("  - <problem>"), so a test can count that each mistake is one.
+func Problems(stderr string) []string {
+	var out []string
+	for _, line := range strings.Split(stderr, "\n") {
+		if p, ok := strings.CutPrefix(line, "  - "); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
