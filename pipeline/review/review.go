@@ -534,8 +534,10 @@ func floorCategory(triage *stages.TriageOutput, extract stages.ExtractOutput, si
 	}
 	for _, s := range sigs {
 		switch s.Kind {
-		case chatprep.SignalURL:
+		case chatprep.SignalURL, chatprep.SignalPaymentLink:
 			return pipeline.CategoryPhishingLink
+		case chatprep.SignalPrepayment:
+			return pipeline.CategoryExternalPayment
 		case chatprep.SignalBankAccount:
 			return pipeline.CategoryExternalPayment
 		case chatprep.SignalCardNumber, chatprep.SignalResidentID:
