@@ -1,0 +1,115 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/chatguard/chatguard/pipeline"
+)
+
+// checkSubjects bounds a verdict's subjects as the verdict_subjects table
+// stores them: at most pipeline.MaxSubjects distinct ids of 1 to 128 bytes,
+// with the offender role they were found under; none on a clean verdict.
+func checkSubjects(v pipeline.Verdict) error {
+	if len(v.Subjects) == 0 {
+		return nil
+	}
+	var errs []error
+	if len(v.Subjects) > pipeline.MaxSubjects {
+		errs = append(errs, fmt.Errorf("%d subjects, at most %d", len(v.Subjects), pipeline.MaxSubjects))
+	}
+	if v.OffenderRole != pipeline.RoleBuyer && v.OffenderRole != pipeline.RoleSeller {
+		errs = append(errs, fmt.Errorf("subjects need an offender role of buyer or seller, not %q", v.OffenderRole))
+	}
+	if v.Label == pipeline.LabelClean || v.Status != pipeline.StatusDone {
+		errs = append(errs, errors.New("only a done verdict that is not clean has subjects"))
+	}
+	seen := map[string]bool{}
+	for _, s := range v.Subjects {
+		if s == "" || len(s) > 128 || seen[s] {
+			errs = append(errs, errors.New("a subject id is empty, longer than 128 bytes or repeated"))
+			break
+		}
+		seen[s] = true
+	}
+	return errors.Join(errs...)
+}
+
+// replaceSubjects makes verdict id's subject rows exactly v's subjects; a
+// new verdict (fresh) has none to delete. decided_at is the verdict's
+// finish time, the time the history's 30-day window is measured on.
+func replaceSubjects(ctx context.Context, tx *sql.Tx, id int64, v pipeline.Verdict, fresh bool) error {
+	if !fresh {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM verdict_subjects WHERE verdict_id = ?", id); err != nil {
+			return fmt.Errorf("mysql: save subjects: delete: %w", err)
+		}
+	}
+	if len(v.Subjects) == 0 {
+		return nil
+	}
+	decided := v.FinishedAt
+	if decided.IsZero() {
+		decided = v.Key.WindowEnd
+	}
+	var b strings.Builder
+	b.WriteString("INSERT INTO verdict_subjects (verdict_id, sender_id, role, room_id, label, category, decided_at) VALUES ")
+	args := make([]any, 0, 7*len(v.Subjects))
+	for i, s := range v.Subjects {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?, ?, ?, ?, ?, ?, ?)")
+		args = append(args, id, s, string(v.OffenderRole), v.Key.RoomID, string(v.Label), string(v.Category), dbTime(decided))
+	}
+	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+		return fmt.Errorf("mysql: save subjects: %w", err)
+	}
+	return nil
+}
+
+// readSubjects reads verdict id's subjects and their role back, sorted.
+func readSubjects(ctx context.Context, tx *sql.Tx, id uint64) ([]string, pipeline.SenderRole, error) {
+	rows, err := tx.QueryContext(ctx, "SELECT sender_id, role FROM verdict_subjects WHERE verdict_id = ? ORDER BY sender_id", id)
+	if err != nil {
+		return nil, "", fmt.Errorf("mysql: get subjects: %w", err)
+	}
+	defer rows.Close()
+	var (
+		out  []string
+		role string
+	)
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s, &role); err != nil {
+			return nil, "", fmt.Errorf("mysql: get subjects: %w", err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("mysql: get subjects: %w", err)
+	}
+	return out, pipeline.SenderRole(role), nil
+}
+
+// EraseSender deletes every subject row about senderID, on request (a
+// data-subject erasure): the verdicts stay, no longer about anyone. It
+// returns how many rows it deleted. The lake keeps only keyed pseudonyms,
+// which erasing the key's use for that id cannot undo: see
+// docs/operations.md.
+func (s *Store) EraseSender(ctx context.Context, senderID string) (int64, error) {
+	if senderID == "" || len(senderID) > 128 {
+		return 0, errors.New("mysql: erase sender: the sender id must be 1 to 128 bytes")
+	}
+	res, err := s.db.ExecContext(ctx, "DELETE FROM verdict_subjects WHERE sender_id = ?", senderID)
+	if err != nil {
+		return 0, fmt.Errorf("mysql: erase sender: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("mysql: erase sender: %w", err)
+	}
+	return n, nil
+}

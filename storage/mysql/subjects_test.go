@@ -1,0 +1,117 @@
+package mysql_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/storage/storetest"
+)
+
+// TestSubjectsAreSavedWithTheVerdict: subjects are written in the save's
+// transaction, replaced by a re-save, read back by Get, kept when the
+// done-guard keeps the stored verdict, and erased by sender.
+func TestSubjectsAreSavedWithTheVerdict(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	ctx := context.Background()
+	v := storetest.SampleVerdict("room-subjects")
+	v.OffenderRole, v.Subjects = pipeline.RoleSeller, []string{"seller-1", "seller-2"}
+	ok, err := s.Save(ctx, v)
+	require.NoError(t, err)
+	require.True(t, ok)
+	got, err := s.Get(ctx, v.Key)
+	require.NoError(t, err)
+	require.Equal(t, []string{"seller-1", "seller-2"}, got.Subjects)
+	require.Equal(t, pipeline.RoleSeller, got.OffenderRole)
+
+	// The rows carry what the history query reads without the verdict.
+	var room, label, category, role string
+	require.NoError(t, s.DB().QueryRowContext(ctx,
+		"SELECT room_id, label, category, role FROM verdict_subjects WHERE sender_id = ?", "seller-2").Scan(&room, &label, &category, &role))
+	require.Equal(t, []string{"room-subjects", "abusive", "external_payment", "seller"}, []string{room, label, category, role})
+
+	// A re-save replaces the subjects.
+	v.Subjects = []string{"seller-2"}
+	_, err = s.Save(ctx, v)
+	require.NoError(t, err)
+	got, err = s.Get(ctx, v.Key)
+	require.NoError(t, err)
+	require.Equal(t, []string{"seller-2"}, got.Subjects)
+
+	// A failed redelivery does not replace the done verdict or its subjects.
+	failed := v
+	failed.Status, failed.Subjects, failed.OffenderRole = pipeline.StatusFailed, nil, ""
+	ok, err = s.Save(ctx, failed)
+	require.NoError(t, err)
+	require.False(t, ok)
+	got, err = s.Get(ctx, v.Key)
+	require.NoError(t, err)
+	require.Equal(t, []string{"seller-2"}, got.Subjects)
+
+	// Erasure removes the sender's rows and nothing else.
+	n, err := s.EraseSender(ctx, "seller-2")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	got, err = s.Get(ctx, v.Key)
+	require.NoError(t, err)
+	require.Empty(t, got.Subjects)
+	require.Equal(t, pipeline.LabelAbusive, got.Label, "the verdict stays")
+	_, err = s.EraseSender(ctx, "")
+	require.Error(t, err)
+}
+
+func TestSubjectsAreBounded(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	for name, mut := range map[string]func(*pipeline.Verdict){
+		"no role":       func(v *pipeline.Verdict) { v.OffenderRole = "" },
+		"clean":         func(v *pipeline.Verdict) { v.Label, v.Category = pipeline.LabelClean, pipeline.CategoryClean },
+		"repeated":      func(v *pipeline.Verdict) { v.Subjects = []string{"a", "a"} },
+		"long id":       func(v *pipeline.Verdict) { v.Subjects = []string{strings.Repeat("x", 129)} },
+		"too many":      func(v *pipeline.Verdict) { v.Subjects = strings.Split("a,b,c,d,e,f,g,h,i", ",") },
+		"system sender": func(v *pipeline.Verdict) { v.OffenderRole = pipeline.RoleSystem },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			v := storetest.SampleVerdict("room-bad-subjects")
+			v.OffenderRole, v.Subjects = pipeline.RoleSeller, []string{"seller-1"}
+			mut(&v)
+			_, err := s.Save(context.Background(), v)
+			require.Error(t, err)
+			d, _ := pipeline.Classify(err)
+			require.Equal(t, pipeline.GiveUp, d)
+		})
+	}
+}
+
+// TestSubjectHistoryQueryUsesTheSenderIndex: "rooms by sender in 30 days"
+// reads the sender index alone.
+func TestSubjectHistoryQueryUsesTheSenderIndex(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	rows, err := s.DB().QueryContext(context.Background(), "EXPLAIN SELECT label, category, COUNT(DISTINCT room_id) FROM verdict_subjects "+
+		"WHERE sender_id IN (?, ?) AND decided_at >= ? GROUP BY label, category", "a", "b", "2026-11-01")
+	require.NoError(t, err)
+	defer rows.Close()
+	cols, err := rows.Columns()
+	require.NoError(t, err)
+	require.True(t, rows.Next())
+	vals := make([]any, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	require.NoError(t, rows.Scan(ptrs...))
+	plan := map[string]string{}
+	for i, c := range cols {
+		if b, ok := vals[i].([]byte); ok {
+			plan[c] = string(b)
+		}
+	}
+	require.Equal(t, "ix_verdict_subjects_sender", plan["key"], "plan: %v", plan)
+	require.Contains(t, plan["Extra"], "Using index", "covering: the verdicts table is not read; plan: %v", plan)
+}
