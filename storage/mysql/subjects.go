@@ -113,3 +113,13 @@ func (s *Store) EraseSender(ctx context.Context, senderID string) (int64, error)
 	}
 	return n, nil
 }
+
+// CountSenderSubjects counts the subject rows about senderID: what
+// EraseSender would delete.
+func (s *Store) CountSenderSubjects(ctx context.Context, senderID string) (int64, error) {
+	var n int64
+	if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM verdict_subjects WHERE sender_id = ?", senderID).Scan(&n); err != nil {
+		return 0, fmt.Errorf("mysql: count sender subjects: %w", err)
+	}
+	return n, nil
+}
