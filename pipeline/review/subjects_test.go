@@ -1,6 +1,7 @@
 package review
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -67,4 +68,32 @@ func TestSimulatorNamesTheSellerOfAPrepaymentScam(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, pipeline.RoleSeller, v.OffenderRole)
 	require.Equal(t, []string{"useller"}, v.Subjects)
+}
+
+// TestSubjectPseudonymsAreKeyed: stable for one key, different under
+// another (rotation), labelled dev under the dev key, never the id, and
+// never the quote digest of the same text.
+func TestSubjectPseudonymsAreKeyed(t *testing.T) {
+	t.Parallel()
+	key := func(k string) *Reviewer {
+		rev, err := New(Config{DigestKey: []byte(k)}, &fakeRouter{}, nil, nil, nil)
+		require.NoError(t, err)
+		return rev
+	}
+	a, b := key("key-a-of-at-least-thirty-two-bytes-long"), key("key-b-of-at-least-thirty-two-bytes-long")
+	dev, err := New(Config{}, &fakeRouter{}, nil, nil, nil)
+	require.NoError(t, err)
+	ids := []string{"seller-8812", "seller-8813"}
+	pa := a.SubjectPseudonyms(ids)
+	require.Equal(t, pa, a.SubjectPseudonyms(ids), "stable")
+	require.NotEqual(t, pa[0], pa[1])
+	require.NotEqual(t, pa, b.SubjectPseudonyms(ids), "a new key gives new pseudonyms")
+	for _, p := range pa {
+		require.True(t, pipeline.IsSubjectPseudonym(p), p)
+		require.NotContains(t, p, "8812")
+		require.True(t, strings.HasPrefix(p, "hmac:"))
+	}
+	require.True(t, strings.HasPrefix(dev.SubjectPseudonyms(ids)[0], "hmac-dev:"))
+	require.NotContains(t, a.quoteDigest("seller-8812"), strings.TrimPrefix(pa[0], "hmac:"))
+	require.Nil(t, a.SubjectPseudonyms(nil))
 }
