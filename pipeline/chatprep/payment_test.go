@@ -30,34 +30,12 @@ func genPaymentCorpus() []signalCase {
 		"https://xn--9n2bp8q.com/pay 안전거래 링크입니다", "please use this payment link: naver-safepay.online/x",
 		"결제는 여기 pay-bunjang.net 에서 해주세요", "escrow service: escrowkorea.store/deal/5",
 	}
-	spell := []struct {
-		name string
-		fn   func(string) string
-	}{
-		{"plain", func(s string) string { return s }},
-		{"zero_width", func(s string) string {
-			var b strings.Builder
-			for i, c := range s {
-				if i > 0 && r.IntN(3) == 0 {
-					b.WriteString("\u200b")
-				}
-				b.WriteRune(c)
-			}
-			return b.String()
-		}},
-		{"fullwidth", func(s string) string {
-			return strings.Map(func(c rune) rune {
-				if c >= '!' && c <= '~' {
-					return c - '!' + '！'
-				}
-				return c
-			}, s)
-		}},
-		{"spaced_syllables", func(s string) string { return spaceHangulCues(s, " ") }},
-		{"dotted_syllables", func(s string) string { return spaceHangulCues(s, ".") }},
-		{"emoji", func(s string) string { return "💸🔥 " + s + " 🙏😊" }},
-		{"in_a_sentence", func(s string) string { return "네 아직 판매중이에요. " + s + " 감사합니다" }},
-	}
+	spell := append(textSpellings(r),
+		spelling{"spaced_syllables", func(s string) string { return spaceHangulCues(s, " ") }},
+		spelling{"dotted_syllables", func(s string) string { return spaceHangulCues(s, ".") }},
+		spelling{"emoji", func(s string) string { return "💸🔥 " + s + " 🙏😊" }},
+		spelling{"in_a_sentence", func(s string) string { return "네 아직 판매중이에요. " + s + " 감사합니다" }},
+	)
 	var out []signalCase
 	add := func(tech, text string, want ...string) {
 		out = append(out, signalCase{ID: fmt.Sprintf("p%03d", len(out)+1), Technique: tech, Text: text, Want: want})
