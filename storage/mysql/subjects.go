@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/chatguard/chatguard/pipeline"
 )
@@ -122,4 +123,60 @@ func (s *Store) CountSenderSubjects(ctx context.Context, senderID string) (int64
 		return 0, fmt.Errorf("mysql: count sender subjects: %w", err)
 	}
 	return n, nil
+}
+
+// historySQL counts distinct rooms per label, category and whether the
+// newest moderator decision overturned the verdict. It reads the subjects
+// by ix_verdict_subjects_sender and each subject row's newest decision by
+// ix_moderator_decisions_verdict (forced: on small or fresh tables the
+// optimizer otherwise walks ix_moderator_decisions_decided, every decision
+// ever made, for the ORDER BY); the verdicts table is not read.
+const historySQL = `SELECT s.label, s.category,
+    COALESCE((SELECT d.decision = 'overturn' FROM moderator_decisions d FORCE INDEX (ix_moderator_decisions_verdict)
+              WHERE d.verdict_id = s.verdict_id ORDER BY d.decided_at DESC, d.id DESC LIMIT 1), FALSE) AS overturned,
+    COUNT(DISTINCT s.room_id) AS rooms
+FROM verdict_subjects s
+WHERE s.sender_id IN (%s) AND s.decided_at >= ?
+GROUP BY s.label, s.category, overturned
+ORDER BY rooms DESC, s.label, s.category
+LIMIT 64`
+
+var _ pipeline.HistorySource = (*Store)(nil)
+
+// AccountHistory implements pipeline.HistorySource: one query over
+// verdict_subjects for at most pipeline.MaxHistoryAccounts ids.
+func (s *Store) AccountHistory(ctx context.Context, senderIDs []string, since time.Time) ([]pipeline.HistoryCount, error) {
+	if len(senderIDs) == 0 {
+		return nil, nil
+	}
+	if len(senderIDs) > pipeline.MaxHistoryAccounts {
+		return nil, fmt.Errorf("mysql: account history: %d accounts, at most %d", len(senderIDs), pipeline.MaxHistoryAccounts)
+	}
+	args := make([]any, 0, len(senderIDs)+1)
+	for _, id := range senderIDs {
+		args = append(args, id)
+	}
+	args = append(args, dbTime(since))
+	q := fmt.Sprintf(historySQL, strings.TrimSuffix(strings.Repeat("?, ", len(senderIDs)), ", "))
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: account history: %w", err)
+	}
+	defer rows.Close()
+	var out []pipeline.HistoryCount
+	for rows.Next() {
+		var (
+			h               pipeline.HistoryCount
+			label, category string
+		)
+		if err := rows.Scan(&label, &category, &h.Overturned, &h.Rooms); err != nil {
+			return nil, fmt.Errorf("mysql: account history: %w", err)
+		}
+		h.Label, h.Category = pipeline.Label(label), pipeline.Category(category)
+		out = append(out, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("mysql: account history: %w", err)
+	}
+	return out, nil
 }
