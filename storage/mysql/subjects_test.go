@@ -95,27 +95,39 @@ func TestSubjectsAreBounded(t *testing.T) {
 func TestSubjectHistoryQueryUsesTheSenderIndex(t *testing.T) {
 	t.Parallel()
 	s := setup(t)
-	rows, err := s.DB().QueryContext(context.Background(), "EXPLAIN SELECT label, category, COUNT(DISTINCT room_id) FROM verdict_subjects "+
-		"WHERE sender_id IN (?, ?) AND decided_at >= ? GROUP BY label, category", "a", "b", "2026-11-01")
+	plan := explain(t, s, "SELECT label, category, COUNT(DISTINCT room_id) FROM verdict_subjects "+
+		"WHERE sender_id IN (?, ?) AND decided_at >= ? GROUP BY label, category", "a", "b", "2026-11-01")[0]
+	require.Equal(t, "ix_verdict_subjects_sender", plan["key"], "plan: %v", plan)
+	require.Contains(t, plan["Extra"], "Using index", "covering: the verdicts table is not read; plan: %v", plan)
+}
+
+// explain returns the rows of EXPLAIN q as column-to-value maps.
+func explain(t *testing.T, s *mysql.Store, q string, args ...any) []map[string]string {
+	t.Helper()
+	rows, err := s.DB().QueryContext(context.Background(), "EXPLAIN "+q, args...)
 	require.NoError(t, err)
 	defer rows.Close()
 	cols, err := rows.Columns()
 	require.NoError(t, err)
-	require.True(t, rows.Next())
-	vals := make([]any, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	require.NoError(t, rows.Scan(ptrs...))
-	plan := map[string]string{}
-	for i, c := range cols {
-		if b, ok := vals[i].([]byte); ok {
-			plan[c] = string(b)
+	var out []map[string]string
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
 		}
+		require.NoError(t, rows.Scan(ptrs...))
+		plan := map[string]string{}
+		for i, c := range cols {
+			if b, ok := vals[i].([]byte); ok {
+				plan[c] = string(b)
+			}
+		}
+		out = append(out, plan)
 	}
-	require.Equal(t, "ix_verdict_subjects_sender", plan["key"], "plan: %v", plan)
-	require.Contains(t, plan["Extra"], "Using index", "covering: the verdicts table is not read; plan: %v", plan)
+	require.NoError(t, rows.Err())
+	require.NotEmpty(t, out)
+	return out
 }
 
 // TestAccountHistoryCountsRoomsAndSetsOverturnedApart: rooms, not
@@ -177,29 +189,11 @@ func TestAccountHistoryCountsRoomsAndSetsOverturnedApart(t *testing.T) {
 func TestAccountHistoryReadsIndexesOnly(t *testing.T) {
 	t.Parallel()
 	s := setup(t)
-	rows, err := s.DB().QueryContext(context.Background(), "EXPLAIN "+strings.Replace(mysql.HistorySQLForTest, "%s", "?, ?", 1), "a", "b", "2026-11-01")
-	require.NoError(t, err)
-	defer rows.Close()
-	cols, err := rows.Columns()
-	require.NoError(t, err)
 	keys := map[string]string{}
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		require.NoError(t, rows.Scan(ptrs...))
-		plan := map[string]string{}
-		for i, c := range cols {
-			if b, ok := vals[i].([]byte); ok {
-				plan[c] = string(b)
-			}
-		}
+	for _, plan := range explain(t, s, strings.Replace(mysql.HistorySQLForTest, "%s", "?, ?", 1), "a", "b", "2026-11-01") {
 		keys[plan["table"]] = plan["key"]
 		require.NotEqual(t, "ALL", plan["type"], "no full scan: %v", plan)
 	}
-	require.NoError(t, rows.Err())
 	require.Equal(t, "ix_verdict_subjects_sender", keys["s"], "%v", keys)
 	require.Equal(t, "ix_moderator_decisions_verdict", keys["d"], "%v", keys)
 }
