@@ -247,8 +247,42 @@ func decodeVerdictEvent(raw json.RawMessage) (VerdictEvent, []string, error) {
 		probs = append(probs, fmt.Sprintf("payload.status %q is unknown", clip(string(p.Status))))
 	}
 	probs = append(probs, checkVerdictFields(p.Label, p.Status == StatusDone, p.Category, p.Action, p.Severity, p.Confidence)...)
+	probs = append(probs, checkSubjectPseudonyms(p.Subjects)...)
 	p.WindowStart, p.WindowEnd = p.WindowStart.UTC(), p.WindowEnd.UTC()
 	return p, probs, nil
+}
+
+// checkSubjectPseudonyms bounds a verdict event's subjects and refuses any
+// that is not a keyed pseudonym: a raw sender id must never reach the lake,
+// whoever wrote the event.
+func checkSubjectPseudonyms(subjects []string) []string {
+	if len(subjects) > MaxSubjects {
+		return []string{fmt.Sprintf("payload.subjects has %d entries, at most %d", len(subjects), MaxSubjects)}
+	}
+	for _, s := range subjects {
+		if !IsSubjectPseudonym(s) {
+			return []string{"payload.subjects holds a value that is not a keyed pseudonym"}
+		}
+	}
+	return nil
+}
+
+// IsSubjectPseudonym reports the shape of a subject pseudonym: "hmac:" or
+// "hmac-dev:" (made with the dev-only key) and 24 lower-case hex digits.
+func IsSubjectPseudonym(s string) bool {
+	rest, ok := strings.CutPrefix(s, "hmac:")
+	if !ok {
+		rest, ok = strings.CutPrefix(s, "hmac-dev:")
+	}
+	if !ok || len(rest) != 24 {
+		return false
+	}
+	for _, c := range rest {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // identity checks the review key every payload carries; analysts join the

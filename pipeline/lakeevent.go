@@ -97,6 +97,10 @@ type VerdictEvent struct {
 	FallbackUsed    bool      `json:"fallback_used"`
 	Attempts        int       `json:"attempts"`
 	LatencyMs       float64   `json:"latency_ms"`
+	// Subjects are the verdict's subjects as keyed pseudonyms
+	// (SubjectPseudonymizer), never raw sender ids; empty for verdicts
+	// without subjects, including every verdict from before they existed.
+	Subjects []string `json:"subjects,omitempty"`
 }
 
 // EventSink hands lake events to a slow path (the feedback queue) without

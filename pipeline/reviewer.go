@@ -19,3 +19,13 @@ type Reviewer interface {
 	PipelineVersion() string
 	Review(ctx context.Context, ev ReviewEvent, msgs []ChatMessage, attempt int) (Verdict, error)
 }
+
+// SubjectPseudonymizer turns a verdict's subjects (raw sender ids) into the
+// stable keyed pseudonyms the lake keeps instead: the same id gives the same
+// pseudonym for as long as the key stays, so analysts can count accounts
+// across rooms, and no id can be recovered or confirmed without the key. A
+// Reviewer that has the key implements it; the job loop asks it when it
+// writes a verdict event.
+type SubjectPseudonymizer interface {
+	SubjectPseudonyms(senderIDs []string) []string
+}

@@ -134,6 +134,15 @@ type Verdict struct {
 	EvidenceIDs      []string
 	EarlyExit        bool
 	InjectionFlagged bool
+	// OffenderRole is the judge's answer to whom the verdict is about
+	// (buyer or seller; empty when no one, and on verdicts from before the
+	// judge was asked).
+	OffenderRole SenderRole
+	// Subjects are the sender ids the verdict is about: the senders with
+	// OffenderRole whose messages are among EvidenceIDs, sorted, at most
+	// MaxSubjects. Never the victim; empty for a clean verdict. They are
+	// raw ids: they go to MySQL, and to the lake only as keyed pseudonyms.
+	Subjects []string
 	// Error is the last error of a failed review or the reason of a stopped
 	// one; empty otherwise.
 	Error string
@@ -144,6 +153,10 @@ type Verdict struct {
 	StartedAt   time.Time
 	FinishedAt  time.Time
 }
+
+// MaxSubjects bounds a verdict's subjects: a room has two sides, and a
+// side is rarely more than a handful of accounts.
+const MaxSubjects = 8
 
 // ErrVerdictNotFound is returned by VerdictStore.Get when no row has the key.
 var ErrVerdictNotFound = errors.New("verdict not found")
@@ -163,4 +176,27 @@ var ErrVerdictNotFound = errors.New("verdict not found")
 type VerdictStore interface {
 	Get(ctx context.Context, key ReviewKey) (Verdict, error)
 	Save(ctx context.Context, v Verdict) (committed bool, err error)
+}
+
+// HistoryCount is one line of an account history: the distinct rooms in
+// which earlier verdicts with this label and category were about any of
+// the accounts asked for. Overturned counts the rooms whose verdict a
+// moderator overturned (the newest decision stands); those rooms are not
+// in the line without it, so abusive counts never include them.
+type HistoryCount struct {
+	Label      Label
+	Category   Category
+	Overturned bool
+	Rooms      int
+}
+
+// MaxHistoryAccounts bounds the accounts one history lookup asks about: a
+// room's participants, with room to spare.
+const MaxHistoryAccounts = 16
+
+// HistorySource summarises earlier verdicts about accounts (their
+// subjects) since a time, in one bounded query. Rooms are counted, not
+// verdicts: real-time windows review one room many times.
+type HistorySource interface {
+	AccountHistory(ctx context.Context, senderIDs []string, since time.Time) ([]HistoryCount, error)
 }

@@ -252,5 +252,17 @@ func ParseJudge(b []byte, known IDSet) (JudgeOutput, error) {
 			p.add("evidence id %d is not a message id of the chat", i)
 		}
 	}
+	switch o.OffenderRole {
+	case "", pipeline.RoleBuyer, pipeline.RoleSeller, OffenderNone:
+	default:
+		p.add("offender_role %s is not buyer, seller or none", shown(string(o.OffenderRole)))
+	}
+	if o.Label == pipeline.LabelClean && (o.OffenderRole == pipeline.RoleBuyer || o.OffenderRole == pipeline.RoleSeller) {
+		p.add("offender_role %s on a clean verdict: a clean verdict is about no one", o.OffenderRole)
+	}
 	return o, p.err()
 }
+
+// OffenderNone is the judge's offender_role when the verdict is about no
+// one participant.
+const OffenderNone pipeline.SenderRole = "none"

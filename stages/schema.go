@@ -91,4 +91,10 @@ type JudgeOutput struct {
 	Action      pipeline.Action   `json:"action"`
 	Rationale   string            `json:"rationale"`
 	EvidenceIDs []string          `json:"evidence_ids"`
+	// OffenderRole is the role of the participant the verdict is about
+	// (buyer or seller; none for a clean verdict or when no one side is at
+	// fault). It is never the victim: the verdict's subjects are that
+	// role's senders of the evidence. An answer without it (an older
+	// model or simulator) is taken as none: the verdict has no subjects.
+	OffenderRole pipeline.SenderRole `json:"offender_role,omitempty"`
 }

@@ -22,7 +22,7 @@ import (
 // deleted), 2 bad usage. clk times the run's pauses (nil: the wall clock).
 func runPurge(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, clk clock.Clock) int {
 	cfg := mysql.DefaultPurgeConfig()
-	dbc, timeout := commandDB(), time.Hour
+	dbc, timeout, erase := commandDB(), time.Hour, ""
 	fs := cli.NewFlagSet("worker purge", "Deletes stage rows and verdicts older than the retention, in small batches by primary-key range,\n"+
 		"keeping every verdict a moderator decided on; prints what it deleted and how fast, then exits.")
 	depflags.BindMySQLDSN(fs, &dbc)
@@ -32,6 +32,7 @@ func runPurge(ctx context.Context, args []string, getenv func(string) string, st
 	fs.DurationVar(&cfg.Pause, "pause", "wait after each batch that deleted rows (lets replicas keep up)")
 	fs.BoolVar(&cfg.DryRun, "dry-run", "count what would be deleted, delete nothing")
 	fs.DurationVar(&timeout, "purge-timeout", "deadline of the whole run; the next run continues")
+	fs.StringVar(&erase, "erase-sender", "instead of the retention run, erase every verdict-subject row about this sender id (an erasure request); the verdicts stay")
 	if err := fs.Parse(args, getenv); errors.Is(err, cli.ErrHelp) {
 		fs.Usage(stdout)
 		return 0
@@ -44,6 +45,9 @@ func runPurge(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	if timeout <= 0 {
 		errs = append(errs, errors.New("--purge-timeout must be positive"))
+	}
+	if len(erase) > 128 {
+		errs = append(errs, errors.New("--erase-sender must be at most 128 bytes"))
 	}
 	if len(fs.Args()) > 0 {
 		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
@@ -69,6 +73,9 @@ func runPurge(ctx context.Context, args []string, getenv func(string) string, st
 		fmt.Fprintf(stderr, "worker purge: %v\n", err)
 		return 1
 	}
+	if erase != "" {
+		return eraseSender(ctx, mysql.New(db), erase, cfg.DryRun, stdout, stderr)
+	}
 	report, err := mysql.New(db).Purge(ctx, cfg, clk)
 	fmt.Fprintln(stdout, report)
 	if err != nil {
@@ -79,5 +86,27 @@ func runPurge(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		return 1
 	}
+	return 0
+}
+
+// eraseSender is `worker purge --erase-sender`: it deletes the sender's
+// subject rows and reports how many, never the id itself (the report goes
+// to a CronJob's or an operator's log). dryRun changes nothing and says so.
+func eraseSender(ctx context.Context, s *mysql.Store, sender string, dryRun bool, stdout, stderr io.Writer) int {
+	if dryRun {
+		n, err := s.CountSenderSubjects(ctx, sender)
+		if err != nil {
+			fmt.Fprintf(stderr, "worker purge: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "purge: would erase %d verdict-subject rows of the sender\n", n)
+		return 0
+	}
+	n, err := s.EraseSender(ctx, sender)
+	if err != nil {
+		fmt.Fprintf(stderr, "worker purge: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "purge: erased %d verdict-subject rows of the sender\n", n)
 	return 0
 }

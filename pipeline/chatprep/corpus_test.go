@@ -44,6 +44,7 @@ func TestGenerateCorpora(t *testing.T) {
 	writeJSONL(t, "testdata/signals.jsonl", genSignalCorpus())
 	writeJSONL(t, "testdata/long.jsonl", genLongCorpus())
 	writeJSONL(t, "testdata/injection_text.jsonl", genInjectionTextCorpus())
+	writeJSONL(t, "testdata/payment.jsonl", genPaymentCorpus())
 }
 
 func writeJSONL[T any](t *testing.T, path string, rows []T) {

@@ -152,6 +152,9 @@ func TestDetectionRates(t *testing.T) {
 		}
 		t.Logf("long messages: needle signal found in %d/%d (%5.1f%%)", hit, n, pct(hit, n))
 	}
+	if _, err := os.Stat("testdata/payment.jsonl"); err == nil {
+		paymentRates(t)
+	}
 	if _, err := os.Stat("testdata/injection_text.jsonl"); err == nil {
 		n, hit, neg, fp := 0, 0, 0, 0
 		for _, c := range loadRateCases(t, "testdata/injection_text.jsonl") {
@@ -173,6 +176,50 @@ func TestDetectionRates(t *testing.T) {
 		}
 		t.Logf("injection text: detected %d/%d (%5.1f%%), false %d/%d", hit, n, pct(hit, n), fp, neg)
 	}
+}
+
+// paymentRates logs, per family of testdata/payment.jsonl, how many
+// positives carry their own kind and how many carry any rule signal at all
+// (before the payment signals existed, a look-alike link was only a URL),
+// and how many negatives fire a payment kind or any signal.
+func paymentRates(t *testing.T) {
+	type tally struct{ n, kind, any int }
+	fam := map[string]*tally{}
+	neg, negKind, negAny := 0, 0, 0
+	for _, c := range loadRateCases(t, "testdata/payment.jsonl") {
+		kinds := map[string]bool{}
+		sigs := FindSignals("m", c.Text)
+		for _, s := range sigs {
+			kinds[string(s.Kind)] = true
+		}
+		if len(c.Want) == 0 {
+			neg++
+			if kinds["prepayment"] || kinds["payment_link"] {
+				negKind++
+			}
+			if len(sigs) > 0 {
+				negAny++
+			}
+			continue
+		}
+		f, _, _ := strings.Cut(c.Technique, "/")
+		if fam[f] == nil {
+			fam[f] = &tally{}
+		}
+		fam[f].n++
+		if kinds[c.Want[0]] {
+			fam[f].kind++
+		}
+		if len(sigs) > 0 {
+			fam[f].any++
+		}
+	}
+	for _, f := range []string{"prepayment", "payment_link"} {
+		if v := fam[f]; v != nil {
+			t.Logf("payment %-12s own kind %3d/%3d (%5.1f%%)  any signal %3d/%3d (%5.1f%%)", f, v.kind, v.n, pct(v.kind, v.n), v.any, v.n, pct(v.any, v.n))
+		}
+	}
+	t.Logf("payment negatives: payment kind %d/%d, any signal %d/%d", negKind, neg, negAny, neg)
 }
 
 func pct(a, b int) float64 {

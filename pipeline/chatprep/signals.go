@@ -74,8 +74,8 @@ type match struct {
 
 // FindSignals returns the rule signals in one message's text, in the order
 // they appear by kind (numbers, e-mails, URLs, messenger ids, messenger
-// mentions, injection attempts). It normalizes the text first (see
-// Normalize) and is safe on any input.
+// mentions, prepayment requests, payment links, injection attempts). It
+// normalizes the text first (see Normalize) and is safe on any input.
 func FindSignals(messageID, text string) []Signal {
 	n := Normalize(text)
 	return signalsOf(messageID, n, scan(n))
@@ -227,6 +227,8 @@ func scan(n Normalized) []match {
 	if loc := messengerRe.find(lower); loc != nil && !hasKind(out, SignalMessengerID) {
 		out = append(out, match{kind: SignalMessenger, start: loc[0], end: loc[1], value: t[loc[0]:loc[1]]})
 	}
+	out = append(out, findPrepayment(lower)...)
+	out = append(out, findPaymentLinks(lower, urls)...)
 	out = append(out, findInjections(lower)...)
 	return out
 }

@@ -162,6 +162,31 @@ func (w *stringRewriter) before() (key string, isKey bool) {
 	return top.key, false
 }
 
+// SubjectPseudonyms implements pipeline.SubjectPseudonymizer: an
+// HMAC-SHA256 of each id under the quote-digest key, domain-separated from
+// the quote digests so that a subject's pseudonym never equals the digest
+// of a quote of the same text. Rotating the key gives every id a new
+// pseudonym: counts across the rotation do not join (docs/operations.md).
+func (r *Reviewer) SubjectPseudonyms(senderIDs []string) []string {
+	if len(senderIDs) == 0 {
+		return nil
+	}
+	label := "hmac"
+	if r.devKey {
+		label = "hmac-dev"
+	}
+	out := make([]string, 0, len(senderIDs))
+	for _, id := range senderIDs {
+		m := hmac.New(sha256.New, r.digestKey)
+		m.Write([]byte("subject\x00"))
+		m.Write([]byte(id))
+		out = append(out, label+":"+hex.EncodeToString(m.Sum(nil)[:12]))
+	}
+	return out
+}
+
+var _ pipeline.SubjectPseudonymizer = (*Reviewer)(nil)
+
 // quoteDigest identifies a quote without its text: analysts can join equal
 // quotes across rooms (spam campaigns) without reading them. It is an
 // HMAC-SHA256 under a secret key, so a short quote (a phone number) cannot

@@ -424,7 +424,33 @@ func (rn *run) stages(ctx context.Context) (pipeline.Verdict, error) {
 	if floor {
 		rn.floorInjection(&triage, extract)
 	}
+	rn.subjects(judge.OffenderRole)
 	return *v, nil
+}
+
+// subjects records whom the verdict is about: the senders with the judge's
+// offender role whose messages are the verdict's evidence. The other side
+// is never a subject, however its messages were cited: quoting a victim's
+// reply is evidence of the scam, not of the victim.
+func (rn *run) subjects(role pipeline.SenderRole) {
+	v := rn.v
+	v.OffenderRole, v.Subjects = "", nil
+	if v.Label == pipeline.LabelClean || (role != pipeline.RoleBuyer && role != pipeline.RoleSeller) {
+		return
+	}
+	v.OffenderRole = role
+	for _, m := range rn.msgs {
+		if m.SenderRole != role || m.SenderID == "" || !slices.Contains(v.EvidenceIDs, m.MessageID) || !rn.w.HasMessage(m.MessageID) {
+			continue
+		}
+		if !slices.Contains(v.Subjects, m.SenderID) {
+			v.Subjects = append(v.Subjects, m.SenderID)
+		}
+	}
+	slices.Sort(v.Subjects)
+	if len(v.Subjects) > pipeline.MaxSubjects {
+		v.Subjects = v.Subjects[:pipeline.MaxSubjects]
+	}
 }
 
 // triage runs the first look; a compromised answer stands in as high
@@ -534,8 +560,10 @@ func floorCategory(triage *stages.TriageOutput, extract stages.ExtractOutput, si
 	}
 	for _, s := range sigs {
 		switch s.Kind {
-		case chatprep.SignalURL:
+		case chatprep.SignalURL, chatprep.SignalPaymentLink:
 			return pipeline.CategoryPhishingLink
+		case chatprep.SignalPrepayment:
+			return pipeline.CategoryExternalPayment
 		case chatprep.SignalBankAccount:
 			return pipeline.CategoryExternalPayment
 		case chatprep.SignalCardNumber, chatprep.SignalResidentID:

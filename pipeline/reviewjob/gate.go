@@ -114,6 +114,15 @@ func (r gatedReviewer) Review(ctx context.Context, ev pipeline.ReviewEvent, msgs
 	return v, err
 }
 
+// SubjectPseudonyms forwards to the wrapped reviewer; one without a key
+// gives none, and the verdict event then carries no subjects.
+func (r gatedReviewer) SubjectPseudonyms(ids []string) []string {
+	if p, ok := r.Reviewer.(pipeline.SubjectPseudonymizer); ok {
+		return p.SubjectPseudonyms(ids)
+	}
+	return nil
+}
+
 // held is the outcome of a job that failed because a dependency is down:
 // the loop keeps its message and runs it again once the dependency is back.
 func held(err error) jobloop.Outcome {

@@ -52,6 +52,17 @@ func (h *Handler) publish(v pipeline.Verdict) {
 			RoomID: v.Key.RoomID, WindowStart: v.Key.WindowStart, WindowEnd: v.Key.WindowEnd, PipelineVersion: v.Key.PipelineVersion,
 			RunID: v.RunID, Status: v.Status, Label: v.Label, Category: v.Category, Severity: v.Severity, Confidence: v.Confidence,
 			Action: v.Action, EarlyExit: v.EarlyExit, FallbackUsed: fallback, Attempts: v.Attempts, LatencyMs: latency,
+			Subjects: h.subjectPseudonyms(v.Subjects),
 		},
 	})
+}
+
+// subjectPseudonyms are the verdict's subjects as the lake keeps them:
+// keyed pseudonyms from the reviewer, or none when it has no key. Raw ids
+// never go into an event.
+func (h *Handler) subjectPseudonyms(ids []string) []string {
+	if p, ok := h.reviewer.(pipeline.SubjectPseudonymizer); ok && len(ids) > 0 {
+		return p.SubjectPseudonyms(ids)
+	}
+	return nil
 }

@@ -245,10 +245,14 @@ func (s *Store) Get(ctx context.Context, key pipeline.ReviewKey) (pipeline.Verdi
 	if err := rows.Err(); err != nil {
 		return pipeline.Verdict{}, fmt.Errorf("mysql: get stages: %w", err)
 	}
+	if v.Subjects, v.OffenderRole, err = readSubjects(ctx, tx, id); err != nil {
+		return pipeline.Verdict{}, err
+	}
 	return v, nil
 }
 
-// Save upserts the verdict and replaces its stage rows in one transaction.
+// Save upserts the verdict and replaces its stage rows and its subjects
+// (verdict_subjects) in one transaction.
 // A stored done verdict is kept when v is not done: Save then succeeds
 // without changing anything and reports committed false (read back in the
 // transaction, under the verdict row's lock). A deadlock or lock wait timeout is retried
@@ -347,6 +351,9 @@ func (s *Store) save(ctx context.Context, v pipeline.Verdict, args []any, owner 
 		if err := insertStages(ctx, tx, id, v.Stages); err != nil {
 			return false, classify(err)
 		}
+		if err := replaceSubjects(ctx, tx, id, v, true); err != nil {
+			return false, classify(err)
+		}
 	} else {
 		var stored string
 		if err := tx.QueryRowContext(ctx, "SELECT status FROM verdicts WHERE id = ?", id).Scan(&stored); err != nil {
@@ -355,6 +362,9 @@ func (s *Store) save(ctx context.Context, v pipeline.Verdict, args []any, owner 
 		committed = stored == string(v.Status)
 		if committed {
 			if err := replaceStages(ctx, tx, id, v.Stages); err != nil {
+				return false, classify(err)
+			}
+			if err := replaceSubjects(ctx, tx, id, v, false); err != nil {
 				return false, classify(err)
 			}
 		}
@@ -473,6 +483,9 @@ func checkVerdict(v pipeline.Verdict) error {
 		errs = append(errs, errors.New("severity and attempts must be in range"))
 	}
 	if err := checkClosedSets(v); err != nil {
+		errs = append(errs, err)
+	}
+	if err := checkSubjects(v); err != nil {
 		errs = append(errs, err)
 	}
 	seen := map[pipeline.StageName]bool{}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
@@ -93,6 +94,10 @@ type VerdictRow struct {
 	FallbackUsed    bool      `parquet:"fallback_used"`
 	Attempts        int32     `parquet:"attempts"`
 	LatencyMs       float64   `parquet:"latency_ms"`
+	// Subjects are the keyed subject pseudonyms joined by commas (none:
+	// null); a plain string keeps the table readable by every engine and
+	// by files written before the column existed.
+	Subjects string `parquet:"subjects,optional"`
 }
 
 func ms(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
@@ -134,6 +139,7 @@ func verdictRow(ev pipeline.LakeRecord) VerdictRow {
 		Label: string(p.Label), Category: string(p.Category), Severity: int32(p.Severity),
 		Confidence: p.Confidence, Action: string(p.Action), EarlyExit: p.EarlyExit,
 		FallbackUsed: p.FallbackUsed, Attempts: int32(p.Attempts), LatencyMs: p.LatencyMs,
+		Subjects: strings.Join(p.Subjects, ","),
 	}
 }
 
@@ -179,6 +185,7 @@ func (r VerdictRow) LakeEvent() pipeline.LakeEvent {
 			Label: pipeline.Label(r.Label), Category: pipeline.Category(r.Category), Severity: int(r.Severity),
 			Confidence: r.Confidence, Action: pipeline.Action(r.Action), EarlyExit: r.EarlyExit,
 			FallbackUsed: r.FallbackUsed, Attempts: int(r.Attempts), LatencyMs: r.LatencyMs,
+			Subjects: splitSubjects(r.Subjects),
 		},
 	}
 }
@@ -263,4 +270,12 @@ func ReadRows[T any](data []byte) ([]T, error) {
 		return nil, fmt.Errorf("s3lake: read parquet: %w", err)
 	}
 	return rows, nil
+}
+
+// splitSubjects reads the subjects column back; empty is none.
+func splitSubjects(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
 }

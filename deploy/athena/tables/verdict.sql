@@ -23,7 +23,8 @@ CREATE EXTERNAL TABLE IF NOT EXISTS verdict (
   early_exit       boolean,
   fallback_used    boolean,
   attempts         int,
-  latency_ms       double
+  latency_ms       double,
+  subjects         string    COMMENT 'keyed pseudonyms (hmac:…) of the accounts the verdict is about, comma-separated; null before subjects existed'
 )
 PARTITIONED BY (`dt` string, `hour` string)
 STORED AS PARQUET

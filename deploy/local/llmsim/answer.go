@@ -160,7 +160,7 @@ func judgeAnswer(a Analysis) stages.JudgeOutput {
 	}
 	if len(strong) == 0 {
 		out := stages.JudgeOutput{Label: pipeline.LabelClean, Category: pipeline.CategoryClean, Severity: 1,
-			Confidence: 0.9, Action: pipeline.ActionNone, EvidenceIDs: []string{}}
+			Confidence: 0.9, Action: pipeline.ActionNone, EvidenceIDs: []string{}, OffenderRole: stages.OffenderNone}
 		r := newRationale(500)
 		r.add("Rule-based stand-in (llmsim), not a model: clean")
 		if len(a.Signals) > 0 {
@@ -192,6 +192,12 @@ func judgeAnswer(a Analysis) stages.JudgeOutput {
 		Confidence:  math.Round((0.6+0.08*float64(min(support, 4)))*100) / 100,
 		Action:      pipeline.ActionWarn,
 		EvidenceIDs: []string{},
+		// The offender is the sender of the deciding signal's message;
+		// a system line or an unknown role names no one.
+		OffenderRole: stages.OffenderNone,
+	}
+	if primary.Role == pipeline.RoleBuyer || primary.Role == pipeline.RoleSeller {
+		out.OffenderRole = primary.Role
 	}
 	if out.Severity >= 3 || out.Category == pipeline.CategorySpam {
 		out.Label = pipeline.LabelAbusive

@@ -226,6 +226,9 @@ type Signal struct {
 	// the image URL for an image signal.
 	Quote string
 	Image bool
+	// Role is the sender role of the message, which the judge names as
+	// the offender's.
+	Role pipeline.SenderRole
 }
 
 // Analysis is what the rules found in a transcript.
@@ -275,6 +278,7 @@ func Analyze(lines []stages.TranscriptLine) Analysis {
 			f, sig := analyzeImage(l)
 			a.Images = append(a.Images, f)
 			if sig.Category != "" {
+				sig.Role = pipeline.SenderRole(l.Role)
 				a.addSignal(sig)
 			}
 		}
@@ -287,6 +291,7 @@ func Analyze(lines []stages.TranscriptLine) Analysis {
 		}
 		for _, s := range analyzeText(m, inAppPaid, meetup) {
 			s.MessageID = l.ID
+			s.Role = pipeline.SenderRole(l.Role)
 			s.Quote = quote(l.Text)
 			a.addSignal(s)
 		}

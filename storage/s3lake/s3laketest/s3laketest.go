@@ -82,6 +82,13 @@ func Events(n int, seed uint64, start time.Time, hours int) []pipeline.LakeEvent
 				Confidence: float64(r.IntN(1001)) / 1000, Action: actions[r.IntN(4)], EarlyExit: r.IntN(2) == 0,
 				FallbackUsed: r.IntN(8) == 0, Attempts: 1 + r.IntN(4), LatencyMs: float64(r.IntN(60000)),
 			}
+			if (i/3)%2 == 0 {
+				// Every other verdict has subjects, as keyed pseudonyms;
+				// derived from i, not r, so the other fields stay as they were.
+				v := ev.Payload.(pipeline.VerdictEvent)
+				v.Subjects = []string{fmt.Sprintf("hmac:%024x", i), fmt.Sprintf("hmac:%024x", i+1)}
+				ev.Payload = v
+			}
 		}
 		out[i] = ev
 	}

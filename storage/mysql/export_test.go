@@ -1,0 +1,4 @@
+package mysql
+
+// HistorySQLForTest is historySQL, for the EXPLAIN test.
+const HistorySQLForTest = historySQL

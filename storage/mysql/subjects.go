@@ -1,0 +1,182 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/chatguard/chatguard/pipeline"
+)
+
+// checkSubjects bounds a verdict's subjects as the verdict_subjects table
+// stores them: at most pipeline.MaxSubjects distinct ids of 1 to 128 bytes,
+// with the offender role they were found under; none on a clean verdict.
+func checkSubjects(v pipeline.Verdict) error {
+	if len(v.Subjects) == 0 {
+		return nil
+	}
+	var errs []error
+	if len(v.Subjects) > pipeline.MaxSubjects {
+		errs = append(errs, fmt.Errorf("%d subjects, at most %d", len(v.Subjects), pipeline.MaxSubjects))
+	}
+	if v.OffenderRole != pipeline.RoleBuyer && v.OffenderRole != pipeline.RoleSeller {
+		errs = append(errs, fmt.Errorf("subjects need an offender role of buyer or seller, not %q", v.OffenderRole))
+	}
+	if v.Label == pipeline.LabelClean || v.Status != pipeline.StatusDone {
+		errs = append(errs, errors.New("only a done verdict that is not clean has subjects"))
+	}
+	seen := map[string]bool{}
+	for _, s := range v.Subjects {
+		if s == "" || len(s) > 128 || seen[s] {
+			errs = append(errs, errors.New("a subject id is empty, longer than 128 bytes or repeated"))
+			break
+		}
+		seen[s] = true
+	}
+	return errors.Join(errs...)
+}
+
+// replaceSubjects makes verdict id's subject rows exactly v's subjects; a
+// new verdict (fresh) has none to delete. decided_at is the verdict's
+// finish time, the time the history's 30-day window is measured on.
+func replaceSubjects(ctx context.Context, tx *sql.Tx, id int64, v pipeline.Verdict, fresh bool) error {
+	if !fresh {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM verdict_subjects WHERE verdict_id = ?", id); err != nil {
+			return fmt.Errorf("mysql: save subjects: delete: %w", err)
+		}
+	}
+	if len(v.Subjects) == 0 {
+		return nil
+	}
+	decided := v.FinishedAt
+	if decided.IsZero() {
+		decided = v.Key.WindowEnd
+	}
+	var b strings.Builder
+	b.WriteString("INSERT INTO verdict_subjects (verdict_id, sender_id, role, room_id, label, category, decided_at) VALUES ")
+	args := make([]any, 0, 7*len(v.Subjects))
+	for i, s := range v.Subjects {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?, ?, ?, ?, ?, ?, ?)")
+		args = append(args, id, s, string(v.OffenderRole), v.Key.RoomID, string(v.Label), string(v.Category), dbTime(decided))
+	}
+	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+		return fmt.Errorf("mysql: save subjects: %w", err)
+	}
+	return nil
+}
+
+// readSubjects reads verdict id's subjects and their role back, sorted.
+func readSubjects(ctx context.Context, tx *sql.Tx, id uint64) ([]string, pipeline.SenderRole, error) {
+	rows, err := tx.QueryContext(ctx, "SELECT sender_id, role FROM verdict_subjects WHERE verdict_id = ? ORDER BY sender_id", id)
+	if err != nil {
+		return nil, "", fmt.Errorf("mysql: get subjects: %w", err)
+	}
+	defer rows.Close()
+	var (
+		out  []string
+		role string
+	)
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s, &role); err != nil {
+			return nil, "", fmt.Errorf("mysql: get subjects: %w", err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("mysql: get subjects: %w", err)
+	}
+	return out, pipeline.SenderRole(role), nil
+}
+
+// EraseSender deletes every subject row about senderID, on request (a
+// data-subject erasure): the verdicts stay, no longer about anyone. It
+// returns how many rows it deleted. The lake keeps only keyed pseudonyms,
+// which erasing the key's use for that id cannot undo: see
+// docs/operations.md.
+func (s *Store) EraseSender(ctx context.Context, senderID string) (int64, error) {
+	if senderID == "" || len(senderID) > 128 {
+		return 0, errors.New("mysql: erase sender: the sender id must be 1 to 128 bytes")
+	}
+	res, err := s.db.ExecContext(ctx, "DELETE FROM verdict_subjects WHERE sender_id = ?", senderID)
+	if err != nil {
+		return 0, fmt.Errorf("mysql: erase sender: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("mysql: erase sender: %w", err)
+	}
+	return n, nil
+}
+
+// CountSenderSubjects counts the subject rows about senderID: what
+// EraseSender would delete.
+func (s *Store) CountSenderSubjects(ctx context.Context, senderID string) (int64, error) {
+	var n int64
+	if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM verdict_subjects WHERE sender_id = ?", senderID).Scan(&n); err != nil {
+		return 0, fmt.Errorf("mysql: count sender subjects: %w", err)
+	}
+	return n, nil
+}
+
+// historySQL counts distinct rooms per label, category and whether the
+// newest moderator decision overturned the verdict. It reads the subjects
+// by ix_verdict_subjects_sender and each subject row's newest decision by
+// ix_moderator_decisions_verdict (forced: on small or fresh tables the
+// optimizer otherwise walks ix_moderator_decisions_decided, every decision
+// ever made, for the ORDER BY); the verdicts table is not read.
+const historySQL = `SELECT s.label, s.category,
+    COALESCE((SELECT d.decision = 'overturn' FROM moderator_decisions d FORCE INDEX (ix_moderator_decisions_verdict)
+              WHERE d.verdict_id = s.verdict_id ORDER BY d.decided_at DESC, d.id DESC LIMIT 1), FALSE) AS overturned,
+    COUNT(DISTINCT s.room_id) AS rooms
+FROM verdict_subjects s
+WHERE s.sender_id IN (%s) AND s.decided_at >= ?
+GROUP BY s.label, s.category, overturned
+ORDER BY rooms DESC, s.label, s.category
+LIMIT 64`
+
+var _ pipeline.HistorySource = (*Store)(nil)
+
+// AccountHistory implements pipeline.HistorySource: one query over
+// verdict_subjects for at most pipeline.MaxHistoryAccounts ids.
+func (s *Store) AccountHistory(ctx context.Context, senderIDs []string, since time.Time) ([]pipeline.HistoryCount, error) {
+	if len(senderIDs) == 0 {
+		return nil, nil
+	}
+	if len(senderIDs) > pipeline.MaxHistoryAccounts {
+		return nil, fmt.Errorf("mysql: account history: %d accounts, at most %d", len(senderIDs), pipeline.MaxHistoryAccounts)
+	}
+	args := make([]any, 0, len(senderIDs)+1)
+	for _, id := range senderIDs {
+		args = append(args, id)
+	}
+	args = append(args, dbTime(since))
+	q := fmt.Sprintf(historySQL, strings.TrimSuffix(strings.Repeat("?, ", len(senderIDs)), ", "))
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: account history: %w", err)
+	}
+	defer rows.Close()
+	var out []pipeline.HistoryCount
+	for rows.Next() {
+		var (
+			h               pipeline.HistoryCount
+			label, category string
+		)
+		if err := rows.Scan(&label, &category, &h.Overturned, &h.Rooms); err != nil {
+			return nil, fmt.Errorf("mysql: account history: %w", err)
+		}
+		h.Label, h.Category = pipeline.Label(label), pipeline.Category(category)
+		out = append(out, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("mysql: account history: %w", err)
+	}
+	return out, nil
+}
