@@ -107,4 +107,3 @@ func (p *Prioritized) Delete(ctx context.Context, receipts []string) error {
 func (p *Prioritized) ChangeVisibility(ctx context.Context, receipts []string, visibility time.Duration) error {
 	return p.settle(receipts, func(q pipeline.Inbox, rs []string) error { return q.ChangeVisibility(ctx, rs, visibility) })
 }
-
