@@ -15,7 +15,7 @@ import (
 // process's capacity settings on top of what every reviewing binary shares.
 func (c Config) engineParams(events pipeline.EventSink, reg prometheus.Registerer, log *slog.Logger) reviewers.Params {
 	return reviewers.Params{Component: "worker", Class: llm.ClassBatch, Pools: c.Pools, Options: c.Options, Redis: c.RedisOptions,
-		Capacity: c.capacity, Events: events, Registerer: reg, Log: log}
+		Events: events, Registerer: reg, Log: log}
 }
 
 // newReviewer builds the stage engine (reviewers.New); Close on the engine

@@ -44,7 +44,8 @@ type PoolConfig struct {
 	// primary before it goes to the fallback (the fallback is waited for
 	// until the caller's deadline).
 	GateWait time.Duration
-	// AttemptTimeout bounds one attempt, stream included.
+	// AttemptTimeout bounds one attempt, stream included; zero takes the
+	// router's Config.AttemptTimeout, which both pools share.
 	AttemptTimeout time.Duration
 	// BreakerFailures consecutive failures open the breaker.
 	BreakerFailures int
@@ -163,6 +164,9 @@ func (p PoolConfig) validate() error {
 type Config struct {
 	Primary  PoolConfig
 	Fallback PoolConfig
+	// AttemptTimeout bounds one attempt on a pool that sets no timeout of
+	// its own: one setting for both pools, declared once.
+	AttemptTimeout time.Duration
 	// MaxAttempts bounds the calls for one stage across both pools, repair
 	// tries included.
 	MaxAttempts int
@@ -184,6 +188,14 @@ const (
 // WithDefaults returns c with zero fields (and the pools' zero fields) set
 // to the defaults.
 func (c Config) WithDefaults() Config {
+	if c.AttemptTimeout == 0 {
+		c.AttemptTimeout = DefaultAttemptTimeout
+	}
+	for _, p := range []*PoolConfig{&c.Primary, &c.Fallback} {
+		if p.AttemptTimeout == 0 {
+			p.AttemptTimeout = c.AttemptTimeout
+		}
+	}
 	c.Primary = c.Primary.WithDefaults()
 	c.Primary.Name = pipeline.PoolPrimary
 	if c.Fallback.Enabled() {
@@ -213,6 +225,9 @@ func (c Config) Validate() error {
 	}
 	if c.Fleet.enabled() {
 		errs = append(errs, c.Fleet.validate())
+	}
+	if c.AttemptTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("llm: attempt timeout %s is not positive", c.AttemptTimeout))
 	}
 	if c.MaxAttempts < 1 || c.MaxAttempts > 20 {
 		errs = append(errs, fmt.Errorf("llm: max attempts %d is outside 1..20", c.MaxAttempts))

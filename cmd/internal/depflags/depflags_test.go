@@ -18,7 +18,7 @@ func TestFlagsMapOntoTheAdapters(t *testing.T) {
 		m     = mysql.DefaultConfig()
 		c     = chatapi.DefaultConfig()
 		stops = DefaultStops()
-		pools = DefaultPools()
+		pools = DefaultPools(0, 0)
 	)
 	fs := cli.NewFlagSet("test", "")
 	BindMySQL(fs, &m)
@@ -42,7 +42,7 @@ func TestFlagsMapOntoTheAdapters(t *testing.T) {
 	s := stops.Config()
 	require.Equal(t, "stops", s.Channel)
 	require.Equal(t, "p:", s.KeyPrefix)
-	r := pools.Router()
+	r := pools.Router().WithDefaults()
 	require.Equal(t, "http://p/v1", r.Primary.BaseURL)
 	require.Equal(t, "pm", r.Primary.Model)
 	require.Equal(t, "pk", r.Primary.APIKey)
@@ -52,7 +52,7 @@ func TestFlagsMapOntoTheAdapters(t *testing.T) {
 	require.Equal(t, "fk", r.Fallback.APIKey)
 	require.Equal(t, 5, r.Fallback.MaxConcurrency)
 	require.Equal(t, 11*time.Second, r.Primary.AttemptTimeout)
-	require.Equal(t, 11*time.Second, r.Fallback.AttemptTimeout)
+	require.Equal(t, 11*time.Second, r.Fallback.AttemptTimeout, "one --attempt-timeout bounds both pools")
 	require.Equal(t, 4, r.MaxAttempts)
 
 	var help strings.Builder

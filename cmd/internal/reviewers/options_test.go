@@ -40,7 +40,7 @@ func TestOptionsReachTheRouter(t *testing.T) {
 		func(k string) string { return env[k] }))
 	require.NoError(t, o.Validate("redis:6379"))
 	require.Equal(t, []string{"img.example.com", ".cdn.example.com"}, o.images().Hosts)
-	rc := o.Router(depflags.Pools{PrimaryBaseURL: "http://p/v1", PrimaryModel: "p", FallbackBaseURL: "http://f/v1", FallbackModel: "f"}.Router(), nil)
+	rc := o.Router(depflags.Pools{LLM: llm.Config{Primary: llm.PoolConfig{BaseURL: "http://p/v1", Model: "p"}, Fallback: llm.PoolConfig{BaseURL: "http://f/v1", Model: "f"}}}.Router(), nil)
 	require.True(t, rc.Primary.Pseudonymize)
 	require.True(t, rc.Fallback.Pseudonymize)
 	require.Positive(t, rc.Fallback.Price.CompletionPerMTok)
@@ -51,6 +51,6 @@ func TestNewRefusesWhatValidateRefuses(t *testing.T) {
 	t.Parallel()
 	o := DefaultOptions()
 	o.QuoteDigestKey = strings.Repeat("k", 8)
-	_, err := New(Params{Component: "test", Pools: depflags.Pools{PrimaryBaseURL: "http://p/v1", PrimaryModel: "p"}, Options: o})
+	_, err := New(Params{Component: "test", Pools: depflags.Pools{LLM: llm.Config{Primary: llm.PoolConfig{BaseURL: "http://p/v1", Model: "p"}}}, Options: o})
 	require.ErrorContains(t, err, "--quote-digest-key")
 }

@@ -32,15 +32,13 @@ type Params struct {
 	// Class is the router class of every call the reviewer makes: the one
 	// setting that differs between binaries.
 	Class llm.Class
-	// Pools are the two model pools (their flags are depflags.Pools').
+	// Pools are the two model pools (their flags are depflags.Pools'),
+	// with whatever else the binary binds to them (the worker's capacity).
 	Pools depflags.Pools
 	// Options are the privacy, price and fleet settings.
 	Options Options
 	// Redis is where the fleet limits live (used only when one is set).
 	Redis cli.RedisOptions
-	// Capacity, when set, adds what only this binary sets to the router's
-	// configuration (the worker's interactive reserve and adaptive limit).
-	Capacity func(*llm.Config)
 	// Events receives the inference logs; may be nil.
 	Events pipeline.EventSink
 	// Registerer receives the router's and the reviewer's metrics; may be
@@ -120,11 +118,7 @@ func New(p Params) (*Engine, error) {
 		}
 		store, closeStore = redislimits.New(rdb, ""), func() { _ = rdb.Close() }
 	}
-	rc := p.Pools.Router()
-	if p.Capacity != nil {
-		p.Capacity(&rc)
-	}
-	rc = p.Options.Router(rc, store)
+	rc := p.Options.Router(p.Pools.Router(), store)
 	router, err := llm.New(rc, p.Registerer)
 	if err != nil {
 		closeStore()
