@@ -24,6 +24,10 @@ type ReviewEvent struct {
 	RunID         string    `json:"run_id"`
 	PublishedAt   time.Time `json:"published_at"`
 	SchemaVersion int       `json:"schema_version"`
+	// Source says which producer asked for the review (batch, sweep,
+	// realtime); optional, and what sets the review's traffic class
+	// (Class).
+	Source Source `json:"source,omitempty"`
 }
 
 // InvalidEventError reports a message body that can never be processed. It
@@ -35,6 +39,10 @@ type InvalidEventError struct {
 
 // Error implements error.
 func (e *InvalidEventError) Error() string { return "invalid review event: " + e.Reason }
+
+// maxSourceLen bounds an event's source: the known ones are a word, and an
+// unknown one is read as batch rather than refused (tolerant reader).
+const maxSourceLen = 32
 
 // maxRoomIDLen bounds room ids so that a hostile body cannot blow up keys,
 // logs or MySQL columns.
@@ -96,6 +104,9 @@ func (e ReviewEvent) Validate() error {
 	}
 	if e.PublishedAt.IsZero() {
 		probs = append(probs, "published_at is missing")
+	}
+	if len(e.Source) > maxSourceLen {
+		probs = append(probs, fmt.Sprintf("source is longer than %d bytes", maxSourceLen))
 	}
 	if len(probs) > 0 {
 		return &InvalidEventError{Reason: strings.Join(probs, "; ")}

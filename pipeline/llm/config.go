@@ -37,7 +37,7 @@ type PoolConfig struct {
 	// MaxConcurrency bounds the calls in flight to this pool from this
 	// process (every job shares it).
 	MaxConcurrency int
-	// ReservedInteractive slots of MaxConcurrency only ClassInteractive
+	// ReservedInteractive slots of MaxConcurrency only pipeline.ClassInteractive
 	// requests may take, so batch work cannot starve a moderator.
 	ReservedInteractive int
 	// GateWait bounds how long a batch caller waits for a free slot on the

@@ -238,12 +238,12 @@ type fleetLease struct {
 const maxHandoffs = 4
 
 // leaseLimit is the semaphore limit for class: L, or L − R for batch.
-func (f *fleet) leaseLimit(class Class, local bool) int {
+func (f *fleet) leaseLimit(class pipeline.Class, local bool) int {
 	l, r := f.cfg.PrimaryLimit, f.cfg.PrimaryReserved
 	if local {
 		l, r = f.share(l), r/f.cfg.Replicas
 	}
-	if class == ClassBatch {
+	if waits(class) {
 		return max(l-r, 1)
 	}
 	return l
@@ -251,7 +251,7 @@ func (f *fleet) leaseLimit(class Class, local bool) int {
 
 // tryLease makes one acquire on the store, or on the static share while
 // the store is down.
-func (f *fleet) tryLease(ctx context.Context, class Class) (fleetLease, bool, error) {
+func (f *fleet) tryLease(ctx context.Context, class pipeline.Class) (fleetLease, bool, error) {
 	id := f.pod + "-" + strconv.FormatUint(f.seq.Add(1), 36)
 	if !f.degraded() {
 		c, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
@@ -265,13 +265,13 @@ func (f *fleet) tryLease(ctx context.Context, class Class) (fleetLease, bool, er
 			if ok {
 				f.hold(id, false)
 			}
-			return fleetLease{f: f, id: id, batch: class == ClassBatch}, ok, nil
+			return fleetLease{f: f, id: id, batch: waits(class)}, ok, nil
 		}
 		if ctx.Err() != nil {
 			return fleetLease{}, false, ctx.Err()
 		}
 		f.storeFailed(ctx)
-		if !f.degraded() && class == ClassBatch {
+		if !f.degraded() && waits(class) {
 			return fleetLease{}, false, nil // a blip: a batch caller asks again
 		}
 	}
@@ -279,7 +279,7 @@ func (f *fleet) tryLease(ctx context.Context, class Class) (fleetLease, bool, er
 	if ok {
 		f.hold(id, true)
 	}
-	return fleetLease{f: f, id: id, local: true, batch: class == ClassBatch}, ok, err
+	return fleetLease{f: f, id: id, local: true, batch: waits(class)}, ok, err
 }
 
 func (f *fleet) hold(id string, local bool) {
@@ -292,9 +292,9 @@ func (f *fleet) hold(id string, local bool) {
 // batch caller waits up to wait (LeaseWait when wait is 0), one caller per
 // process polling the store at a time so that a full fleet costs the store
 // one call per leasePoll per pod, not one per waiting job.
-func (f *fleet) acquireLease(ctx context.Context, class Class, wait time.Duration) (fleetLease, bool) {
+func (f *fleet) acquireLease(ctx context.Context, class pipeline.Class, wait time.Duration) (fleetLease, bool) {
 	l, ok, err := f.tryLease(ctx, class)
-	if ok || err != nil || class == ClassInteractive {
+	if ok || err != nil || !waits(class) {
 		return l, ok
 	}
 	if wait <= 0 {
@@ -563,7 +563,7 @@ func (r *Router) fleetAdmit(ctx context.Context, l lease, req *Request, msgs []M
 
 // takeFleetLease takes a primary lease for a call on p when the fleet
 // bounds p; every other pool and an unbounded primary get the zero lease.
-func (p *pool) takeFleetLease(ctx context.Context, class Class, wait time.Duration) (fleetLease, bool) {
+func (p *pool) takeFleetLease(ctx context.Context, class pipeline.Class, wait time.Duration) (fleetLease, bool) {
 	if p.leases == nil {
 		return fleetLease{}, true
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/internal/clock"
+	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/capacity"
 )
 
@@ -47,7 +48,7 @@ func TestFleetLeasesBoundThePrimaryAcrossReplicasWithAnInteractiveReserve(t *tes
 	b, _ := fleetRouter(t, prim, nil, fc)
 
 	var wg sync.WaitGroup
-	call := func(r *Router, class Class) {
+	call := func(r *Router, class pipeline.Class) {
 		wg.Go(func() {
 			req := triageReq()
 			req.Class = class
@@ -55,15 +56,15 @@ func TestFleetLeasesBoundThePrimaryAcrossReplicasWithAnInteractiveReserve(t *tes
 		})
 	}
 	// Two batch calls, one per replica: L − R = 2 leases for batch.
-	call(a, ClassBatch)
-	call(b, ClassBatch)
+	call(a, pipeline.ClassBatch)
+	call(b, pipeline.ClassBatch)
 	<-started
 	<-started
 	// A third batch call waits for a lease; an interactive one takes the
 	// reserve at once.
-	call(a, ClassBatch)
+	call(a, pipeline.ClassBatch)
 	req := triageReq()
-	req.Class = ClassInteractive
+	req.Class = pipeline.ClassInteractive
 	done := make(chan error, 1)
 	go func() { _, err := b.Complete(t.Context(), req); done <- err }()
 	<-started
@@ -185,12 +186,12 @@ func TestFleetOneStoreErrorIsNotAnOutage(t *testing.T) {
 	f := newFleet(FleetConfig{Leases: store, PrimaryLimit: 4, Replicas: 2}.withDefaults(), clock.Real())
 	store.SetFailing(true)
 	for i := range failuresToDegrade - 1 {
-		_, ok, err := f.tryLease(t.Context(), ClassBatch)
+		_, ok, err := f.tryLease(t.Context(), pipeline.ClassBatch)
 		require.NoError(t, err)
 		require.False(t, ok, i)
 		require.False(t, f.degraded())
 	}
-	l, ok, err := f.tryLease(t.Context(), ClassBatch)
+	l, ok, err := f.tryLease(t.Context(), pipeline.ClassBatch)
 	require.NoError(t, err)
 	require.True(t, ok, "on the static share after the third error in a row")
 	require.True(t, f.degraded())
@@ -247,7 +248,7 @@ func TestFleetLeaseHandedToACallThatStoppedWaitingGoesOn(t *testing.T) {
 	store := &countingStore{Local: capacity.NewLocal(nil)}
 	r, _ := fleetRouter(t, newFake(t, nil), nil, FleetConfig{Leases: store, PrimaryLimit: 1, LeaseWait: 10 * time.Second})
 	f := r.fleet
-	l, ok, err := f.tryLease(t.Context(), ClassBatch)
+	l, ok, err := f.tryLease(t.Context(), pipeline.ClassBatch)
 	require.NoError(t, err)
 	require.True(t, ok)
 

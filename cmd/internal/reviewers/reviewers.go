@@ -31,7 +31,7 @@ type Params struct {
 	Component string
 	// Class is the router class of every call the reviewer makes: the one
 	// setting that differs between binaries.
-	Class llm.Class
+	Class pipeline.Class
 	// Pools are the two model pools (their flags are depflags.Pools'),
 	// with whatever else the binary binds to them (the worker's capacity).
 	Pools depflags.Pools
@@ -141,7 +141,7 @@ func New(p Params) (*Engine, error) {
 	s := Settings{PipelineVersion: rev.PipelineVersion(), PrimaryModel: prim, FallbackModel: fb,
 		ImageHosts: p.Options.images().Hosts, ImageInline: p.Options.ImageInline, DevDigestKey: p.Options.QuoteDigestKey == "",
 		PrimaryPseudonymize: rc.Primary.Pseudonymize, FallbackPseudonymize: rc.Fallback.Pseudonymize}
-	log.Info(p.Component+": stage engine ready", "class", className(p.Class), "primary_model", s.PrimaryModel, "fallback_model", s.FallbackModel,
+	log.Info(p.Component+": stage engine ready", "class", p.Class.String(), "primary_model", s.PrimaryModel, "fallback_model", s.FallbackModel,
 		"pipeline_version", s.PipelineVersion, "image_hosts", s.ImageHosts, "image_inline", s.ImageInline, "dev_digest_key", s.DevDigestKey,
 		"primary_pseudonymize", s.PrimaryPseudonymize, "fallback_pseudonymize", s.FallbackPseudonymize)
 	return &Engine{Reviewer: rev, settings: s, close: closeAll}, nil
@@ -161,15 +161,4 @@ func runRouter(r *llm.Router) (stop func()) {
 		cancel()
 		<-done
 	}
-}
-
-// className names a class in the settings line.
-func className(c llm.Class) string {
-	switch c {
-	case llm.ClassBatch:
-		return "batch"
-	case llm.ClassInteractive:
-		return "interactive"
-	}
-	return fmt.Sprint(int(c))
 }
