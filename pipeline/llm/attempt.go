@@ -187,7 +187,7 @@ func (r *Router) stream(ctx context.Context, p *pool, req *Request, msgs []Messa
 	if obs != nil {
 		obs.Attempt(req.Stage, a.N, p.cfg.Name)
 	}
-	s, err := p.client.CreateChatCompletionStream(ctx, creq)
+	s, err := p.client.CreateChatCompletionStream(p.priority(ctx, req.Class), creq)
 	if err != nil {
 		return nil, "", err
 	}

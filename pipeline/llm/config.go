@@ -65,6 +65,11 @@ type PoolConfig struct {
 	Adaptive AdaptiveConfig
 	// Price is what this pool's calls cost (price.go); zero is free.
 	Price Price
+	// ServerPriority sends each call's traffic class as the request's
+	// priority (vLLM's `priority` field, lower served first: the class's
+	// Rank). Off by default: vLLM refuses a non-zero priority unless it
+	// runs with --scheduling-policy priority.
+	ServerPriority bool
 }
 
 // Enabled reports whether the pool is configured at all; a fallback with no

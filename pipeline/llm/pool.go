@@ -300,6 +300,11 @@ type metaKey struct{}
 type headerCapture struct{ c *http.Client }
 
 func (h *headerCapture) Do(req *http.Request) (*http.Response, error) {
+	if n, ok := req.Context().Value(priorityKey{}).(int); ok {
+		if err := withPriority(req, n); err != nil {
+			return nil, err
+		}
+	}
 	resp, err := h.c.Do(req)
 	if err == nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
 		if m, ok := req.Context().Value(metaKey{}).(*attemptMeta); ok {

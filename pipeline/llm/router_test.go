@@ -23,6 +23,7 @@ import (
 // sentRequest is what a fake endpoint received.
 type sentRequest struct {
 	Model         string `json:"model"`
+	Priority      *int   `json:"priority"`
 	Stream        bool   `json:"stream"`
 	MaxTokens     int    `json:"max_tokens"`
 	StreamOptions *struct {

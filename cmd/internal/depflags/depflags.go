@@ -119,14 +119,15 @@ func DefaultPools(primaryConcurrency, fallbackConcurrency int) Pools {
 // poolUsage is what one pool's flags say beyond its name.
 type poolUsage struct{ baseURL, model, apiKey string }
 
-// bindPool declares --<name>-base-url, --<name>-model, --<name>-api-key
-// and --<name>-concurrency on the pool's own configuration;
+// bindPool declares --<name>-base-url, --<name>-model, --<name>-api-key,
+// --<name>-concurrency and --<name>-priority on the pool's own configuration;
 // concurrencyUsage is a format with one %s for the pool's name.
 func bindPool(fs *cli.FlagSet, p *llm.PoolConfig, name string, u poolUsage, concurrencyUsage string) {
 	fs.StringVar(&p.BaseURL, name+"-base-url", u.baseURL)
 	fs.StringVar(&p.Model, name+"-model", u.model)
 	fs.StringVar(&p.APIKey, name+"-api-key", u.apiKey)
 	fs.IntVar(&p.MaxConcurrency, name+"-concurrency", fmt.Sprintf(concurrencyUsage, name))
+	fs.BoolVar(&p.ServerPriority, name+"-priority", "send each call's traffic class as the request's priority (interactive 0, realtime 1, batch 2, shadow 3; lower is served first): only for a vLLM started with --scheduling-policy priority, which any other server may refuse")
 }
 
 // Flags declares the --primary-*, --fallback-*, --attempt-timeout and

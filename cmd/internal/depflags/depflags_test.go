@@ -32,6 +32,7 @@ func TestFlagsMapOntoTheAdapters(t *testing.T) {
 		"--mysql-max-open-conns=9", "--chat-api-url=http://chat", "--chat-timeout=3s", "--stop-key-prefix=p:",
 		"--primary-base-url=http://p/v1", "--primary-model=pm", "--primary-api-key=pk", "--fallback-base-url=http://f/v1",
 		"--fallback-model=fm", "--fallback-api-key=fk", "--fallback-concurrency=5", "--attempt-timeout=11s", "--llm-max-attempts=4",
+		"--primary-priority",
 	}, func(k string) string { return env[k] }))
 
 	require.Equal(t, "u@tcp(db:3306)/x", m.DSN)
@@ -54,6 +55,8 @@ func TestFlagsMapOntoTheAdapters(t *testing.T) {
 	require.Equal(t, 11*time.Second, r.Primary.AttemptTimeout)
 	require.Equal(t, 11*time.Second, r.Fallback.AttemptTimeout, "one --attempt-timeout bounds both pools")
 	require.Equal(t, 4, r.MaxAttempts)
+	require.True(t, r.Primary.ServerPriority)
+	require.False(t, r.Fallback.ServerPriority, "off unless asked: a server without the priority policy refuses it")
 
 	var help strings.Builder
 	fs.Usage(&help)
