@@ -269,3 +269,48 @@ func TestFleetLeaseHandedToACallThatStoppedWaitingGoesOn(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok, "back in the store once nobody waits")
 }
+
+// With a realtime reserve, batch holds L − R − Rr leases across the
+// replicas, realtime L − R and interactive L: a sweep backlog cannot take
+// the leases real time needs.
+func TestFleetRealtimeReserveAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	store := capacity.NewLocal(nil)
+	started, release := make(chan struct{}, 16), make(chan struct{})
+	prim := newFake(t, blocking(started, release))
+	fc := FleetConfig{Leases: store, PrimaryLimit: 4, PrimaryReserved: 1, PrimaryReservedRealtime: 1, LeaseWait: 20 * time.Millisecond}
+	a, _ := fleetRouter(t, prim, nil, fc)
+	b, _ := fleetRouter(t, prim, nil, fc)
+	var wg sync.WaitGroup
+	call := func(r *Router, class pipeline.Class) {
+		wg.Go(func() {
+			req := triageReq()
+			req.Class = class
+			_, _ = r.Complete(t.Context(), req)
+		})
+	}
+	// L − R − Rr = 2 leases for batch, one per replica.
+	call(a, pipeline.ClassBatch)
+	call(b, pipeline.ClassBatch)
+	<-started
+	<-started
+	require.Equal(t, 2, a.fleet.leaseLimit(pipeline.ClassShadow, false), "shadow holds no more than batch")
+	// A realtime call takes the realtime reserve at once.
+	call(b, pipeline.ClassRealtime)
+	<-started
+	// Now the fleet holds 3 = L − R: another realtime call is held back,
+	// and an interactive one still takes the last lease.
+	req := triageReq()
+	req.Class = pipeline.ClassRealtime
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	_, err := a.Complete(ctx, req)
+	cancel()
+	require.Error(t, err, "realtime may not take the interactive reserve")
+	require.EqualValues(t, 3, prim.calls.Load())
+	call(a, pipeline.ClassInteractive)
+	<-started
+	require.EqualValues(t, 4, prim.calls.Load())
+	close(release)
+	wg.Wait()
+	require.Zero(t, a.fleet.leasesHeld()+b.fleet.leasesHeld(), "every lease was released")
+}

@@ -36,15 +36,17 @@ func TestOptionsReachTheRouter(t *testing.T) {
 	o.FleetFlags(fs)
 	env := map[string]string{"CHATGUARD_PRIMARY_PSEUDONYMIZE": "true", "CHATGUARD_FLEET_FALLBACK_TPM": "90000"}
 	require.NoError(t, fs.Parse([]string{"--fallback-price=prompt=2.5,completion=10", "--fleet-primary-limit=16",
-		"--fleet-primary-reserved=4", "--fleet-key-prefix=cg:fleet:", "--image-hosts= img.example.com , .cdn.example.com "},
+		"--fleet-primary-reserved=4", "--fleet-primary-reserved-realtime=6", "--fleet-key-prefix=cg:fleet:", "--image-hosts= img.example.com , .cdn.example.com "},
 		func(k string) string { return env[k] }))
 	require.NoError(t, o.Validate("redis:6379"))
 	require.Equal(t, []string{"img.example.com", ".cdn.example.com"}, o.images().Hosts)
 	rc := o.Router(depflags.Pools{LLM: llm.Config{Primary: llm.PoolConfig{BaseURL: "http://p/v1", Model: "p"}, Fallback: llm.PoolConfig{BaseURL: "http://f/v1", Model: "f"}}}.Router(), nil)
 	require.True(t, rc.Primary.Pseudonymize)
+	o.FleetPrimaryReservedRealtime = 12
+	require.ErrorContains(t, o.Validate("redis:6379"), "--fleet-primary-reserved-realtime", "4 + 12 leaves batch nothing of 16")
 	require.True(t, rc.Fallback.Pseudonymize)
 	require.Positive(t, rc.Fallback.Price.CompletionPerMTok)
-	require.Equal(t, llm.FleetConfig{PrimaryLimit: 16, PrimaryReserved: 4, FallbackTPM: 90000, Replicas: 1, Name: "cg:fleet"}, rc.Fleet)
+	require.Equal(t, llm.FleetConfig{PrimaryLimit: 16, PrimaryReserved: 4, PrimaryReservedRealtime: 6, FallbackTPM: 90000, Replicas: 1, Name: "cg:fleet"}, rc.Fleet)
 }
 
 func TestNewRefusesWhatValidateRefuses(t *testing.T) {
