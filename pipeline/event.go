@@ -25,7 +25,8 @@ type ReviewEvent struct {
 	PublishedAt   time.Time `json:"published_at"`
 	SchemaVersion int       `json:"schema_version"`
 	// Source says which publisher asked for the review (batch, sweep or
-	// realtime); optional, empty from publishers that predate it.
+	// realtime); optional, empty from publishers that predate it. It sets the
+	// review's traffic class (Class).
 	Source ReviewSource `json:"source,omitempty"`
 }
 
@@ -38,6 +39,10 @@ type InvalidEventError struct {
 
 // Error implements error.
 func (e *InvalidEventError) Error() string { return "invalid review event: " + e.Reason }
+
+// maxSourceLen bounds an event's source: the known ones are a word, and an
+// unknown one is read as batch rather than refused (tolerant reader).
+const maxSourceLen = 32
 
 // maxRoomIDLen bounds room ids so that a hostile body cannot blow up keys,
 // logs or MySQL columns.
@@ -97,6 +102,9 @@ func (e ReviewEvent) Validate() error {
 	}
 	if e.PublishedAt.IsZero() {
 		probs = append(probs, "published_at is missing")
+	}
+	if len(e.Source) > maxSourceLen {
+		probs = append(probs, fmt.Sprintf("source is longer than %d bytes", maxSourceLen))
 	}
 	if len(probs) > 0 {
 		return &InvalidEventError{Reason: strings.Join(probs, "; ")}

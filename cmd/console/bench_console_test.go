@@ -173,7 +173,7 @@ func ttftUnderBacklog(t *testing.T) []row {
 		t.Cleanup(func() { cancel(); <-done })
 		return r
 	}
-	req := func(c llm.Class) llm.Request {
+	req := func(c pipeline.Class) llm.Request {
 		return llm.Request{Stage: pipeline.StageTriage, Class: c, MaxTokens: 120, Messages: []llm.Message{
 			{Role: llm.RoleSystem, Text: "Review the chat."}, {Role: llm.RoleUser, Text: "buyer: 안녕하세요\nseller: 계좌이체로 선입금 부탁해요"}}}
 	}
@@ -181,7 +181,7 @@ func ttftUnderBacklog(t *testing.T) []row {
 		var ds []time.Duration
 		refused := 0
 		for range 40 {
-			resp, err := console.Complete(context.Background(), req(llm.ClassInteractive))
+			resp, err := console.Complete(context.Background(), req(pipeline.ClassInteractive))
 			if err != nil {
 				refused++ // the interactive class is refused at once, never queued
 				continue
@@ -200,7 +200,7 @@ func ttftUnderBacklog(t *testing.T) []row {
 			go func() {
 				defer wg.Done()
 				for ctx.Err() == nil {
-					_, _ = worker.Complete(ctx, req(llm.ClassBatch))
+					_, _ = worker.Complete(ctx, req(pipeline.ClassBatch))
 				}
 			}()
 		}

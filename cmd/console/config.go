@@ -65,8 +65,7 @@ func consoleMySQL() mysql.Config {
 
 // DefaultConfig returns the defaults shown by --help.
 func DefaultConfig() Config {
-	pools := depflags.DefaultPools()
-	pools.PrimaryConcurrency, pools.FallbackConcurrency = 8, 8
+	pools := depflags.DefaultPools(8, 8)
 	return Config{
 		Config:     console.DefaultConfig(),
 		Options:    reviewers.DefaultOptions(),
@@ -129,22 +128,15 @@ func (c Config) Validate() error {
 	req(c.MySQL.DSN, "mysql-dsn")
 	req(c.Chat.BaseURL, "chat-api-url")
 	req(c.RedisAddr, "redis-addr")
-	req(c.PrimaryBaseURL, "primary-base-url")
-	req(c.PrimaryModel, "primary-model")
-	if c.FallbackBaseURL != "" {
-		req(c.FallbackModel, "fallback-model")
-	}
 	for _, a := range []struct{ v, name string }{{c.ListenAddr, "listen-addr"}, {c.AdminAddr, "admin-addr"}} {
 		if _, _, err := net.SplitHostPort(a.v); err != nil {
 			errs = append(errs, fmt.Errorf("--%s %q: %v", a.name, a.v, err))
 		}
 	}
-	if c.ReviewTimeout <= c.AttemptTimeout {
+	if c.ReviewTimeout <= c.LLM.AttemptTimeout {
 		errs = append(errs, errors.New("--review-timeout must be above --attempt-timeout"))
 	}
-	if c.PrimaryConcurrency < 1 || (c.FallbackBaseURL != "" && c.FallbackConcurrency < 1) {
-		errs = append(errs, errors.New("--primary-concurrency and --fallback-concurrency must be at least 1"))
-	}
+	errs = append(errs, c.Pools.Validate())
 	if _, err := c.level(); err != nil {
 		errs = append(errs, err)
 	}

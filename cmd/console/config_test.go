@@ -24,7 +24,7 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 	}
 	cfg = DefaultConfig()
 	cfg.MySQL.DSN, cfg.Chat.BaseURL, cfg.Feedback.URL, cfg.RedisAddr = "u@tcp(h:3306)/d", "http://chat", "http://sqs/q", "r:6379"
-	cfg.PrimaryBaseURL, cfg.PrimaryModel = "http://llm/v1", "m"
+	cfg.LLM.Primary.BaseURL, cfg.LLM.Primary.Model = "http://llm/v1", "m"
 	require.ErrorContains(t, cfg.Validate(), "give --trusted-proxies", "nobody could sign in")
 	cfg.DevLogin = true
 	require.NoError(t, cfg.Validate())

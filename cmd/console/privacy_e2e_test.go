@@ -149,8 +149,8 @@ func TestOnDemandReviewKeepsChatDataFromTheModels(t *testing.T) {
 	cfg.MySQL.DSN, cfg.Chat.BaseURL, cfg.Feedback.URL = dsn, chat, feedback.URL
 	cfg.RedisAddr = stacktest.Get(t, "CHATGUARD_REDIS_ADDR")
 	cfg.Live.KeyPrefix = stacktest.Unique("live") + ":"
-	cfg.PrimaryBaseURL, cfg.PrimaryModel = primary.URL, "sim-p"
-	cfg.FallbackBaseURL, cfg.FallbackModel = fallback.URL, "sim-f"
+	cfg.LLM.Primary.BaseURL, cfg.LLM.Primary.Model = primary.URL, "sim-p"
+	cfg.LLM.Fallback.BaseURL, cfg.LLM.Fallback.Model = fallback.URL, "sim-f"
 	cfg.Images.Hosts = []string{"img.example-market.test"}
 	cfg.QuoteDigestKey = "test-digest-key-of-at-least-thirty-two-bytes"
 	cfg.DevLogin, cfg.SessionKeyFile = true, keyFile

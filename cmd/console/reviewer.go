@@ -7,7 +7,6 @@ import (
 
 	"github.com/chatguard/chatguard/cmd/internal/reviewers"
 	"github.com/chatguard/chatguard/pipeline"
-	"github.com/chatguard/chatguard/pipeline/llm"
 )
 
 // engineParams are the stage engine's parameters: the interactive class (a
@@ -15,7 +14,7 @@ import (
 // queued behind batch work, and allowed the reserved leases) on top of
 // what every reviewing binary shares with the workers.
 func (c Config) engineParams(events pipeline.EventSink, reg prometheus.Registerer, log *slog.Logger) reviewers.Params {
-	return reviewers.Params{Component: "console", Class: llm.ClassInteractive, Pools: c.Pools, Options: c.Options, Redis: c.RedisOptions,
+	return reviewers.Params{Component: "console", Class: pipeline.ClassInteractive, Pools: c.Pools, Options: c.Options, Redis: c.RedisOptions,
 		Events: events, Registerer: reg, Log: log}
 }
 

@@ -30,7 +30,7 @@ func benchThroughput(b *testing.B, concurrency int, rev pipeline.Reviewer, chatU
 		// Bounded below the server's max_connections (151 by default).
 		c.MySQL.MaxOpenConns = min(concurrency+4, 64)
 		c.LogLevel = "warn"
-		c.PrimaryConcurrency, c.FallbackConcurrency = concurrency*4, concurrency*4
+		c.LLM.Primary.MaxConcurrency, c.LLM.Fallback.MaxConcurrency = concurrency*4, concurrency*4
 	}})
 	// Enough events per iteration to keep every slot busy for a while:
 	// the share of the limit is then the share of slots kept busy.
@@ -132,7 +132,7 @@ func BenchmarkSimThroughput(b *testing.B) {
 				withSims(pURL, "sim-p", fURL, "sim-f", "k")(c)
 				c.Loop.Concurrency = conc
 				c.MySQL.MaxOpenConns = conc + 4
-				c.PrimaryConcurrency, c.FallbackConcurrency = conc*4, conc*4
+				c.LLM.Primary.MaxConcurrency, c.LLM.Fallback.MaxConcurrency = conc*4, conc*4
 				c.LogLevel = "warn"
 			}})
 			const perIter = 200

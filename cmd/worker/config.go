@@ -76,15 +76,12 @@ type Config struct {
 	OperatorClientCA  string
 	PprofAddr         string
 	LogLevel          string
-
-	// Capacity: interactive reserve, adaptive and fleet-wide limits (capacity.go).
-	Capacity CapacityConfig
 }
 
 // DefaultConfig returns the defaults shown by --help.
 func DefaultConfig() Config {
-	pools := depflags.DefaultPools()
-	pools.PrimaryConcurrency, pools.FallbackConcurrency = llm.DefaultMaxConcurrency, llm.DefaultMaxConcurrency
+	pools := depflags.DefaultPools(llm.DefaultMaxConcurrency, llm.DefaultMaxConcurrency)
+	pools.LLM.Primary.Adaptive.Min = defaultAdaptiveMin
 	review := reviewQueue()
 	c := Config{
 		Loop:        jobloop.DefaultConfig(),
@@ -100,7 +97,6 @@ func DefaultConfig() Config {
 		Stop:        redisstop.DefaultConfig(),
 		AdminAddr:   ":9090",
 		LogLevel:    "info",
-		Capacity:    defaultCapacity(),
 	}
 	c.RealtimeQueue = realtimeQueue(review)
 	return c
@@ -127,7 +123,7 @@ func (c *Config) flags() *cli.FlagSet {
 	c.Options.Flags(fs)
 	c.stopFlags(fs)
 	c.faultFlags(fs)
-	c.Capacity.flags(fs)
+	c.capacityFlags(fs)
 	c.Options.FleetFlags(fs)
 	fs.StringVar(&c.AdminAddr, "admin-addr", "listen address of /healthz, /readyz and /metrics (cluster-internal; no operator API, no pprof)")
 	c.operatorFlags(fs)
@@ -157,29 +153,14 @@ func (c *Config) loopFlags(fs *cli.FlagSet) {
 // of the parts together) and its flags that no part holds.
 func (c Config) Validate() error {
 	var errs []error
-	req := func(v, name string) {
-		if v == "" {
-			errs = append(errs, fmt.Errorf("--%s is required", name))
-		}
-	}
-	req(c.PrimaryBaseURL, "primary-base-url")
-	req(c.PrimaryModel, "primary-model")
-	if c.FallbackBaseURL != "" {
-		req(c.FallbackModel, "fallback-model")
-	}
 	// SQS takes visibilities in whole seconds; the loop takes any.
 	if c.Loop.VisibilityTimeout%time.Second != 0 {
 		errs = append(errs, errors.New("--visibility-timeout must be whole seconds"))
 	}
-	if c.PrimaryConcurrency < 1 || (c.FallbackBaseURL != "" && c.FallbackConcurrency < 1) {
-		errs = append(errs, errors.New("--primary-concurrency and --fallback-concurrency must be at least 1"))
+	if c.LLM.AttemptTimeout >= c.Loop.JobTimeout {
+		errs = append(errs, fmt.Errorf("--attempt-timeout %s must be below --job-timeout %s", c.LLM.AttemptTimeout, c.Loop.JobTimeout))
 	}
-	if c.AttemptTimeout <= 0 || c.AttemptTimeout >= c.Loop.JobTimeout {
-		errs = append(errs, fmt.Errorf("--attempt-timeout %s must be positive and below --job-timeout %s", c.AttemptTimeout, c.Loop.JobTimeout))
-	}
-	if c.LLMMaxAttempts < 1 || c.LLMMaxAttempts > 20 {
-		errs = append(errs, errors.New("--llm-max-attempts must be in 1..20"))
-	}
+	errs = append(errs, c.Pools.Validate())
 	if c.AdminAddr == "" {
 		errs = append(errs, errors.New("--admin-addr is required"))
 	} else if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {

@@ -81,9 +81,9 @@ func simProc(t testing.TB, name, model, key, config string) (*standin.LLM, strin
 
 func withSims(primaryURL, primaryModel, fallbackURL, fallbackModel, fallbackKey string) func(*Config) {
 	return func(c *Config) {
-		c.PrimaryBaseURL, c.PrimaryModel = primaryURL, primaryModel
-		c.FallbackBaseURL, c.FallbackModel, c.FallbackAPIKey = fallbackURL, fallbackModel, fallbackKey
-		c.AttemptTimeout = 20 * time.Second
+		c.LLM.Primary.BaseURL, c.LLM.Primary.Model = primaryURL, primaryModel
+		c.LLM.Fallback.BaseURL, c.LLM.Fallback.Model, c.LLM.Fallback.APIKey = fallbackURL, fallbackModel, fallbackKey
+		c.LLM.AttemptTimeout = 20 * time.Second
 		c.Loop.JobTimeout = 2 * time.Minute
 	}
 }

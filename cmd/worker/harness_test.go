@@ -110,7 +110,7 @@ func startRig(t testing.TB, o rigOpts) *rig {
 	cfg.ReviewQueue.URL, cfg.ReviewDLQ.URL, cfg.Events.URL = r.queue.URL, r.queue.DLQURL, r.feedback.URL
 	cfg.MySQL.DSN = dsn
 	cfg.Chat.BaseURL = chatURL
-	cfg.PrimaryBaseURL, cfg.PrimaryModel = "http://127.0.0.1:1/v1", "unused"
+	cfg.LLM.Primary.BaseURL, cfg.LLM.Primary.Model = "http://127.0.0.1:1/v1", "unused"
 	cfg.AdminAddr = "127.0.0.1:0"
 	cfg.Images.Hosts = []string{"img.example-market.test"} // the sample chats' image host
 	cfg.Loop.Concurrency = 8

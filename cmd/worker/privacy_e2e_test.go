@@ -171,7 +171,7 @@ func TestInternalImageNeverReachesAModel(t *testing.T) {
 	gate, err := imagecdn.New(imagecdn.Config{Hosts: []string{"img.example-market.test"}})
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
-	rev, err := review.New(review.Config{Class: llm.ClassBatch, Images: gate}, simRouter(t, rec.URL, "", false), nil, reg, nil)
+	rev, err := review.New(review.Config{Class: pipeline.ClassBatch, Images: gate}, simRouter(t, rec.URL, "", false), nil, reg, nil)
 	require.NoError(t, err)
 	bad := []string{"http://169.254.169.254/latest/meta-data/iam/security-credentials/", "https://10.0.0.12/admin.png",
 		"file:///etc/passwd", "https://img.example-market.test.attacker.xyz/a.jpg", "https://127.0.0.1:8080/x.png"}
@@ -320,7 +320,7 @@ func TestPIIScanAfterCorpusRun(t *testing.T) {
 	runCorpus := func(pseudonymize bool) result {
 		rec := recordModel(t, fbSim)
 		sink := &memSink{}
-		rev, err := review.New(review.Config{Class: llm.ClassBatch, DigestKey: []byte(strings.Repeat("k", 32))}, simRouter(t, down.BaseURL, rec.URL, pseudonymize), sink, nil, nil)
+		rev, err := review.New(review.Config{Class: pipeline.ClassBatch, DigestKey: []byte(strings.Repeat("k", 32))}, simRouter(t, down.BaseURL, rec.URL, pseudonymize), sink, nil, nil)
 		require.NoError(t, err)
 		db, _ := stacktest.MySQL(t)
 		_, err = migrations.Up(context.Background(), db)

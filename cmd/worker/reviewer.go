@@ -7,15 +7,14 @@ import (
 
 	"github.com/chatguard/chatguard/cmd/internal/reviewers"
 	"github.com/chatguard/chatguard/pipeline"
-	"github.com/chatguard/chatguard/pipeline/llm"
 )
 
 // engineParams are the stage engine's parameters: the batch class (queue
 // work waits for a slot and leaves the interactive reserve alone) and this
 // process's capacity settings on top of what every reviewing binary shares.
 func (c Config) engineParams(events pipeline.EventSink, reg prometheus.Registerer, log *slog.Logger) reviewers.Params {
-	return reviewers.Params{Component: "worker", Class: llm.ClassBatch, Pools: c.Pools, Options: c.Options, Redis: c.RedisOptions,
-		Capacity: c.capacity, Events: events, Registerer: reg, Log: log}
+	return reviewers.Params{Component: "worker", Class: pipeline.ClassBatch, Pools: c.Pools, Options: c.Options, Redis: c.RedisOptions,
+		Events: events, Registerer: reg, Log: log}
 }
 
 // newReviewer builds the stage engine (reviewers.New); Close on the engine

@@ -94,7 +94,7 @@ func benchSlots(b *testing.B, conc, prefetch, waves int, sim bool) {
 		// Under MariaDB's default max_connections (151), see docs/operations.md.
 		c.MySQL.MaxOpenConns = envInt(b, "BENCH_SLOTS_MYSQL_CONNS", min(conc+4, 64))
 		c.LogLevel = "warn"
-		c.PrimaryConcurrency, c.FallbackConcurrency = conc*4, conc*4
+		c.LLM.Primary.MaxConcurrency, c.LLM.Fallback.MaxConcurrency = conc*4, conc*4
 	}
 	total := waves * conc
 	evs := make([]pipeline.ReviewEvent, total)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/internal/clock"
+	"github.com/chatguard/chatguard/pipeline"
 )
 
 // limiterUnderTest returns a limiter and the limits it published.
@@ -107,7 +108,7 @@ func TestAdaptiveConfigValidate(t *testing.T) {
 
 func TestGateSetMaxWakesWaitersAndKeepsABatchSlot(t *testing.T) {
 	g := newGate(1, 1, clock.Real())
-	require.True(t, g.tryAcquire(ClassInteractive))
+	require.True(t, g.tryAcquire(pipeline.ClassInteractive))
 	ch := g.waitCh()
 	g.setMax(3)
 	select {
@@ -115,12 +116,12 @@ func TestGateSetMaxWakesWaitersAndKeepsABatchSlot(t *testing.T) {
 	default:
 		t.Fatal("raising the limit did not wake waiters")
 	}
-	require.True(t, g.tryAcquire(ClassBatch))
-	require.False(t, g.tryAcquire(ClassBatch), "one slot stays reserved")
-	require.True(t, g.tryAcquire(ClassInteractive))
+	require.True(t, g.tryAcquire(pipeline.ClassBatch))
+	require.False(t, g.tryAcquire(pipeline.ClassBatch), "one slot stays reserved")
+	require.True(t, g.tryAcquire(pipeline.ClassInteractive))
 	g.setMax(1)
 	require.Equal(t, 1, g.capacity())
-	require.False(t, g.tryAcquire(ClassInteractive))
+	require.False(t, g.tryAcquire(pipeline.ClassInteractive))
 }
 
 func TestParseWaiting(t *testing.T) {

@@ -139,6 +139,7 @@ func (r *Router) account(p *pool, req *Request, a *Attempt, resp *Response) {
 	r.m.latency.WithLabelValues(st, pl).Observe(a.Latency.Seconds())
 	if a.TTFT > 0 {
 		r.m.ttft.WithLabelValues(st, pl).Observe(a.TTFT.Seconds())
+		r.m.class.ttft.WithLabelValues(req.Class.String(), pl).Observe(a.TTFT.Seconds())
 	}
 	if a.TokensIn > 0 {
 		r.m.tokens.WithLabelValues(st, pl, "in").Add(float64(a.TokensIn))
@@ -186,7 +187,7 @@ func (r *Router) stream(ctx context.Context, p *pool, req *Request, msgs []Messa
 	if obs != nil {
 		obs.Attempt(req.Stage, a.N, p.cfg.Name)
 	}
-	s, err := p.client.CreateChatCompletionStream(ctx, creq)
+	s, err := p.client.CreateChatCompletionStream(p.priority(ctx, req.Class), creq)
 	if err != nil {
 		return nil, "", err
 	}

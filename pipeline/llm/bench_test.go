@@ -94,7 +94,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		l, _, err := r.acquire(b.Context(), ClassBatch, nil, false)
+		l, _, err := r.acquire(b.Context(), pipeline.ClassBatch, nil, false)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -37,14 +37,15 @@ type PoolConfig struct {
 	// MaxConcurrency bounds the calls in flight to this pool from this
 	// process (every job shares it).
 	MaxConcurrency int
-	// ReservedInteractive slots of MaxConcurrency only ClassInteractive
+	// ReservedInteractive slots of MaxConcurrency only pipeline.ClassInteractive
 	// requests may take, so batch work cannot starve a moderator.
 	ReservedInteractive int
 	// GateWait bounds how long a batch caller waits for a free slot on the
 	// primary before it goes to the fallback (the fallback is waited for
 	// until the caller's deadline).
 	GateWait time.Duration
-	// AttemptTimeout bounds one attempt, stream included.
+	// AttemptTimeout bounds one attempt, stream included; zero takes the
+	// router's Config.AttemptTimeout, which both pools share.
 	AttemptTimeout time.Duration
 	// BreakerFailures consecutive failures open the breaker.
 	BreakerFailures int
@@ -64,6 +65,11 @@ type PoolConfig struct {
 	Adaptive AdaptiveConfig
 	// Price is what this pool's calls cost (price.go); zero is free.
 	Price Price
+	// ServerPriority sends each call's traffic class as the request's
+	// priority (vLLM's `priority` field, lower served first: the class's
+	// Rank). Off by default: vLLM refuses a non-zero priority unless it
+	// runs with --scheduling-policy priority.
+	ServerPriority bool
 }
 
 // Enabled reports whether the pool is configured at all; a fallback with no
@@ -163,6 +169,9 @@ func (p PoolConfig) validate() error {
 type Config struct {
 	Primary  PoolConfig
 	Fallback PoolConfig
+	// AttemptTimeout bounds one attempt on a pool that sets no timeout of
+	// its own: one setting for both pools, declared once.
+	AttemptTimeout time.Duration
 	// MaxAttempts bounds the calls for one stage across both pools, repair
 	// tries included.
 	MaxAttempts int
@@ -184,6 +193,14 @@ const (
 // WithDefaults returns c with zero fields (and the pools' zero fields) set
 // to the defaults.
 func (c Config) WithDefaults() Config {
+	if c.AttemptTimeout == 0 {
+		c.AttemptTimeout = DefaultAttemptTimeout
+	}
+	for _, p := range []*PoolConfig{&c.Primary, &c.Fallback} {
+		if p.AttemptTimeout == 0 {
+			p.AttemptTimeout = c.AttemptTimeout
+		}
+	}
 	c.Primary = c.Primary.WithDefaults()
 	c.Primary.Name = pipeline.PoolPrimary
 	if c.Fallback.Enabled() {
@@ -213,6 +230,9 @@ func (c Config) Validate() error {
 	}
 	if c.Fleet.enabled() {
 		errs = append(errs, c.Fleet.validate())
+	}
+	if c.AttemptTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("llm: attempt timeout %s is not positive", c.AttemptTimeout))
 	}
 	if c.MaxAttempts < 1 || c.MaxAttempts > 20 {
 		errs = append(errs, fmt.Errorf("llm: max attempts %d is outside 1..20", c.MaxAttempts))

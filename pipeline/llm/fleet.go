@@ -41,6 +41,10 @@ type FleetConfig struct {
 	// PrimaryReserved is R: batch calls may hold L − R leases, interactive
 	// calls L, so R leases are kept for moderators across the fleet.
 	PrimaryReserved int
+	// PrimaryReservedRealtime is Rr: of L − R, the leases only realtime
+	// (and interactive) calls may take; batch and shadow calls hold at
+	// most L − R − Rr. 0, today's split: realtime shares batch's leases.
+	PrimaryReservedRealtime int
 	// LeaseTTL is how long a lease outlives a pod that stops renewing it;
 	// Run renews held leases every third of it. 0 means DefaultLeaseTTL.
 	LeaseTTL time.Duration
@@ -113,8 +117,10 @@ func (f FleetConfig) withDefaults() FleetConfig {
 
 func (f FleetConfig) validate() error {
 	var errs []error
-	if f.PrimaryLimit < 0 || f.PrimaryReserved < 0 || (f.PrimaryLimit > 0 && f.PrimaryReserved >= f.PrimaryLimit) {
-		errs = append(errs, fmt.Errorf("llm: fleet primary limit %d / reserved %d: want 0 <= reserved < limit", f.PrimaryLimit, f.PrimaryReserved))
+	if f.PrimaryLimit < 0 || f.PrimaryReserved < 0 || f.PrimaryReservedRealtime < 0 ||
+		(f.PrimaryLimit > 0 && f.PrimaryReserved+f.PrimaryReservedRealtime >= f.PrimaryLimit) {
+		errs = append(errs, fmt.Errorf("llm: fleet primary limit %d / reserved %d / reserved realtime %d: want 0 <= reserved + reserved realtime < limit",
+			f.PrimaryLimit, f.PrimaryReserved, f.PrimaryReservedRealtime))
 	}
 	if f.FallbackRPM < 0 || f.FallbackTPM < 0 {
 		errs = append(errs, errors.New("llm: fleet fallback rpm and tpm must not be negative"))
@@ -237,21 +243,31 @@ type fleetLease struct {
 // that kept its leases for ever would starve pods that KEDA adds.
 const maxHandoffs = 4
 
-// leaseLimit is the semaphore limit for class: L, or L − R for batch.
-func (f *fleet) leaseLimit(class Class, local bool) int {
-	l, r := f.cfg.PrimaryLimit, f.cfg.PrimaryReserved
+// leaseLimit is the semaphore limit for class: L for interactive, L − R
+// for realtime, L − R − Rr for batch and shadow (at least one lease).
+func (f *fleet) leaseLimit(class pipeline.Class, local bool) int {
+	l, r, rr := f.cfg.PrimaryLimit, f.cfg.PrimaryReserved, f.cfg.PrimaryReservedRealtime
 	if local {
-		l, r = f.share(l), r/f.cfg.Replicas
+		l, r, rr = f.share(l), r/f.cfg.Replicas, rr/f.cfg.Replicas
 	}
-	if class == ClassBatch {
+	switch class {
+	case pipeline.ClassInteractive:
+		return l
+	case pipeline.ClassRealtime:
 		return max(l-r, 1)
 	}
-	return l
+	return max(l-r-rr, 1)
+}
+
+// lowest reports whether class holds leases under the lowest limit, so
+// that any waiting call may inherit one without passing its own share.
+func lowest(class pipeline.Class) bool {
+	return class != pipeline.ClassInteractive && class != pipeline.ClassRealtime
 }
 
 // tryLease makes one acquire on the store, or on the static share while
 // the store is down.
-func (f *fleet) tryLease(ctx context.Context, class Class) (fleetLease, bool, error) {
+func (f *fleet) tryLease(ctx context.Context, class pipeline.Class) (fleetLease, bool, error) {
 	id := f.pod + "-" + strconv.FormatUint(f.seq.Add(1), 36)
 	if !f.degraded() {
 		c, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
@@ -265,13 +281,13 @@ func (f *fleet) tryLease(ctx context.Context, class Class) (fleetLease, bool, er
 			if ok {
 				f.hold(id, false)
 			}
-			return fleetLease{f: f, id: id, batch: class == ClassBatch}, ok, nil
+			return fleetLease{f: f, id: id, batch: lowest(class)}, ok, nil
 		}
 		if ctx.Err() != nil {
 			return fleetLease{}, false, ctx.Err()
 		}
 		f.storeFailed(ctx)
-		if !f.degraded() && class == ClassBatch {
+		if !f.degraded() && waits(class) {
 			return fleetLease{}, false, nil // a blip: a batch caller asks again
 		}
 	}
@@ -279,7 +295,7 @@ func (f *fleet) tryLease(ctx context.Context, class Class) (fleetLease, bool, er
 	if ok {
 		f.hold(id, true)
 	}
-	return fleetLease{f: f, id: id, local: true, batch: class == ClassBatch}, ok, err
+	return fleetLease{f: f, id: id, local: true, batch: lowest(class)}, ok, err
 }
 
 func (f *fleet) hold(id string, local bool) {
@@ -292,9 +308,9 @@ func (f *fleet) hold(id string, local bool) {
 // batch caller waits up to wait (LeaseWait when wait is 0), one caller per
 // process polling the store at a time so that a full fleet costs the store
 // one call per leasePoll per pod, not one per waiting job.
-func (f *fleet) acquireLease(ctx context.Context, class Class, wait time.Duration) (fleetLease, bool) {
+func (f *fleet) acquireLease(ctx context.Context, class pipeline.Class, wait time.Duration) (fleetLease, bool) {
 	l, ok, err := f.tryLease(ctx, class)
-	if ok || err != nil || class == ClassInteractive {
+	if ok || err != nil || !waits(class) {
 		return l, ok
 	}
 	if wait <= 0 {
@@ -563,7 +579,7 @@ func (r *Router) fleetAdmit(ctx context.Context, l lease, req *Request, msgs []M
 
 // takeFleetLease takes a primary lease for a call on p when the fleet
 // bounds p; every other pool and an unbounded primary get the zero lease.
-func (p *pool) takeFleetLease(ctx context.Context, class Class, wait time.Duration) (fleetLease, bool) {
+func (p *pool) takeFleetLease(ctx context.Context, class pipeline.Class, wait time.Duration) (fleetLease, bool) {
 	if p.leases == nil {
 		return fleetLease{}, true
 	}

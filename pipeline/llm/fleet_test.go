@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/internal/clock"
+	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/capacity"
 )
 
@@ -47,7 +48,7 @@ func TestFleetLeasesBoundThePrimaryAcrossReplicasWithAnInteractiveReserve(t *tes
 	b, _ := fleetRouter(t, prim, nil, fc)
 
 	var wg sync.WaitGroup
-	call := func(r *Router, class Class) {
+	call := func(r *Router, class pipeline.Class) {
 		wg.Go(func() {
 			req := triageReq()
 			req.Class = class
@@ -55,15 +56,15 @@ func TestFleetLeasesBoundThePrimaryAcrossReplicasWithAnInteractiveReserve(t *tes
 		})
 	}
 	// Two batch calls, one per replica: L − R = 2 leases for batch.
-	call(a, ClassBatch)
-	call(b, ClassBatch)
+	call(a, pipeline.ClassBatch)
+	call(b, pipeline.ClassBatch)
 	<-started
 	<-started
 	// A third batch call waits for a lease; an interactive one takes the
 	// reserve at once.
-	call(a, ClassBatch)
+	call(a, pipeline.ClassBatch)
 	req := triageReq()
-	req.Class = ClassInteractive
+	req.Class = pipeline.ClassInteractive
 	done := make(chan error, 1)
 	go func() { _, err := b.Complete(t.Context(), req); done <- err }()
 	<-started
@@ -185,12 +186,12 @@ func TestFleetOneStoreErrorIsNotAnOutage(t *testing.T) {
 	f := newFleet(FleetConfig{Leases: store, PrimaryLimit: 4, Replicas: 2}.withDefaults(), clock.Real())
 	store.SetFailing(true)
 	for i := range failuresToDegrade - 1 {
-		_, ok, err := f.tryLease(t.Context(), ClassBatch)
+		_, ok, err := f.tryLease(t.Context(), pipeline.ClassBatch)
 		require.NoError(t, err)
 		require.False(t, ok, i)
 		require.False(t, f.degraded())
 	}
-	l, ok, err := f.tryLease(t.Context(), ClassBatch)
+	l, ok, err := f.tryLease(t.Context(), pipeline.ClassBatch)
 	require.NoError(t, err)
 	require.True(t, ok, "on the static share after the third error in a row")
 	require.True(t, f.degraded())
@@ -247,7 +248,7 @@ func TestFleetLeaseHandedToACallThatStoppedWaitingGoesOn(t *testing.T) {
 	store := &countingStore{Local: capacity.NewLocal(nil)}
 	r, _ := fleetRouter(t, newFake(t, nil), nil, FleetConfig{Leases: store, PrimaryLimit: 1, LeaseWait: 10 * time.Second})
 	f := r.fleet
-	l, ok, err := f.tryLease(t.Context(), ClassBatch)
+	l, ok, err := f.tryLease(t.Context(), pipeline.ClassBatch)
 	require.NoError(t, err)
 	require.True(t, ok)
 
@@ -267,4 +268,49 @@ func TestFleetLeaseHandedToACallThatStoppedWaitingGoesOn(t *testing.T) {
 	ok, _, err = store.Local.Acquire(t.Context(), "chatguard:primary", "probe", 1, time.Minute)
 	require.NoError(t, err)
 	require.True(t, ok, "back in the store once nobody waits")
+}
+
+// With a realtime reserve, batch holds L − R − Rr leases across the
+// replicas, realtime L − R and interactive L: a sweep backlog cannot take
+// the leases real time needs.
+func TestFleetRealtimeReserveAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	store := capacity.NewLocal(nil)
+	started, release := make(chan struct{}, 16), make(chan struct{})
+	prim := newFake(t, blocking(started, release))
+	fc := FleetConfig{Leases: store, PrimaryLimit: 4, PrimaryReserved: 1, PrimaryReservedRealtime: 1, LeaseWait: 20 * time.Millisecond}
+	a, _ := fleetRouter(t, prim, nil, fc)
+	b, _ := fleetRouter(t, prim, nil, fc)
+	var wg sync.WaitGroup
+	call := func(r *Router, class pipeline.Class) {
+		wg.Go(func() {
+			req := triageReq()
+			req.Class = class
+			_, _ = r.Complete(t.Context(), req)
+		})
+	}
+	// L − R − Rr = 2 leases for batch, one per replica.
+	call(a, pipeline.ClassBatch)
+	call(b, pipeline.ClassBatch)
+	<-started
+	<-started
+	require.Equal(t, 2, a.fleet.leaseLimit(pipeline.ClassShadow, false), "shadow holds no more than batch")
+	// A realtime call takes the realtime reserve at once.
+	call(b, pipeline.ClassRealtime)
+	<-started
+	// Now the fleet holds 3 = L − R: another realtime call is held back,
+	// and an interactive one still takes the last lease.
+	req := triageReq()
+	req.Class = pipeline.ClassRealtime
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	_, err := a.Complete(ctx, req)
+	cancel()
+	require.Error(t, err, "realtime may not take the interactive reserve")
+	require.EqualValues(t, 3, prim.calls.Load())
+	call(a, pipeline.ClassInteractive)
+	<-started
+	require.EqualValues(t, 4, prim.calls.Load())
+	close(release)
+	wg.Wait()
+	require.Zero(t, a.fleet.leasesHeld()+b.fleet.leasesHeld(), "every lease was released")
 }

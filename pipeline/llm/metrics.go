@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chatguard/chatguard/pipeline"
 )
 
 // metrics are the router's Prometheus series. Label values come from small
@@ -18,6 +20,8 @@ type metrics struct {
 	fallbacks *prometheus.CounterVec
 	// scrapeErrors counts failed scrapes of a pool's /metrics (adaptive.go).
 	scrapeErrors *prometheus.CounterVec
+	// class are the series by traffic class (class_metrics.go).
+	class classMetrics
 }
 
 func newMetrics(reg prometheus.Registerer, r *Router) (*metrics, error) {
@@ -50,6 +54,12 @@ func newMetrics(reg prometheus.Registerer, r *Router) (*metrics, error) {
 			Help: "Attempts sent to the fallback pool by why the primary was passed over (cooldown, breaker_open, gate_full, last_attempt).",
 		}, []string{"stage", "reason"}),
 	}
+	m.class = newClassMetrics(latencyBuckets)
+	names := make([]pipeline.Pool, 0, 2)
+	for _, p := range r.pools() {
+		names = append(names, p.cfg.Name)
+	}
+	m.class.init(names)
 	m.scrapeErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "chatguard_llm_scrape_errors_total", Help: "Failed scrapes of a pool's /metrics for its adaptive limit.",
 	}, []string{"pool"})
@@ -57,6 +67,7 @@ func newMetrics(reg prometheus.Registerer, r *Router) (*metrics, error) {
 		return m, nil
 	}
 	cs := []prometheus.Collector{m.requests, m.attempts, m.ttft, m.latency, m.tokens, m.fallbacks, m.scrapeErrors}
+	cs = append(cs, m.class.collectors()...)
 	cs = append(cs, capacityCollectors(r)...)
 	for _, p := range r.pools() {
 		labels := prometheus.Labels{"pool": string(p.cfg.Name)}

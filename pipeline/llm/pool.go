@@ -11,20 +11,13 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/chatguard/chatguard/internal/clock"
+	"github.com/chatguard/chatguard/pipeline"
 )
 
-// Class is a request's priority for a pool's gate.
-type Class int
-
-// The request classes.
-const (
-	// ClassBatch is queue work: it may wait for a slot and never takes the
-	// slots reserved for interactive work.
-	ClassBatch Class = iota
-	// ClassInteractive is a moderator waiting on a screen: it may take
-	// reserved slots and is refused at once instead of queueing.
-	ClassInteractive
-)
+// waits reports whether a request of class c waits for capacity: every
+// class but interactive (a moderator waiting on a screen), which may take
+// reserved slots and is refused at once instead of queueing.
+func waits(c pipeline.Class) bool { return c != pipeline.ClassInteractive }
 
 // gate is a counting semaphore with a reserve for interactive work. Waiters
 // are woken by closing a broadcast channel on every release; with tens of
@@ -42,11 +35,11 @@ func newGate(max, reserved int, clk clock.Clock) *gate {
 	return &gate{clk: clk, max: max, reserved: reserved, wake: make(chan struct{})}
 }
 
-func (g *gate) tryAcquire(c Class) bool {
+func (g *gate) tryAcquire(c pipeline.Class) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	limit := g.max
-	if c == ClassBatch {
+	if waits(c) {
 		// An adaptive limit may fall to the reserve: batch keeps one slot.
 		limit -= min(g.reserved, g.max-1)
 	}
@@ -80,7 +73,7 @@ func (g *gate) used() int {
 
 // acquire waits up to wait for a slot; it returns false on timeout or when
 // ctx ends.
-func (g *gate) acquire(ctx context.Context, c Class, wait time.Duration) bool {
+func (g *gate) acquire(ctx context.Context, c pipeline.Class, wait time.Duration) bool {
 	if g.tryAcquire(c) {
 		return true
 	}
@@ -307,6 +300,11 @@ type metaKey struct{}
 type headerCapture struct{ c *http.Client }
 
 func (h *headerCapture) Do(req *http.Request) (*http.Response, error) {
+	if n, ok := req.Context().Value(priorityKey{}).(int); ok {
+		if err := withPriority(req, n); err != nil {
+			return nil, err
+		}
+	}
 	resp, err := h.c.Do(req)
 	if err == nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
 		if m, ok := req.Context().Value(metaKey{}).(*attemptMeta); ok {

@@ -35,7 +35,8 @@ type Message struct {
 // Request is one stage call.
 type Request struct {
 	Stage pipeline.StageName
-	Class Class
+	// Class is the request's traffic class (the zero value is batch).
+	Class pipeline.Class
 	// Messages are the prompt.
 	Messages []Message
 	// Schema is sent as response_format json_schema named after Stage.
@@ -263,12 +264,12 @@ func (c *completion) finish(pool, outcome string) {
 // while it waits, then chooses again: the world may have changed. A switch
 // to the other pool skips the wait: never wait out a pool's backoff
 // before trying the other. Its error is Complete's.
-func (c *completion) take(ctx context.Context, class Class) (lease, string, error) {
+func (c *completion) take(ctx context.Context, class pipeline.Class) (lease, string, error) {
 	r := c.r
 	last := c.attempted == r.cfg.MaxAttempts-1
-	l, reason, err := r.acquire(ctx, class, c.lastPool, last)
+	l, reason, err := r.acquireCounted(ctx, class, c.lastPool, last)
 	if err != nil {
-		return lease{}, "", c.noPool(ctx, err)
+		return lease{}, "", c.noPool(ctx, class, err)
 	}
 	if l.p != c.lastPool || c.failRun == 0 {
 		return l, reason, nil
@@ -278,19 +279,24 @@ func (c *completion) take(ctx context.Context, class Class) (lease, string, erro
 		c.finish("none", OutcomeCanceled)
 		return lease{}, "", fmt.Errorf("llm: %s: %w", c.st, err)
 	}
-	if l, reason, err = r.acquire(ctx, class, c.lastPool, last); err != nil {
-		return lease{}, "", c.noPool(ctx, err)
+	if l, reason, err = r.acquireCounted(ctx, class, c.lastPool, last); err != nil {
+		return lease{}, "", c.noPool(ctx, class, err)
 	}
 	return l, reason, nil
 }
 
 // noPool is Complete's error when acquire found no pool: ctx's cause when
 // it ended, else a retryable error carrying the last attempt's.
-func (c *completion) noPool(ctx context.Context, err error) error {
+func (c *completion) noPool(ctx context.Context, class pipeline.Class, err error) error {
 	if ctx.Err() != nil {
 		c.finish("none", OutcomeCanceled)
 		return fmt.Errorf("llm: %s: %w", c.st, context.Cause(ctx))
 	}
+	reason := refusedDeadline
+	if errors.Is(err, errAllFull) {
+		reason = refusedFull
+	}
+	c.r.m.class.refused.WithLabelValues(class.String(), reason).Inc()
 	c.finish("none", "failed")
 	return pipeline.Retryable(fmt.Errorf("llm: %s: %w", c.st, errors.Join(err, c.lastErr)), c.r.primaryWait())
 }
@@ -302,7 +308,10 @@ func (c *completion) try(ctx context.Context, l lease, reason string, req *Reque
 	if p == r.fallback && reason != "" {
 		r.m.fallbacks.WithLabelValues(c.st, reason).Inc()
 	}
+	inFlight := r.m.class.inFlight.WithLabelValues(req.Class.String(), string(p.cfg.Name))
+	inFlight.Inc()
 	a, content := r.attemptWithRepair(ctx, l, req, req.Messages, &c.attempted, &c.resp)
+	inFlight.Dec()
 	l.release()
 	c.lastPool = p
 	c.resp.Attempts = c.attempted
@@ -365,7 +374,19 @@ func (r *Router) primaryWait() time.Duration {
 	return 0
 }
 
-var errNoPool = errors.New("no pool can take the call before the deadline")
+var (
+	errNoPool  = errors.New("no pool can take the call before the deadline")
+	errAllFull = errors.New("every pool is full, cooling down or open")
+)
+
+// acquireCounted is acquire, counted in the class's waiting gauge while
+// it looks for a slot.
+func (r *Router) acquireCounted(ctx context.Context, class pipeline.Class, lastPool *pool, last bool) (lease, string, error) {
+	w := r.m.class.waiting.WithLabelValues(class.String())
+	w.Inc()
+	defer w.Dec()
+	return r.acquire(ctx, class, lastPool, last)
+}
 
 // lease is a taken gate slot, and a breaker probe slot when the pool was
 // half-open.
@@ -395,7 +416,7 @@ func (l lease) abandon(now time.Time) {
 }
 
 // take acquires p's slot (waiting up to wait) and asks its breaker.
-func (p *pool) take(ctx context.Context, class Class, wait time.Duration) (lease, bool) {
+func (p *pool) take(ctx context.Context, class pipeline.Class, wait time.Duration) (lease, bool) {
 	if !p.gate.acquire(ctx, class, wait) {
 		return lease{}, false
 	}
@@ -424,7 +445,7 @@ func (p *pool) take(ctx context.Context, class Class, wait time.Duration) (lease
 // primary failure the fallback is preferred. When no pool can take the
 // call, a batch caller waits for the first gate release, cooldown end or
 // breaker probe, bounded by ctx; an interactive caller is refused at once.
-func (r *Router) acquire(ctx context.Context, class Class, lastPool *pool, last bool) (lease, string, error) {
+func (r *Router) acquire(ctx context.Context, class pipeline.Class, lastPool *pool, last bool) (lease, string, error) {
 	preferFallback := last && lastPool == r.primary && r.fallback != nil
 	for {
 		// Take the wake channels before looking, so a release between the
@@ -438,7 +459,7 @@ func (r *Router) acquire(ctx context.Context, class Class, lastPool *pool, last 
 		why, primUntil := r.primary.unavailable(now)
 		if why == "" && !preferFallback {
 			wait := r.primary.cfg.GateWait
-			if r.fallback == nil || class == ClassInteractive {
+			if r.fallback == nil || !waits(class) {
 				wait = 0
 			}
 			if l, ok := r.primary.take(ctx, class, wait); ok {
@@ -467,8 +488,8 @@ func (r *Router) acquire(ctx context.Context, class Class, lastPool *pool, last 
 				return l, "", nil
 			}
 		}
-		if class == ClassInteractive {
-			return lease{}, "", errors.New("every pool is full, cooling down or open")
+		if !waits(class) {
+			return lease{}, "", errAllFull
 		}
 		next := earliest(now, primUntil, fbUntil)
 		if dl, ok := ctx.Deadline(); ok && timeBlocked && !next.IsZero() && next.After(dl) {

@@ -23,6 +23,7 @@ import (
 // sentRequest is what a fake endpoint received.
 type sentRequest struct {
 	Model         string `json:"model"`
+	Priority      *int   `json:"priority"`
 	Stream        bool   `json:"stream"`
 	MaxTokens     int    `json:"max_tokens"`
 	StreamOptions *struct {
@@ -594,15 +595,15 @@ func TestFullPrimaryGateFallsBack(t *testing.T) {
 func TestGateReservesInteractiveSlots(t *testing.T) {
 	t.Parallel()
 	g := newGate(2, 1, clock.Real())
-	require.True(t, g.tryAcquire(ClassBatch))
-	require.False(t, g.tryAcquire(ClassBatch), "batch may not take the reserved slot")
-	require.True(t, g.tryAcquire(ClassInteractive))
-	require.False(t, g.tryAcquire(ClassInteractive))
+	require.True(t, g.tryAcquire(pipeline.ClassBatch))
+	require.False(t, g.tryAcquire(pipeline.ClassBatch), "batch may not take the reserved slot")
+	require.True(t, g.tryAcquire(pipeline.ClassInteractive))
+	require.False(t, g.tryAcquire(pipeline.ClassInteractive))
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
 	defer cancel()
-	require.False(t, g.acquire(ctx, ClassBatch, time.Second), "waits are bounded by ctx")
+	require.False(t, g.acquire(ctx, pipeline.ClassBatch, time.Second), "waits are bounded by ctx")
 	got := make(chan bool, 1)
-	go func() { got <- g.acquire(t.Context(), ClassInteractive, time.Minute) }()
+	go func() { got <- g.acquire(t.Context(), pipeline.ClassInteractive, time.Minute) }()
 	select {
 	case <-got:
 		t.Fatal("acquire returned while every slot was taken")
@@ -627,7 +628,7 @@ func TestInteractiveIsRefusedAtOnceWhenFull(t *testing.T) {
 	require.Error(t, err)
 	require.True(t, r.primary.cooldown.active(r.now()))
 	req := triageReq()
-	req.Class = ClassInteractive
+	req.Class = pipeline.ClassInteractive
 	start := time.Now()
 	_, err = r.Complete(t.Context(), req)
 	require.Error(t, err)

@@ -49,9 +49,10 @@ type Config struct {
 	Prep chatprep.Config
 	// MaxTokens bounds each stage's answer; zero entries take defaults.
 	MaxTokens map[pipeline.StageName]int
-	// Class is the router class of this reviewer's calls (batch for the
-	// queue; an on-demand path would build a second reviewer).
-	Class llm.Class
+	// Class is the traffic class of this reviewer's calls when the
+	// review's context carries none (pipeline.WithClass): batch for the
+	// queue, interactive for the console's on-demand reviews.
+	Class pipeline.Class
 	// Defence selects the prompt-injection defences; leave it zero.
 	Defence Defence
 	// DigestKey keys the HMAC of stored evidence quotes (at least 32
@@ -175,12 +176,15 @@ func (r *Reviewer) PipelineVersion() string { return r.version }
 
 // run is one review in progress.
 type run struct {
-	r    *Reviewer
-	ev   pipeline.ReviewEvent
-	msgs []pipeline.ChatMessage
-	prep chatprep.Config
-	w    chatprep.Window
-	base stages.PromptInput
+	r *Reviewer
+	// class is the traffic class of every model call of this review: the
+	// one ctx carries (pipeline.WithClass), else the reviewer's.
+	class pipeline.Class
+	ev    pipeline.ReviewEvent
+	msgs  []pipeline.ChatMessage
+	prep  chatprep.Config
+	w     chatprep.Window
+	base  stages.PromptInput
 	// injection is set when an answer repeated the canary.
 	injection atomic.Bool
 	v         *pipeline.Verdict
@@ -210,7 +214,7 @@ func (r *Reviewer) Review(ctx context.Context, ev pipeline.ReviewEvent, msgs []p
 		Key: ev.Key(r.version), RunID: ev.RunID, Attempts: attempt, PublishedAt: ev.PublishedAt,
 		StartedAt: r.clock.Now().UTC(), Status: pipeline.StatusFailed,
 	}
-	rn := &run{r: r, ev: ev, msgs: msgs, prep: r.cfg.Prep, v: &v, pseudonyms: chatprep.NewPseudonyms()}
+	rn := &run{r: r, class: pipeline.ClassFrom(ctx, r.cfg.Class), ev: ev, msgs: msgs, prep: r.cfg.Prep, v: &v, pseudonyms: chatprep.NewPseudonyms()}
 	rn.w = chatprep.Prepare(msgs, rn.prep)
 	rn.fit(ctx)
 	rn.vetImages(ctx)
@@ -686,7 +690,7 @@ func stageRequest[T any](rn *run, stage pipeline.StageName, msgs []llm.Message, 
 	}
 	return llm.Request{
 		Stage:     stage,
-		Class:     rn.r.cfg.Class,
+		Class:     rn.class,
 		Messages:  msgs,
 		Schema:    stages.Schema(stage),
 		MaxTokens: rn.r.cfg.MaxTokens[stage],

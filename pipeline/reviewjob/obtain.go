@@ -38,5 +38,7 @@ func (h *Handler) runReviewer(ctx context.Context, ev pipeline.ReviewEvent, msgs
 			err = fmt.Errorf("reviewer panicked: %v", r)
 		}
 	}()
-	return h.reviewer.Review(ctx, ev, msgs, attempt)
+	// The event's source sets the class of every model call the review
+	// makes: a real-time review is served before batch work.
+	return h.reviewer.Review(pipeline.WithClass(ctx, ev.Class()), ev, msgs, attempt)
 }

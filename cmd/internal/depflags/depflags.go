@@ -9,10 +9,11 @@
 package depflags
 
 import (
+	"errors"
 	"fmt"
-	"time"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/llm"
 	"github.com/chatguard/chatguard/storage/chatapi"
 	"github.com/chatguard/chatguard/storage/mysql"
@@ -67,52 +68,84 @@ func BindStops(fs *cli.FlagSet, c *redisstop.Config) {
 	fs.DurationVar(&c.CheckTimeout, "stop-check-timeout", "bound of the one Redis check each review makes when it starts")
 }
 
-// Pools are the two model pools and the attempts across them.
+// Pools are the two model pools and the attempts across them: the
+// router's own configuration, whose fields the flags set directly, so a
+// binary copies nothing between a flag and the router.
 type Pools struct {
-	PrimaryBaseURL      string
-	PrimaryModel        string
-	PrimaryAPIKey       string
-	PrimaryConcurrency  int
-	FallbackBaseURL     string
-	FallbackModel       string
-	FallbackAPIKey      string
-	FallbackConcurrency int
-	AttemptTimeout      time.Duration
-	LLMMaxAttempts      int
+	// LLM is the router's configuration; a binary adds what only it sets
+	// (prices, pseudonymisation, fleet limits) and llm.New validates it.
+	LLM llm.Config
 }
 
-// DefaultPools returns llm's defaults for the timeouts and attempts; the
-// concurrencies are each binary's.
-func DefaultPools() Pools {
-	return Pools{AttemptTimeout: llm.DefaultAttemptTimeout, LLMMaxAttempts: llm.DefaultMaxAttempts}
+// DefaultPools returns llm's defaults for the attempt timeout and the
+// attempts, and the concurrencies, which are each binary's.
+func DefaultPools(primaryConcurrency, fallbackConcurrency int) Pools {
+	return Pools{LLM: llm.Config{
+		Primary:        llm.PoolConfig{MaxConcurrency: primaryConcurrency},
+		Fallback:       llm.PoolConfig{MaxConcurrency: fallbackConcurrency},
+		AttemptTimeout: llm.DefaultAttemptTimeout,
+		MaxAttempts:    llm.DefaultMaxAttempts,
+	}}
+}
+
+// poolUsage is what one pool's flags say beyond its name.
+type poolUsage struct{ baseURL, model, apiKey string }
+
+// bindPool declares --<name>-base-url, --<name>-model, --<name>-api-key,
+// --<name>-concurrency and --<name>-priority on the pool's own configuration;
+// concurrencyUsage is a format with one %s for the pool's name.
+func bindPool(fs *cli.FlagSet, p *llm.PoolConfig, name string, u poolUsage, concurrencyUsage string) {
+	fs.StringVar(&p.BaseURL, name+"-base-url", u.baseURL)
+	fs.StringVar(&p.Model, name+"-model", u.model)
+	fs.StringVar(&p.APIKey, name+"-api-key", u.apiKey)
+	fs.IntVar(&p.MaxConcurrency, name+"-concurrency", fmt.Sprintf(concurrencyUsage, name))
+	fs.BoolVar(&p.ServerPriority, name+"-priority", "send each call's traffic class as the request's priority (interactive 0, realtime 1, batch 2, shadow 3; lower is served first): only for a vLLM started with --scheduling-policy priority, which any other server may refuse")
 }
 
 // Flags declares the --primary-*, --fallback-*, --attempt-timeout and
 // --llm-max-attempts flags. modelUsage says what --primary-model is in this
 // binary; concurrencyUsage, a format with one %s for the pool's name, what
-// its concurrencies bound.
+// its concurrencies bound. The attempt timeout is declared once, on the
+// router's shared setting, and both pools take it.
 func (o *Pools) Flags(fs *cli.FlagSet, modelUsage, concurrencyUsage string) {
-	fs.StringVar(&o.PrimaryBaseURL, "primary-base-url", "primary (vLLM) OpenAI-compatible base URL, ending in /v1")
-	fs.StringVar(&o.PrimaryModel, "primary-model", modelUsage)
-	fs.StringVar(&o.PrimaryAPIKey, "primary-api-key", "primary API key (empty sends none)")
-	fs.IntVar(&o.PrimaryConcurrency, "primary-concurrency", fmt.Sprintf(concurrencyUsage, "primary"))
-	fs.StringVar(&o.FallbackBaseURL, "fallback-base-url", "fallback (managed API) base URL; empty disables the fallback")
-	fs.StringVar(&o.FallbackModel, "fallback-model", "fallback model id")
-	fs.StringVar(&o.FallbackAPIKey, "fallback-api-key", "fallback API key")
-	fs.IntVar(&o.FallbackConcurrency, "fallback-concurrency", fmt.Sprintf(concurrencyUsage, "fallback"))
-	fs.DurationVar(&o.AttemptTimeout, "attempt-timeout", "timeout of one model call, stream included")
-	fs.IntVar(&o.LLMMaxAttempts, "llm-max-attempts", "model calls per stage across both pools")
+	bindPool(fs, &o.LLM.Primary, string(pipeline.PoolPrimary), poolUsage{
+		baseURL: "primary (vLLM) OpenAI-compatible base URL, ending in /v1", model: modelUsage,
+		apiKey: "primary API key (empty sends none)"}, concurrencyUsage)
+	bindPool(fs, &o.LLM.Fallback, string(pipeline.PoolFallback), poolUsage{
+		baseURL: "fallback (managed API) base URL; empty disables the fallback", model: "fallback model id",
+		apiKey: "fallback API key"}, concurrencyUsage)
+	fs.DurationVar(&o.LLM.AttemptTimeout, "attempt-timeout", "timeout of one model call, stream included")
+	fs.IntVar(&o.LLM.MaxAttempts, "llm-max-attempts", "model calls per stage across both pools")
+}
+
+// Validate reports every problem of the pool flags at once, naming them:
+// what llm.New would refuse in words an operator can act on.
+func (o Pools) Validate() error {
+	var errs []error
+	prim, fb := o.LLM.Primary, o.LLM.Fallback
+	req := func(v, name string) {
+		if v == "" {
+			errs = append(errs, fmt.Errorf("--%s is required", name))
+		}
+	}
+	req(prim.BaseURL, "primary-base-url")
+	req(prim.Model, "primary-model")
+	if fb.BaseURL != "" {
+		req(fb.Model, "fallback-model")
+	}
+	if prim.MaxConcurrency < 1 || (fb.BaseURL != "" && fb.MaxConcurrency < 1) {
+		errs = append(errs, errors.New("--primary-concurrency and --fallback-concurrency must be at least 1"))
+	}
+	if o.LLM.AttemptTimeout <= 0 {
+		errs = append(errs, errors.New("--attempt-timeout must be positive"))
+	}
+	if o.LLM.MaxAttempts < 1 || o.LLM.MaxAttempts > 20 {
+		errs = append(errs, errors.New("--llm-max-attempts must be in 1..20"))
+	}
+	return errors.Join(errs...)
 }
 
 // Router is the router's configuration for the two pools; a binary adds
 // what only it sets (prices, pseudonymisation, fleet limits) and llm.New
 // validates it.
-func (o Pools) Router() llm.Config {
-	return llm.Config{
-		Primary: llm.PoolConfig{BaseURL: o.PrimaryBaseURL, Model: o.PrimaryModel, APIKey: o.PrimaryAPIKey,
-			MaxConcurrency: o.PrimaryConcurrency, AttemptTimeout: o.AttemptTimeout},
-		Fallback: llm.PoolConfig{BaseURL: o.FallbackBaseURL, Model: o.FallbackModel, APIKey: o.FallbackAPIKey,
-			MaxConcurrency: o.FallbackConcurrency, AttemptTimeout: o.AttemptTimeout},
-		MaxAttempts: o.LLMMaxAttempts,
-	}
-}
+func (o Pools) Router() llm.Config { return o.LLM }

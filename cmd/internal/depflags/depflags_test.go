@@ -19,7 +19,7 @@ func TestFlagsMapOntoTheAdapters(t *testing.T) {
 		m     = mysql.DefaultConfig()
 		c     = chatapi.DefaultConfig()
 		stops = redisstop.DefaultConfig()
-		pools = DefaultPools()
+		pools = DefaultPools(0, 0)
 	)
 	fs := cli.NewFlagSet("test", "")
 	BindMySQL(fs, &m)
@@ -33,6 +33,7 @@ func TestFlagsMapOntoTheAdapters(t *testing.T) {
 		"--mysql-max-open-conns=9", "--chat-api-url=http://chat", "--chat-timeout=3s", "--stop-key-prefix=p:",
 		"--primary-base-url=http://p/v1", "--primary-model=pm", "--primary-api-key=pk", "--fallback-base-url=http://f/v1",
 		"--fallback-model=fm", "--fallback-api-key=fk", "--fallback-concurrency=5", "--attempt-timeout=11s", "--llm-max-attempts=4",
+		"--primary-priority",
 	}, func(k string) string { return env[k] }))
 
 	require.Equal(t, "u@tcp(db:3306)/x", m.DSN)
@@ -43,7 +44,7 @@ func TestFlagsMapOntoTheAdapters(t *testing.T) {
 	require.Equal(t, "stops", stops.Channel)
 	require.Equal(t, "p:", stops.KeyPrefix)
 	require.Equal(t, redisstop.DefaultConfig().CheckTimeout, stops.CheckTimeout, "no flag: the adapter's default")
-	r := pools.Router()
+	r := pools.Router().WithDefaults()
 	require.Equal(t, "http://p/v1", r.Primary.BaseURL)
 	require.Equal(t, "pm", r.Primary.Model)
 	require.Equal(t, "pk", r.Primary.APIKey)
@@ -53,8 +54,10 @@ func TestFlagsMapOntoTheAdapters(t *testing.T) {
 	require.Equal(t, "fk", r.Fallback.APIKey)
 	require.Equal(t, 5, r.Fallback.MaxConcurrency)
 	require.Equal(t, 11*time.Second, r.Primary.AttemptTimeout)
-	require.Equal(t, 11*time.Second, r.Fallback.AttemptTimeout)
+	require.Equal(t, 11*time.Second, r.Fallback.AttemptTimeout, "one --attempt-timeout bounds both pools")
 	require.Equal(t, 4, r.MaxAttempts)
+	require.True(t, r.Primary.ServerPriority)
+	require.False(t, r.Fallback.ServerPriority, "off unless asked: a server without the priority policy refuses it")
 
 	var help strings.Builder
 	fs.Usage(&help)

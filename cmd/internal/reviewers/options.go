@@ -42,10 +42,13 @@ type Options struct {
 	// The fleet-wide limits (Redis leases and budgets); 0 leaves one off.
 	FleetPrimaryLimit    int
 	FleetPrimaryReserved int
-	FleetFallbackRPM     int
-	FleetFallbackTPM     int
-	FleetReplicas        int
-	FleetKeyPrefix       string
+	// FleetPrimaryReservedRealtime is of --fleet-primary-limit what batch
+	// may not take, kept for real-time reviews.
+	FleetPrimaryReservedRealtime int
+	FleetFallbackRPM             int
+	FleetFallbackTPM             int
+	FleetReplicas                int
+	FleetKeyPrefix               string
 }
 
 // DefaultOptions returns the defaults shown by --help: no image host
@@ -94,6 +97,7 @@ func (o Options) ImageGate(inline bool) (*imagecdn.Gate, error) {
 func (o *Options) FleetFlags(fs *cli.FlagSet) {
 	fs.IntVar(&o.FleetPrimaryLimit, "fleet-primary-limit", "primary calls in flight across every replica (Redis leases); 0: no fleet limit")
 	fs.IntVar(&o.FleetPrimaryReserved, "fleet-primary-reserved", "of --fleet-primary-limit, leases only interactive calls may take")
+	fs.IntVar(&o.FleetPrimaryReservedRealtime, "fleet-primary-reserved-realtime", "of --fleet-primary-limit, leases only real-time (and interactive) calls may take; batch holds at most limit - reserved - this; 0: real time shares batch's leases")
 	fs.IntVar(&o.FleetFallbackRPM, "fleet-fallback-rpm", "fallback requests per minute across every replica (Redis GCRA); 0: unlimited")
 	fs.IntVar(&o.FleetFallbackTPM, "fleet-fallback-tpm", "fallback tokens per minute across every replica (Redis GCRA); 0: unlimited")
 	fs.IntVar(&o.FleetReplicas, "fleet-replicas", "replicas the fleet limits are divided by while Redis is unreachable (each pod's static share)")
@@ -118,6 +122,9 @@ func (o Options) Validate(redisAddr string) error {
 	if o.FleetPrimaryLimit < 0 || o.FleetPrimaryReserved < 0 || (o.FleetPrimaryLimit > 0 && o.FleetPrimaryReserved >= o.FleetPrimaryLimit) {
 		errs = append(errs, errors.New("--fleet-primary-reserved must be in 0..--fleet-primary-limit-1"))
 	}
+	if o.FleetPrimaryReservedRealtime < 0 || (o.FleetPrimaryLimit > 0 && o.FleetPrimaryReserved+o.FleetPrimaryReservedRealtime >= o.FleetPrimaryLimit) {
+		errs = append(errs, errors.New("--fleet-primary-reserved plus --fleet-primary-reserved-realtime must stay below --fleet-primary-limit"))
+	}
 	if o.FleetFallbackRPM < 0 || o.FleetFallbackTPM < 0 || o.FleetReplicas < 1 {
 		errs = append(errs, errors.New("--fleet-fallback-rpm and --fleet-fallback-tpm must not be negative, --fleet-replicas at least 1"))
 	}
@@ -141,7 +148,7 @@ func (o Options) Router(rc llm.Config, leases FleetStore) llm.Config {
 	rc.Primary.Price, rc.Primary.Pseudonymize = pp, o.PrimaryPseudonymize
 	rc.Fallback.Price, rc.Fallback.Pseudonymize = fp, o.FallbackPseudonymize
 	rc.Fleet = llm.FleetConfig{
-		PrimaryLimit: o.FleetPrimaryLimit, PrimaryReserved: o.FleetPrimaryReserved,
+		PrimaryLimit: o.FleetPrimaryLimit, PrimaryReserved: o.FleetPrimaryReserved, PrimaryReservedRealtime: o.FleetPrimaryReservedRealtime,
 		FallbackRPM: o.FleetFallbackRPM, FallbackTPM: o.FleetFallbackTPM, Replicas: o.FleetReplicas,
 		Name: strings.TrimSuffix(o.FleetKeyPrefix, ":"),
 	}

@@ -31,16 +31,14 @@ type Params struct {
 	Component string
 	// Class is the router class of every call the reviewer makes: the one
 	// setting that differs between binaries.
-	Class llm.Class
-	// Pools are the two model pools (their flags are depflags.Pools').
+	Class pipeline.Class
+	// Pools are the two model pools (their flags are depflags.Pools'),
+	// with whatever else the binary binds to them (the worker's capacity).
 	Pools depflags.Pools
 	// Options are the privacy, price and fleet settings.
 	Options Options
 	// Redis is where the fleet limits live (used only when one is set).
 	Redis cli.RedisOptions
-	// Capacity, when set, adds what only this binary sets to the router's
-	// configuration (the worker's interactive reserve and adaptive limit).
-	Capacity func(*llm.Config)
 	// Events receives the inference logs; may be nil.
 	Events pipeline.EventSink
 	// Registerer receives the router's and the reviewer's metrics; may be
@@ -120,11 +118,7 @@ func New(p Params) (*Engine, error) {
 		}
 		store, closeStore = redislimits.New(rdb, ""), func() { _ = rdb.Close() }
 	}
-	rc := p.Pools.Router()
-	if p.Capacity != nil {
-		p.Capacity(&rc)
-	}
-	rc = p.Options.Router(rc, store)
+	rc := p.Options.Router(p.Pools.Router(), store)
 	router, err := llm.New(rc, p.Registerer)
 	if err != nil {
 		closeStore()
@@ -147,7 +141,7 @@ func New(p Params) (*Engine, error) {
 	s := Settings{PipelineVersion: rev.PipelineVersion(), PrimaryModel: prim, FallbackModel: fb,
 		ImageHosts: p.Options.Images.Hosts, ImageInline: p.Options.Images.Inline, DevDigestKey: p.Options.QuoteDigestKey == "",
 		PrimaryPseudonymize: rc.Primary.Pseudonymize, FallbackPseudonymize: rc.Fallback.Pseudonymize}
-	log.Info(p.Component+": stage engine ready", "class", className(p.Class), "primary_model", s.PrimaryModel, "fallback_model", s.FallbackModel,
+	log.Info(p.Component+": stage engine ready", "class", p.Class.String(), "primary_model", s.PrimaryModel, "fallback_model", s.FallbackModel,
 		"pipeline_version", s.PipelineVersion, "image_hosts", s.ImageHosts, "image_inline", s.ImageInline, "dev_digest_key", s.DevDigestKey,
 		"primary_pseudonymize", s.PrimaryPseudonymize, "fallback_pseudonymize", s.FallbackPseudonymize)
 	return &Engine{Reviewer: rev, settings: s, close: closeAll}, nil
@@ -167,15 +161,4 @@ func runRouter(r *llm.Router) (stop func()) {
 		cancel()
 		<-done
 	}
-}
-
-// className names a class in the settings line.
-func className(c llm.Class) string {
-	switch c {
-	case llm.ClassBatch:
-		return "batch"
-	case llm.ClassInteractive:
-		return "interactive"
-	}
-	return fmt.Sprint(int(c))
 }

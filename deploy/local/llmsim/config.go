@@ -122,6 +122,12 @@ type Config struct {
 	// Version is what GET /version answers, as vLLM's does ("" answers
 	// 404, as a managed API does).
 	Version string
+	// PriorityScheduling orders the waiting queue by each request's
+	// `priority` (lower first), then arrival, as vLLM's
+	// --scheduling-policy priority does (without its preemption). Off, the
+	// queue is first come, first served and a non-zero priority gets
+	// vLLM's 400.
+	PriorityScheduling bool
 }
 
 // DefaultModel is the model id served when Config.Models is left empty.
@@ -258,6 +264,7 @@ type configJSON struct {
 	Errors          ErrorModel `json:"errors"`
 	ImageURLFetch   duration   `json:"image_url_fetch"`
 	Version         string     `json:"version"`
+	Priority        bool       `json:"priority_scheduling"`
 }
 
 func toJSON(c Config) configJSON {
@@ -270,6 +277,7 @@ func toJSON(c Config) configJSON {
 		PrefillPerToken: duration(c.PrefillPerToken), BatchSlowdown: c.BatchSlowdown, KVCacheTokens: c.KVCacheTokens,
 		RPM: c.RPM, TPM: c.TPM, RateWindow: duration(c.RateWindow),
 		Errors: c.Errors.clone(), ImageURLFetch: duration(c.ImageURLFetch), Version: c.Version,
+		Priority: c.PriorityScheduling,
 	}
 }
 
@@ -283,6 +291,7 @@ func (j configJSON) config() Config {
 		PrefillPerToken: time.Duration(j.PrefillPerToken), BatchSlowdown: j.BatchSlowdown, KVCacheTokens: j.KVCacheTokens,
 		RPM: j.RPM, TPM: j.TPM, RateWindow: time.Duration(j.RateWindow),
 		Errors: j.Errors, ImageURLFetch: time.Duration(j.ImageURLFetch), Version: j.Version,
+		PriorityScheduling: j.Priority,
 	}
 }
 

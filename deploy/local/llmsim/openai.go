@@ -23,6 +23,9 @@ type chatRequest struct {
 	MaxTokens           *int            `json:"max_tokens"`
 	MaxCompletionTokens *int            `json:"max_completion_tokens"`
 	ResponseFormat      *responseFormat `json:"response_format"`
+	// Priority is vLLM's request priority (lower is served first); it
+	// orders the waiting queue under Config.PriorityScheduling.
+	Priority int `json:"priority"`
 }
 
 type responseFormat struct {

@@ -15,12 +15,14 @@ var errQueueFull = errors.New("waiting queue is full")
 var errClosed = errors.New("server closed")
 
 // scheduler admits requests like vLLM's scheduler: at most maxRunning run,
-// the rest wait in FIFO order, at most maxWaiting of them. Limits can change
+// the rest wait in FIFO order (or by priority, then arrival, under
+// byPriority), at most maxWaiting of them. Limits can change
 // at run time; a raised limit admits waiters at once.
 type scheduler struct {
 	mu         sync.Mutex
 	maxRunning int
 	maxWaiting int
+	byPriority bool
 	running    int
 	waiting    list.List // of *waiter
 
@@ -30,20 +32,22 @@ type scheduler struct {
 }
 
 type waiter struct {
-	ready   chan struct{}
-	granted bool
-	elem    *list.Element
+	// priority orders the queue under byPriority: lower is served first.
+	priority int
+	ready    chan struct{}
+	granted  bool
+	elem     *list.Element
 }
 
-func newScheduler(maxRunning, maxWaiting int) *scheduler {
-	return &scheduler{maxRunning: maxRunning, maxWaiting: maxWaiting}
+func newScheduler(maxRunning, maxWaiting int, byPriority bool) *scheduler {
+	return &scheduler{maxRunning: maxRunning, maxWaiting: maxWaiting, byPriority: byPriority}
 }
 
 // acquire takes a running slot, waiting for one while ctx and closed allow.
 // It returns errQueueFull at once when the queue is full, ctx.Err() when the
 // caller gives up and errClosed when the server closes. On success the
 // caller must call release exactly once.
-func (s *scheduler) acquire(ctx context.Context, closed <-chan struct{}) error {
+func (s *scheduler) acquire(ctx context.Context, closed <-chan struct{}, priority int) error {
 	s.mu.Lock()
 	if s.running < s.maxRunning && s.waiting.Len() == 0 {
 		s.running++
@@ -55,8 +59,8 @@ func (s *scheduler) acquire(ctx context.Context, closed <-chan struct{}) error {
 		s.mu.Unlock()
 		return errQueueFull
 	}
-	w := &waiter{ready: make(chan struct{})}
-	w.elem = s.waiting.PushBack(w)
+	w := &waiter{priority: priority, ready: make(chan struct{})}
+	w.elem = s.enqueue(w)
 	s.publish()
 	s.mu.Unlock()
 
@@ -91,10 +95,27 @@ func (s *scheduler) release() {
 	s.mu.Unlock()
 }
 
-// setLimits changes the limits; waiters beyond a lowered maxWaiting stay.
-func (s *scheduler) setLimits(maxRunning, maxWaiting int) {
+// enqueue puts w in the waiting queue: at the back, or under byPriority
+// behind every waiter of the same or a lower priority value (ties keep
+// arrival order). Callers hold mu.
+func (s *scheduler) enqueue(w *waiter) *list.Element {
+	if !s.byPriority {
+		return s.waiting.PushBack(w)
+	}
+	for e := s.waiting.Back(); e != nil; e = e.Prev() {
+		if e.Value.(*waiter).priority <= w.priority {
+			return s.waiting.InsertAfter(w, e)
+		}
+	}
+	return s.waiting.PushFront(w)
+}
+
+// setLimits changes the limits and the queue order; waiters beyond a
+// lowered maxWaiting stay, and waiters queued before a change of order
+// keep their places.
+func (s *scheduler) setLimits(maxRunning, maxWaiting int, byPriority bool) {
 	s.mu.Lock()
-	s.maxRunning, s.maxWaiting = maxRunning, maxWaiting
+	s.maxRunning, s.maxWaiting, s.byPriority = maxRunning, maxWaiting, byPriority
 	s.admit()
 	s.publish()
 	s.mu.Unlock()

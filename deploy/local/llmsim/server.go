@@ -58,7 +58,7 @@ func New(cfg Config) (*Server, error) {
 	cfg = cfg.clone()
 	s := &Server{
 		name:   cfg.Name,
-		sched:  newScheduler(cfg.MaxRunning, cfg.MaxWaiting),
+		sched:  newScheduler(cfg.MaxRunning, cfg.MaxWaiting, cfg.PriorityScheduling),
 		cache:  newAnswerCache(cfg.CacheSize),
 		prefix: newPrefixCache(cfg.PrefixCacheBlocks),
 		seed:   maphash.MakeSeed(),
@@ -116,7 +116,7 @@ func (s *Server) setConfigLocked(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("llmsim: %w", err)
 	}
-	s.sched.setLimits(cfg.MaxRunning, cfg.MaxWaiting)
+	s.sched.setLimits(cfg.MaxRunning, cfg.MaxWaiting, cfg.PriorityScheduling)
 	s.cache.resize(cfg.CacheSize)
 	s.prefix.resize(cfg.PrefixCacheBlocks)
 	s.cfg.Store(&cfg)
@@ -274,7 +274,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	if err := s.sched.acquire(ctx, s.closed); err != nil {
+	if err := s.sched.acquire(ctx, s.closed, c.req.Priority); err != nil {
 		switch {
 		case errors.Is(err, errQueueFull):
 			s.count(EndpointChat, c.model, c.stage, OutcomeQueueFull)
@@ -335,6 +335,9 @@ func (s *Server) readCall(w http.ResponseWriter, r *http.Request, c *call) error
 		return errors.New("messages must not be empty")
 	case req.MaxTokens != nil && *req.MaxTokens < 0, req.MaxCompletionTokens != nil && *req.MaxCompletionTokens < 0:
 		return errors.New("max_tokens must not be negative")
+	case req.Priority != 0 && !c.cfg.PriorityScheduling:
+		// vLLM's answer under its default fcfs policy.
+		return fmt.Errorf("got priority %d but priority scheduling is not enabled", req.Priority)
 	}
 	c.model = req.Model
 	for _, m := range req.Messages {

@@ -116,7 +116,7 @@ type result struct {
 
 // stageRequest is a triage call over a short Korean chat: about 250 prompt
 // tokens, as the simulator counts them.
-func stageRequest(i int, class llm.Class) llm.Request {
+func stageRequest(i int, class pipeline.Class) llm.Request {
 	chat := fmt.Sprintf("[m1] buyer: 안녕하세요 아이폰 아직 판매중인가요? 방 %d\n[m2] seller: 네 판매중입니다 직거래 가능해요\n"+
 		"[m3] buyer: 강남역에서 내일 저녁 7시 괜찮으세요?\n[m4] seller: 좋아요 앱 안에서 안전결제로 할게요\n", i)
 	return llm.Request{
@@ -207,7 +207,7 @@ func runChild(o opts) error {
 		wg.Go(func() {
 			for i := 0; ctx.Err() == nil; i++ {
 				cctx, ccancel := context.WithTimeout(ctx, time.Minute)
-				resp, err := r.Complete(cctx, stageRequest(w*100000+i, llm.ClassBatch))
+				resp, err := r.Complete(cctx, stageRequest(w*100000+i, pipeline.ClassBatch))
 				ccancel()
 				now := time.Now()
 				if now.Before(start) || now.After(end) {
@@ -370,7 +370,7 @@ func interactiveProbe(prim *llmsim.Running, o opts, prefix string, end time.Time
 	var p probe
 	for i := 0; time.Now().Before(end); i++ {
 		ctx, cancel := context.WithDeadline(context.Background(), end.Add(10*time.Second))
-		resp, err := r.Complete(ctx, stageRequest(i, llm.ClassInteractive))
+		resp, err := r.Complete(ctx, stageRequest(i, pipeline.ClassInteractive))
 		cancel()
 		if err != nil {
 			p.fails++

@@ -90,6 +90,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.IntVar(&c.TokensPerChunk, "tokens-per-chunk", c.TokensPerChunk, "tokens per streamed chunk")
 	fs.IntVar(&c.MaxRunning, "max-running", c.MaxRunning, "requests generating at once (vLLM max_num_seqs)")
 	fs.IntVar(&c.MaxWaiting, "max-waiting", c.MaxWaiting, "waiting queue bound; a full queue is refused")
+	fs.BoolVar(&c.PriorityScheduling, "priority-scheduling", c.PriorityScheduling, "order the waiting queue by each request's priority (lower first), then arrival, as vLLM's --scheduling-policy priority (no preemption); off, a non-zero priority gets 400")
 	fs.IntVar(&c.QueueFullStatus, "queue-full-status", c.QueueFullStatus, "status for a full queue: 429 or 503")
 	fs.DurationVar(&c.RetryAfter, "retry-after", c.RetryAfter, "Retry-After sent with 429 and 503")
 	fs.DurationVar(&c.MaxHang, "max-hang", c.MaxHang, "longest a hang fault holds a request")
