@@ -40,10 +40,6 @@ type InvalidEventError struct {
 // Error implements error.
 func (e *InvalidEventError) Error() string { return "invalid review event: " + e.Reason }
 
-// maxSourceLen bounds an event's source: the known ones are a word, and an
-// unknown one is read as batch rather than refused (tolerant reader).
-const maxSourceLen = 32
-
 // maxRoomIDLen bounds room ids so that a hostile body cannot blow up keys,
 // logs or MySQL columns.
 const maxRoomIDLen = 128
@@ -102,9 +98,6 @@ func (e ReviewEvent) Validate() error {
 	}
 	if e.PublishedAt.IsZero() {
 		probs = append(probs, "published_at is missing")
-	}
-	if len(e.Source) > maxSourceLen {
-		probs = append(probs, fmt.Sprintf("source is longer than %d bytes", maxSourceLen))
 	}
 	if len(probs) > 0 {
 		return &InvalidEventError{Reason: strings.Join(probs, "; ")}
