@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chatguard/chatguard/cmd/internal/athenaflags"
 	"github.com/chatguard/chatguard/cmd/internal/cli"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/batchrun"
@@ -61,11 +62,7 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.StringVar(&c.Publish.URL, "review-queue-url", "SQS review queue URL")
 	fs.IntVar(&c.Publish.Concurrency, "publish-concurrency", "SendMessageBatch calls in flight")
 	fs.IntVar(&c.Publish.Retry.Attempts, "publish-max-attempts", "sends of one message before the run fails, the first included")
-	fs.StringVar(&c.Athena.Database, "athena-database", "Athena database holding chat_messages")
-	fs.StringVar(&c.Athena.Workgroup, "athena-workgroup", "Athena workgroup")
-	fs.StringVar(&c.Athena.OutputLocation, "athena-output-location", "s3:// prefix for query results (empty: the workgroup's)")
-	fs.DurationVar(&c.Athena.Timeout, "athena-timeout", "how long the query may stay queued or running before it is stopped")
-	fs.DurationVar(&c.Athena.PollMax, "athena-poll-max", "longest pause between query status polls")
+	athenaflags.Bind(fs, &c.Athena, "Athena database holding chat_messages")
 	// Bound here, not with depflags.BindMySQL: the batch has no pool to
 	// size, and depflags would link the model router into it.
 	fs.StringVar(&c.MySQL.DSN, "mysql-dsn", "MySQL DSN for the batch_runs record (go-sql-driver format)")
@@ -145,12 +142,9 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// athenaConfig is the query's configuration with the first poll's pause
-// kept within a lowered --athena-poll-max.
+// athenaConfig is the query's configuration as the flags mean it.
 func (c Config) athenaConfig() athena.Config {
-	a := c.Athena
-	a.PollMin = min(a.PollMin, a.PollMax)
-	return a
+	return athenaflags.Resolve(c.Athena)
 }
 
 // runConfig is the run's configuration with its channel buffers sized

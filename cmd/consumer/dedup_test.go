@@ -16,6 +16,7 @@ import (
 	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/internal/standin"
 	"github.com/chatguard/chatguard/pipeline"
+	athenasrc "github.com/chatguard/chatguard/storage/athena"
 )
 
 // lakeAthena is a private Athena stand-in over one test's corner of the
@@ -39,12 +40,16 @@ func startLakeAthena(t *testing.T, s *stack) lakeAthena {
 // the raw table. It fails when a view returns an event id twice.
 func (a lakeAthena) counts(ctx context.Context, tables []string) (dedup, raw map[string]int, err error) {
 	dedup, raw = map[string]int{}, map[string]int{}
+	src, err := athenasrc.New(a.client, athenasrc.DefaultConfig())
+	if err != nil {
+		return nil, nil, err
+	}
 	for _, tb := range tables {
 		q, err := athena.WithDedupViews("SELECT (SELECT count(*) FROM " + tb + "_dedup), (SELECT count(DISTINCT event_id) FROM " + tb + "_dedup), (SELECT count(*) FROM " + tb + ")")
 		if err != nil {
 			return nil, nil, err
 		}
-		rows, err := athena.RunQuery(ctx, a.client, athena.Where{Database: "chatguard"}, q)
+		rows, err := src.Rows(ctx, q, nil)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -13,12 +13,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chatguard/chatguard/cmd/internal/athenaflags"
 	"github.com/chatguard/chatguard/cmd/internal/cli"
 	"github.com/chatguard/chatguard/cmd/internal/depflags"
-	"github.com/chatguard/chatguard/deploy/athena"
+	lakesql "github.com/chatguard/chatguard/deploy/athena"
 	"github.com/chatguard/chatguard/internal/awsclient"
 	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline/eval"
+	"github.com/chatguard/chatguard/storage/athena"
 	"github.com/chatguard/chatguard/storage/chatapi"
 )
 
@@ -37,14 +39,14 @@ type buildSetConfig struct {
 	Seed           int
 	Out            string
 	QueryTimeout   time.Duration
-	Where          athena.Where
+	Athena         athena.Config
 	Chat           chatapi.Config
 	stratumSizeMap map[string]int
 }
 
 func defaultBuildSetConfig() buildSetConfig {
 	return buildSetConfig{Size: 100, Seed: 1, Out: "labelled-set", QueryTimeout: 10 * time.Minute,
-		Where: athena.Where{Database: "chatguard", WorkGroup: "primary"}, Chat: chatapi.DefaultConfig()}
+		Athena: athena.DefaultConfig(), Chat: chatapi.DefaultConfig()}
 }
 
 func (c *buildSetConfig) flags() *cli.FlagSet {
@@ -59,9 +61,7 @@ func (c *buildSetConfig) flags() *cli.FlagSet {
 	fs.IntVar(&c.Seed, "seed", "seed of the draw within each stratum (the same seed and decisions give the same set)")
 	fs.StringVar(&c.Out, "out", "directory of cases.jsonl and manifest.json")
 	fs.DurationVar(&c.QueryTimeout, "query-timeout", "how long the Athena query may take")
-	fs.StringVar(&c.Where.Database, "athena-database", "Athena database of the lake's tables")
-	fs.StringVar(&c.Where.WorkGroup, "athena-workgroup", "Athena workgroup")
-	fs.StringVar(&c.Where.OutputLocation, "athena-output-location", "s3:// prefix for query results (empty: the workgroup's)")
+	athenaflags.Bind(fs, &c.Athena, "Athena database of the lake's tables")
 	depflags.BindChat(fs, &c.Chat, "chat-history API the chats are fetched from")
 	return fs
 }
@@ -99,8 +99,8 @@ func (c *buildSetConfig) Validate() error {
 	if c.QueryTimeout <= 0 {
 		errs = append(errs, errors.New("--query-timeout must be positive"))
 	}
-	if c.Where.Database == "" {
-		errs = append(errs, errors.New("--athena-database is required"))
+	if err := athenaflags.Resolve(c.Athena).Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := c.Chat.Validate(); err != nil {
 		errs = append(errs, err)
@@ -151,15 +151,19 @@ func buildSet(ctx context.Context, cfg buildSetConfig, deps buildSetDeps) (eval.
 	// The dedup views inline, as common table expressions: the same
 	// SELECTs as the views, so the query runs where they were not applied
 	// (and on the local stand-in, which has none).
-	query, err := athena.Query("labelled_decisions")
+	query, err := lakesql.Query("labelled_decisions")
 	if err == nil {
-		query, err = athena.WithDedupViews(query)
+		query, err = lakesql.WithDedupViews(query)
 	}
 	if err != nil {
 		return eval.Manifest{}, err
 	}
+	src, err := athena.New(deps.Athena, athenaflags.Resolve(cfg.Athena))
+	if err != nil {
+		return eval.Manifest{}, err
+	}
 	qctx, cancel := context.WithTimeout(ctx, cfg.QueryTimeout)
-	rows, err := athena.RunQuery(qctx, deps.Athena, cfg.Where, query, "'"+cfg.From+"'", "'"+cfg.To+"'")
+	rows, err := src.Rows(qctx, query, []string{"'" + cfg.From + "'", "'" + cfg.To + "'"})
 	cancel()
 	if err != nil {
 		return eval.Manifest{}, err

@@ -2,17 +2,21 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awsathena "github.com/aws/aws-sdk-go-v2/service/athena"
+	athenatypes "github.com/aws/aws-sdk-go-v2/service/athena/types"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
@@ -28,9 +32,10 @@ func TestBuildSetUsageErrorsAreListedTogether(t *testing.T) {
 	t.Parallel()
 	var out, errOut bytes.Buffer
 	code := run(t.Context(), []string{"eval", "build-set", "--from", "2026-11-05", "--to", "2026-11-01", "--stratum-sizes", "clean=x",
-		"--query-timeout", "0s"}, func(string) string { return "" }, &out, &errOut)
+		"--query-timeout", "0s", "--athena-timeout", "0s", "--athena-workgroup", ""}, func(string) string { return "" }, &out, &errOut)
 	require.Equal(t, 2, code)
-	for _, want := range []string{"--to 2026-11-01 is before --from", "--stratum-sizes", "--query-timeout", "chat api url is required"} {
+	for _, want := range []string{"--to 2026-11-01 is before --from", "--stratum-sizes", "--query-timeout", "chat api url is required",
+		"athena timeout must be positive", "athena workgroup is required"} {
 		require.Contains(t, errOut.String(), want)
 	}
 }
@@ -114,4 +119,56 @@ func TestBuildSetFromTheSampleLake(t *testing.T) {
 	require.Equal(t, len(rooms), total)
 	require.Contains(t, stdout.String(), fmt.Sprintf("%d cases from %d decisions", len(cases), len(rooms)))
 	require.False(t, strings.Contains(string(b), "\"room_id\""), "the manifest counts, it lists no rooms")
+}
+
+// hungAthena keeps every query running and records the stops.
+type hungAthena struct {
+	mu      sync.Mutex
+	started *awsathena.StartQueryExecutionInput
+	stopped []string
+}
+
+func (h *hungAthena) StartQueryExecution(_ context.Context, in *awsathena.StartQueryExecutionInput, _ ...func(*awsathena.Options)) (*awsathena.StartQueryExecutionOutput, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.started = in
+	return &awsathena.StartQueryExecutionOutput{QueryExecutionId: aws.String("q-hung")}, nil
+}
+
+func (h *hungAthena) GetQueryExecution(context.Context, *awsathena.GetQueryExecutionInput, ...func(*awsathena.Options)) (*awsathena.GetQueryExecutionOutput, error) {
+	return &awsathena.GetQueryExecutionOutput{QueryExecution: &athenatypes.QueryExecution{
+		Status: &athenatypes.QueryExecutionStatus{State: athenatypes.QueryExecutionStateRunning}}}, nil
+}
+
+func (h *hungAthena) GetQueryResults(context.Context, *awsathena.GetQueryResultsInput, ...func(*awsathena.Options)) (*awsathena.GetQueryResultsOutput, error) {
+	return nil, errors.New("no results of a running query")
+}
+
+func (h *hungAthena) StopQueryExecution(_ context.Context, in *awsathena.StopQueryExecutionInput, _ ...func(*awsathena.Options)) (*awsathena.StopQueryExecutionOutput, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stopped = append(h.stopped, aws.ToString(in.QueryExecutionId))
+	return &awsathena.StopQueryExecutionOutput{}, nil
+}
+
+// TestBuildSetStopsAQueryPastTheAthenaTimeout: build-set's query goes
+// through storage/athena, so the shared --athena-* flags place it and a
+// query that outruns --athena-timeout is stopped, not left running.
+func TestBuildSetStopsAQueryPastTheAthenaTimeout(t *testing.T) {
+	t.Parallel()
+	h := &hungAthena{}
+	var stdout, stderr bytes.Buffer
+	code := runBuildSet(t.Context(), []string{"--from", "2026-11-01", "--to", "2026-11-02", "--out", t.TempDir(),
+		"--chat-api-url", "http://127.0.0.1:1", "--athena-timeout", "50ms", "--athena-poll-max", "5ms",
+		"--athena-database", "lake", "--athena-workgroup", "analysts", "--athena-output-location", "s3://results/q/"},
+		func(string) string { return "" }, &stdout, &stderr, buildSetDeps{Athena: h, Clock: clock.NewFake(time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC))})
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr.String(), "athena query timed out")
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	require.Equal(t, []string{"q-hung"}, h.stopped)
+	require.Equal(t, "lake", aws.ToString(h.started.QueryExecutionContext.Database))
+	require.Equal(t, "analysts", aws.ToString(h.started.WorkGroup))
+	require.Equal(t, "s3://results/q/", aws.ToString(h.started.ResultConfiguration.OutputLocation))
+	require.Equal(t, []string{"'2026-11-01'", "'2026-11-02'"}, h.started.ExecutionParameters)
 }

@@ -2,22 +2,16 @@
 // writes: the table DDL with partition projection (tables/), a view per
 // table that returns each event once (views/), and the analysts' queries
 // (queries/). The SQL lives in .sql files, embedded here so that tests run
-// it and tools can apply it; see README.md for applying it by hand.
+// it and tools can apply it; see README.md for applying it by hand. Queries
+// run through storage/athena (Source.Rows), the one Athena query path.
 package athena
 
 import (
-	"context"
 	"embed"
-	"errors"
 	"fmt"
 	"path"
 	"regexp"
 	"strings"
-	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	awsathena "github.com/aws/aws-sdk-go-v2/service/athena"
-	"github.com/aws/aws-sdk-go-v2/service/athena/types"
 )
 
 //go:embed tables/*.sql views/*.sql queries/*.sql
@@ -123,82 +117,4 @@ func stripComments(q string) string {
 		out = append(out, l)
 	}
 	return strings.Join(out, "\n")
-}
-
-// API is the part of the Athena client RunQuery uses.
-type API interface {
-	StartQueryExecution(ctx context.Context, in *awsathena.StartQueryExecutionInput, optFns ...func(*awsathena.Options)) (*awsathena.StartQueryExecutionOutput, error)
-	GetQueryExecution(ctx context.Context, in *awsathena.GetQueryExecutionInput, optFns ...func(*awsathena.Options)) (*awsathena.GetQueryExecutionOutput, error)
-	GetQueryResults(ctx context.Context, in *awsathena.GetQueryResultsInput, optFns ...func(*awsathena.Options)) (*awsathena.GetQueryResultsOutput, error)
-}
-
-// Where says where a query runs.
-type Where struct {
-	Database       string
-	WorkGroup      string
-	OutputLocation string
-}
-
-// RunQuery runs sql with positional parameters (SQL literals), waits for it
-// (polling, bounded by ctx) and returns the rows as strings, header row
-// first; NULL is "". It is for tools and tests with small results.
-func RunQuery(ctx context.Context, api API, where Where, sql string, params ...string) ([][]string, error) {
-	in := &awsathena.StartQueryExecutionInput{
-		QueryString:           aws.String(sql),
-		QueryExecutionContext: &types.QueryExecutionContext{Database: aws.String(where.Database)},
-	}
-	if where.WorkGroup != "" {
-		in.WorkGroup = aws.String(where.WorkGroup)
-	}
-	if where.OutputLocation != "" {
-		in.ResultConfiguration = &types.ResultConfiguration{OutputLocation: aws.String(where.OutputLocation)}
-	}
-	if len(params) > 0 {
-		in.ExecutionParameters = params
-	}
-	out, err := api.StartQueryExecution(ctx, in)
-	if err != nil {
-		return nil, fmt.Errorf("athena: start query: %w", err)
-	}
-	id := aws.ToString(out.QueryExecutionId)
-	for wait := 50 * time.Millisecond; ; wait = min(wait*2, time.Second) {
-		qe, err := api.GetQueryExecution(ctx, &awsathena.GetQueryExecutionInput{QueryExecutionId: aws.String(id)})
-		if err != nil {
-			return nil, fmt.Errorf("athena: query %s: %w", id, err)
-		}
-		st := qe.QueryExecution.Status
-		switch st.State {
-		case types.QueryExecutionStateSucceeded:
-			return results(ctx, api, id)
-		case types.QueryExecutionStateFailed, types.QueryExecutionStateCancelled:
-			return nil, fmt.Errorf("athena: query %s %s: %s", id, st.State, aws.ToString(st.StateChangeReason))
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("athena: query %s: %w", id, ctx.Err())
-		case <-time.After(wait):
-		}
-	}
-}
-
-func results(ctx context.Context, api API, id string) ([][]string, error) {
-	var rows [][]string
-	p := awsathena.NewGetQueryResultsPaginator(api, &awsathena.GetQueryResultsInput{QueryExecutionId: aws.String(id)})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("athena: results of %s: %w", id, err)
-		}
-		for _, r := range page.ResultSet.Rows {
-			row := make([]string, len(r.Data))
-			for i, d := range r.Data {
-				row[i] = aws.ToString(d.VarCharValue)
-			}
-			rows = append(rows, row)
-		}
-	}
-	if len(rows) == 0 {
-		return nil, errors.New("athena: no header row")
-	}
-	return rows, nil
 }

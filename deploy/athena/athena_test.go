@@ -24,6 +24,7 @@ import (
 	"github.com/chatguard/chatguard/deploy/athena"
 	"github.com/chatguard/chatguard/internal/standin"
 	"github.com/chatguard/chatguard/pipeline"
+	athenasrc "github.com/chatguard/chatguard/storage/athena"
 	"github.com/chatguard/chatguard/storage/s3lake"
 	"github.com/chatguard/chatguard/storage/s3lake/s3laketest"
 )
@@ -166,7 +167,9 @@ func (l *lake) run(t *testing.T, sql string, params ...string) [][]string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	rows, err := athena.RunQuery(ctx, l.client, athena.Where{Database: "chatguard"}, sql, params...)
+	src, err := athenasrc.New(l.client, athenasrc.DefaultConfig())
+	require.NoError(t, err)
+	rows, err := src.Rows(ctx, sql, params)
 	require.NoError(t, err)
 	return rows[1:] // header
 }

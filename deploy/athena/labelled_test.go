@@ -21,6 +21,7 @@ import (
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/chatprep"
 	"github.com/chatguard/chatguard/pipeline/eval"
+	athenasrc "github.com/chatguard/chatguard/storage/athena"
 	"github.com/chatguard/chatguard/storage/chatapi"
 	"github.com/chatguard/chatguard/storage/s3lake"
 	"github.com/chatguard/chatguard/storage/s3lake/s3laketest"
@@ -122,7 +123,9 @@ func TestLabelledSetFromModeratorsDecisions(t *testing.T) {
 	sql, err := athena.WithDedupViews(q)
 	require.NoError(t, err)
 	first, last := rooms[0].FirstMessageAt.AddDate(0, 0, -1).Format(time.DateOnly), rooms[0].FirstMessageAt.AddDate(0, 0, 3).Format(time.DateOnly)
-	rows, err := athena.RunQuery(ctx, client, athena.Where{Database: "chatguard"}, sql, "'"+first+"'", "'"+last+"'")
+	src, err := athenasrc.New(client, athenasrc.DefaultConfig())
+	require.NoError(t, err)
+	rows, err := src.Rows(ctx, sql, []string{"'" + first + "'", "'" + last + "'"})
 	require.NoError(t, err)
 	decisions, err := eval.ParseDecisions(rows)
 	require.NoError(t, err)

@@ -1,6 +1,9 @@
-// Package athena is the batch's source: it asks Athena for the chat rooms
-// that had messages in a time window and streams them, page by page, to the
-// caller through a channel, so that a large result never sits in memory.
+// Package athena is the one way the binaries query Athena. It is the
+// batch's source: it asks Athena for the chat rooms that had messages in a
+// time window and streams them, page by page, to the caller through a
+// channel, so that a large result never sits in memory. Rows runs any other
+// query with a small result (an evaluation set's decisions) through the
+// same bounded wait, stop and paging.
 package athena
 
 import (
@@ -131,12 +134,15 @@ func (e *QueryError) Error() string {
 	return fmt.Sprintf("query %s %s: %s", e.QueryExecutionID, strings.ToLower(string(e.State)), e.Reason)
 }
 
-// Source runs the rooms query on Athena.
+// Source runs queries on Athena: the rooms query (Rooms) and small ones
+// (Rows).
 type Source struct {
 	api API
 	cfg Config
 	// sleep waits between polls; tests replace it.
 	sleep retry.SleepFunc
+	// maxRows is MaxRows; tests lower it.
+	maxRows int
 }
 
 // New returns a Source, or the configuration's problems.
@@ -144,7 +150,7 @@ func New(api API, cfg Config) (*Source, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("athena: %w", err)
 	}
-	return &Source{api: api, cfg: cfg, sleep: retry.Sleep}, nil
+	return &Source{api: api, cfg: cfg, sleep: retry.Sleep, maxRows: MaxRows}, nil
 }
 
 // Rooms runs the rooms query for [start, end) and sends every room to out,
@@ -161,20 +167,11 @@ func (s *Source) Rooms(ctx context.Context, start, end time.Time, onStart func(i
 	if !end.After(start) {
 		return res, fmt.Errorf("athena: window end %s is not after start %s", end.Format(time.RFC3339), start.Format(time.RFC3339))
 	}
-	in := &athena.StartQueryExecutionInput{
-		QueryString:           aws.String(roomsQuery),
-		ExecutionParameters:   roomsParams(start, end),
-		QueryExecutionContext: &types.QueryExecutionContext{Database: aws.String(s.cfg.Database)},
-		WorkGroup:             aws.String(s.cfg.Workgroup),
-	}
-	if s.cfg.OutputLocation != "" {
-		in.ResultConfiguration = &types.ResultConfiguration{OutputLocation: aws.String(s.cfg.OutputLocation)}
-	}
-	started, err := s.api.StartQueryExecution(ctx, in)
+	id, err := s.start(ctx, roomsQuery, roomsParams(start, end))
 	if err != nil {
-		return res, fmt.Errorf("athena: start query: %w", err)
+		return res, err
 	}
-	res.QueryExecutionID = aws.ToString(started.QueryExecutionId)
+	res.QueryExecutionID = id
 	if onStart != nil {
 		onStart(res.QueryExecutionID)
 	}
@@ -191,6 +188,83 @@ func (s *Source) Rooms(ctx context.Context, start, end time.Time, onStart func(i
 		}
 	})
 	return res, err
+}
+
+// MaxRows bounds the rows Rows holds in memory; a larger result fails
+// rather than growing without limit (Rooms streams instead).
+const MaxRows = 1_000_000
+
+// ErrTooManyRows is wrapped by the error of a Rows call whose result has
+// more than MaxRows rows.
+var ErrTooManyRows = errors.New("result has more rows than Rows holds")
+
+// Rows runs sql with its positional parameters (each an SQL literal, as
+// Athena's ExecutionParameters require) and returns the result as strings,
+// the column names first, then one slice per row; NULL reads as "". It
+// waits, stops and pages exactly as Rooms does (Config's timeout, polls and
+// page size), but holds the whole result, so it is for small results: at
+// most MaxRows rows.
+func (s *Source) Rows(ctx context.Context, sql string, params []string) ([][]string, error) {
+	if strings.TrimSpace(sql) == "" {
+		return nil, errors.New("athena: empty query")
+	}
+	id, err := s.start(ctx, sql, params)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.wait(ctx, id); err != nil {
+		return nil, err
+	}
+	var out [][]string
+	err = s.results(ctx, id, func(rs *types.ResultSet, rows []types.Row) error {
+		if out == nil {
+			if rs == nil || rs.ResultSetMetadata == nil {
+				return errors.New("no result set metadata")
+			}
+			head := make([]string, len(rs.ResultSetMetadata.ColumnInfo))
+			for i, c := range rs.ResultSetMetadata.ColumnInfo {
+				head[i] = aws.ToString(c.Name)
+			}
+			out = append(out, head)
+		}
+		if len(out)-1+len(rows) > s.maxRows {
+			return fmt.Errorf("%w (%d)", ErrTooManyRows, s.maxRows)
+		}
+		for _, r := range rows {
+			vals := make([]string, len(r.Data))
+			for i, d := range r.Data {
+				vals[i] = aws.ToString(d.VarCharValue)
+			}
+			out = append(out, vals)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// start submits sql in the configured database and workgroup and returns
+// the query execution id.
+func (s *Source) start(ctx context.Context, sql string, params []string) (string, error) {
+	in := &athena.StartQueryExecutionInput{
+		QueryString:           aws.String(sql),
+		QueryExecutionContext: &types.QueryExecutionContext{Database: aws.String(s.cfg.Database)},
+		WorkGroup:             aws.String(s.cfg.Workgroup),
+	}
+	if len(params) > 0 {
+		// Athena rejects an empty parameter list.
+		in.ExecutionParameters = params
+	}
+	if s.cfg.OutputLocation != "" {
+		in.ResultConfiguration = &types.ResultConfiguration{OutputLocation: aws.String(s.cfg.OutputLocation)}
+	}
+	started, err := s.api.StartQueryExecution(ctx, in)
+	if err != nil {
+		return "", fmt.Errorf("athena: start query: %w", err)
+	}
+	return aws.ToString(started.QueryExecutionId), nil
 }
 
 // wait polls the query until it succeeds, fails, or must be stopped.
@@ -263,15 +337,37 @@ func queryError(id string, st types.QueryExecutionStatus) *QueryError {
 	return e
 }
 
-// page walks GetQueryResults and hands each room to emit, one page in
-// memory at a time.
+// page walks the results and hands each room to emit, one page in memory
+// at a time.
 func (s *Source) page(ctx context.Context, id string, emit func(Room) error) error {
-	var (
-		token *string
-		cols  map[string]int
-		first = true
-	)
-	for {
+	var cols map[string]int
+	return s.results(ctx, id, func(rs *types.ResultSet, rows []types.Row) error {
+		if rs != nil && cols == nil {
+			var err error
+			if cols, err = columns(rs.ResultSetMetadata); err != nil {
+				return err
+			}
+		}
+		for _, row := range rows {
+			r, err := parseRoom(row, cols)
+			if err != nil {
+				return err
+			}
+			if err := emit(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// results walks GetQueryResults page by page, Config.PageSize rows each,
+// and hands each page's result set (nil when Athena sent none) and data
+// rows to fn; the header row Athena puts first on the first page is left
+// out. An error of fn ends the walk.
+func (s *Source) results(ctx context.Context, id string, fn func(rs *types.ResultSet, rows []types.Row) error) error {
+	var token *string
+	for first := true; ; first = false {
 		out, err := s.api.GetQueryResults(ctx, &athena.GetQueryResultsInput{
 			QueryExecutionId: aws.String(id),
 			MaxResults:       aws.Int32(s.cfg.PageSize),
@@ -283,28 +379,14 @@ func (s *Source) page(ctx context.Context, id string, emit func(Room) error) err
 		var rows []types.Row
 		if out.ResultSet != nil {
 			rows = out.ResultSet.Rows
-			if cols == nil {
-				if cols, err = columns(out.ResultSet.ResultSetMetadata); err != nil {
-					return fmt.Errorf("athena: results of query %s: %w", id, err)
-				}
-			}
 		}
-		if first {
-			// Athena repeats the column names as the first row of the first
-			// page of a SELECT.
-			if len(rows) > 0 && isHeader(rows[0], out.ResultSet.ResultSetMetadata) {
-				rows = rows[1:]
-			}
-			first = false
+		// Athena repeats the column names as the first row of the first
+		// page of a SELECT.
+		if first && len(rows) > 0 && isHeader(rows[0], out.ResultSet.ResultSetMetadata) {
+			rows = rows[1:]
 		}
-		for _, row := range rows {
-			r, err := parseRoom(row, cols)
-			if err != nil {
-				return fmt.Errorf("athena: results of query %s: %w", id, err)
-			}
-			if err := emit(r); err != nil {
-				return fmt.Errorf("athena: results of query %s: %w", id, err)
-			}
+		if err := fn(out.ResultSet, rows); err != nil {
+			return fmt.Errorf("athena: results of query %s: %w", id, err)
 		}
 		token = out.NextToken
 		if aws.ToString(token) == "" {

@@ -31,6 +31,7 @@ import (
 	"github.com/chatguard/chatguard/internal/standin"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/batchrun"
+	athenasrc "github.com/chatguard/chatguard/storage/athena"
 )
 
 // soakSize is one soak's load and schedule: make soak's (CHATGUARD_SOAK=
@@ -770,7 +771,9 @@ func (q lakeQuerier) dedup(t *testing.T, table, sql string) [][]string {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rows, err := athena.RunQuery(ctx, q.client, athena.Where{Database: "chatguard"}, "WITH "+table+"_dedup AS (\n"+view+"\n)\n"+sql)
+	src, err := athenasrc.New(q.client, athenasrc.DefaultConfig())
+	require.NoError(t, err)
+	rows, err := src.Rows(ctx, "WITH "+table+"_dedup AS (\n"+view+"\n)\n"+sql, nil)
 	require.NoError(t, err)
 	return rows[1:]
 }
