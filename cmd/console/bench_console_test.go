@@ -33,7 +33,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/chatguard/chatguard/cmd/internal/reviewers"
 	"github.com/chatguard/chatguard/console"
 	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/internal/standin"
@@ -156,14 +155,14 @@ func ttftUnderBacklog(t *testing.T) []row {
 		Config: `{"ttft":"40ms","itl":"4ms","jitter":0,"tokens_per_chunk":4,"max_running":16,"max_waiting":10000}`})
 	rdb := redis.NewClient(&redis.Options{Addr: stacktest.Get(t, "CHATGUARD_REDIS_ADDR"), PoolSize: 128})
 	t.Cleanup(func() { rdb.Close() })
-	fleet := reviewers.DefaultOptions()
-	fleet.FleetPrimaryLimit, fleet.FleetPrimaryReserved, fleet.FleetReplicas = 16, 4, 2
-	fleet.FleetKeyPrefix = stacktest.Unique("bench-fleet") + ":"
+	store := redislimits.New(rdb, "")
+	fleet := llm.FleetConfig{Leases: store, Budget: store, PrimaryLimit: 16, PrimaryReserved: 4, Replicas: 2,
+		Name: stacktest.Unique("bench-fleet") + ":"}
 	router := func(conc int, withFleet bool) *llm.Router {
 		cfg := llm.Config{Primary: llm.PoolConfig{BaseURL: sim.BaseURL, Model: sim.Model, MaxConcurrency: conc,
 			AttemptTimeout: 30 * time.Second}, MaxAttempts: 1}
 		if withFleet {
-			cfg = fleet.Router(cfg, redislimits.New(rdb, ""))
+			cfg.Fleet = fleet
 		}
 		r, err := llm.New(cfg, nil)
 		require.NoError(t, err)

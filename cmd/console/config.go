@@ -94,10 +94,10 @@ func (c *Config) flags() *cli.FlagSet {
 	c.RedisOptions.Flags(fs, "Redis host:port: stop signals and the live event streams (resume)")
 	depflags.BindStops(fs, &c.Stop)
 	liveFlags(fs, &c.Live)
-	c.Options.FleetFlags(fs)
+	c.Pools.FleetFlags(fs)
 	c.Pools.Flags(fs, "primary model id (the same as the workers', so verdicts share a pipeline version)",
 		"interactive calls in flight to the %s pool at most from this pod")
-	c.Options.Flags(fs)
+	c.Options.Flags(fs, &c.Pools)
 	fs.IntVar(&c.MaxReviews, "max-reviews", "on-demand reviews running at once on this pod; one more is refused with 429 and Retry-After")
 	fs.DurationVar(&c.ReviewTimeout, "review-timeout", "deadline of one on-demand review")
 	fs.DurationVar(&c.MaxWindow, "max-window", "longest window an on-demand review may ask for")
@@ -136,14 +136,14 @@ func (c Config) Validate() error {
 	if c.ReviewTimeout <= c.LLM.AttemptTimeout {
 		errs = append(errs, errors.New("--review-timeout must be above --attempt-timeout"))
 	}
-	errs = append(errs, c.Pools.Validate())
+	errs = append(errs, c.Pools.Validate(c.RedisAddr))
 	if _, err := c.level(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.MySQL.MaxOpenConns < 1 {
 		errs = append(errs, errors.New("--mysql-max-open-conns must be positive"))
 	}
-	errs = append(errs, c.Config.Validate(), c.Feedback.Validate(), c.RedisOptions.Validate(), c.Live.Validate(), c.Stop.Validate(), c.Options.Validate(c.RedisAddr))
+	errs = append(errs, c.Config.Validate(), c.Feedback.Validate(), c.RedisOptions.Validate(), c.Live.Validate(), c.Stop.Validate(), c.Options.Validate())
 	return errors.Join(errs...)
 }
 

@@ -15,7 +15,7 @@ const defaultAdaptiveMin = 4
 // process, the interactive reserve and the adaptive primary limit, to the
 // primary pool's own configuration (the prefetch is the job loop's,
 // jobloop.Config.Prefetch). The limits shared by every replica through
-// Redis are the stage engine's (reviewers.Options, --fleet-*).
+// Redis are the router's too (depflags.Pools.FleetFlags, --fleet-*).
 func (c *Config) capacityFlags(fs *cli.FlagSet) {
 	p := &c.LLM.Primary
 	fs.IntVar(&p.ReservedInteractive, "primary-reserved-interactive", "primary slots of this process only interactive calls may take")

@@ -20,13 +20,13 @@ func TestCapacityFlagsValidate(t *testing.T) {
 	c := validCapacityConfig()
 	require.NoError(t, c.Validate())
 
-	c.FleetPrimaryLimit = 64
+	c.LLM.Fleet.PrimaryLimit = 64
 	require.ErrorContains(t, c.Validate(), "--fleet-* limits need --redis-addr")
 	c.RedisAddr = "127.0.0.1:6379"
 	require.NoError(t, c.Validate())
-	c.FleetPrimaryReserved = 64
+	c.LLM.Fleet.PrimaryReserved = 64
 	require.ErrorContains(t, c.Validate(), "--fleet-primary-reserved")
-	c.FleetPrimaryReserved = 8
+	c.LLM.Fleet.PrimaryReserved = 8
 	c.LLM.Primary.ReservedInteractive = c.LLM.Primary.MaxConcurrency
 	require.ErrorContains(t, c.Validate(), "--primary-reserved-interactive")
 }
@@ -39,12 +39,13 @@ func TestCapacityReachesTheRouter(t *testing.T) {
 		"--primary-metrics-url=http://vllm:8000/metrics", "--fleet-primary-limit=64", "--fleet-primary-reserved=8",
 		"--fleet-fallback-rpm=600", "--fleet-replicas=4", "--fleet-key-prefix=cg:fleet:"}, func(string) string { return "" }))
 	require.NoError(t, c.Validate())
-	rc := c.Options.Router(c.Pools.Router(), nil)
+	rc := c.Pools.Router()
 	require.Equal(t, 2, rc.Primary.ReservedInteractive)
 	require.Equal(t, llm.AdaptiveConfig{Enabled: true, Min: 3, MetricsURL: "http://vllm:8000/metrics"}, rc.Primary.Adaptive)
 	require.Equal(t, 64, rc.Fleet.PrimaryLimit)
 	require.Equal(t, 600, rc.Fleet.FallbackRPM)
-	require.Equal(t, "cg:fleet", rc.Fleet.Name)
+	require.Equal(t, 4, rc.Fleet.Replicas)
+	require.Equal(t, "cg:fleet:", rc.Fleet.Name, "the key prefix as given; llm drops the colon")
 	eng, err := newReviewer(c, nil, nil, nil)
 	require.NoError(t, err)
 	eng.Close()

@@ -55,8 +55,9 @@ type Config struct {
 	Chat chatapi.Config
 
 	depflags.Pools
-	// Options: the stage engine's privacy, price and fleet settings,
-	// shared with every binary that reviews (cmd/internal/reviewers).
+	// Options: the stage engine's image gate and quote-digest key, shared
+	// with every binary that reviews (cmd/internal/reviewers); the prices,
+	// pseudonymisation and fleet limits are the pools' (depflags.Pools).
 	reviewers.Options
 
 	// RedisAddr is the Redis that carries stop signals; empty disables
@@ -120,11 +121,11 @@ func (c *Config) flags() *cli.FlagSet {
 	c.Pools.Flags(fs, "primary model id", "calls in flight to the %s pool at most")
 	fs.IntVar(&c.Events.Buffer, "event-buffer", "lake events buffered for the feedback queue before drops")
 	fs.DurationVar(&c.Events.FlushAge, "event-flush-age", "longest a lake event waits for its batch")
-	c.Options.Flags(fs)
+	c.Options.Flags(fs, &c.Pools)
 	c.stopFlags(fs)
 	c.faultFlags(fs)
 	c.capacityFlags(fs)
-	c.Options.FleetFlags(fs)
+	c.Pools.FleetFlags(fs)
 	fs.StringVar(&c.AdminAddr, "admin-addr", "listen address of /healthz, /readyz and /metrics (cluster-internal; no operator API, no pprof)")
 	c.operatorFlags(fs)
 	fs.StringVar(&c.LogLevel, "log-level", "debug|info|warn|error")
@@ -160,7 +161,7 @@ func (c Config) Validate() error {
 	if c.LLM.AttemptTimeout >= c.Loop.JobTimeout {
 		errs = append(errs, fmt.Errorf("--attempt-timeout %s must be below --job-timeout %s", c.LLM.AttemptTimeout, c.Loop.JobTimeout))
 	}
-	errs = append(errs, c.Pools.Validate())
+	errs = append(errs, c.Pools.Validate(c.RedisAddr))
 	if c.AdminAddr == "" {
 		errs = append(errs, errors.New("--admin-addr is required"))
 	} else if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
@@ -169,7 +170,7 @@ func (c Config) Validate() error {
 	if _, err := c.level(); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, c.validateCapacity(), c.validateStops(), c.validateOperator(), c.Options.Validate(c.RedisAddr))
+	errs = append(errs, c.validateCapacity(), c.validateStops(), c.validateOperator(), c.Options.Validate())
 	return errors.Join(append(errs, c.validateParts())...)
 }
 

@@ -139,7 +139,7 @@ func TestFlagsAndEnvReachTheParts(t *testing.T) {
 	require.Equal(t, 12, c.Events.Buffer)
 	require.Equal(t, 9, c.MySQL.MaxOpenConns)
 	require.Equal(t, "http://chat:8080", c.Chat.BaseURL)
-	r := c.Options.Router(c.Pools.Router(), nil)
+	r := c.Pools.Router()
 	require.Equal(t, "qwen", r.Primary.Model)
 	require.False(t, r.Fallback.Enabled())
 }

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,7 +34,9 @@ type FleetConfig struct {
 	// fallback's requests and tokens per minute fleet-wide.
 	Budget pipeline.RateBudget
 	// Name names the shared semaphore and budgets: every pod calling the
-	// same pools must use the same name. Empty means "chatguard".
+	// same pools must use the same name. Empty means "chatguard". A
+	// trailing colon is dropped, so a Redis key prefix as an operator
+	// writes it ("chatguard:fleet:") names the same keys as without it.
 	Name string
 	// PrimaryLimit is L, the primary's calls in flight fleet-wide; 0 means
 	// no fleet-wide limit.
@@ -90,7 +93,14 @@ func (f FleetConfig) enabled() bool {
 	return (f.Leases != nil && f.PrimaryLimit > 0) || (f.Budget != nil && (f.FallbackRPM > 0 || f.FallbackTPM > 0))
 }
 
+// Limited reports whether any limit is set, so whether the router needs
+// a Leases and Budget store: a binary asks before it dials one.
+func (f FleetConfig) Limited() bool {
+	return f.PrimaryLimit > 0 || f.FallbackRPM > 0 || f.FallbackTPM > 0
+}
+
 func (f FleetConfig) withDefaults() FleetConfig {
+	f.Name = strings.TrimSuffix(f.Name, ":")
 	if f.Name == "" {
 		f.Name = "chatguard"
 	}

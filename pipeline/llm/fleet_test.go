@@ -137,6 +137,15 @@ func TestFleetConfigValidate(t *testing.T) {
 	require.Error(t, FleetConfig{Leases: store, PrimaryLimit: 4, PrimaryReserved: 4}.withDefaults().validate())
 	require.Error(t, FleetConfig{Budget: store, FallbackRPM: -1}.withDefaults().validate())
 	require.False(t, FleetConfig{PrimaryLimit: 4}.enabled(), "no store, nothing shared")
+	require.True(t, FleetConfig{PrimaryLimit: 4}.Limited(), "a limit without a store yet still asks for one")
+	require.True(t, FleetConfig{FallbackTPM: 1}.Limited())
+	require.False(t, FleetConfig{PrimaryReserved: 4, Replicas: 3}.Limited(), "reserves and replicas limit nothing alone")
+}
+
+func TestFleetNameDropsAKeyPrefixColon(t *testing.T) {
+	require.Equal(t, "cg:fleet", FleetConfig{Name: "cg:fleet:"}.withDefaults().Name)
+	require.Equal(t, "cg:fleet", FleetConfig{Name: "cg:fleet"}.withDefaults().Name)
+	require.Equal(t, "chatguard", FleetConfig{Name: ":"}.withDefaults().Name)
 }
 
 func TestEstimateTokensCountsPromptAndAnswer(t *testing.T) {

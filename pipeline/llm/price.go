@@ -61,6 +61,24 @@ func (p Price) Cost(prompt, cached, completion int, busy time.Duration) float64 
 	return c
 }
 
+// String is the price as ParsePrice reads it, parts in a fixed order and
+// zero parts left out: "" for free, so a flag's default prints as before.
+func (p Price) String() string {
+	var parts []string
+	for _, f := range []struct {
+		key string
+		v   float64
+	}{{"prompt", p.PromptPerMTok}, {"cached", p.CachedPerMTok}, {"completion", p.CompletionPerMTok}, {"gpu_hour", p.GPUHour}} {
+		if f.v != 0 {
+			parts = append(parts, f.key+"="+strconv.FormatFloat(f.v, 'g', -1, 64))
+		}
+	}
+	if p.SharedBy != 0 {
+		parts = append(parts, "shared_by="+strconv.Itoa(p.SharedBy))
+	}
+	return strings.Join(parts, ",")
+}
+
 // ParsePrice reads a price as a flag gives it: comma-separated key=value
 // pairs of prompt, cached and completion (USD per million tokens), gpu_hour
 // (USD) and shared_by (requests per GPU), e.g.

@@ -40,3 +40,18 @@ func TestParsePrice(t *testing.T) {
 	_, err = ParsePrice("completion=-1")
 	require.ErrorContains(t, err, "completion price -1")
 }
+
+func TestPriceStringIsWhatParsePriceReads(t *testing.T) {
+	t.Parallel()
+	require.Empty(t, Price{}.String(), "free prints as the empty default")
+	for _, p := range []Price{
+		{PromptPerMTok: 2.5, CachedPerMTok: 1.25, CompletionPerMTok: 10},
+		{GPUHour: 4.5, SharedBy: 32},
+		{CompletionPerMTok: 0.1, GPUHour: 1e-3},
+	} {
+		got, err := ParsePrice(p.String())
+		require.NoError(t, err, p.String())
+		require.Equal(t, p, got)
+	}
+	require.Equal(t, "prompt=2.5,completion=10", Price{PromptPerMTok: 2.5, CompletionPerMTok: 10}.String())
+}

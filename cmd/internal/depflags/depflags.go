@@ -69,22 +69,33 @@ func BindStops(fs *cli.FlagSet, c *redisstop.Config) {
 }
 
 // Pools are the two model pools and the attempts across them: the
-// router's own configuration, whose fields the flags set directly, so a
-// binary copies nothing between a flag and the router.
+// router's own configuration, whose fields the flags set directly (the
+// pools' addresses and limits, their prices and pseudonymisation, the
+// fleet-wide limits), so a binary copies nothing between a flag and the
+// router.
 type Pools struct {
-	// LLM is the router's configuration; a binary adds what only it sets
-	// (prices, pseudonymisation, fleet limits) and llm.New validates it.
+	// LLM is the router's configuration; a binary attaches the fleet
+	// limits' store (reviewers.New) and llm.New validates it.
 	LLM llm.Config
 }
 
+// The fleet defaults shown by --help: one replica, one key prefix for
+// every deployment that does not name its own.
+const (
+	defaultFleetReplicas  = 1
+	defaultFleetKeyPrefix = "chatguard:fleet:"
+)
+
 // DefaultPools returns llm's defaults for the attempt timeout and the
-// attempts, and the concurrencies, which are each binary's.
+// attempts, the concurrencies, which are each binary's, the third-party
+// fallback pseudonymized, and no fleet limit.
 func DefaultPools(primaryConcurrency, fallbackConcurrency int) Pools {
 	return Pools{LLM: llm.Config{
 		Primary:        llm.PoolConfig{MaxConcurrency: primaryConcurrency},
-		Fallback:       llm.PoolConfig{MaxConcurrency: fallbackConcurrency},
+		Fallback:       llm.PoolConfig{MaxConcurrency: fallbackConcurrency, Pseudonymize: true},
 		AttemptTimeout: llm.DefaultAttemptTimeout,
 		MaxAttempts:    llm.DefaultMaxAttempts,
+		Fleet:          llm.FleetConfig{Replicas: defaultFleetReplicas, Name: defaultFleetKeyPrefix},
 	}}
 }
 
@@ -118,9 +129,54 @@ func (o *Pools) Flags(fs *cli.FlagSet, modelUsage, concurrencyUsage string) {
 	fs.IntVar(&o.LLM.MaxAttempts, "llm-max-attempts", "model calls per stage across both pools")
 }
 
-// Validate reports every problem of the pool flags at once, naming them:
-// what llm.New would refuse in words an operator can act on.
-func (o Pools) Validate() error {
+// PriceFlags declares --primary-price and --fallback-price on the pools'
+// prices; a text llm.ParsePrice refuses is refused when it is given.
+func (o *Pools) PriceFlags(fs *cli.FlagSet) {
+	fs.Var((*priceValue)(&o.LLM.Primary.Price), "primary-price", "what a primary call costs, recorded per stage: gpu_hour=USD,shared_by=N (self-hosted) and/or prompt=,cached=,completion= USD per 1M tokens; empty: free")
+	fs.Var((*priceValue)(&o.LLM.Fallback.Price), "fallback-price", "what a fallback call costs: prompt=,cached=,completion= USD per 1M tokens (managed API) and/or gpu_hour=,shared_by=; empty: free")
+}
+
+// PseudonymizeFlags declares --primary-pseudonymize and
+// --fallback-pseudonymize on the pools' own switches.
+func (o *Pools) PseudonymizeFlags(fs *cli.FlagSet) {
+	fs.BoolVar(&o.LLM.Primary.Pseudonymize, "primary-pseudonymize", "replace contact details with placeholders (<PHONE_1>) in requests to the primary pool")
+	fs.BoolVar(&o.LLM.Fallback.Pseudonymize, "fallback-pseudonymize", "replace contact details with placeholders (<PHONE_1>) in requests to the fallback (third-party) pool")
+}
+
+// FleetFlags declares the --fleet-* flags on the router's fleet limits.
+// --fleet-key-prefix is the limits' name (llm drops its trailing colon).
+// They are apart from Flags so that a binary lists them with its other
+// capacity settings.
+func (o *Pools) FleetFlags(fs *cli.FlagSet) {
+	f := &o.LLM.Fleet
+	fs.IntVar(&f.PrimaryLimit, "fleet-primary-limit", "primary calls in flight across every replica (Redis leases); 0: no fleet limit")
+	fs.IntVar(&f.PrimaryReserved, "fleet-primary-reserved", "of --fleet-primary-limit, leases only interactive calls may take")
+	fs.IntVar(&f.PrimaryReservedRealtime, "fleet-primary-reserved-realtime", "of --fleet-primary-limit, leases only real-time (and interactive) calls may take; batch holds at most limit - reserved - this; 0: real time shares batch's leases")
+	fs.IntVar(&f.FallbackRPM, "fleet-fallback-rpm", "fallback requests per minute across every replica (Redis GCRA); 0: unlimited")
+	fs.IntVar(&f.FallbackTPM, "fleet-fallback-tpm", "fallback tokens per minute across every replica (Redis GCRA); 0: unlimited")
+	fs.IntVar(&f.Replicas, "fleet-replicas", "replicas the fleet limits are divided by while Redis is unreachable (each pod's static share)")
+	fs.StringVar(&f.Name, "fleet-key-prefix", "Redis key prefix of the fleet limits; every replica of one deployment uses the same")
+}
+
+// priceValue is the flag.Value of an llm.Price: parsed when set, printed
+// as llm.ParsePrice reads it ("" for free, the default --help shows).
+type priceValue llm.Price
+
+func (p *priceValue) String() string { return llm.Price(*p).String() }
+
+func (p *priceValue) Set(s string) error {
+	v, err := llm.ParsePrice(s)
+	if err != nil {
+		return err
+	}
+	*p = priceValue(v)
+	return nil
+}
+
+// Validate reports every problem of the pool and fleet flags at once,
+// naming them: what llm.New would refuse in words an operator can act on.
+// redisAddr is the binary's --redis-addr, which the fleet limits need.
+func (o Pools) Validate(redisAddr string) error {
 	var errs []error
 	prim, fb := o.LLM.Primary, o.LLM.Fallback
 	req := func(v, name string) {
@@ -142,10 +198,29 @@ func (o Pools) Validate() error {
 	if o.LLM.MaxAttempts < 1 || o.LLM.MaxAttempts > 20 {
 		errs = append(errs, errors.New("--llm-max-attempts must be in 1..20"))
 	}
+	return errors.Join(append(errs, o.ValidateFleet(redisAddr))...)
+}
+
+// ValidateFleet reports every problem of the --fleet-* flags at once,
+// each once; redisAddr is where the limits live (they need one).
+// reviewers.New asks it too, before it dials Redis.
+func (o Pools) ValidateFleet(redisAddr string) error {
+	var errs []error
+	f := o.LLM.Fleet
+	if f.PrimaryLimit < 0 || f.PrimaryReserved < 0 || (f.PrimaryLimit > 0 && f.PrimaryReserved >= f.PrimaryLimit) {
+		errs = append(errs, errors.New("--fleet-primary-reserved must be in 0..--fleet-primary-limit-1"))
+	} else if f.PrimaryReservedRealtime < 0 || (f.PrimaryLimit > 0 && f.PrimaryReserved+f.PrimaryReservedRealtime >= f.PrimaryLimit) {
+		errs = append(errs, errors.New("--fleet-primary-reserved plus --fleet-primary-reserved-realtime must stay below --fleet-primary-limit"))
+	}
+	if f.FallbackRPM < 0 || f.FallbackTPM < 0 || f.Replicas < 1 {
+		errs = append(errs, errors.New("--fleet-fallback-rpm and --fleet-fallback-tpm must not be negative, --fleet-replicas at least 1"))
+	}
+	if f.Limited() && redisAddr == "" {
+		errs = append(errs, errors.New("--fleet-* limits need --redis-addr"))
+	}
 	return errors.Join(errs...)
 }
 
-// Router is the router's configuration for the two pools; a binary adds
-// what only it sets (prices, pseudonymisation, fleet limits) and llm.New
-// validates it.
+// Router is the router's configuration for the two pools, flags and all;
+// a binary attaches the fleet store and llm.New validates it.
 func (o Pools) Router() llm.Config { return o.LLM }

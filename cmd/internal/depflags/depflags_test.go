@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/pipeline/llm"
 	"github.com/chatguard/chatguard/storage/chatapi"
 	"github.com/chatguard/chatguard/storage/mysql"
 	"github.com/chatguard/chatguard/storage/redisstop"
@@ -105,4 +106,53 @@ func TestBindStopsValidatesOnceEach(t *testing.T) {
 	require.Len(t, lines, 2, err.Error())
 	require.Contains(t, lines[0], "key prefix is empty")
 	require.Contains(t, lines[1], "check timeout must be positive")
+}
+
+// The price, pseudonymisation and fleet flags set the router's own
+// fields; --help prints their defaults as they always were.
+func TestPoolExtrasBindTheRouter(t *testing.T) {
+	t.Parallel()
+	pools := DefaultPools(1, 1)
+	fs := cli.NewFlagSet("test", "")
+	pools.PriceFlags(fs)
+	pools.PseudonymizeFlags(fs)
+	pools.FleetFlags(fs)
+	var help strings.Builder
+	fs.Usage(&help)
+	for _, want := range []string{"CHATGUARD_PRIMARY_PRICE", "chatguard:fleet:", "--fleet-replicas"} {
+		require.Contains(t, help.String(), want)
+	}
+	env := map[string]string{"CHATGUARD_FLEET_FALLBACK_TPM": "90000"}
+	require.NoError(t, fs.Parse([]string{"--primary-price=gpu_hour=4.5,shared_by=32", "--fallback-pseudonymize=false", "--fleet-primary-limit=16",
+		"--fleet-primary-reserved=4", "--fleet-primary-reserved-realtime=6", "--fleet-key-prefix=cg:fleet:"}, func(k string) string { return env[k] }))
+	r := pools.Router()
+	require.Equal(t, llm.Price{GPUHour: 4.5, SharedBy: 32}, r.Primary.Price)
+	require.False(t, r.Fallback.Pseudonymize)
+	require.Equal(t, llm.FleetConfig{PrimaryLimit: 16, PrimaryReserved: 4, PrimaryReservedRealtime: 6, FallbackTPM: 90000, Replicas: 1, Name: "cg:fleet:"}, r.Fleet)
+	require.NoError(t, pools.ValidateFleet("redis:6379"))
+
+	err := fs.Parse([]string{"--primary-price=gpu_hour=x", "--fallback-price=nope=1"}, func(string) string { return "" })
+	require.ErrorContains(t, err, "--primary-price")
+	require.ErrorContains(t, err, "--fallback-price")
+}
+
+// Each fleet mistake is reported once, naming its flags.
+func TestValidateFleetReportsEachMistakeOnce(t *testing.T) {
+	t.Parallel()
+	pools := DefaultPools(1, 1)
+	require.NoError(t, pools.ValidateFleet(""), "no limit needs no Redis")
+	f := &pools.LLM.Fleet
+	f.PrimaryLimit, f.PrimaryReserved, f.Replicas = 4, 4, 0
+	err := pools.ValidateFleet("")
+	require.Error(t, err)
+	lines := strings.Split(err.Error(), "\n")
+	require.Len(t, lines, 3, err.Error())
+	require.Contains(t, lines[0], "--fleet-primary-reserved must be in")
+	require.Contains(t, lines[1], "--fleet-replicas")
+	require.Contains(t, lines[2], "--fleet-* limits need --redis-addr")
+
+	f.PrimaryLimit, f.PrimaryReserved, f.PrimaryReservedRealtime, f.Replicas = 16, 4, 12, 1
+	err = pools.ValidateFleet("redis:6379")
+	require.ErrorContains(t, err, "--fleet-primary-reserved-realtime", "4 + 12 leaves batch nothing of 16")
+	require.Len(t, strings.Split(err.Error(), "\n"), 1)
 }

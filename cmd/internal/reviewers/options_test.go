@@ -14,45 +14,47 @@ import (
 func TestOptionsValidateNamesEveryProblem(t *testing.T) {
 	t.Parallel()
 	d := DefaultOptions()
-	require.NoError(t, d.Validate(""))
-	require.True(t, d.FallbackPseudonymize, "the third-party pool gets placeholders by default")
+	require.NoError(t, d.Validate())
 	require.Empty(t, d.Images.Hosts, "no image host is trusted until configured")
 
 	o := d
-	o.QuoteDigestKey, o.Images.Hosts, o.PrimaryPrice = "short", []string{"https://cdn.example.com"}, "gpu_hour=x"
-	o.FleetPrimaryLimit, o.FleetPrimaryReserved, o.FleetReplicas = 4, 4, 0
-	err := o.Validate("")
+	o.QuoteDigestKey, o.Images.Hosts = "short", []string{"https://cdn.example.com"}
+	err := o.Validate()
 	require.Error(t, err)
-	for _, want := range []string{"--quote-digest-key", "--image-*", "--primary-price", "--fleet-primary-reserved", "--fleet-replicas", "--fleet-* limits need --redis-addr"} {
+	for _, want := range []string{"--quote-digest-key", "--image-*"} {
 		require.ErrorContains(t, err, want)
 	}
 }
 
+// The price and pseudonymisation flags Options declares land on the
+// pools' own fields, so the router gets them without a copy.
 func TestOptionsReachTheRouter(t *testing.T) {
 	t.Parallel()
-	o := DefaultOptions()
+	o, pools := DefaultOptions(), depflags.DefaultPools(1, 1)
 	fs := cli.NewFlagSet("test", "")
-	o.Flags(fs)
-	o.FleetFlags(fs)
-	env := map[string]string{"CHATGUARD_PRIMARY_PSEUDONYMIZE": "true", "CHATGUARD_FLEET_FALLBACK_TPM": "90000"}
-	require.NoError(t, fs.Parse([]string{"--fallback-price=prompt=2.5,completion=10", "--fleet-primary-limit=16",
-		"--fleet-primary-reserved=4", "--fleet-primary-reserved-realtime=6", "--fleet-key-prefix=cg:fleet:", "--image-hosts= img.example.com , .cdn.example.com "},
+	o.Flags(fs, &pools)
+	env := map[string]string{"CHATGUARD_PRIMARY_PSEUDONYMIZE": "true"}
+	require.NoError(t, fs.Parse([]string{"--fallback-price=prompt=2.5,completion=10", "--image-hosts= img.example.com , .cdn.example.com "},
 		func(k string) string { return env[k] }))
-	require.NoError(t, o.Validate("redis:6379"))
+	require.NoError(t, o.Validate())
 	require.Equal(t, []string{"img.example.com", ".cdn.example.com"}, o.Images.Hosts)
-	rc := o.Router(depflags.Pools{LLM: llm.Config{Primary: llm.PoolConfig{BaseURL: "http://p/v1", Model: "p"}, Fallback: llm.PoolConfig{BaseURL: "http://f/v1", Model: "f"}}}.Router(), nil)
+	rc := pools.Router()
 	require.True(t, rc.Primary.Pseudonymize)
-	o.FleetPrimaryReservedRealtime = 12
-	require.ErrorContains(t, o.Validate("redis:6379"), "--fleet-primary-reserved-realtime", "4 + 12 leaves batch nothing of 16")
-	require.True(t, rc.Fallback.Pseudonymize)
-	require.Positive(t, rc.Fallback.Price.CompletionPerMTok)
-	require.Equal(t, llm.FleetConfig{PrimaryLimit: 16, PrimaryReserved: 4, PrimaryReservedRealtime: 6, FallbackTPM: 90000, Replicas: 1, Name: "cg:fleet"}, rc.Fleet)
+	require.True(t, rc.Fallback.Pseudonymize, "on by default for the third-party pool")
+	require.Equal(t, llm.Price{PromptPerMTok: 2.5, CompletionPerMTok: 10}, rc.Fallback.Price)
+	require.Equal(t, llm.Price{}, rc.Primary.Price, "no flag: free")
+
+	require.ErrorContains(t, fs.Parse([]string{"--primary-price=gpu_hour=x"}, func(string) string { return "" }), "--primary-price")
 }
 
 func TestNewRefusesWhatValidateRefuses(t *testing.T) {
 	t.Parallel()
 	o := DefaultOptions()
 	o.QuoteDigestKey = strings.Repeat("k", 8)
-	_, err := New(Params{Component: "test", Pools: depflags.Pools{LLM: llm.Config{Primary: llm.PoolConfig{BaseURL: "http://p/v1", Model: "p"}}}, Options: o})
+	pools := depflags.Pools{LLM: llm.Config{Primary: llm.PoolConfig{BaseURL: "http://p/v1", Model: "p"}}}
+	_, err := New(Params{Component: "test", Pools: pools, Options: o})
 	require.ErrorContains(t, err, "--quote-digest-key")
+	pools.LLM.Fleet.PrimaryLimit = 4
+	_, err = New(Params{Component: "test", Pools: pools, Options: DefaultOptions()})
+	require.ErrorContains(t, err, "--fleet-* limits need --redis-addr", "no Redis dialled for limits without an address")
 }

@@ -2,6 +2,7 @@ package reviewers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -32,10 +33,11 @@ type Params struct {
 	// Class is the router class of every call the reviewer makes: the one
 	// setting that differs between binaries.
 	Class pipeline.Class
-	// Pools are the two model pools (their flags are depflags.Pools'),
-	// with whatever else the binary binds to them (the worker's capacity).
+	// Pools are the router's configuration (depflags.Pools' flags: the
+	// pools, their prices and pseudonymisation, the fleet limits), with
+	// whatever else the binary binds to them (the worker's capacity).
 	Pools depflags.Pools
-	// Options are the privacy, price and fleet settings.
+	// Options are the image gate and the quote-digest key.
 	Options Options
 	// Redis is where the fleet limits live (used only when one is set).
 	Redis cli.RedisOptions
@@ -100,25 +102,23 @@ func New(p Params) (*Engine, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if err := p.Options.Validate(p.Redis.RedisAddr); err != nil {
+	if err := errors.Join(p.Options.Validate(), p.Pools.ValidateFleet(p.Redis.RedisAddr)); err != nil {
 		return nil, err
 	}
 	gate, err := imagecdn.New(p.Options.Images)
 	if err != nil {
 		return nil, fmt.Errorf("images: %w", err)
 	}
-	var (
-		store      FleetStore
-		closeStore = func() {}
-	)
-	if p.Options.fleetShared() {
+	closeStore := func() {}
+	rc := p.Pools.Router()
+	if rc.Fleet.Limited() {
 		rdb, err := p.Redis.Client(cli.FleetProfile)
 		if err != nil {
 			return nil, fmt.Errorf("fleet limits: %w", err)
 		}
-		store, closeStore = redislimits.New(rdb, ""), func() { _ = rdb.Close() }
+		store := redislimits.New(rdb, "")
+		rc.Fleet.Leases, rc.Fleet.Budget, closeStore = store, store, func() { _ = rdb.Close() }
 	}
-	rc := p.Options.Router(p.Pools.Router(), store)
 	router, err := llm.New(rc, p.Registerer)
 	if err != nil {
 		closeStore()
