@@ -48,82 +48,20 @@ func LatencyBuckets() []float64 { return []float64{.05, .1, .25, .5, 1, 2, 4, 8,
 // registry.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{}
-	all := append(m.newCounters(), m.newGauges()...)
-	all = append(all, m.newHistograms()...)
-	all = append(all, m.newVecs()...)
+	m.newQueueMetrics()
+	m.newJobMetrics()
 	for _, o := range jobOutcomes {
 		m.jobs.WithLabelValues(o)
 	}
 	if reg != nil {
-		reg.MustRegister(all...)
+		reg.MustRegister(m.jobs, m.inflight, m.calls, m.callTime, m.received, m.deleted, m.extended, m.poison, m.panics, m.leaseLost, m.held, m.holdRetries,
+			m.messageAge, m.duration, m.phase)
 	}
 	return m
 }
 
-// Each kind of metric is a table, so that a metric is one row (a field, a
-// name, a help text) and every one created is registered.
-
-// newCounters creates the unlabelled counters.
-func (m *Metrics) newCounters() []prometheus.Collector {
-	var all []prometheus.Collector
-	for _, c := range []struct {
-		to         *prometheus.Counter
-		name, help string
-	}{
-		{&m.received, "chatguard_worker_messages_received_total", "Review messages received."},
-		{&m.deleted, "chatguard_worker_messages_deleted_total", "Review messages deleted."},
-		{&m.extended, "chatguard_worker_visibility_extensions_total", "Visibility extensions made by the heartbeat."},
-		{&m.poison, "chatguard_worker_poison_messages_total", "Messages copied to the DLQ as never processable and deleted."},
-		{&m.panics, "chatguard_worker_job_panics_total", "Jobs that panicked (each counts as a failed attempt)."},
-		{&m.leaseLost, "chatguard_worker_leases_lost_total", "Jobs cancelled because their visibility or review claim could not be kept; their messages were left alone."},
-		{&m.holdRetries, "chatguard_worker_hold_retries_total", "Held jobs run again once their dependency could be probed (no receive count spent)."},
-	} {
-		*c.to = prometheus.NewCounter(prometheus.CounterOpts{Name: c.name, Help: c.help})
-		all = append(all, *c.to)
-	}
-	return all
-}
-
-// newGauges creates the unlabelled gauges.
-func (m *Metrics) newGauges() []prometheus.Collector {
-	var all []prometheus.Collector
-	for _, g := range []struct {
-		to         *prometheus.Gauge
-		name, help string
-	}{
-		{&m.inflight, "chatguard_worker_inflight_jobs", "Jobs running now."},
-		{&m.held, "chatguard_worker_jobs_held", "Jobs held, their messages kept invisible, while a dependency they need is down."},
-	} {
-		*g.to = prometheus.NewGauge(prometheus.GaugeOpts{Name: g.name, Help: g.help})
-		all = append(all, *g.to)
-	}
-	return all
-}
-
-// newHistograms creates the unlabelled histograms.
-func (m *Metrics) newHistograms() []prometheus.Collector {
-	var all []prometheus.Collector
-	for _, h := range []struct {
-		to         *prometheus.Histogram
-		name, help string
-		buckets    []float64
-	}{
-		{&m.messageAge, "chatguard_worker_message_age_seconds", "Time from SQS send to pickup.",
-			[]float64{.1, 1, 5, 30, 60, 300, 900, 1800, 3600, 7200, 21600, 86400}},
-		{&m.duration, "chatguard_worker_job_duration_seconds", "Wall time of one job, settle included.", LatencyBuckets()},
-	} {
-		*h.to = prometheus.NewHistogram(prometheus.HistogramOpts{Name: h.name, Help: h.help, Buckets: h.buckets})
-		all = append(all, *h.to)
-	}
-	return all
-}
-
-// newVecs creates the labelled metrics.
-func (m *Metrics) newVecs() []prometheus.Collector {
-	m.jobs = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "chatguard_worker_jobs_total",
-		Help: "Review jobs by outcome (done, duplicate, busy, expired, failed, failed_final, stopped, retry, released, poison, panic, held, hold_timeout, lease_lost, deleted).",
-	}, []string{"outcome"})
+// newQueueMetrics creates the metrics of the loop's queue calls.
+func (m *Metrics) newQueueMetrics() {
 	m.calls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "chatguard_worker_sqs_calls_total",
 		Help: "Queue operations of the loop by operation (receive, delete, heartbeat, change_visibility, send_dlq) and outcome (ok, partial, error); the queue adapter may share one SQS batch call between several.",
@@ -133,12 +71,54 @@ func (m *Metrics) newVecs() []prometheus.Collector {
 		Help:    "Duration of queue operations by operation (receive, delete, heartbeat), the adapter's batching and retries included; receive includes the long-poll wait.",
 		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 20},
 	}, []string{"op"})
+	m.received = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "chatguard_worker_messages_received_total", Help: "Review messages received.",
+	})
+	m.deleted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "chatguard_worker_messages_deleted_total", Help: "Review messages deleted.",
+	})
+	m.extended = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "chatguard_worker_visibility_extensions_total", Help: "Visibility extensions made by the heartbeat.",
+	})
+	m.poison = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "chatguard_worker_poison_messages_total", Help: "Messages copied to the DLQ as never processable and deleted.",
+	})
+	m.messageAge = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "chatguard_worker_message_age_seconds",
+		Help:    "Time from SQS send to pickup.",
+		Buckets: []float64{.1, 1, 5, 30, 60, 300, 900, 1800, 3600, 7200, 21600, 86400},
+	})
+}
+
+// newJobMetrics creates the metrics of the jobs themselves.
+func (m *Metrics) newJobMetrics() {
+	m.jobs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "chatguard_worker_jobs_total",
+		Help: "Review jobs by outcome (done, duplicate, busy, expired, failed, failed_final, stopped, retry, released, poison, panic, held, hold_timeout, lease_lost, deleted).",
+	}, []string{"outcome"})
+	m.inflight = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "chatguard_worker_inflight_jobs", Help: "Jobs running now.",
+	})
+	m.panics = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "chatguard_worker_job_panics_total", Help: "Jobs that panicked (each counts as a failed attempt).",
+	})
+	m.leaseLost = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "chatguard_worker_leases_lost_total", Help: "Jobs cancelled because their visibility or review claim could not be kept; their messages were left alone.",
+	})
+	m.held = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "chatguard_worker_jobs_held", Help: "Jobs held, their messages kept invisible, while a dependency they need is down.",
+	})
+	m.holdRetries = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "chatguard_worker_hold_retries_total", Help: "Held jobs run again once their dependency could be probed (no receive count spent).",
+	})
+	m.duration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "chatguard_worker_job_duration_seconds", Help: "Wall time of one job, settle included.", Buckets: LatencyBuckets(),
+	})
 	m.phase = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "chatguard_worker_job_phase_seconds",
 		Help:    "Where a job's wall time goes, by phase: admit (claim and duplicate lookup), chat (history fetch), review (the model stages), save (verdict upsert), release (claim release), settle (the message's delete or visibility change).",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 	}, []string{"phase"})
-	return []prometheus.Collector{m.jobs, m.calls, m.callTime, m.phase}
 }
 
 // ObservePhase records d as time a job spent in phase (admit, chat,

@@ -90,35 +90,3 @@ func TestJobOutcomesListEveryLabel(t *testing.T) {
 		t.Fatalf("found only %d outcome labels in the source: the patterns no longer match the code", seen)
 	}
 }
-
-// TestNewMetricsRegistersEveryMetric: each metric the tables create is
-// registered under its name, none forgotten and none renamed (dashboards
-// and alerts query these names).
-func TestNewMetricsRegistersEveryMetric(t *testing.T) {
-	reg := prometheus.NewPedanticRegistry()
-	m := NewMetrics(reg)
-	// A labelled metric is gathered once it has a series.
-	m.calls.WithLabelValues("receive", "ok")
-	m.callTime.WithLabelValues("receive")
-	m.phase.WithLabelValues("settle")
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, f := range fams {
-		got = append(got, f.GetName())
-	}
-	want := []string{
-		"chatguard_worker_hold_retries_total", "chatguard_worker_inflight_jobs", "chatguard_worker_job_duration_seconds",
-		"chatguard_worker_job_panics_total", "chatguard_worker_job_phase_seconds", "chatguard_worker_jobs_held",
-		"chatguard_worker_jobs_total", "chatguard_worker_leases_lost_total", "chatguard_worker_message_age_seconds",
-		"chatguard_worker_messages_deleted_total", "chatguard_worker_messages_received_total",
-		"chatguard_worker_poison_messages_total", "chatguard_worker_sqs_call_duration_seconds",
-		"chatguard_worker_sqs_calls_total", "chatguard_worker_visibility_extensions_total",
-	}
-	slices.Sort(got)
-	if !slices.Equal(got, want) {
-		t.Fatalf("registered\n got %v\nwant %v", got, want)
-	}
-}
