@@ -97,6 +97,7 @@ var runtimeEnv = map[string]bool{"AWS_REGION": true, "GOMEMLIMIT": true}
 // unset are flags a deployment must leave alone, with the reason.
 var unset = map[string]string{
 	"/consumer debug-pause-after-write": "a test hook that delays deletes",
+	"/worker purge erase-sender":        "an erasure request is a one-off run by an operator, never the retention CronJob's",
 }
 
 // setting returns a flag's value in a container: its variable, else the
@@ -344,6 +345,45 @@ func TestEnvIsEveryFlag(t *testing.T) {
 	}
 }
 
+// servedRoutes are the admin routes binary bin registers: its own, and
+// the shared admin handler's when it serves that (lifecycle.AdminHandler).
+func servedRoutes(t *testing.T, bin string) []inventory.Route {
+	t.Helper()
+	dir := filepath.Join(repoRoot, "cmd", bin)
+	dirs := []string{dir}
+	if usesSharedAdmin(t, dir) {
+		dirs = append(dirs, filepath.Join(repoRoot, "cmd", "internal", "lifecycle"))
+	}
+	var routes []inventory.Route
+	for _, d := range dirs {
+		r, err := inventory.Routes(d)
+		if err != nil && !(d == dir && len(dirs) > 1 && strings.Contains(err.Error(), "no routes registered")) {
+			require.NoError(t, err)
+		}
+		routes = append(routes, r...)
+	}
+	return routes
+}
+
+// usesSharedAdmin reports whether a non-test file in dir calls
+// lifecycle.AdminHandler.
+func usesSharedAdmin(t *testing.T, dir string) bool {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	require.NoError(t, err)
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		if strings.Contains(string(b), "lifecycle.AdminHandler(") {
+			return true
+		}
+	}
+	return false
+}
+
 func TestProbesHitServedRoutes(t *testing.T) {
 	t.Parallel()
 	flags := flagsOf(t)
@@ -353,8 +393,7 @@ func TestProbesHitServedRoutes(t *testing.T) {
 			for _, d := range []string{"chatguard-worker", "chatguard-consumer"} {
 				c := container(t, s, d)
 				bin := strings.TrimPrefix(c.Command[0], "/")
-				routes, err := inventory.Routes(filepath.Join(repoRoot, "cmd", bin))
-				require.NoError(t, err)
+				routes := servedRoutes(t, bin)
 				env := envOf(t, s, c)
 				_, port, err := net.SplitHostPort(setting(t, env, flags[c.Command[0]], "admin-addr"))
 				require.NoError(t, err)
@@ -611,8 +650,7 @@ func TestMonitorsScrapeWhatThePodsServe(t *testing.T) {
 				require.NoError(t, err)
 				require.True(t, sel.Matches(labels.Set(s.Deployments[d].Spec.Template.Labels)), "PodMonitor %s selects no pod of its Deployment", d)
 				c := container(t, s, d)
-				routes, err := inventory.Routes(filepath.Join(repoRoot, "cmd", strings.TrimPrefix(c.Command[0], "/")))
-				require.NoError(t, err)
+				routes := servedRoutes(t, strings.TrimPrefix(c.Command[0], "/"))
 				for _, ep := range pm.Spec.PodMetricsEndpoints {
 					require.Equal(t, c.Ports[0].Name, ep.Port)
 					served := false
