@@ -10,7 +10,7 @@ STACK_FLAGS ?=
 # How long stack-up waits for every service to answer.
 STACK_WAIT  ?= 3m
 TEST_FLAGS  ?= -race -count=1 -p 2 -timeout 20m
-BINARIES    := batch worker consumer console
+BINARIES    := batch worker consumer console trigger
 
 # Every module of the workspace (go.work): the production module and
 # deploy/local, each as a ./dir/... pattern. `./...` alone names only the
