@@ -245,6 +245,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 	receivers.Wait()
 	bytes, events := c.buf.size()
 	c.log.Info("consumer draining", "buffered_events", events, "buffered_bytes", bytes)
+	if drain.Hard(ctx).Err() != nil {
+		// The deadline has already passed (or there is none): cancel the
+		// flushes here, before they are told to drain, since AfterFunc
+		// cancels them from its own goroutine a moment too late.
+		cancelFlush()
+	}
 	close(c.draining)
 	flushers.Wait()
 	atDeadline()
