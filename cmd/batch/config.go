@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 
 	"strings"
 	"time"
@@ -136,7 +135,7 @@ func (c Config) Validate() error {
 	if c.ProgressInterval <= 0 {
 		errs = append(errs, errors.New("progress interval must be positive"))
 	}
-	if _, err := c.level(); err != nil {
+	if _, err := cli.ParseLevel(c.LogLevel); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -153,12 +152,4 @@ func (c Config) runConfig() batchrun.Config {
 	rc := c.Config
 	rc.RoomBuffer, rc.EventBuffer = int(c.Athena.PageSize), sqs.MaxBatch*c.Publish.Concurrency
 	return rc
-}
-
-func (c Config) level() (slog.Level, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(c.LogLevel)); err != nil {
-		return 0, fmt.Errorf("log level %q must be debug, info, warn or error", c.LogLevel)
-	}
-	return l, nil
 }

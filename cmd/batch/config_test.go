@@ -49,7 +49,7 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 	c.Athena.OutputLocation = "bucket/prefix"
 	c.LogLevel = "loud"
 	err := c.Validate()
-	for _, w := range []string{"not after start", "run id", "max events", "mysql dsn", "review queue url", "concurrency", "s3://", "log level"} {
+	for _, w := range []string{"not after start", "run id", "max events", "mysql dsn", "review queue url", "concurrency", "s3://", "--log-level"} {
 		require.ErrorContains(t, err, w)
 	}
 }

@@ -36,7 +36,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err := cfg.Validate(); err != nil {
 		return cli.Fail(stderr, "batch", err)
 	}
-	level, _ := cfg.level()
+	level, _ := cli.ParseLevel(cfg.LogLevel)
 	stderr = &lockedWriter{w: stderr}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 

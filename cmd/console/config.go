@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
@@ -137,7 +136,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("--review-timeout must be above --attempt-timeout"))
 	}
 	errs = append(errs, c.Pools.Validate(c.RedisAddr))
-	if _, err := c.level(); err != nil {
+	if _, err := cli.ParseLevel(c.LogLevel); err != nil {
 		errs = append(errs, err)
 	}
 	if c.MySQL.MaxOpenConns < 1 {
@@ -145,14 +144,6 @@ func (c Config) Validate() error {
 	}
 	errs = append(errs, c.Config.Validate(), c.Feedback.Validate(), c.RedisOptions.Validate(), c.Live.Validate(), c.Stop.Validate(), c.Options.Validate())
 	return errors.Join(errs...)
-}
-
-func (c Config) level() (slog.Level, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(c.LogLevel)); err != nil {
-		return 0, fmt.Errorf("--log-level %q must be debug, info, warn or error", c.LogLevel)
-	}
-	return l, nil
 }
 
 // feedbackQueue is the queue client's defaults, named so that its

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"time"
 
@@ -103,7 +102,7 @@ func (c Config) Validate() error {
 	if err := s3lake.ValidatePrefixes(c.LakePrefix, c.ErrorsPrefix); err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := c.level(); err != nil {
+	if _, err := cli.ParseLevel(c.LogLevel); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.Config.Validate(); err != nil {
@@ -118,12 +117,4 @@ func feedbackQueue() sqs.Config {
 	q := sqs.DefaultConfig()
 	q.Name = "feedback"
 	return q
-}
-
-func (c Config) level() (slog.Level, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(c.LogLevel)); err != nil {
-		return 0, fmt.Errorf("--log-level %q must be debug, info, warn or error", c.LogLevel)
-	}
-	return l, nil
 }

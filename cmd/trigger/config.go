@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"time"
 
@@ -103,17 +102,9 @@ func (c Config) Validate() error {
 	} else if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
 		errs = append(errs, fmt.Errorf("--admin-addr %q: %v", c.AdminAddr, err))
 	}
-	if _, err := c.level(); err != nil {
+	if _, err := cli.ParseLevel(c.LogLevel); err != nil {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.RedisOptions.Validate(), c.Rooms.Validate(), c.Engine.Validate())
 	return errors.Join(errs...)
-}
-
-func (c Config) level() (slog.Level, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(c.LogLevel)); err != nil {
-		return 0, fmt.Errorf("--log-level %q must be debug, info, warn or error", c.LogLevel)
-	}
-	return l, nil
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"time"
 
@@ -167,7 +166,7 @@ func (c Config) Validate() error {
 	} else if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
 		errs = append(errs, fmt.Errorf("--admin-addr %q: %v", c.AdminAddr, err))
 	}
-	if _, err := c.level(); err != nil {
+	if _, err := cli.ParseLevel(c.LogLevel); err != nil {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.validateCapacity(), c.validateStops(), c.validateOperator(), c.Options.Validate())
@@ -178,14 +177,6 @@ func (c Config) Validate() error {
 func (c Config) validateParts() error {
 	return errors.Join(c.Loop.Validate(), c.Review.Validate(), c.Health.Validate(), c.ReviewQueue.Validate(), c.ReviewDLQ.Validate(),
 		c.Events.Validate(), c.Chat.Validate(), c.MySQL.Validate())
-}
-
-func (c Config) level() (slog.Level, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(c.LogLevel)); err != nil {
-		return 0, fmt.Errorf("--log-level %q must be debug, info, warn or error", c.LogLevel)
-	}
-	return l, nil
 }
 
 // reviewQueue is the review queue's defaults: a job's delete waits up to

@@ -50,23 +50,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runEval(ctx, args[1:], getenv, stdout, stderr)
 	}
 	cfg := DefaultConfig()
-	fs := cfg.flags()
-	if code, done := fs.ParseCommand(args, getenv, stdout, stderr); done {
-		return code
-	}
-	if err := cfg.Validate(); err != nil {
-		return cli.Fail(stderr, "worker", err)
-	}
-	level, _ := cfg.level()
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
-
-	ctx, stop := cli.SignalContext(ctx, log, "worker")
-	defer stop()
-
-	m := &Main{Config: cfg, Log: log, Stdout: stdout}
-	if err := m.Run(ctx); err != nil {
-		log.Error("worker: stopped", "err", err)
-		return 1
-	}
-	return 0
+	return cli.Program{Name: "worker", Flags: cfg.flags(), Config: &cfg, LogLevel: &cfg.LogLevel,
+		Main: func(log *slog.Logger) cli.Runner { return &Main{Config: cfg, Log: log, Stdout: stdout} },
+	}.Run(ctx, args, getenv, stdout, stderr)
 }

@@ -71,3 +71,58 @@ func SignalContext(ctx context.Context, log *slog.Logger, name string) (sctx con
 		<-done
 	}
 }
+
+// ParseLevel reads a --log-level value: debug, info, warn or error.
+func ParseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("--log-level %q must be debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// Runner is a binary's Main: Run serves until ctx is cancelled and its
+// services have drained, and returns the first failure.
+type Runner interface {
+	Run(ctx context.Context) error
+}
+
+// Program is the entry of a long-running binary, the one sequence every
+// main follows: parse the arguments into the flags Flags binds (answering
+// --help and --version), validate, build the JSON logger at the log level,
+// cancel on SIGTERM or SIGINT, and run the Main.
+type Program struct {
+	// Name prefixes the binary's messages.
+	Name string
+	// Flags binds the binary's configuration.
+	Flags *FlagSet
+	// Config is the configuration Flags binds, validated after parsing.
+	Config interface{ Validate() error }
+	// LogLevel is the configuration's --log-level field; Validate has
+	// checked it.
+	LogLevel *string
+	// Main builds the binary's Main from the parsed configuration and the
+	// logger.
+	Main func(log *slog.Logger) Runner
+}
+
+// Run runs the program with args and returns its exit code: 0 after a
+// clean stop, ExitUsage for a mistake in the arguments or configuration
+// (each problem named), 1 when the Main fails (logged once, here).
+func (p Program) Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if code, done := p.Flags.ParseCommand(args, getenv, stdout, stderr); done {
+		return code
+	}
+	if err := p.Config.Validate(); err != nil {
+		return Fail(stderr, p.Name, err)
+	}
+	level, _ := ParseLevel(*p.LogLevel)
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	ctx, stop := SignalContext(ctx, log, p.Name)
+	defer stop()
+	if err := p.Main(log).Run(ctx); err != nil {
+		log.Error(p.Name+": stopped", "err", err)
+		return 1
+	}
+	return 0
+}
