@@ -115,8 +115,11 @@ type Stats struct {
 
 // Server serves chat histories from memory. It is safe for concurrent use.
 type Server struct {
-	rooms map[string][]pipeline.ChatMessage
-	stall time.Duration
+	// roomsMu guards the map; a room's slice is never changed in place
+	// (Add replaces it), so a handler may encode one after unlocking.
+	roomsMu sync.RWMutex
+	rooms   map[string][]pipeline.ChatMessage
+	stall   time.Duration
 
 	mu        sync.Mutex
 	rng       *rand.Rand
@@ -187,12 +190,31 @@ func (s *Server) Stats() Stats {
 
 // Rooms returns the ids of every room served, sorted.
 func (s *Server) Rooms() []string {
+	s.roomsMu.RLock()
+	defer s.roomsMu.RUnlock()
 	ids := make([]string, 0, len(s.rooms))
 	for id := range s.rooms {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// Add serves msgs in room roomID from now on, in sent_at order, as the
+// chat service stores a message before it announces it: a replay adds a
+// message here before it publishes the message's chat event. A message id
+// already in its room is replaced, not doubled.
+func (s *Server) Add(roomID string, msgs ...pipeline.ChatMessage) {
+	s.roomsMu.Lock()
+	defer s.roomsMu.Unlock()
+	for _, m := range msgs {
+		m.SentAt = m.SentAt.UTC()
+		room := slices.DeleteFunc(slices.Clone(s.rooms[roomID]), func(o pipeline.ChatMessage) bool { return o.MessageID == m.MessageID })
+		i, _ := slices.BinarySearchFunc(room, m, func(a, b pipeline.ChatMessage) int {
+			return cmp.Or(a.SentAt.Compare(b.SentAt), cmp.Compare(a.MessageID, b.MessageID))
+		})
+		s.rooms[roomID] = slices.Insert(room, i, m)
+	}
 }
 
 // Handler returns the HTTP handler of the API.
@@ -225,7 +247,9 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	s.roomsMu.RLock()
 	msgs, ok := s.rooms[roomID]
+	s.roomsMu.RUnlock()
 	if !ok {
 		writeError(w, http.StatusNotFound, "room not found")
 		return

@@ -318,3 +318,30 @@ func TestConfigValidate(t *testing.T) {
 	_, err := chatapi.New(chatapi.Config{LakeDir: t.TempDir()})
 	require.ErrorContains(t, err, "no parquet files")
 }
+
+func TestAddServesNewMessagesInOrderAndReplacesARepeat(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+	msg := func(id string, at time.Duration, text string) pipeline.ChatMessage {
+		return pipeline.ChatMessage{MessageID: id, SenderID: "u1", SenderRole: pipeline.RoleBuyer, SentAt: t0.Add(at), Kind: pipeline.KindText, Text: text}
+	}
+	s, ts := setup(t, chatapi.Config{Messages: map[string][]pipeline.ChatMessage{"room-a": {msg("m2", 2*time.Minute, "b")}}})
+	ids := func(room string) []string {
+		resp, body := get(t, ts, historyPath(room, t0, t0.Add(time.Hour)), nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+		var h pipeline.ChatHistory
+		require.NoError(t, json.Unmarshal(body, &h))
+		var out []string
+		for _, m := range h.Messages {
+			out = append(out, m.MessageID+"="+m.Text)
+		}
+		return out
+	}
+	s.Add("room-a", msg("m3", 3*time.Minute, "c"), msg("m1", time.Minute, "a"))
+	require.Equal(t, []string{"m1=a", "m2=b", "m3=c"}, ids("room-a"))
+	s.Add("room-a", msg("m2", 2*time.Minute, "b2"))
+	require.Equal(t, []string{"m1=a", "m2=b2", "m3=c"}, ids("room-a"), "a repeated id replaces, never doubles")
+	s.Add("room-new", msg("n1", 0, "x"))
+	require.Equal(t, []string{"n1=x"}, ids("room-new"))
+	require.Equal(t, []string{"room-a", "room-new"}, s.Rooms())
+}

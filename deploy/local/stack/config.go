@@ -39,17 +39,22 @@ const (
 
 // Fixed names of the local resources.
 const (
-	Region         = "us-east-1"
-	LakeBucket     = "lake"
-	MySQLDatabase  = "chatguard"
-	ReviewQueue    = "review"
-	FeedbackQueue  = "feedback"
-	DLQSuffix      = "-dlq"
-	AccessKeyID    = "local"
-	SecretKey      = "local-secret"
-	FallbackAPIKey = "local-fallback-key"
-	PrimaryModel   = "chatguard-sim-primary"
-	FallbackModel  = "chatguard-sim-fallback"
+	Region        = "us-east-1"
+	LakeBucket    = "lake"
+	MySQLDatabase = "chatguard"
+	ReviewQueue   = "review"
+	FeedbackQueue = "feedback"
+	// RealtimeQueue and ChatEventsQueue are real time's queues: the
+	// trigger reads chat events and publishes review events to
+	// review-realtime (workers read it only when given its URL).
+	RealtimeQueue   = "review-realtime"
+	ChatEventsQueue = "chat-events"
+	DLQSuffix       = "-dlq"
+	AccessKeyID     = "local"
+	SecretKey       = "local-secret"
+	FallbackAPIKey  = "local-fallback-key"
+	PrimaryModel    = "chatguard-sim-primary"
+	FallbackModel   = "chatguard-sim-fallback"
 
 	AthenaDatabase       = "chatguard"
 	AthenaWorkgroup      = "primary"

@@ -142,10 +142,12 @@ func (f *fauxqs) ready(ctx context.Context, timeout time.Duration) error {
 
 // QueueURLs are the queues the stack creates.
 type QueueURLs struct {
-	Review, ReviewDLQ, Feedback, FeedbackDLQ string
+	Review, ReviewDLQ, Feedback, FeedbackDLQ         string
+	Realtime, RealtimeDLQ, ChatEvents, ChatEventsDLQ string
 }
 
-// createQueues creates review and feedback, each with a DLQ and a redrive
+// createQueues creates review, feedback, review-realtime and chat-events,
+// each with a DLQ and a redrive
 // policy. CreateQueue is idempotent for equal attributes.
 func (f *fauxqs) createQueues(ctx context.Context) (QueueURLs, error) {
 	c := f.client()
@@ -178,10 +180,12 @@ func (f *fauxqs) createQueues(ctx context.Context) (QueueURLs, error) {
 		return *q.QueueUrl, *dlq.QueueUrl, nil
 	}
 	var u QueueURLs
-	var err1, err2 error
-	u.Review, u.ReviewDLQ, err1 = mk(ReviewQueue)
-	u.Feedback, u.FeedbackDLQ, err2 = mk(FeedbackQueue)
-	return u, errors.Join(err1, err2)
+	errs := make([]error, 4)
+	u.Review, u.ReviewDLQ, errs[0] = mk(ReviewQueue)
+	u.Feedback, u.FeedbackDLQ, errs[1] = mk(FeedbackQueue)
+	u.Realtime, u.RealtimeDLQ, errs[2] = mk(RealtimeQueue)
+	u.ChatEvents, u.ChatEventsDLQ, errs[3] = mk(ChatEventsQueue)
+	return u, errors.Join(errs...)
 }
 
 // stop terminates the child's process group: SIGTERM, then SIGKILL after a

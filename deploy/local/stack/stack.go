@@ -200,6 +200,12 @@ func (s *Stack) startSQS(ctx context.Context) error {
 		"CHATGUARD_REVIEW_DLQ_URL", urls.ReviewDLQ,
 		"CHATGUARD_FEEDBACK_QUEUE_URL", urls.Feedback,
 		"CHATGUARD_FEEDBACK_DLQ_URL", urls.FeedbackDLQ,
+		// The trigger's flag names: a worker polls review-realtime only
+		// when given --realtime-queue-url, so the batch path is unchanged.
+		"CHATGUARD_REVIEW_REALTIME_QUEUE_URL", urls.Realtime,
+		"CHATGUARD_REVIEW_REALTIME_DLQ_URL", urls.RealtimeDLQ,
+		"CHATGUARD_CHAT_EVENTS_QUEUE_URL", urls.ChatEvents,
+		"CHATGUARD_CHAT_EVENTS_DLQ_URL", urls.ChatEventsDLQ,
 	)
 	cfg.logger().Info("sqs ready", "endpoint", fq.endpoint())
 	return nil

@@ -4,6 +4,16 @@
 //
 //	chatapi --lake-dir /tmp/lake           # the rooms of a sample lake
 //	chatapi --messages rooms.json          # {"room-1": [pipeline.ChatMessage, ...], ...}
+//	chatapi --lake-dir /tmp/lake --replay-from 2026-11-01T10:00:00Z \
+//	    --speedup 60 --chat-events-queue-url URL  # the chat service, replayed
+//
+// With --replay-from it stands in for the chat service of real time
+// (package chatreplay): it starts with no rooms and releases the lake's
+// messages of --replay-hours from --replay-from as if they were sent now,
+// --speedup times faster, each served from its (replayed) sent_at and then
+// announced on the chat-events queue (AWS_ENDPOINT_URL_SQS and the AWS_*
+// credentials of the environment). It logs one line when the replay is
+// done and serves on until stopped.
 //
 // It prints its base URL (http://127.0.0.1:PORT) on stdout once listening,
 // logs JSON to stderr (never chat text), and stops on SIGINT or SIGTERM.
@@ -54,11 +64,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&cfg.FaultRate, "fault-rate", 0, "fraction of history requests that fail with --fault-kind")
 	fs.StringVar(&cfg.FaultKind, "fault-kind", "", "500|503|429|timeout|reset (default 503)")
 	fs.Int64Var(&cfg.FaultSeed, "fault-seed", 0, "seed of the random fault draws")
+	var rp replayFlags
+	rp.bind(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
+	}
+	var lake map[string][]pipeline.ChatMessage
+	if rp.on() {
+		var err error
+		if lake, err = rp.take(&cfg); err != nil {
+			fmt.Fprintf(stderr, "chatapi: %v\n", err)
+			return 2
+		}
 	}
 	if messages != "" {
 		b, err := os.ReadFile(messages)
@@ -92,7 +112,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	url := "http://" + ln.Addr().String()
 	fmt.Fprintln(stdout, url)
 	log.Info("chatapi listening", "url", url, "rooms", len(srv.Rooms()))
+	replayed := make(chan error, 1)
+	if rp.on() {
+		go func() { replayed <- rp.run(ctx, log, srv, lake) }()
+	}
 	select {
+	case err := <-replayed:
+		if err != nil && ctx.Err() == nil {
+			log.Error("chatapi: replay", "err", err.Error())
+			return 1
+		}
+		<-ctx.Done()
 	case <-ctx.Done():
 	case err := <-done:
 		log.Error("chatapi: serve", "err", err.Error())
