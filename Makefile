@@ -189,6 +189,11 @@ demo: deps $(STACK_BIN) ## run batch, two workers and the consumer over the samp
 	@$(GO) build -o bin/demo ./deploy/local/demo/cmd/demo
 	@bin/demo --stack-flags "$(STACK_FLAGS)" $(DEMO_FLAGS)
 
+.PHONY: demo-realtime
+demo-realtime: deps $(STACK_BIN) ## real time instead of the batch: the sample hour replayed as live chats (12x) through the trigger, two workers and the consumer; prints freshness beside the hourly batch's
+	@$(GO) build -o bin/demo ./deploy/local/demo/cmd/demo
+	@bin/demo --realtime --stack-flags "$(STACK_FLAGS)" $(DEMO_FLAGS)
+
 # deploy/k8s is a Go module of its own (joined by go.work) so that the
 # product's go.mod gains none of Kustomize, the Kubernetes API types,
 # Prometheus or go-containerregistry. Its tests need no stack: they build the

@@ -73,6 +73,16 @@ type Config struct {
 	// and the run fails (default 60s).
 	StopGrace time.Duration
 
+	// Realtime runs real time instead of the batch: the chat service is
+	// replayed (package chatreplay) over the window, the trigger fires
+	// rooms, the workers read review-realtime first; the summary reports
+	// freshness beside what the hourly batch would give for the same hour.
+	Realtime bool
+	// Speedup is the replay's speed-up in real-time mode (default 12: an
+	// hour in five minutes). The trigger's quiet and max delay keep their
+	// real values, so freshness is wall time.
+	Speedup float64
+
 	// Out receives the progress lines and the summary (default io.Discard).
 	Out io.Writer
 }
@@ -122,6 +132,9 @@ func (c Config) WithDefaults(now time.Time) Config {
 	if c.StackWait == 0 {
 		c.StackWait = 4 * time.Minute
 	}
+	if c.Speedup == 0 {
+		c.Speedup = 12
+	}
 	if c.Out == nil {
 		c.Out = io.Discard
 	}
@@ -160,6 +173,9 @@ func (c Config) Validate() error {
 	}
 	if c.LakePrefix != "" && c.LakePrefix == c.ErrorsPrefix {
 		errs = append(errs, errors.New("lake prefix and errors prefix must differ"))
+	}
+	if !(c.Speedup > 0) {
+		errs = append(errs, fmt.Errorf("speed-up %v must be positive", c.Speedup))
 	}
 	if c.Workers < 1 || c.Workers > 8 {
 		errs = append(errs, fmt.Errorf("workers %d must be in 1..8", c.Workers))

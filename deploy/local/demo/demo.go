@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,6 +82,8 @@ type Report struct {
 	// DrainedAfter is the time from the batch's start to the drain.
 	DrainedAfter time.Duration
 	Elapsed      time.Duration
+	// Realtime is a real-time run's figures (nil for a batch run).
+	Realtime *RealtimeReport
 }
 
 // runner holds one run's state; its cleanup stops whatever it started.
@@ -95,6 +98,8 @@ type runner struct {
 	procs  []*proc
 	queues []queuePair
 	began  time.Time
+	// rt is a real-time run's own state (nil for a batch run).
+	rt *realtimeRun
 }
 
 // Run performs one demo run as described in the package comment, printing
@@ -149,7 +154,10 @@ func (r *runner) run(ctx context.Context) error {
 	if err := r.createQueues(ctx); err != nil {
 		return err
 	}
-	if err := r.startServices(); err != nil {
+	if r.cfg.Realtime {
+		return r.runRealtime(ctx)
+	}
+	if err := r.startServices(nil); err != nil {
 		return err
 	}
 	batch, err := r.startBatch()
@@ -235,12 +243,12 @@ func (r *runner) clients() error {
 
 // build compiles the three binaries into BinDir in one go invocation.
 func (r *runner) build(ctx context.Context) error {
-	r.step("building batch, worker and consumer into %s", r.cfg.BinDir)
+	r.step("building batch, worker, consumer and trigger into %s", r.cfg.BinDir)
 	if err := os.MkdirAll(r.cfg.BinDir, 0o755); err != nil {
 		return err
 	}
 	args := append([]string{"build"}, r.cfg.BuildFlags...)
-	args = append(args, "-o", r.cfg.BinDir+string(filepath.Separator), "./cmd/batch", "./cmd/worker", "./cmd/consumer")
+	args = append(args, "-o", r.cfg.BinDir+string(filepath.Separator), "./cmd/batch", "./cmd/worker", "./cmd/consumer", "./cmd/trigger")
 	_, err := runCmd(ctx, r.cfg.Root, os.Environ(), "go", args...)
 	return err
 }
@@ -333,7 +341,7 @@ func (r *runner) childEnv(overrides map[string]string) []string {
 // startServices starts the consumer and the workers. Admin ports are
 // picked by the kernel so that a demo never collides with another process
 // on the machine; the logs name them.
-func (r *runner) startServices() error {
+func (r *runner) startServices(extra map[string]string) error {
 	consumer, err := startProc("consumer", r.bin("consumer"), nil, r.childEnv(map[string]string{
 		"CHATGUARD_LAKE_PREFIX":   r.cfg.LakePrefix,
 		"CHATGUARD_ERRORS_PREFIX": r.cfg.ErrorsPrefix,
@@ -346,11 +354,13 @@ func (r *runner) startServices() error {
 	}
 	r.procs = append(r.procs, consumer)
 	for i := 1; i <= r.cfg.Workers; i++ {
-		w, err := startProc(fmt.Sprintf("worker-%d", i), r.bin("worker"), nil, r.childEnv(map[string]string{
+		env := map[string]string{
 			"CHATGUARD_ADMIN_ADDR":    "127.0.0.1:0",
 			"CHATGUARD_WAIT_TIME":     "5s",
 			"CHATGUARD_DRAIN_TIMEOUT": "20s",
-		}), r.cfg.Root, r.cfg.LogDir, false)
+		}
+		maps.Copy(env, extra)
+		w, err := startProc(fmt.Sprintf("worker-%d", i), r.bin("worker"), nil, r.childEnv(env), r.cfg.Root, r.cfg.LogDir, false)
 		if err != nil {
 			return err
 		}
@@ -562,6 +572,9 @@ func (r *runner) cleanup() error {
 		}()
 	}
 	wg.Wait()
+	if r.rt != nil {
+		r.rt.close()
+	}
 	for _, p := range r.procs {
 		r.rep.Children = append(r.rep.Children, p.snapshot())
 	}

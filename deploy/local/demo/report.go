@@ -18,6 +18,10 @@ import (
 func (r *Report) Print(w io.Writer) {
 	s := r.Summary
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	if r.Realtime != nil {
+		r.printRealtime(p)
+		return
+	}
 	p("")
 	p("chatguard demo: run %s, window %s to %s", r.RunID, r.WindowStart.Format(time.RFC3339), r.WindowEnd.Format(time.RFC3339))
 	p("  batch published %d review events; queue drained and lake complete %s after the batch started (whole demo %s)",

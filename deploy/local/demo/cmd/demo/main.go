@@ -3,6 +3,7 @@
 // it; flags pass through DEMO_FLAGS.
 //
 //	demo [--keep-stack] [--timeout 10m] [--workers 2] [--window-start T --window-end T]
+//	demo --realtime [--speedup 12]   # the trigger over the window replayed as live chats
 //
 // Exit status: 0 when the run drained and every process exited 0, 1 when
 // it failed or timed out, 2 on bad usage. Every flag has a CHATGUARD_
@@ -66,6 +67,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.StringVar(&cfg.LakePrefix, "lake-prefix", "events/", "where the consumer writes in the lake bucket (the Athena tables read events/)")
 	fs.StringVar(&cfg.ErrorsPrefix, "errors-prefix", "errors/", "where the consumer writes invalid messages")
 	fs.IntVar(&cfg.Workers, "workers", 2, "worker processes")
+	fs.BoolVar(&cfg.Realtime, "realtime", false, "real time instead of the batch: replay the window as live chats through the trigger and report freshness")
+	fs.Float64Var(&cfg.Speedup, "speedup", 12, "with --realtime, replay the window this many times faster (12: an hour in five minutes)")
 	fs.DurationVar(&cfg.FlushAge, "flush-age", 5*time.Second, "the consumer's --flush-age")
 	fs.DurationVar(&cfg.Timeout, "timeout", 10*time.Minute, "bound of the whole run, stack start included")
 	fs.DurationVar(&cfg.Progress, "progress-interval", 2*time.Second, "how often a progress line is printed")

@@ -1,0 +1,48 @@
+package demo
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/deploy/local/chatreplay"
+	"github.com/chatguard/chatguard/pipeline"
+)
+
+func TestRealtimeFiguresCountCoverageAndFreshness(t *testing.T) {
+	hour := time.Date(2026, 11, 2, 19, 0, 0, 0, time.UTC)
+	start := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	arrival := func(room, id string, lake time.Duration) chatreplay.Arrival {
+		// Replayed 60 times faster from start.
+		return chatreplay.Arrival{RoomID: room, LakeSentAt: hour.Add(lake),
+			Message: pipeline.ChatMessage{MessageID: id, SentAt: start.Add(lake / 60)}}
+	}
+	plan := []chatreplay.Arrival{
+		arrival("r1", "a", 0), arrival("r1", "b", 30*time.Minute), // replayed at +0s, +30s
+		arrival("r2", "c", 45*time.Minute), // +45s
+		arrival("r3", "d", 50*time.Minute), // +50s, never covered
+	}
+	ws := []windowRow{
+		// r1: one window over a and b, committed 70 s after b.
+		{RoomID: "r1", Start: start.Add(-time.Minute), End: start.Add(90 * time.Second), PublishedAt: start.Add(95 * time.Second), CommittedAt: start.Add(100 * time.Second)},
+		// r2: two overlapping windows, both over c.
+		{RoomID: "r2", Start: start.Add(40 * time.Second), End: start.Add(2 * time.Minute), PublishedAt: start.Add(2 * time.Minute), CommittedAt: start.Add(125 * time.Second)},
+		{RoomID: "r2", Start: start.Add(30 * time.Second), End: start.Add(3 * time.Minute), PublishedAt: start.Add(3 * time.Minute), CommittedAt: start.Add(185 * time.Second)},
+	}
+	rep := realtimeFigures(plan, ws, hour.Add(time.Hour), 60)
+	require.Equal(t, 4, rep.Messages)
+	require.Equal(t, 3, rep.Rooms)
+	require.Equal(t, 1, rep.Uncovered, "d has no window")
+	require.Equal(t, 1, rep.CoveredTwice, "c is in both of r2's windows")
+	require.Equal(t, 3, rep.Freshness.N)
+	// Newest-message freshness: r1 100-30 = 70 s; r2 125-45 = 80 s and 185-45 = 140 s.
+	require.Equal(t, 80*time.Second, rep.Freshness.P50)
+	require.Equal(t, 140*time.Second, rep.Freshness.P99)
+	// Hourly: r1's newest lake message is 30 min before the hour's end, plus
+	// its review latency of 5 s; r2's 15 min plus the median of 5 s and 5 s.
+	require.Equal(t, 2, rep.Hourly.N)
+	require.Equal(t, 15*time.Minute+5*time.Second, rep.Hourly.P50)
+	require.Equal(t, 30*time.Minute+5*time.Second, rep.Hourly.P99)
+	require.Equal(t, 60*time.Minute+5*time.Second, rep.HourlyOldest.P99, "r1's oldest message opened the hour")
+}
