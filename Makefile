@@ -189,6 +189,15 @@ demo: deps $(STACK_BIN) ## run batch, two workers and the consumer over the samp
 	@$(GO) build -o bin/demo ./deploy/local/demo/cmd/demo
 	@bin/demo --stack-flags "$(STACK_FLAGS)" $(DEMO_FLAGS)
 
+# make bench-realtime: a generated day through real time (not part of make test).
+BENCH_RT_ROOMS   ?= 2000
+BENCH_RT_MINUTES ?= 20
+
+.PHONY: bench-realtime
+bench-realtime: deps $(STACK_BIN) ## a generated day (BENCH_RT_ROOMS rooms, diurnal, spam bursts) compressed into BENCH_RT_MINUTES through trigger, workers and the LLM simulator; prints freshness at peak and trough beside the hourly batch's, and the trigger's and Redis's cost
+	@$(GO) build -o bin/demo ./deploy/local/demo/cmd/demo
+	@bin/demo --realtime --day-rooms $(BENCH_RT_ROOMS) --day-minutes $(BENCH_RT_MINUTES) --database chatguard_bench_rt --timeout $$(( $(BENCH_RT_MINUTES) + 30 ))m --stack-flags "$(STACK_FLAGS)" $(DEMO_FLAGS)
+
 .PHONY: demo-realtime
 demo-realtime: deps $(STACK_BIN) ## real time instead of the batch: the sample hour replayed as live chats (12x) through the trigger, two workers and the consumer; prints freshness beside the hourly batch's
 	@$(GO) build -o bin/demo ./deploy/local/demo/cmd/demo

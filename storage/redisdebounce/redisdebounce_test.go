@@ -20,7 +20,7 @@ var t0 = time.Date(2026, 12, 2, 4, 10, 0, 0, time.UTC)
 
 // setup returns a store on the real Redis under a key prefix of its own
 // (removed when the test ends) and the fake clock it reads.
-func setup(t *testing.T, mod func(*Config)) (*Store, *clock.Fake, redis.UniversalClient) {
+func setup(t testing.TB, mod func(*Config)) (*Store, *clock.Fake, redis.UniversalClient) {
 	t.Helper()
 	rdb := stacktest.Redis(t)
 	cfg := DefaultConfig()

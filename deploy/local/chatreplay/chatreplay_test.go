@@ -147,3 +147,34 @@ func TestReplayThroughTheChatAPIAndSQS(t *testing.T) {
 		require.Equal(t, "buyer", ev.SenderRole)
 	}
 }
+
+func TestRetimeShapesADayKeepingEachConversationsPace(t *testing.T) {
+	day := time.Date(2026, 11, 3, 0, 0, 0, 0, time.UTC)
+	src := map[string][]pipeline.ChatMessage{}
+	for i := range 4000 {
+		id := fmt.Sprintf("room-%04d", i)
+		src[id] = []pipeline.ChatMessage{msg(id+"-a", 0), msg(id+"-b", 90*time.Second), msg(id+"-c", 7*time.Minute)}
+	}
+	shape := chatreplay.DefaultDayShape()
+	bursty := []string{"room-0001", "room-0002", "room-0003"}
+	shape.Bursts = []chatreplay.Burst{{At: 10 * time.Hour, Within: 5 * time.Minute, Rooms: 3}}
+	got := chatreplay.Retime(src, day, shape, bursty, 7)
+	require.Equal(t, got, chatreplay.Retime(src, day, shape, bursty, 7), "seeded")
+	require.Len(t, got, len(src))
+	perHour := [24]int{}
+	for id, ms := range got {
+		require.Equal(t, 90*time.Second, ms[1].SentAt.Sub(ms[0].SentAt), "pace kept")
+		require.Equal(t, 7*time.Minute, ms[2].SentAt.Sub(ms[0].SentAt))
+		require.False(t, ms[0].SentAt.Before(day))
+		require.True(t, ms[2].SentAt.Before(day.Add(24*time.Hour)), id)
+		perHour[ms[0].SentAt.Hour()]++
+	}
+	for _, id := range bursty {
+		at := got[id][0].SentAt.Sub(day)
+		require.True(t, at >= 10*time.Hour && at < 10*time.Hour+5*time.Minute, "%s starts in its burst, at %s", id, at)
+	}
+	// The peak hour (21:00, weight 20) against the trough (03:00, weight 1):
+	// 4,000 rooms put about 330 and 17 there.
+	require.Greater(t, perHour[21], 10*perHour[3], "peak %d against trough %d", perHour[21], perHour[3])
+	require.Equal(t, hour, src["room-0000"][0].SentAt, "the input is not changed")
+}

@@ -82,6 +82,12 @@ type Config struct {
 	// hour in five minutes). The trigger's quiet and max delay keep their
 	// real values, so freshness is wall time.
 	Speedup float64
+	// DayRooms, when set, replays a generated day instead of the stack's
+	// sample window (make bench-realtime): that many rooms, retimed by
+	// chatreplay.DefaultDayShape (peak 20x the trough, spam bursts), the
+	// day compressed into DayMinutes of wall time.
+	DayRooms   int
+	DayMinutes float64
 
 	// Out receives the progress lines and the summary (default io.Discard).
 	Out io.Writer
@@ -135,6 +141,12 @@ func (c Config) WithDefaults(now time.Time) Config {
 	if c.Speedup == 0 {
 		c.Speedup = 12
 	}
+	if c.DayRooms > 0 {
+		if c.DayMinutes == 0 {
+			c.DayMinutes = 20
+		}
+		c.Speedup = 24 * 60 / c.DayMinutes
+	}
 	if c.Out == nil {
 		c.Out = io.Discard
 	}
@@ -173,6 +185,9 @@ func (c Config) Validate() error {
 	}
 	if c.LakePrefix != "" && c.LakePrefix == c.ErrorsPrefix {
 		errs = append(errs, errors.New("lake prefix and errors prefix must differ"))
+	}
+	if c.DayRooms < 0 || (c.DayRooms > 0 && (!c.Realtime || !(c.DayMinutes > 0))) {
+		errs = append(errs, errors.New("a generated day needs --realtime and positive rooms and minutes"))
 	}
 	if !(c.Speedup > 0) {
 		errs = append(errs, fmt.Errorf("speed-up %v must be positive", c.Speedup))

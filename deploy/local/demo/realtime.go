@@ -7,8 +7,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
+	"slices"
 	"sort"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/chatguard/chatguard/deploy/local/chatapi"
 	"github.com/chatguard/chatguard/deploy/local/chatreplay"
@@ -34,6 +38,14 @@ type RealtimeReport struct {
 	// the lake hour minus the room's newest (and oldest) message of the hour,
 	// plus the review latency measured here; computed, not run.
 	Hourly, HourlyOldest Percentiles
+	// RoomHours are the (room, lake hour) pairs with messages: the reviews
+	// the hourly batch would make.
+	RoomHours int
+	// Peak and Trough are freshness in the day's peak (19–22 UTC) and
+	// trough (02–06 UTC) hours, real time then hourly (a generated day only).
+	Peak, Trough [2]Percentiles
+	// Bench holds the benchmark's cost figures (a generated day only).
+	Bench *BenchFigures
 }
 
 // Percentiles are p50, p95 and p99 of a sample.
@@ -69,9 +81,22 @@ type realtimeRun struct {
 	done            chan struct{}
 	stats           chatreplay.Stats
 	err             error
+
+	// The benchmark's probes (a generated day).
+	trigger      *proc
+	metricsURL   string
+	keyPrefix    string
+	redis        *redis.Client
+	bytesPerRoom float64
+	peakRooms    int
+	cpu          time.Duration
+	redisCalls   float64
 }
 
 func (rt *realtimeRun) close() {
+	if rt.redis != nil {
+		_ = rt.redis.Close()
+	}
 	if rt.cancel != nil {
 		rt.cancel()
 		<-rt.done
@@ -158,17 +183,25 @@ func (r *runner) serveChat(rt *realtimeRun) (string, error) {
 }
 
 func (r *runner) startTrigger(rt *realtimeRun) error {
+	admin, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	rt.metricsURL = "http://" + admin + "/metrics"
+	rt.keyPrefix = "chatguard:demo:" + unsafeName.ReplaceAllString(r.cfg.RunID, "-") + ":"
+	rt.redis = redis.NewClient(&redis.Options{Addr: r.env["CHATGUARD_REDIS_ADDR"]})
 	p, err := startProc("trigger", r.bin("trigger"), nil, r.childEnv(map[string]string{
 		"CHATGUARD_CHAT_EVENTS_QUEUE_URL":     rt.events.URL,
 		"CHATGUARD_CHAT_EVENTS_DLQ_URL":       rt.events.DLQURL,
 		"CHATGUARD_REVIEW_REALTIME_QUEUE_URL": rt.reviews.URL,
-		"CHATGUARD_KEY_PREFIX":                "chatguard:demo:" + unsafeName.ReplaceAllString(r.cfg.RunID, "-") + ":",
-		"CHATGUARD_ADMIN_ADDR":                "127.0.0.1:0",
+		"CHATGUARD_KEY_PREFIX":                rt.keyPrefix,
+		"CHATGUARD_ADMIN_ADDR":                admin,
 		"CHATGUARD_WAIT_TIME":                 "5s",
 	}), r.cfg.Root, r.cfg.LogDir, false)
 	if err != nil {
 		return err
 	}
+	rt.trigger = p
 	r.procs = append(r.procs, p)
 	r.step("started trigger (pid %d)", p.PID)
 	return nil
@@ -177,15 +210,11 @@ func (r *runner) startTrigger(rt *realtimeRun) error {
 // startReplay plans the window onto wall time from a few seconds ahead
 // (the processes are starting) and replays it in the background.
 func (r *runner) startReplay(ctx context.Context, rt *realtimeRun) error {
-	start, end, err := r.window()
+	start, end, lake, err := r.replaySource(ctx)
 	if err != nil {
 		return err
 	}
 	r.rep.WindowStart, r.rep.WindowEnd = start, end
-	lake, err := sampledata.LoadMessages(r.env["CHATGUARD_LAKE_DIR"])
-	if err != nil {
-		return err
-	}
 	if rt.plan, err = chatreplay.Plan(lake, start, end, time.Now().Add(3*time.Second), r.cfg.Speedup); err != nil {
 		return err
 	}
@@ -199,6 +228,48 @@ func (r *runner) startReplay(ctx context.Context, rt *realtimeRun) error {
 	r.step("replaying %d messages of %s to %s, %g times faster (%s of wall time)", len(rt.plan), start.Format(time.RFC3339), end.Format(time.RFC3339),
 		r.cfg.Speedup, (time.Duration(float64(end.Sub(start)) / r.cfg.Speedup)).Round(time.Second))
 	return nil
+}
+
+// replaySource is what the run replays: a generated day (DayRooms) or
+// the window of the stack's sample lake.
+func (r *runner) replaySource(ctx context.Context) (time.Time, time.Time, map[string][]pipeline.ChatMessage, error) {
+	if r.cfg.DayRooms > 0 {
+		day, rooms, err := generateDay(ctx, r.cfg.DayRooms, r.cfg.LogDir)
+		return day, day.Add(24 * time.Hour), rooms, err
+	}
+	start, end, err := r.window()
+	if err != nil {
+		return start, end, nil, err
+	}
+	lake, err := sampledata.LoadMessages(r.env["CHATGUARD_LAKE_DIR"])
+	return start, end, lake, err
+}
+
+// generateDay writes a sample lake of n rooms under dir and retimes its
+// rooms onto one day by chatreplay.DefaultDayShape, the spam rooms first
+// into the bursts.
+func generateDay(ctx context.Context, n int, dir string) (time.Time, map[string][]pipeline.ChatMessage, error) {
+	lakeDir, truthDir := filepath.Join(dir, "day-lake"), filepath.Join(dir, "day-truth")
+	if _, err := sampledata.Generate(ctx, sampledata.Options{LakeDir: lakeDir, TruthDir: truthDir, Seed: 28, Rooms: n, Days: 1}); err != nil {
+		return time.Time{}, nil, err
+	}
+	rooms, err := sampledata.LoadMessages(lakeDir)
+	if err != nil {
+		return time.Time{}, nil, err
+	}
+	truth, err := sampledata.LoadTruth(truthDir)
+	if err != nil {
+		return time.Time{}, nil, err
+	}
+	var spam []string
+	for id, t := range truth {
+		if t.Category == pipeline.CategorySpam || t.Label == pipeline.LabelAbusive {
+			spam = append(spam, id)
+		}
+	}
+	sort.Strings(spam)
+	day := sampledata.DefaultStart
+	return day, chatreplay.Retime(rooms, day, chatreplay.DefaultDayShape(), spam, 28), nil
 }
 
 // window is the run's window: the configured one or the stack's sample.
@@ -224,7 +295,7 @@ func (r *runner) watchRealtime(ctx context.Context, rt *realtimeRun) error {
 	tick := time.NewTicker(r.cfg.Progress)
 	defer tick.Stop()
 	began := time.Now()
-	for {
+	for n := 0; ; n++ {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for real time to cover the window: %w", context.Cause(ctx))
@@ -253,9 +324,17 @@ func (r *runner) watchRealtime(ctx context.Context, rt *realtimeRun) error {
 		}
 		released := rt.chatMessages()
 		cov := coverage(rt.plan[:released], vs)
+		if r.cfg.DayRooms > 0 && n%5 == 0 {
+			if err := rt.sample(ctx); err != nil {
+				return err
+			}
+		}
 		fmt.Fprintf(r.out, "[%4ds] replayed %d/%d messages | chat-events: %s | review-realtime: %s | verdicts %d | messages covered %d/%d\n",
 			int(time.Since(began).Seconds()), released, len(rt.plan), events, reviews, len(vs), released-cov.uncovered, released)
 		if rt.replayed() && cov.uncovered == 0 && events.Total() == 0 && reviews.Total() == 0 {
+			if err := rt.probe(ctx); err != nil {
+				return err
+			}
 			r.rep.DrainedAfter = time.Since(began)
 			r.step("covered after %s: every replayed message is in a done verdict's window", r.rep.DrainedAfter.Round(time.Second))
 			return nil
@@ -339,13 +418,58 @@ func (r *runner) finishRealtime(ctx context.Context, rt *realtimeRun) error {
 	if err != nil {
 		return err
 	}
-	r.rep.Realtime = realtimeFigures(rt.plan, ws, r.rep.WindowEnd, r.cfg.Speedup)
+	var peak, trough []int
+	if r.cfg.DayRooms > 0 {
+		peak, trough = []int{19, 20, 21}, []int{2, 3, 4, 5}
+	}
+	r.rep.Realtime = realtimeFigures(rt.plan, ws, r.cfg.Speedup, peak, trough)
 	r.rep.Realtime.Events = rt.stats.Events
+	if r.cfg.DayRooms > 0 {
+		n, in, out, cached, err := tokenTotals(fctx, r.db)
+		if err != nil {
+			return err
+		}
+		rh := float64(max(r.rep.Realtime.RoomHours, 1))
+		ev := float64(max(rt.stats.Events, 1))
+		r.rep.Realtime.Bench = &BenchFigures{TriggerCPU: rt.cpu, EventsPerCPUSecond: ev / max(rt.cpu.Seconds(), 0.01),
+			RedisCallsPerEvent: rt.redisCalls / ev, BytesPerPendingRoom: rt.bytesPerRoom, PeakRooms: rt.peakRooms,
+			ReviewsPerRoomHour: float64(n) / rh, TokensPerRoomHour: float64(in+out) / rh, CachedShare: float64(cached) / float64(max(in, 1))}
+	}
 	return nil
 }
 
+// sample records the Redis memory per room holding state, keeping the
+// largest.
+func (rt *realtimeRun) sample(ctx context.Context) error {
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	bytes, rooms, err := redisFootprint(sctx, rt.redis, rt.keyPrefix)
+	if err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	if rooms > 0 {
+		rt.bytesPerRoom = max(rt.bytesPerRoom, float64(bytes)/float64(rooms))
+	}
+	rt.peakRooms = max(rt.peakRooms, rooms)
+	return nil
+}
+
+// probe reads the trigger's CPU time and Redis round trips before it stops.
+func (rt *realtimeRun) probe(ctx context.Context) error {
+	var err error
+	if rt.cpu, err = cpuTime(rt.trigger.PID); err != nil {
+		return err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rt.redisCalls, err = metricSum(pctx, rt.metricsURL, "chatguard_trigger_redis_seconds_count")
+	return err
+}
+
 // realtimeFigures computes the report from the plan and the verdicts.
-func realtimeFigures(plan []chatreplay.Arrival, ws []windowRow, hourEnd time.Time, speedup float64) *RealtimeReport {
+// Freshness is also split by the lake hour of each window's newest message
+// into the peak and trough hours given (none for a single hour).
+func realtimeFigures(plan []chatreplay.Arrival, ws []windowRow, speedup float64, peak, trough []int) *RealtimeReport {
 	rep := &RealtimeReport{Speedup: speedup, Messages: len(plan), Verdicts: len(ws)}
 	cov := coverage(plan, ws)
 	rep.Uncovered, rep.CoveredTwice = cov.uncovered, cov.twice
@@ -355,48 +479,94 @@ func realtimeFigures(plan []chatreplay.Arrival, ws []windowRow, hourEnd time.Tim
 	}
 	rep.Rooms = len(byRoom)
 	var fresh, oldest, review []float64
+	split := map[string][]float64{}
 	reviewByRoom := map[string][]float64{}
 	for _, w := range ws {
-		var lo, hi time.Time
-		for _, a := range byRoom[w.RoomID] {
-			at := a.Message.SentAt
-			if at.Before(w.Start) || !at.Before(w.End) {
-				continue
-			}
-			if lo.IsZero() || at.Before(lo) {
-				lo = at
-			}
-			if at.After(hi) {
-				hi = at
-			}
-		}
-		if hi.IsZero() {
+		lo, hi, ok := windowSpan(byRoom[w.RoomID], w)
+		if !ok {
 			continue
 		}
-		fresh = append(fresh, w.CommittedAt.Sub(hi).Seconds())
-		oldest = append(oldest, w.CommittedAt.Sub(lo).Seconds())
+		f := w.CommittedAt.Sub(hi.Message.SentAt).Seconds()
+		fresh = append(fresh, f)
+		oldest = append(oldest, w.CommittedAt.Sub(lo.Message.SentAt).Seconds())
 		rv := w.CommittedAt.Sub(w.PublishedAt).Seconds()
 		review = append(review, rv)
 		reviewByRoom[w.RoomID] = append(reviewByRoom[w.RoomID], rv)
+		split[hourClass(hi.LakeSentAt.Hour(), peak, trough)+"/rt"] = append(split[hourClass(hi.LakeSentAt.Hour(), peak, trough)+"/rt"], f)
 	}
 	rep.Freshness, rep.FreshnessOldest, rep.Review = percentiles(fresh), percentiles(oldest), percentiles(review)
 	var hourly, hourlyOldest []float64
+	for _, g := range roomHours(byRoom) {
+		rv := reviewByRoom[g[0].RoomID]
+		if len(rv) == 0 {
+			continue
+		}
+		end := g[0].LakeSentAt.Truncate(time.Hour).Add(time.Hour)
+		lat := Percentile(rv, 50)
+		h := end.Sub(g[len(g)-1].LakeSentAt).Seconds() + lat
+		hourly = append(hourly, h)
+		hourlyOldest = append(hourlyOldest, end.Sub(g[0].LakeSentAt).Seconds()+lat)
+		class := hourClass(g[0].LakeSentAt.Hour(), peak, trough)
+		split[class+"/hourly"] = append(split[class+"/hourly"], h)
+	}
+	rep.RoomHours = len(roomHours(byRoom))
+	rep.Hourly, rep.HourlyOldest = percentiles(hourly), percentiles(hourlyOldest)
+	if len(peak) > 0 {
+		rep.Peak = [2]Percentiles{percentiles(split["peak/rt"]), percentiles(split["peak/hourly"])}
+		rep.Trough = [2]Percentiles{percentiles(split["trough/rt"]), percentiles(split["trough/hourly"])}
+	}
+	return rep
+}
+
+// windowSpan is the oldest and newest arrival of as inside w.
+func windowSpan(as []chatreplay.Arrival, w windowRow) (lo, hi chatreplay.Arrival, ok bool) {
+	for _, a := range as {
+		at := a.Message.SentAt
+		if at.Before(w.Start) || !at.Before(w.End) {
+			continue
+		}
+		if !ok || at.Before(lo.Message.SentAt) {
+			lo = a
+		}
+		if !ok || at.After(hi.Message.SentAt) {
+			hi = a
+		}
+		ok = true
+	}
+	return lo, hi, ok
+}
+
+// roomHours groups each room's arrivals by the lake hour they were sent
+// in: what one hourly batch window of the room would hold.
+func roomHours(byRoom map[string][]chatreplay.Arrival) [][]chatreplay.Arrival {
 	rooms := make([]string, 0, len(byRoom))
 	for room := range byRoom {
 		rooms = append(rooms, room)
 	}
 	sort.Strings(rooms)
+	var out [][]chatreplay.Arrival
 	for _, room := range rooms {
-		as, rv := byRoom[room], reviewByRoom[room]
-		if len(rv) == 0 {
-			continue
+		as := byRoom[room]
+		for i := 0; i < len(as); {
+			j := i
+			for j < len(as) && as[j].LakeSentAt.Truncate(time.Hour).Equal(as[i].LakeSentAt.Truncate(time.Hour)) {
+				j++
+			}
+			out = append(out, as[i:j])
+			i = j
 		}
-		lat := Percentile(rv, 50)
-		hourly = append(hourly, hourEnd.Sub(as[len(as)-1].LakeSentAt).Seconds()+lat)
-		hourlyOldest = append(hourlyOldest, hourEnd.Sub(as[0].LakeSentAt).Seconds()+lat)
 	}
-	rep.Hourly, rep.HourlyOldest = percentiles(hourly), percentiles(hourlyOldest)
-	return rep
+	return out
+}
+
+func hourClass(h int, peak, trough []int) string {
+	switch {
+	case slices.Contains(peak, h):
+		return "peak"
+	case slices.Contains(trough, h):
+		return "trough"
+	}
+	return "other"
 }
 
 // printRealtime is Print's real-time summary.
@@ -423,5 +593,19 @@ func (r *Report) printRealtime(p func(string, ...any)) {
 	p("  review latency measured here (the DAG's start delay and the batch's Athena query would add to them).")
 	p("  The trigger ran with its real --quiet and --max-delay; the replay compresses each conversation %g times, so", rt.Speedup)
 	p("  busy rooms go quiet sooner than they would live. The models are the LLM simulator, not vLLM.")
+	if b := rt.Bench; b != nil {
+		p("")
+		p("A generated day (%d rooms, %d room-hours; peak 20x the trough, spam bursts) in %s of wall time:", rt.Rooms, rt.RoomHours,
+			(24 * time.Hour / time.Duration(rt.Speedup)).Round(time.Second))
+		p("  %-44s %s", "peak hours (19-22 UTC), real time", rt.Peak[0])
+		p("  %-44s %s", "peak hours, hourly batch (computed)", rt.Peak[1])
+		p("  %-44s %s", "trough hours (02-06 UTC), real time", rt.Trough[0])
+		p("  %-44s %s", "trough hours, hourly batch (computed)", rt.Trough[1])
+		p("  trigger: %s CPU for %d chat events: %.0f events per CPU-second; %.2f Redis round trips per event",
+			b.TriggerCPU, rt.Events, b.EventsPerCPUSecond, b.RedisCallsPerEvent)
+		p("  Redis: at most %.0f bytes per room holding state (MEMORY USAGE, sampled every 10 s; at most %d rooms at once)", b.BytesPerPendingRoom, b.PeakRooms)
+		p("  cost of freshness: %.2f reviews and %.0f model tokens per active room-hour in real time (the hourly batch: 1 review);"+
+			" %.0f %% of prompt tokens from the prefix cache", b.ReviewsPerRoomHour, b.TokensPerRoomHour, 100*b.CachedShare)
+	}
 	p("  Logs: %s", r.LogDir)
 }

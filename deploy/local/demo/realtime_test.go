@@ -30,7 +30,7 @@ func TestRealtimeFiguresCountCoverageAndFreshness(t *testing.T) {
 		{RoomID: "r2", Start: start.Add(40 * time.Second), End: start.Add(2 * time.Minute), PublishedAt: start.Add(2 * time.Minute), CommittedAt: start.Add(125 * time.Second)},
 		{RoomID: "r2", Start: start.Add(30 * time.Second), End: start.Add(3 * time.Minute), PublishedAt: start.Add(3 * time.Minute), CommittedAt: start.Add(185 * time.Second)},
 	}
-	rep := realtimeFigures(plan, ws, hour.Add(time.Hour), 60)
+	rep := realtimeFigures(plan, ws, 60, nil, nil)
 	require.Equal(t, 4, rep.Messages)
 	require.Equal(t, 3, rep.Rooms)
 	require.Equal(t, 1, rep.Uncovered, "d has no window")

@@ -68,6 +68,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.StringVar(&cfg.ErrorsPrefix, "errors-prefix", "errors/", "where the consumer writes invalid messages")
 	fs.IntVar(&cfg.Workers, "workers", 2, "worker processes")
 	fs.BoolVar(&cfg.Realtime, "realtime", false, "real time instead of the batch: replay the window as live chats through the trigger and report freshness")
+	fs.IntVar(&cfg.DayRooms, "day-rooms", 0, "with --realtime, replay a generated day of this many rooms (diurnal, peak 20x the trough, spam bursts) instead of the sample window, and report the benchmark's figures")
+	fs.Float64Var(&cfg.DayMinutes, "day-minutes", 20, "with --day-rooms, the wall-clock minutes the day is compressed into")
 	fs.Float64Var(&cfg.Speedup, "speedup", 12, "with --realtime, replay the window this many times faster (12: an hour in five minutes)")
 	fs.DurationVar(&cfg.FlushAge, "flush-age", 5*time.Second, "the consumer's --flush-age")
 	fs.DurationVar(&cfg.Timeout, "timeout", 10*time.Minute, "bound of the whole run, stack start included")
