@@ -1,6 +1,8 @@
 package demo
 
 import (
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,4 +47,32 @@ func TestRealtimeFiguresCountCoverageAndFreshness(t *testing.T) {
 	require.Equal(t, 15*time.Minute+5*time.Second, rep.Hourly.P50)
 	require.Equal(t, 30*time.Minute+5*time.Second, rep.Hourly.P99)
 	require.Equal(t, 60*time.Minute+5*time.Second, rep.HourlyOldest.P99, "r1's oldest message opened the hour")
+}
+
+func TestSumFamilyAddsOnlyThatFamilysSamples(t *testing.T) {
+	page := `# HELP chatguard_trigger_redis_seconds x
+chatguard_trigger_redis_seconds_bucket{op="record",le="0.1"} 7
+chatguard_trigger_redis_seconds_count{op="record"} 10
+chatguard_trigger_redis_seconds_count{op="claim"} 2.5
+chatguard_trigger_redis_seconds_count_other 100
+chatguard_trigger_redis_seconds_sum{op="record"} 1
+`
+	got, err := sumFamily(strings.NewReader(page), "chatguard_trigger_redis_seconds_count")
+	require.NoError(t, err)
+	require.Equal(t, 12.5, got)
+	_, err = sumFamily(strings.NewReader("chatguard_x{a=\"b\"} nope\n"), "chatguard_x")
+	require.Error(t, err)
+}
+
+func TestCPUTimeReadsThisProcess(t *testing.T) {
+	x := 0
+	for i := range 20_000_000 {
+		x += i % 7
+	}
+	require.NotZero(t, x)
+	d, err := cpuTime(os.Getpid())
+	require.NoError(t, err)
+	require.Positive(t, d)
+	_, err = cpuTime(-1)
+	require.Error(t, err)
 }
