@@ -198,6 +198,11 @@ bench-realtime: deps $(STACK_BIN) ## a generated day (BENCH_RT_ROOMS rooms, diur
 	@$(GO) build -o bin/demo ./deploy/local/demo/cmd/demo
 	@bin/demo --realtime --day-rooms $(BENCH_RT_ROOMS) --day-minutes $(BENCH_RT_MINUTES) --database chatguard_bench_rt --timeout $$(( $(BENCH_RT_MINUTES) + 30 ))m --stack-flags "$(STACK_FLAGS)" $(DEMO_FLAGS)
 
+.PHONY: chaos-realtime
+chaos-realtime: deps $(STACK_BIN) ## real time's fault rows (trigger SIGKILLed x5, its Redis down 60 s, events x3 reordered, a flooded room, a producer clock 10 min ahead), each a real-time demo run over the sample hour; prints one table (not part of make test)
+	@$(GO) build -o bin/demo ./deploy/local/demo/cmd/demo
+	@bin/demo --realtime --faults all --speedup 30 --database chatguard_rtfaults --stack-flags "$(STACK_FLAGS)" $(DEMO_FLAGS)
+
 .PHONY: demo-realtime
 demo-realtime: deps $(STACK_BIN) ## real time instead of the batch: the sample hour replayed as live chats (12x) through the trigger, two workers and the consumer; prints freshness beside the hourly batch's
 	@$(GO) build -o bin/demo ./deploy/local/demo/cmd/demo

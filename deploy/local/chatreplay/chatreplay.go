@@ -29,10 +29,16 @@ import (
 // Arrival is one message as the replay releases it.
 type Arrival struct {
 	RoomID string
-	// Message is the lake's message with SentAt moved to its replay time.
+	// At is when the replay releases it (wall time).
+	At time.Time
+	// Message is the lake's message with SentAt moved to its replay time
+	// (or skewed: see Skew).
 	Message pipeline.ChatMessage
 	// LakeSentAt is its sent_at in the lake.
 	LakeSentAt time.Time
+	// Repeat marks a duplicate delivery: only its event is published (see
+	// Duplicate).
+	Repeat bool
 }
 
 // Plan maps the messages of rooms sent in [from, to) onto wall time from
@@ -53,13 +59,19 @@ func Plan(rooms map[string][]pipeline.ChatMessage, from, to, start time.Time, sp
 			}
 			a := Arrival{RoomID: room, Message: m, LakeSentAt: m.SentAt}
 			a.Message.SentAt = start.Add(time.Duration(float64(m.SentAt.Sub(from)) / speedup)).UTC()
+			a.At = a.Message.SentAt
 			out = append(out, a)
 		}
 	}
-	slices.SortFunc(out, func(a, b Arrival) int {
-		return cmp.Or(a.Message.SentAt.Compare(b.Message.SentAt), cmp.Compare(a.RoomID, b.RoomID), cmp.Compare(a.Message.MessageID, b.Message.MessageID))
-	})
+	sortPlan(out)
 	return out, nil
+}
+
+// sortPlan orders arrivals by release time, then room and message id.
+func sortPlan(p []Arrival) {
+	slices.SortStableFunc(p, func(a, b Arrival) int {
+		return cmp.Or(a.At.Compare(b.At), cmp.Compare(a.RoomID, b.RoomID), cmp.Compare(a.Message.MessageID, b.Message.MessageID))
+	})
 }
 
 // Event is the chat event the chat service publishes for a.
@@ -103,19 +115,21 @@ func (r *Replayer) Run(ctx context.Context, plan []Arrival) (Stats, error) {
 	clk := clock.Or(r.Clock)
 	var st Stats
 	for i := 0; i < len(plan); {
-		if err := clock.Sleep(ctx, clk, plan[i].Message.SentAt.Sub(clk.Now())); err != nil {
+		if err := clock.Sleep(ctx, clk, plan[i].At.Sub(clk.Now())); err != nil {
 			return st, err
 		}
 		now := clk.Now()
 		j := i
 		var events []pipeline.ChatEvent
-		for ; j < len(plan) && !plan[j].Message.SentAt.After(now); j++ {
-			r.Store.Add(plan[j].RoomID, plan[j].Message)
+		for ; j < len(plan) && !plan[j].At.After(now); j++ {
+			if !plan[j].Repeat {
+				r.Store.Add(plan[j].RoomID, plan[j].Message)
+				st.Messages++
+			}
 			for range r.Duplicates + 1 {
 				events = append(events, plan[j].Event())
 			}
 		}
-		st.Messages += j - i
 		if err := r.Publisher.Publish(ctx, events); err != nil {
 			return st, err
 		}

@@ -14,6 +14,7 @@ import (
 	"io"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -88,6 +89,8 @@ type Config struct {
 	// day compressed into DayMinutes of wall time.
 	DayRooms   int
 	DayMinutes float64
+	// Fault injects one of RealtimeFaults into a real-time run.
+	Fault string
 
 	// Out receives the progress lines and the summary (default io.Discard).
 	Out io.Writer
@@ -188,6 +191,9 @@ func (c Config) Validate() error {
 	}
 	if c.DayRooms < 0 || (c.DayRooms > 0 && (!c.Realtime || !(c.DayMinutes > 0))) {
 		errs = append(errs, errors.New("a generated day needs --realtime and positive rooms and minutes"))
+	}
+	if c.Fault != "" && (!c.Realtime || !slices.Contains(RealtimeFaults, c.Fault)) {
+		errs = append(errs, fmt.Errorf("fault %q needs --realtime and one of %v", c.Fault, RealtimeFaults))
 	}
 	if !(c.Speedup > 0) {
 		errs = append(errs, fmt.Errorf("speed-up %v must be positive", c.Speedup))

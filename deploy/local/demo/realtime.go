@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/chatguard/chatguard/deploy/local/chaos"
 	"github.com/chatguard/chatguard/deploy/local/chatapi"
 	"github.com/chatguard/chatguard/deploy/local/chatreplay"
 	"github.com/chatguard/chatguard/deploy/local/sampledata"
@@ -30,6 +31,12 @@ type RealtimeReport struct {
 	// messages no done verdict's window covers; CoveredTwice those more
 	// than one covers.
 	Verdicts, Uncovered, CoveredTwice int
+	// ExtraCalls are the model calls of windows that covered nothing new;
+	// DeadLettered the messages in the chat-events and review-realtime DLQs
+	// at the end.
+	ExtraCalls, DeadLettered int
+	// Fault is the fault injected (empty for none) and what it did.
+	Fault, FaultNote string
 	// Freshness is, per done verdict, its commit time minus the replayed
 	// sent_at of the window's newest message; FreshnessOldest the same for
 	// its oldest. Review is its commit time minus its publish time.
@@ -82,6 +89,9 @@ type realtimeRun struct {
 	stats           chatreplay.Stats
 	err             error
 
+	// fault is the injected fault (nil for none).
+	fault *faultRun
+
 	// The benchmark's probes (a generated day).
 	trigger      *proc
 	metricsURL   string
@@ -94,6 +104,9 @@ type realtimeRun struct {
 }
 
 func (rt *realtimeRun) close() {
+	if rt.fault != nil && rt.fault.proxy != nil {
+		rt.fault.proxy.Close()
+	}
 	if rt.redis != nil {
 		_ = rt.redis.Close()
 	}
@@ -125,6 +138,16 @@ func (rt *realtimeRun) replayed() bool {
 func (r *runner) runRealtime(ctx context.Context) error {
 	rt := &realtimeRun{}
 	r.rt = rt
+	if r.cfg.Fault != "" {
+		rt.fault = &faultRun{name: r.cfg.Fault}
+		if r.cfg.Fault == "redis" {
+			p, err := chaos.NewProxy(r.env["CHATGUARD_REDIS_ADDR"])
+			if err != nil {
+				return err
+			}
+			rt.fault.proxy = p
+		}
+	}
 	if err := r.realtimeQueues(ctx, rt); err != nil {
 		return err
 	}
@@ -189,8 +212,15 @@ func (r *runner) startTrigger(rt *realtimeRun) error {
 	}
 	rt.metricsURL = "http://" + admin + "/metrics"
 	rt.keyPrefix = "chatguard:demo:" + unsafeName.ReplaceAllString(r.cfg.RunID, "-") + ":"
-	rt.redis = redis.NewClient(&redis.Options{Addr: r.env["CHATGUARD_REDIS_ADDR"]})
+	if rt.redis == nil {
+		rt.redis = redis.NewClient(&redis.Options{Addr: r.env["CHATGUARD_REDIS_ADDR"]})
+	}
+	redisAddr := r.env["CHATGUARD_REDIS_ADDR"]
+	if rt.fault != nil && rt.fault.proxy != nil {
+		redisAddr = rt.fault.proxy.Addr()
+	}
 	p, err := startProc("trigger", r.bin("trigger"), nil, r.childEnv(map[string]string{
+		"CHATGUARD_REDIS_ADDR":                redisAddr,
 		"CHATGUARD_CHAT_EVENTS_QUEUE_URL":     rt.events.URL,
 		"CHATGUARD_CHAT_EVENTS_DLQ_URL":       rt.events.DLQURL,
 		"CHATGUARD_REVIEW_REALTIME_QUEUE_URL": rt.reviews.URL,
@@ -215,8 +245,13 @@ func (r *runner) startReplay(ctx context.Context, rt *realtimeRun) error {
 		return err
 	}
 	r.rep.WindowStart, r.rep.WindowEnd = start, end
-	if rt.plan, err = chatreplay.Plan(lake, start, end, time.Now().Add(3*time.Second), r.cfg.Speedup); err != nil {
+	begin := time.Now().Add(3 * time.Second)
+	if rt.plan, err = chatreplay.Plan(lake, start, end, begin, r.cfg.Speedup); err != nil {
 		return err
+	}
+	if rt.fault != nil {
+		rt.plan = rt.fault.shapePlan(rt.plan, begin, time.Duration(float64(end.Sub(start))/r.cfg.Speedup))
+		r.step("fault %s scheduled", rt.fault.name)
 	}
 	pub := chatreplay.SQSPublisher{API: r.sqs, QueueURL: rt.events.URL}
 	rctx, cancel := context.WithCancel(ctx)
@@ -324,6 +359,9 @@ func (r *runner) watchRealtime(ctx context.Context, rt *realtimeRun) error {
 		}
 		released := rt.chatMessages()
 		cov := coverage(rt.plan[:released], vs)
+		if err := r.faultTick(ctx, rt, time.Now()); err != nil {
+			return err
+		}
 		if r.cfg.DayRooms > 0 && n%5 == 0 {
 			if err := rt.sample(ctx); err != nil {
 				return err
@@ -351,16 +389,20 @@ func (rt *realtimeRun) chatMessages() int {
 	n := 0
 	now := time.Now()
 	for _, a := range rt.plan {
-		if a.Message.SentAt.After(now) {
+		if a.At.After(now) {
 			break
 		}
-		n++
+		if !a.Repeat {
+			n++
+		}
 	}
 	return n
 }
 
 // window is one done verdict's window, as real time committed it.
 type windowRow struct {
+	// Calls are the model calls its review made (verdict_stages attempts).
+	Calls                    int
 	RoomID                   string
 	Start, End               time.Time
 	Source                   string
@@ -368,14 +410,16 @@ type windowRow struct {
 }
 
 func loadWindows(ctx context.Context, db *sql.DB) ([]windowRow, error) {
-	rows, err := db.QueryContext(ctx, `SELECT room_id, window_start, window_end, run_id, published_at, updated_at FROM verdicts WHERE status = 'done' ORDER BY room_id, window_start`)
+	rows, err := db.QueryContext(ctx, `SELECT v.room_id, v.window_start, v.window_end, v.run_id, v.published_at, v.updated_at,
+		(SELECT COALESCE(SUM(s.attempts), 0) FROM verdict_stages s WHERE s.verdict_id = v.id)
+		FROM verdicts v WHERE v.status = 'done' ORDER BY v.room_id, v.window_start`)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: verdicts: %w", err)
 	}
 	var out []windowRow
 	for rows.Next() {
 		var w windowRow
-		if err := rows.Scan(&w.RoomID, &w.Start, &w.End, &w.Source, &w.PublishedAt, &w.CommittedAt); err != nil {
+		if err := rows.Scan(&w.RoomID, &w.Start, &w.End, &w.Source, &w.PublishedAt, &w.CommittedAt, &w.Calls); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("mysql: verdicts: %w", err)
 		}
@@ -394,6 +438,9 @@ func coverage(plan []chatreplay.Arrival, ws []windowRow) coverageCount {
 	}
 	var c coverageCount
 	for _, a := range plan {
+		if a.Repeat {
+			continue
+		}
 		n := 0
 		for _, w := range byRoom[a.RoomID] {
 			if !a.Message.SentAt.Before(w.Start) && a.Message.SentAt.Before(w.End) {
@@ -424,6 +471,16 @@ func (r *runner) finishRealtime(ctx context.Context, rt *realtimeRun) error {
 	}
 	r.rep.Realtime = realtimeFigures(rt.plan, ws, r.cfg.Speedup, peak, trough)
 	r.rep.Realtime.Events = rt.stats.Events
+	for _, u := range []string{rt.events.DLQURL, rt.reviews.DLQURL} {
+		d, err := depth(fctx, r.sqs, u)
+		if err != nil {
+			return err
+		}
+		r.rep.Realtime.DeadLettered += d.Total()
+	}
+	if rt.fault != nil {
+		r.rep.Realtime.Fault, r.rep.Realtime.FaultNote = rt.fault.name, rt.fault.note()
+	}
 	if r.cfg.DayRooms > 0 {
 		n, in, out, cached, err := tokenTotals(fctx, r.db)
 		if err != nil {
@@ -470,12 +527,15 @@ func (rt *realtimeRun) probe(ctx context.Context) error {
 // Freshness is also split by the lake hour of each window's newest message
 // into the peak and trough hours given (none for a single hour).
 func realtimeFigures(plan []chatreplay.Arrival, ws []windowRow, speedup float64, peak, trough []int) *RealtimeReport {
-	rep := &RealtimeReport{Speedup: speedup, Messages: len(plan), Verdicts: len(ws)}
+	rep := &RealtimeReport{Speedup: speedup, Verdicts: len(ws)}
 	cov := coverage(plan, ws)
 	rep.Uncovered, rep.CoveredTwice = cov.uncovered, cov.twice
 	byRoom := map[string][]chatreplay.Arrival{}
 	for _, a := range plan {
-		byRoom[a.RoomID] = append(byRoom[a.RoomID], a)
+		if !a.Repeat {
+			byRoom[a.RoomID] = append(byRoom[a.RoomID], a)
+			rep.Messages++
+		}
 	}
 	rep.Rooms = len(byRoom)
 	var fresh, oldest, review []float64
@@ -486,15 +546,18 @@ func realtimeFigures(plan []chatreplay.Arrival, ws []windowRow, speedup float64,
 		if !ok {
 			continue
 		}
-		f := w.CommittedAt.Sub(hi.Message.SentAt).Seconds()
+		// Freshness counts from when the message was sent (its release),
+		// not from a skewed producer's stamp.
+		f := w.CommittedAt.Sub(hi.At).Seconds()
 		fresh = append(fresh, f)
-		oldest = append(oldest, w.CommittedAt.Sub(lo.Message.SentAt).Seconds())
+		oldest = append(oldest, w.CommittedAt.Sub(lo.At).Seconds())
 		rv := w.CommittedAt.Sub(w.PublishedAt).Seconds()
 		review = append(review, rv)
 		reviewByRoom[w.RoomID] = append(reviewByRoom[w.RoomID], rv)
 		split[hourClass(hi.LakeSentAt.Hour(), peak, trough)+"/rt"] = append(split[hourClass(hi.LakeSentAt.Hour(), peak, trough)+"/rt"], f)
 	}
 	rep.Freshness, rep.FreshnessOldest, rep.Review = percentiles(fresh), percentiles(oldest), percentiles(review)
+	rep.ExtraCalls = redundantCalls(byRoom, ws)
 	var hourly, hourlyOldest []float64
 	for _, g := range roomHours(byRoom) {
 		rv := reviewByRoom[g[0].RoomID]
@@ -516,6 +579,32 @@ func realtimeFigures(plan []chatreplay.Arrival, ws []windowRow, speedup float64,
 		rep.Trough = [2]Percentiles{percentiles(split["trough/rt"]), percentiles(split["trough/hourly"])}
 	}
 	return rep
+}
+
+// redundantCalls sums the model calls of windows that covered no message
+// an earlier-committed window had not covered already: reviews a fault
+// made happen twice.
+func redundantCalls(byRoom map[string][]chatreplay.Arrival, ws []windowRow) int {
+	sorted := slices.Clone(ws)
+	slices.SortStableFunc(sorted, func(a, b windowRow) int { return a.CommittedAt.Compare(b.CommittedAt) })
+	covered := map[string]bool{}
+	extra := 0
+	for _, w := range sorted {
+		news := false
+		for _, a := range byRoom[w.RoomID] {
+			at := a.Message.SentAt
+			if at.Before(w.Start) || !at.Before(w.End) {
+				continue
+			}
+			key := w.RoomID + "\x00" + a.Message.MessageID
+			news = news || !covered[key]
+			covered[key] = true
+		}
+		if !news {
+			extra += w.Calls
+		}
+	}
+	return extra
 }
 
 // windowSpan is the oldest and newest arrival of as inside w.
@@ -576,7 +665,11 @@ func (r *Report) printRealtime(p func(string, ...any)) {
 	p("chatguard demo, real time: window %s to %s replayed %g times faster; covered %s after the replay began (whole demo %s)",
 		r.WindowStart.Format(time.RFC3339), r.WindowEnd.Format(time.RFC3339), rt.Speedup, r.DrainedAfter.Round(time.Second), r.Elapsed.Round(time.Second))
 	p("  %d messages in %d rooms, %d chat events; %d done verdicts (windows fired by the trigger)", rt.Messages, rt.Rooms, rt.Events, rt.Verdicts)
-	p("  messages never covered: %d; covered by two or more windows: %d", rt.Uncovered, rt.CoveredTwice)
+	p("  messages never covered: %d; covered by two or more windows: %d; model calls of windows that covered nothing new: %d; dead-lettered: %d",
+		rt.Uncovered, rt.CoveredTwice, rt.ExtraCalls, rt.DeadLettered)
+	if rt.Fault != "" {
+		p("  fault: %s", rt.FaultNote)
+	}
 	p("")
 	p("Freshness (verdict commit minus the message's sent_at, wall time):")
 	rows := [][2]string{

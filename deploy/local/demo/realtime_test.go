@@ -17,7 +17,7 @@ func TestRealtimeFiguresCountCoverageAndFreshness(t *testing.T) {
 	start := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
 	arrival := func(room, id string, lake time.Duration) chatreplay.Arrival {
 		// Replayed 60 times faster from start.
-		return chatreplay.Arrival{RoomID: room, LakeSentAt: hour.Add(lake),
+		return chatreplay.Arrival{RoomID: room, LakeSentAt: hour.Add(lake), At: start.Add(lake / 60),
 			Message: pipeline.ChatMessage{MessageID: id, SentAt: start.Add(lake / 60)}}
 	}
 	plan := []chatreplay.Arrival{

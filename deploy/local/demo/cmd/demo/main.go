@@ -70,6 +70,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.BoolVar(&cfg.Realtime, "realtime", false, "real time instead of the batch: replay the window as live chats through the trigger and report freshness")
 	fs.IntVar(&cfg.DayRooms, "day-rooms", 0, "with --realtime, replay a generated day of this many rooms (diurnal, peak 20x the trough, spam bursts) instead of the sample window, and report the benchmark's figures")
 	fs.Float64Var(&cfg.DayMinutes, "day-minutes", 20, "with --day-rooms, the wall-clock minutes the day is compressed into")
+	var faults string
+	fs.StringVar(&faults, "faults", "", "with --realtime, run once per fault ("+strings.Join(demo.RealtimeFaults, ",")+", or all) and print the fault rows")
 	fs.Float64Var(&cfg.Speedup, "speedup", 12, "with --realtime, replay the window this many times faster (12: an hour in five minutes)")
 	fs.DurationVar(&cfg.FlushAge, "flush-age", 5*time.Second, "the consumer's --flush-age")
 	fs.DurationVar(&cfg.Timeout, "timeout", 10*time.Minute, "bound of the whole run, stack start included")
@@ -104,11 +106,42 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	if faults != "" {
+		return runFaults(ctx, cfg, faults, stdout, stderr)
+	}
 	if _, err := demo.Run(ctx, cfg); err != nil {
 		fmt.Fprintf(stderr, "%v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// runFaults runs a real-time demo per fault and prints their rows; 1 when
+// a run failed or a row does not hold.
+func runFaults(ctx context.Context, cfg demo.Config, list string, stdout, stderr io.Writer) int {
+	names := strings.Split(list, ",")
+	if list == "all" {
+		names = demo.RealtimeFaults
+	}
+	var rows []*demo.RealtimeReport
+	code := 0
+	for i, name := range names {
+		c := cfg
+		c.Realtime, c.Fault = true, strings.TrimSpace(name)
+		c.RunID = fmt.Sprintf("rtfault-%s-%d-%s", c.Fault, i, time.Now().UTC().Format("150405"))
+		rep, err := demo.Run(ctx, c)
+		if err != nil {
+			fmt.Fprintf(stderr, "fault %s: %v\n", c.Fault, err)
+			code = 1
+		}
+		if rep != nil && rep.Realtime != nil {
+			rows = append(rows, rep.Realtime)
+		}
+	}
+	if !demo.PrintFaultRows(stdout, rows) {
+		code = 1
+	}
+	return code
 }
 
 // parse parses args, taking CHATGUARD_<FLAG> for every flag not given.
