@@ -87,7 +87,7 @@ func (c *Config) flags() *cli.FlagSet {
 	athenaflags.Bind(fs, &c.Athena, "Athena database holding chat_messages")
 	// Bound here, not with depflags.BindMySQL: the batch has no pool to
 	// size, and depflags would link the model router into it.
-	fs.StringVar(&c.MySQL.DSN, "mysql-dsn", "MySQL DSN for the batch_runs record (go-sql-driver format)")
+	fs.StringVar(&c.MySQL.DSN, "mysql-dsn", "MySQL DSN for the batch_runs record and, with --sweep, the verdicts' coverage (go-sql-driver format)")
 	fs.BoolVar(&c.Sweep, "sweep", "real time's sweeper: per room, publish only the parts of the window (1h at most) with messages no done verdict of the workers' pipeline version covers")
 	fs.DurationVar(&c.SweepGrace, "sweep-grace", "with --sweep: refuse to run before window end + this (>= the trigger's --max-delay + review time)")
 	fs.StringVar(&c.PrimaryModel, "primary-model", "with --sweep: the workers' --primary-model, part of their pipeline version")
