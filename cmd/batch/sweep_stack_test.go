@@ -57,7 +57,9 @@ var (
 )
 
 // hm is minute m, second s of the sweep hour.
-func hm(m, s int) time.Time { return sweepHour.Add(time.Duration(m)*time.Minute + time.Duration(s)*time.Second) }
+func hm(m, s int) time.Time {
+	return sweepHour.Add(time.Duration(m)*time.Minute + time.Duration(s)*time.Second)
+}
 
 // sweepRoom is one room of the sweep test: its messages, the verdicts real
 // time left, and the gaps the sweep must publish.
