@@ -510,8 +510,9 @@ func parseRoom(row types.Row, cols map[string]int) (Room, error) {
 // parseSeconds reads an array of second offsets as Athena and DuckDB
 // render it ("[5, 600]"): ascending, distinct, within MaxSweepWindow.
 func parseSeconds(v string) ([]int32, error) {
-	body, ok := strings.CutPrefix(strings.TrimSpace(v), "[")
-	if body, ok = strings.CutSuffix(body, "]"); !ok {
+	body, open := strings.CutPrefix(strings.TrimSpace(v), "[")
+	body, closed := strings.CutSuffix(body, "]")
+	if !open || !closed {
 		return nil, fmt.Errorf("%q is not an array", pipeline.ClipRunes(v, 40))
 	}
 	if strings.TrimSpace(body) == "" {
