@@ -13,6 +13,32 @@ type ActiveRoom struct {
 	LastMessageAt  time.Time
 	MessageCount   int64
 	HasImages      bool
+	// ActiveSeconds are the whole seconds, counted from the window start,
+	// in which the room had messages, ascending and distinct. Only the
+	// sweep's query fills them (at most 3600 for its hour); nil means
+	// unknown, and a sweep then takes the room as active from its first
+	// message to its last.
+	ActiveSeconds []int32
+}
+
+// CoveredWindow is the window of a committed verdict of a room: the
+// messages sent in [Start, End) were reviewed under PipelineVersion.
+type CoveredWindow struct {
+	RoomID          string
+	Start, End      time.Time
+	PipelineVersion string
+}
+
+// CoverageSource reads which parts of a window committed done verdicts
+// already cover (storage/mysql in production), for the batch in sweep mode.
+type CoverageSource interface {
+	// Covered returns the windows of the done verdicts of rooms that
+	// overlap [start, end), under every pipeline version (the caller picks
+	// its own and counts the others), in no particular order. A verdict
+	// whose window is longer than DefaultMaxWindow may be missed, which
+	// makes the sweep publish more, never less. It fails on a storage
+	// error or when ctx ends.
+	Covered(ctx context.Context, rooms []string, start, end time.Time) ([]CoveredWindow, error)
 }
 
 // RoomQuery describes the query behind one RoomSource.Rooms call.

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/chatguard/chatguard/pipeline/batchrun"
 	"github.com/chatguard/chatguard/storage/athena"
 	"github.com/chatguard/chatguard/storage/batchruns"
+	"github.com/chatguard/chatguard/storage/mysql"
 	"github.com/chatguard/chatguard/storage/sqs"
 )
 
@@ -35,9 +37,20 @@ type Main struct {
 	Athena athena.API
 	SQS    sqs.SendAPI
 	Runs   pipeline.BatchRunStore
-	// Clock times the run (nil: the wall clock).
+	// Coverage is a sweep's coverage reader (nil: storage/mysql over
+	// Config.MySQL).
+	Coverage pipeline.CoverageSource
+	// Clock times the run and tells whether a sweep's grace has passed
+	// (nil: the wall clock).
 	Clock clock.Clock
 }
+
+// ErrSweepTooEarly is wrapped by the error of a sweep started before its
+// window's end plus --sweep-grace: real time's last windows of the hour
+// may not have fired or been reviewed yet, and the sweep would publish
+// them a second time. The run fails (exit 1) without starting, so that
+// Airflow's retry runs it later.
+var ErrSweepTooEarly = errors.New("too early to sweep the window")
 
 // Summary is the JSON line printed on stdout when a run ends.
 type Summary = batchrun.Summary
@@ -50,7 +63,11 @@ func (m *Main) Run(ctx context.Context) error {
 	clk := clock.Or(m.Clock)
 	p := &parts{m: m, cfg: m.Config, now: func() time.Time { return clk.Now().UTC() }, result: make(chan error, 1)}
 	p.began = p.now()
-	p.r = &batchrun.Runner{Config: p.cfg.runConfig(), Log: m.Log, Progress: m.Stderr, Clock: clk, Store: m.Runs}
+	if err := p.sweepDue(); err != nil {
+		m.report(batchrun.Failed(p.cfg.runConfig(), err, 0))
+		return err
+	}
+	p.r = &batchrun.Runner{Config: p.cfg.runConfig(), Log: m.Log, Progress: m.Stderr, Clock: clk, Store: m.Runs, Coverage: m.Coverage}
 	g := lifecycle.New(m.Log, clk)
 	g.Add(p.services()...)
 	err := g.Run(ctx)
@@ -68,6 +85,20 @@ func (m *Main) Run(ctx context.Context) error {
 		m.report(batchrun.Failed(p.cfg.runConfig(), err, p.now().Sub(p.began)))
 	}
 	return cmp.Or(err, errors.New("the run did not end"))
+}
+
+// sweepDue refuses a sweep whose window's grace has not passed.
+func (p *parts) sweepDue() error {
+	if !p.cfg.Sweep {
+		return nil
+	}
+	due := p.cfg.WindowEnd.Add(p.cfg.SweepGrace)
+	if p.began.Before(due) {
+		return fmt.Errorf("%w [%s, %s) before %s (window end + --sweep-grace %s); it is %s, rerun then",
+			ErrSweepTooEarly, p.cfg.WindowStart.Format(time.RFC3339), p.cfg.WindowEnd.Format(time.RFC3339),
+			due.Format(time.RFC3339), p.cfg.SweepGrace, p.began.Format(time.RFC3339))
+	}
+	return nil
 }
 
 // parts is what the run's services build as they start: the runner's
@@ -94,6 +125,9 @@ func (p *parts) services() []lifecycle.Service {
 		if p.r.Store == nil {
 			svcs = append(svcs, p.runStore())
 		}
+	}
+	if p.cfg.Sweep && p.r.Coverage == nil {
+		svcs = append(svcs, p.coverageStore())
 	}
 	return append(svcs, lifecycle.Service{Name: "run", Start: func(context.Context) error { p.started = true; return nil },
 		Run: p.run, Drain: recordDrain})
@@ -122,8 +156,14 @@ func (p *parts) startSource(ctx context.Context) error {
 		a = awsclient.Athena(c)
 	}
 	src, err := athena.New(a, p.cfg.athenaConfig())
+	if err != nil {
+		return err
+	}
 	p.r.Source = src
-	return err
+	if p.cfg.Sweep {
+		p.r.Source = src.WithActiveSeconds()
+	}
+	return nil
 }
 
 func (p *parts) startPublisher(ctx context.Context) error {
@@ -154,6 +194,42 @@ func (p *parts) runStore() lifecycle.Service {
 		Stop: func(context.Context) error { return store.Close() },
 	}
 }
+
+// coverageStore opens the verdicts' store a sweep reads coverage from, on
+// --mysql-dsn, with one connection: the sweep reads one chunk at a time.
+func (p *parts) coverageStore() lifecycle.Service {
+	var db *sql.DB
+	return lifecycle.Service{
+		Name: "coverage store",
+		Start: func(ctx context.Context) error {
+			cfg := p.cfg.MySQL
+			cfg.MaxOpenConns, cfg.MaxIdleConns = 1, 1
+			var err error
+			if db, err = mysql.OpenDB(cfg); err != nil {
+				return err
+			}
+			s := mysql.New(db)
+			p.r.Coverage = s
+			pctx, cancel := context.WithTimeout(ctx, coveragePing)
+			defer cancel()
+			if err := s.Ping(pctx); err != nil {
+				_ = db.Close()
+				db = nil
+				return err
+			}
+			return nil
+		},
+		Stop: func(context.Context) error {
+			if db == nil {
+				return nil
+			}
+			return db.Close()
+		},
+	}
+}
+
+// coveragePing bounds the coverage store's first contact.
+const coveragePing = 10 * time.Second
 
 // recordDrain bounds a run cut short by SIGTERM: it still records its
 // failed outcome in batch_runs.

@@ -11,6 +11,7 @@ import (
 	"github.com/chatguard/chatguard/cmd/internal/cli"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/batchrun"
+	"github.com/chatguard/chatguard/stages"
 	"github.com/chatguard/chatguard/storage/athena"
 	"github.com/chatguard/chatguard/storage/mysql"
 	"github.com/chatguard/chatguard/storage/sqs"
@@ -32,20 +33,41 @@ type Config struct {
 
 	// MySQL is the batch_runs record's database: --mysql-dsn, checked by
 	// the store's own Validate (the record's store sizes its own pool).
+	// A sweep reads the verdicts' coverage from the same database.
 	MySQL mysql.Config
+
+	// SweepGrace is how long after the window's end a sweep may start:
+	// long enough for real time's last windows of the hour to fire and be
+	// reviewed (the trigger's --max-delay plus review time). Sweep and
+	// PipelineVersion are in batchrun.Config.
+	SweepGrace time.Duration
+	// PrimaryModel and FallbackModel are the workers' model names, which
+	// with the prompts built into this binary make the pipeline version
+	// whose done verdicts a sweep counts as coverage.
+	PrimaryModel, FallbackModel string
 
 	LogLevel string
 }
+
+// DefaultSweepGrace is --sweep-grace's default: the trigger's default
+// --max-delay (5 min) plus 10 minutes for the last windows' reviews. The
+// batch cannot read the trigger's setting; raise this with it.
+const DefaultSweepGrace = 15 * time.Minute
+
+// maxSweepGrace bounds --sweep-grace: a sweep a day late covers nothing
+// real time could still cover, and a mistyped unit would be silent.
+const maxSweepGrace = 24 * time.Hour
 
 // DefaultConfig returns the defaults; the window stays zero until
 // WithDefaultWindow fills it in from the clock.
 func DefaultConfig() Config {
 	return Config{
-		Config:   batchrun.Config{ProgressInterval: 2 * time.Second},
-		Publish:  sqs.DefaultReviewConfig(),
-		Athena:   athena.DefaultConfig(),
-		MySQL:    mysql.DefaultConfig(),
-		LogLevel: "info",
+		Config:     batchrun.Config{ProgressInterval: 2 * time.Second},
+		Publish:    sqs.DefaultReviewConfig(),
+		Athena:     athena.DefaultConfig(),
+		MySQL:      mysql.DefaultConfig(),
+		SweepGrace: DefaultSweepGrace,
+		LogLevel:   "info",
 	}
 }
 
@@ -64,16 +86,26 @@ func (c *Config) flags() *cli.FlagSet {
 	athenaflags.Bind(fs, &c.Athena, "Athena database holding chat_messages")
 	// Bound here, not with depflags.BindMySQL: the batch has no pool to
 	// size, and depflags would link the model router into it.
-	fs.StringVar(&c.MySQL.DSN, "mysql-dsn", "MySQL DSN for the batch_runs record (go-sql-driver format)")
+	fs.StringVar(&c.MySQL.DSN, "mysql-dsn", "MySQL DSN for the batch_runs record and, with --sweep, the verdicts' coverage (go-sql-driver format)")
+	fs.BoolVar(&c.Sweep, "sweep", "real time's sweeper: per room, publish only the parts of the window (1h at most) with messages no done verdict of the workers' pipeline version covers")
+	fs.DurationVar(&c.SweepGrace, "sweep-grace", "with --sweep: refuse to run before window end + this (>= the trigger's --max-delay + review time)")
+	fs.StringVar(&c.PrimaryModel, "primary-model", "with --sweep: the workers' --primary-model, part of their pipeline version")
+	fs.StringVar(&c.FallbackModel, "fallback-model", "with --sweep: the workers' --fallback-model when they have a fallback pool, else empty")
 	fs.DurationVar(&c.ProgressInterval, "progress-interval", "how often progress is printed on stderr")
 	fs.StringVar(&c.LogLevel, "log-level", "debug|info|warn|error")
 	return fs
 }
 
 // WithDefaultWindow fills a missing window bound: both missing means the
-// previous full UTC hour before now; one missing means one hour from the
-// other. It also derives the run id from the window when none was given.
+// previous full UTC hour before now (for a sweep, before now less the
+// grace: the latest hour it may sweep); one missing means one hour from
+// the other. It also derives the run id from the window when none was
+// given, and a sweep's pipeline version from the model names.
 func (c Config) WithDefaultWindow(now time.Time) Config {
+	if c.Sweep {
+		now = now.Add(-c.SweepGrace)
+		c.PipelineVersion = stages.Fingerprint(c.PrimaryModel, c.FallbackModel)
+	}
 	switch {
 	case c.WindowStart.IsZero() && c.WindowEnd.IsZero():
 		c.WindowEnd = now.UTC().Truncate(time.Hour)
@@ -119,12 +151,14 @@ func (c Config) Validate() error {
 	if !pipeline.ValidRunID(c.RunID) {
 		errs = append(errs, fmt.Errorf("run id %q %s", c.RunID, pipeline.RunIDRule))
 	}
-	if !c.DryRun {
+	if !c.DryRun || c.Sweep {
 		if strings.TrimSpace(c.MySQL.DSN) == "" {
-			errs = append(errs, errors.New("mysql dsn is required (except with --dry-run)"))
+			errs = append(errs, c.missingDSN())
 		} else if err := c.MySQL.Validate(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if !c.DryRun {
 		if err := c.Publish.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("publish: %w", err))
 		}
@@ -135,10 +169,38 @@ func (c Config) Validate() error {
 	if c.ProgressInterval <= 0 {
 		errs = append(errs, errors.New("progress interval must be positive"))
 	}
+	if c.Sweep {
+		errs = append(errs, c.validateSweep()...)
+	}
 	if _, err := cli.ParseLevel(c.LogLevel); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// missingDSN says why the DSN is required.
+func (c Config) missingDSN() error {
+	if c.Sweep {
+		return errors.New("mysql dsn is required with --sweep, which reads the verdicts' coverage")
+	}
+	return errors.New("mysql dsn is required (except with --dry-run)")
+}
+
+// validateSweep reports the problems of a sweep's settings.
+func (c Config) validateSweep() []error {
+	var errs []error
+	if c.SweepGrace < 0 || c.SweepGrace > maxSweepGrace {
+		errs = append(errs, fmt.Errorf("sweep grace %s must be within 0..%s", c.SweepGrace, maxSweepGrace))
+	}
+	if !c.WindowStart.IsZero() && !c.WindowEnd.IsZero() {
+		if c.WindowEnd.Sub(c.WindowStart) > athena.MaxSweepWindow || !c.WindowStart.Equal(c.WindowStart.Truncate(time.Second)) {
+			errs = append(errs, fmt.Errorf("a sweep window must start on a whole second and last at most %s", athena.MaxSweepWindow))
+		}
+	}
+	if strings.TrimSpace(c.PrimaryModel) == "" {
+		errs = append(errs, errors.New("a sweep needs --primary-model (the workers'), which names their pipeline version"))
+	}
+	return errs
 }
 
 // athenaConfig is the query's configuration as the flags mean it.

@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/pipeline/batchrun"
+	"github.com/chatguard/chatguard/pipeline/llm"
+	"github.com/chatguard/chatguard/pipeline/review"
 )
 
 func TestWithDefaultWindow(t *testing.T) {
@@ -121,4 +123,47 @@ func TestRunFlagsAreTheRunsConfig(t *testing.T) {
 		RunID: "manual-2", DryRun: true, MaxEvents: 7, ProgressInterval: 3 * time.Second,
 		RoomBuffer: int(c.Athena.PageSize), EventBuffer: 10 * c.Publish.Concurrency}, rc)
 	require.NoError(t, rc.Validate())
+}
+
+// The sweep's settings: its default window is the latest hour whose grace
+// has passed, its pipeline version is the one the workers store for the
+// same model names, and every bad setting is named.
+func TestSweepConfig(t *testing.T) {
+	t.Parallel()
+	parse := func(args ...string) Config {
+		c := DefaultConfig()
+		require.NoError(t, c.flags().Parse(append([]string{"--review-queue-url=http://q/review", "--mysql-dsn=u@tcp(db:3306)/chatguard", "--sweep"}, args...),
+			func(string) string { return "" }))
+		return c
+	}
+	now := time.Date(2026, 11, 1, 9, 14, 0, 0, time.UTC)
+	c := parse("--primary-model=judge-a").WithDefaultWindow(now)
+	require.Equal(t, DefaultSweepGrace, c.SweepGrace)
+	require.Equal(t, time.Date(2026, 11, 1, 7, 0, 0, 0, time.UTC), c.WindowStart, "09:14 is before 09:00 + 15m: the hour before")
+	require.Equal(t, "batch-20261101T070000Z-20261101T080000Z", c.RunID)
+	require.NoError(t, c.Validate())
+	c = parse("--primary-model=judge-a").WithDefaultWindow(now.Add(time.Minute))
+	require.Equal(t, time.Date(2026, 11, 1, 8, 0, 0, 0, time.UTC), c.WindowStart)
+
+	for _, tc := range []struct{ fallbackURL, fallbackModel string }{{"", ""}, {"http://fallback/v1", "judge-b"}} {
+		router, err := llm.New(llm.Config{
+			Primary:  llm.PoolConfig{BaseURL: "http://primary/v1", Model: "judge-a", MaxConcurrency: 1},
+			Fallback: llm.PoolConfig{BaseURL: tc.fallbackURL, Model: tc.fallbackModel, MaxConcurrency: 1},
+		}, nil)
+		require.NoError(t, err)
+		rv, err := review.New(review.Config{}, router, nil, nil, nil)
+		require.NoError(t, err)
+		c := parse("--primary-model=judge-a", "--fallback-model="+tc.fallbackModel).WithDefaultWindow(now)
+		require.Equal(t, rv.PipelineVersion(), c.PipelineVersion, "the workers' version for fallback %q", tc.fallbackModel)
+		require.Equal(t, c.PipelineVersion, c.runConfig().PipelineVersion)
+	}
+	require.NotEqual(t, parse("--primary-model=judge-a").WithDefaultWindow(now).PipelineVersion,
+		parse("--primary-model=judge-b").WithDefaultWindow(now).PipelineVersion)
+	require.Empty(t, DefaultConfig().WithDefaultWindow(now).PipelineVersion, "no sweep, no version")
+
+	bad := parse("--sweep-grace=-1m", "--window-start=2026-11-01T00:00:00.5Z", "--window-end=2026-11-01T02:00:00Z", "--mysql-dsn=", "--dry-run").WithDefaultWindow(now)
+	err := bad.Validate()
+	for _, w := range []string{"sweep grace -1m0s must be within 0..24h0m0s", "whole second and last at most 1h0m0s", "--primary-model", "mysql dsn is required with --sweep"} {
+		require.ErrorContains(t, err, w)
+	}
 }

@@ -12,6 +12,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -45,6 +46,7 @@ type stackEnv struct {
 	lakeDir string
 	queue   stacktest.Queue
 	runs    *batchruns.Store
+	db      *sql.DB
 	vars    map[string]string
 }
 
@@ -61,7 +63,7 @@ func setupStack(t *testing.T, lakeDir string) *stackEnv {
 	defer cancel()
 	_, err := migrations.Up(ctx, db)
 	require.NoError(t, err)
-	e.runs = batchruns.New(db)
+	e.runs, e.db = batchruns.New(db), db
 	e.vars = map[string]string{
 		"CHATGUARD_REVIEW_QUEUE_URL":  e.queue.URL,
 		"CHATGUARD_MYSQL_DSN":         dsn,

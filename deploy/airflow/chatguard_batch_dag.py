@@ -8,6 +8,14 @@ attempt of the same run in MySQL (batch_runs), and every event it publishes
 carries that run id. Exit status: 0 success, 1 failed run (retried), 2 bad
 usage (also retried, but will fail again: fix the configuration).
 
+With real-time reviews on, CHATGUARD_BATCH_MODE=sweep makes the same DAG
+real time's sweeper: a TimeDeltaSensor first waits until the hour's end plus
+CHATGUARD_SWEEP_GRACE_MINUTES (default 15: the trigger's --max-delay of 5
+min plus 10 for the last windows' reviews), then the pod runs `batch --sweep
+--sweep-grace <the same minutes>`, which publishes only what real time did
+not cover. The binary refuses (exit 1, so retried) a sweep started before
+that time, so the sensor and the binary cannot disagree.
+
 The timetable is explicit: with a cron string as `schedule`, Airflow 3 uses
 CronTriggerTimetable (create_cron_data_intervals defaults to False), whose
 data interval is zero-length, and every run would pass an empty window that
@@ -89,10 +97,50 @@ SERVICE_ACCOUNT = os.environ.get("CHATGUARD_BATCH_SERVICE_ACCOUNT", "chatguard-b
 CONFIG_MAP = os.environ.get("CHATGUARD_BATCH_CONFIG_MAP", "chatguard-batch")
 SECRET = os.environ.get("CHATGUARD_BATCH_SECRET", "chatguard-batch")
 
+_MODES = ("batch", "sweep")
+
+
+def batch_mode(value: str) -> str:
+    """Return the DAG's mode from CHATGUARD_BATCH_MODE: "batch" (the
+    default: one review event per active room and hour) or "sweep" (real
+    time's sweeper). Raise ValueError otherwise, so that a typo fails the
+    DAG's load instead of silently publishing every room every hour."""
+    value = (value or "").strip() or "batch"
+    if value not in _MODES:
+        raise ValueError(f"CHATGUARD_BATCH_MODE={value!r} is not one of {', '.join(_MODES)}")
+    return value
+
+
+def sweep_grace_minutes(value: str) -> int:
+    """Return CHATGUARD_SWEEP_GRACE_MINUTES (default 15), whole minutes in
+    0..1440, the binary's --sweep-grace bounds. Raise ValueError otherwise."""
+    value = (value or "").strip() or "15"
+    if not value.isdigit() or int(value) > 1440:
+        raise ValueError(f"CHATGUARD_SWEEP_GRACE_MINUTES={value!r} is not whole minutes in 0..1440")
+    return int(value)
+
+
+def time_delta_sensor():
+    """The TimeDeltaSensor class: from the standard provider on Airflow 3,
+    from airflow.sensors on Airflow 2.9+. It waits until the run's data
+    interval end plus its delta."""
+    try:
+        from airflow.providers.standard.sensors.time_delta import TimeDeltaSensor
+    except ImportError:
+        from airflow.sensors.time_delta import TimeDeltaSensor
+    return TimeDeltaSensor
+
+
+MODE = batch_mode(os.environ.get("CHATGUARD_BATCH_MODE", ""))
+SWEEP_GRACE_MINUTES = sweep_grace_minutes(os.environ.get("CHATGUARD_SWEEP_GRACE_MINUTES", ""))
+
 # Airflow renders the interval bounds as UTC pendulum datetimes; isoformat()
 # gives RFC 3339 ("2026-11-01T00:00:00+00:00").
 WINDOW_START = "{{ data_interval_start.in_timezone('UTC').isoformat() }}"
 WINDOW_END = "{{ data_interval_end.in_timezone('UTC').isoformat() }}"
+ARGUMENTS = ["--window-start", WINDOW_START, "--window-end", WINDOW_END]
+if MODE == "sweep":
+    ARGUMENTS += ["--sweep", "--sweep-grace", f"{SWEEP_GRACE_MINUTES}m"]
 
 # Each run covers the hour that ended when it starts: the run at 06:00 UTC
 # publishes [05:00, 06:00).
@@ -140,7 +188,11 @@ default_args = {
 
 with DAG(
     dag_id="chatguard_batch",
-    description="Athena -> SQS: one review event per chat room active in the hour",
+    description=(
+        "Athena -> SQS: one review event per chat room active in the hour"
+        if MODE == "batch"
+        else "Athena + MySQL -> SQS: the parts of the hour real time did not cover"
+    ),
     schedule=SCHEDULE,
     start_date=START,
     # No implicit catch-up (Airflow 2 defaults to True): enabling the DAG,
@@ -151,13 +203,13 @@ with DAG(
     default_args=default_args,
     tags=["chatguard"],
 ) as dag:
-    KubernetesPodOperator(
+    publish = KubernetesPodOperator(
         task_id="publish_reviews",
         name="chatguard-batch",
         namespace=NAMESPACE,
         image=IMAGE,
         cmds=["/batch"],
-        arguments=["--window-start", WINDOW_START, "--window-end", WINDOW_END],
+        arguments=ARGUMENTS,
         service_account_name=SERVICE_ACCOUNT,  # IRSA: Athena, S3 results, SQS
         # The egress NetworkPolicies of the namespace select pods by these
         # labels (deploy/k8s/base/network-egress.yaml): without them the
@@ -198,3 +250,15 @@ with DAG(
         retries=default_args["retries"],
         retry_delay=default_args["retry_delay"],
     )
+    if MODE == "sweep":
+        # Wait, without holding a worker slot, until the hour's end plus the
+        # grace, so that real time's last windows of the hour have fired and
+        # been reviewed before the sweep reads what they covered.
+        wait = time_delta_sensor()(
+            task_id="wait_for_sweep_grace",
+            delta=timedelta(minutes=SWEEP_GRACE_MINUTES),
+            mode="reschedule",
+            poke_interval=60,
+            timeout=timedelta(minutes=SWEEP_GRACE_MINUTES) + timedelta(hours=1),
+        )
+        wait >> publish

@@ -85,6 +85,7 @@ POD_OPERATOR_ARGS = BASE_OPERATOR_ARGS | {
     "log_events_on_failure", "do_xcom_push", "pod_template_file", "priority_class_name",
     "termination_grace_period", "on_finish_action", "active_deadline_seconds", "deferrable",
 }
+SENSOR_ARGS = BASE_OPERATOR_ARGS | {"delta", "mode", "poke_interval", "timeout", "soft_fail", "exponential_backoff"}
 DAG_ARGS = {
     "dag_id", "description", "schedule", "start_date", "end_date", "catchup", "max_active_runs",
     "max_active_tasks", "default_args", "tags", "doc_md", "dagrun_timeout", "params",
@@ -126,6 +127,7 @@ class Airflow:
     def __init__(self, layout: str):
         self.layout = layout
         self.operators = []
+        self.sensors = []
         self.dags = []
         airflow = types.ModuleType("airflow")
         airflow.__path__ = []
@@ -158,6 +160,30 @@ class Airflow:
                      "airflow.providers.cncf.kubernetes.operators"):
             modules[name] = types.ModuleType(name)
         modules["airflow.providers.cncf.kubernetes.operators.pod"] = pod
+        # TimeDeltaSensor: the standard provider's on Airflow 3, airflow's
+        # own on 2.9. Only one layout's module exists, as in real installs.
+        sensors = self.sensors
+        sensor_base = strict("TimeDeltaSensor", SENSOR_ARGS)
+
+        class TimeDeltaSensor(sensor_base):
+            def __init__(self, **kwargs):
+                super().__init__(**kwargs)
+                self.downstream = []
+                sensors.append(self)
+
+            def __rshift__(self, other):
+                self.downstream.append(other)
+                return other
+
+        time_delta = types.ModuleType("time_delta")
+        time_delta.TimeDeltaSensor = TimeDeltaSensor
+        if layout in ("3-sdk", "3.0"):
+            for name in ("airflow.providers.standard", "airflow.providers.standard.sensors"):
+                modules[name] = types.ModuleType(name)
+            modules["airflow.providers.standard.sensors.time_delta"] = time_delta
+        else:
+            modules["airflow.sensors"] = types.ModuleType("airflow.sensors")
+            modules["airflow.sensors.time_delta"] = time_delta
         models = types.ModuleType("kubernetes.client.models")
         for name, allowed in K8S_MODELS.items():
             setattr(models, name, strict(name, allowed))
@@ -225,6 +251,7 @@ class DagTest(unittest.TestCase):
                 af.load()
                 self.assertEqual(len(af.dags), 1)
                 self.assertEqual(len(af.operators), 1)
+                self.assertEqual(af.sensors, [], "the hourly batch waits for nothing")
                 dag, op = af.dags[0], af.operators[0]
 
                 # The timetable gives data intervals; a cron string would
@@ -247,6 +274,41 @@ class DagTest(unittest.TestCase):
                 self.assertEqual(we - ws, timedelta(hours=1))
                 self.assertEqual(ws.utcoffset(), timedelta(0), "the window is passed in UTC")
                 self.assertEqual(op.cmds, ["/batch"])
+
+    def test_sweep_mode_waits_for_the_grace_and_passes_it(self):
+        # The sweep runs after the hour's end plus the grace (the sensor
+        # waits from the data interval's end), and the binary is told the
+        # same grace, so it never refuses a run the DAG started on time.
+        for layout in LAYOUTS:
+            for env, minutes in (({"CHATGUARD_BATCH_MODE": "sweep"}, 15),
+                                 ({"CHATGUARD_BATCH_MODE": " sweep ", "CHATGUARD_SWEEP_GRACE_MINUTES": "25"}, 25)):
+                with self.subTest(layout=layout, minutes=minutes):
+                    af = Airflow(layout)
+                    af.load(env)
+                    (op,), (sensor,) = af.operators, af.sensors
+                    self.assertEqual(sensor.delta, timedelta(minutes=minutes))
+                    self.assertEqual(sensor.mode, "reschedule", "no worker slot held while waiting")
+                    self.assertGreater(sensor.timeout, sensor.delta)
+                    self.assertEqual(sensor.downstream, [op])
+                    self.assertEqual(af.dags[0].schedule.cron, "@hourly")
+                    start, end = hourly_interval(datetime(2026, 11, 1, 6, 0, 7, tzinfo=timezone.utc))
+                    args = [render(a, {"data_interval_start": start, "data_interval_end": end}) for a in op.arguments]
+                    self.assertEqual(args[4:], ["--sweep", "--sweep-grace", f"{minutes}m"])
+                    self.assertEqual(datetime.fromisoformat(args[3]), datetime(2026, 11, 1, 6, 0, tzinfo=timezone.utc))
+        # The DAG's default grace is the binary's.
+        config = (HERE.parent.parent / "cmd" / "batch" / "config.go").read_text()
+        self.assertRegex(config, r"const DefaultSweepGrace = 15 \* time\.Minute")
+        af = Airflow("2.9")
+        af.load({"CHATGUARD_BATCH_MODE": "batch"})
+        self.assertEqual(af.sensors, [])
+        self.assertEqual(len(af.operators[0].arguments), 4, "batch mode passes the window only, as before")
+        for env, what in (({"CHATGUARD_BATCH_MODE": "sweeper"}, "CHATGUARD_BATCH_MODE"),
+                          ({"CHATGUARD_BATCH_MODE": "sweep", "CHATGUARD_SWEEP_GRACE_MINUTES": "15m"}, "CHATGUARD_SWEEP_GRACE_MINUTES"),
+                          ({"CHATGUARD_BATCH_MODE": "sweep", "CHATGUARD_SWEEP_GRACE_MINUTES": "1441"}, "CHATGUARD_SWEEP_GRACE_MINUTES"),
+                          ({"CHATGUARD_BATCH_MODE": "sweep", "CHATGUARD_SWEEP_GRACE_MINUTES": "-5"}, "CHATGUARD_SWEEP_GRACE_MINUTES")):
+            with self.subTest(env=env):
+                with self.assertRaisesRegex(ValueError, what):
+                    Airflow("3-sdk").load(env)
 
     def test_interval_in_another_zone_is_passed_in_utc(self):
         af = Airflow("3-sdk")

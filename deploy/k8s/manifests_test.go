@@ -324,7 +324,10 @@ func TestEnvIsEveryFlag(t *testing.T) {
 			batch := s.ConfigMaps["chatguard-batch"]
 			require.NotNil(t, batch, "ConfigMap chatguard-batch (read by the Airflow DAG) missing")
 			bf := flags["/batch"]
-			perRun := map[string]bool{"window-start": true, "window-end": true, "dry-run": true, "max-events": true, "run-id": true, "mysql-dsn": true}
+			// --sweep and --sweep-grace are the DAG's mode (its arguments), so
+			// that the DAG's wait and the binary's grace are one setting.
+			perRun := map[string]bool{"window-start": true, "window-end": true, "dry-run": true, "max-events": true, "run-id": true, "mysql-dsn": true,
+				"sweep": true, "sweep-grace": true}
 			for k := range batch.Data {
 				if runtimeEnv[k] {
 					continue

@@ -38,6 +38,14 @@ type Config struct {
 	MaxEvents int
 	// ProgressInterval is how often a progress line is printed.
 	ProgressInterval time.Duration
+	// Sweep publishes, per room, only the parts of the window that hold
+	// messages and that no done verdict under PipelineVersion covers, with
+	// source sweep: the batch as real time's sweeper. Off, every room gets
+	// one event for the whole window.
+	Sweep bool
+	// PipelineVersion is the workers' pipeline version, whose done
+	// verdicts are coverage; required with Sweep.
+	PipelineVersion string
 	// RoomBuffer and EventBuffer size the channels between source,
 	// conversion and publisher: a page of rooms, and a batch per send in
 	// flight, so that neither side waits on the other's rhythm.
@@ -58,6 +66,9 @@ func (c Config) Validate() error {
 	}
 	if c.ProgressInterval <= 0 {
 		errs = append(errs, errors.New("progress interval must be positive"))
+	}
+	if c.Sweep && c.PipelineVersion == "" {
+		errs = append(errs, errors.New("a sweep needs the workers' pipeline version"))
 	}
 	if c.RoomBuffer < 0 || c.EventBuffer < 0 {
 		errs = append(errs, errors.New("buffers must not be negative"))
@@ -81,6 +92,8 @@ type Summary struct {
 	MessagesPerCall  float64   `json:"messages_per_call"`
 	DurationSeconds  float64   `json:"duration_s"`
 	Error            string    `json:"error,omitempty"`
+	// Sweep is what a sweep found; absent from other runs.
+	Sweep *SweepSummary `json:"sweep,omitempty"`
 }
 
 // Failed is the summary of a run of cfg that failed with err before it
@@ -98,7 +111,9 @@ type Runner struct {
 	Source    pipeline.RoomSource
 	Publisher pipeline.ReviewPublisher
 	Store     pipeline.BatchRunStore
-	Log       *slog.Logger
+	// Coverage reads what done verdicts cover; required with Sweep.
+	Coverage pipeline.CoverageSource
+	Log      *slog.Logger
 	// Progress gets the human progress lines; it must be safe to write
 	// while Log writes, when both share a stream.
 	Progress io.Writer
@@ -144,7 +159,7 @@ func (r *Runner) Run(ctx context.Context) (sum Summary, err error) {
 		}
 		sum.Attempt = st.rec.Attempt
 	}
-	log.Info("batch run started", "run_id", cfg.RunID, "attempt", st.rec.Attempt, "window_start", cfg.WindowStart, "window_end", cfg.WindowEnd, "dry_run", cfg.DryRun)
+	log.Info("batch run started", "run_id", cfg.RunID, "attempt", st.rec.Attempt, "window_start", cfg.WindowStart, "window_end", cfg.WindowEnd, "dry_run", cfg.DryRun, "sweep", cfg.Sweep)
 
 	stopProgress := progress(cmp.Or(r.Progress, io.Discard), cfg.ProgressInterval, began, clk, &st.rows, st.pub)
 	defer stopProgress()
@@ -167,6 +182,8 @@ type runState struct {
 	rows atomic.Int64
 	qid  atomic.Value // string
 	pub  pipeline.ReviewPublisher
+	// sweep counts a sweep's findings.
+	sweep sweepState
 }
 
 // pipe runs the source, the conversion and the publisher until the rooms
@@ -190,7 +207,11 @@ func (r *Runner) pipe(ctx context.Context, log *slog.Logger, st *runState) error
 	})
 	g.Go(func() error {
 		defer close(events)
-		convErr = convert(gctx, cfg, rooms, events, &st.rows, cutSource)
+		if cfg.Sweep {
+			convErr = r.sweep(gctx, log, st, rooms, events, cutSource)
+		} else {
+			convErr = convert(gctx, cfg, rooms, events, &st.rows, cutSource)
+		}
 		return convErr
 	})
 	if st.pub != nil { // a dry run sends nothing on events
@@ -211,6 +232,9 @@ func (r *Runner) finish(ctx context.Context, sum *Summary, st *runState, err err
 	}
 	if id, ok := st.qid.Load().(string); ok {
 		sum.QueryExecutionID = id
+	}
+	if r.Config.Sweep {
+		sum.Sweep = st.sweep.summary(r.Config.PipelineVersion)
 	}
 	sum.Status = string(pipeline.BatchRunSucceeded)
 	if err != nil {
@@ -240,6 +264,9 @@ func (r *Runner) check() error {
 	}
 	if !r.Config.DryRun && r.Publisher == nil {
 		errs = append(errs, errors.New("no review publisher"))
+	}
+	if r.Config.Sweep && r.Coverage == nil {
+		errs = append(errs, errors.New("no coverage source for the sweep"))
 	}
 	if !r.Config.DryRun && r.Store == nil {
 		errs = append(errs, errors.New("no run store"))

@@ -26,6 +26,13 @@ import (
 //go:embed rooms.sql
 var roomsQuery string
 
+//go:embed sweep_rooms.sql
+var sweepRoomsQuery string
+
+// MaxSweepWindow is the longest window of the sweep's rooms query, whose
+// active seconds (at most one per second of the window) a row holds.
+const MaxSweepWindow = time.Hour
+
 // RoomsQuery returns the embedded SQL of the rooms query and the execution
 // parameters it takes for the window [start, end), so tests can run the very
 // same statement elsewhere (DuckDB) and compare.
@@ -143,6 +150,19 @@ type Source struct {
 	sleep retry.SleepFunc
 	// maxRows is MaxRows; tests lower it.
 	maxRows int
+	// sweep runs the sweep's rooms query (WithActiveSeconds).
+	sweep bool
+}
+
+// WithActiveSeconds returns a Source whose Rooms runs the sweep's query:
+// every room also carries the seconds of the window in which it had
+// messages (pipeline.ActiveRoom.ActiveSeconds), at the cost of a larger
+// result. Its Rooms refuses windows longer than MaxSweepWindow or not on
+// whole seconds.
+func (s *Source) WithActiveSeconds() *Source {
+	c := *s
+	c.sweep = true
+	return &c
 }
 
 // New returns a Source, or the configuration's problems.
@@ -167,7 +187,15 @@ func (s *Source) Rooms(ctx context.Context, start, end time.Time, onStart func(i
 	if !end.After(start) {
 		return res, fmt.Errorf("athena: window end %s is not after start %s", end.Format(time.RFC3339), start.Format(time.RFC3339))
 	}
-	id, err := s.start(ctx, roomsQuery, roomsParams(start, end))
+	query, params := roomsQuery, roomsParams(start, end)
+	if s.sweep {
+		if end.Sub(start) > MaxSweepWindow || !start.Equal(start.Truncate(time.Second)) {
+			return res, fmt.Errorf("athena: a sweep window must start on a whole second and last at most %s, not [%s, %s)",
+				MaxSweepWindow, start.Format(time.RFC3339Nano), end.Format(time.RFC3339Nano))
+		}
+		query, params = sweepRoomsQuery, append([]string{timestamp(start)}, params...)
+	}
+	id, err := s.start(ctx, query, params)
 	if err != nil {
 		return res, err
 	}
@@ -467,10 +495,39 @@ func parseRoom(row types.Row, cols map[string]int) (Room, error) {
 			errs = append(errs, fmt.Errorf("has_images %q is not a boolean", v))
 		}
 	}
+	if _, asked := cols["active_seconds"]; asked {
+		v, _ := get("active_seconds")
+		if r.ActiveSeconds, err = parseSeconds(v); err != nil {
+			errs = append(errs, fmt.Errorf("active_seconds: %w", err))
+		}
+	}
 	if len(errs) > 0 {
 		return Room{}, fmt.Errorf("room %s: %w", id, errors.Join(errs...))
 	}
 	return r, nil
+}
+
+// parseSeconds reads an array of second offsets as Athena and DuckDB
+// render it ("[5, 600]"): ascending, distinct, within MaxSweepWindow.
+func parseSeconds(v string) ([]int32, error) {
+	body, open := strings.CutPrefix(strings.TrimSpace(v), "[")
+	body, closed := strings.CutSuffix(body, "]")
+	if !open || !closed {
+		return nil, fmt.Errorf("%q is not an array", pipeline.ClipRunes(v, 40))
+	}
+	if strings.TrimSpace(body) == "" {
+		return nil, errors.New("no seconds for a room with messages")
+	}
+	parts := strings.Split(body, ",")
+	out := make([]int32, 0, len(parts))
+	for _, p := range parts {
+		n, err := strconv.ParseInt(strings.TrimSpace(p), 10, 32)
+		if err != nil || n < 0 || n >= int64(MaxSweepWindow/time.Second) || (len(out) > 0 && int32(n) <= out[len(out)-1]) {
+			return nil, fmt.Errorf("%q is not an ascending second of the window", pipeline.ClipRunes(p, 40))
+		}
+		out = append(out, int32(n))
+	}
+	return out, nil
 }
 
 // timestampLayouts are the renderings of a timestamp in query results:

@@ -294,3 +294,37 @@ func TestConfigValidate(t *testing.T) {
 	_, err = New(&fakeAthena{}, Config{})
 	require.ErrorContains(t, err, "athena: ")
 }
+
+func TestParseSeconds(t *testing.T) {
+	t.Parallel()
+	got, err := parseSeconds("[5, 600, 3599]")
+	require.NoError(t, err)
+	require.Equal(t, []int32{5, 600, 3599}, got)
+	got, err = parseSeconds("[0]")
+	require.NoError(t, err)
+	require.Equal(t, []int32{0}, got)
+	for _, bad := range []string{"", "5, 6", "[]", "[5, 5]", "[6, 5]", "[-1]", "[3600]", "[x]", "[1.5]"} {
+		_, err := parseSeconds(bad)
+		require.Error(t, err, bad)
+	}
+}
+
+// TestSweepQueryRefusesWindowsItCannotHold checks the sweep's query is only
+// run over windows of at most an hour starting on a whole second, and that
+// it is the sweep's statement with the window start first.
+func TestSweepQueryRefusesWindowsItCannotHold(t *testing.T) {
+	t.Parallel()
+	f := &fakeAthena{states: []types.QueryExecutionState{"SUCCEEDED"}}
+	s := setup(t, f, nil).WithActiveSeconds()
+	out := make(chan Room, 1)
+	_, err := s.Rooms(context.Background(), winStart, winStart.Add(2*time.Hour), nil, out)
+	require.ErrorContains(t, err, "at most 1h0m0s")
+	_, err = s.Rooms(context.Background(), winStart.Add(time.Millisecond), winStart.Add(time.Hour), nil, out)
+	require.ErrorContains(t, err, "whole second")
+	require.Nil(t, f.started, "nothing was started")
+	_, err = s.Rooms(context.Background(), winStart, winStart.Add(time.Hour), nil, out)
+	require.NoError(t, err)
+	require.Equal(t, sweepRoomsQuery, aws.ToString(f.started.QueryString))
+	require.Len(t, f.started.ExecutionParameters, 9)
+	require.Equal(t, timestamp(winStart), f.started.ExecutionParameters[0])
+}

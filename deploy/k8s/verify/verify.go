@@ -27,6 +27,7 @@ import (
 	"github.com/chatguard/chatguard/deploy/k8s/manifest"
 	"github.com/chatguard/chatguard/pipeline/llm"
 	"github.com/chatguard/chatguard/pipeline/review"
+	"github.com/chatguard/chatguard/stages"
 )
 
 // Problem is one thing wrong with a render.
@@ -277,7 +278,29 @@ func agreement(s *manifest.Set, r *Report) []Problem {
 		out = append(out, Problem{"pipeline-version", "Deployment/" + Worker + ", Deployment/" + Console,
 			fmt.Sprintf("workers %s, console %s: on-demand verdicts would not share the workers' review keys", versions[0], versions[1])})
 	}
-	return out
+	return append(out, sweepAgreement(s, r)...)
+}
+
+// BatchConfigMap is the batch pod's ConfigMap, which the Airflow DAG reads.
+const BatchConfigMap = "chatguard-batch"
+
+// sweepAgreement checks that the batch names the workers' pipeline version
+// by their model names: a sweep under another version would count no real
+// time verdict as coverage and publish every room every hour.
+func sweepAgreement(s *manifest.Set, r *Report) []Problem {
+	cm, ok := s.ConfigMaps[BatchConfigMap]
+	wv, okW := r.PipelineVersions[Worker]
+	if !ok || !okW {
+		return nil
+	}
+	// The batch's version is the one its --primary-model and
+	// --fallback-model give (cmd/batch: stages.Fingerprint).
+	bv := stages.Fingerprint(cm.Data["CHATGUARD_PRIMARY_MODEL"], cm.Data["CHATGUARD_FALLBACK_MODEL"])
+	if bv == wv {
+		return nil
+	}
+	return []Problem{{"pipeline-version", "ConfigMap/" + BatchConfigMap,
+		fmt.Sprintf("batch %s, workers %s: a sweep would count no real-time verdict as coverage (set the workers' model names; the fallback model only where they have a fallback pool)", bv, wv)}}
 }
 
 // PipelineVersion is the version a binary stores with its verdicts for
