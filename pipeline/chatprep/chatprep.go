@@ -117,12 +117,22 @@ type Window struct {
 	Trim pipeline.HistoryTrim
 	// Tokens is the estimated token count of Messages.
 	Tokens int
+	// Context are the room's messages from before the window (PrepareAt),
+	// oldest first, as the models see them: read with the window, never
+	// evidence. ContextCut counts context messages the token budget left
+	// out (context goes before any window message does) and ContextTokens
+	// is the estimated token count of Context.
+	Context       []pipeline.ChatMessage
+	ContextCut    int
+	ContextTokens int
 
-	ids map[string]struct{}
+	ids    map[string]struct{}
+	ctxIDs map[string]struct{}
 }
 
-// HasMessage reports whether the models saw a message with this id, the
-// check for message ids a model's answer refers to.
+// HasMessage reports whether the models saw a message with this id in the
+// window (context messages are not), the check for message ids a model's
+// answer may cite.
 func (w Window) HasMessage(id string) bool {
 	_, ok := w.ids[id]
 	return ok
