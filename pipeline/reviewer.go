@@ -15,10 +15,10 @@ import (
 // cancelled it returns promptly with context.Cause(ctx) wrapped, so a
 // *StoppedError cause survives. attempt is the message's receive count, for
 // the inference logs. msgs is untrusted chat history in any order. Messages
-// sent before ev.WindowStart are the window's context: the room's messages
-// just before it, already reviewed with earlier windows. They are shown to
-// the models as such and never become evidence (a verdict cites, and is
-// about, the window's messages only).
+// with Context set are the window's context: the room's messages just
+// before it, already reviewed with earlier windows. They are shown to the
+// models as such and never become evidence (a verdict cites, and is about,
+// the window's messages only).
 type Reviewer interface {
 	PipelineVersion() string
 	Review(ctx context.Context, ev ReviewEvent, msgs []ChatMessage, attempt int) (Verdict, error)

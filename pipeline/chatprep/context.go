@@ -1,44 +1,45 @@
 package chatprep
 
 import (
-	"time"
-
 	"github.com/chatguard/chatguard/pipeline"
 )
 
-// PrepareAt is Prepare for a window that starts at start, where msgs may
-// also hold the room's messages from before it (sent before start): those
-// are the window's context, already reviewed with earlier windows.
-//
-// The window is prepared exactly as Prepare does, with the whole budget.
-// Context messages are cleaned the same way (noise dropped, text
-// normalized, a long text cut in the middle) and the newest of them that
-// fit in what the window left of the budget are kept: under the budget,
-// context goes first, before any window message. They feed no rule
+// Context across windows. A review's messages marked Context are the
+// room's messages from before its window, already reviewed with earlier
+// windows. Prepare prepares the window exactly as without them, with the
+// whole budget. Context messages are cleaned the same way (noise dropped,
+// text normalized, a long text cut in the middle) and the newest of them
+// that fit in what the window left of the budget are kept: under the
+// budget, context goes first, before any window message. They feed no rule
 // signal: a signal already had its review, and one found again in every
 // later window would hold each of them past the early clean exit. Their
 // image URLs are removed (only the window's images are vetted and sent),
 // a trim notice among them is ignored (the window's trim is what the
 // models are told about), and a context message that has a window
 // message's id is dropped.
-//
-// A zero start makes every message part of the window: Prepare.
-func PrepareAt(msgs []pipeline.ChatMessage, start time.Time, cfg Config) Window {
-	if start.IsZero() {
-		return Prepare(msgs, cfg)
-	}
-	var before, window []pipeline.ChatMessage
+
+// splitContext returns the window's messages and the context's; msgs
+// itself when it holds no context.
+func splitContext(msgs []pipeline.ChatMessage) (window, before []pipeline.ChatMessage) {
+	n := 0
 	for _, m := range msgs {
-		if m.SentAt.Before(start) {
+		if m.Context {
+			n++
+		}
+	}
+	if n == 0 {
+		return msgs, nil
+	}
+	window = make([]pipeline.ChatMessage, 0, len(msgs)-n)
+	before = make([]pipeline.ChatMessage, 0, n)
+	for _, m := range msgs {
+		if m.Context {
 			before = append(before, m)
 		} else {
 			window = append(window, m)
 		}
 	}
-	cfg = cfg.WithDefaults()
-	w := Prepare(window, cfg)
-	w.addContext(before, window, cfg)
-	return w
+	return window, before
 }
 
 // InContext reports whether id is one of the context messages the models
@@ -53,7 +54,7 @@ func (w Window) InContext(id string) bool {
 func (w Window) Seen(id string) bool { return w.HasMessage(id) || w.InContext(id) }
 
 // addContext keeps the newest usable context messages that fit in the
-// budget the window left (see PrepareAt).
+// budget the window left.
 func (w *Window) addContext(before, window []pipeline.ChatMessage, cfg Config) {
 	if len(before) == 0 {
 		return

@@ -10,11 +10,17 @@ import (
 	"github.com/chatguard/chatguard/pipeline"
 )
 
-// start is the window start of these tests: messages at negative minutes
-// are context.
-var start = t0
+// asContext returns copies of msgs marked as the window's context.
+func asContext(msgs ...pipeline.ChatMessage) []pipeline.ChatMessage {
+	out := make([]pipeline.ChatMessage, len(msgs))
+	for i, m := range msgs {
+		m.Context = true
+		out[i] = m
+	}
+	return out
+}
 
-func TestPrepareAtSplitsContextFromTheWindow(t *testing.T) {
+func TestPrepareKeepsContextApartFromTheWindow(t *testing.T) {
 	t.Parallel()
 	window := []pipeline.ChatMessage{
 		msg("w2", 2, pipeline.RoleSeller, pipeline.KindText, "입금 확인되면 바로 보내드릴게요"),
@@ -26,9 +32,9 @@ func TestPrepareAtSplitsContextFromTheWindow(t *testing.T) {
 		msg("c3", -4, pipeline.RoleSeller, pipeline.KindImage, "https://img.test/qr.png"),
 		msg("c0", -20, pipeline.RoleSystem, pipeline.KindSystem, "구매자가 채팅방에 들어왔습니다"),
 		msg("w1", -1, pipeline.RoleBuyer, pipeline.KindText, "a copy of a window id"),
-		pipeline.HistoryTrim{Dropped: 40}.Notice(start.Add(-time.Minute)),
+		pipeline.HistoryTrim{Dropped: 40}.Notice(t0.Add(-time.Minute)),
 	}
-	w := PrepareAt(append(append([]pipeline.ChatMessage{}, before...), window...), start, Config{})
+	w := Prepare(append(asContext(before...), window...), Config{})
 
 	plain := Prepare(window, Config{})
 	require.Equal(t, plain.Messages, w.Messages, "the window is prepared as without context")
@@ -52,15 +58,18 @@ func TestPrepareAtSplitsContextFromTheWindow(t *testing.T) {
 	require.Equal(t, "국민은행 123456-78-901234 로 선입금 부탁드려요 010-1234-5678", before[0].Text, "input is not modified")
 }
 
-func TestPrepareAtWithoutAStartIsPrepare(t *testing.T) {
+// TestOnlyTheMarkDecidesWhatIsContext: a caller that passes a chat from
+// any time (eval cases, the console) gets it reviewed whole.
+func TestOnlyTheMarkDecidesWhatIsContext(t *testing.T) {
 	t.Parallel()
 	in := []pipeline.ChatMessage{
-		msg("a", -5, pipeline.RoleBuyer, pipeline.KindText, "안녕하세요"),
+		msg("a", -500, pipeline.RoleBuyer, pipeline.KindText, "안녕하세요"),
 		msg("b", 1, pipeline.RoleSeller, pipeline.KindText, "네"),
 	}
-	w := PrepareAt(in, time.Time{}, Config{})
+	w := Prepare(in, Config{})
 	require.Equal(t, []string{"a", "b"}, ids(w.Messages))
 	require.Empty(t, w.Context)
+	require.Nil(t, w.ctxIDs)
 }
 
 // TestContextIsTrimmedBeforeTheWindow: under the token budget the
@@ -71,7 +80,7 @@ func TestContextIsTrimmedBeforeTheWindow(t *testing.T) {
 	line := strings.Repeat("가", 100) // ~224 tokens a message
 	var in []pipeline.ChatMessage
 	for i := range 10 {
-		in = append(in, msg("c"+string(rune('0'+i)), -30+i, pipeline.RoleBuyer, pipeline.KindText, line))
+		in = append(in, asContext(msg("c"+string(rune('0'+i)), -30+i, pipeline.RoleBuyer, pipeline.KindText, line))...)
 	}
 	for i := range 3 {
 		in = append(in, msg("w"+string(rune('0'+i)), i, pipeline.RoleSeller, pipeline.KindText, line))
@@ -79,7 +88,7 @@ func TestContextIsTrimmedBeforeTheWindow(t *testing.T) {
 	cost := EstimateMessageTokens(in[0])
 
 	// Room for the window and four context messages: the newest four stay.
-	w := PrepareAt(in, start, Config{MaxTokens: 7*cost + cost/2})
+	w := Prepare(in, Config{MaxTokens: 7*cost + cost/2})
 	require.Len(t, w.Messages, 3)
 	require.Zero(t, w.Cut.Messages)
 	require.Equal(t, []string{"c6", "c7", "c8", "c9"}, ids(w.Context))
@@ -88,13 +97,13 @@ func TestContextIsTrimmedBeforeTheWindow(t *testing.T) {
 	require.LessOrEqual(t, w.Tokens+w.ContextTokens, 7*cost+cost/2)
 
 	// Room for the window only: no context at all, the window whole.
-	w = PrepareAt(in, start, Config{MaxTokens: 3*cost + cost/2})
+	w = Prepare(in, Config{MaxTokens: 3*cost + cost/2})
 	require.Len(t, w.Messages, 3)
 	require.Empty(t, w.Context)
 	require.Equal(t, 10, w.ContextCut)
 
 	// Less than the window: the window is cut as before, no context.
-	w = PrepareAt(in, start, Config{MaxTokens: 2 * cost, KeepFirst: 1})
+	w = Prepare(in, Config{MaxTokens: 2 * cost, KeepFirst: 1})
 	require.Positive(t, w.Cut.Messages)
 	require.Empty(t, w.Context)
 }
@@ -103,10 +112,10 @@ func TestLongContextMessagesAreCutLikeWindowMessages(t *testing.T) {
 	t.Parallel()
 	long := "선입금 " + strings.Repeat("abc ", 600) + " 010-9876-5432"
 	in := []pipeline.ChatMessage{
-		msg("c", -3, pipeline.RoleSeller, pipeline.KindText, long),
+		asContext(msg("c", -3, pipeline.RoleSeller, pipeline.KindText, long))[0],
 		msg("w", 1, pipeline.RoleBuyer, pipeline.KindText, long),
 	}
-	w := PrepareAt(in, start, Config{MaxMessageRunes: 200})
+	w := Prepare(in, Config{MaxMessageRunes: 200})
 	require.Len(t, w.Context, 1)
 	require.Equal(t, w.Messages[0].Text, w.Context[0].Text, "the same cleaning as a window message")
 	require.Contains(t, w.Context[0].Text, "characters cut")

@@ -11,9 +11,9 @@ import (
 	"github.com/chatguard/chatguard/stages"
 )
 
-// Context across windows: the messages of a review that were sent before
-// its window start are the room's context (the job fetched them with the
-// window, pipeline.Reviewer). chatprep.PrepareAt keeps them apart from the
+// Context across windows: the messages of a review marked Context are the
+// room's messages from before its window (the job fetched them with the
+// window, pipeline.Reviewer). chatprep.Prepare keeps them apart from the
 // window, the prompts show them in their own block before the transcript,
 // and here every answer is held to the window: a context id an answer
 // cites is dropped (and counted) before the answer is used, so a verdict's
@@ -65,7 +65,7 @@ func (m *contextMetrics) observe(w chatprep.Window) {
 // prepare builds the models' view of the review's messages under the
 // run's budget: the window, and before it what is left of the context.
 func (rn *run) prepare() chatprep.Window {
-	return chatprep.PrepareAt(rn.msgs, rn.ev.WindowStart, rn.prep)
+	return chatprep.Prepare(rn.msgs, rn.prep)
 }
 
 // contextBlock is the context block as the models see it ("" without

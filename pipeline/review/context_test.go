@@ -25,6 +25,7 @@ func withContext(window []pipeline.ChatMessage, before ...string) []pipeline.Cha
 	for i := range ctx {
 		ctx[i].MessageID = "c" + ctx[i].MessageID[1:]
 		ctx[i].SentAt = at0.Add(-time.Duration(len(ctx)-i) * time.Minute)
+		ctx[i].Context = true
 	}
 	return append(ctx, window...)
 }
