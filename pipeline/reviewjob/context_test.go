@@ -18,14 +18,13 @@ import (
 // sloppy, and records the spans asked for. ctxErr fails the fetches that
 // end at the window start (the context's).
 type spanChat struct {
-	mu       sync.Mutex
-	msgs     []pipeline.ChatMessage
-	spans    [][2]time.Time
-	ctxErr   error
-	winErr   error
-	start    time.Time
-	sloppy   bool
-	canceled bool
+	mu     sync.Mutex
+	msgs   []pipeline.ChatMessage
+	spans  [][2]time.Time
+	ctxErr error
+	winErr error
+	start  time.Time
+	sloppy bool
 }
 
 func (c *spanChat) History(ctx context.Context, room string, from, to time.Time) ([]pipeline.ChatMessage, error) {
