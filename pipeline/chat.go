@@ -37,6 +37,11 @@ type ChatMessage struct {
 	Kind       MessageKind `json:"kind"`
 	Text       string      `json:"text,omitempty"`
 	ImageURL   string      `json:"image_url,omitempty"`
+	// Context marks a message from before the review's window, which the
+	// review job fetched to be read with it: already reviewed, shown to
+	// the models as context, never evidence. It is not part of the chat
+	// API's contract: no chat source can set it.
+	Context bool `json:"-"`
 }
 
 // ChatHistory is the chat API's answer for one room and window.

@@ -14,7 +14,11 @@ import (
 // *UnusableAnswerError for a stage whose every answer was unusable. When ctx is
 // cancelled it returns promptly with context.Cause(ctx) wrapped, so a
 // *StoppedError cause survives. attempt is the message's receive count, for
-// the inference logs. msgs is untrusted chat history in any order.
+// the inference logs. msgs is untrusted chat history in any order. Messages
+// with Context set are the window's context: the room's messages just
+// before it, already reviewed with earlier windows. They are shown to the
+// models as such and never become evidence (a verdict cites, and is about,
+// the window's messages only).
 type Reviewer interface {
 	PipelineVersion() string
 	Review(ctx context.Context, ev ReviewEvent, msgs []ChatMessage, attempt int) (Verdict, error)

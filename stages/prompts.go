@@ -58,7 +58,7 @@ var (
 		}
 		return b.String()
 	}()
-	userTmpl = template.Must(template.New("user.tmpl").Funcs(funcs).ParseFS(promptFS, "prompts/user.tmpl"))
+	userTmpl = template.Must(template.New("user.tmpl").Funcs(funcs).ParseFS(promptFS, "prompts/user.tmpl", "prompts/context.tmpl"))
 )
 
 // SystemPrompt returns the system prompt of a stage (rendered once at
@@ -92,6 +92,13 @@ type Findings struct {
 
 // PromptInput is what a stage's user message carries.
 type PromptInput struct {
+	// Context is the FormatContext block of the room's messages before
+	// the window ("" when the review has none): read, never cited.
+	// ContextMessages counts its messages, ContextOmitted the older ones
+	// the token budget left out (context is cut before the window).
+	Context         string
+	ContextMessages int
+	ContextOmitted  int
 	// Transcript is the FormatTranscript block of the window's messages.
 	Transcript string
 	// Messages is how many messages the transcript holds.
@@ -118,8 +125,8 @@ type PromptInput struct {
 }
 
 // UserPrompt renders a stage's user message. It starts with what every
-// stage of a review shares (the window's description, the transcript and
-// the rule signals) and ends with what is the stage's own (its name, the
+// stage of a review shares (the context block, if any, the window's
+// description, the transcript and the rule signals) and ends with what is the stage's own (its name, the
 // earlier findings, the attached images), so the four prompts of
 // a review share the longest prefix a prefix cache can reuse. The
 // transcript is the only chat_transcript block in the prompt; every other

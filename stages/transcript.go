@@ -44,8 +44,13 @@ func FormatMarkedTranscript(msgs []pipeline.ChatMessage) string {
 }
 
 func formatTranscript(msgs []pipeline.ChatMessage, marked bool) string {
+	return formatBlock(TranscriptOpen, TranscriptClose, msgs, marked)
+}
+
+// formatBlock renders msgs as one JSON line each between open and close.
+func formatBlock(open, close string, msgs []pipeline.ChatMessage, marked bool) string {
 	var b strings.Builder
-	b.WriteString(TranscriptOpen)
+	b.WriteString(open)
 	b.WriteByte('\n')
 	for _, m := range msgs {
 		line := TranscriptLine{
@@ -60,7 +65,7 @@ func formatTranscript(msgs []pipeline.ChatMessage, marked bool) string {
 		b.Write(j)
 		b.WriteByte('\n')
 	}
-	b.WriteString(TranscriptClose)
+	b.WriteString(close)
 	return b.String()
 }
 
@@ -73,14 +78,20 @@ var ErrNoTranscript = errors.New("stages: no transcript block")
 // there is no complete block, and an error naming the line for a line that
 // is not a TranscriptLine.
 func ParseTranscript(prompt string) ([]TranscriptLine, error) {
-	start := strings.Index(prompt, TranscriptOpen)
+	return parseBlock(prompt, TranscriptOpen, TranscriptClose, ErrNoTranscript)
+}
+
+// parseBlock reads the lines of the first open…close block of prompt, or
+// returns missing when there is no complete one.
+func parseBlock(prompt, open, close string, missing error) ([]TranscriptLine, error) {
+	start := strings.Index(prompt, open)
 	if start < 0 {
-		return nil, ErrNoTranscript
+		return nil, missing
 	}
-	body := prompt[start+len(TranscriptOpen):]
-	end := strings.Index(body, TranscriptClose)
+	body := prompt[start+len(open):]
+	end := strings.Index(body, close)
 	if end < 0 {
-		return nil, ErrNoTranscript
+		return nil, missing
 	}
 	body = body[:end]
 	var out []TranscriptLine
@@ -96,12 +107,12 @@ func ParseTranscript(prompt string) ([]TranscriptLine, error) {
 		}
 		var l TranscriptLine
 		if err := json.Unmarshal([]byte(s), &l); err != nil {
-			return nil, fmt.Errorf("stages: transcript line %d: %w", n, err)
+			return nil, fmt.Errorf("stages: %s line %d: %w", strings.Trim(open, "<>"), n, err)
 		}
 		out = append(out, l)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("stages: read transcript: %w", err)
+		return nil, fmt.Errorf("stages: read %s: %w", strings.Trim(open, "<>"), err)
 	}
 	return out, nil
 }

@@ -40,8 +40,9 @@ type Config struct {
 	Events sqs.LakeConfig
 
 	// Review is the review job's: --max-age, --busy-retry, --max-window,
-	// --max-clock-skew, --claim-ttl and --claim-poll (its collaborators
-	// are set when the worker starts).
+	// --max-clock-skew, --claim-ttl, --claim-poll, --context-lookback and
+	// --context-messages (its collaborators are set when the worker
+	// starts).
 	Review reviewjob.Config
 	// Health is the dependencies' breakers': --breaker-failures and
 	// --breaker-open-for.
@@ -115,6 +116,8 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.DurationVar(&c.Review.Limits.MaxWindow, "max-window", "longest review window an event may ask for; a longer one is dead-lettered")
 	fs.DurationVar(&c.Review.Limits.MaxClockSkew, "max-clock-skew", "how far in the future an event's published_at or window_end may be (producer clocks); further is dead-lettered")
 	fs.DurationVar(&c.Review.BusyRetry, "busy-retry", "delay before a copy of an event whose review is running in this process is seen again")
+	fs.DurationVar(&c.Review.ContextLookback, "context-lookback", "each window is read with the room's messages from this long before its start (one extra chat-API fetch; shown as already reviewed, never evidence); 0 disables")
+	fs.IntVar(&c.Review.ContextMessages, "context-messages", "the newest this many messages of --context-lookback are shown (extra prompt tokens; cut first under the token budget)")
 	depflags.BindMySQL(fs, &c.MySQL)
 	depflags.BindChat(fs, &c.Chat, "chat-history API base URL")
 	c.Pools.Flags(fs, "primary model id", "calls in flight to the %s pool at most")

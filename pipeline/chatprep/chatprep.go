@@ -117,12 +117,23 @@ type Window struct {
 	Trim pipeline.HistoryTrim
 	// Tokens is the estimated token count of Messages.
 	Tokens int
+	// Context are the room's messages from before the window (marked
+	// Context; context.go),
+	// oldest first, as the models see them: read with the window, never
+	// evidence. ContextCut counts context messages the token budget left
+	// out (context goes before any window message does) and ContextTokens
+	// is the estimated token count of Context.
+	Context       []pipeline.ChatMessage
+	ContextCut    int
+	ContextTokens int
 
-	ids map[string]struct{}
+	ids    map[string]struct{}
+	ctxIDs map[string]struct{}
 }
 
-// HasMessage reports whether the models saw a message with this id, the
-// check for message ids a model's answer refers to.
+// HasMessage reports whether the models saw a message with this id in the
+// window (context messages are not), the check for message ids a model's
+// answer may cite.
 func (w Window) HasMessage(id string) bool {
 	_, ok := w.ids[id]
 	return ok
@@ -146,8 +157,13 @@ func (w Window) HasImage(id string) bool {
 // MaxMessageRunes keeps its head and tail around a CutMarker; signals in
 // the cut middle, and in messages the token budget leaves out, are listed
 // with Cut set.
+//
+// Messages marked Context (from before the window) are kept apart as the
+// window's context, and only in what the window leaves of the budget (see
+// context.go).
 func Prepare(msgs []pipeline.ChatMessage, cfg Config) Window {
 	cfg = cfg.WithDefaults()
+	msgs, before := splitContext(msgs)
 	w := Window{}
 	kept := w.dropNoise(msgs)
 	sortChronologically(kept)
@@ -163,6 +179,7 @@ func Prepare(msgs []pipeline.ChatMessage, cfg Config) Window {
 		w.Signals = append(w.Signals, Signal{Kind: SignalKind(ts.Kind), MessageID: ts.MessageID, Value: ts.Value, Cut: true})
 	}
 	w.indexView(cfg.MaxImages)
+	w.addContext(before, msgs, cfg)
 	return w
 }
 

@@ -114,6 +114,7 @@ type Reviewer struct {
 	sink    pipeline.EventSink
 	version string
 	m       *metrics
+	cm      *contextMetrics
 	clock   clock.Clock
 	// overhead estimates the tokens of a prompt beyond its transcript
 	// (system prompt, signals, findings) plus the longest answer.
@@ -162,7 +163,11 @@ func New(cfg Config, router Completer, sink pipeline.EventSink, reg prometheus.R
 	if err != nil {
 		return nil, err
 	}
-	rv := &Reviewer{cfg: cfg, router: router, sink: sink, version: stages.Fingerprint(prim, fb), m: m, clock: clock.Or(c), overhead: overhead,
+	cm, err := newContextMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	rv := &Reviewer{cfg: cfg, router: router, sink: sink, version: stages.Fingerprint(prim, fb), m: m, cm: cm, clock: clock.Or(c), overhead: overhead,
 		digestKey: cfg.DigestKey, imagesRejected: ir}
 	if len(rv.digestKey) == 0 {
 		rv.digestKey, rv.devKey = []byte(DevDigestKey), true
@@ -215,10 +220,11 @@ func (r *Reviewer) Review(ctx context.Context, ev pipeline.ReviewEvent, msgs []p
 		StartedAt: r.clock.Now().UTC(), Status: pipeline.StatusFailed,
 	}
 	rn := &run{r: r, class: pipeline.ClassFrom(ctx, r.cfg.Class), ev: ev, msgs: msgs, prep: r.cfg.Prep, v: &v, pseudonyms: chatprep.NewPseudonyms()}
-	rn.w = chatprep.Prepare(msgs, rn.prep)
+	rn.w = rn.prepare()
 	rn.fit(ctx)
 	rn.vetImages(ctx)
 	r.m.observePrep(rn.w)
+	r.cm.observe(rn.w)
 	rn.rebase()
 	v, err := rn.stages(ctx)
 	rn.recordRejected()
@@ -253,7 +259,7 @@ func (rn *run) fit(ctx context.Context) {
 		rn.r.m.tokenCounts.WithLabelValues("estimate").Inc()
 		return
 	}
-	n, err := tc.CountTokens(ctx, rn.transcript())
+	n, err := tc.CountTokens(ctx, rn.contextBlock()+rn.transcript())
 	if err != nil || n.Tokens <= 0 {
 		rn.r.m.tokenCounts.WithLabelValues("estimate").Inc()
 		return
@@ -264,12 +270,12 @@ func (rn *run) fit(ctx context.Context) {
 		// The rest of the prompt and the longest answer must fit too.
 		limit = min(limit, n.MaxModelLen-rn.r.overhead)
 	}
-	if n.Tokens <= limit || rn.w.Tokens <= 0 {
+	if n.Tokens <= limit || rn.chatTokens() <= 0 {
 		return
 	}
-	// The estimate said w.Tokens, the model says n.Tokens: scale the
+	// The estimate said chatTokens, the model says n.Tokens: scale the
 	// estimated budget so that the real count fits, with a margin.
-	budget := int(float64(rn.w.Tokens) * float64(max(limit, 1)) / float64(n.Tokens) * 0.95)
+	budget := int(float64(rn.chatTokens()) * float64(max(limit, 1)) / float64(n.Tokens) * 0.95)
 	rn.reprepare(budget)
 }
 
@@ -282,7 +288,7 @@ func (rn *run) reprepare(budget int) {
 		rn.prep.MaxMessageRunes = max(100, rn.prep.MaxMessageRunes*budget/rn.prep.MaxTokens)
 	}
 	rn.prep.MaxTokens = budget
-	rn.w = chatprep.Prepare(rn.msgs, rn.prep)
+	rn.w = rn.prepare()
 	rn.applyVetted()
 }
 
@@ -328,6 +334,7 @@ func (rn *run) rebase() {
 		Omitted: w.Cut.Messages, OmittedFrom: w.Cut.FirstID, OmittedTo: w.Cut.LastID, Shortened: w.Truncated,
 		Flooded: w.Trim.Dropped, FloodUnread: w.Trim.Unread,
 	}
+	rn.withContext(&rn.base)
 	sigs := slices.Clone(rn.signals())
 	// Injection attempts first, then what the models can see, then what
 	// was cut: if the list must be shortened, the end goes.
@@ -368,7 +375,7 @@ func (rn *run) withBase(in stages.PromptInput) stages.PromptInput {
 // much, with a margin, and at least by half. It reports false when the
 // window cannot get smaller.
 func (rn *run) shrink(cl *llm.ContextLengthError) bool {
-	if rn.w.Tokens <= 200 {
+	if rn.chatTokens() <= 200 {
 		return false
 	}
 	// At least half: there is one retry, and the server's count and the
@@ -377,7 +384,7 @@ func (rn *run) shrink(cl *llm.ContextLengthError) bool {
 	if cl.Limit > 0 && cl.Requested > cl.Limit {
 		factor = min(factor, float64(cl.Limit)/float64(cl.Requested)*0.7)
 	}
-	budget := int(float64(rn.w.Tokens) * factor)
+	budget := int(float64(rn.chatTokens()) * factor)
 	rn.reprepare(budget)
 	rn.rebase()
 	rn.r.m.shrinks.Inc()
@@ -468,9 +475,7 @@ func (rn *run) triage(ctx context.Context) (stages.TriageOutput, error) {
 // extract collects the evidence, each cited message checked against the
 // window; a compromised answer stands in as no evidence.
 func (rn *run) extract(ctx context.Context, in stages.PromptInput) (stages.ExtractOutput, error) {
-	return runStage(ctx, rn, pipeline.StageExtract, in, func(b []byte) (stages.ExtractOutput, error) {
-		return stages.ParseExtract(b, rn.w.HasMessage)
-	}, func() stages.ExtractOutput { return stages.ExtractOutput{Evidence: []stages.Evidence{}} })
+	return runStage(ctx, rn, pipeline.StageExtract, in, rn.windowEvidence, func() stages.ExtractOutput { return stages.ExtractOutput{Evidence: []stages.Evidence{}} })
 }
 
 // vision describes the window's images with the findings so far; a
@@ -495,9 +500,7 @@ func (rn *run) vision(ctx context.Context, findings *stages.Findings) (stages.Vi
 // judge decides the verdict from the findings; a compromised answer
 // stands in as clean, which floorInjection then raises.
 func (rn *run) judge(ctx context.Context, in stages.PromptInput) (stages.JudgeOutput, error) {
-	return runStage(ctx, rn, pipeline.StageJudge, in, func(b []byte) (stages.JudgeOutput, error) {
-		return stages.ParseJudge(b, rn.w.HasMessage)
-	}, func() stages.JudgeOutput {
+	return runStage(ctx, rn, pipeline.StageJudge, in, rn.windowJudge, func() stages.JudgeOutput {
 		return stages.JudgeOutput{Label: pipeline.LabelClean, Category: pipeline.CategoryClean, Severity: 1, Action: pipeline.ActionNone,
 			Rationale: injectionNote, EvidenceIDs: []string{}}
 	})

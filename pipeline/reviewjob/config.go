@@ -25,6 +25,7 @@ func DefaultConfig() Config {
 	return Config{
 		MaxAge: DefaultMaxAge, SaveTimeout: DefaultSaveTimeout, BusyRetry: DefaultBusyRetry,
 		Limits: pipeline.DefaultEventLimits(), ClaimTTL: DefaultClaimTTL, ClaimPoll: DefaultClaimPoll,
+		ContextLookback: DefaultContextLookback, ContextMessages: DefaultContextMessages,
 	}
 }
 
@@ -56,5 +57,5 @@ func (c Config) Validate() error {
 	if c.ClaimPoll <= 0 || c.ClaimPoll > c.ClaimTTL {
 		errs = append(errs, fmt.Errorf("claim poll %s must be positive and at most the claim ttl %s", c.ClaimPoll, c.ClaimTTL))
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, c.validateContext())...)
 }

@@ -43,6 +43,12 @@ type Config struct {
 	// (DefaultClaimPoll when zero) how often a duplicate looks again.
 	Owner               string
 	ClaimTTL, ClaimPoll time.Duration
+	// ContextLookback and ContextMessages set the context a window is
+	// read with: the room's newest ContextMessages messages of the
+	// ContextLookback before the window start (context.go). Either zero
+	// reviews the window alone.
+	ContextLookback time.Duration
+	ContextMessages int
 }
 
 // Deps are what a review calls.

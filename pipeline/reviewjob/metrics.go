@@ -16,6 +16,8 @@ type Metrics struct {
 	stageTTFT    *prometheus.HistogramVec
 	tokens       *prometheus.CounterVec
 	admissions   *prometheus.CounterVec
+	// contextFetches counts the fetches of a window's context (context.go).
+	contextFetches *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics beside the loop's (nil: a private set,
@@ -46,6 +48,7 @@ func NewMetrics(reg prometheus.Registerer, loop *jobloop.Metrics) *Metrics {
 			Name: "chatguard_worker_admission_total", Help: "Admission decisions before any model call (admitted, duplicate, busy, expired, invalid).",
 		}, []string{"decision"}),
 	}
+	m.contextFetches = newContextFetches(reg)
 	if reg != nil {
 		reg.MustRegister(m.eventAge, m.stageLatency, m.stageTTFT, m.tokens, m.admissions)
 	}

@@ -8,11 +8,11 @@ import (
 	"github.com/chatguard/chatguard/pipeline/jobloop"
 )
 
-// obtain produces the job's done verdict: the chat history, then the
-// Reviewer's stages. On a failure it returns the job's outcome (ok false),
+// obtain produces the job's done verdict: the chat history (with the
+// window's context, context.go), then the Reviewer's stages. On a failure it returns the job's outcome (ok false),
 // the stages that ran kept on the failed row.
 func (h *Handler) obtain(ctx context.Context, j *job) (pipeline.Verdict, jobloop.Outcome, bool) {
-	msgs, err := h.chat.History(ctx, j.ev.RoomID, j.ev.WindowStart, j.ev.WindowEnd)
+	msgs, err := h.history(ctx, j.ev)
 	h.lap(j, "chat")
 	if err != nil {
 		return pipeline.Verdict{}, h.fail(ctx, j, fmt.Errorf("review: chat history: %w", err)), false

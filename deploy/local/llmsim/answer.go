@@ -19,12 +19,16 @@ func stageAnswer(stage pipeline.StageName, prompt string, imageURLs []string) st
 }
 
 // transcriptBlock returns the transcript block of a prompt, delimiters
-// included, or "" when there is none. The rules read nothing else, so the
-// block (with the image URLs) is what answers are cached by.
+// included, and the context block before it when there is one, or ""
+// when there is no transcript. The rules read nothing else, so these
+// blocks (with the image URLs) are what answers are cached by.
 func transcriptBlock(prompt string) string {
 	start := strings.Index(prompt, stages.TranscriptOpen)
 	if start < 0 {
 		return ""
+	}
+	if c := strings.Index(prompt, stages.ContextOpen); c >= 0 && c < start {
+		start = c
 	}
 	end := strings.Index(prompt[start:], stages.TranscriptClose)
 	if end < 0 {
@@ -41,11 +45,16 @@ func analyzePrompt(block string, imageURLs []string) Analysis {
 	if err != nil {
 		lines = nil
 	}
-	for i := range lines {
-		// A datamarked transcript reads as the chat without its markers.
-		lines[i].Text = stages.UnmarkData(lines[i].Text)
+	// A prompt without a context block (or with one that does not parse)
+	// is the window alone.
+	before, _ := stages.ParseContext(block)
+	for _, ls := range [][]stages.TranscriptLine{lines, before} {
+		for i := range ls {
+			// A datamarked transcript reads as the chat without its markers.
+			ls[i].Text = stages.UnmarkData(ls[i].Text)
+		}
 	}
-	return Analyze(attachImageParts(lines, imageURLs))
+	return AnalyzeWithContext(before, attachImageParts(lines, imageURLs))
 }
 
 // renderStage renders an analysis as one stage's JSON answer.

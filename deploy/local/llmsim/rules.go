@@ -745,3 +745,44 @@ func prefixRunes(s string, n int) string {
 func quote(text string) string {
 	return strings.TrimRightFunc(prefixRunes(text, maxQuoteRunes), unicode.IsSpace)
 }
+
+// AnalyzeWithContext applies the rules to a window read with the messages
+// before it, as a model told the rule would: the context informs the
+// reading (a trade paid in the app before the window makes its tracking
+// number innocent), but only the window's messages are judged and cited.
+// Nothing of the context is ever a signal, an image finding or an
+// injection of the answer.
+func AnalyzeWithContext(before, window []stages.TranscriptLine) Analysis {
+	if len(before) == 0 {
+		return Analyze(window)
+	}
+	inWindow := make(map[string]bool, len(window))
+	for _, l := range window {
+		inWindow[l.ID] = true
+	}
+	all := make([]stages.TranscriptLine, 0, len(before)+len(window))
+	for _, l := range before {
+		if !inWindow[l.ID] {
+			all = append(all, l)
+		}
+	}
+	all = append(all, window...)
+	a := Analyze(all)
+	out := Analysis{Messages: len(window)}
+	for _, s := range a.Signals {
+		if inWindow[s.MessageID] {
+			out.Signals = append(out.Signals, s)
+		}
+	}
+	for _, im := range a.Images {
+		if inWindow[im.MessageID] {
+			out.Images = append(out.Images, im)
+		}
+	}
+	for _, id := range a.Injections {
+		if inWindow[id] {
+			out.Injections = append(out.Injections, id)
+		}
+	}
+	return out
+}
