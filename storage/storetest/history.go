@@ -122,7 +122,7 @@ func RunAccountHistoryConformance(t *testing.T, newHistory func(t *testing.T) (p
 			DecidedAt: ago(hours), Decisions: decisions})
 	}
 	abusive("h-room-1", "scammer", 2)
-	abusive("h-room-1", "scammer", 5)     // the same room, another window
+	abusive("h-room-1", "scammer", 5)      // the same room, another window
 	abusive("h-room-2", "scammer-alt", 30) // a second account of the same side
 	abusive("h-room-2", "scammer", 31)     // the same room through both accounts: once
 	abusive("h-room-3", "scammer", 40, "overturn")
