@@ -85,3 +85,30 @@ func (q HistoryQuery) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// HistoryStatus says how a review's account-history lookup ended.
+type HistoryStatus string
+
+// The history lookup outcomes a verdict records.
+const (
+	// HistoryOK: the lines are the history (none when there is none).
+	HistoryOK HistoryStatus = "ok"
+	// HistoryTimeout and HistoryError: the lookup did not answer in time
+	// or failed; the review went on without history.
+	HistoryTimeout HistoryStatus = "timeout"
+	HistoryError   HistoryStatus = "error"
+)
+
+// HistorySeen is the account history one review was given, recorded with
+// its verdict so that a moderator and an analyst can see what the models
+// saw. It holds roles and counts only, never a sender id.
+type HistorySeen struct {
+	Status HistoryStatus `json:"status"`
+	// Days is the lookback window.
+	Days int `json:"days"`
+	// Lines are the history, most rooms first, at most MaxHistoryLines.
+	Lines []HistoryCount `json:"lines"`
+	// AccountsLeftOut counts participants beyond MaxHistoryAccounts that
+	// were not asked about.
+	AccountsLeftOut int `json:"accounts_left_out,omitempty"`
+}
