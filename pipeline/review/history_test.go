@@ -6,11 +6,15 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/accounthistory"
 	"github.com/chatguard/chatguard/stages"
+	"github.com/chatguard/chatguard/storage/storetest"
 )
 
 // fakeHistory answers every lookup with seen and records what it was
@@ -115,4 +119,34 @@ func TestHistoryThatDidNotAnswerIsRecordedAndNotShown(t *testing.T) {
 	_, ok := recordedHistory(t, v)
 	require.False(t, ok)
 	require.False(t, strings.Contains(fr.calls[0].Messages[1].Text, stages.HistoryOpen))
+}
+
+// TestSimulatorWeighsTheSellersHistory: end to end through the LLM
+// simulator (whose history rules are its own, not a model's): a seller's
+// bare payment word is clean without history and suspicious once the
+// seller was the subject of an abusive verdict in another room; the
+// verdict records the history it was shown.
+func TestSimulatorWeighsTheSellersHistory(t *testing.T) {
+	t.Parallel()
+	e := setup(t, envOpts{})
+	msgs := chat("buyer: 안녕하세요 아직 판매중인가요?", "seller: 네 입금 확인되면 보내드려요")
+	v, err := e.rev.Review(t.Context(), event("r-hist-sim"), msgs, 1)
+	require.NoError(t, err)
+	require.Equal(t, pipeline.LabelClean, v.Label)
+
+	h := &storetest.History{}
+	h.Add(storetest.HistoryRecord{Room: "r-earlier", Sender: "useller", Label: pipeline.LabelAbusive, Category: pipeline.CategoryExternalPayment, DecidedAt: at0.Add(-time.Hour)})
+	h.Add(storetest.HistoryRecord{Room: "r-hist-sim", Sender: "useller", Label: pipeline.LabelAbusive, Category: pipeline.CategoryExternalPayment, DecidedAt: at0.Add(-2 * time.Hour)})
+	lookup, err := accounthistory.New(accounthistory.DefaultConfig(), h, clock.NewFake(at0.Add(2*time.Hour)), nil)
+	require.NoError(t, err)
+	rev, err := New(Config{History: lookup}, e.router, nil, nil, nil)
+	require.NoError(t, err)
+	v, err = rev.Review(t.Context(), event("r-hist-sim"), msgs, 1)
+	require.NoError(t, err)
+	require.Equal(t, pipeline.LabelSuspicious, v.Label)
+	require.Equal(t, []string{"useller"}, v.Subjects)
+	seen, ok := recordedHistory(t, v)
+	require.True(t, ok)
+	require.Equal(t, []pipeline.HistoryCount{{Role: pipeline.RoleSeller, Label: pipeline.LabelAbusive, Category: pipeline.CategoryExternalPayment, Rooms: 1}}, seen.Lines,
+		"the room under review does not count itself")
 }
