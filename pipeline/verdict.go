@@ -177,26 +177,3 @@ type VerdictStore interface {
 	Get(ctx context.Context, key ReviewKey) (Verdict, error)
 	Save(ctx context.Context, v Verdict) (committed bool, err error)
 }
-
-// HistoryCount is one line of an account history: the distinct rooms in
-// which earlier verdicts with this label and category were about any of
-// the accounts asked for. Overturned counts the rooms whose verdict a
-// moderator overturned (the newest decision stands); those rooms are not
-// in the line without it, so abusive counts never include them.
-type HistoryCount struct {
-	Label      Label
-	Category   Category
-	Overturned bool
-	Rooms      int
-}
-
-// MaxHistoryAccounts bounds the accounts one history lookup asks about: a
-// room's participants, with room to spare.
-const MaxHistoryAccounts = 16
-
-// HistorySource summarises earlier verdicts about accounts (their
-// subjects) since a time, in one bounded query. Rooms are counted, not
-// verdicts: real-time windows review one room many times.
-type HistorySource interface {
-	AccountHistory(ctx context.Context, senderIDs []string, since time.Time) ([]HistoryCount, error)
-}

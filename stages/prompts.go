@@ -118,6 +118,8 @@ type PromptInput struct {
 	Signals     []SignalLine
 	// SignalsOmitted counts rule signals left off a long list.
 	SignalsOmitted int
+	// History is the account-history block (HistoryBlock), or empty.
+	History string
 	// Findings are passed to extract (triage) and judge (all).
 	Findings *Findings
 	// ImageIDs name the image parts of a vision request, in order.

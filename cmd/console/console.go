@@ -162,12 +162,21 @@ func (p *parts) buildReviewer(context.Context) error {
 		p.reviewer = p.m.Reviewer
 		return nil
 	}
-	engine, err := newReviewer(p.cfg, p.events, p.reg, p.log)
+	engine, err := newReviewer(p.cfg, p.events, p.reg, p.log, p.history)
 	if err != nil {
 		return err
 	}
 	p.reviewer = engine
 	return nil
+}
+
+// history is the verdict store's account history once MySQL is open: the
+// stage engine is built first, and no review runs before the store is.
+func (p *parts) history() pipeline.AccountHistory {
+	if p.store == nil {
+		return nil
+	}
+	return p.store
 }
 
 func (p *parts) closeReviewer(context.Context) error {

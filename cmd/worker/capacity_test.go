@@ -46,7 +46,7 @@ func TestCapacityReachesTheRouter(t *testing.T) {
 	require.Equal(t, 600, rc.Fleet.FallbackRPM)
 	require.Equal(t, 4, rc.Fleet.Replicas)
 	require.Equal(t, "cg:fleet:", rc.Fleet.Name, "the key prefix as given; llm drops the colon")
-	eng, err := newReviewer(c, nil, nil, nil)
+	eng, err := newReviewer(c, nil, nil, nil, noStore)
 	require.NoError(t, err)
 	eng.Close()
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/cmd/internal/reviewers/reviewerstest"
+	"github.com/chatguard/chatguard/pipeline"
 )
 
 // TestEngineSettingsAreEveryReviewingBinarys boots the worker's stage
@@ -27,7 +28,7 @@ func TestEngineSettingsAreEveryReviewingBinarys(t *testing.T) {
 			require.NoError(t, cfg.flags().Parse(nil, func(k string) string { return env[k] }))
 			require.NoError(t, cfg.Validate())
 			var logs bytes.Buffer
-			eng, err := newReviewer(cfg, nil, prometheus.NewRegistry(), slog.New(slog.NewJSONHandler(&logs, nil)))
+			eng, err := newReviewer(cfg, nil, prometheus.NewRegistry(), slog.New(slog.NewJSONHandler(&logs, nil)), noStore)
 			require.NoError(t, err)
 			defer eng.Close()
 			require.Equal(t, tc.Want, eng.Settings())
@@ -35,3 +36,7 @@ func TestEngineSettingsAreEveryReviewingBinarys(t *testing.T) {
 		})
 	}
 }
+
+// noStore is a verdict store that is not open yet: the engine builds, and
+// its account-history lookups fail (counted) until one is.
+func noStore() pipeline.AccountHistory { return nil }

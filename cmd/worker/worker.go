@@ -174,12 +174,21 @@ func (w *worker) startReviewer(context.Context) error {
 		w.reviewer = w.m.Reviewer
 		return nil
 	}
-	engine, err := newReviewer(w.cfg, w.pub, w.reg, w.log)
+	engine, err := newReviewer(w.cfg, w.pub, w.reg, w.log, w.history)
 	if err != nil {
 		return err
 	}
 	w.engine, w.reviewer = engine, engine
 	return nil
+}
+
+// history is the verdict store's account history once MySQL is open: the
+// stage engine is built first, and no review runs before the store is.
+func (w *worker) history() pipeline.AccountHistory {
+	if w.store == nil {
+		return nil
+	}
+	return w.store
 }
 
 // stopReviewer ends the engine's background work (router, fleet store).

@@ -121,10 +121,21 @@ var day0 = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 
 func setup(t *testing.T) *lake {
 	t.Helper()
-	dir := t.TempDir()
 	evs := s3laketest.Events(1200, 11, day0.Add(12*time.Hour), 30) // over three days
 	evs = append(evs, s3laketest.ShadowEvents(300, 11, day0.Add(12*time.Hour), 30)...)
-	first := time.Date(2026, 11, 4, 0, 0, 0, 0, time.UTC)
+	return setupEvents(t, evs)
+}
+
+// setupEvents is setup over the given events.
+func setupEvents(t *testing.T, evs []pipeline.LakeEvent) *lake {
+	t.Helper()
+	dir := t.TempDir()
+	first := time.Date(2026, 11, 4, 0, 0, 0, 0, time.UTC) // received after every event
+	for _, ev := range evs {
+		if !ev.OccurredAt.Before(first) {
+			first = ev.OccurredAt.Add(time.Minute)
+		}
+	}
 	parts := map[string][]pipeline.LakeRecord{}
 	dupParts := map[string][]pipeline.LakeRecord{}
 	l := &lake{events: evs}

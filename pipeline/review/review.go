@@ -62,6 +62,10 @@ type Config struct {
 	// Images, when set, vets every image URL before a model sees it (see
 	// ImageGate); nil sends the chat's URLs as they are.
 	Images ImageGate
+	// History, when set, gives every review the account history of its
+	// room's participants as a block of its own in the prompts (see
+	// HistoryLookup); nil turns the account history off.
+	History HistoryLookup
 }
 
 // Defence turns prompt-injection defences off, one by one. The zero value
@@ -157,8 +161,9 @@ func New(cfg Config, router Completer, sink pipeline.EventSink, reg prometheus.R
 	for _, st := range pipeline.Stages {
 		overhead = max(overhead, chatprep.EstimateTokens(stages.SystemPrompt(st))+mt[st])
 	}
-	// Signals (at most MaxPromptSignals lines) and findings come on top.
-	overhead += MaxPromptSignals*24 + 1500
+	// Signals (at most MaxPromptSignals lines), the account history (at
+	// most MaxPromptHistoryLines) and findings come on top.
+	overhead += MaxPromptSignals*24 + stages.MaxPromptHistoryLines*24 + 1500
 	ir, err := newImageMetrics(reg)
 	if err != nil {
 		return nil, err
@@ -200,6 +205,10 @@ type run struct {
 	// pseudonyms is this review's placeholder table for pools that
 	// pseudonymize (the third-party fallback).
 	pseudonyms *chatprep.Pseudonyms
+	// history is what the account-history lookup answered (nil: off or
+	// not asked), historyBlock its prompt block (history.go).
+	history      *pipeline.HistorySeen
+	historyBlock string
 }
 
 // Review implements pipeline.Reviewer. On success the verdict has Status
@@ -225,8 +234,12 @@ func (r *Reviewer) Review(ctx context.Context, ev pipeline.ReviewEvent, msgs []p
 	rn.vetImages(ctx)
 	r.m.observePrep(rn.w)
 	r.cm.observe(rn.w)
+	if len(rn.w.Messages) > 0 {
+		rn.lookUpHistory(ctx)
+	}
 	rn.rebase()
 	v, err := rn.stages(ctx)
+	rn.recordHistory()
 	rn.recordRejected()
 	v.Stages = rn.v.Stages
 	if err != nil {
@@ -332,7 +345,7 @@ func (rn *run) rebase() {
 	rn.base = stages.PromptInput{
 		Transcript: rn.transcript(), Messages: len(w.Messages),
 		Omitted: w.Cut.Messages, OmittedFrom: w.Cut.FirstID, OmittedTo: w.Cut.LastID, Shortened: w.Truncated,
-		Flooded: w.Trim.Dropped, FloodUnread: w.Trim.Unread,
+		Flooded: w.Trim.Dropped, FloodUnread: w.Trim.Unread, History: rn.historyBlock,
 	}
 	rn.withContext(&rn.base)
 	sigs := slices.Clone(rn.signals())

@@ -139,3 +139,49 @@ func TestAnalystsGuideShowsTheQueries(t *testing.T) {
 		require.Contains(t, string(guide), q.sql, "docs/analysts.md does not show the query %q as the tests run it", q.name)
 	}
 }
+
+// TestAccountAndCampaignQueriesUseTheIndexes EXPLAINs the analysts'
+// account and campaign queries on generated verdicts with subjects (one
+// per flagged verdict, drawn from 500 accounts) and campaign marks (every
+// fifth flagged verdict): each reads the period's verdicts by
+// ix_verdicts_finished and their subject, campaign and decision rows by
+// primary key or verdict index, never a whole table.
+func TestAccountAndCampaignQueriesUseTheIndexes(t *testing.T) {
+	t.Parallel()
+	end := time.Now().UTC()
+	db, _, _ := generated(t, 20000, end)
+	ctx := ctxT(t)
+	_, err := db.ExecContext(ctx, `INSERT INTO verdict_subjects (verdict_id, sender_id, role, room_id, label, category, decided_at)
+		SELECT id, CONCAT('acct-', id % 500), 'seller', room_id, label, category, finished_at
+		FROM verdicts WHERE status = 'done' AND label IN ('abusive', 'suspicious')`)
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, `INSERT INTO verdict_campaigns (verdict_id, kind, mark, message_id, rooms, senders, room_id, label, category, decided_at)
+		SELECT id, 'script', CONCAT('hmac:', LPAD(HEX(id % 40), 24, '0')), 'm1', 30, 2, room_id, label, category, finished_at
+		FROM verdicts WHERE status = 'done' AND label IN ('abusive', 'suspicious') AND id % 5 = 0`)
+	require.NoError(t, err)
+	for _, tbl := range []string{"verdict_subjects", "verdict_campaigns"} {
+		_, err := db.ExecContext(ctx, "ANALYZE TABLE "+tbl)
+		require.NoError(t, err)
+	}
+	byName := map[string]string{}
+	for _, q := range analystQueries {
+		byName[q.name] = q.sql
+	}
+	t.Run("top accounts", func(t *testing.T) {
+		plan := explain(t, db, byName["top accounts by abusive rooms (7 days)"])
+		requirePlan(t, plan, "v", []string{"ix_verdicts_finished"}, false)
+		requirePlan(t, plan, "s", []string{"PRIMARY"}, false)
+		requirePlan(t, plan, "d", []string{"ix_moderator_decisions_verdict"}, false)
+	})
+	t.Run("campaigns", func(t *testing.T) {
+		plan := explain(t, db, byName["campaigns by size and category (7 days)"])
+		requirePlan(t, plan, "v", []string{"ix_verdicts_finished"}, false)
+		requirePlan(t, plan, "c", []string{"PRIMARY"}, false)
+	})
+	t.Run("agreement on campaign verdicts", func(t *testing.T) {
+		plan := explain(t, db, byName["moderator agreement, campaign verdicts or not (30 days)"])
+		requirePlan(t, plan, "v", []string{"ix_verdicts_finished"}, false)
+		requirePlan(t, plan, "c", []string{"PRIMARY"}, false)
+		requirePlan(t, plan, "d", []string{"ix_moderator_decisions_verdict"}, false)
+	})
+}

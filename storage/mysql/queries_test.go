@@ -21,6 +21,34 @@ LIMIT 100;`},
 FROM verdicts v JOIN verdict_stages s ON s.verdict_id = v.id
 WHERE v.finished_at >= UTC_TIMESTAMP() - INTERVAL 1 HOUR
 GROUP BY s.stage;`},
+	{"top accounts by abusive rooms (7 days)", `SELECT sender_id,
+       COUNT(DISTINCT CASE WHEN overturned = 0 THEN room_id END) AS abusive_rooms,
+       COUNT(DISTINCT CASE WHEN overturned = 1 THEN room_id END) AS overturned_rooms
+FROM (SELECT s.sender_id, s.room_id,
+             COALESCE((SELECT d.decision = 'overturn' FROM moderator_decisions d FORCE INDEX (ix_moderator_decisions_verdict)
+                       WHERE d.verdict_id = s.verdict_id ORDER BY d.decided_at DESC, d.id DESC LIMIT 1), 0) AS overturned
+      FROM verdicts v FORCE INDEX (ix_verdicts_finished) STRAIGHT_JOIN verdict_subjects s ON s.verdict_id = v.id
+      WHERE v.finished_at >= UTC_TIMESTAMP() - INTERVAL 7 DAY AND s.label = 'abusive') AS a
+GROUP BY sender_id
+ORDER BY abusive_rooms DESC, sender_id
+LIMIT 100;`},
+	{"campaigns by size and category (7 days)", `SELECT c.kind, c.mark, c.category, COUNT(DISTINCT c.room_id) AS rooms,
+       MAX(c.rooms) AS fleet_rooms, MAX(c.senders) AS fleet_senders
+FROM verdicts v FORCE INDEX (ix_verdicts_finished) STRAIGHT_JOIN verdict_campaigns c ON c.verdict_id = v.id
+WHERE v.finished_at >= UTC_TIMESTAMP() - INTERVAL 7 DAY
+GROUP BY c.kind, c.mark, c.category
+ORDER BY rooms DESC, c.kind, c.mark, c.category
+LIMIT 100;`},
+	{"moderator agreement, campaign verdicts or not (30 days)", `SELECT campaign, category, COUNT(*) AS decided, AVG(decision = 'confirm') AS agreement
+FROM (SELECT v.category,
+             EXISTS (SELECT 1 FROM verdict_campaigns c WHERE c.verdict_id = v.id) AS campaign,
+             (SELECT d.decision FROM moderator_decisions d FORCE INDEX (ix_moderator_decisions_verdict)
+              WHERE d.verdict_id = v.id ORDER BY d.decided_at DESC, d.id DESC LIMIT 1) AS decision
+      FROM verdicts v FORCE INDEX (ix_verdicts_finished)
+      WHERE v.finished_at >= UTC_TIMESTAMP() - INTERVAL 30 DAY AND v.status = 'done' AND v.label IN ('abusive', 'suspicious')) AS x
+WHERE decision IS NOT NULL
+GROUP BY campaign, category
+ORDER BY campaign DESC, category;`},
 }
 
 // queueCase is one review-queue read the tests EXPLAIN and the benchmark

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/chatguard/chatguard/pipeline"
 )
@@ -125,40 +124,48 @@ func (s *Store) CountSenderSubjects(ctx context.Context, senderID string) (int64
 	return n, nil
 }
 
-// historySQL counts distinct rooms per label, category and whether the
-// newest moderator decision overturned the verdict. It reads the subjects
-// by ix_verdict_subjects_sender and each subject row's newest decision by
+// historySQL counts distinct rooms per role (the CASE maps each asked
+// sender to its role in the room under review), label, category and
+// whether the newest moderator decision overturned the verdict, leaving
+// out the room under review. It reads the subjects by
+// ix_verdict_subjects_sender (room_id is in the index, so leaving the room
+// out reads no row) and each subject row's newest decision by
 // ix_moderator_decisions_verdict (forced: on small or fresh tables the
 // optimizer otherwise walks ix_moderator_decisions_decided, every decision
-// ever made, for the ORDER BY); the verdicts table is not read.
-const historySQL = `SELECT s.label, s.category,
+// ever made, for the ORDER BY); the verdicts table is not read. The first
+// %s is the CASE's WHEN pairs, the second the IN list.
+const historySQL = `SELECT CASE s.sender_id %s END AS who, s.label, s.category,
     COALESCE((SELECT d.decision = 'overturn' FROM moderator_decisions d FORCE INDEX (ix_moderator_decisions_verdict)
               WHERE d.verdict_id = s.verdict_id ORDER BY d.decided_at DESC, d.id DESC LIMIT 1), FALSE) AS overturned,
     COUNT(DISTINCT s.room_id) AS rooms
 FROM verdict_subjects s
-WHERE s.sender_id IN (%s) AND s.decided_at >= ?
-GROUP BY s.label, s.category, overturned
-ORDER BY rooms DESC, s.label, s.category
+WHERE s.sender_id IN (%s) AND s.decided_at >= ? AND s.room_id <> ?
+GROUP BY who, s.label, s.category, overturned
+ORDER BY rooms DESC, who, s.label, s.category, overturned
 LIMIT 64`
 
-var _ pipeline.HistorySource = (*Store)(nil)
+var _ pipeline.AccountHistory = (*Store)(nil)
 
-// AccountHistory implements pipeline.HistorySource: one query over
-// verdict_subjects for at most pipeline.MaxHistoryAccounts ids.
-func (s *Store) AccountHistory(ctx context.Context, senderIDs []string, since time.Time) ([]pipeline.HistoryCount, error) {
-	if len(senderIDs) == 0 {
+// AccountHistory implements pipeline.AccountHistory: one query over
+// verdict_subjects for at most pipeline.MaxHistoryAccounts accounts.
+func (s *Store) AccountHistory(ctx context.Context, q pipeline.HistoryQuery) ([]pipeline.HistoryCount, error) {
+	if err := q.Validate(); err != nil {
+		return nil, fmt.Errorf("mysql: account history: %w", err)
+	}
+	if len(q.Accounts) == 0 {
 		return nil, nil
 	}
-	if len(senderIDs) > pipeline.MaxHistoryAccounts {
-		return nil, fmt.Errorf("mysql: account history: %d accounts, at most %d", len(senderIDs), pipeline.MaxHistoryAccounts)
+	args := make([]any, 0, 3*len(q.Accounts)+2)
+	for _, a := range q.Accounts {
+		args = append(args, a.SenderID, string(a.Role))
 	}
-	args := make([]any, 0, len(senderIDs)+1)
-	for _, id := range senderIDs {
-		args = append(args, id)
+	for _, a := range q.Accounts {
+		args = append(args, a.SenderID)
 	}
-	args = append(args, dbTime(since))
-	q := fmt.Sprintf(historySQL, strings.TrimSuffix(strings.Repeat("?, ", len(senderIDs)), ", "))
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	args = append(args, dbTime(q.Since), q.ExcludeRoom)
+	query := fmt.Sprintf(historySQL, strings.TrimSuffix(strings.Repeat("WHEN ? THEN ? ", len(q.Accounts)), " "),
+		strings.TrimSuffix(strings.Repeat("?, ", len(q.Accounts)), ", "))
+	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: account history: %w", err)
 	}
@@ -166,13 +173,13 @@ func (s *Store) AccountHistory(ctx context.Context, senderIDs []string, since ti
 	var out []pipeline.HistoryCount
 	for rows.Next() {
 		var (
-			h               pipeline.HistoryCount
-			label, category string
+			h                     pipeline.HistoryCount
+			role, label, category string
 		)
-		if err := rows.Scan(&label, &category, &h.Overturned, &h.Rooms); err != nil {
+		if err := rows.Scan(&role, &label, &category, &h.Overturned, &h.Rooms); err != nil {
 			return nil, fmt.Errorf("mysql: account history: %w", err)
 		}
-		h.Label, h.Category = pipeline.Label(label), pipeline.Category(category)
+		h.Role, h.Label, h.Category = pipeline.SenderRole(role), pipeline.Label(label), pipeline.Category(category)
 		out = append(out, h)
 	}
 	if err := rows.Err(); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
 	"github.com/chatguard/chatguard/cmd/internal/depflags"
+	"github.com/chatguard/chatguard/pipeline/accounthistory"
 	"github.com/chatguard/chatguard/storage/imagecdn"
 )
 
@@ -31,12 +32,17 @@ type Options struct {
 	// QuoteDigestKey keys the stored evidence-quote digests; empty uses
 	// the dev-only key.
 	QuoteDigestKey string
+	// History is the account-history lookup's own configuration
+	// (--account-history, --account-history-ttl,
+	// --account-history-timeout): earlier verdicts about a room's
+	// participants, given to the stages.
+	History accounthistory.Config
 }
 
 // DefaultOptions returns the defaults shown by --help: no image host
 // trusted (the pools' defaults are depflags.DefaultPools').
 func DefaultOptions() Options {
-	return Options{Images: imagecdn.DefaultConfig()}
+	return Options{Images: imagecdn.DefaultConfig(), History: accounthistory.DefaultConfig()}
 }
 
 // Flags declares the prices (--primary-price, --fallback-price) and the
@@ -49,6 +55,16 @@ func (o *Options) Flags(fs *cli.FlagSet, pools *depflags.Pools) {
 	o.ImageFlags(fs)
 	fs.StringVar(&o.QuoteDigestKey, "quote-digest-key", "HMAC key (32+ bytes, from a Secret; prefer the environment variable) of stored evidence-quote digests; empty uses a dev-only key, labelled hmac-dev")
 	pools.PseudonymizeFlags(fs)
+	o.HistoryFlags(fs)
+}
+
+// HistoryFlags declares the account-history flags (--account-history*),
+// bound on the lookup's own configuration.
+func (o *Options) HistoryFlags(fs *cli.FlagSet) {
+	fs.DurationVar(&o.History.Window, "account-history", "how far back the account history reaches: earlier verdicts about the room's participants in other rooms, "+
+		"given to every stage as a rule-signal block and recorded with the verdict; 0 turns it off (history informs a judge and can also bias it: see docs/operations.md)")
+	fs.DurationVar(&o.History.TTL, "account-history-ttl", "how long this process reuses a room's account history (0: a query every review)")
+	fs.DurationVar(&o.History.Timeout, "account-history-timeout", "bound of the account-history query; past it the review goes on without history (counted)")
 }
 
 // ImageFlags declares the image gate's flags (--image-*), which `worker
@@ -81,6 +97,9 @@ func (o Options) Validate() error {
 	}
 	if err := o.Images.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("--image-*: %w", err))
+	}
+	if err := o.History.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--account-history*: %w", err))
 	}
 	return errors.Join(errs...)
 }

@@ -8,7 +8,9 @@ import (
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
 	"github.com/chatguard/chatguard/cmd/internal/depflags"
+	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/llm"
+	"github.com/chatguard/chatguard/storage/storetest"
 )
 
 func TestOptionsValidateNamesEveryProblem(t *testing.T) {
@@ -57,4 +59,46 @@ func TestNewRefusesWhatValidateRefuses(t *testing.T) {
 	pools.LLM.Fleet.PrimaryLimit = 4
 	_, err = New(Params{Component: "test", Pools: pools, Options: DefaultOptions()})
 	require.ErrorContains(t, err, "--fleet-* limits need --redis-addr", "no Redis dialled for limits without an address")
+}
+
+// The account history is on by default and needs a verdict store; off
+// (0), a binary without one builds; a bad setting names its flag.
+func TestAccountHistoryNeedsAStoreWhenOn(t *testing.T) {
+	t.Parallel()
+	pools := depflags.DefaultPools(1, 1)
+	pools.LLM.Primary.BaseURL, pools.LLM.Primary.Model = "http://p/v1", "p"
+	_, err := New(Params{Component: "test", Pools: pools, Options: DefaultOptions()})
+	require.ErrorContains(t, err, "--account-history")
+
+	o := DefaultOptions()
+	fs := cli.NewFlagSet("test", "")
+	o.Flags(fs, &pools)
+	require.NoError(t, fs.Parse([]string{"--account-history=0"}, func(string) string { return "" }))
+	eng, err := New(Params{Component: "test", Pools: pools, Options: o})
+	require.NoError(t, err)
+	require.Zero(t, eng.Settings().AccountHistory)
+	eng.Close()
+
+	require.NoError(t, fs.Parse([]string{"--account-history=1m", "--account-history-timeout=0s"}, func(string) string { return "" }))
+	err = o.Validate()
+	require.ErrorContains(t, err, "--account-history*")
+	require.ErrorContains(t, err, "below an hour")
+	require.ErrorContains(t, err, "timeout")
+}
+
+// Until the store opens, a lookup fails (and is counted by the lookup);
+// then it reads the store.
+func TestHistoryIsReadFromTheStoreOnceOpen(t *testing.T) {
+	t.Parallel()
+	var open pipeline.AccountHistory
+	src := lateHistory(func() pipeline.AccountHistory { return open })
+	q := pipeline.HistoryQuery{Accounts: []pipeline.HistoryAccount{{SenderID: "s", Role: pipeline.RoleSeller}}}
+	_, err := src.AccountHistory(t.Context(), q)
+	require.ErrorContains(t, err, "not open yet")
+	h := &storetest.History{}
+	h.Add(storetest.HistoryRecord{Room: "r1", Sender: "s", Label: pipeline.LabelAbusive, Category: pipeline.CategorySpam})
+	open = h
+	got, err := src.AccountHistory(t.Context(), q)
+	require.NoError(t, err)
+	require.Equal(t, []pipeline.HistoryCount{{Role: pipeline.RoleSeller, Label: pipeline.LabelAbusive, Category: pipeline.CategorySpam, Rooms: 1}}, got)
 }

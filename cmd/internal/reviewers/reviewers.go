@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/chatguard/chatguard/cmd/internal/depflags"
 	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/accounthistory"
 	"github.com/chatguard/chatguard/pipeline/llm"
 	"github.com/chatguard/chatguard/pipeline/review"
 	"github.com/chatguard/chatguard/storage/imagecdn"
@@ -49,9 +51,14 @@ type Params struct {
 	// Log receives the settings line and the dev-key warning; nil logs
 	// nothing.
 	Log *slog.Logger
-	// Clock stamps the reviewer's verdicts and inference logs; nil is the
-	// wall clock.
+	// Clock stamps the reviewer's verdicts and inference logs and times
+	// the account-history cache; nil is the wall clock.
 	Clock clock.Clock
+	// History returns where account history is read (the verdict store),
+	// or nil while it is not open: the engine is built before the store's
+	// first dial, so it is asked at each lookup. Required when
+	// --account-history is on.
+	History func() pipeline.AccountHistory
 }
 
 // Settings are what a stage engine does with chat data and which rows its
@@ -73,6 +80,9 @@ type Settings struct {
 	DevDigestKey         bool
 	PrimaryPseudonymize  bool
 	FallbackPseudonymize bool
+	// AccountHistory is how far back the account history given to the
+	// stages reaches; zero when it is off.
+	AccountHistory time.Duration
 }
 
 // Engine is a stage engine: a pipeline.Reviewer over a router of its own
@@ -105,6 +115,10 @@ func New(p Params) (*Engine, error) {
 	if err := errors.Join(p.Options.Validate(), p.Pools.ValidateFleet(p.Redis.RedisAddr)); err != nil {
 		return nil, err
 	}
+	history, err := newHistory(p)
+	if err != nil {
+		return nil, err
+	}
 	gate, err := imagecdn.New(p.Options.Images)
 	if err != nil {
 		return nil, fmt.Errorf("images: %w", err)
@@ -132,7 +146,11 @@ func New(p Params) (*Engine, error) {
 	if p.Options.QuoteDigestKey == "" {
 		log.Warn(p.Component + ": --quote-digest-key is empty: quote digests use the DEV-ONLY key (labelled hmac-dev); set CHATGUARD_QUOTE_DIGEST_KEY from a Secret in production")
 	}
-	rev, err := review.New(review.Config{Class: p.Class, DigestKey: []byte(p.Options.QuoteDigestKey), Images: gate}, router, p.Events, p.Registerer, p.Clock)
+	revCfg := review.Config{Class: p.Class, DigestKey: []byte(p.Options.QuoteDigestKey), Images: gate}
+	if history != nil {
+		revCfg.History = history
+	}
+	rev, err := review.New(revCfg, router, p.Events, p.Registerer, p.Clock)
 	if err != nil {
 		closeAll()
 		return nil, fmt.Errorf("reviewer: %w", err)
@@ -140,10 +158,10 @@ func New(p Params) (*Engine, error) {
 	prim, fb := router.Models()
 	s := Settings{PipelineVersion: rev.PipelineVersion(), PrimaryModel: prim, FallbackModel: fb,
 		ImageHosts: p.Options.Images.Hosts, ImageInline: p.Options.Images.Inline, DevDigestKey: p.Options.QuoteDigestKey == "",
-		PrimaryPseudonymize: rc.Primary.Pseudonymize, FallbackPseudonymize: rc.Fallback.Pseudonymize}
+		PrimaryPseudonymize: rc.Primary.Pseudonymize, FallbackPseudonymize: rc.Fallback.Pseudonymize, AccountHistory: p.Options.History.Window}
 	log.Info(p.Component+": stage engine ready", "class", p.Class.String(), "primary_model", s.PrimaryModel, "fallback_model", s.FallbackModel,
 		"pipeline_version", s.PipelineVersion, "image_hosts", s.ImageHosts, "image_inline", s.ImageInline, "dev_digest_key", s.DevDigestKey,
-		"primary_pseudonymize", s.PrimaryPseudonymize, "fallback_pseudonymize", s.FallbackPseudonymize)
+		"primary_pseudonymize", s.PrimaryPseudonymize, "fallback_pseudonymize", s.FallbackPseudonymize, "account_history", s.AccountHistory.String())
 	return &Engine{Reviewer: rev, settings: s, close: closeAll}, nil
 }
 
@@ -161,4 +179,34 @@ func runRouter(r *llm.Router) (stop func()) {
 		cancel()
 		<-done
 	}
+}
+
+// newHistory builds the account-history lookup when --account-history is
+// on (nil when off), over the source Params.History returns at each
+// lookup.
+func newHistory(p Params) (*accounthistory.Lookup, error) {
+	if !p.Options.History.Enabled() {
+		return nil, nil
+	}
+	if p.History == nil {
+		return nil, errors.New("--account-history: this binary has no verdict store to read it from; set it to 0")
+	}
+	l, err := accounthistory.New(p.Options.History, lateHistory(p.History), p.Clock, p.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("account history: %w", err)
+	}
+	return l, nil
+}
+
+// lateHistory is an account-history source opened after the engine was
+// built: until it is, a lookup fails (and the review goes on without
+// history, counted).
+type lateHistory func() pipeline.AccountHistory
+
+func (f lateHistory) AccountHistory(ctx context.Context, q pipeline.HistoryQuery) ([]pipeline.HistoryCount, error) {
+	src := f()
+	if src == nil {
+		return nil, errors.New("account history: the verdict store is not open yet")
+	}
+	return src.AccountHistory(ctx, q)
 }

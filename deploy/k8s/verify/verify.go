@@ -66,7 +66,7 @@ const (
 // the same model pools (the pipeline version), the same image gate and
 // pseudonymisation (the same verdict for the same chat), the same prices
 // (cost per review), the same fleet limits and budgets, region and feedback
-// queue.
+// queue, and the same account-history window (what the stages are shown).
 var Shared = []string{
 	"AWS_REGION", "CHATGUARD_FEEDBACK_QUEUE_URL",
 	"CHATGUARD_REDIS_ADDR", "CHATGUARD_REDIS_USERNAME", "CHATGUARD_REDIS_DB", "CHATGUARD_REDIS_TLS",
@@ -80,6 +80,7 @@ var Shared = []string{
 	"CHATGUARD_PRIMARY_PSEUDONYMIZE", "CHATGUARD_FALLBACK_PSEUDONYMIZE",
 	"CHATGUARD_PRIMARY_PRICE", "CHATGUARD_FALLBACK_PRICE",
 	"CHATGUARD_FLEET_FALLBACK_RPM", "CHATGUARD_FLEET_FALLBACK_TPM",
+	"CHATGUARD_ACCOUNT_HISTORY",
 }
 
 // SharedSecrets must come from the same Secret key in both.

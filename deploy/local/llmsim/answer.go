@@ -15,7 +15,7 @@ import (
 // stage's schema asks for. The prompt is every text of the request joined;
 // imageURLs are the request's image_url parts in order.
 func stageAnswer(stage pipeline.StageName, prompt string, imageURLs []string) string {
-	return renderStage(stage, analyzePrompt(transcriptBlock(prompt), imageURLs))
+	return renderStage(stage, applyHistory(analyzePrompt(transcriptBlock(prompt), imageURLs), stages.ParseHistoryBlock(prompt)))
 }
 
 // transcriptBlock returns the transcript block of a prompt, delimiters
@@ -130,6 +130,7 @@ func triageAnswer(a Analysis) stages.TriageOutput {
 		r.add("rule-based stand-in: matched ")
 		r.signals(a.Signals, 1)
 	}
+	r.history(a.HistoryNote)
 	r.injections(a.Injections)
 	out.Reason = r.String()
 	return out
@@ -229,6 +230,7 @@ func judgeAnswer(a Analysis) stages.JudgeOutput {
 	r := newRationale(500)
 	r.add(fmt.Sprintf("Rule-based stand-in (llmsim), not a model: %s %s, severity %d. Rules: ", out.Label, out.Category, out.Severity))
 	r.signals(strong, 2)
+	r.history(a.HistoryNote)
 	r.injections(a.Injections)
 	out.Rationale = r.String()
 	return out
@@ -273,6 +275,12 @@ func (r *rationale) signals(sigs []Signal, minSev int) {
 		n++
 	}
 	r.add(".")
+}
+
+func (r *rationale) history(note string) {
+	if note != "" {
+		r.add(" " + note)
+	}
 }
 
 func (r *rationale) injections(ids []string) {

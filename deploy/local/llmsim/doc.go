@@ -52,6 +52,14 @@
 // judged wrong, and unstable chats that change between repetitions, so
 // that an evaluation can be shown to tell a worse endpoint from a better.
 //
+// The account_history block that follows the transcript (earlier verdicts
+// about the room's participants) is read by rules of the stand-in's own
+// (history.go): an account with earlier abusive rooms turns its weak
+// signals into evidence, one with HistoryStrongRooms makes them one step
+// more severe, and history alone never makes a signal. These are simulator
+// rules, there so that figures can show the history reaching the stages;
+// they say nothing about how a model weighs it.
+//
 // Config.MaxModelLen makes a prompt over the context length get vLLM's 400
 // ("This model's maximum context length is …"). Config.Gullible makes the
 // stand-in follow instructions typed into the chat when the chat text is not

@@ -242,6 +242,9 @@ type Analysis struct {
 	Injections []string
 	// Messages is how many transcript lines were read.
 	Messages int
+	// HistoryNote says what the account-history rules changed (history.go);
+	// empty when nothing.
+	HistoryNote string
 }
 
 const (

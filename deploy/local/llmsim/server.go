@@ -483,6 +483,7 @@ func (s *Server) answer(c *call) string {
 		a = analyzePrompt(block, images)
 		s.cache.put(key, a)
 	}
+	a = applyHistory(a, historyOf(c))
 	a = c.cfg.Errors.apply(a, block)
 	return renderStage(pipeline.StageName(c.stage), a)
 }

@@ -9,10 +9,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/cmd/internal/reviewers"
+	"github.com/chatguard/chatguard/pipeline/accounthistory"
 	"github.com/chatguard/chatguard/stages"
 )
 
@@ -44,7 +46,7 @@ func Cases() []Case {
 				"CHATGUARD_PRIMARY_MODEL":    "chatguard-judge",
 			},
 			Want: reviewers.Settings{PipelineVersion: stages.Fingerprint("chatguard-judge", ""), PrimaryModel: "chatguard-judge",
-				DevDigestKey: true, FallbackPseudonymize: true},
+				DevDigestKey: true, FallbackPseudonymize: true, AccountHistory: accounthistory.DefaultWindow},
 		},
 		{
 			Name: "prod",
@@ -68,10 +70,12 @@ func Cases() []Case {
 				"CHATGUARD_FLEET_FALLBACK_RPM":     "600",
 				"CHATGUARD_FLEET_REPLICAS":         "4",
 				"CHATGUARD_REDIS_ADDR":             "127.0.0.1:1",
+				"CHATGUARD_ACCOUNT_HISTORY":        "720h",
 			},
 			Want: reviewers.Settings{PipelineVersion: stages.Fingerprint("chatguard-judge", "chatguard-judge-managed"),
 				PrimaryModel: "chatguard-judge", FallbackModel: "chatguard-judge-managed",
-				ImageHosts: []string{"img.bunjang.co.kr", "media.bunjang.co.kr"}, ImageInline: true, FallbackPseudonymize: true},
+				ImageHosts: []string{"img.bunjang.co.kr", "media.bunjang.co.kr"}, ImageInline: true, FallbackPseudonymize: true,
+				AccountHistory: 30 * 24 * time.Hour},
 		},
 	}
 }
@@ -92,11 +96,14 @@ func RequireLogged(t testing.TB, logs []byte, component string, want reviewers.S
 			DevDigestKey         bool     `json:"dev_digest_key"`
 			PrimaryPseudonymize  bool     `json:"primary_pseudonymize"`
 			FallbackPseudonymize bool     `json:"fallback_pseudonymize"`
+			AccountHistory       string   `json:"account_history"`
 		}
 		if json.Unmarshal(line, &rec) != nil || rec.Msg != component+": stage engine ready" {
 			continue
 		}
-		got := reviewers.Settings{PipelineVersion: rec.PipelineVersion, PrimaryModel: rec.PrimaryModel, FallbackModel: rec.FallbackModel,
+		window, err := time.ParseDuration(rec.AccountHistory)
+		require.NoError(t, err, "account_history %q", rec.AccountHistory)
+		got := reviewers.Settings{AccountHistory: window, PipelineVersion: rec.PipelineVersion, PrimaryModel: rec.PrimaryModel, FallbackModel: rec.FallbackModel,
 			ImageHosts: rec.ImageHosts, ImageInline: rec.ImageInline, DevDigestKey: rec.DevDigestKey,
 			PrimaryPseudonymize: rec.PrimaryPseudonymize, FallbackPseudonymize: rec.FallbackPseudonymize}
 		require.Equal(t, want, got, "the settings line of %s", component)

@@ -1,0 +1,79 @@
+package review
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"slices"
+
+	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/stages"
+)
+
+// HistoryLookup gives a review the account history of its room's
+// participants (*accounthistory.Lookup: cached, bounded by a timeout). It
+// never fails: a lookup that could not answer says so in the status, and
+// the review goes on without history.
+type HistoryLookup interface {
+	Lookup(ctx context.Context, room string, accounts []pipeline.HistoryAccount) pipeline.HistorySeen
+}
+
+// participants are the room's buyer and seller accounts in msgs, those
+// with the most messages first (a lookup asks about a bounded number).
+// System lines and messages without a sender id name no one.
+func participants(msgs []pipeline.ChatMessage) []pipeline.HistoryAccount {
+	count := map[pipeline.HistoryAccount]int{}
+	for _, m := range msgs {
+		if m.SenderID == "" || (m.SenderRole != pipeline.RoleBuyer && m.SenderRole != pipeline.RoleSeller) {
+			continue
+		}
+		count[pipeline.HistoryAccount{SenderID: m.SenderID, Role: m.SenderRole}]++
+	}
+	out := make([]pipeline.HistoryAccount, 0, len(count))
+	for a := range count {
+		out = append(out, a)
+	}
+	slices.SortFunc(out, func(a, b pipeline.HistoryAccount) int {
+		return cmp.Or(cmp.Compare(count[b], count[a]), cmp.Compare(a.SenderID, b.SenderID), cmp.Compare(a.Role, b.Role))
+	})
+	return out
+}
+
+// lookUpHistory asks for the account history before the first stage and
+// keeps its prompt block for every stage (rebase). Without a lookup (the
+// history is off) the prompts carry no block and the verdict records
+// nothing.
+func (rn *run) lookUpHistory(ctx context.Context) {
+	if rn.r.cfg.History == nil {
+		return
+	}
+	seen := rn.r.cfg.History.Lookup(ctx, rn.ev.RoomID, participants(rn.msgs))
+	rn.history = &seen
+	rn.historyBlock = stages.HistoryBlock(seen)
+}
+
+// recordHistory adds "account_history" (what the lookup gave the stages:
+// status, days, lines of roles and counts, never an id) to the stored
+// output of the first stage that ran, so the verdict row says which
+// history its stages saw.
+func (rn *run) recordHistory() {
+	if rn.history == nil || len(rn.v.Stages) == 0 {
+		return
+	}
+	first := &rn.v.Stages[0]
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(first.Output, &obj) != nil || obj == nil {
+		if len(first.Output) > 0 {
+			return // not an object: leave the answer as stored
+		}
+		obj = map[string]json.RawMessage{}
+	}
+	b, err := json.Marshal(rn.history)
+	if err != nil {
+		return
+	}
+	obj["account_history"] = b
+	if out, err := json.Marshal(obj); err == nil {
+		first.Output = out
+	}
+}
