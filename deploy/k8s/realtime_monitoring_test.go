@@ -15,9 +15,10 @@ import (
 )
 
 // realtimeAlerts are the real-time conditions docs/operations.md's runbook
-// covers: the freshness SLO's burn rates.
+// covers: the freshness SLO's burn rates and the trigger's failures.
 var realtimeAlerts = []string{
 	"ChatguardRealtimeFreshnessBurnFast", "ChatguardRealtimeFreshnessBurnSlow", "ChatguardRealtimeFreshnessBudgetLow",
+	"ChatguardTriggerDown", "ChatguardTriggerRedisErrors", "ChatguardTriggerPublishFailing", "ChatguardChatEventsInvalid",
 }
 
 // TestRealtimeRules checks the PrometheusRule chatguard-realtime as
