@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1.7
 # chatguard: one small image with the static binaries (/batch, /worker,
-# /consumer, /console) on distroless static, running as the nonroot user 65532 with no
+# /consumer, /console, /trigger) on distroless static, running as the nonroot user 65532 with no
 # shell. Build (deploy/README.md, "Image"):
 #
 #   docker build --build-arg VERSION=v1.4.0 --build-arg REVISION="$(git rev-parse HEAD)" -t REGISTRY/chatguard:v1.4.0 .
@@ -31,7 +31,7 @@ COPY . .
 RUN --mount=type=cache,target=/root/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath \
       -ldflags "-s -w -X github.com/chatguard/chatguard/internal/buildinfo.version=${VERSION} -X github.com/chatguard/chatguard/internal/buildinfo.revision=${REVISION}" \
-      -o /out/ ./cmd/batch ./cmd/worker ./cmd/consumer ./cmd/console
+      -o /out/ ./cmd/batch ./cmd/worker ./cmd/consumer ./cmd/console ./cmd/trigger
 
 FROM ${BASE_IMAGE}
 ARG VERSION=dev
@@ -41,7 +41,7 @@ LABEL org.opencontainers.image.title="chatguard" \
       org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.source="https://github.com/chatguard/chatguard"
 # Owned by root and read-only: the process cannot replace its own binary.
-COPY --from=build --chown=0:0 --chmod=0555 /out/batch /out/worker /out/consumer /out/console /
+COPY --from=build --chown=0:0 --chmod=0555 /out/batch /out/worker /out/consumer /out/console /out/trigger /
 USER 65532:65532
 WORKDIR /
 ENTRYPOINT ["/worker"]

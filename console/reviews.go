@@ -496,6 +496,7 @@ func (rv *reviews) run(st *live.Stream, req reviewRequest, who Who) {
 	}
 	v, err := rv.reviewer.Review(llm.WithObserver(ctx, em), ev, msgs, 1)
 	em.flush()
+	v.OldestMessageAt, v.NewestMessageAt = pipeline.MessageSpan(msgs, req.WindowStart, req.WindowEnd)
 	rv.finish(st, ev, v, err)
 }
 

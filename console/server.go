@@ -87,6 +87,7 @@ var funcs = template.FuncMap{
 	},
 	"rfc3339": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"age":     queueAge,
+	"fresh":   freshness,
 	"pct":     func(f float64) string { return strconv.Itoa(int(f*100+0.5)) + "%" },
 	"ms":      func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) + " ms" },
 	"pretty": func(b json.RawMessage) string {
@@ -113,6 +114,25 @@ func queueAge(now, since time.Time) string {
 		return strconv.Itoa(int(d/time.Hour)) + " h " + strconv.Itoa(int(d%time.Hour/time.Minute)) + " min"
 	default:
 		return strconv.Itoa(int(d/(24*time.Hour))) + " d " + strconv.Itoa(int(d%(24*time.Hour)/time.Hour)) + " h"
+	}
+}
+
+// freshness is how long after a message its verdict was finished, to the
+// second under an hour (real-time verdicts are minutes old); "unknown"
+// when either time is (verdicts from before the span was kept, windows
+// without messages).
+func freshness(sent, done time.Time) string {
+	if sent.IsZero() || done.IsZero() {
+		return "unknown"
+	}
+	d := max(done.Sub(sent), 0).Truncate(time.Second)
+	switch {
+	case d < time.Minute:
+		return strconv.Itoa(int(d/time.Second)) + " s"
+	case d < time.Hour:
+		return strconv.Itoa(int(d/time.Minute)) + " min " + strconv.Itoa(int(d%time.Minute/time.Second)) + " s"
+	default:
+		return queueAge(done, sent)
 	}
 }
 

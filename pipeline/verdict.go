@@ -152,6 +152,54 @@ type Verdict struct {
 	PublishedAt time.Time
 	StartedAt   time.Time
 	FinishedAt  time.Time
+	// OldestMessageAt and NewestMessageAt are the sent_at of the oldest
+	// and the newest message of the window the review ran on (MessageSpan),
+	// what its freshness is measured from; zero when unknown (no message,
+	// a verdict that never read the chat, or one saved before they were
+	// kept).
+	OldestMessageAt time.Time
+	NewestMessageAt time.Time
+}
+
+// Freshness is how long after the window's newest message the verdict
+// was finished (its FinishedAt, stamped just before the save): the
+// real-time figure. ok is false when either time is unknown. A producer
+// clock ahead of the worker's can make it negative; it is reported as 0.
+func (v Verdict) Freshness() (d time.Duration, ok bool) {
+	return sinceMessage(v.NewestMessageAt, v.FinishedAt)
+}
+
+// FreshnessOldest is Freshness measured from the window's oldest message:
+// how long the longest-waiting message of the window waited.
+func (v Verdict) FreshnessOldest() (d time.Duration, ok bool) {
+	return sinceMessage(v.OldestMessageAt, v.FinishedAt)
+}
+
+func sinceMessage(sent, done time.Time) (time.Duration, bool) {
+	if sent.IsZero() || done.IsZero() {
+		return 0, false
+	}
+	return max(done.Sub(sent), 0), true
+}
+
+// MessageSpan returns the sent_at of the oldest and the newest chat
+// message in the half-open window [from, to), ignoring the notice a
+// ChatSource appends for a trimmed history and anything outside the window
+// (context from before it is not what the review was asked about). Both
+// are zero when the window has no message.
+func MessageSpan(msgs []ChatMessage, from, to time.Time) (oldest, newest time.Time) {
+	for _, m := range msgs {
+		if m.MessageID == TrimNoticeID || m.SentAt.IsZero() || m.SentAt.Before(from) || !m.SentAt.Before(to) {
+			continue
+		}
+		if oldest.IsZero() || m.SentAt.Before(oldest) {
+			oldest = m.SentAt
+		}
+		if newest.IsZero() || m.SentAt.After(newest) {
+			newest = m.SentAt
+		}
+	}
+	return oldest.UTC(), newest.UTC()
 }
 
 // MaxSubjects bounds a verdict's subjects: a room has two sides, and a

@@ -91,7 +91,18 @@ func TestIAMPoliciesAreLeastPrivilegeForProd(t *testing.T) {
 	batch := s.ConfigMaps["chatguard-batch"].Data
 
 	receive := []string{"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ReceiveMessage"}
+	trigger := envOf(t, s, container(t, s, "chatguard-trigger"))
+	realtime := sqsARN(t, trigger["CHATGUARD_REVIEW_REALTIME_QUEUE_URL"].value)
 	require.Equal(t, map[string][]string{
+		sqsARN(t, trigger["CHATGUARD_CHAT_EVENTS_QUEUE_URL"].value): receive,
+		sqsARN(t, trigger["CHATGUARD_CHAT_EVENTS_DLQ_URL"].value):   {"sqs:SendMessage"},
+		realtime: {"sqs:SendMessage"},
+	}, grants(t, "trigger"), "the trigger receives chat events, dead-letters malformed ones and publishes real-time reviews, nothing else")
+
+	// The workers poll review-realtime once components/realtime turns it
+	// on; the grant is there before, so turning it on needs no IAM change.
+	require.Equal(t, map[string][]string{
+		realtime: receive,
 		sqsARN(t, worker["CHATGUARD_REVIEW_QUEUE_URL"].value):   receive,
 		sqsARN(t, worker["CHATGUARD_FEEDBACK_QUEUE_URL"].value): {"sqs:SendMessage"},
 		sqsARN(t, worker["CHATGUARD_REVIEW_DLQ_URL"].value):     {"sqs:SendMessage"},
@@ -165,9 +176,9 @@ func TestIAMTrustPolicies(t *testing.T) {
 			}
 		}
 	}
-	require.True(t, viaKEDA["chatguard-worker"] && viaKEDA["chatguard-consumer"], "%v", viaKEDA)
+	require.True(t, viaKEDA["chatguard-worker"] && viaKEDA["chatguard-consumer"] && viaKEDA["chatguard-trigger"], "%v", viaKEDA)
 
-	for _, name := range []string{"worker", "consumer", "batch", "compact"} {
+	for _, name := range []string{"worker", "consumer", "batch", "compact", "trigger"} {
 		t.Run(name, func(t *testing.T) {
 			sa := s.ServiceAccounts["chatguard-"+name]
 			require.NotNil(t, sa)

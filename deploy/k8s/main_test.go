@@ -78,7 +78,7 @@ func flagsOf(t *testing.T) map[string]map[string]inventory.Flag {
 		helps = map[string]map[string]inventory.Flag{}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		for _, c := range [][]string{{"worker"}, {"worker", "migrate"}, {"worker", "purge"}, {"consumer"}, {"consumer", "compact"}, {"batch"}, {"console"}} {
+		for _, c := range [][]string{{"worker"}, {"worker", "migrate"}, {"worker", "purge"}, {"consumer"}, {"consumer", "compact"}, {"batch"}, {"console"}, {"trigger"}} {
 			var f map[string]inventory.Flag
 			if f, helpErr = inventory.Help(ctx, filepath.Join(dir, c[0]), c[1:]...); helpErr != nil {
 				return

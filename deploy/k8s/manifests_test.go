@@ -170,22 +170,22 @@ func TestOverlaysRenderStrictly(t *testing.T) {
 			sort.Strings(got)
 			want := []string{
 				"ConfigMap/chatguard-batch", "ConfigMap/chatguard-compact-<hash>", "ConfigMap/chatguard-console-<hash>", "ConfigMap/chatguard-consumer-<hash>", "ConfigMap/chatguard-dashboard",
-				"ConfigMap/chatguard-purge-<hash>", "ConfigMap/chatguard-sql-exporter-collectors", "ConfigMap/chatguard-worker-<hash>",
+				"ConfigMap/chatguard-purge-<hash>", "ConfigMap/chatguard-sql-exporter-collectors", "ConfigMap/chatguard-trigger-<hash>", "ConfigMap/chatguard-worker-<hash>",
 				"CronJob/chatguard-compact", "CronJob/chatguard-purge",
-				"Deployment/chatguard-console", "Deployment/chatguard-consumer", "Deployment/chatguard-worker",
+				"Deployment/chatguard-console", "Deployment/chatguard-consumer", "Deployment/chatguard-trigger", "Deployment/chatguard-worker",
 				"Namespace/" + map[string]string{"dev": "chatguard-dev", "prod": "chatguard"}[o],
 				"NetworkPolicy/chatguard-console", "NetworkPolicy/chatguard-default-deny-egress", "NetworkPolicy/chatguard-default-deny-ingress",
 				"NetworkPolicy/chatguard-egress-aws", "NetworkPolicy/chatguard-egress-dns", "NetworkPolicy/chatguard-egress-internet-https",
 				"NetworkPolicy/chatguard-egress-mysql", "NetworkPolicy/chatguard-egress-redis", "NetworkPolicy/chatguard-egress-services",
 				"NetworkPolicy/chatguard-metrics", "NetworkPolicy/chatguard-worker-operator-api",
-				"PodDisruptionBudget/chatguard-console", "PodDisruptionBudget/chatguard-consumer", "PodDisruptionBudget/chatguard-worker",
-				"PodMonitor/chatguard-console", "PodMonitor/chatguard-consumer", "PodMonitor/chatguard-worker",
-				"PrometheusRule/chatguard", "PrometheusRule/chatguard-console",
+				"PodDisruptionBudget/chatguard-console", "PodDisruptionBudget/chatguard-consumer", "PodDisruptionBudget/chatguard-trigger", "PodDisruptionBudget/chatguard-worker",
+				"PodMonitor/chatguard-console", "PodMonitor/chatguard-consumer", "PodMonitor/chatguard-trigger", "PodMonitor/chatguard-worker",
+				"PrometheusRule/chatguard", "PrometheusRule/chatguard-console", "PrometheusRule/chatguard-realtime",
 				"Role/chatguard-airflow-pod-launcher", "RoleBinding/chatguard-airflow-pod-launcher",
-				"ScaledObject/chatguard-console", "ScaledObject/chatguard-consumer", "ScaledObject/chatguard-worker",
+				"ScaledObject/chatguard-console", "ScaledObject/chatguard-consumer", "ScaledObject/chatguard-trigger", "ScaledObject/chatguard-worker",
 				"Service/chatguard-console", "Service/chatguard-worker",
 				"ServiceAccount/chatguard-batch", "ServiceAccount/chatguard-compact", "ServiceAccount/chatguard-console", "ServiceAccount/chatguard-consumer",
-				"ServiceAccount/chatguard-purge", "ServiceAccount/chatguard-worker",
+				"ServiceAccount/chatguard-purge", "ServiceAccount/chatguard-trigger", "ServiceAccount/chatguard-worker",
 				"TriggerAuthentication/chatguard-aws",
 			}
 			if o == "prod" {
@@ -393,7 +393,7 @@ func TestProbesHitServedRoutes(t *testing.T) {
 	for _, o := range overlays {
 		t.Run(o, func(t *testing.T) {
 			s := render(t, o)
-			for _, d := range []string{"chatguard-worker", "chatguard-consumer"} {
+			for _, d := range []string{"chatguard-worker", "chatguard-consumer", "chatguard-trigger"} {
 				c := container(t, s, d)
 				bin := strings.TrimPrefix(c.Command[0], "/")
 				routes := servedRoutes(t, bin)
@@ -449,10 +449,10 @@ func TestGracePeriodCoversTheDrain(t *testing.T) {
 	for _, o := range overlays {
 		t.Run(o, func(t *testing.T) {
 			s := render(t, o)
-			for _, d := range []string{"chatguard-worker", "chatguard-consumer"} {
+			for _, d := range []string{"chatguard-worker", "chatguard-consumer", "chatguard-trigger"} {
 				c := container(t, s, d)
 				env, fl := envOf(t, s, c), flags[c.Command[0]]
-				drain := duration(t, setting(t, env, fl, "drain-timeout"))
+				drain := triggerDrain(t, env, fl, d)
 				wait := duration(t, setting(t, env, fl, "wait-time"))
 				grace := s.Deployments[d].Spec.Template.Spec.TerminationGracePeriodSeconds
 				require.NotNil(t, grace, d)
@@ -475,7 +475,7 @@ func TestKEDAScalesOnTheQueuesTheBinariesRead(t *testing.T) {
 	for _, o := range overlays {
 		t.Run(o, func(t *testing.T) {
 			s := render(t, o)
-			for _, d := range []string{"chatguard-worker", "chatguard-consumer"} {
+			for _, d := range []string{"chatguard-worker", "chatguard-consumer", "chatguard-trigger"} {
 				so, ok := s.ScaledObjects[d]
 				require.True(t, ok, "ScaledObject %s", d)
 				require.Equal(t, d, so.Spec.ScaleTargetRef.Name)
@@ -502,7 +502,7 @@ func TestKEDAScalesOnTheQueuesTheBinariesRead(t *testing.T) {
 				require.GreaterOrEqual(t, min, int32(1), "%s: never scaled to zero (the probes and metrics need a pod)", d)
 				require.GreaterOrEqual(t, max, min, d)
 
-				drain := duration(t, setting(t, env, fl, "drain-timeout"))
+				drain := triggerDrain(t, env, fl, d)
 				behavior := so.Spec.Advanced.HorizontalPodAutoscalerConfig.Behavior
 				require.NotNil(t, behavior.ScaleDown.StabilizationWindowSeconds, d)
 				stab := time.Duration(*behavior.ScaleDown.StabilizationWindowSeconds) * time.Second
@@ -516,6 +516,11 @@ func TestKEDAScalesOnTheQueuesTheBinariesRead(t *testing.T) {
 					require.Equal(t, "true", tr.Metadata["scaleOnInFlight"], "a worker's messages in flight are its work: count them")
 					require.Equal(t, setting(t, env, fl, "concurrency"), tr.Metadata["queueLength"], "one worker per --concurrency messages")
 					checkPrimaryGate(t, s, so, atoi(t, setting(t, env, fl, "concurrency")))
+				case "chatguard-trigger":
+					require.Equal(t, env["CHATGUARD_CHAT_EVENTS_QUEUE_URL"].value, tr.Metadata["queueURL"], "the trigger scales on the chat events it receives")
+					require.Equal(t, "false", tr.Metadata["scaleOnInFlight"], "a trigger's in-flight events are held for Redis; more replicas do not help")
+					require.GreaterOrEqual(t, min, int32(2), "rooms fire on silence: a restart of one trigger must not pause firing")
+					require.Len(t, so.Spec.Triggers, 1, d)
 				case "chatguard-consumer":
 					require.Equal(t, env["CHATGUARD_FEEDBACK_QUEUE_URL"].value, tr.Metadata["queueURL"], "the consumer scales on the queue it drains")
 					require.Equal(t, "false", tr.Metadata["scaleOnInFlight"], "a consumer holds messages on purpose while it buffers")
@@ -537,12 +542,23 @@ func TestKEDAScalesOnTheQueuesTheBinariesRead(t *testing.T) {
 	}
 }
 
+// triggerDrain is how long a binary may take to stop: its --drain-timeout,
+// or for the trigger (which has none) its engine's drain, --call-timeout
+// plus 5 s (cmd/trigger), plus a receive's --wait-time.
+func triggerDrain(t *testing.T, env map[string]envSource, fl map[string]inventory.Flag, d string) time.Duration {
+	t.Helper()
+	if d != "chatguard-trigger" {
+		return duration(t, setting(t, env, fl, "drain-timeout"))
+	}
+	return duration(t, setting(t, env, fl, "call-timeout")) + 5*time.Second + duration(t, setting(t, env, fl, "wait-time"))
+}
+
 func TestDisruptionBudgetsAndSpread(t *testing.T) {
 	t.Parallel()
 	for _, o := range overlays {
 		t.Run(o, func(t *testing.T) {
 			s := render(t, o)
-			for _, d := range []string{"chatguard-worker", "chatguard-consumer"} {
+			for _, d := range []string{"chatguard-worker", "chatguard-consumer", "chatguard-trigger"} {
 				dep := s.Deployments[d]
 				podLabels := labels.Set(dep.Spec.Template.Labels)
 				sel, err := metav1.LabelSelectorAsSelector(dep.Spec.Selector)
@@ -645,8 +661,8 @@ func TestMonitorsScrapeWhatThePodsServe(t *testing.T) {
 	for _, o := range overlays {
 		t.Run(o, func(t *testing.T) {
 			s := render(t, o)
-			require.Len(t, s.PodMonitors, 3)
-			for _, d := range []string{"chatguard-worker", "chatguard-consumer", "chatguard-console"} {
+			require.Len(t, s.PodMonitors, 4)
+			for _, d := range []string{"chatguard-worker", "chatguard-consumer", "chatguard-console", "chatguard-trigger"} {
 				pm, ok := s.PodMonitors[d]
 				require.True(t, ok, "PodMonitor %s", d)
 				sel, err := metav1.LabelSelectorAsSelector(&pm.Spec.Selector)
@@ -746,7 +762,7 @@ func TestServiceAccountsCarryTheirRoles(t *testing.T) {
 			s := render(t, o)
 			worker := envOf(t, s, container(t, s, "chatguard-worker"))
 			account := regexp.MustCompile(`/([0-9]{12})/`).FindStringSubmatch(worker["CHATGUARD_REVIEW_QUEUE_URL"].value)[1]
-			for _, n := range []string{"chatguard-worker", "chatguard-consumer", "chatguard-batch", "chatguard-compact"} {
+			for _, n := range []string{"chatguard-worker", "chatguard-consumer", "chatguard-batch", "chatguard-compact", "chatguard-trigger"} {
 				sa, ok := s.ServiceAccounts[n]
 				require.True(t, ok, n)
 				require.Equal(t, account, requireIRSA(t, sa), "%s: the role is in the queues' account", n)
@@ -754,6 +770,7 @@ func TestServiceAccountsCarryTheirRoles(t *testing.T) {
 			}
 			require.Equal(t, "chatguard-worker", s.Deployments["chatguard-worker"].Spec.Template.Spec.ServiceAccountName)
 			require.Equal(t, "chatguard-consumer", s.Deployments["chatguard-consumer"].Spec.Template.Spec.ServiceAccountName)
+			require.Equal(t, "chatguard-trigger", s.Deployments["chatguard-trigger"].Spec.Template.Spec.ServiceAccountName)
 		})
 	}
 }

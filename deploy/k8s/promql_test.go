@@ -83,7 +83,7 @@ func checkExpr(t *testing.T, where, expr string, inv map[string]inventory.Metric
 
 // queueNames returns every SQS queue name of every overlay: the worker's
 // three queues and the feedback queue's DLQ (named <feedback>-dlq, see
-// deploy/README.md).
+// deploy/README.md), and the trigger's three.
 func queueNames(t *testing.T) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
@@ -94,6 +94,10 @@ func queueNames(t *testing.T) map[string][]string {
 			out[o] = append(out[o], w[k].value[strings.LastIndex(w[k].value, "/")+1:])
 		}
 		out[o] = append(out[o], out[o][2]+"-dlq")
+		tr := envOf(t, s, container(t, s, "chatguard-trigger"))
+		for _, k := range []string{"CHATGUARD_CHAT_EVENTS_QUEUE_URL", "CHATGUARD_CHAT_EVENTS_DLQ_URL", "CHATGUARD_REVIEW_REALTIME_QUEUE_URL"} {
+			out[o] = append(out[o], tr[k].value[strings.LastIndex(tr[k].value, "/")+1:])
+		}
 	}
 	return out
 }

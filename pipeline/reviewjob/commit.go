@@ -54,12 +54,30 @@ func (h *Handler) commitDone(ctx context.Context, j *job, v pipeline.Verdict) (o
 	}
 	h.observeStages(v)
 	if committed {
+		h.observeFreshness(j, v)
 		h.publish(v)
 		if h.mirror != nil && j.msgs != nil {
 			h.mirror.Offer(v, j.ev, j.msgs)
 		}
 	}
 	return jobloop.Outcome{Action: jobloop.Delete, Label: "done"}, released
+}
+
+// observeFreshness records a committed done verdict's freshness, from
+// its window's newest and oldest message to now (the commit), under the
+// event's source; an event without one came from a batch publisher that
+// predates the field. A window without messages has no freshness.
+func (h *Handler) observeFreshness(j *job, v pipeline.Verdict) {
+	if v.NewestMessageAt.IsZero() {
+		return
+	}
+	source := j.ev.Source
+	if source == "" {
+		source = pipeline.SourceBatch
+	}
+	now := h.clk.Now()
+	h.m.freshness.WithLabelValues(string(source)).Observe(max(now.Sub(v.NewestMessageAt), 0).Seconds())
+	h.m.freshnessOldest.WithLabelValues(string(source)).Observe(max(now.Sub(v.OldestMessageAt), 0).Seconds())
 }
 
 // save writes a verdict with a bounded context of its own, so that a

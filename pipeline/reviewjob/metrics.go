@@ -18,6 +18,17 @@ type Metrics struct {
 	admissions   *prometheus.CounterVec
 	// contextFetches counts the fetches of a window's context (context.go).
 	contextFetches *prometheus.CounterVec
+	// freshness and freshnessOldest are the real-time figure, named
+	// chatguard_review_* because they measure the review service end to
+	// end (publisher, queue and worker), not the worker alone.
+	freshness, freshnessOldest *prometheus.HistogramVec
+}
+
+// FreshnessBuckets are the freshness histograms' buckets (seconds): fine
+// around the real-time SLO's threshold (180 s, an exact bound so the
+// SLO's ratio reads one bucket), coarse out to the hourly batch's hours.
+func FreshnessBuckets() []float64 {
+	return []float64{10, 30, 60, 90, 120, 150, 180, 240, 300, 450, 600, 900, 1800, 3600, 5400, 7200, 10800, 21600}
 }
 
 // NewMetrics creates the metrics beside the loop's (nil: a private set,
@@ -47,10 +58,20 @@ func NewMetrics(reg prometheus.Registerer, loop *jobloop.Metrics) *Metrics {
 		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "chatguard_worker_admission_total", Help: "Admission decisions before any model call (admitted, duplicate, busy, expired, invalid).",
 		}, []string{"decision"}),
+		freshness: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "chatguard_review_freshness_seconds",
+			Help:    "For each committed done verdict, its commit time minus the sent_at of its window's newest message, by the review's source (batch, sweep, realtime).",
+			Buckets: FreshnessBuckets(),
+		}, []string{"source"}),
+		freshnessOldest: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "chatguard_review_freshness_oldest_seconds",
+			Help:    "For each committed done verdict, its commit time minus the sent_at of its window's oldest message, by the review's source (batch, sweep, realtime).",
+			Buckets: FreshnessBuckets(),
+		}, []string{"source"}),
 	}
 	m.contextFetches = newContextFetches(reg)
 	if reg != nil {
-		reg.MustRegister(m.eventAge, m.stageLatency, m.stageTTFT, m.tokens, m.admissions)
+		reg.MustRegister(m.eventAge, m.stageLatency, m.stageTTFT, m.tokens, m.admissions, m.freshness, m.freshnessOldest)
 	}
 	return m
 }

@@ -26,6 +26,7 @@ func (h *Handler) obtain(ctx context.Context, j *job) (pipeline.Verdict, jobloop
 	}
 	v.Key, v.RunID, v.PublishedAt, v.StartedAt, v.Attempts = j.key, j.ev.RunID, j.ev.PublishedAt, j.start.UTC(), j.m.ReceiveCount
 	v.Status, v.Error = pipeline.StatusDone, ""
+	v.OldestMessageAt, v.NewestMessageAt = pipeline.MessageSpan(msgs, j.ev.WindowStart, j.ev.WindowEnd)
 	return v, jobloop.Outcome{}, true
 }
 

@@ -92,6 +92,9 @@ type QueueItem struct {
 	EarlyExit        bool
 	InjectionFlagged bool
 	FinishedAt       time.Time
+	// NewestMessageAt is the sent_at of the window's newest message (zero
+	// when unknown): the item's freshness is FinishedAt minus it.
+	NewestMessageAt time.Time
 	// Decided is true when a moderator has decided on the verdict (only
 	// possible with QueueFilter.IncludeDecided).
 	Decided bool
@@ -173,7 +176,7 @@ func (s *Store) ListQueue(ctx context.Context, f QueueFilter, cursor string) (Qu
 // queueCols are the columns a queue row reads, in QueueItem's scan order.
 const queueCols = `v.id, v.room_id, v.window_start, v.window_end, v.pipeline_version, v.run_id, v.status,
 	v.label, v.category, v.severity, v.confidence, v.action, COALESCE(v.rationale, ''), v.early_exit,
-	v.injection_flagged, v.finished_at`
+	v.injection_flagged, v.finished_at, v.newest_message_at`
 
 // queueQuery is the statement reading up to limit rows of one label of the
 // queue after cur (nil: from the top of the label).
@@ -246,13 +249,13 @@ func (s *Store) queueRows(ctx context.Context, q string, args []any) ([]QueueIte
 			it                        QueueItem
 			ws, we                    time.Time
 			status, label, cat, act   string
-			finished                  sql.NullTime
+			finished, newest          sql.NullTime
 			room, version, run        string
 			earlyExit, injected, decd bool
 			takenAt                   sql.NullTime
 		)
 		if err := rows.Scan(&it.ID, &room, &ws, &we, &version, &run, &status, &label, &cat, &it.Severity,
-			&it.Confidence, &act, &it.Rationale, &earlyExit, &injected, &finished, &decd, &it.TakenBy, &takenAt); err != nil {
+			&it.Confidence, &act, &it.Rationale, &earlyExit, &injected, &finished, &newest, &decd, &it.TakenBy, &takenAt); err != nil {
 			return nil, err
 		}
 		it.Key = pipeline.ReviewKey{RoomID: room, WindowStart: ws.UTC(), WindowEnd: we.UTC(), PipelineVersion: version}
@@ -262,6 +265,7 @@ func (s *Store) queueRows(ctx context.Context, q string, args []any) ([]QueueIte
 		if finished.Valid {
 			it.FinishedAt = finished.Time.UTC()
 		}
+		it.NewestMessageAt = fromNullTime(newest)
 		if takenAt.Valid {
 			it.TakenActiveAt = takenAt.Time.UTC()
 		}

@@ -123,7 +123,7 @@ var verdictCols = []string{
 	"run_id", "label", "category", "severity", "confidence", "action", "rationale",
 	"evidence_ids", "early_exit", "injection_flagged", "error", "attempts", "pools_used",
 	"fallback_used", "tokens_in", "tokens_out", "latency_ms", "published_at", "started_at",
-	"finished_at",
+	"finished_at", "oldest_message_at", "newest_message_at",
 }
 
 // upsertSQL inserts a verdict or updates the row with the same key. A done
@@ -147,7 +147,7 @@ var upsertSQL = func() string {
 
 const selectVerdictSQL = `SELECT id, run_id, status, label, category, severity, confidence, action,
 	COALESCE(rationale, ''), evidence_ids, early_exit, injection_flagged, COALESCE(error, ''), attempts,
-	published_at, started_at, finished_at
+	published_at, started_at, finished_at, oldest_message_at, newest_message_at
 	FROM verdicts WHERE room_id = ? AND window_start = ? AND window_end = ? AND pipeline_version = ?`
 
 const existsVerdictSQL = `SELECT 1 FROM verdicts
@@ -186,6 +186,7 @@ func (s *Store) Get(ctx context.Context, key pipeline.ReviewKey) (pipeline.Verdi
 		id                   uint64
 		evidence             sql.NullString
 		started, finished    sql.NullTime
+		oldest, newest       sql.NullTime
 		status, label, cat   string
 		action               string
 		severity, attempts   int
@@ -195,7 +196,7 @@ func (s *Store) Get(ctx context.Context, key pipeline.ReviewKey) (pipeline.Verdi
 	err = tx.QueryRowContext(ctx, selectVerdictSQL, key.RoomID, ws, we, key.PipelineVersion).Scan(
 		&id, &v.RunID, &status, &label, &cat, &severity, &v.Confidence, &action,
 		&v.Rationale, &evidence, &earlyExit, &injection, &v.Error, &attempts,
-		&published, &started, &finished)
+		&published, &started, &finished, &oldest, &newest)
 	if errors.Is(err, sql.ErrNoRows) {
 		return pipeline.Verdict{}, fmt.Errorf("mysql: get %s: %w", key, pipeline.ErrVerdictNotFound)
 	}
@@ -213,6 +214,7 @@ func (s *Store) Get(ctx context.Context, key pipeline.ReviewKey) (pipeline.Verdi
 	if finished.Valid {
 		v.FinishedAt = finished.Time.UTC()
 	}
+	v.OldestMessageAt, v.NewestMessageAt = fromNullTime(oldest), fromNullTime(newest)
 	if evidence.Valid && evidence.String != "" {
 		if err := json.Unmarshal([]byte(evidence.String), &v.EvidenceIDs); err != nil {
 			return pipeline.Verdict{}, fmt.Errorf("mysql: get: evidence_ids: %w", err)
@@ -457,7 +459,7 @@ func upsertArgs(v pipeline.Verdict) ([]any, error) {
 		v.RunID, string(v.Label), string(v.Category), v.Severity, v.Confidence, string(v.Action), nullString(v.Rationale),
 		evidence, v.EarlyExit, v.InjectionFlagged, nullString(v.Error), v.Attempts, strings.Join(pools, ","),
 		fallback, tokIn, tokOut, latency, dbTime(v.PublishedAt), nullTime(v.StartedAt),
-		nullTime(v.FinishedAt),
+		nullTime(v.FinishedAt), nullTime(v.OldestMessageAt), nullTime(v.NewestMessageAt),
 	}, nil
 }
 
@@ -525,6 +527,14 @@ func nullTime(t time.Time) any {
 		return nil
 	}
 	return dbTime(t)
+}
+
+// fromNullTime is the zero time for NULL (unknown), else the time in UTC.
+func fromNullTime(t sql.NullTime) time.Time {
+	if !t.Valid {
+		return time.Time{}
+	}
+	return t.Time.UTC()
 }
 
 func nullString(s string) any {

@@ -44,6 +44,9 @@ func SampleVerdict(room string) pipeline.Verdict {
 		PublishedAt: ws.Add(time.Hour + 5*time.Minute).In(kst),
 		StartedAt:   ws.Add(time.Hour + 6*time.Minute + 123456789),
 		FinishedAt:  ws.Add(time.Hour + 6*time.Minute + 2*time.Second),
+		// In another zone and below a microsecond: stored in UTC, truncated.
+		OldestMessageAt: ws.Add(3*time.Minute + 1500).In(kst),
+		NewestMessageAt: ws.Add(58*time.Minute + 7*time.Second),
 	}
 }
 
@@ -111,6 +114,8 @@ func RunVerdictStoreConformance(t *testing.T, newStore func(t *testing.T) pipeli
 		v2.Stages[0].Output = []byte(`{"risk":"none"}`)
 		v2.EarlyExit, v2.Label, v2.Category, v2.Action = true, pipeline.LabelClean, pipeline.CategoryClean, pipeline.ActionNone
 		v2.Severity, v2.Confidence, v2.Attempts, v2.EvidenceIDs, v2.Rationale = 1, 0.5, 3, nil, ""
+		// A window with no message has no span: unknown, not the old one.
+		v2.OldestMessageAt, v2.NewestMessageAt = time.Time{}, time.Time{}
 		require.True(t, save(t, s, v2), "done replacing done is committed")
 		got, err := s.Get(ctx(t), v.Key)
 		require.NoError(t, err)
@@ -261,6 +266,8 @@ func requireSame(t *testing.T, want, got pipeline.Verdict) {
 	require.Equal(t, us(want.PublishedAt), got.PublishedAt)
 	require.Equal(t, us(want.StartedAt), got.StartedAt)
 	require.Equal(t, us(want.FinishedAt), got.FinishedAt)
+	require.Equal(t, us(want.OldestMessageAt), got.OldestMessageAt)
+	require.Equal(t, us(want.NewestMessageAt), got.NewestMessageAt)
 	require.Len(t, got.Stages, len(want.Stages))
 	for i, w := range want.Stages {
 		g := got.Stages[i]

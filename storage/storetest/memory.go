@@ -81,6 +81,8 @@ func (m *Memory) Save(ctx context.Context, v pipeline.Verdict) (bool, error) {
 	v.PublishedAt = v.PublishedAt.UTC().Truncate(time.Microsecond)
 	v.StartedAt = v.StartedAt.UTC().Truncate(time.Microsecond)
 	v.FinishedAt = v.FinishedAt.UTC().Truncate(time.Microsecond)
+	v.OldestMessageAt = usUTC(v.OldestMessageAt)
+	v.NewestMessageAt = usUTC(v.NewestMessageAt)
 	for i := range v.Stages {
 		v.Stages[i].TTFT = v.Stages[i].TTFT.Round(time.Microsecond)
 		v.Stages[i].Latency = v.Stages[i].Latency.Round(time.Microsecond)
@@ -117,4 +119,13 @@ func clone(v pipeline.Verdict) pipeline.Verdict {
 		v.Stages[i].Output = slices.Clone(v.Stages[i].Output)
 	}
 	return v
+}
+
+// usUTC is t as MySQL's DATETIME(6) keeps it; the zero time (unknown, NULL)
+// stays zero.
+func usUTC(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC().Truncate(time.Microsecond)
 }

@@ -51,7 +51,7 @@ const (
 
 // Binaries are the commands in the image, each at /<name>, built from
 // ./cmd/<name>.
-var Binaries = []string{"batch", "worker", "consumer", "console"}
+var Binaries = []string{"batch", "worker", "consumer", "console", "trigger"}
 
 // Entrypoint is the image's default command; pods name theirs explicitly.
 var Entrypoint = []string{"/worker"}

@@ -1,0 +1,49 @@
+package k8s_test
+
+import (
+	"sort"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/chatguard/chatguard/deploy/k8s/manifest"
+)
+
+// The workers poll review-realtime only where an overlay lists
+// components/realtime, and then the very queue the trigger publishes to.
+func TestRealtimeIsOffUntilTheComponentTurnsItOn(t *testing.T) {
+	t.Parallel()
+	for _, o := range overlays {
+		s := render(t, o)
+		require.Empty(t, envOf(t, s, container(t, s, "chatguard-worker"))["CHATGUARD_REALTIME_QUEUE_URL"].value, "%s: real time is off by default", o)
+	}
+	s, err := manifest.Render("testdata/realtime")
+	require.NoError(t, err)
+	worker := envOf(t, s, container(t, s, "chatguard-worker"))["CHATGUARD_REALTIME_QUEUE_URL"].value
+	trigger := envOf(t, s, container(t, s, "chatguard-trigger"))["CHATGUARD_REVIEW_REALTIME_QUEUE_URL"].value
+	require.NotEmpty(t, worker)
+	require.Equal(t, trigger, worker, "the workers poll the queue the trigger publishes to")
+}
+
+// The trigger talks to Redis and SQS (and DNS), nothing else: no MySQL, no
+// chat API, no model pool, no internet.
+func TestTriggerEgressIsRedisAndSQSOnly(t *testing.T) {
+	t.Parallel()
+	for _, o := range overlays {
+		s := render(t, o)
+		podLabels := labels.Set(s.Deployments["chatguard-trigger"].Spec.Template.Labels)
+		var egress []string
+		for _, n := range manifest.Names(s.NetworkPolicies) {
+			np := s.NetworkPolicies[n]
+			sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+			require.NoError(t, err)
+			if sel.Matches(podLabels) && len(np.Spec.Egress) > 0 {
+				egress = append(egress, n)
+			}
+		}
+		sort.Strings(egress)
+		require.Equal(t, []string{"chatguard-egress-aws", "chatguard-egress-dns", "chatguard-egress-redis"}, egress, o)
+	}
+}
