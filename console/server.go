@@ -412,12 +412,9 @@ func evidenceIDs(v pipeline.Verdict) map[string]bool {
 	return out
 }
 
-// decide records a confirm or overturn: the decision row first (the
-// queue's state, and the outbox of the feedback event), then the
-// moderator_feedback event on the feedback queue (the lake), then the
-// row's feedback_sent_at. It answers success once the row is committed: a
-// send that fails leaves the row unmarked and the outbox sweeper resends
-// it, with the event id derived from the row id, so the lake keeps one.
+// decide records a confirm or overturn of one item, once the moderator
+// holds it (claimForDecision), through record: the path a campaign's bulk
+// decision takes too. It answers success once the row is committed.
 func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	who, _ := whoFrom(r.Context())
 	id, v, ok := s.verdictFromPath(w, r)
@@ -446,7 +443,7 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 		s.renderConflict(w, r, id, c)
 		return
 	}
-	decID, err := s.store.AddDecision(r.Context(), d)
+	res, err := s.record(r.Context(), who, []pendingDecision{{Verdict: decidedVerdict{ID: id, Key: v.Key, Label: v.Label, Category: v.Category, Action: v.Action}, D: d}})
 	var perm *pipeline.PermanentError
 	if errors.As(err, &perm) {
 		s.fail(w, r, http.StatusBadRequest, err.Error(), nil)
@@ -456,31 +453,9 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusServiceUnavailable, "could not save the decision", err)
 		return
 	}
-	d.ID = decID
-	s.log.Info("console: audit", "action", "decide", "moderator", who.ID, "decision", d.Decision, "verdict_id", id,
-		"decision_id", decID, "room_id", v.Key.RoomID, "label", d.Label, "category", d.Category)
-	// Decided, the item leaves the queue: its take ends with it.
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
-	defer rcancel()
-	if _, err := s.store.ReleaseItem(rctx, id, who.ID); err != nil {
-		s.log.Warn("console: decided but the take not released; it goes stale after --take-timeout", "verdict_id", id, "err", err)
-	}
-	ev := feedbackEvent(d, v.Key, v.Label, v.Category, v.Action)
 	saved := d.Decision
-	sctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-	defer cancel()
-	if err := s.feedback.Send(sctx, []pipeline.OutMessage{{Body: feedbackBody(ev)}}); err != nil {
-		s.count("failed")
-		s.log.Warn("console: feedback event not sent; the outbox sweeper resends it", "decision_id", decID, "event_id", ev.EventID, "err", err)
+	if res.Queued > 0 {
 		saved += " (feedback queued)"
-	} else {
-		s.count("sent")
-		// Detached: SQS holds the event whether or not the moderator waits.
-		mctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
-		defer cancel()
-		if err := s.store.MarkFeedbackSent(mctx, s.clock.Now(), decID); err != nil {
-			s.log.Warn("console: feedback sent but not marked; the sweeper resends it with the same event id", "decision_id", decID, "err", err)
-		}
 	}
 	if r.Header.Get("HX-Request") == "true" {
 		decisions, _ := s.store.Decisions(r.Context(), id, 20)
@@ -488,18 +463,6 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.Redirect(w, r, "/verdicts/"+strconv.FormatUint(id, 10), http.StatusSeeOther)
-}
-
-// count counts one request-path feedback send by outcome (sent, failed).
-func (s *server) count(outcome string) {
-	if s.fbm == nil {
-		return
-	}
-	if outcome == "sent" {
-		s.fbm.sent.WithLabelValues("decide").Inc()
-	} else {
-		s.fbm.failed.WithLabelValues("decide").Inc()
-	}
 }
 
 // stop publishes a room stop through the operator API.
