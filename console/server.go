@@ -43,6 +43,12 @@ type store interface {
 	TakeOf(ctx context.Context, verdictID uint64) (mysql.Take, bool, error)
 	TouchTake(ctx context.Context, verdictID uint64, moderator string, now time.Time) (bool, error)
 	ReleaseItem(ctx context.Context, verdictID uint64, moderator string) (bool, error)
+	// Accounts and campaigns (accounts.go).
+	AccountVerdicts(ctx context.Context, senderID, cursor string, limit int) (mysql.AccountPage, error)
+	AccountHistory(ctx context.Context, senderIDs []string, since time.Time) ([]pipeline.HistoryCount, error)
+	AccountCampaigns(ctx context.Context, senderID string) ([]mysql.CampaignMark, error)
+	VerdictCampaigns(ctx context.Context, verdictID uint64) ([]mysql.CampaignMark, error)
+	CampaignRooms(ctx context.Context, mark, cursor string, limit int) (mysql.CampaignPage, error)
 }
 
 var _ store = (*mysql.Store)(nil)
@@ -85,10 +91,12 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04 UTC")
 	},
-	"rfc3339": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-	"age":     queueAge,
-	"pct":     func(f float64) string { return strconv.Itoa(int(f*100+0.5)) + "%" },
-	"ms":      func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) + " ms" },
+	"rfc3339":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"age":      queueAge,
+	"account":  accountHref,
+	"campaign": campaignHref,
+	"pct":      func(f float64) string { return strconv.Itoa(int(f*100+0.5)) + "%" },
+	"ms":       func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) + " ms" },
 	"pretty": func(b json.RawMessage) string {
 		var v any
 		if json.Unmarshal(b, &v) != nil {
@@ -137,6 +145,9 @@ func (s *server) routes() http.Handler {
 	app.HandleFunc("POST /verdicts/{id}/take", s.take)
 	app.HandleFunc("POST /verdicts/{id}/release", s.release)
 	app.HandleFunc("POST /verdicts/{id}/stop", s.stop)
+	app.HandleFunc("GET /accounts/{sender}", s.accountPage)
+	app.HandleFunc("GET /campaigns/{mark}", s.campaignPage)
+	app.HandleFunc("POST /campaigns/{mark}/decide", s.bulkDecide)
 	app.HandleFunc("POST /logout", s.logout)
 	app.HandleFunc("POST /v1/reviews", s.reviews.start)
 	app.HandleFunc("GET /v1/reviews/{id}/events", s.reviews.resume)
@@ -365,8 +376,14 @@ func (s *server) roomPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusServiceUnavailable, "could not read who took the item", err)
 		return
 	}
+	campaigns, err := s.store.VerdictCampaigns(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, http.StatusServiceUnavailable, "could not read the verdict's campaigns", err)
+		return
+	}
 	data := s.page(r, map[string]any{"ID": id, "V": v, "Decisions": decisions, "Categories": pipeline.AbuseCategories,
-		"Evidence": evidenceIDs(v), "CanStop": s.stops != nil, "Take": take, "TakeRefused": r.URL.Query().Get("take") == "refused"})
+		"Evidence": evidenceIDs(v), "CanStop": s.stops != nil, "Take": take, "TakeRefused": r.URL.Query().Get("take") == "refused",
+		"Campaigns": campaigns})
 	if len(decisions) > 0 {
 		data["Seen"] = decisions[0].ID
 	}
@@ -384,7 +401,30 @@ func (s *server) roomPage(w http.ResponseWriter, r *http.Request) {
 		lines = append(lines, chatLine{ChatMessage: m, Evidence: ev[m.MessageID]})
 	}
 	data["Chat"] = lines
+	data["OpenAccount"] = openAccount(v, msgs)
 	s.render(w, "room.html", http.StatusOK, data)
+}
+
+// openAccount is the account the "a" shortcut opens from a room: the
+// verdict's first subject, else the first sender of the chat's side the
+// judge named, else the chat's first sender ("" when none).
+func openAccount(v pipeline.Verdict, msgs []pipeline.ChatMessage) string {
+	if len(v.Subjects) > 0 {
+		return v.Subjects[0]
+	}
+	first := ""
+	for _, m := range msgs {
+		if m.SenderID == "" {
+			continue
+		}
+		if m.SenderRole == v.OffenderRole {
+			return m.SenderID
+		}
+		if first == "" {
+			first = m.SenderID
+		}
+	}
+	return first
 }
 
 // evidenceIDs are the messages the judge cited plus the spans extract

@@ -90,14 +90,14 @@ func decodePageCursor(cursor, of string) (*pageCursor, error) {
 	}
 	b, err := base64.RawURLEncoding.DecodeString(cursor)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errBadCursor, err)
+		return nil, fmt.Errorf("%w: %v", ErrBadCursor, err)
 	}
 	var c pageCursor
 	if err := json.Unmarshal(b, &c); err != nil {
-		return nil, fmt.Errorf("%w: %v", errBadCursor, err)
+		return nil, fmt.Errorf("%w: %v", ErrBadCursor, err)
 	}
 	if c.Of != of || c.ID == 0 || c.At.IsZero() {
-		return nil, fmt.Errorf("%w: it belongs to another list; start from the first page", errBadCursor)
+		return nil, fmt.Errorf("%w: it belongs to another list; start from the first page", ErrBadCursor)
 	}
 	return &c, nil
 }

@@ -73,7 +73,7 @@ func TestAccountVerdictsPageNewestFirstWithTheDecisionInForce(t *testing.T) {
 	page, err := s.AccountVerdicts(ctx, "seller-1", "", 1)
 	require.NoError(t, err)
 	_, err = s.AccountVerdicts(ctx, "seller-2", page.Next, 1)
-	require.ErrorIs(t, err, errBadCursor)
+	require.ErrorIs(t, err, ErrBadCursor)
 	_, err = s.AccountVerdicts(ctx, "seller-1", "", MaxAccountLimit+1)
 	require.Error(t, err)
 
@@ -141,5 +141,5 @@ func TestCampaignRoomsCarryTheirTakeMessageAndDecision(t *testing.T) {
 	_, err = s.CampaignRooms(ctx, "", "", 10)
 	require.ErrorIs(t, err, ErrBadMark)
 	_, err = s.CampaignRooms(ctx, "hmac:eeeeeeeeeeeeeeeeeeeeeeee", first.Next, 2)
-	require.ErrorIs(t, err, errBadCursor)
+	require.ErrorIs(t, err, ErrBadCursor)
 }
