@@ -81,6 +81,8 @@ type server struct {
 	clock    clock.Clock
 	// historyTimeout bounds the room page's chat history fetch.
 	historyTimeout time.Duration
+	// counts caches the queue header's counts (counts.go).
+	counts countsCache
 }
 
 var funcs = template.FuncMap{
@@ -312,20 +314,6 @@ func (s *server) queuePage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.render(w, "queue.html", http.StatusOK, data)
-}
-
-// queueCounts is the queue header's counts, loaded by the page after it
-// is drawn: the count reads the whole open queue (most of a second at 25k
-// open items, docs/performance.md), which the page's rows must not wait
-// for. They help; without them the page still works.
-func (s *server) queueCounts(w http.ResponseWriter, r *http.Request) {
-	counts, err := s.store.CountQueue(r.Context(), s.clock.Now())
-	if err != nil {
-		s.log.Warn("console: queue counts", "err", err)
-		s.render(w, "queue_counts", http.StatusOK, map[string]any{"Error": "counts unavailable"})
-		return
-	}
-	s.render(w, "queue_counts", http.StatusOK, map[string]any{"Counts": counts})
 }
 
 // chatLine is one message as the room page shows it.
