@@ -111,6 +111,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	requireChromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	axe := axeSource(t)
 
 	// MySQL: a database of our own, migrated, with one flagged verdict.
 	db, dsn := stacktest.MySQL(t)
@@ -232,11 +233,13 @@ func TestConsoleInBrowser(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, strings.TrimSpace(tokens))
 	shot("rereview.png")
+	requireAccessible(t, bctx, axe, "room (re-review streaming)")
 	require.NoError(t, chromedp.Do(bctx, chromedp.Click(chromedp.ID("stop"))))
 	final, err := chromedp.Run(bctx, chromedp.Poll[string](`document.getElementById("live-verdict").dataset.final || ""`, chromedp.WithPollingTimeout(60*time.Second)))
 	require.NoError(t, err)
 	require.Equal(t, "stopped", final, "the stream ends stopped")
 	shot("stopped.png")
+	requireAccessible(t, bctx, axe, "room (re-review stopped)")
 	got := <-stops
 	require.Equal(t, v.Key.RoomID, got.RoomID)
 	require.Contains(t, got.Reason, moderator)
