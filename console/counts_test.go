@@ -3,6 +3,10 @@ package console
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/storage/mysql"
 )
 
@@ -74,4 +79,23 @@ func TestQueueCountsAreReadOncePerTTL(t *testing.T) {
 		v, err := c.get(ctx, t0.Add(5*queueCountsTTL), failing)
 		return err == nil && v.Older == 9
 	}, 10*time.Second, time.Millisecond, "the detached read still filled the cache")
+}
+
+// BenchmarkQueueCountsCached is the server time of GET /queue/counts when
+// the process's cache holds the counts (every request but one per TTL):
+// the render alone. The miss costs CountQueue (make bench-mysql).
+func BenchmarkQueueCountsCached(b *testing.B) {
+	tmpl, err := parseTemplates()
+	require.NoError(b, err)
+	clk := clock.NewFake(time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC))
+	st := &fakeStore{}
+	s := &server{store: st, tmpl: tmpl, clock: clk, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	req := httptest.NewRequest(http.MethodGet, "/queue/counts", nil)
+	for b.Loop() {
+		w := httptest.NewRecorder()
+		s.queueCounts(w, req)
+		if w.Code != http.StatusOK {
+			b.Fatal(w.Code)
+		}
+	}
 }

@@ -120,22 +120,33 @@ func TestDecideFiftyItemsKeyboardVersusMouse(t *testing.T) {
 	bctx := browser(t)
 	alice := signIn(t, bctx, url0, "alice@example.com")
 
+	// Keys reach a page's script only once it has run: wait for the load
+	// after each navigation (a key sent earlier is lost, not queued).
+	loaded := chromedp.Poll[bool](`document.readyState === "complete"`, chromedp.WithPollingTimeout(30*time.Second))
+	ready := chromedp.Action[chromedp.Void](func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		_, err := loaded(ctx, t)
+		return chromedp.Void{}, err
+	})
+	// Each item within a minute: a lost key fails the test, never hangs it.
+	item := func(actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		ictx, cancel := context.WithTimeout(alice, time.Minute)
+		defer cancel()
+		require.NoError(t, chromedp.Do(ictx, actions...))
+	}
+	item(ready)
 	start := time.Now()
 	for range n {
-		require.NoError(t, chromedp.Do(alice,
-			chromedp.KeyEvent("j"), chromedp.KeyEvent("t"), chromedp.WaitVisible(chromedp.ID("release")),
+		item(chromedp.KeyEvent("j"), chromedp.KeyEvent("t"), chromedp.WaitVisible(chromedp.ID("release")), ready,
 			chromedp.KeyEvent("c"), chromedp.WaitVisible(chromedp.ID("saved")),
-			chromedp.KeyEvent("u"), chromedp.WaitVisible(chromedp.ID("queue")),
-		))
+			chromedp.KeyEvent("u"), chromedp.WaitVisible(chromedp.ID("queue")), ready)
 	}
 	keys := time.Since(start)
 	start = time.Now()
 	for range n {
-		require.NoError(t, chromedp.Do(alice,
-			chromedp.Click(chromedp.CSS(`#rows tr:first-child button.take`)), chromedp.WaitVisible(chromedp.ID("release")),
+		item(chromedp.Click(chromedp.CSS(`#rows tr:first-child button.take`)), chromedp.WaitVisible(chromedp.ID("release")), ready,
 			chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.ID("saved")),
-			chromedp.Click(chromedp.CSS(`nav a[href="/queue"]`)), chromedp.WaitVisible(chromedp.ID("queue")),
-		))
+			chromedp.Click(chromedp.CSS(`nav a[href="/queue"]`)), chromedp.WaitVisible(chromedp.ID("queue")), ready)
 	}
 	mouse := time.Since(start)
 	for _, id := range ids {
