@@ -149,6 +149,12 @@ func TestBulkDecisionRespectsTakesAndIsAuditedFirst(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, ds)
 
+	// An overturn without a label is refused before anything is audited.
+	n := len(e.log.audits(t))
+	code, _, _ = alice.post(t, "/campaigns/"+url.PathEscape(testMark)+"/decide", url.Values{"decision": {"overturn"}, "id": all["id"]})
+	require.Equal(t, http.StatusBadRequest, code)
+	require.Len(t, e.log.audits(t), n)
+
 	// Without a CSRF token, nothing.
 	resp, err := bob.hc.PostForm(e.ts.URL+"/campaigns/"+url.PathEscape(testMark)+"/decide", all)
 	require.NoError(t, err)

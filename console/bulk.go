@@ -81,6 +81,13 @@ func (s *server) bulkDecide(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusBadRequest, "decision must be confirm or overturn", nil)
 		return
 	}
+	// An overturn's label is checked before the audit line: a form that
+	// can only fail must not be logged as about to decide rooms.
+	if l := pipeline.Label(r.PostFormValue("label")); decision == mysql.DecisionOverturn &&
+		l != pipeline.LabelAbusive && l != pipeline.LabelSuspicious && l != pipeline.LabelClean {
+		s.fail(w, r, http.StatusBadRequest, "an overturn needs a label: abusive, suspicious or clean", nil)
+		return
+	}
 	ids := map[uint64]bool{}
 	for _, v := range r.PostForm["id"] {
 		if id, err := strconv.ParseUint(v, 10, 64); err == nil {
