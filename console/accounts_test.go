@@ -161,3 +161,10 @@ func TestBulkDecisionRespectsTakesAndIsAuditedFirst(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 }
+
+func TestOpenAccountIsWhoTheVerdictIsAbout(t *testing.T) {
+	chat := []pipeline.ChatMessage{{SenderID: "b1", SenderRole: pipeline.RoleBuyer}, {SenderID: "s1", SenderRole: pipeline.RoleSeller}}
+	require.Equal(t, "s9", openAccount(pipeline.Verdict{Subjects: []string{"s9"}, OffenderRole: pipeline.RoleSeller}, chat))
+	require.Equal(t, "s1", openAccount(pipeline.Verdict{OffenderRole: pipeline.RoleSeller}, chat), "the offender's side, not the first sender")
+	require.Empty(t, openAccount(pipeline.Verdict{}, chat), "no guess when the verdict names no one")
+}

@@ -394,25 +394,23 @@ func (s *server) roomPage(w http.ResponseWriter, r *http.Request) {
 }
 
 // openAccount is the account the "a" shortcut opens from a room: the
-// verdict's first subject, else the first sender of the chat's side the
-// judge named, else the chat's first sender ("" when none).
+// verdict's first subject, else the first sender on the side the judge
+// named the offender. "" when the verdict names neither: the shortcut then
+// does nothing rather than guess (the first sender may be the victim);
+// every participant in the chat still links to their account.
 func openAccount(v pipeline.Verdict, msgs []pipeline.ChatMessage) string {
 	if len(v.Subjects) > 0 {
 		return v.Subjects[0]
 	}
-	first := ""
+	if v.OffenderRole == "" {
+		return ""
+	}
 	for _, m := range msgs {
-		if m.SenderID == "" {
-			continue
-		}
-		if m.SenderRole == v.OffenderRole {
+		if m.SenderID != "" && m.SenderRole == v.OffenderRole {
 			return m.SenderID
 		}
-		if first == "" {
-			first = m.SenderID
-		}
 	}
-	return first
+	return ""
 }
 
 // evidenceIDs are the messages the judge cited plus the spans extract
