@@ -90,6 +90,24 @@ func (f *fakeStore) TouchTake(context.Context, uint64, string, time.Time) (bool,
 }
 func (f *fakeStore) ReleaseItem(context.Context, uint64, string) (bool, error) { return true, nil }
 
+// Accounts and campaigns: none here (accounts_test.go reads the real
+// MariaDB).
+func (f *fakeStore) AccountVerdicts(context.Context, string, string, int) (mysql.AccountPage, error) {
+	return mysql.AccountPage{}, nil
+}
+func (f *fakeStore) AccountHistory(context.Context, pipeline.HistoryQuery) ([]pipeline.HistoryCount, error) {
+	return nil, nil
+}
+func (f *fakeStore) AccountCampaigns(context.Context, string) ([]mysql.CampaignMark, error) {
+	return nil, nil
+}
+func (f *fakeStore) VerdictCampaigns(context.Context, uint64) ([]mysql.CampaignMark, error) {
+	return nil, nil
+}
+func (f *fakeStore) CampaignRooms(context.Context, string, string, int) (mysql.CampaignPage, error) {
+	return mysql.CampaignPage{}, nil
+}
+
 // The outbox's methods: these tests run no sweeper (feedback_test.go
 // sweeps a real database).
 func (f *fakeStore) SweepUnsentFeedback(context.Context, time.Time, time.Duration, int,

@@ -43,6 +43,12 @@ type store interface {
 	TakeOf(ctx context.Context, verdictID uint64) (mysql.Take, bool, error)
 	TouchTake(ctx context.Context, verdictID uint64, moderator string, now time.Time) (bool, error)
 	ReleaseItem(ctx context.Context, verdictID uint64, moderator string) (bool, error)
+	// Accounts and campaigns (accounts.go).
+	AccountVerdicts(ctx context.Context, senderID, cursor string, limit int) (mysql.AccountPage, error)
+	AccountHistory(ctx context.Context, q pipeline.HistoryQuery) ([]pipeline.HistoryCount, error)
+	AccountCampaigns(ctx context.Context, senderID string) ([]mysql.CampaignMark, error)
+	VerdictCampaigns(ctx context.Context, verdictID uint64) ([]mysql.CampaignMark, error)
+	CampaignRooms(ctx context.Context, mark, cursor string, limit int) (mysql.CampaignPage, error)
 }
 
 var _ store = (*mysql.Store)(nil)
@@ -75,6 +81,8 @@ type server struct {
 	clock    clock.Clock
 	// historyTimeout bounds the room page's chat history fetch.
 	historyTimeout time.Duration
+	// counts caches the queue header's counts (counts.go).
+	counts countsCache
 }
 
 var funcs = template.FuncMap{
@@ -85,11 +93,13 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04 UTC")
 	},
-	"rfc3339": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-	"age":     queueAge,
-	"fresh":   freshness,
-	"pct":     func(f float64) string { return strconv.Itoa(int(f*100+0.5)) + "%" },
-	"ms":      func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) + " ms" },
+	"rfc3339":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"age":      queueAge,
+	"fresh":    freshness,
+	"account":  accountHref,
+	"campaign": campaignHref,
+	"pct":      func(f float64) string { return strconv.Itoa(int(f*100+0.5)) + "%" },
+	"ms":       func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) + " ms" },
 	"pretty": func(b json.RawMessage) string {
 		var v any
 		if json.Unmarshal(b, &v) != nil {
@@ -157,6 +167,9 @@ func (s *server) routes() http.Handler {
 	app.HandleFunc("POST /verdicts/{id}/take", s.take)
 	app.HandleFunc("POST /verdicts/{id}/release", s.release)
 	app.HandleFunc("POST /verdicts/{id}/stop", s.stop)
+	app.HandleFunc("GET /accounts/{sender}", s.accountPage)
+	app.HandleFunc("GET /campaigns/{mark}", s.campaignPage)
+	app.HandleFunc("POST /campaigns/{mark}/decide", s.bulkDecide)
 	app.HandleFunc("POST /logout", s.logout)
 	app.HandleFunc("POST /v1/reviews", s.reviews.start)
 	app.HandleFunc("GET /v1/reviews/{id}/events", s.reviews.resume)
@@ -323,20 +336,6 @@ func (s *server) queuePage(w http.ResponseWriter, r *http.Request) {
 	s.render(w, "queue.html", http.StatusOK, data)
 }
 
-// queueCounts is the queue header's counts, loaded by the page after it
-// is drawn: the count reads the whole open queue (most of a second at 25k
-// open items, docs/performance.md), which the page's rows must not wait
-// for. They help; without them the page still works.
-func (s *server) queueCounts(w http.ResponseWriter, r *http.Request) {
-	counts, err := s.store.CountQueue(r.Context(), s.clock.Now())
-	if err != nil {
-		s.log.Warn("console: queue counts", "err", err)
-		s.render(w, "queue_counts", http.StatusOK, map[string]any{"Error": "counts unavailable"})
-		return
-	}
-	s.render(w, "queue_counts", http.StatusOK, map[string]any{"Counts": counts})
-}
-
 // chatLine is one message as the room page shows it.
 type chatLine struct {
 	pipeline.ChatMessage
@@ -385,8 +384,14 @@ func (s *server) roomPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusServiceUnavailable, "could not read who took the item", err)
 		return
 	}
+	campaigns, err := s.store.VerdictCampaigns(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, http.StatusServiceUnavailable, "could not read the verdict's campaigns", err)
+		return
+	}
 	data := s.page(r, map[string]any{"ID": id, "V": v, "Decisions": decisions, "Categories": pipeline.AbuseCategories,
-		"Evidence": evidenceIDs(v), "CanStop": s.stops != nil, "Take": take, "TakeRefused": r.URL.Query().Get("take") == "refused"})
+		"Evidence": evidenceIDs(v), "CanStop": s.stops != nil, "Take": take, "TakeRefused": r.URL.Query().Get("take") == "refused",
+		"Campaigns": campaigns})
 	if len(decisions) > 0 {
 		data["Seen"] = decisions[0].ID
 	}
@@ -404,7 +409,28 @@ func (s *server) roomPage(w http.ResponseWriter, r *http.Request) {
 		lines = append(lines, chatLine{ChatMessage: m, Evidence: ev[m.MessageID]})
 	}
 	data["Chat"] = lines
+	data["OpenAccount"] = openAccount(v, msgs)
 	s.render(w, "room.html", http.StatusOK, data)
+}
+
+// openAccount is the account the "a" shortcut opens from a room: the
+// verdict's first subject, else the first sender on the side the judge
+// named the offender. "" when the verdict names neither: the shortcut then
+// does nothing rather than guess (the first sender may be the victim);
+// every participant in the chat still links to their account.
+func openAccount(v pipeline.Verdict, msgs []pipeline.ChatMessage) string {
+	if len(v.Subjects) > 0 {
+		return v.Subjects[0]
+	}
+	if v.OffenderRole == "" {
+		return ""
+	}
+	for _, m := range msgs {
+		if m.SenderID != "" && m.SenderRole == v.OffenderRole {
+			return m.SenderID
+		}
+	}
+	return ""
 }
 
 // evidenceIDs are the messages the judge cited plus the spans extract
@@ -432,12 +458,9 @@ func evidenceIDs(v pipeline.Verdict) map[string]bool {
 	return out
 }
 
-// decide records a confirm or overturn: the decision row first (the
-// queue's state, and the outbox of the feedback event), then the
-// moderator_feedback event on the feedback queue (the lake), then the
-// row's feedback_sent_at. It answers success once the row is committed: a
-// send that fails leaves the row unmarked and the outbox sweeper resends
-// it, with the event id derived from the row id, so the lake keeps one.
+// decide records a confirm or overturn of one item, once the moderator
+// holds it (claimForDecision), through record: the path a campaign's bulk
+// decision takes too. It answers success once the row is committed.
 func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	who, _ := whoFrom(r.Context())
 	id, v, ok := s.verdictFromPath(w, r)
@@ -466,7 +489,7 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 		s.renderConflict(w, r, id, c)
 		return
 	}
-	decID, err := s.store.AddDecision(r.Context(), d)
+	res, err := s.record(r.Context(), who, []pendingDecision{{Verdict: decidedVerdict{ID: id, Key: v.Key, Label: v.Label, Category: v.Category, Action: v.Action}, D: d}})
 	var perm *pipeline.PermanentError
 	if errors.As(err, &perm) {
 		s.fail(w, r, http.StatusBadRequest, err.Error(), nil)
@@ -476,31 +499,9 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusServiceUnavailable, "could not save the decision", err)
 		return
 	}
-	d.ID = decID
-	s.log.Info("console: audit", "action", "decide", "moderator", who.ID, "decision", d.Decision, "verdict_id", id,
-		"decision_id", decID, "room_id", v.Key.RoomID, "label", d.Label, "category", d.Category)
-	// Decided, the item leaves the queue: its take ends with it.
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
-	defer rcancel()
-	if _, err := s.store.ReleaseItem(rctx, id, who.ID); err != nil {
-		s.log.Warn("console: decided but the take not released; it goes stale after --take-timeout", "verdict_id", id, "err", err)
-	}
-	ev := feedbackEvent(d, v.Key, v.Label, v.Category, v.Action)
 	saved := d.Decision
-	sctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-	defer cancel()
-	if err := s.feedback.Send(sctx, []pipeline.OutMessage{{Body: feedbackBody(ev)}}); err != nil {
-		s.count("failed")
-		s.log.Warn("console: feedback event not sent; the outbox sweeper resends it", "decision_id", decID, "event_id", ev.EventID, "err", err)
+	if res.Queued > 0 {
 		saved += " (feedback queued)"
-	} else {
-		s.count("sent")
-		// Detached: SQS holds the event whether or not the moderator waits.
-		mctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
-		defer cancel()
-		if err := s.store.MarkFeedbackSent(mctx, s.clock.Now(), decID); err != nil {
-			s.log.Warn("console: feedback sent but not marked; the sweeper resends it with the same event id", "decision_id", decID, "err", err)
-		}
 	}
 	if r.Header.Get("HX-Request") == "true" {
 		decisions, _ := s.store.Decisions(r.Context(), id, 20)
@@ -508,18 +509,6 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.Redirect(w, r, "/verdicts/"+strconv.FormatUint(id, 10), http.StatusSeeOther)
-}
-
-// count counts one request-path feedback send by outcome (sent, failed).
-func (s *server) count(outcome string) {
-	if s.fbm == nil {
-		return
-	}
-	if outcome == "sent" {
-		s.fbm.sent.WithLabelValues("decide").Inc()
-	} else {
-		s.fbm.failed.WithLabelValues("decide").Inc()
-	}
 }
 
 // stop publishes a room stop through the operator API.

@@ -22,7 +22,8 @@ import (
 // decisions into a fresh database, then prints the p50/p95/max of every
 // analyst query (docs/analysts.md) and every review-queue read (BENCH_RUNS runs each, after a
 // warm-up), and the purge's rate. It is a benchmark, not a test of the
-// figures: it asserts only that the statements work.
+// figures: it asserts only that the statements work. BENCH_ONLY=queue
+// times the review queue alone.
 func TestMySQLBench(t *testing.T) {
 	n := envInt(t, "BENCH_VERDICTS", 1_000_000)
 	runs := envInt(t, "BENCH_RUNS", 200)
@@ -89,15 +90,20 @@ func TestMySQLBench(t *testing.T) {
 			return n, rows.Err()
 		}
 	}
-	for _, q := range analystQueries {
-		measure("analysts: "+q.name, runs, query(q.sql))
+	// BENCH_ONLY=queue times the review queue alone (no analysts'
+	// queries, no purge): the console's figures at a size that fits.
+	queueOnly := os.Getenv("BENCH_ONLY") == "queue"
+	if !queueOnly {
+		for _, q := range analystQueries {
+			measure("analysts: "+q.name, runs, query(q.sql))
+		}
+		measure("without LIMIT: every abusive room of the day", max(runs/10, 5), query(strings.Replace(analystQueries[0].sql, "\nLIMIT 100", "", 1)))
+		measure("stage latency (24 h; for longer, the lake)", max(runs/10, 5), query(`SELECT s.stage, COUNT(*), AVG(s.pool = 'fallback'), AVG(s.ttft_ms), AVG(s.latency_ms)
+			FROM verdicts v JOIN verdict_stages s ON s.verdict_id = v.id
+			WHERE v.finished_at >= UTC_TIMESTAMP() - INTERVAL 1 DAY GROUP BY s.stage`))
+		measure("old analysts' query: stage latency, whole table", 5, query(`SELECT stage, COUNT(*), AVG(pool = 'fallback'), AVG(ttft_ms), AVG(latency_ms)
+			FROM verdict_stages GROUP BY stage`))
 	}
-	measure("without LIMIT: every abusive room of the day", max(runs/10, 5), query(strings.Replace(analystQueries[0].sql, "\nLIMIT 100", "", 1)))
-	measure("stage latency (24 h; for longer, the lake)", max(runs/10, 5), query(`SELECT s.stage, COUNT(*), AVG(s.pool = 'fallback'), AVG(s.ttft_ms), AVG(s.latency_ms)
-		FROM verdicts v JOIN verdict_stages s ON s.verdict_id = v.id
-		WHERE v.finished_at >= UTC_TIMESTAMP() - INTERVAL 1 DAY GROUP BY s.stage`))
-	measure("old analysts' query: stage latency, whole table", 5, query(`SELECT stage, COUNT(*), AVG(pool = 'fallback'), AVG(ttft_ms), AVG(latency_ms)
-		FROM verdict_stages GROUP BY stage`))
 	// Assignment: every fifth item of the first 20 pages is taken, so the
 	// queue reads below join live takes.
 	taken, cursor := 0, ""
@@ -138,6 +144,9 @@ func TestMySQLBench(t *testing.T) {
 		fmt.Printf("| %s | %d | %.1f | %.1f | %.1f | %d |\n", r.name, r.rows, ms(r.p50), ms(r.p95), ms(r.max), r.runs)
 	}
 
+	if queueOnly {
+		return
+	}
 	// Retention: first at full speed (no pause), then as `worker purge`
 	// runs by default (100 ms after each batch of 1000).
 	fmt.Printf("\n| purge | stage rows | verdicts | batches | time | rows/s |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")

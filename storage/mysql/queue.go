@@ -335,23 +335,24 @@ func encodeCursor(c queueCursor) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// errBadCursor is wrapped by every cursor problem.
-var errBadCursor = errors.New("bad queue cursor")
+// ErrBadCursor is wrapped by every problem with a page cursor (the queue's,
+// an account's, a campaign's): the caller asked for a page that is not there.
+var ErrBadCursor = errors.New("bad cursor")
 
 func decodeCursor(s string, f QueueFilter) (queueCursor, error) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
-		return queueCursor{}, fmt.Errorf("%w: %v", errBadCursor, err)
+		return queueCursor{}, fmt.Errorf("%w: %v", ErrBadCursor, err)
 	}
 	var c queueCursor
 	if err := json.Unmarshal(b, &c); err != nil {
-		return queueCursor{}, fmt.Errorf("%w: %v", errBadCursor, err)
+		return queueCursor{}, fmt.Errorf("%w: %v", ErrBadCursor, err)
 	}
 	if c.Filter != f.fingerprint() {
-		return queueCursor{}, fmt.Errorf("%w: it was read with another filter; start from the first page", errBadCursor)
+		return queueCursor{}, fmt.Errorf("%w: it was read with another filter; start from the first page", ErrBadCursor)
 	}
 	if !slices.Contains(f.Labels, c.Label) || c.ID == 0 || c.Window.IsZero() {
-		return queueCursor{}, fmt.Errorf("%w: it names no row of this queue", errBadCursor)
+		return queueCursor{}, fmt.Errorf("%w: it names no row of this queue", ErrBadCursor)
 	}
 	return c, nil
 }

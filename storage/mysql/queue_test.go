@@ -216,10 +216,10 @@ func TestListQueueRefusesBadFiltersAndCursors(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, page.Next)
 	_, err = s.ListQueue(ctx, QueueFilter{Limit: 2, MinSeverity: 3}, page.Next)
-	require.ErrorIs(t, err, errBadCursor)
+	require.ErrorIs(t, err, ErrBadCursor)
 	require.ErrorContains(t, err, "another filter")
 	_, err = s.ListQueue(ctx, QueueFilter{Limit: 2}, "not-a-cursor!")
-	require.ErrorIs(t, err, errBadCursor)
+	require.ErrorIs(t, err, ErrBadCursor)
 	// The page size may change between pages.
 	next, err := s.ListQueue(ctx, QueueFilter{Limit: 3}, page.Next)
 	require.NoError(t, err)

@@ -1,6 +1,6 @@
 // Keyboard shortcuts, listed on "?": j/k move through the queue, Enter
 // opens the item, t takes it; on a room c confirms, o overturns, t takes,
-// u goes back to the queue. Keys typed into a field are the field's.
+// a opens the account the verdict is about, u goes back to the queue. Keys typed into a field are the field's.
 (function () {
   const $ = (id) => document.getElementById(id);
   function typing(e) {
@@ -42,6 +42,7 @@
       }
       case "c": click("confirm"); break;
       case "o": click("overturn"); break;
+      case "a": click("open-account"); break;
       case "u": window.location.href = "/queue"; break;
       default: return;
     }

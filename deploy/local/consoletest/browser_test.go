@@ -111,6 +111,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	requireChromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	axe := axeSource(t)
 
 	// MySQL: a database of our own, migrated, with one flagged verdict.
 	db, dsn := stacktest.MySQL(t)
@@ -223,6 +224,16 @@ func TestConsoleInBrowser(t *testing.T) {
 	require.NoError(t, db.QueryRowContext(ctx, "SELECT moderator FROM moderator_decisions WHERE verdict_id = ?", id).Scan(&moderator))
 	require.True(t, strings.HasPrefix(moderator, "mod-"), "a pseudonymous moderator id: %q", moderator)
 
+	// A first re-review through axe while it streams (axe takes seconds on
+	// a loaded machine, so this one runs to its end); the stop below needs
+	// a review of its own, and stops the room's reviews for a while after.
+	require.NoError(t, chromedp.Do(bctx, chromedp.Click(chromedp.ID("rereview"))))
+	_, err = chromedp.Run(bctx, chromedp.Poll[bool](`document.getElementById("live-tokens").textContent.length > 40`, chromedp.WithPollingTimeout(60*time.Second)))
+	require.NoError(t, err)
+	requireAccessible(t, bctx, axe, "room (re-review streaming)")
+	_, err = chromedp.Run(bctx, chromedp.Poll[string](`document.getElementById("live-verdict").dataset.final || ""`, chromedp.WithPollingTimeout(90*time.Second)))
+	require.NoError(t, err, "the first re-review ends")
+
 	// Re-review: tokens stream into the page before any verdict; then stop.
 	require.NoError(t, chromedp.Do(bctx, chromedp.Click(chromedp.ID("rereview"))))
 	_, err = chromedp.Run(bctx, chromedp.Poll[bool](`document.getElementById("live-tokens").textContent.length > 40 && !document.getElementById("live-verdict").dataset.final`,
@@ -237,6 +248,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "stopped", final, "the stream ends stopped")
 	shot("stopped.png")
+	requireAccessible(t, bctx, axe, "room (re-review stopped)")
 	got := <-stops
 	require.Equal(t, v.Key.RoomID, got.RoomID)
 	require.Contains(t, got.Reason, moderator)

@@ -1,0 +1,157 @@
+package consoletest
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+)
+
+const browserMark = "hmac:5ca1ab1e5ca1ab1e5ca1ab1e"
+
+// aboutTheSeller records what the pipeline would for each verdict: its
+// subject (the fraud chat's seller, s1) and its campaign signal (the
+// prepayment message m4 carried one script fingerprint in every room).
+// The subjects are dated an hour ago, so that they are inside the account
+// history's 30 days on the console's wall clock whenever the test runs.
+func aboutTheSeller(t *testing.T, ctx context.Context, db *sql.DB, ids ...uint64) {
+	t.Helper()
+	for _, id := range ids {
+		_, err := db.ExecContext(ctx, `INSERT INTO verdict_subjects (verdict_id, sender_id, role, room_id, label, category, decided_at)
+			SELECT id, 's1', 'seller', room_id, label, category, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR FROM verdicts WHERE id = ?`, id)
+		require.NoError(t, err)
+		_, err = db.ExecContext(ctx, `INSERT INTO verdict_campaigns (verdict_id, kind, mark, message_id, rooms, senders, room_id, label, category, decided_at)
+			SELECT id, 'script', ?, 'm4', 41, 6, room_id, label, category, finished_at FROM verdicts WHERE id = ?`, browserMark, id)
+		require.NoError(t, err)
+	}
+}
+
+func screenshot(t *testing.T, b context.Context, name string) {
+	t.Helper()
+	if dir := os.Getenv("CONSOLE_SCREENSHOTS"); dir != "" {
+		buf, err := chromedp.Run(b, chromedp.FullScreenshot(100))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), buf, 0o644))
+	}
+}
+
+// Alice goes from a room to the account behind it (the a shortcut), to
+// the campaign the account ran, and confirms the campaign's rooms at once;
+// the room Bob took meanwhile is shown as his and left to him.
+func TestAccountAndCampaignInBrowser(t *testing.T) {
+	requireChromium(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	axe := axeSource(t)
+	url0, db, ids := queueConsole(t, ctx, "room-camp-1", "room-camp-2", "room-camp-3")
+	aboutTheSeller(t, ctx, db, ids...)
+	bctx := browser(t)
+	alice := signIn(t, bctx, url0, "alice@example.com")
+	bob := signIn(t, bctx, url0, "bob@example.com")
+
+	// Bob takes the second room.
+	require.NoError(t, chromedp.Do(bob,
+		chromedp.Click(chromedp.CSS(`button[aria-label="take room room-camp-2"]`)),
+		chromedp.WaitVisible(chromedp.ID("release")),
+	))
+	var bobID string
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT moderator FROM queue_takes WHERE verdict_id = ?", ids[1]).Scan(&bobID))
+
+	// Alice opens the first room; a opens the seller's account.
+	require.NoError(t, chromedp.Do(alice, chromedp.Navigate(fmt.Sprintf("%s/verdicts/%d", url0, ids[0])), chromedp.WaitVisible(chromedp.ID("chat"))))
+	requireAccessible(t, alice, axe, "room (with its account and campaign)")
+	require.NoError(t, chromedp.Do(alice, chromedp.KeyEvent("a"), chromedp.WaitVisible(chromedp.ID("account-verdicts"))))
+	rows, err := chromedp.Run(alice, chromedp.Evaluate[int](`document.querySelectorAll("#account-verdicts tr[data-id]").length`))
+	require.NoError(t, err)
+	require.Equal(t, 3, rows, "every verdict about the seller")
+	history, err := chromedp.Run(alice, chromedp.Text(chromedp.ID("history")))
+	require.NoError(t, err)
+	require.Contains(t, history, "external_payment")
+	screenshot(t, alice, "account.png")
+	requireAccessible(t, alice, axe, "account")
+
+	// The account's campaign: the rooms side by side with the message.
+	require.NoError(t, chromedp.Do(alice, chromedp.Click(chromedp.CSS("a.campaign")), chromedp.WaitVisible(chromedp.ID("campaign-rooms"))))
+	cards, err := chromedp.Run(alice, chromedp.Text(chromedp.ID("campaign-rooms")))
+	require.NoError(t, err)
+	require.Contains(t, cards, "선입금 해주시면", "the matching message, fetched live")
+	require.Contains(t, cards, "taken by "+bobID)
+	screenshot(t, alice, "campaign.png")
+	requireAccessible(t, alice, axe, "campaign")
+
+	require.NoError(t, chromedp.Do(alice, chromedp.Click(chromedp.ID("confirm-all")), chromedp.WaitVisible(chromedp.ID("bulk-result"))))
+	result, err := chromedp.Run(alice, chromedp.Text(chromedp.ID("bulk-result")))
+	require.NoError(t, err)
+	require.Contains(t, result, "2 room(s) decided")
+	require.Contains(t, result, "Skipped, taken by another moderator: "+bobID)
+	screenshot(t, alice, "campaign-bulk.png")
+	requireAccessible(t, alice, axe, "campaign (after a bulk decision)")
+	var aliceID string
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT moderator FROM moderator_decisions WHERE verdict_id = ?", ids[0]).Scan(&aliceID))
+	require.Equal(t, []string{aliceID}, decisionsOn(t, ctx, db, ids[2]))
+	require.Empty(t, decisionsOn(t, ctx, db, ids[1]), "Bob's room is left to him")
+
+	// Bob decides his room undisturbed.
+	require.NoError(t, chromedp.Do(bob, chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.ID("saved"))))
+	require.Equal(t, []string{bobID}, decisionsOn(t, ctx, db, ids[1]))
+}
+
+// The figure for docs/performance.md: 50 queue items decided from the
+// keyboard (j t c u) and 50 with the mouse (take, Confirm, back to the
+// queue), timed by this test's clock. An indication of the difference on
+// this machine, not an assertion: the test asserts only that every item
+// was decided once.
+func TestDecideFiftyItemsKeyboardVersusMouse(t *testing.T) {
+	requireChromium(t)
+	const n = 50
+	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
+	defer cancel()
+	rooms := make([]string, 2*n)
+	for i := range rooms {
+		rooms[i] = fmt.Sprintf("room-speed-%03d", i)
+	}
+	url0, db, ids := queueConsole(t, ctx, rooms...)
+	bctx := browser(t)
+	alice := signIn(t, bctx, url0, "alice@example.com")
+
+	// Keys reach a page's script only once it has run: wait for the load
+	// after each navigation (a key sent earlier is lost, not queued).
+	loaded := chromedp.Poll[bool](`document.readyState === "complete"`, chromedp.WithPollingTimeout(30*time.Second))
+	ready := chromedp.Action[chromedp.Void](func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		_, err := loaded(ctx, t)
+		return chromedp.Void{}, err
+	})
+	// Each item within a minute: a lost key fails the test, never hangs it.
+	item := func(actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		ictx, cancel := context.WithTimeout(alice, time.Minute)
+		defer cancel()
+		require.NoError(t, chromedp.Do(ictx, actions...))
+	}
+	item(ready)
+	start := time.Now()
+	for range n {
+		item(chromedp.KeyEvent("j"), chromedp.KeyEvent("t"), chromedp.WaitVisible(chromedp.ID("release")), ready,
+			chromedp.KeyEvent("c"), chromedp.WaitVisible(chromedp.ID("saved")),
+			chromedp.KeyEvent("u"), chromedp.WaitVisible(chromedp.ID("queue")), ready)
+	}
+	keys := time.Since(start)
+	start = time.Now()
+	for range n {
+		item(chromedp.Click(chromedp.CSS(`#rows tr:first-child button.take`)), chromedp.WaitVisible(chromedp.ID("release")), ready,
+			chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.ID("saved")),
+			chromedp.Click(chromedp.CSS(`nav a[href="/queue"]`)), chromedp.WaitVisible(chromedp.ID("queue")), ready)
+	}
+	mouse := time.Since(start)
+	for _, id := range ids {
+		require.Len(t, decisionsOn(t, ctx, db, id), 1, "every item decided once")
+	}
+	t.Logf("figure: %d items by keyboard %.1f s (%.2f s/item); by mouse %.1f s (%.2f s/item)",
+		n, keys.Seconds(), keys.Seconds()/n, mouse.Seconds(), mouse.Seconds()/n)
+}

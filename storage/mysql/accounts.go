@@ -1,0 +1,315 @@
+package mysql
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/chatguard/chatguard/pipeline"
+)
+
+// The console's account and campaign views: every verdict about one
+// sender (verdict_subjects, by ix_verdict_subjects_sender), the campaign
+// marks those verdicts carried, and every verdict carrying one mark
+// (verdict_campaigns, by ix_verdict_campaigns_mark). Long lists are read
+// with keyset paging on (decided_at, verdict_id), newest first, as the
+// queue is: a page costs the same at any depth.
+
+// newestDecisionSQL is the newest moderator decision on the verdict of
+// alias s, as "decision label" (” when none): one probe of
+// ix_moderator_decisions_verdict per row (forced, as historySQL explains).
+const newestDecisionSQL = `COALESCE((SELECT CONCAT(d.decision, ' ', d.label) FROM moderator_decisions d FORCE INDEX (ix_moderator_decisions_verdict)
+      WHERE d.verdict_id = %s ORDER BY d.decided_at DESC, d.id DESC LIMIT 1), '')`
+
+// MaxAccountLimit bounds a page of an account's or a campaign's verdicts.
+const MaxAccountLimit = 200
+
+// Newest is the moderator decision in force on a verdict: the zero value
+// when none was made.
+type Newest struct {
+	// Decision is "confirm" or "overturn" ("" when none).
+	Decision string
+	// Label is the label the moderator decided.
+	Label pipeline.Label
+}
+
+func parseNewest(s string) Newest {
+	d, l, _ := strings.Cut(s, " ")
+	return Newest{Decision: d, Label: pipeline.Label(l)}
+}
+
+// AccountVerdict is one verdict about an account (one verdict_subjects
+// row) with the decision in force on it.
+type AccountVerdict struct {
+	VerdictID uint64
+	RoomID    string
+	// Role is the side the account was on in that room.
+	Role      pipeline.SenderRole
+	Label     pipeline.Label
+	Category  pipeline.Category
+	DecidedAt time.Time
+	Newest    Newest
+}
+
+// AccountPage is one page of an account's verdicts.
+type AccountPage struct {
+	Items []AccountVerdict
+	// Next is the cursor of the following page, "" on the last page.
+	Next string
+}
+
+// pageCursor is the position after the last row of a page ordered by
+// (decided_at, verdict_id) descending. Of names the list it belongs to (a
+// hash of the sender or mark), so a cursor is not replayed on another.
+type pageCursor struct {
+	At time.Time `json:"t"`
+	ID uint64    `json:"i"`
+	Of string    `json:"o"`
+}
+
+func listFingerprint(kind, key string) string {
+	h := sha256.Sum256([]byte(kind + "\x00" + key))
+	return base64.RawURLEncoding.EncodeToString(h[:9])
+}
+
+func encodePageCursor(at time.Time, id uint64, of string) string {
+	b, _ := json.Marshal(pageCursor{At: dbTime(at), ID: id, Of: of}) // plain fields: cannot fail
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// decodePageCursor reads cursor ("" → nil) for the list of.
+func decodePageCursor(cursor, of string) (*pageCursor, error) {
+	if cursor == "" {
+		return nil, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadCursor, err)
+	}
+	var c pageCursor
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadCursor, err)
+	}
+	if c.Of != of || c.ID == 0 || c.At.IsZero() {
+		return nil, fmt.Errorf("%w: it belongs to another list; start from the first page", ErrBadCursor)
+	}
+	return &c, nil
+}
+
+func checkLimit(limit int) error {
+	if limit < 1 || limit > MaxAccountLimit {
+		return fmt.Errorf("limit %d is not in 1..%d", limit, MaxAccountLimit)
+	}
+	return nil
+}
+
+// AccountVerdicts returns one page of the verdicts about senderID, newest
+// first, at most limit (1..MaxAccountLimit), after cursor ("" for the
+// first page, else an AccountPage.Next of the same sender). A bad cursor
+// or limit is an error naming it; it honours ctx. Verdicts saved before
+// verdict_subjects existed are about no one and never listed.
+func (s *Store) AccountVerdicts(ctx context.Context, senderID, cursor string, limit int) (AccountPage, error) {
+	of := listFingerprint("account", senderID)
+	cur, err := decodePageCursor(cursor, of)
+	if err == nil {
+		err = checkLimit(limit)
+	}
+	if err != nil {
+		return AccountPage{}, fmt.Errorf("mysql: account verdicts: %w", err)
+	}
+	q := `SELECT s.verdict_id, s.room_id, s.role, s.label, s.category, s.decided_at, ` + fmt.Sprintf(newestDecisionSQL, "s.verdict_id") + `
+FROM verdict_subjects s WHERE s.sender_id = ?`
+	args := []any{senderID}
+	if cur != nil {
+		q += " AND (s.decided_at < ? OR (s.decided_at = ? AND s.verdict_id < ?))"
+		args = append(args, dbTime(cur.At), dbTime(cur.At), cur.ID)
+	}
+	q += " ORDER BY s.decided_at DESC, s.verdict_id DESC LIMIT ?"
+	args = append(args, limit+1)
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return AccountPage{}, fmt.Errorf("mysql: account verdicts: %w", err)
+	}
+	defer rows.Close()
+	var page AccountPage
+	for rows.Next() {
+		var (
+			v                        AccountVerdict
+			role, label, cat, newest string
+		)
+		if err := rows.Scan(&v.VerdictID, &v.RoomID, &role, &label, &cat, &v.DecidedAt, &newest); err != nil {
+			return AccountPage{}, fmt.Errorf("mysql: account verdicts: %w", err)
+		}
+		v.Role, v.Label, v.Category, v.DecidedAt = pipeline.SenderRole(role), pipeline.Label(label), pipeline.Category(cat), v.DecidedAt.UTC()
+		v.Newest = parseNewest(newest)
+		page.Items = append(page.Items, v)
+	}
+	if err := rows.Err(); err != nil {
+		return AccountPage{}, fmt.Errorf("mysql: account verdicts: %w", err)
+	}
+	if len(page.Items) > limit {
+		page.Items = page.Items[:limit]
+		last := page.Items[limit-1]
+		page.Next = encodePageCursor(last.DecidedAt, last.VerdictID, of)
+	}
+	return page, nil
+}
+
+// CampaignMark is one campaign signal (a verdict_campaigns mark) as a list
+// of marks shows it.
+type CampaignMark struct {
+	// Kind is "script" or "contact"; Mark the keyed HMAC naming it.
+	Kind, Mark string
+	// Rooms and Senders are the fleet-wide distinct rooms and senders the
+	// review saw with the mark (its newest row's count).
+	Rooms, Senders int
+	// Here is the number of distinct rooms of the list (an account's
+	// verdicts) that carried the mark.
+	Here int
+	// LastAt is the newest verdict time carrying it.
+	LastAt time.Time
+}
+
+// maxMarks bounds the marks one account or verdict lists.
+const maxMarks = 100
+
+// AccountCampaigns returns the campaign marks the verdicts about senderID
+// carried, the most recent first, at most 100. Empty until the pipeline
+// writes campaign signals. It honours ctx.
+func (s *Store) AccountCampaigns(ctx context.Context, senderID string) ([]CampaignMark, error) {
+	return s.marks(ctx, "mysql: account campaigns", `SELECT c.kind, c.mark, MAX(c.rooms), MAX(c.senders), COUNT(DISTINCT c.room_id), MAX(c.decided_at)
+FROM verdict_subjects s JOIN verdict_campaigns c ON c.verdict_id = s.verdict_id
+WHERE s.sender_id = ? GROUP BY c.kind, c.mark ORDER BY MAX(c.decided_at) DESC, c.mark LIMIT ?`, senderID, maxMarks)
+}
+
+// VerdictCampaigns returns the campaign marks verdict id carried (Here is
+// 1 for each). It honours ctx.
+func (s *Store) VerdictCampaigns(ctx context.Context, verdictID uint64) ([]CampaignMark, error) {
+	return s.marks(ctx, "mysql: verdict campaigns", `SELECT kind, mark, rooms, senders, 1, decided_at
+FROM verdict_campaigns WHERE verdict_id = ? ORDER BY kind, mark LIMIT ?`, verdictID, maxMarks)
+}
+
+func (s *Store) marks(ctx context.Context, prefix, q string, args ...any) ([]CampaignMark, error) {
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", prefix, err)
+	}
+	defer rows.Close()
+	var out []CampaignMark
+	for rows.Next() {
+		var m CampaignMark
+		if err := rows.Scan(&m.Kind, &m.Mark, &m.Rooms, &m.Senders, &m.Here, &m.LastAt); err != nil {
+			return nil, fmt.Errorf("%s: %w", prefix, err)
+		}
+		m.LastAt = m.LastAt.UTC()
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", prefix, err)
+	}
+	return out, nil
+}
+
+// CampaignRoom is one verdict carrying a campaign mark, with what the
+// campaign view shows and the bulk decision needs of it.
+type CampaignRoom struct {
+	VerdictID uint64
+	Key       pipeline.ReviewKey
+	Kind      string
+	// MessageID is the room's first message carrying the mark.
+	MessageID string
+	Label     pipeline.Label
+	Category  pipeline.Category
+	Action    pipeline.Action
+	DecidedAt time.Time
+	// TakenBy and TakenActiveAt are the item's take ("" when none);
+	// whether it went stale is the console's to judge.
+	TakenBy       string
+	TakenActiveAt time.Time
+	Newest        Newest
+}
+
+// CampaignPage is one page of a campaign's rooms.
+type CampaignPage struct {
+	Items []CampaignRoom
+	// Next is the cursor of the following page, "" on the last page.
+	Next string
+}
+
+// ErrBadMark is wrapped when a mark is not one verdict_campaigns can hold.
+var ErrBadMark = errors.New("a campaign mark is 1 to 40 bytes")
+
+// CampaignRooms returns one page of the verdicts carrying mark, newest
+// first, at most limit (1..MaxAccountLimit), after cursor ("" or a
+// CampaignPage.Next of the same mark), each with its take and the decision
+// in force. It honours ctx; a bad mark, cursor or limit is an error.
+func (s *Store) CampaignRooms(ctx context.Context, mark, cursor string, limit int) (CampaignPage, error) {
+	of := listFingerprint("campaign", mark)
+	cur, err := decodePageCursor(cursor, of)
+	if err == nil {
+		err = checkLimit(limit)
+	}
+	if err == nil && (mark == "" || len(mark) > 40) {
+		err = ErrBadMark
+	}
+	if err != nil {
+		return CampaignPage{}, fmt.Errorf("mysql: campaign rooms: %w", err)
+	}
+	q := `SELECT c.verdict_id, v.room_id, v.window_start, v.window_end, v.pipeline_version, c.kind, c.message_id, c.label, c.category,
+    v.action, c.decided_at, COALESCE(t.moderator, ''), t.active_at, ` + fmt.Sprintf(newestDecisionSQL, "c.verdict_id") + `
+FROM verdict_campaigns c JOIN verdicts v ON v.id = c.verdict_id LEFT JOIN queue_takes t ON t.verdict_id = c.verdict_id
+WHERE c.mark = ?`
+	args := []any{mark}
+	if cur != nil {
+		q += " AND (c.decided_at < ? OR (c.decided_at = ? AND c.verdict_id < ?))"
+		args = append(args, dbTime(cur.At), dbTime(cur.At), cur.ID)
+	}
+	q += " ORDER BY c.decided_at DESC, c.verdict_id DESC LIMIT ?"
+	args = append(args, limit+1)
+	items, err := s.campaignRows(ctx, q, args)
+	if err != nil {
+		return CampaignPage{}, fmt.Errorf("mysql: campaign rooms: %w", err)
+	}
+	page := CampaignPage{Items: items}
+	if len(items) > limit {
+		page.Items = items[:limit]
+		last := page.Items[limit-1]
+		page.Next = encodePageCursor(last.DecidedAt, last.VerdictID, of)
+	}
+	return page, nil
+}
+
+func (s *Store) campaignRows(ctx context.Context, q string, args []any) ([]CampaignRoom, error) {
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []CampaignRoom
+	for rows.Next() {
+		var (
+			c                       CampaignRoom
+			ws, we                  time.Time
+			label, cat, act, newest string
+			takenAt                 sql.NullTime
+		)
+		if err := rows.Scan(&c.VerdictID, &c.Key.RoomID, &ws, &we, &c.Key.PipelineVersion, &c.Kind, &c.MessageID, &label, &cat,
+			&act, &c.DecidedAt, &c.TakenBy, &takenAt, &newest); err != nil {
+			return nil, err
+		}
+		c.Key.WindowStart, c.Key.WindowEnd, c.DecidedAt = ws.UTC(), we.UTC(), c.DecidedAt.UTC()
+		c.Label, c.Category, c.Action = pipeline.Label(label), pipeline.Category(cat), pipeline.Action(act)
+		if takenAt.Valid {
+			c.TakenActiveAt = takenAt.Time.UTC()
+		}
+		c.Newest = parseNewest(newest)
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
