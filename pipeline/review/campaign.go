@@ -54,4 +54,3 @@ func (rn *run) campaignSignals() []stages.SignalLine {
 	}
 	return out
 }
-

@@ -150,7 +150,9 @@ func (c *Counter) Shard(f []byte) int {
 func (c *Counter) tag(shard int) string { return c.cfg.Prefix + "{cm" + strconv.Itoa(shard) + "}" }
 
 // Keys are the two keys of a shard, in the script's order.
-func (c *Counter) Keys(shard int) []string { return []string{c.tag(shard) + ":h", c.tag(shard) + ":lru"} }
+func (c *Counter) Keys(shard int) []string {
+	return []string{c.tag(shard) + ":h", c.tag(shard) + ":lru"}
+}
 
 // group is one shard's part of a review: the script's mark arguments and
 // where each answer goes.

@@ -31,4 +31,3 @@ func slot(key string) int {
 	}
 	return int(crc16([]byte(key)) % 16384)
 }
-
