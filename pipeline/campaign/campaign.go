@@ -34,8 +34,9 @@ type Config struct {
 	// MinRooms is the fewest distinct rooms a campaign mark is seen in.
 	MinRooms int
 	// RoomsPerSender is how many rooms per distinct sender a campaign
-	// mark averages at least: few senders, many rooms.
-	RoomsPerSender int
+	// mark averages at least: few senders, many rooms. A phrase everyone
+	// types averages about one room per sender.
+	RoomsPerSender float64
 	// MaxSenders is the most distinct senders a campaign mark has; above
 	// it the mark is something many people write.
 	MaxSenders int
@@ -46,8 +47,8 @@ type Config struct {
 
 // The defaults.
 const (
-	DefaultMinRooms       = 5
-	DefaultRoomsPerSender = 3
+	DefaultMinRooms       = 4
+	DefaultRoomsPerSender = 1.25
 	DefaultMaxSenders     = 10
 	DefaultTimeout        = 50 * time.Millisecond
 )
@@ -63,8 +64,8 @@ func (c Config) Validate() error {
 	if c.MinRooms < 2 {
 		errs = append(errs, fmt.Errorf("campaign: min rooms %d must be at least 2", c.MinRooms))
 	}
-	if c.RoomsPerSender < 1 {
-		errs = append(errs, fmt.Errorf("campaign: rooms per sender %d must be at least 1", c.RoomsPerSender))
+	if c.RoomsPerSender < 1 || c.RoomsPerSender > 100 {
+		errs = append(errs, fmt.Errorf("campaign: rooms per sender %g must be within 1..100", c.RoomsPerSender))
 	}
 	if c.MaxSenders < 1 {
 		errs = append(errs, fmt.Errorf("campaign: max senders %d must be at least 1", c.MaxSenders))
@@ -79,7 +80,7 @@ func (c Config) Validate() error {
 // MinRooms rooms, from at most MaxSenders senders, averaging at least
 // RoomsPerSender rooms per sender.
 func (c Config) IsCampaign(n pipeline.CampaignCount) bool {
-	return n.Rooms >= c.MinRooms && n.Senders >= 1 && n.Senders <= c.MaxSenders && n.Rooms >= c.RoomsPerSender*n.Senders
+	return n.Rooms >= c.MinRooms && n.Senders >= 1 && n.Senders <= c.MaxSenders && float64(n.Rooms) >= c.RoomsPerSender*float64(n.Senders)
 }
 
 // Detector counts a review's marks and picks out the campaigns. It is

@@ -32,7 +32,7 @@ func detector(t *testing.T, c pipeline.CampaignCounter, clk clock.Clock) *Detect
 }
 
 // TestManyRoomsFewSendersIsACampaign: one account's script fires from the
-// fifth room on; a phrase every sender writes never does, however many
+// fourth room on; a phrase every sender writes never does, however many
 // rooms it reaches; a seller's number shared in a few rooms does not
 // either.
 func TestManyRoomsFewSendersIsACampaign(t *testing.T) {
@@ -54,7 +54,7 @@ func TestManyRoomsFewSendersIsACampaign(t *testing.T) {
 		require.Equal(t, i+1, hits[0].Rooms)
 		require.Equal(t, 1, hits[0].Senders)
 	}
-	require.Equal(t, 26.0, testutil.ToFloat64(d.m.lookups.WithLabelValues("campaign")))
+	require.Equal(t, float64(30-DefaultMinRooms+1), testutil.ToFloat64(d.m.lookups.WithLabelValues("campaign")))
 }
 
 // TestIsCampaignBounds: each threshold on its own.
@@ -65,7 +65,7 @@ func TestIsCampaignBounds(t *testing.T) {
 		rooms, senders int
 		want           bool
 	}{
-		{5, 1, true}, {4, 1, false}, {6, 2, true}, {6, 3, false}, {30, 10, true}, {33, 11, false}, {5, 0, false},
+		{4, 1, true}, {3, 1, false}, {5, 4, true}, {4, 4, false}, {13, 10, true}, {14, 11, false}, {5, 0, false},
 	} {
 		require.Equal(t, tc.want, c.IsCampaign(pipeline.CampaignCount{Rooms: tc.rooms, Senders: tc.senders}), "%+v", tc)
 	}

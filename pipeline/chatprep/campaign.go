@@ -117,6 +117,11 @@ func canonicalScript(t string, ms []match) []rune {
 			i = max(m.end, i+1)
 			continue
 		}
+		if n := hangulNumberLen(t[i:]); n > 0 {
+			push('#')
+			i += n
+			continue
+		}
 		r, size := utf8.DecodeRuneInString(t[i:])
 		switch {
 		case unicode.IsDigit(r):
@@ -128,6 +133,35 @@ func canonicalScript(t string, ms []match) []rune {
 	}
 	return out
 }
+
+// hangulNumberLen is the byte length of a number written in Hangul digits
+// at the start of s (공일공 일이삼사, separators allowed), or 0 when fewer
+// than minHangulDigits digits start it: a number the contact signals did
+// not take must still read as digits, or a script with its account
+// number in Hangul would look like another text.
+func hangulNumberLen(s string) int {
+	digits, end := 0, 0
+	for i, r := range s {
+		switch _, ok := hangulDigits[r]; {
+		case ok:
+			digits, end = digits+1, i+utf8.RuneLen(r)
+		case r == ' ' || r == '-' || r == '.':
+		default:
+			if digits >= minHangulDigits {
+				return end
+			}
+			return 0
+		}
+	}
+	if digits >= minHangulDigits {
+		return end
+	}
+	return 0
+}
+
+// minHangulDigits is the shortest run of Hangul digits read as a number:
+// shorter runs are ordinary words (일이, 삼사일).
+const minHangulDigits = 5
 
 // placeholderAt returns the contact-like match starting at byte i, if any.
 func placeholderAt(ms []match, i int) (match, bool) {
