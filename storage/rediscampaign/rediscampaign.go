@@ -58,11 +58,11 @@ type Config struct {
 	Window time.Duration
 }
 
-// The defaults: 2 M marks at about 100 bytes each (docs/performance.md).
+// The defaults: 1 M marks at about 210 bytes each (docs/performance.md).
 const (
 	DefaultPrefix   = "chatguard:cm:"
 	DefaultShards   = 4096
-	DefaultMaxMarks = 2_000_000
+	DefaultMaxMarks = 1_000_000
 	DefaultExactCap = 32
 	DefaultWindow   = 24 * time.Hour
 )
