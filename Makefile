@@ -172,6 +172,15 @@ BENCH_LAKE_RATE ?= 150
 BENCH_LAKE_REPLICAS ?= 2
 BENCH_LAKE_HOURS ?= 24
 
+# Marks the campaign memory benchmark writes into Redis (its keys are removed
+# after), at the per-shard density of 1,000,000 marks.
+BENCH_CAMPAIGN_MARKS ?= 20000
+
+.PHONY: bench-campaign
+bench-campaign: ## campaign signals on the generated corpus: recall, false positives over a threshold sweep, added latency per review and Redis memory per mark, against the machine's Redis (not part of make test)
+	$(GO) test -run '^$$' -bench 'BenchmarkCampaignCorpus' -benchtime 1x -count=1 ./storage/rediscampaign/ | grep '^|'
+	BENCH_CAMPAIGN_MARKS=$(BENCH_CAMPAIGN_MARKS) $(GO) test -run '^$$' -bench 'BenchmarkCampaignMemory' -benchtime 1x -count=1 -timeout 60m ./storage/rediscampaign/ | grep '^|'
+
 .PHONY: bench-lake
 bench-lake: ## objects per partition-hour and Athena-stand-in query time over a simulated day, before and after `consumer compact` (needs the running stack; not part of make test)
 	set -o pipefail; BENCH_LAKE_RATE=$(BENCH_LAKE_RATE) BENCH_LAKE_REPLICAS=$(BENCH_LAKE_REPLICAS) BENCH_LAKE_HOURS=$(BENCH_LAKE_HOURS) \

@@ -248,8 +248,29 @@ func decodeVerdictEvent(raw json.RawMessage) (VerdictEvent, []string, error) {
 	}
 	probs = append(probs, checkVerdictFields(p.Label, p.Status == StatusDone, p.Category, p.Action, p.Severity, p.Confidence)...)
 	probs = append(probs, checkSubjectPseudonyms(p.Subjects)...)
+	probs = append(probs, checkLakeCampaigns(p.Campaigns)...)
 	p.WindowStart, p.WindowEnd = p.WindowStart.UTC(), p.WindowEnd.UTC()
 	return p, probs, nil
+}
+
+// checkLakeCampaigns bounds a verdict event's campaign signals and
+// refuses any mark that is not a keyed pseudonym: no text or contact value
+// reaches the lake, whoever wrote the event.
+func checkLakeCampaigns(cs []VerdictCampaign) []string {
+	if len(cs) > MaxCampaigns {
+		return []string{fmt.Sprintf("payload.campaigns has %d entries, at most %d", len(cs), MaxCampaigns)}
+	}
+	for _, c := range cs {
+		switch {
+		case c.Kind != CampaignScript && c.Kind != CampaignContact:
+			return []string{fmt.Sprintf("payload.campaigns has a kind %q that is unknown", clip(string(c.Kind)))}
+		case !IsSubjectPseudonym(c.Mark):
+			return []string{"payload.campaigns holds a mark that is not a keyed pseudonym"}
+		case c.Rooms < 0 || c.Senders < 0:
+			return []string{"payload.campaigns holds a negative count"}
+		}
+	}
+	return nil
 }
 
 // checkSubjectPseudonyms bounds a verdict event's subjects and refuses any

@@ -101,6 +101,33 @@ type VerdictEvent struct {
 	// (SubjectPseudonymizer), never raw sender ids; empty for verdicts
 	// without subjects, including every verdict from before they existed.
 	Subjects []string `json:"subjects,omitempty"`
+	// Campaigns are the campaign signals the review was given: keyed
+	// marks and their fleet-wide counts, never text or contact values;
+	// empty when there were none, and on every verdict from before them.
+	Campaigns []VerdictCampaign `json:"campaigns,omitempty"`
+}
+
+// VerdictCampaign is one campaign signal as the lake keeps it: the mark
+// (a keyed pseudonym), its kind, and the distinct rooms and senders it
+// was seen in fleet-wide when the review counted it.
+type VerdictCampaign struct {
+	Kind    CampaignKind `json:"kind"`
+	Mark    string       `json:"mark"`
+	Rooms   int          `json:"rooms"`
+	Senders int          `json:"senders"`
+}
+
+// LakeCampaigns are a verdict's campaign signals as its verdict event
+// carries them.
+func LakeCampaigns(cs []CampaignCount) []VerdictCampaign {
+	if len(cs) == 0 {
+		return nil
+	}
+	out := make([]VerdictCampaign, len(cs))
+	for i, c := range cs {
+		out[i] = VerdictCampaign{Kind: c.Kind, Mark: c.Mark, Rooms: c.Rooms, Senders: c.Senders}
+	}
+	return out
 }
 
 // EventSink hands lake events to a slow path (the feedback queue) without

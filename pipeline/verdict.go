@@ -143,6 +143,12 @@ type Verdict struct {
 	// MaxSubjects. Never the victim; empty for a clean verdict. They are
 	// raw ids: they go to MySQL, and to the lake only as keyed pseudonyms.
 	Subjects []string
+	// Campaigns are the campaign signals the review was given: marks of
+	// the room's risky messages seen fleet-wide in many rooms from few
+	// senders, with their counts when counted (at most MaxCampaigns, most
+	// rooms first). Keyed pseudonyms only; empty when counting was off,
+	// failed or found none, and on every verdict from before it existed.
+	Campaigns []CampaignCount
 	// Error is the last error of a failed review or the reason of a stopped
 	// one; empty otherwise.
 	Error string

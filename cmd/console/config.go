@@ -142,7 +142,7 @@ func (c Config) Validate() error {
 	if c.MySQL.MaxOpenConns < 1 {
 		errs = append(errs, errors.New("--mysql-max-open-conns must be positive"))
 	}
-	errs = append(errs, c.Config.Validate(), c.Feedback.Validate(), c.RedisOptions.Validate(), c.Live.Validate(), c.Stop.Validate(), c.Options.Validate())
+	errs = append(errs, c.Config.Validate(), c.Feedback.Validate(), c.RedisOptions.Validate(), c.Live.Validate(), c.Stop.Validate(), c.Options.Validate(), c.Options.ValidateCampaign(c.RedisAddr))
 	return errors.Join(errs...)
 }
 

@@ -131,7 +131,7 @@ func findPaymentLinks(s string, urls [][]int) []match {
 			continue
 		}
 		if cued || lookalikeHost(host) {
-			out = append(out, match{kind: SignalPaymentLink, start: u[0], end: u[1], value: host})
+			out = append(out, match{kind: SignalPaymentLink, start: u[0], end: u[1], value: host, contact: host})
 		}
 	}
 	return out

@@ -70,6 +70,11 @@ type match struct {
 	// prefix, Luhn, resident checksum), 2 an account next to a bank, 1 an
 	// account by its length alone.
 	strength int
+	// contact is the contact value itself in one canonical spelling (the
+	// digits of a number, a messenger id or e-mail address lower-cased):
+	// what links rooms that share it (campaign.go). It never leaves the
+	// process unhashed; empty for matches that are not contact values.
+	contact string
 }
 
 // FindSignals returns the rule signals in one message's text, in the order
@@ -572,7 +577,7 @@ func (nt numberText) signals(runs []numRun, skip [][]int) []match {
 						strength = 2
 					}
 				}
-				out = append(out, match{kind: k, start: start, end: end, value: v, maskFrom: start, maskTo: end, digits: true, strength: strength})
+				out = append(out, match{kind: k, start: start, end: end, value: v, maskFrom: start, maskTo: end, digits: true, strength: strength, contact: d})
 				i, found = j, true
 				break
 			}
@@ -746,7 +751,7 @@ func emailMatches(s string, spans [][]int) []match {
 			domain = strings.ReplaceAll(domain, " ", "")
 		}
 		out = append(out, match{kind: SignalEmail, start: e[0], end: e[1], value: maskID(local, 1) + "@" + domain,
-			maskFrom: e[0], maskTo: e[2], keep: 1})
+			maskFrom: e[0], maskTo: e[2], keep: 1, contact: strings.ReplaceAll(local, " ", "") + "@" + domain})
 	}
 	return out
 }
@@ -779,7 +784,8 @@ func findMessengerIDs(s string, emails [][]int) []match {
 			return
 		}
 		seen[strings.ToLower(id)] = true
-		out = append(out, match{kind: SignalMessengerID, start: start, end: end, value: prefix + maskID(id, 2), maskFrom: start, maskTo: end, keep: 2})
+		out = append(out, match{kind: SignalMessengerID, start: start, end: end, value: prefix + maskID(id, 2), maskFrom: start, maskTo: end, keep: 2,
+			contact: strings.ToLower(id)})
 	}
 	for _, m := range linkIDRe.findAll(s) {
 		prefix := strings.Join(strings.Fields(s[m[2]:m[3]]), "")

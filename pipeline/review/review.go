@@ -66,6 +66,10 @@ type Config struct {
 	// room's participants as a block of its own in the prompts (see
 	// HistoryLookup); nil turns the account history off.
 	History HistoryLookup
+	// Campaigns, when set, counts the window's campaign marks fleet-wide
+	// (keyed with DigestKey) and gives the campaign signals to the stages;
+	// nil reviews every room on its own.
+	Campaigns Campaigns
 }
 
 // Defence turns prompt-injection defences off, one by one. The zero value
@@ -127,6 +131,8 @@ type Reviewer struct {
 	digestKey      []byte
 	devKey         bool
 	imagesRejected *prometheus.CounterVec
+	// marker keys campaign marks under the digest key.
+	marker chatprep.CampaignMarker
 }
 
 var _ pipeline.Reviewer = (*Reviewer)(nil)
@@ -177,6 +183,7 @@ func New(cfg Config, router Completer, sink pipeline.EventSink, reg prometheus.R
 	if len(rv.digestKey) == 0 {
 		rv.digestKey, rv.devKey = []byte(DevDigestKey), true
 	}
+	rv.marker = chatprep.NewCampaignMarker(rv.digestKey, rv.devKey)
 	return rv, nil
 }
 
@@ -237,6 +244,7 @@ func (r *Reviewer) Review(ctx context.Context, ev pipeline.ReviewEvent, msgs []p
 	if len(rn.w.Messages) > 0 {
 		rn.lookUpHistory(ctx)
 	}
+	rn.campaigns(ctx)
 	rn.rebase()
 	v, err := rn.stages(ctx)
 	rn.recordHistory()
@@ -361,9 +369,12 @@ func (rn *run) rebase() {
 		return 2
 	}
 	slices.SortStableFunc(sigs, func(a, b chatprep.Signal) int { return rank(a) - rank(b) })
-	if len(sigs) > MaxPromptSignals {
-		rn.base.SignalsOmitted = len(sigs) - MaxPromptSignals
-		sigs = sigs[:MaxPromptSignals]
+	// Campaign signals come first and are never cut (at most
+	// pipeline.MaxCampaigns of them).
+	rn.base.Signals = rn.campaignSignals()
+	if room := MaxPromptSignals - len(rn.base.Signals); len(sigs) > room {
+		rn.base.SignalsOmitted = len(sigs) - room
+		sigs = sigs[:room]
 	}
 	for _, s := range sigs {
 		rn.base.Signals = append(rn.base.Signals, stages.SignalLine{Kind: string(s.Kind), MessageID: s.MessageID, Value: s.Value, Cut: s.Cut})
@@ -419,8 +430,9 @@ func (rn *run) stages(ctx context.Context) (pipeline.Verdict, error) {
 	if err != nil {
 		return *v, err
 	}
-	// An injection attempt is a rule signal: no early exit past the judge.
-	if triage.Risk == stages.RiskNone && len(rn.signals()) == 0 && !(floor && rn.injection.Load()) {
+	// An injection attempt is a rule signal, and so is a campaign: no
+	// early exit past the judge.
+	if triage.Risk == stages.RiskNone && len(rn.signals()) == 0 && len(rn.v.Campaigns) == 0 && !(floor && rn.injection.Load()) {
 		rn.clean(0, "triage found no risk and no rule signal")
 		return *v, nil
 	}

@@ -250,11 +250,15 @@ func (s *Store) Get(ctx context.Context, key pipeline.ReviewKey) (pipeline.Verdi
 	if v.Subjects, v.OffenderRole, err = readSubjects(ctx, tx, id); err != nil {
 		return pipeline.Verdict{}, err
 	}
+	if v.Campaigns, err = readCampaigns(ctx, tx, id); err != nil {
+		return pipeline.Verdict{}, err
+	}
 	return v, nil
 }
 
-// Save upserts the verdict and replaces its stage rows and its subjects
-// (verdict_subjects) in one transaction.
+// Save upserts the verdict and replaces its stage rows, its subjects
+// (verdict_subjects) and its campaign signals (verdict_campaigns) in one
+// transaction.
 // A stored done verdict is kept when v is not done: Save then succeeds
 // without changing anything and reports committed false (read back in the
 // transaction, under the verdict row's lock). A deadlock or lock wait timeout is retried
@@ -356,6 +360,9 @@ func (s *Store) save(ctx context.Context, v pipeline.Verdict, args []any, owner 
 		if err := replaceSubjects(ctx, tx, id, v, true); err != nil {
 			return false, classify(err)
 		}
+		if err := replaceCampaigns(ctx, tx, id, v, true); err != nil {
+			return false, classify(err)
+		}
 	} else {
 		var stored string
 		if err := tx.QueryRowContext(ctx, "SELECT status FROM verdicts WHERE id = ?", id).Scan(&stored); err != nil {
@@ -367,6 +374,9 @@ func (s *Store) save(ctx context.Context, v pipeline.Verdict, args []any, owner 
 				return false, classify(err)
 			}
 			if err := replaceSubjects(ctx, tx, id, v, false); err != nil {
+				return false, classify(err)
+			}
+			if err := replaceCampaigns(ctx, tx, id, v, false); err != nil {
 				return false, classify(err)
 			}
 		}
@@ -488,6 +498,9 @@ func checkVerdict(v pipeline.Verdict) error {
 		errs = append(errs, err)
 	}
 	if err := checkSubjects(v); err != nil {
+		errs = append(errs, err)
+	}
+	if err := checkCampaigns(v); err != nil {
 		errs = append(errs, err)
 	}
 	seen := map[pipeline.StageName]bool{}

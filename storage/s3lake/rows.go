@@ -3,6 +3,7 @@ package s3lake
 import (
 	"bytes"
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -98,6 +99,10 @@ type VerdictRow struct {
 	// null); a plain string keeps the table readable by every engine and
 	// by files written before the column existed.
 	Subjects string `parquet:"subjects,optional"`
+	// Campaigns are the campaign signals as a JSON array of {kind, mark,
+	// rooms, senders} (none: null), for Athena's json_parse; a string
+	// for the same reasons as Subjects.
+	Campaigns string `parquet:"campaigns,optional"`
 }
 
 func ms(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
@@ -139,8 +144,32 @@ func verdictRow(ev pipeline.LakeRecord) VerdictRow {
 		Label: string(p.Label), Category: string(p.Category), Severity: int32(p.Severity),
 		Confidence: p.Confidence, Action: string(p.Action), EarlyExit: p.EarlyExit,
 		FallbackUsed: p.FallbackUsed, Attempts: int32(p.Attempts), LatencyMs: p.LatencyMs,
-		Subjects: strings.Join(p.Subjects, ","),
+		Subjects: strings.Join(p.Subjects, ","), Campaigns: campaignsColumn(p.Campaigns),
 	}
+}
+
+// campaignsColumn is the campaigns column of a verdict event's signals:
+// a JSON array, or empty (null) for none. The decoder has checked every
+// value, so encoding cannot fail.
+func campaignsColumn(cs []pipeline.VerdictCampaign) string {
+	if len(cs) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(cs)
+	return string(b)
+}
+
+// readCampaigns reads the campaigns column back; empty is none, and a
+// value that does not parse (no writer makes one) reads as none too.
+func readCampaigns(s string) []pipeline.VerdictCampaign {
+	if s == "" {
+		return nil
+	}
+	var out []pipeline.VerdictCampaign
+	if json.Unmarshal([]byte(s), &out) != nil {
+		return nil
+	}
+	return out
 }
 
 // LakeEvent converts the row back to the wire envelope.
@@ -185,7 +214,7 @@ func (r VerdictRow) LakeEvent() pipeline.LakeEvent {
 			Label: pipeline.Label(r.Label), Category: pipeline.Category(r.Category), Severity: int(r.Severity),
 			Confidence: r.Confidence, Action: pipeline.Action(r.Action), EarlyExit: r.EarlyExit,
 			FallbackUsed: r.FallbackUsed, Attempts: int(r.Attempts), LatencyMs: r.LatencyMs,
-			Subjects: splitSubjects(r.Subjects),
+			Subjects: splitSubjects(r.Subjects), Campaigns: readCampaigns(r.Campaigns),
 		},
 	}
 }

@@ -2,6 +2,7 @@ package s3lake_test
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -71,4 +72,41 @@ func TestVerdictEventsRefuseRawSubjects(t *testing.T) {
 			require.NotContains(t, err.Error(), "8812", "the reason never echoes the value")
 		}
 	}
+}
+
+// TestVerdictCampaignsRoundTripAndRefuseRawValues: campaign signals go to
+// Parquet as a JSON array and read back; an event whose marks are not
+// keyed pseudonyms, or of an unknown kind, is invalid (errors/), and the
+// reason never echoes the value. Old files read as none.
+func TestVerdictCampaignsRoundTripAndRefuseRawValues(t *testing.T) {
+	t.Parallel()
+	ev := s3laketest.Events(3, 1, t0, 3)[2]
+	v := ev.Payload.(pipeline.VerdictEvent)
+	require.NotEmpty(t, v.Campaigns, "the generator gives this verdict campaign signals")
+	rec, err := pipeline.DecodeLakeEvent(s3laketest.Body(t, ev), t0)
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	require.NoError(t, s3lake.EncodeParquet(&buf, pipeline.EventVerdict, []pipeline.LakeRecord{rec}))
+	rows, err := s3lake.ReadRows[s3lake.VerdictRow](buf.Bytes())
+	require.NoError(t, err)
+	require.JSONEq(t, `[{"kind":"script","mark":"`+v.Campaigns[0].Mark+`","rooms":`+fmt.Sprint(v.Campaigns[0].Rooms)+`,"senders":`+fmt.Sprint(v.Campaigns[0].Senders)+`}]`, rows[0].Campaigns)
+	require.Equal(t, v.Campaigns, rows[0].LakeEvent().Payload.(pipeline.VerdictEvent).Campaigns)
+
+	for _, bad := range []pipeline.VerdictCampaign{
+		{Kind: pipeline.CampaignContact, Mark: "01012345678", Rooms: 9, Senders: 1},
+		{Kind: "text", Mark: "hmac:0123456789abcdef01234567", Rooms: 9, Senders: 1},
+	} {
+		v.Campaigns = []pipeline.VerdictCampaign{bad}
+		ev.Payload = v
+		_, err := pipeline.DecodeLakeEvent(s3laketest.Body(t, ev), t0)
+		var inv *pipeline.InvalidLakeEventError
+		require.ErrorAs(t, err, &inv)
+		require.NotContains(t, err.Error(), "12345678")
+	}
+
+	var old bytes.Buffer
+	require.NoError(t, parquet.Write(&old, []oldVerdictRow{{EventID: "e1", EventType: "verdict", RoomID: "r1", Status: "done", WindowEnd: t0}}))
+	oldRows, err := s3lake.ReadRows[s3lake.VerdictRow](old.Bytes())
+	require.NoError(t, err)
+	require.Nil(t, oldRows[0].LakeEvent().Payload.(pipeline.VerdictEvent).Campaigns)
 }

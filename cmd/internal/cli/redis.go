@@ -118,6 +118,15 @@ func FleetProfile(o *redis.Options) {
 	o.MaxRetries, o.PoolSize, o.ContextTimeoutEnabled = -1, 64, true
 }
 
+// CampaignProfile tunes a client for the campaign counter: one pipelined
+// call per review under the campaign timeout (50 ms by default), so the
+// context's deadline bounds the socket waits (ContextTimeoutEnabled), a
+// failed call is not retried (the review goes on without campaign
+// signals), and the pool is large enough for every slot of a pod.
+func CampaignProfile(o *redis.Options) {
+	o.MaxRetries, o.PoolSize, o.ContextTimeoutEnabled = -1, 64, true
+}
+
 // StopProfile tunes a client for the stop signals: the subscription, the
 // one lookup each review makes when it starts, and the operator's
 // publishes. The lookup runs under the guard's check timeout (250 ms by

@@ -17,7 +17,9 @@ import (
 	"github.com/chatguard/chatguard/cmd/internal/cli"
 	"github.com/chatguard/chatguard/cmd/internal/depflags"
 	"github.com/chatguard/chatguard/pipeline/accounthistory"
+	"github.com/chatguard/chatguard/pipeline/campaign"
 	"github.com/chatguard/chatguard/storage/imagecdn"
+	"github.com/chatguard/chatguard/storage/rediscampaign"
 )
 
 // Options are the stage engine's settings beyond the router's own
@@ -30,19 +32,26 @@ type Options struct {
 	// image URLs reach a model server, and how.
 	Images imagecdn.Config
 	// QuoteDigestKey keys the stored evidence-quote digests; empty uses
-	// the dev-only key.
+	// the dev-only key. It keys the campaign marks too.
 	QuoteDigestKey string
 	// History is the account-history lookup's own configuration
 	// (--account-history, --account-history-ttl,
 	// --account-history-timeout): earlier verdicts about a room's
 	// participants, given to the stages.
 	History accounthistory.Config
+	// Campaign is when a mark is a campaign signal (--campaign-signals,
+	// --campaign-min-rooms, --campaign-rooms-per-sender,
+	// --campaign-max-senders, --campaign-timeout).
+	Campaign campaign.Config
+	// CampaignStore is where marks are counted (--campaign-key-prefix,
+	// --campaign-shards, --campaign-max-marks, --campaign-exact-cap).
+	CampaignStore rediscampaign.Config
 }
 
 // DefaultOptions returns the defaults shown by --help: no image host
 // trusted (the pools' defaults are depflags.DefaultPools').
 func DefaultOptions() Options {
-	return Options{Images: imagecdn.DefaultConfig(), History: accounthistory.DefaultConfig()}
+	return Options{Images: imagecdn.DefaultConfig(), History: accounthistory.DefaultConfig(), Campaign: campaign.DefaultConfig(), CampaignStore: rediscampaign.DefaultConfig()}
 }
 
 // Flags declares the prices (--primary-price, --fallback-price) and the
@@ -56,6 +65,7 @@ func (o *Options) Flags(fs *cli.FlagSet, pools *depflags.Pools) {
 	fs.StringVar(&o.QuoteDigestKey, "quote-digest-key", "HMAC key (32+ bytes, from a Secret; prefer the environment variable) of stored evidence-quote digests; empty uses a dev-only key, labelled hmac-dev")
 	pools.PseudonymizeFlags(fs)
 	o.HistoryFlags(fs)
+	o.CampaignFlags(fs)
 }
 
 // HistoryFlags declares the account-history flags (--account-history*),
@@ -65,6 +75,38 @@ func (o *Options) HistoryFlags(fs *cli.FlagSet) {
 		"given to every stage as a rule-signal block and recorded with the verdict; 0 turns it off (history informs a judge and can also bias it: see docs/operations.md)")
 	fs.DurationVar(&o.History.TTL, "account-history-ttl", "how long this process reuses a room's account history (0: a query every review)")
 	fs.DurationVar(&o.History.Timeout, "account-history-timeout", "bound of the account-history query; past it the review goes on without history (counted)")
+}
+
+// CampaignFlags declares the campaign signals' flags (--campaign-*).
+func (o *Options) CampaignFlags(fs *cli.FlagSet) {
+	fs.BoolVar(&o.Campaign.Enabled, "campaign-signals", "count risky messages' script fingerprints and contact values fleet-wide in Redis (keyed with --quote-digest-key) and give a mark seen in many rooms from few senders to the stages as a campaign signal; needs --redis-addr")
+	fs.IntVar(&o.Campaign.MinRooms, "campaign-min-rooms", "fewest distinct rooms in 24 h a campaign mark is seen in")
+	fs.Float64Var(&o.Campaign.RoomsPerSender, "campaign-rooms-per-sender", "fewest rooms per distinct sender a campaign mark averages (a phrase everyone types averages about 1)")
+	fs.IntVar(&o.Campaign.MaxSenders, "campaign-max-senders", "most distinct senders a campaign mark has")
+	fs.DurationVar(&o.Campaign.Timeout, "campaign-timeout", "bound of the one Redis call a review makes for campaign counts; past it the review goes on without them (counted)")
+	fs.StringVar(&o.CampaignStore.Prefix, "campaign-key-prefix", "prefix of the Redis keys of the campaign counts")
+	fs.IntVar(&o.CampaignStore.Shards, "campaign-shards", "shards (Redis Cluster hash tags) of the campaign counts; fixed per deployment")
+	fs.IntVar(&o.CampaignStore.MaxMarks, "campaign-max-marks", "marks kept fleet-wide; above it the least recently seen are evicted (counted); about 210 bytes of Redis each")
+	fs.IntVar(&o.CampaignStore.ExactCap, "campaign-exact-cap", "rooms and senders a mark counts exactly; above it, a bottom-k estimate over as many")
+}
+
+// ValidateCampaign reports the campaign flags' problems when the signals
+// are on; redisAddr is where the counts live (they need one).
+func (o Options) ValidateCampaign(redisAddr string) error {
+	if !o.Campaign.Enabled {
+		return nil
+	}
+	var errs []error
+	if redisAddr == "" {
+		errs = append(errs, errors.New("--campaign-signals needs --redis-addr"))
+	}
+	if err := o.Campaign.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--campaign-*: %w", err))
+	}
+	if err := o.CampaignStore.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--campaign-*: %w", err))
+	}
+	return errors.Join(errs...)
 }
 
 // ImageFlags declares the image gate's flags (--image-*), which `worker

@@ -14,9 +14,11 @@ import (
 	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/accounthistory"
+	"github.com/chatguard/chatguard/pipeline/campaign"
 	"github.com/chatguard/chatguard/pipeline/llm"
 	"github.com/chatguard/chatguard/pipeline/review"
 	"github.com/chatguard/chatguard/storage/imagecdn"
+	"github.com/chatguard/chatguard/storage/rediscampaign"
 	"github.com/chatguard/chatguard/storage/redislimits"
 )
 
@@ -83,6 +85,8 @@ type Settings struct {
 	// AccountHistory is how far back the account history given to the
 	// stages reaches; zero when it is off.
 	AccountHistory time.Duration
+	// CampaignSignals says reviews count campaign marks fleet-wide.
+	CampaignSignals bool
 }
 
 // Engine is a stage engine: a pipeline.Reviewer over a router of its own
@@ -112,7 +116,7 @@ func New(p Params) (*Engine, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if err := errors.Join(p.Options.Validate(), p.Pools.ValidateFleet(p.Redis.RedisAddr)); err != nil {
+	if err := errors.Join(p.Options.Validate(), p.Pools.ValidateFleet(p.Redis.RedisAddr), p.Options.ValidateCampaign(p.Redis.RedisAddr)); err != nil {
 		return nil, err
 	}
 	history, err := newHistory(p)
@@ -146,11 +150,24 @@ func New(p Params) (*Engine, error) {
 	if p.Options.QuoteDigestKey == "" {
 		log.Warn(p.Component + ": --quote-digest-key is empty: quote digests use the DEV-ONLY key (labelled hmac-dev); set CHATGUARD_QUOTE_DIGEST_KEY from a Secret in production")
 	}
-	revCfg := review.Config{Class: p.Class, DigestKey: []byte(p.Options.QuoteDigestKey), Images: gate}
-	if history != nil {
-		revCfg.History = history
+	rcfg := review.Config{Class: p.Class, DigestKey: []byte(p.Options.QuoteDigestKey), Images: gate}
+	if p.Options.Campaign.Enabled {
+		det, closeCampaign, err := newCampaigns(p)
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		rcfg.Campaigns = det
+		closeRest := closeAll
+		closeAll = func() {
+			closeRest()
+			closeCampaign()
+		}
 	}
-	rev, err := review.New(revCfg, router, p.Events, p.Registerer, p.Clock)
+	if history != nil {
+		rcfg.History = history
+	}
+	rev, err := review.New(rcfg, router, p.Events, p.Registerer, p.Clock)
 	if err != nil {
 		closeAll()
 		return nil, fmt.Errorf("reviewer: %w", err)
@@ -158,11 +175,32 @@ func New(p Params) (*Engine, error) {
 	prim, fb := router.Models()
 	s := Settings{PipelineVersion: rev.PipelineVersion(), PrimaryModel: prim, FallbackModel: fb,
 		ImageHosts: p.Options.Images.Hosts, ImageInline: p.Options.Images.Inline, DevDigestKey: p.Options.QuoteDigestKey == "",
-		PrimaryPseudonymize: rc.Primary.Pseudonymize, FallbackPseudonymize: rc.Fallback.Pseudonymize, AccountHistory: p.Options.History.Window}
+		PrimaryPseudonymize: rc.Primary.Pseudonymize, FallbackPseudonymize: rc.Fallback.Pseudonymize, AccountHistory: p.Options.History.Window,
+		CampaignSignals: p.Options.Campaign.Enabled}
 	log.Info(p.Component+": stage engine ready", "class", p.Class.String(), "primary_model", s.PrimaryModel, "fallback_model", s.FallbackModel,
 		"pipeline_version", s.PipelineVersion, "image_hosts", s.ImageHosts, "image_inline", s.ImageInline, "dev_digest_key", s.DevDigestKey,
-		"primary_pseudonymize", s.PrimaryPseudonymize, "fallback_pseudonymize", s.FallbackPseudonymize, "account_history", s.AccountHistory.String())
+		"primary_pseudonymize", s.PrimaryPseudonymize, "fallback_pseudonymize", s.FallbackPseudonymize, "account_history", s.AccountHistory.String(), "campaign_signals", s.CampaignSignals)
 	return &Engine{Reviewer: rev, settings: s, close: closeAll}, nil
+}
+
+// newCampaigns builds the campaign detector over the Redis counter, on a
+// client of the cli.CampaignProfile that the returned close ends.
+func newCampaigns(p Params) (*campaign.Detector, func(), error) {
+	rdb, err := p.Redis.Client(cli.CampaignProfile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("campaign signals: %w", err)
+	}
+	counter, err := rediscampaign.New(rdb, p.Options.CampaignStore, p.Registerer)
+	if err != nil {
+		_ = rdb.Close()
+		return nil, nil, err
+	}
+	det, err := campaign.New(p.Options.Campaign, counter, p.Registerer, p.Clock)
+	if err != nil {
+		_ = rdb.Close()
+		return nil, nil, err
+	}
+	return det, func() { _ = rdb.Close() }, nil
 }
 
 // runRouter runs the router's background work until the returned stop is

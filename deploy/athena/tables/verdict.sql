@@ -24,7 +24,8 @@ CREATE EXTERNAL TABLE IF NOT EXISTS verdict (
   fallback_used    boolean,
   attempts         int,
   latency_ms       double,
-  subjects         string    COMMENT 'keyed pseudonyms (hmac:…) of the accounts the verdict is about, comma-separated; null before subjects existed'
+  subjects         string    COMMENT 'keyed pseudonyms (hmac:…) of the accounts the verdict is about, comma-separated; null before subjects existed',
+  campaigns        string    COMMENT 'campaign signals, a JSON array of {kind, mark, rooms, senders} (marks are keyed pseudonyms); null when none or before campaigns existed'
 )
 PARTITIONED BY (`dt` string, `hour` string)
 STORED AS PARQUET

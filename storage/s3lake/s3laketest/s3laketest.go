@@ -89,6 +89,12 @@ func Events(n int, seed uint64, start time.Time, hours int) []pipeline.LakeEvent
 				v.Subjects = []string{fmt.Sprintf("hmac:%024x", i), fmt.Sprintf("hmac:%024x", i+1)}
 				ev.Payload = v
 			}
+			if i%5 == 2 {
+				// Some verdicts carry campaign signals, likewise from i.
+				v := ev.Payload.(pipeline.VerdictEvent)
+				v.Campaigns = []pipeline.VerdictCampaign{{Kind: pipeline.CampaignScript, Mark: fmt.Sprintf("hmac:%024x", i*7), Rooms: 5 + i%40, Senders: 1 + i%3}}
+				ev.Payload = v
+			}
 		}
 		out[i] = ev
 	}

@@ -1,0 +1,173 @@
+// Package campaign turns fleet-wide counts of campaign marks into campaign
+// signals: a script fingerprint or contact value seen in many rooms from
+// few senders within the window. The reviewer gives the signals to the
+// stages as a rule-signal block (never as chat text), lets no review with
+// one end early as clean, and records them on the verdict.
+//
+// Counting is best effort by design: a counter that fails or is slower
+// than Config.Timeout leaves the review without campaign signals (counted
+// by outcome), never without a verdict.
+package campaign
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/chatguard/chatguard/internal/clock"
+	"github.com/chatguard/chatguard/pipeline"
+)
+
+// Config sets when a mark is a campaign. The defaults come from the
+// generated corpus (docs/performance.md): a script runs in dozens of rooms
+// from a handful of accounts, while a phrase everyone types comes from
+// about as many senders as rooms, and a seller's phone number shared for
+// meet-ups reaches a few rooms a day.
+type Config struct {
+	// Enabled turns counting and campaign signals on.
+	Enabled bool
+	// MinRooms is the fewest distinct rooms a campaign mark is seen in.
+	MinRooms int
+	// RoomsPerSender is how many rooms per distinct sender a campaign
+	// mark averages at least: few senders, many rooms. A phrase everyone
+	// types averages about one room per sender.
+	RoomsPerSender float64
+	// MaxSenders is the most distinct senders a campaign mark has; above
+	// it the mark is something many people write.
+	MaxSenders int
+	// Timeout bounds the counter's call; past it the review goes on
+	// without campaign signals.
+	Timeout time.Duration
+}
+
+// The defaults.
+const (
+	DefaultMinRooms       = 4
+	DefaultRoomsPerSender = 1.25
+	DefaultMaxSenders     = 10
+	DefaultTimeout        = 50 * time.Millisecond
+)
+
+// DefaultConfig returns the defaults (off).
+func DefaultConfig() Config {
+	return Config{MinRooms: DefaultMinRooms, RoomsPerSender: DefaultRoomsPerSender, MaxSenders: DefaultMaxSenders, Timeout: DefaultTimeout}
+}
+
+// Validate reports every problem at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.MinRooms < 2 {
+		errs = append(errs, fmt.Errorf("campaign: min rooms %d must be at least 2", c.MinRooms))
+	}
+	if c.RoomsPerSender < 1 || c.RoomsPerSender > 100 {
+		errs = append(errs, fmt.Errorf("campaign: rooms per sender %g must be within 1..100", c.RoomsPerSender))
+	}
+	if c.MaxSenders < 1 {
+		errs = append(errs, fmt.Errorf("campaign: max senders %d must be at least 1", c.MaxSenders))
+	}
+	if c.Timeout <= 0 || c.Timeout > 5*time.Second {
+		errs = append(errs, fmt.Errorf("campaign: timeout %s must be within (0, 5s]", c.Timeout))
+	}
+	return errors.Join(errs...)
+}
+
+// IsCampaign reports whether a counted mark is a campaign: seen in at least
+// MinRooms rooms, from at most MaxSenders senders, averaging at least
+// RoomsPerSender rooms per sender.
+func (c Config) IsCampaign(n pipeline.CampaignCount) bool {
+	return n.Rooms >= c.MinRooms && n.Senders >= 1 && n.Senders <= c.MaxSenders && float64(n.Rooms) >= c.RoomsPerSender*float64(n.Senders)
+}
+
+// Detector counts a review's marks and picks out the campaigns. It is
+// safe for concurrent use.
+type Detector struct {
+	cfg     Config
+	counter pipeline.CampaignCounter
+	m       *metrics
+	clk     clock.Clock
+}
+
+// New returns a detector over counter, timing its calls and stamping its
+// sightings with clk (nil: the wall clock). reg may be nil.
+func New(cfg Config, counter pipeline.CampaignCounter, reg prometheus.Registerer, clk clock.Clock) (*Detector, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if counter == nil {
+		return nil, errors.New("campaign: counter is nil")
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	return &Detector{cfg: cfg, counter: counter, m: m, clk: clock.Or(clk)}, nil
+}
+
+// Detect records the room's sightings now and returns its campaign
+// signals: the marks that are campaigns, most rooms first, at most
+// pipeline.MaxCampaigns. It never fails: a counter error or a call past
+// Config.Timeout (or ctx's end) gives none, counted by outcome.
+func (d *Detector) Detect(ctx context.Context, room string, sightings []pipeline.CampaignSighting) []pipeline.CampaignCount {
+	if len(sightings) == 0 {
+		d.m.lookups.WithLabelValues("no_marks").Inc()
+		return nil
+	}
+	ctx, cancel := clock.WithTimeout(ctx, d.clk, d.cfg.Timeout)
+	defer cancel()
+	start := d.clk.Now()
+	counts, err := d.counter.Observe(ctx, room, sightings, start.UTC())
+	d.m.seconds.Observe(d.clk.Since(start).Seconds())
+	switch {
+	case err != nil && ctx.Err() != nil:
+		d.m.lookups.WithLabelValues("timeout").Inc()
+		return nil
+	case err != nil:
+		d.m.lookups.WithLabelValues("unavailable").Inc()
+		return nil
+	}
+	var hits []pipeline.CampaignCount
+	for _, n := range counts {
+		if d.cfg.IsCampaign(n) {
+			hits = append(hits, n)
+		}
+	}
+	if len(hits) == 0 {
+		d.m.lookups.WithLabelValues("none").Inc()
+		return nil
+	}
+	d.m.lookups.WithLabelValues("campaign").Inc()
+	slices.SortStableFunc(hits, func(a, b pipeline.CampaignCount) int { return cmp.Compare(b.Rooms, a.Rooms) })
+	return hits[:min(len(hits), pipeline.MaxCampaigns)]
+}
+
+type metrics struct {
+	lookups *prometheus.CounterVec
+	seconds prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chatguard_campaign_lookups_total",
+			Help: "Campaign counts per review by outcome: campaign, none, no_marks (no risky message), unavailable (the counter failed) or timeout; the last two reviews went on without campaign signals."},
+			[]string{"outcome"}),
+		seconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "chatguard_campaign_lookup_seconds",
+			Help:    "Time of the one campaign-counter call a review makes.",
+			Buckets: []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25}}),
+	}
+	for _, o := range []string{"campaign", "none", "no_marks", "unavailable", "timeout"} {
+		m.lookups.WithLabelValues(o)
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.lookups, m.seconds} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("campaign: register metrics: %w", err)
+			}
+		}
+	}
+	return m, nil
+}

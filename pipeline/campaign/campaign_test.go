@@ -1,0 +1,115 @@
+package campaign
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/internal/clock"
+	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/campaign/campaigntest"
+)
+
+var t0 = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+
+func sight(mark, sender string) pipeline.CampaignSighting {
+	return pipeline.CampaignSighting{Kind: pipeline.CampaignScript, Mark: campaigntest.Pseudonym(mark), MessageID: "m1", Sender: campaigntest.Pseudonym(sender)}
+}
+
+func detector(t *testing.T, c pipeline.CampaignCounter, clk clock.Clock) *Detector {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Enabled = true
+	d, err := New(cfg, c, prometheus.NewRegistry(), clk)
+	require.NoError(t, err)
+	return d
+}
+
+// TestManyRoomsFewSendersIsACampaign: one account's script fires from the
+// fourth room on; a phrase every sender writes never does, however many
+// rooms it reaches; a seller's number shared in a few rooms does not
+// either.
+func TestManyRoomsFewSendersIsACampaign(t *testing.T) {
+	t.Parallel()
+	d := detector(t, &campaigntest.Fake{}, clock.NewFake(t0))
+	for i := range 30 {
+		room := campaigntest.Pseudonym(fmt.Sprint("room-", i))
+		hits := d.Detect(context.Background(), room, []pipeline.CampaignSighting{
+			sight("script", "scammer"),                                     // one sender everywhere
+			sight("common", fmt.Sprint("buyer-", i)),                       // a new sender in every room
+			sight(fmt.Sprint("phone-", i%10), fmt.Sprint("seller-", i%10)), // 10 sellers' own numbers, 3 rooms each
+		})
+		if i+1 < DefaultMinRooms {
+			require.Empty(t, hits, "room %d", i)
+			continue
+		}
+		require.Len(t, hits, 1, "room %d", i)
+		require.Equal(t, campaigntest.Pseudonym("script"), hits[0].Mark)
+		require.Equal(t, i+1, hits[0].Rooms)
+		require.Equal(t, 1, hits[0].Senders)
+	}
+	require.Equal(t, float64(30-DefaultMinRooms+1), testutil.ToFloat64(d.m.lookups.WithLabelValues("campaign")))
+}
+
+// TestIsCampaignBounds: each threshold on its own.
+func TestIsCampaignBounds(t *testing.T) {
+	t.Parallel()
+	c := DefaultConfig()
+	for _, tc := range []struct {
+		rooms, senders int
+		want           bool
+	}{
+		{4, 1, true}, {3, 1, false}, {5, 4, true}, {4, 4, false}, {13, 10, true}, {14, 11, false}, {5, 0, false},
+	} {
+		require.Equal(t, tc.want, c.IsCampaign(pipeline.CampaignCount{Rooms: tc.rooms, Senders: tc.senders}), "%+v", tc)
+	}
+}
+
+// TestCounterDownOrSlowGivesNoSignal: a failing counter and one past the
+// timeout give no campaign signals, each counted; the review is not held
+// past the timeout.
+func TestCounterDownOrSlowGivesNoSignal(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(t0)
+	d := detector(t, &campaigntest.Fake{Err: errors.New("redis down")}, clk)
+	require.Nil(t, d.Detect(context.Background(), campaigntest.Pseudonym("r"), []pipeline.CampaignSighting{sight("a", "s")}))
+	require.Equal(t, 1.0, testutil.ToFloat64(d.m.lookups.WithLabelValues("unavailable")))
+
+	entered := make(chan struct{})
+	slow := &blocking{entered: entered}
+	d = detector(t, slow, clk)
+	done := make(chan []pipeline.CampaignCount)
+	go func() {
+		done <- d.Detect(context.Background(), campaigntest.Pseudonym("r"), []pipeline.CampaignSighting{sight("a", "s")})
+	}()
+	<-entered
+	clk.Advance(DefaultTimeout)
+	require.Nil(t, <-done)
+	require.Equal(t, 1.0, testutil.ToFloat64(d.m.lookups.WithLabelValues("timeout")))
+	require.Nil(t, d.Detect(context.Background(), campaigntest.Pseudonym("r"), nil))
+	require.Equal(t, 1.0, testutil.ToFloat64(d.m.lookups.WithLabelValues("no_marks")))
+}
+
+type blocking struct{ entered chan struct{} }
+
+func (b *blocking) Observe(ctx context.Context, _ string, _ []pipeline.CampaignSighting, _ time.Time) ([]pipeline.CampaignCount, error) {
+	close(b.entered)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestConfigValidateJoinsEveryProblem: one error names them all.
+func TestConfigValidateJoinsEveryProblem(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, DefaultConfig().Validate())
+	err := Config{MinRooms: 1, Timeout: time.Minute}.Validate()
+	for _, want := range []string{"min rooms", "rooms per sender", "max senders", "timeout"} {
+		require.ErrorContains(t, err, want)
+	}
+}

@@ -1,0 +1,86 @@
+package review
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/campaign"
+	"github.com/chatguard/chatguard/pipeline/campaign/campaigntest"
+)
+
+const campaignScript = "앱이 너무 느려서요 카톡으로 얘기해요 아이디 deal8282 입니다. 선입금 해주시면 바로 발송해 드릴게요"
+
+// TestCampaignSignalReachesTriageAndIsRecorded: the sixth room running a
+// script gets the campaign signals (script bands and the contact) as rule
+// signal lines (counts only, never the text), triage answering "no risk"
+// cannot end it early, and the verdict records the signals as keyed marks.
+// Earlier rooms, below the threshold, get none.
+func TestCampaignSignalReachesTriageAndIsRecorded(t *testing.T) {
+	t.Parallel()
+	cfg := campaign.DefaultConfig()
+	cfg.Enabled = true
+	det, err := campaign.New(cfg, &campaigntest.Fake{}, prometheus.NewRegistry(), nil)
+	require.NoError(t, err)
+	answers := map[pipeline.StageName][]string{
+		pipeline.StageTriage:  {`{"risk":"none","categories":[],"reason":"x"}`},
+		pipeline.StageExtract: {`{"evidence":[]}`},
+		pipeline.StageJudge:   {`{"label":"suspicious","category":"off_platform","severity":3,"confidence":0.7,"action":"warn","rationale":"x","evidence_ids":["m2"],"offender_role":"seller"}`},
+	}
+	var v pipeline.Verdict
+	var fr *fakeRouter
+	for i := range 6 {
+		fr = &fakeRouter{answers: answers}
+		rev, err := New(Config{Campaigns: det}, fr, nil, nil, nil)
+		require.NoError(t, err)
+		msgs := chat("buyer: 아직 판매중인가요?", "seller: "+campaignScript)
+		v, err = rev.Review(t.Context(), event(fmt.Sprint("room-", i)), msgs, 1)
+		require.NoError(t, err)
+		if i < cfg.MinRooms-1 {
+			require.Empty(t, v.Campaigns, "room %d", i)
+		}
+	}
+	require.False(t, v.EarlyExit, "a campaign signal forbids the early clean exit")
+	require.Len(t, fr.calls, 3, "triage, extract, judge")
+	require.Len(t, v.Campaigns, 5, "four script bands and the messenger id")
+	for _, c := range v.Campaigns {
+		require.Equal(t, 6, c.Rooms)
+		require.Equal(t, 1, c.Senders)
+		require.Equal(t, "m2", c.MessageID)
+		require.True(t, pipeline.IsSubjectPseudonym(c.Mark))
+	}
+	prompt := fmt.Sprint(fr.calls[0].Messages)
+	require.Contains(t, prompt, "campaign_script")
+	require.Contains(t, prompt, "campaign_contact")
+	require.Contains(t, prompt, "in 6 rooms from 1 senders in the last 24 h")
+	for _, c := range v.Campaigns {
+		require.NotContains(t, prompt, strings.TrimPrefix(c.Mark, "hmac-dev:"), "marks are not shown to the models")
+	}
+}
+
+// TestNoCampaignsWithoutTheDetectorOrARiskySignal: no detector, no
+// counting; a room without a rule signal is not counted at all.
+func TestNoCampaignsWithoutTheDetectorOrARiskySignal(t *testing.T) {
+	t.Parallel()
+	fake := &campaigntest.Fake{}
+	cfg := campaign.DefaultConfig()
+	det, err := campaign.New(cfg, fake, nil, nil)
+	require.NoError(t, err)
+	answers := map[pipeline.StageName][]string{pipeline.StageTriage: {`{"risk":"none","categories":[],"reason":"x"}`}}
+	rev, err := New(Config{Campaigns: det}, &fakeRouter{answers: answers}, nil, nil, nil)
+	require.NoError(t, err)
+	v, err := rev.Review(t.Context(), event("benign"), chat("buyer: 아직 판매중인가요?", "seller: 네 안전결제로 할게요"), 1)
+	require.NoError(t, err)
+	require.True(t, v.EarlyExit)
+	require.Zero(t, fake.Calls, "nothing risky: the counter is not asked")
+
+	plain, err := New(Config{}, &fakeRouter{answers: answers}, nil, nil, nil)
+	require.NoError(t, err)
+	v, err = plain.Review(t.Context(), event("r"), chat("seller: "+campaignScript), 1)
+	require.Error(t, err, "no extract answer scripted: the review went on past triage")
+	require.Empty(t, v.Campaigns)
+}

@@ -1,0 +1,174 @@
+package rediscampaign
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/internal/stacktest"
+	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/campaign/campaigntest"
+)
+
+var t0 = time.Date(2026, 12, 2, 10, 30, 0, 0, time.UTC)
+
+// setup returns a counter on the real Redis under a key prefix of its own
+// (removed when the test ends).
+func setup(t testing.TB, mod func(*Config)) (*Counter, redis.UniversalClient) {
+	t.Helper()
+	rdb := stacktest.Redis(t)
+	cfg := DefaultConfig()
+	cfg.Prefix = stacktest.Unique("test:cm") + ":"
+	cfg.Shards = 16
+	if mod != nil {
+		mod(&cfg)
+	}
+	c, err := New(rdb, cfg, prometheus.NewRegistry())
+	require.NoError(t, err)
+	t.Cleanup(func() { cleanup(rdb, cfg.Prefix) })
+	return c, rdb
+}
+
+func cleanup(rdb redis.UniversalClient, prefix string) {
+	ctx := context.Background()
+	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		rdb.Del(ctx, iter.Val())
+	}
+}
+
+// TestRedisCounterConforms runs the suite the fake passes against the
+// real Redis.
+func TestRedisCounterConforms(t *testing.T) {
+	campaigntest.Run(t, func(t *testing.T) pipeline.CampaignCounter {
+		c, _ := setup(t, nil)
+		return c
+	})
+}
+
+func sighting(i int) pipeline.CampaignSighting {
+	return pipeline.CampaignSighting{Kind: pipeline.CampaignScript, Mark: campaigntest.Pseudonym(fmt.Sprint("mark-", i)),
+		MessageID: "m", Sender: campaigntest.Pseudonym("sender")}
+}
+
+// TestEvictsTheLeastRecentlySeenOverTheCap: each shard keeps its share of
+// the cap; the marks seen longest ago go first, and every eviction is
+// counted. A mark evicted and seen again starts from one room.
+func TestEvictsTheLeastRecentlySeenOverTheCap(t *testing.T) {
+	c, rdb := setup(t, func(c *Config) { c.Shards, c.MaxMarks = 1, 10 })
+	ctx := context.Background()
+	room := campaigntest.Pseudonym("r1")
+	for i := range 15 {
+		_, err := c.Observe(ctx, room, []pipeline.CampaignSighting{sighting(i)}, t0.Add(time.Duration(i)*time.Second))
+		require.NoError(t, err)
+	}
+	require.EqualValues(t, 10, rdb.HLen(ctx, c.Keys(0)[0]).Val())
+	require.EqualValues(t, 10, rdb.ZCard(ctx, c.Keys(0)[1]).Val())
+	require.Equal(t, 5.0, testutil.ToFloat64(c.evicted))
+	got, err := c.Observe(ctx, campaigntest.Pseudonym("r2"), []pipeline.CampaignSighting{sighting(0), sighting(14)}, t0.Add(time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, 1, got[0].Rooms, "mark 0 was evicted: counted from this room on")
+	require.Equal(t, 2, got[1].Rooms, "mark 14 was seen last and kept")
+	require.Equal(t, 6.0, testutil.ToFloat64(c.evicted), "making room for mark 0 evicted the oldest")
+}
+
+// TestUnseenMarksLeaveAndKeysExpire: a mark no room carried for a whole
+// window is dropped (counted) at the shard's next call, and the shard's
+// keys expire an hour after the window when nothing touches them.
+func TestUnseenMarksLeaveAndKeysExpire(t *testing.T) {
+	c, rdb := setup(t, func(c *Config) { c.Shards = 1 })
+	ctx := context.Background()
+	room := campaigntest.Pseudonym("r1")
+	_, err := c.Observe(ctx, room, []pipeline.CampaignSighting{sighting(1), sighting(2)}, t0)
+	require.NoError(t, err)
+	ttl := rdb.PTTL(ctx, c.Keys(0)[0]).Val()
+	require.InDelta(t, (25 * time.Hour).Seconds(), ttl.Seconds(), 60)
+	_, err = c.Observe(ctx, room, []pipeline.CampaignSighting{sighting(3)}, t0.Add(25*time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, 2.0, testutil.ToFloat64(c.expired))
+	require.EqualValues(t, 1, rdb.HLen(ctx, c.Keys(0)[0]).Val())
+}
+
+// TestOneRoundTripPerReview: a review's marks spread over shards cost one
+// pipelined round trip (once the script is cached), counted by a hook on
+// the client.
+func TestOneRoundTripPerReview(t *testing.T) {
+	c, rdb := setup(t, nil)
+	// The first call after a Redis restart loads the script: a second trip.
+	_, err := c.Observe(context.Background(), campaigntest.Pseudonym("r0"), []pipeline.CampaignSighting{sighting(0)}, t0)
+	require.NoError(t, err)
+	h := &countHook{}
+	rdb.AddHook(h)
+	var s []pipeline.CampaignSighting
+	for i := range 30 {
+		s = append(s, sighting(i))
+	}
+	_, err = c.Observe(context.Background(), campaigntest.Pseudonym("r"), s, t0)
+	require.NoError(t, err)
+	require.Equal(t, 1, h.pipelines, "one pipeline")
+	require.Equal(t, 0, h.singles, "no call outside it")
+	require.Greater(t, h.cmds, 1, "several shards")
+}
+
+type countHook struct{ pipelines, singles, cmds int }
+
+func (h *countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !strings.EqualFold(cmd.Name(), "hello") && !strings.EqualFold(cmd.Name(), "client") {
+			h.singles++
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.pipelines++
+		h.cmds += len(cmds)
+		return next(ctx, cmds)
+	}
+}
+
+// TestEveryScriptTouchesOneSlot: a shard's two keys share a hash tag.
+func TestEveryScriptTouchesOneSlot(t *testing.T) {
+	c, err := New(nil, DefaultConfig(), nil)
+	require.NoError(t, err)
+	shards := map[int]bool{}
+	for i := range 20000 {
+		f, err := field(sighting(i).Mark)
+		require.NoError(t, err)
+		keys := c.Keys(c.Shard(f))
+		require.Equal(t, slot(keys[0]), slot(keys[1]))
+		shards[c.Shard(f)] = true
+	}
+	require.Greater(t, len(shards), DefaultShards*9/10, "marks spread over the shards")
+}
+
+// TestConfigValidateJoinsEveryProblem: one error names them all.
+func TestConfigValidateJoinsEveryProblem(t *testing.T) {
+	require.NoError(t, DefaultConfig().Validate())
+	err := Config{Prefix: "a{b", Shards: 0, MaxMarks: -1, ExactCap: 1, Window: 90 * time.Minute}.Validate()
+	for _, want := range []string{"braces", "shards", "max marks", "exact cap", "window"} {
+		require.ErrorContains(t, err, want)
+	}
+}
+
+// TestRedisDownIsAnErrorWithinTheContext: an unreachable Redis answers an
+// error, within the caller's deadline.
+func TestRedisDownIsAnErrorWithinTheContext(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c, err := New(rdb, DefaultConfig(), nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err = c.Observe(ctx, campaigntest.Pseudonym("r"), []pipeline.CampaignSighting{sighting(1)}, t0)
+	require.ErrorContains(t, err, "rediscampaign: observe")
+}
