@@ -13,12 +13,12 @@ import (
 	"github.com/chatguard/chatguard/pipeline/jobloop"
 )
 
-// spanChat answers every window with the same messages: one before the
+// fixedChat answers every window with the same messages: one before the
 // window (context a review may be given), two inside it, and the notice of
 // a trimmed history, which is no chat message.
-type spanChat struct{ msgs []pipeline.ChatMessage }
+type fixedChat struct{ msgs []pipeline.ChatMessage }
 
-func (c spanChat) History(context.Context, string, time.Time, time.Time) ([]pipeline.ChatMessage, error) {
+func (c fixedChat) History(context.Context, string, time.Time, time.Time) ([]pipeline.ChatMessage, error) {
 	return c.msgs, nil
 }
 
@@ -42,7 +42,7 @@ func TestFreshnessIsMeasuredFromTheWindowsMessagesToTheCommit(t *testing.T) {
 		r := setupReview(t)
 		ws := r.window
 		oldest, newest := ws.Add(10*time.Minute), ws.Add(55*time.Minute)
-		chat := spanChat{msgs: []pipeline.ChatMessage{
+		chat := fixedChat{msgs: []pipeline.ChatMessage{
 			{MessageID: "before", SentAt: ws.Add(-2 * time.Minute), Kind: pipeline.KindText},
 			{MessageID: "m1", SentAt: newest, Kind: pipeline.KindText},
 			{MessageID: "m0", SentAt: oldest, Kind: pipeline.KindText},
