@@ -131,6 +131,10 @@ bench: ## run the benchmarks of every workspace module (no tests)
 BENCH_VERDICTS ?= 1000000
 BENCH_MYSQL_DSN ?= root@tcp(127.0.0.1:3306)/
 
+.PHONY: bench-shadow
+bench-shadow: ## the worker's CPU per live review and the live reviews' stage p99 at 0, 10 and 100 % shadow rate, over the LLM simulator (needs the local stack; not part of make test)
+	$(GO) test -count=1 -p 1 -run '^$$' -bench BenchmarkShadowCPU -benchtime=1x ./cmd/worker/
+
 .PHONY: bench-fleet
 bench-fleet: ## 4 worker-like processes x 256 calls against a 64-sequence vLLM stand-in and a 600 req/min managed API: static vs adaptive + Redis-shared limits (needs Redis; not part of make test)
 	cd deploy/local && $(GO) build -o ../../bin/fleetbench ./cmd/fleetbench

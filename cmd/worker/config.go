@@ -60,6 +60,9 @@ type Config struct {
 	// pseudonymisation and fleet limits are the pools' (depflags.Pools).
 	reviewers.Options
 
+	// Shadow is the shadow traffic's: the --shadow-* flags (shadow.go).
+	Shadow ShadowConfig
+
 	// RedisAddr is the Redis that carries stop signals; empty disables
 	// them (reviews run, but cannot be stopped by an operator).
 	cli.RedisOptions
@@ -96,6 +99,7 @@ func DefaultConfig() Config {
 		Chat:        chatapi.DefaultConfig(),
 		Pools:       pools,
 		Stop:        redisstop.DefaultConfig(),
+		Shadow:      defaultShadow(),
 		AdminAddr:   ":9090",
 		LogLevel:    "info",
 	}
@@ -128,6 +132,7 @@ func (c *Config) flags() *cli.FlagSet {
 	c.faultFlags(fs)
 	c.capacityFlags(fs)
 	c.Pools.FleetFlags(fs)
+	c.shadowFlags(fs)
 	fs.StringVar(&c.AdminAddr, "admin-addr", "listen address of /healthz, /readyz and /metrics (cluster-internal; no operator API, no pprof)")
 	c.operatorFlags(fs)
 	fs.StringVar(&c.LogLevel, "log-level", "debug|info|warn|error")
@@ -172,7 +177,7 @@ func (c Config) Validate() error {
 	if _, err := cli.ParseLevel(c.LogLevel); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, c.validateCapacity(), c.validateStops(), c.validateOperator(), c.Options.Validate(), c.Options.ValidateCampaign(c.RedisAddr))
+	errs = append(errs, c.validateCapacity(), c.validateStops(), c.validateOperator(), c.Options.Validate(), c.Options.ValidateCampaign(c.RedisAddr), c.validateShadow())
 	return errors.Join(append(errs, c.validateParts())...)
 }
 

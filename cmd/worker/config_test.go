@@ -185,3 +185,39 @@ func TestPartsMistakesOneLineEach(t *testing.T) {
 		})
 	}
 }
+
+// The shadow flags reach their config, the key from the environment, and
+// each mistake is named once.
+func TestShadowFlags(t *testing.T) {
+	t.Parallel()
+	c := DefaultConfig()
+	fs := c.flags()
+	env := validEnv()
+	env["CHATGUARD_SHADOW_API_KEY"] = "sk-candidate"
+	require.NoError(t, fs.Parse([]string{"--shadow-rate=0.1", "--shadow-base-url=https://api.example.com/v1", "--shadow-model=large-2",
+		"--shadow-price=prompt=2.5,completion=10", "--shadow-budget-tpm=60000", "--redis-addr=127.0.0.1:6379"}, func(k string) string { return env[k] }))
+	require.NoError(t, c.Validate())
+	require.Equal(t, "sk-candidate", c.Shadow.APIKey)
+	require.True(t, c.Shadow.Pseudonymize, "a third-party candidate is pseudonymised by default")
+	p := c.shadowPools().Router()
+	require.Equal(t, "large-2", p.Primary.Model)
+	require.Equal(t, 2.5, p.Primary.Price.PromptPerMTok)
+	require.True(t, p.Primary.Pseudonymize)
+	require.False(t, p.Fallback.Enabled(), "the candidate has no fallback")
+	require.False(t, p.Fleet.Limited(), "the shadow budget is its own, not the live pools' leases")
+
+	c = DefaultConfig()
+	fs = c.flags()
+	require.NoError(t, fs.Parse([]string{"--shadow-rate=1.5", "--shadow-base-url=ftp://x", "--shadow-concurrency=0", "--shadow-budget-usd-per-day=5"},
+		func(k string) string { return env[k] }))
+	problems := strings.Split(c.Validate().Error(), "\n")
+	for _, want := range []string{"--shadow-rate 1.5", `--shadow-base-url "ftp`, "--shadow-model is required", "--shadow-concurrency", "need --redis-addr"} {
+		n := 0
+		for _, p := range problems {
+			if strings.Contains(p, want) {
+				n++
+			}
+		}
+		require.Equal(t, 1, n, "%q once in %q", want, problems)
+	}
+}

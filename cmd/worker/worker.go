@@ -84,6 +84,7 @@ type worker struct {
 	pub         *sqs.LakePublisher
 	reviewer    pipeline.Reviewer
 	engine      *reviewers.Engine // nil when Main.Reviewer replaces it
+	shadow      *shadowTraffic    // nil without --shadow-rate and --shadow-base-url
 	db          *sql.DB
 	store       *mysql.Store
 	stops       *stopSignals
@@ -113,6 +114,10 @@ func (w *worker) services() []lifecycle.Service {
 		// controls and pipeline version it will review with (the deploy
 		// boot tests compare them with the console's).
 		lifecycle.Service{Name: "stage engine", Start: w.startReviewer, Stop: w.stopReviewer},
+		// Shadow traffic publishes to the lake events and is offered reviews
+		// by the loop: it stops after the loop's drain (its reviews in
+		// flight canceled and counted) and before the events are flushed.
+		lifecycle.Service{Name: "shadow traffic", Start: w.startShadow, Stop: w.stopShadow},
 		lifecycle.Service{Name: "mysql", Start: w.startMySQL, Stop: func(context.Context) error { return w.db.Close() }},
 	)
 	if w.cfg.RedisAddr != "" {
@@ -199,6 +204,30 @@ func (w *worker) stopReviewer(context.Context) error {
 	return nil
 }
 
+// startShadow builds the shadow candidate's engine and runner when
+// --shadow-rate and --shadow-base-url are set.
+func (w *worker) startShadow(context.Context) (err error) {
+	s := w.cfg.Shadow
+	if !s.on() {
+		return nil
+	}
+	if w.shadow, err = newShadow(w.cfg, w.pub, w.reg); err != nil {
+		return err
+	}
+	w.log.Info("worker: shadow traffic on", "rate", s.Rate, "candidate", s.Model, "concurrency", s.Concurrency,
+		"pseudonymize", s.Pseudonymize, "candidate_pipeline_version", w.shadow.engine.PipelineVersion(),
+		"budget_tpm", s.BudgetTPM, "budget_usd_per_day", s.BudgetUSDPerDay)
+	return nil
+}
+
+// stopShadow cancels the shadow reviews in flight, within ctx.
+func (w *worker) stopShadow(ctx context.Context) error {
+	if w.shadow == nil {
+		return nil
+	}
+	return w.shadow.stop(ctx)
+}
+
 func (w *worker) startMySQL(ctx context.Context) error {
 	db, err := mysql.OpenDB(w.cfg.MySQL)
 	if err != nil {
@@ -245,6 +274,9 @@ func (w *worker) startLoop(context.Context) error {
 	rc.Owner = claimOwner()
 	deps := reviewjob.Gated(reviewjob.Deps{Store: w.store, Chat: chat, Reviewer: w.reviewer, Events: w.pub,
 		Claims: mysql.NewClaims(w.db, nil), ClaimsInStore: true}, mon)
+	if w.shadow != nil {
+		deps.Mirror = w.shadow.runner
+	}
 	metrics := jobloop.NewMetrics(w.reg)
 	var handler jobloop.Handler = reviewjob.New(rc, deps, clock.Real(), reviewjob.NewMetrics(w.reg, metrics), w.log)
 	if w.stops != nil {

@@ -39,6 +39,9 @@ type Config struct {
 	// TextDiffers says that the candidate is sent other text than the live
 	// path (pseudonymised for a third party), for the events.
 	TextDiffers bool
+	// Budget is the fleet-wide budget of the candidate's tokens and cost;
+	// its zero value bounds nothing.
+	Budget Budget
 	// Registerer, when set, receives the runner's metrics.
 	Registerer prometheus.Registerer
 }
@@ -58,6 +61,7 @@ func (c Config) Validate() error {
 	if c.Candidate == "" {
 		errs = append(errs, errors.New("shadow candidate name is required"))
 	}
+	errs = append(errs, c.Budget.validate())
 	return errors.Join(errs...)
 }
 
@@ -67,6 +71,7 @@ const (
 	outcomeError     = pipeline.ShadowError
 	outcomeCanceled  = pipeline.ShadowCanceled
 	outcomeSaturated = "dropped_saturated"
+	outcomeBudget    = "dropped_budget"
 )
 
 // Runner runs shadow reviews. Close it to cancel those in flight.
@@ -76,6 +81,7 @@ type Runner struct {
 	sink   pipeline.EventSink
 	clk    clock.Clock
 	sem    chan struct{}
+	budget gate
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -95,9 +101,9 @@ func New(cfg Config, rev pipeline.Reviewer, sink pipeline.EventSink, clk clock.C
 	r := &Runner{cfg: cfg, rev: rev, sink: sink, clk: clock.Or(clk), sem: make(chan struct{}, cfg.Concurrency), ctx: ctx, cancel: cancel,
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "chatguard_worker_shadow_reviews_total",
-			Help: "Shadow reviews by outcome: ok, error, canceled (drain), dropped_saturated (no free shadow slot).",
+			Help: "Shadow reviews by outcome: ok, error, canceled (drain), dropped_saturated (no free shadow slot), dropped_budget (the fleet's shadow budget is spent).",
 		}, []string{"outcome"})}
-	for _, o := range []string{outcomeOK, outcomeError, outcomeCanceled, outcomeSaturated} {
+	for _, o := range []string{outcomeOK, outcomeError, outcomeCanceled, outcomeSaturated, outcomeBudget} {
 		r.total.WithLabelValues(o)
 	}
 	if cfg.Registerer != nil {
@@ -133,6 +139,10 @@ func (r *Runner) Offer(live pipeline.Verdict, ev pipeline.ReviewEvent, msgs []pi
 	if live.Status != pipeline.StatusDone || !Sampled(live.Key, r.cfg.Rate) || r.ctx.Err() != nil {
 		return
 	}
+	if !r.budget.open(r.clk.Now()) {
+		r.total.WithLabelValues(outcomeBudget).Inc()
+		return
+	}
 	select {
 	case r.sem <- struct{}{}:
 	default:
@@ -150,7 +160,9 @@ func (r *Runner) Offer(live pipeline.Verdict, ev pipeline.ReviewEvent, msgs []pi
 
 // run is one shadow review; it publishes its event whatever the outcome.
 func (r *Runner) run(live pipeline.Verdict, ev pipeline.ReviewEvent, msgs []pipeline.ChatMessage) {
-	ctx, cancel := clock.WithTimeout(r.ctx, r.clk, r.cfg.Timeout)
+	// The candidate's calls are in the shadow class whatever reviewer it
+	// is: the router serves them from idle capacity only.
+	ctx, cancel := clock.WithTimeout(pipeline.WithClass(r.ctx, pipeline.ClassShadow), r.clk, r.cfg.Timeout)
 	defer cancel()
 	start := r.clk.Now()
 	v, err := r.rev.Review(ctx, ev, msgs, 1)
@@ -178,8 +190,22 @@ func (r *Runner) run(live pipeline.Verdict, ev pipeline.ReviewEvent, msgs []pipe
 		p.CostUSD += st.CostUSD
 	}
 	r.total.WithLabelValues(p.Outcome).Inc()
+	r.spend(p)
 	r.sink.Publish(pipeline.LakeEvent{EventID: pipeline.ShadowVerdictEventID(live.Key, r.cfg.Candidate), EventType: pipeline.EventShadowVerdict,
 		OccurredAt: r.clk.Now().UTC(), SchemaVersion: pipeline.LakeEventSchemaVersion, Payload: p})
+}
+
+// spend charges the review's tokens and cost to the fleet's budget, and
+// pauses this pod's shadowing when the budget is spent. A review canceled
+// on drain was paid for too.
+func (r *Runner) spend(p pipeline.ShadowVerdict) {
+	tokens := 0
+	for _, s := range p.Stages {
+		tokens += s.TokensIn + s.TokensOut
+	}
+	if d := r.cfg.Budget.charge(context.WithoutCancel(r.ctx), tokens, p.CostUSD); d > 0 {
+		r.budget.pause(r.clk.Now().Add(d))
+	}
 }
 
 // errorKind is a short class of a candidate's failure, never its text

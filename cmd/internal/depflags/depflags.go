@@ -132,8 +132,14 @@ func (o *Pools) Flags(fs *cli.FlagSet, modelUsage, concurrencyUsage string) {
 // PriceFlags declares --primary-price and --fallback-price on the pools'
 // prices; a text llm.ParsePrice refuses is refused when it is given.
 func (o *Pools) PriceFlags(fs *cli.FlagSet) {
-	fs.Var((*priceValue)(&o.LLM.Primary.Price), "primary-price", "what a primary call costs, recorded per stage: gpu_hour=USD,shared_by=N (self-hosted) and/or prompt=,cached=,completion= USD per 1M tokens; empty: free")
-	fs.Var((*priceValue)(&o.LLM.Fallback.Price), "fallback-price", "what a fallback call costs: prompt=,cached=,completion= USD per 1M tokens (managed API) and/or gpu_hour=,shared_by=; empty: free")
+	PriceVar(fs, &o.LLM.Primary.Price, "primary-price", "what a primary call costs, recorded per stage: gpu_hour=USD,shared_by=N (self-hosted) and/or prompt=,cached=,completion= USD per 1M tokens; empty: free")
+	PriceVar(fs, &o.LLM.Fallback.Price, "fallback-price", "what a fallback call costs: prompt=,cached=,completion= USD per 1M tokens (managed API) and/or gpu_hour=,shared_by=; empty: free")
+}
+
+// PriceVar declares a price flag (what llm.ParsePrice reads) on p: the
+// pools' and any other endpoint's (the worker's shadow candidate).
+func PriceVar(fs *cli.FlagSet, p *llm.Price, name, usage string) {
+	fs.Var((*priceValue)(p), name, usage)
 }
 
 // PseudonymizeFlags declares --primary-pseudonymize and
