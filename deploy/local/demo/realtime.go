@@ -123,6 +123,17 @@ func (rt *realtimeRun) close() {
 	}
 }
 
+// messages is how many messages the plan holds (repeats aside).
+func (rt *realtimeRun) messages() int {
+	n := 0
+	for _, a := range rt.plan {
+		if !a.Repeat {
+			n++
+		}
+	}
+	return n
+}
+
 func (rt *realtimeRun) replayed() bool {
 	select {
 	case <-rt.done:
@@ -260,7 +271,7 @@ func (r *runner) startReplay(ctx context.Context, rt *realtimeRun) error {
 		defer close(rt.done)
 		rt.stats, rt.err = (&chatreplay.Replayer{Store: rt.chat, Publisher: pub}).Run(rctx, rt.plan)
 	}()
-	r.step("replaying %d messages of %s to %s, %g times faster (%s of wall time)", len(rt.plan), start.Format(time.RFC3339), end.Format(time.RFC3339),
+	r.step("replaying %d messages of %s to %s, %g times faster (%s of wall time)", rt.messages(), start.Format(time.RFC3339), end.Format(time.RFC3339),
 		r.cfg.Speedup, (time.Duration(float64(end.Sub(start)) / r.cfg.Speedup)).Round(time.Second))
 	return nil
 }
@@ -357,8 +368,8 @@ func (r *runner) watchRealtime(ctx context.Context, rt *realtimeRun) error {
 		if err != nil {
 			return err
 		}
-		released := rt.chatMessages()
-		cov := coverage(rt.plan[:released], vs)
+		out, released := rt.released()
+		cov := coverage(out, vs)
 		if err := r.faultTick(ctx, rt, time.Now()); err != nil {
 			return err
 		}
@@ -368,7 +379,7 @@ func (r *runner) watchRealtime(ctx context.Context, rt *realtimeRun) error {
 			}
 		}
 		fmt.Fprintf(r.out, "[%4ds] replayed %d/%d messages | chat-events: %s | review-realtime: %s | verdicts %d | messages covered %d/%d\n",
-			int(time.Since(began).Seconds()), released, len(rt.plan), events, reviews, len(vs), released-cov.uncovered, released)
+			int(time.Since(began).Seconds()), released, rt.messages(), events, reviews, len(vs), released-cov.uncovered, released)
 		if rt.replayed() && cov.uncovered == 0 && events.Total() == 0 && reviews.Total() == 0 {
 			if err := rt.probe(ctx); err != nil {
 				return err
@@ -380,23 +391,21 @@ func (r *runner) watchRealtime(ctx context.Context, rt *realtimeRun) error {
 	}
 }
 
-// chatMessages is how many arrivals of the plan the chat API serves: the
-// replay releases them in plan order.
-func (rt *realtimeRun) chatMessages() int {
-	if rt.replayed() {
-		return rt.stats.Messages
+// released is the part of the plan released so far (all of it once the
+// replay is done): the plan is in release order, repeats included.
+func (rt *realtimeRun) released() ([]chatreplay.Arrival, int) {
+	n := len(rt.plan)
+	if !rt.replayed() {
+		now := time.Now()
+		n = sort.Search(len(rt.plan), func(i int) bool { return rt.plan[i].At.After(now) })
 	}
-	n := 0
-	now := time.Now()
-	for _, a := range rt.plan {
-		if a.At.After(now) {
-			break
-		}
+	msgs := 0
+	for _, a := range rt.plan[:n] {
 		if !a.Repeat {
-			n++
+			msgs++
 		}
 	}
-	return n
+	return rt.plan[:n], msgs
 }
 
 // window is one done verdict's window, as real time committed it.

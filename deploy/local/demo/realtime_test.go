@@ -76,3 +76,20 @@ func TestCPUTimeReadsThisProcess(t *testing.T) {
 	_, err = cpuTime(-1)
 	require.Error(t, err)
 }
+
+func TestReleasedCountsMessagesNotRepeats(t *testing.T) {
+	now := time.Now()
+	a := func(id string, at time.Duration, repeat bool) chatreplay.Arrival {
+		return chatreplay.Arrival{RoomID: "r", At: now.Add(at), Repeat: repeat, Message: pipeline.ChatMessage{MessageID: id}}
+	}
+	rt := &realtimeRun{plan: []chatreplay.Arrival{a("m1", -time.Minute, false), a("m1", -time.Second, true), a("m2", time.Hour, false), a("m2", 2*time.Hour, true)},
+		done: make(chan struct{})}
+	out, msgs := rt.released()
+	require.Len(t, out, 2)
+	require.Equal(t, 1, msgs, "a repeat is an event, not a message")
+	require.Equal(t, 2, rt.messages())
+	close(rt.done)
+	out, msgs = rt.released()
+	require.Len(t, out, 4)
+	require.Equal(t, 2, msgs)
+}
