@@ -140,6 +140,11 @@ bench-fleet: ## 4 worker-like processes x 256 calls against a 64-sequence vLLM s
 	cd deploy/local && $(GO) build -o ../../bin/fleetbench ./cmd/fleetbench
 	./bin/fleetbench $(FLEETBENCH_FLAGS)
 
+.PHONY: bench-classes
+bench-classes: ## a sweep backlog on a 64-sequence vLLM stand-in: interactive TTFT, real-time latency and batch share with no classes, fleet gates, server priority, both (needs Redis; about 4 minutes; not part of make test)
+	cd deploy/local && $(GO) build -o ../../bin/classbench ./cmd/classbench
+	./bin/classbench $(CLASSBENCH_FLAGS)
+
 .PHONY: eval-sample
 eval-sample: ## regenerate the sample `worker eval` report in docs/eval/sample against three llmsim profiles (simulators; a few minutes)
 	@$(GO) build -o bin/worker ./cmd/worker

@@ -40,6 +40,12 @@ type LeaseSemaphore interface {
 type Rate struct {
 	PerMinute int
 	Burst     int
+	// Keep is what a take must leave of the burst: a take that would leave
+	// fewer than Keep units at once is refused, with RetryAfter until it
+	// would not. It is how a lower class leaves a reserve to a higher one
+	// on one shared budget (a higher class takes with a smaller Keep, so it
+	// is also served first from every refill). 0 spends the whole burst.
+	Keep int
 }
 
 // RateResult is a budget's answer.

@@ -124,8 +124,8 @@ func (l *Local) Release(ctx context.Context, name, id string) error {
 	return nil
 }
 
-// Take implements pipeline.RateBudget with the GCRA that redis_rate runs
-// in Redis, so that both answer alike.
+// Take implements pipeline.RateBudget with the GCRA that storage/redislimits
+// runs in Redis (redis_rate's, with Keep), so that both answer alike.
 func (l *Local) Take(ctx context.Context, name string, rate pipeline.Rate, n int) (pipeline.RateResult, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -151,9 +151,9 @@ func gcra(tat, now float64, rate pipeline.Rate, n int) (float64, pipeline.RateRe
 	burstOffset := emission * float64(rate.Burst)
 	tat = math.Max(tat, now)
 	next := tat + emission*float64(n)
-	diff := now - (next - burstOffset)
-	remaining := math.Floor(diff/emission + 1e-9)
-	if remaining < 0 {
+	// The decision counts Keep as if it were taken too; only n is stored.
+	diff := now - (next + emission*float64(max(rate.Keep, 0)) - burstOffset)
+	if diff < -1e-9*emission {
 		rem := math.Floor((now-(tat-burstOffset))/emission + 1e-9)
 		return next, pipeline.RateResult{
 			Allowed:    false,
@@ -161,5 +161,6 @@ func gcra(tat, now float64, rate pipeline.Rate, n int) (float64, pipeline.RateRe
 			RetryAfter: time.Duration(-diff * float64(time.Second)),
 		}
 	}
+	remaining := math.Floor((now-(next-burstOffset))/emission + 1e-9)
 	return next, pipeline.RateResult{Allowed: true, Remaining: int(remaining)}
 }

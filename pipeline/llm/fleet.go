@@ -45,9 +45,15 @@ type FleetConfig struct {
 	// calls L, so R leases are kept for moderators across the fleet.
 	PrimaryReserved int
 	// PrimaryReservedRealtime is Rr: of L − R, the leases only realtime
-	// (and interactive) calls may take; batch and shadow calls hold at
-	// most L − R − Rr. 0, today's split: realtime shares batch's leases.
+	// (and interactive) calls may take; batch calls hold at most L − R −
+	// Rr. 0, today's split: realtime shares batch's leases.
 	PrimaryReservedRealtime int
+	// PrimaryShadowIdle is the percentage of L that must stay free for a
+	// shadow call to take a lease: shadow holds at most L − R − Rr −
+	// ceil(L × this / 100) leases (at least one, so it still runs on an
+	// idle fleet), so mirrored evaluation traffic only ever fills idle
+	// capacity. 0 means DefaultShadowIdle.
+	PrimaryShadowIdle int
 	// LeaseTTL is how long a lease outlives a pod that stops renewing it;
 	// Run renews held leases every third of it. 0 means DefaultLeaseTTL.
 	LeaseTTL time.Duration
@@ -58,6 +64,18 @@ type FleetConfig struct {
 	// FallbackRPM and FallbackTPM are the managed API's per-minute limits
 	// for the whole fleet; 0 leaves one unlimited.
 	FallbackRPM, FallbackTPM int
+	// FallbackReservedInteractive and FallbackReservedRealtime are the
+	// percentages of each fallback budget's burst reserved for interactive
+	// calls, and for realtime (and interactive) calls: a realtime take
+	// must leave the first, a batch take both (pipeline.Rate.Keep). A
+	// higher class is thereby also served first from every refill. 0 and
+	// 0, today's behaviour: every class spends the whole budget.
+	FallbackReservedInteractive, FallbackReservedRealtime int
+	// FallbackShadowIdle is the percentage of each fallback budget's
+	// burst a shadow take must leave on top of the reserves: shadow spends
+	// the managed API only while it is that idle. 0 means
+	// DefaultShadowIdle.
+	FallbackShadowIdle int
 	// BudgetBurst is the burst the budgets allow, as the time that earns
 	// it. 0 means DefaultBudgetBurst.
 	BudgetBurst time.Duration
@@ -78,6 +96,9 @@ const (
 	DefaultBudgetBurst  = time.Second
 	DefaultFleetTimeout = 100 * time.Millisecond
 	DefaultFleetRetry   = time.Second
+	// DefaultShadowIdle is the percentage of a limit a shadow call leaves
+	// free, on the primary's leases and the fallback's budgets alike.
+	DefaultShadowIdle = 25
 )
 
 // failuresToDegrade consecutive store errors put a pod on its static
@@ -122,6 +143,12 @@ func (f FleetConfig) withDefaults() FleetConfig {
 	if f.Retry == 0 {
 		f.Retry = DefaultFleetRetry
 	}
+	if f.PrimaryShadowIdle == 0 {
+		f.PrimaryShadowIdle = DefaultShadowIdle
+	}
+	if f.FallbackShadowIdle == 0 {
+		f.FallbackShadowIdle = DefaultShadowIdle
+	}
 	return f
 }
 
@@ -134,6 +161,13 @@ func (f FleetConfig) validate() error {
 	}
 	if f.FallbackRPM < 0 || f.FallbackTPM < 0 {
 		errs = append(errs, errors.New("llm: fleet fallback rpm and tpm must not be negative"))
+	}
+	if f.FallbackReservedInteractive < 0 || f.FallbackReservedRealtime < 0 || f.FallbackReservedInteractive+f.FallbackReservedRealtime >= 100 {
+		errs = append(errs, fmt.Errorf("llm: fleet fallback reserved interactive %d%% / realtime %d%%: want 0 <= each, sum < 100",
+			f.FallbackReservedInteractive, f.FallbackReservedRealtime))
+	}
+	if f.PrimaryShadowIdle < 1 || f.PrimaryShadowIdle > 100 || f.FallbackShadowIdle < 1 || f.FallbackShadowIdle > 100 {
+		errs = append(errs, fmt.Errorf("llm: fleet shadow idle %d%% (primary) / %d%% (fallback): want 1..100", f.PrimaryShadowIdle, f.FallbackShadowIdle))
 	}
 	if f.LeaseTTL < 10*time.Millisecond || f.LeaseWait < 0 || f.BudgetBurst <= 0 || f.Replicas < 1 || f.Timeout <= 0 || f.Retry <= 0 {
 		errs = append(errs, errors.New("llm: fleet lease ttl (>= 10ms), lease wait, budget burst, replicas, timeout and retry must be positive"))
@@ -151,16 +185,23 @@ type fleet struct {
 
 	// storeDownUntil is when to ask the store again (unix ns; 0: up).
 	storeDownUntil atomic.Int64
-	failRun        atomic.Int32  // consecutive store errors
-	poll           chan struct{} // one batch caller per process polls a full fleet
-	budgetTurn     chan struct{} // one fallback call per process asks the budget at a time
+	failRun        atomic.Int32 // consecutive store errors
+	// poll holds, per class, the one caller of the process that polls a
+	// full fleet: per class, so a batch poller never delays a realtime one.
+	poll       [classCount]chan struct{}
+	budgetTurn chan struct{} // one fallback call per process asks the budget at a time
+	// budgetUntil is, per class, until when (unix ns) the fallback's budget
+	// refuses that class: a class refused at its reserve line waits, while
+	// the classes above it still spend the reserve.
+	budgetUntil [classCount]atomic.Int64
 
 	mu   sync.Mutex
 	held map[string]bool // lease id -> taken from the local share
-	// waiters are the batch calls of this process waiting for a lease,
-	// oldest first, each with room for one: a finished batch call hands
-	// its lease to the oldest instead of giving it back to the store.
-	waiters []chan fleetLease
+	// waiters are, per class, the calls of this process waiting for a
+	// lease, oldest first, each with room for one: a finished call hands
+	// its lease to the first waiter its limit allows (handOnOrder) instead
+	// of giving it back to the store.
+	waiters [classCount][]chan fleetLease
 
 	fleetHeld       atomic.Int64 // leases held fleet-wide at the last answer
 	remainRequests  atomic.Int64
@@ -177,7 +218,7 @@ func newFleet(cfg FleetConfig, clk clock.Clock) *fleet {
 	_, _ = crand.Read(b[:])
 	f := &fleet{
 		cfg: cfg, clk: clk, local: capacity.NewLocal(clk), pod: hex.EncodeToString(b[:]),
-		poll: make(chan struct{}, 1), budgetTurn: make(chan struct{}, 1), held: make(map[string]bool),
+		budgetTurn: make(chan struct{}, 1), held: make(map[string]bool),
 		storeSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "chatguard_llm_fleet_store_seconds",
 			Help:    "Duration of one call to the fleet-limit store (Redis) by operation (acquire, release, renew, take).",
@@ -193,6 +234,9 @@ func newFleet(cfg FleetConfig, clk clock.Clock) *fleet {
 			Name: "chatguard_llm_fleet_leases_lost_total", Help: "Primary leases that expired before this pod renewed them.",
 		}),
 		leaseNamePrefix: cfg.Name + ":primary",
+	}
+	for i := range f.poll {
+		f.poll[i] = make(chan struct{}, 1)
 	}
 	f.remainRequests.Store(-1)
 	f.remainTokens.Store(-1)
@@ -243,8 +287,10 @@ type fleetLease struct {
 	f     *fleet
 	id    string
 	local bool
-	batch bool // taken under the batch limit, so a batch call may inherit it
-	hops  int  // how many times it was handed on in process
+	// class is the class whose limit the lease was taken under: a waiting
+	// call inherits it only when its own limit is at least that one.
+	class pipeline.Class
+	hops  int // how many times it was handed on in process
 }
 
 // maxHandoffs bounds how often a lease passes from a finished call to a
@@ -254,7 +300,8 @@ type fleetLease struct {
 const maxHandoffs = 4
 
 // leaseLimit is the semaphore limit for class: L for interactive, L − R
-// for realtime, L − R − Rr for batch and shadow (at least one lease).
+// for realtime, L − R − Rr for batch and L − R − Rr − idle for shadow (at
+// least one lease each).
 func (f *fleet) leaseLimit(class pipeline.Class, local bool) int {
 	l, r, rr := f.cfg.PrimaryLimit, f.cfg.PrimaryReserved, f.cfg.PrimaryReservedRealtime
 	if local {
@@ -265,14 +312,28 @@ func (f *fleet) leaseLimit(class pipeline.Class, local bool) int {
 		return l
 	case pipeline.ClassRealtime:
 		return max(l-r, 1)
+	case pipeline.ClassShadow:
+		return max(l-r-rr-percentOf(l, f.cfg.PrimaryShadowIdle), 1)
 	}
 	return max(l-r-rr, 1)
 }
 
-// lowest reports whether class holds leases under the lowest limit, so
-// that any waiting call may inherit one without passing its own share.
-func lowest(class pipeline.Class) bool {
-	return class != pipeline.ClassInteractive && class != pipeline.ClassRealtime
+// percentOf is pct % of n, rounded up: a reserve never rounds to nothing.
+func percentOf(n, pct int) int { return (n*pct + 99) / 100 }
+
+// classCount sizes the per-class arrays, indexed by pipeline.Class.
+const classCount = 4
+
+// handOnOrder is who inherits a finished call's lease in process: realtime
+// waiters before batch ones. Interactive calls never wait, and shadow
+// calls never inherit: a lease handed on skips the idle check shadow's
+// limit makes at the store.
+var handOnOrder = []pipeline.Class{pipeline.ClassRealtime, pipeline.ClassBatch}
+
+// inherits reports whether a waiting call of class w may take over a
+// lease taken under class c's limit without passing its own.
+func (f *fleet) inherits(w, c pipeline.Class) bool {
+	return c != pipeline.ClassInteractive && f.leaseLimit(w, false) >= f.leaseLimit(c, false)
 }
 
 // tryLease makes one acquire on the store, or on the static share while
@@ -291,7 +352,7 @@ func (f *fleet) tryLease(ctx context.Context, class pipeline.Class) (fleetLease,
 			if ok {
 				f.hold(id, false)
 			}
-			return fleetLease{f: f, id: id, batch: lowest(class)}, ok, nil
+			return fleetLease{f: f, id: id, class: class}, ok, nil
 		}
 		if ctx.Err() != nil {
 			return fleetLease{}, false, ctx.Err()
@@ -305,7 +366,7 @@ func (f *fleet) tryLease(ctx context.Context, class pipeline.Class) (fleetLease,
 	if ok {
 		f.hold(id, true)
 	}
-	return fleetLease{f: f, id: id, local: true, batch: lowest(class)}, ok, err
+	return fleetLease{f: f, id: id, local: true, class: class}, ok, err
 }
 
 func (f *fleet) hold(id string, local bool) {
@@ -314,10 +375,10 @@ func (f *fleet) hold(id string, local bool) {
 	f.mu.Unlock()
 }
 
-// acquireLease takes a primary lease. An interactive caller asks once; a
-// batch caller waits up to wait (LeaseWait when wait is 0), one caller per
-// process polling the store at a time so that a full fleet costs the store
-// one call per leasePoll per pod, not one per waiting job.
+// acquireLease takes a primary lease. An interactive caller asks once; any
+// other waits up to wait (LeaseWait when wait is 0), one caller per class
+// and process polling the store at a time so that a full fleet costs the
+// store one call per leasePoll per class and pod, not one per waiting job.
 func (f *fleet) acquireLease(ctx context.Context, class pipeline.Class, wait time.Duration) (fleetLease, bool) {
 	l, ok, err := f.tryLease(ctx, class)
 	if ok || err != nil || !waits(class) {
@@ -326,15 +387,19 @@ func (f *fleet) acquireLease(ctx context.Context, class pipeline.Class, wait tim
 	if wait <= 0 {
 		wait = f.cfg.LeaseWait
 	}
-	handoff := f.wait()
-	defer f.unwait(handoff)
+	var handoff chan fleetLease // nil, never ready, for a class that does not inherit
+	if slices.Contains(handOnOrder, class) {
+		handoff = f.wait(class)
+		defer f.unwait(class, handoff)
+	}
 	t := f.clk.NewTimer(wait)
 	defer t.Stop()
+	poll := f.poll[class]
 	select {
 	case l := <-handoff:
 		return l, true
-	case f.poll <- struct{}{}:
-		defer func() { <-f.poll }()
+	case poll <- struct{}{}:
+		defer func() { <-poll }()
 	case <-t.Chan():
 		return fleetLease{}, false
 	case <-ctx.Done():
@@ -359,12 +424,12 @@ func (f *fleet) acquireLease(ctx context.Context, class pipeline.Class, wait tim
 	}
 }
 
-// wait registers a batch call waiting for a lease and returns the channel
-// a finished call hands its lease over on.
-func (f *fleet) wait() chan fleetLease {
+// wait registers a call of class waiting for a lease and returns the
+// channel a finished call hands its lease over on.
+func (f *fleet) wait(class pipeline.Class) chan fleetLease {
 	w := make(chan fleetLease, 1)
 	f.mu.Lock()
-	f.waiters = append(f.waiters, w)
+	f.waiters[class] = append(f.waiters[class], w)
 	f.mu.Unlock()
 	return w
 }
@@ -373,9 +438,9 @@ func (f *fleet) wait() chan fleetLease {
 // (it took one from the store, timed out or was cancelled) is released
 // onward, so that none is lost: a release sends to w while holding f.mu,
 // and w is no longer listed once unwait has held it.
-func (f *fleet) unwait(w chan fleetLease) {
+func (f *fleet) unwait(class pipeline.Class, w chan fleetLease) {
 	f.mu.Lock()
-	f.waiters = slices.DeleteFunc(f.waiters, func(c chan fleetLease) bool { return c == w })
+	f.waiters[class] = slices.DeleteFunc(f.waiters[class], func(c chan fleetLease) bool { return c == w })
 	f.mu.Unlock()
 	select {
 	case l := <-w:
@@ -384,11 +449,34 @@ func (f *fleet) unwait(w chan fleetLease) {
 	}
 }
 
-// waiting is how many batch calls wait for a lease in this process.
+// waiting is how many calls wait for a lease in this process.
 func (f *fleet) waiting() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.waiters)
+	n := 0
+	for _, ws := range f.waiters {
+		n += len(ws)
+	}
+	return n
+}
+
+// handOn gives l to the first waiter handOnOrder and l's limit allow,
+// reporting whether one took it. The caller holds f.mu.
+func (f *fleet) handOn(l fleetLease) bool {
+	if l.hops >= maxHandoffs {
+		return false
+	}
+	for _, c := range handOnOrder {
+		if len(f.waiters[c]) == 0 || !f.inherits(c, l.class) {
+			continue
+		}
+		w := f.waiters[c][0]
+		f.waiters[c] = f.waiters[c][1:]
+		l.hops++
+		w <- l // room for one, and only this release sends to w
+		return true
+	}
+	return false
 }
 
 // release gives the lease back, bounded by the store timeout even when the
@@ -400,12 +488,7 @@ func (l fleetLease) release() {
 	}
 	f := l.f
 	f.mu.Lock()
-	if l.batch && l.hops < maxHandoffs && len(f.waiters) > 0 {
-		next := l
-		next.hops++
-		w := f.waiters[0]
-		f.waiters = f.waiters[1:]
-		w <- next // room for one, and only this release sends to w
+	if f.handOn(l) {
 		f.mu.Unlock()
 		return // still held, now by the waiting call
 	}
@@ -503,9 +586,38 @@ func estimateTokens(req *Request, msgs []Message) int {
 	return n + req.MaxTokens
 }
 
-// takeBudget charges one fallback call against the fleet's per-minute
-// budgets. It reports false with how long until the budget allows it.
-func (f *fleet) takeBudget(ctx context.Context, tokens int) (bool, time.Duration) {
+// keepPercent is the share of each fallback budget's burst a take of
+// class must leave: nothing for interactive, the interactive reserve for
+// realtime, both reserves for batch, and both plus the idle share for
+// shadow.
+func (f *fleet) keepPercent(class pipeline.Class) int {
+	ri, rr := f.cfg.FallbackReservedInteractive, f.cfg.FallbackReservedRealtime
+	switch class {
+	case pipeline.ClassInteractive:
+		return 0
+	case pipeline.ClassRealtime:
+		return ri
+	case pipeline.ClassShadow:
+		return min(ri+rr+f.cfg.FallbackShadowIdle, 100)
+	}
+	return ri + rr
+}
+
+// classRate is a budget's rate for a take of n units by a class that must
+// leave keep % of the burst. n is charged at most what can ever pass (the
+// burst less the reserve), and the reserve is at most burst − 1, so that
+// every class's call can pass on an idle budget.
+func classRate(rate pipeline.Rate, keep, n int) (pipeline.Rate, int) {
+	if keep > 0 {
+		rate.Keep = min(percentOf(rate.Burst, keep), rate.Burst-1)
+	}
+	return rate, max(1, min(n, rate.Burst-rate.Keep))
+}
+
+// takeBudget charges one fallback call of class against the fleet's
+// per-minute budgets. It reports false with how long until the budget
+// allows it.
+func (f *fleet) takeBudget(ctx context.Context, class pipeline.Class, tokens int) (bool, time.Duration) {
 	type unit struct {
 		name   string
 		perMin int
@@ -520,8 +632,7 @@ func (f *fleet) takeBudget(ctx context.Context, tokens int) (bool, time.Duration
 		if u.perMin <= 0 {
 			continue
 		}
-		rate := pipeline.Rate{PerMinute: u.perMin, Burst: max(1, int(float64(u.perMin)*f.cfg.BudgetBurst.Seconds()/60))}
-		n := min(u.n, rate.Burst) // a request larger than the burst would never pass
+		rate, n := classRate(pipeline.Rate{PerMinute: u.perMin, Burst: max(1, int(float64(u.perMin)*f.cfg.BudgetBurst.Seconds()/60))}, f.keepPercent(class), u.n)
 		name := f.cfg.Name + ":fallback:" + u.name
 		var res pipeline.RateResult
 		var err error
@@ -546,8 +657,8 @@ func (f *fleet) takeBudget(ctx context.Context, tokens int) (bool, time.Duration
 			if ctx.Err() != nil {
 				return false, 0
 			}
-			rate.PerMinute, rate.Burst = f.share(rate.PerMinute), f.share(rate.Burst)
-			res, _ = f.local.Take(ctx, name, rate, min(n, rate.Burst))
+			local, ln := classRate(pipeline.Rate{PerMinute: f.share(rate.PerMinute), Burst: f.share(rate.Burst)}, f.keepPercent(class), u.n)
+			res, _ = f.local.Take(ctx, name, local, ln)
 		}
 		u.remain.Store(int64(res.Remaining))
 		if !res.Allowed {
@@ -562,7 +673,9 @@ func (f *fleet) takeBudget(ctx context.Context, tokens int) (bool, time.Duration
 // is made. When the budget is spent it puts the fallback in cooldown until
 // the budget allows a call (every local caller then waits or goes
 // elsewhere, as after a 429) and reports false; the caller gives the lease
-// back and chooses again, without spending an attempt.
+// back and chooses again, without spending an attempt. A call refused at
+// its class's reserve line blocks the fallback for its class and those
+// below it only (budgetBlocked), so the classes above still reach it.
 func (r *Router) fleetAdmit(ctx context.Context, l lease, req *Request, msgs []Message) bool {
 	f := r.fleet
 	if f == nil || l.p != r.fallback || f.cfg.Budget == nil || (f.cfg.FallbackRPM <= 0 && f.cfg.FallbackTPM <= 0) {
@@ -577,14 +690,50 @@ func (r *Router) fleetAdmit(ctx context.Context, l lease, req *Request, msgs []M
 	case <-ctx.Done():
 		return false
 	}
-	if l.p.cooldown.active(r.now()) {
+	if l.p.cooldown.active(r.now()) || f.budgetBlocked(req.Class, r.now()) {
 		return false // refused to another caller while this one waited its turn
 	}
-	ok, wait := f.takeBudget(ctx, estimateTokens(req, msgs))
-	if !ok {
-		l.p.cooldown.extend(r.now().Add(wait))
+	ok, wait := f.takeBudget(ctx, req.Class, estimateTokens(req, msgs))
+	if ok {
+		return true
 	}
-	return ok
+	if f.keepPercent(req.Class) == 0 {
+		l.p.cooldown.extend(r.now().Add(wait))
+		return false
+	}
+	until := r.now().Add(wait).UnixNano()
+	for _, c := range pipeline.Classes {
+		if f.keepPercent(c) >= f.keepPercent(req.Class) {
+			extendTo(&f.budgetUntil[c], until)
+		}
+	}
+	return false
+}
+
+// extendTo moves v forward to t unless it is already later.
+func extendTo(v *atomic.Int64, t int64) {
+	for {
+		cur := v.Load()
+		if cur >= t || v.CompareAndSwap(cur, t) {
+			return
+		}
+	}
+}
+
+// budgetBlocked reports whether the fallback's budget still refuses class
+// at now.
+func (f *fleet) budgetBlocked(class pipeline.Class, now time.Time) bool {
+	return f.budgetUntil[class].Load() > now.UnixNano()
+}
+
+// fallbackUnavailable is the fallback pool's unavailable, with the fleet
+// budget's refusal of class counted as a cooldown.
+func (r *Router) fallbackUnavailable(now time.Time, class pipeline.Class) (string, time.Time) {
+	why, until := r.fallback.unavailable(now)
+	if why == "" && r.fleet != nil && r.fleet.budgetBlocked(class, now) {
+		return reasonCooldown, time.Unix(0, r.fleet.budgetUntil[class].Load())
+	}
+	return why, until
 }
 
 // takeFleetLease takes a primary lease for a call on p when the fleet

@@ -3,12 +3,14 @@ package llm
 import (
 	"context"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/internal/clock"
@@ -154,8 +156,9 @@ func TestEstimateTokensCountsPromptAndAnswer(t *testing.T) {
 	require.Equal(t, 4+2+4+2+85+req.MaxTokens, estimateTokens(&req, msgs))
 }
 
-// metricValue sums the samples of the metric family name in reg.
-func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+// metricValue sums the samples of the metric family name in reg whose
+// labels match labels (name, value pairs).
+func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
@@ -165,12 +168,24 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 		}
 		sum := 0.0
 		for _, m := range mf.GetMetric() {
-			sum += m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			if hasLabels(m.GetLabel(), labels) {
+				sum += m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			}
 		}
 		return sum
 	}
 	t.Fatalf("no metric %s", name)
 	return 0
+}
+
+// hasLabels reports whether got holds every name, value pair of want.
+func hasLabels(got []*dto.LabelPair, want []string) bool {
+	for i := 0; i+1 < len(want); i += 2 {
+		if !slices.ContainsFunc(got, func(l *dto.LabelPair) bool { return l.GetName() == want[i] && l.GetValue() == want[i+1] }) {
+			return false
+		}
+	}
+	return true
 }
 
 func TestFleetBudgetWaitEndsWithTheCaller(t *testing.T) {
@@ -261,16 +276,16 @@ func TestFleetLeaseHandedToACallThatStoppedWaitingGoesOn(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 
-	first, second := f.wait(), f.wait()
+	first, second := f.wait(pipeline.ClassBatch), f.wait(pipeline.ClassBatch)
 	require.Equal(t, 2, f.waiting())
 	l.release()
 	require.Equal(t, 1, f.waiting(), "handed to the oldest waiter")
 	// The first waiter gave up (timed out, or took a lease of its own)
 	// before it took the one handed to it: the lease goes on to the next.
-	f.unwait(first)
+	f.unwait(pipeline.ClassBatch, first)
 	got := <-second
 	require.Equal(t, l.id, got.id)
-	f.unwait(second)
+	f.unwait(pipeline.ClassBatch, second)
 	got.release()
 	require.Zero(t, f.waiting())
 	require.Zero(t, f.leasesHeld())
@@ -284,7 +299,12 @@ func TestFleetLeaseHandedToACallThatStoppedWaitingGoesOn(t *testing.T) {
 // the leases real time needs.
 func TestFleetRealtimeReserveAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	store := capacity.NewLocal(nil)
+	for name, store := range fleetStores(t) {
+		t.Run(name, func(t *testing.T) { realtimeReserveAcrossReplicas(t, store) })
+	}
+}
+
+func realtimeReserveAcrossReplicas(t *testing.T, store fleetStore) {
 	started, release := make(chan struct{}, 16), make(chan struct{})
 	prim := newFake(t, blocking(started, release))
 	fc := FleetConfig{Leases: store, PrimaryLimit: 4, PrimaryReserved: 1, PrimaryReservedRealtime: 1, LeaseWait: 20 * time.Millisecond}
@@ -303,7 +323,7 @@ func TestFleetRealtimeReserveAcrossReplicas(t *testing.T) {
 	call(b, pipeline.ClassBatch)
 	<-started
 	<-started
-	require.Equal(t, 2, a.fleet.leaseLimit(pipeline.ClassShadow, false), "shadow holds no more than batch")
+	require.Equal(t, 1, a.fleet.leaseLimit(pipeline.ClassShadow, false), "shadow leaves a quarter of L free besides the reserves")
 	// A realtime call takes the realtime reserve at once.
 	call(b, pipeline.ClassRealtime)
 	<-started

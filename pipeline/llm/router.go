@@ -474,7 +474,7 @@ func (r *Router) acquire(ctx context.Context, class pipeline.Class, lastPool *po
 		var fbUntil time.Time
 		if r.fallback != nil {
 			var fbWhy string
-			fbWhy, fbUntil = r.fallback.unavailable(now)
+			fbWhy, fbUntil = r.fallbackUnavailable(now, class)
 			if fbWhy == "" {
 				if l, ok := r.fallback.take(ctx, class, 0); ok {
 					return l, why, nil

@@ -1,16 +1,17 @@
 // Package redislimits keeps the fleet-wide limits in Redis: a lease
 // semaphore per name as a sorted set (member = lease id, score = expiry in
 // Redis's own milliseconds, so pods' clocks never matter), and GCRA rate
-// budgets with go-redis/redis_rate. Each operation is one script call,
+// budgets: go-redis/redis_rate's algorithm and keys, with a Keep that a
+// take must leave (pipeline.Rate). Each operation is one script call,
 // atomic in Redis.
 package redislimits
 
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/chatguard/chatguard/pipeline"
@@ -22,18 +23,18 @@ var (
 )
 
 // Limits is the Redis store of the fleet-wide limits. Names get Prefix
-// in front: "<prefix>lease:<name>" (a sorted set) and redis_rate's
-// "rate:<prefix><name>".
+// in front: "<prefix>lease:<name>" (a sorted set) and "rate:<prefix><name>"
+// (the theoretical arrival time, as redis_rate keeps it, so pods of the
+// previous release share the budget during a rollout).
 type Limits struct {
 	rdb    redis.UniversalClient
 	prefix string
-	rate   *redis_rate.Limiter
 }
 
 // New returns the store over rdb (whose options bound every call's
 // dial, read and write time) with key prefix prefix (e.g. "chatguard:fleet:").
 func New(rdb redis.UniversalClient, prefix string) *Limits {
-	return &Limits{rdb: rdb, prefix: prefix, rate: redis_rate.NewLimiter(rdb)}
+	return &Limits{rdb: rdb, prefix: prefix}
 }
 
 // Scripts read Redis's clock: every pod agrees on when a lease expires.
@@ -67,6 +68,31 @@ for i = 2, #ARGV do
 end
 if n > 0 then redis.call('PEXPIRE', KEYS[1], ttl * 2) end
 return n
+`)
+	// takeScript is redis_rate's GCRA (seconds since 2017 in Redis's
+	// clock, the same key and value) with ARGV[5], Keep: the decision
+	// counts Keep units as taken too, the stored time only the cost.
+	takeScript = redis.NewScript(`
+local burst = tonumber(ARGV[1])
+local emission = tonumber(ARGV[3]) / tonumber(ARGV[2])
+local cost = tonumber(ARGV[4])
+local keep = tonumber(ARGV[5])
+local t = redis.call('TIME')
+local now = (tonumber(t[1]) - 1483228800) + tonumber(t[2]) / 1000000
+local tat = tonumber(redis.call('GET', KEYS[1]) or now)
+tat = math.max(tat, now)
+local new_tat = tat + emission * cost
+local burst_offset = emission * burst
+local diff = now - (new_tat + emission * keep - burst_offset)
+if diff < -1e-9 * emission then
+  local rem = math.floor((now - (tat - burst_offset)) / emission + 1e-9)
+  return {0, math.max(rem, 0), tostring(-diff)}
+end
+local reset_after = new_tat - now
+if reset_after > 0 then
+  redis.call('SET', KEYS[1], new_tat, 'EX', math.ceil(reset_after))
+end
+return {1, math.floor((now - (new_tat - burst_offset)) / emission + 1e-9), '0'}
 `)
 )
 
@@ -111,13 +137,30 @@ func (l *Limits) Release(ctx context.Context, name, id string) error {
 
 // Take implements pipeline.RateBudget.
 func (l *Limits) Take(ctx context.Context, name string, rate pipeline.Rate, n int) (pipeline.RateResult, error) {
-	res, err := l.rate.AllowN(ctx, l.prefix+name, redis_rate.Limit{Rate: rate.PerMinute, Burst: rate.Burst, Period: time.Minute}, n)
+	if rate.PerMinute <= 0 {
+		return pipeline.RateResult{}, fmt.Errorf("redislimits: take %s: rate %d per minute must be positive", name, rate.PerMinute)
+	}
+	v, err := takeScript.Run(ctx, l.rdb, []string{"rate:" + l.prefix + name},
+		rate.Burst, rate.PerMinute, time.Minute.Seconds(), n, max(rate.Keep, 0)).Slice()
 	if err != nil {
 		return pipeline.RateResult{}, fmt.Errorf("redislimits: take %s: %w", name, err)
 	}
-	out := pipeline.RateResult{Allowed: res.Allowed > 0, Remaining: max(res.Remaining, 0)}
+	if len(v) != 3 {
+		return pipeline.RateResult{}, fmt.Errorf("redislimits: take %s: unexpected reply %v", name, v)
+	}
+	allowed, ok1 := v[0].(int64)
+	remaining, ok2 := v[1].(int64)
+	after, ok3 := v[2].(string)
+	if !ok1 || !ok2 || !ok3 {
+		return pipeline.RateResult{}, fmt.Errorf("redislimits: take %s: unexpected reply %v", name, v)
+	}
+	out := pipeline.RateResult{Allowed: allowed == 1, Remaining: max(int(remaining), 0)}
 	if !out.Allowed {
-		out.RetryAfter = max(res.RetryAfter, 0)
+		secs, err := strconv.ParseFloat(after, 64)
+		if err != nil {
+			return pipeline.RateResult{}, fmt.Errorf("redislimits: take %s: retry after %q: %w", name, after, err)
+		}
+		out.RetryAfter = max(time.Duration(secs*float64(time.Second)), 0)
 	}
 	return out, nil
 }

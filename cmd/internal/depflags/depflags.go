@@ -95,7 +95,8 @@ func DefaultPools(primaryConcurrency, fallbackConcurrency int) Pools {
 		Fallback:       llm.PoolConfig{MaxConcurrency: fallbackConcurrency, Pseudonymize: true},
 		AttemptTimeout: llm.DefaultAttemptTimeout,
 		MaxAttempts:    llm.DefaultMaxAttempts,
-		Fleet:          llm.FleetConfig{Replicas: defaultFleetReplicas, Name: defaultFleetKeyPrefix},
+		Fleet: llm.FleetConfig{Replicas: defaultFleetReplicas, Name: defaultFleetKeyPrefix,
+			PrimaryShadowIdle: llm.DefaultShadowIdle, FallbackShadowIdle: llm.DefaultShadowIdle},
 	}}
 }
 
@@ -158,8 +159,12 @@ func (o *Pools) FleetFlags(fs *cli.FlagSet) {
 	fs.IntVar(&f.PrimaryLimit, "fleet-primary-limit", "primary calls in flight across every replica (Redis leases); 0: no fleet limit")
 	fs.IntVar(&f.PrimaryReserved, "fleet-primary-reserved", "of --fleet-primary-limit, leases only interactive calls may take")
 	fs.IntVar(&f.PrimaryReservedRealtime, "fleet-primary-reserved-realtime", "of --fleet-primary-limit, leases only real-time (and interactive) calls may take; batch holds at most limit - reserved - this; 0: real time shares batch's leases")
+	fs.IntVar(&f.PrimaryShadowIdle, "fleet-primary-shadow-idle", "percent of --fleet-primary-limit that must stay free, besides the reserves, for a shadow (mirrored evaluation) call to take a lease: shadow only fills idle capacity")
 	fs.IntVar(&f.FallbackRPM, "fleet-fallback-rpm", "fallback requests per minute across every replica (Redis GCRA); 0: unlimited")
 	fs.IntVar(&f.FallbackTPM, "fleet-fallback-tpm", "fallback tokens per minute across every replica (Redis GCRA); 0: unlimited")
+	fs.IntVar(&f.FallbackReservedInteractive, "fleet-fallback-reserved-interactive", "percent of the fallback budgets' burst only interactive calls may spend; 0: none kept")
+	fs.IntVar(&f.FallbackReservedRealtime, "fleet-fallback-reserved-realtime", "percent of the fallback budgets' burst only real-time (and interactive) calls may spend; batch leaves both reserves; 0 while real time is off")
+	fs.IntVar(&f.FallbackShadowIdle, "fleet-fallback-shadow-idle", "percent of the fallback budgets' burst a shadow call leaves unspent besides the reserves: shadow only spends an idle budget")
 	fs.IntVar(&f.Replicas, "fleet-replicas", "replicas the fleet limits are divided by while Redis is unreachable (each pod's static share)")
 	fs.StringVar(&f.Name, "fleet-key-prefix", "Redis key prefix of the fleet limits; every replica of one deployment uses the same")
 }
@@ -220,6 +225,12 @@ func (o Pools) ValidateFleet(redisAddr string) error {
 	}
 	if f.FallbackRPM < 0 || f.FallbackTPM < 0 || f.Replicas < 1 {
 		errs = append(errs, errors.New("--fleet-fallback-rpm and --fleet-fallback-tpm must not be negative, --fleet-replicas at least 1"))
+	}
+	if f.FallbackReservedInteractive < 0 || f.FallbackReservedRealtime < 0 || f.FallbackReservedInteractive+f.FallbackReservedRealtime >= 100 {
+		errs = append(errs, errors.New("--fleet-fallback-reserved-interactive and --fleet-fallback-reserved-realtime must not be negative and sum below 100"))
+	}
+	if f.PrimaryShadowIdle < 1 || f.PrimaryShadowIdle > 100 || f.FallbackShadowIdle < 1 || f.FallbackShadowIdle > 100 {
+		errs = append(errs, errors.New("--fleet-primary-shadow-idle and --fleet-fallback-shadow-idle must be in 1..100"))
 	}
 	if f.Limited() && redisAddr == "" {
 		errs = append(errs, errors.New("--fleet-* limits need --redis-addr"))

@@ -124,11 +124,14 @@ func TestPoolExtrasBindTheRouter(t *testing.T) {
 	}
 	env := map[string]string{"CHATGUARD_FLEET_FALLBACK_TPM": "90000"}
 	require.NoError(t, fs.Parse([]string{"--primary-price=gpu_hour=4.5,shared_by=32", "--fallback-pseudonymize=false", "--fleet-primary-limit=16",
-		"--fleet-primary-reserved=4", "--fleet-primary-reserved-realtime=6", "--fleet-key-prefix=cg:fleet:"}, func(k string) string { return env[k] }))
+		"--fleet-primary-reserved=4", "--fleet-primary-reserved-realtime=6", "--fleet-key-prefix=cg:fleet:",
+		"--fleet-fallback-reserved-interactive=10", "--fleet-fallback-reserved-realtime=30", "--fleet-fallback-shadow-idle=40"}, func(k string) string { return env[k] }))
 	r := pools.Router()
 	require.Equal(t, llm.Price{GPUHour: 4.5, SharedBy: 32}, r.Primary.Price)
 	require.False(t, r.Fallback.Pseudonymize)
-	require.Equal(t, llm.FleetConfig{PrimaryLimit: 16, PrimaryReserved: 4, PrimaryReservedRealtime: 6, FallbackTPM: 90000, Replicas: 1, Name: "cg:fleet:"}, r.Fleet)
+	require.Equal(t, llm.FleetConfig{PrimaryLimit: 16, PrimaryReserved: 4, PrimaryReservedRealtime: 6, PrimaryShadowIdle: llm.DefaultShadowIdle,
+		FallbackTPM: 90000, FallbackReservedInteractive: 10, FallbackReservedRealtime: 30, FallbackShadowIdle: 40,
+		Replicas: 1, Name: "cg:fleet:"}, r.Fleet)
 	require.NoError(t, pools.ValidateFleet("redis:6379"))
 
 	err := fs.Parse([]string{"--primary-price=gpu_hour=x", "--fallback-price=nope=1"}, func(string) string { return "" })
@@ -155,4 +158,10 @@ func TestValidateFleetReportsEachMistakeOnce(t *testing.T) {
 	err = pools.ValidateFleet("redis:6379")
 	require.ErrorContains(t, err, "--fleet-primary-reserved-realtime", "4 + 12 leaves batch nothing of 16")
 	require.Len(t, strings.Split(err.Error(), "\n"), 1)
+
+	f.PrimaryReservedRealtime, f.FallbackReservedInteractive, f.FallbackReservedRealtime, f.FallbackShadowIdle = 0, 40, 60, 0
+	err = pools.ValidateFleet("redis:6379")
+	require.ErrorContains(t, err, "--fleet-fallback-reserved-realtime", "40 % + 60 % leaves batch nothing")
+	require.ErrorContains(t, err, "--fleet-fallback-shadow-idle")
+	require.Len(t, strings.Split(err.Error(), "\n"), 2)
 }

@@ -54,6 +54,7 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("LeasesExpireUnlessRenewed", func(t *testing.T) { leasesExpireUnlessRenewed(t, newStore) })
 	t.Run("BudgetAllowsTheBurstThenTheRate", func(t *testing.T) { budgetAllowsTheBurstThenTheRate(t, newStore) })
 	t.Run("BudgetRefillsAtTheRate", func(t *testing.T) { budgetRefillsAtTheRate(t, newStore) })
+	t.Run("BudgetKeepLeavesAReserve", func(t *testing.T) { budgetKeepLeavesAReserve(t, newStore) })
 	t.Run("CanceledContext", func(t *testing.T) { canceledContext(t, newStore) })
 }
 
@@ -177,4 +178,34 @@ func canceledContext(t *testing.T, newStore NewStore) {
 	require.Error(t, err)
 	_, err = s.Take(ctx, n, pipeline.Rate{PerMinute: 60, Burst: 1}, 1)
 	require.Error(t, err)
+}
+
+// budgetKeepLeavesAReserve: a take with Keep is refused while it would
+// leave fewer than Keep units, and a take without Keep still spends them.
+func budgetKeepLeavesAReserve(t *testing.T, newStore NewStore) {
+	s, _ := newStore(t)
+	ctx, n := t.Context(), name(t)
+	// One unit a minute: nothing refills while the test runs.
+	low := pipeline.Rate{PerMinute: 1, Burst: 5, Keep: 2}
+	for i := range 3 {
+		res, err := s.Take(ctx, n, low, 1)
+		require.NoError(t, err)
+		require.True(t, res.Allowed, i)
+		require.Equal(t, 4-i, res.Remaining, "Remaining counts the kept units too")
+	}
+	res, err := s.Take(ctx, n, low, 1)
+	require.NoError(t, err)
+	require.False(t, res.Allowed, "a fourth would leave fewer than Keep")
+	require.Equal(t, 2, res.Remaining)
+	require.InDelta(t, time.Minute, res.RetryAfter, float64(time.Second), "until one more unit refills")
+	high := low
+	high.Keep = 0
+	for range 2 {
+		res, err := s.Take(ctx, n, high, 1)
+		require.NoError(t, err)
+		require.True(t, res.Allowed, "the reserve is there for a take without Keep")
+	}
+	res, err = s.Take(ctx, n, high, 1)
+	require.NoError(t, err)
+	require.False(t, res.Allowed, "and then the budget is spent")
 }
