@@ -43,7 +43,9 @@ func TestE2ERealtimeQueueIsServedBeforeABatchBacklog(t *testing.T) {
 				evs = append(evs, event(room))
 			}
 			r.sendEvents(t, evs...)
-			rt := event("room-20", func(ev *pipeline.ReviewEvent) { ev.Source, ev.RunID = pipeline.SourceRealtime, pipeline.RealtimeRunID(ev.WindowEnd) })
+			rt := event("room-20", func(ev *pipeline.ReviewEvent) {
+				ev.Source, ev.RunID = pipeline.SourceRealtime, pipeline.RealtimeRunID(ev.WindowEnd)
+			})
 			body, err := rt.Encode()
 			require.NoError(t, err)
 			_, err = r.sqs.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(realtime.URL), MessageBody: aws.String(string(body))})
