@@ -43,7 +43,7 @@ func TestE2EDoneAndAdmin(t *testing.T) {
 	require.Equal(t, 1.0, r.metric(t, `chatguard_worker_messages_deleted_total`))
 	require.Positive(t, r.metric(t, `chatguard_worker_sqs_calls_total{op="receive",outcome="ok"}`))
 	require.Equal(t, 1.0, r.metric(t, `chatguard_worker_event_age_seconds_count`))
-	require.Equal(t, 1.0, r.metric(t, `chatguard_chatapi_requests_total{outcome="ok"}`))
+	require.Equal(t, 2.0, r.metric(t, `chatguard_chatapi_requests_total{outcome="ok"}`), "the window and its context (--context-lookback)")
 
 	// The verdict event reaches the feedback queue.
 	evs := r.receiveAll(t, r.feedback.URL, 1, 10*time.Second)

@@ -125,11 +125,12 @@ type shadowTraffic struct {
 // privacy options as the live one, in the shadow class, and the runner
 // that publishes its answers to events. The candidate's own metrics carry
 // a shadow_ prefix; its inference logs are not published (its tokens and
-// cost are in each shadow_verdict event).
-func newShadow(cfg Config, events pipeline.EventSink, reg prometheus.Registerer) (*shadowTraffic, error) {
+// cost are in each shadow_verdict event). history is the live engine's
+// account history, so the candidate weighs what the live path weighed.
+func newShadow(cfg Config, events pipeline.EventSink, reg prometheus.Registerer, history func() pipeline.AccountHistory) (*shadowTraffic, error) {
 	s := cfg.Shadow
 	engine, err := reviewers.New(reviewers.Params{Component: "worker shadow", Class: pipeline.ClassShadow, Pools: cfg.shadowPools(),
-		Options: cfg.Options, Redis: cfg.RedisOptions, Registerer: prometheus.WrapRegistererWithPrefix("shadow_", reg)})
+		Options: cfg.Options, Redis: cfg.RedisOptions, Registerer: prometheus.WrapRegistererWithPrefix("shadow_", reg), History: history})
 	if err != nil {
 		return nil, fmt.Errorf("shadow: %w", err)
 	}
