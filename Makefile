@@ -216,6 +216,10 @@ bench-realtime: deps $(STACK_BIN) ## a generated day (BENCH_RT_ROOMS rooms, diur
 	@$(GO) build -o bin/demo ./deploy/local/demo/cmd/demo
 	@bin/demo --realtime --day-rooms $(BENCH_RT_ROOMS) --day-minutes $(BENCH_RT_MINUTES) --database chatguard_bench_rt --timeout $$(( $(BENCH_RT_MINUTES) + 30 ))m --stack-flags "$(STACK_FLAGS)" $(DEMO_FLAGS)
 
+.PHONY: bench-console-keys
+bench-console-keys: deps $(STACK_BIN) ## the console's 50 queue items decided by keyboard and by mouse in the real browser, timed (a figure for docs/performance.md; not part of make test)
+	$(GO) test -tags consolebench -run '^TestDecideFiftyItemsKeyboardVersusMouse$$' -count=1 -timeout 20m -v ./deploy/local/consoletest/ | grep -v -e '^=== RUN' -e '^--- PASS' -e '^PASS'
+
 .PHONY: chaos-realtime
 chaos-realtime: deps $(STACK_BIN) ## real time's fault rows (trigger SIGKILLed x5, its Redis down 60 s, events x3 reordered, a flooded room, a producer clock 10 min ahead), each a real-time demo run over the sample hour; prints one table (not part of make test)
 	@$(GO) build -o bin/demo ./deploy/local/demo/cmd/demo
