@@ -414,12 +414,11 @@ type windowRow struct {
 	Calls                    int
 	RoomID                   string
 	Start, End               time.Time
-	Source                   string
 	PublishedAt, CommittedAt time.Time
 }
 
 func loadWindows(ctx context.Context, db *sql.DB) ([]windowRow, error) {
-	rows, err := db.QueryContext(ctx, `SELECT v.room_id, v.window_start, v.window_end, v.run_id, v.published_at, v.updated_at,
+	rows, err := db.QueryContext(ctx, `SELECT v.room_id, v.window_start, v.window_end, v.published_at, v.updated_at,
 		(SELECT COALESCE(SUM(s.attempts), 0) FROM verdict_stages s WHERE s.verdict_id = v.id)
 		FROM verdicts v WHERE v.status = 'done' ORDER BY v.room_id, v.window_start`)
 	if err != nil {
@@ -428,7 +427,7 @@ func loadWindows(ctx context.Context, db *sql.DB) ([]windowRow, error) {
 	var out []windowRow
 	for rows.Next() {
 		var w windowRow
-		if err := rows.Scan(&w.RoomID, &w.Start, &w.End, &w.Source, &w.PublishedAt, &w.CommittedAt, &w.Calls); err != nil {
+		if err := rows.Scan(&w.RoomID, &w.Start, &w.End, &w.PublishedAt, &w.CommittedAt, &w.Calls); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("mysql: verdicts: %w", err)
 		}
