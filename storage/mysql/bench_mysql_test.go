@@ -4,6 +4,7 @@ package mysql
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"slices"
@@ -23,7 +24,8 @@ import (
 // analyst query (docs/analysts.md) and every review-queue read (BENCH_RUNS runs each, after a
 // warm-up), and the purge's rate. It is a benchmark, not a test of the
 // figures: it asserts only that the statements work. BENCH_ONLY=queue
-// times the review queue alone.
+// times the review queue alone; BENCH_ONLY=size prints the tables' rows and
+// bytes (with the subject and campaign rows the generator adds) and stops.
 func TestMySQLBench(t *testing.T) {
 	n := envInt(t, "BENCH_VERDICTS", 1_000_000)
 	runs := envInt(t, "BENCH_RUNS", 200)
@@ -37,12 +39,17 @@ func TestMySQLBench(t *testing.T) {
 	var version string
 	require.NoError(t, db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version))
 	t0 := time.Now()
-	st, err := generate(ctx, db, genSpec{Verdicts: n, Days: 30, End: end, Seed: 19, DecidedShare: 0.1, Workers: 2})
+	st, err := generate(ctx, db, genSpec{Verdicts: n, Days: 30, End: end, Seed: 19, DecidedShare: 0.1, Workers: 2, Accounts: 100_000})
 	require.NoError(t, err)
 	gen := time.Since(t0)
 	fmt.Printf("\n%s, innodb_buffer_pool_size %d MiB\n", version, bufferPool>>20)
-	fmt.Printf("generated %d verdicts, %d stage rows, %d decisions over 30 days (%d verdicts/hour) in %s (%.0f rows/s)\n\n",
-		st.Verdicts, st.Stages, st.Decisions, n/(30*24), gen.Round(time.Second), float64(st.Verdicts+st.Stages+st.Decisions)/gen.Seconds())
+	fmt.Printf("generated %d verdicts, %d stage rows, %d decisions, %d subject rows, %d campaign rows over 30 days (%d verdicts/hour) in %s (%.0f rows/s)\n\n",
+		st.Verdicts, st.Stages, st.Decisions, st.Subjects, st.Campaigns, n/(30*24), gen.Round(time.Second),
+		float64(st.Verdicts+st.Stages+st.Decisions+st.Subjects+st.Campaigns)/gen.Seconds())
+	printTableSizes(t, ctx, db, n)
+	if os.Getenv("BENCH_ONLY") == "size" {
+		return
+	}
 
 	type result struct {
 		name          string
@@ -167,6 +174,33 @@ func TestMySQLBench(t *testing.T) {
 		fmt.Printf("| %s | %d | %d | %d | %s | %.0f |\n", p.name, rep.StageRows, rep.Verdicts, rep.Batches, rep.Elapsed.Round(time.Millisecond), rep.RowsPerSecond())
 	}
 }
+
+// printTableSizes prints each table's rows (counted), data and index bytes
+// (information_schema after ANALYZE: InnoDB's data is the clustered
+// primary key with the rows, its index the secondary indexes), and the
+// same scaled to 1 M verdicts. BENCH_ONLY=size stops after it.
+func printTableSizes(t *testing.T, ctx context.Context, db *sql.DB, verdicts int) {
+	t.Helper()
+	// generate has ANALYZEd every table, which refreshes InnoDB's sizes.
+	tables := []string{"verdicts", "verdict_stages", "moderator_decisions", "verdict_subjects", "verdict_campaigns"}
+	scale := 1e6 / float64(verdicts)
+	fmt.Printf("| table | rows | data MiB | index MiB | bytes per row (data + index) | rows per 1 M verdicts | MiB per 1 M verdicts (data + index) |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, tbl := range tables {
+		var rows, data, index int64
+		require.NoError(t, db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+tbl).Scan(&rows), tbl)
+		require.NoError(t, db.QueryRowContext(ctx, `SELECT DATA_LENGTH, INDEX_LENGTH FROM information_schema.TABLES
+			WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`, tbl).Scan(&data, &index), tbl)
+		perRow := 0.0
+		if rows > 0 {
+			perRow = float64(data+index) / float64(rows)
+		}
+		fmt.Printf("| %s | %d | %.1f | %.1f | %.0f | %.0f | %.1f + %.1f |\n", tbl, rows, mib(data), mib(index), perRow,
+			float64(rows)*scale, mib(data)*scale, mib(index)*scale)
+	}
+	fmt.Println()
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 

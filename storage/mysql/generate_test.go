@@ -28,11 +28,19 @@ type genSpec struct {
 	DecidedShare float64
 	// Workers is how many connections insert at once.
 	Workers int
+	// Accounts, when above 0, also writes verdict_subjects and
+	// verdict_campaigns rows as the pipeline would (see genSubjects): the
+	// subjects are drawn from this many accounts. 0 writes neither, for
+	// tests that add their own.
+	Accounts int
 }
 
 // genStats counts what generate wrote.
 type genStats struct {
 	Verdicts, Stages, Decisions int
+	// Subjects and Campaigns count the verdict_subjects and
+	// verdict_campaigns rows (0 unless spec.Accounts is set).
+	Subjects, Campaigns int
 	// RunIDs holds one run id per generated hour, oldest first.
 	RunIDs []string
 }
@@ -56,7 +64,7 @@ func generate(ctx context.Context, db *sql.DB, spec genSpec) (genStats, error) {
 		st.RunIDs = append(st.RunIDs, runIDFor(h))
 	}
 	chunks := (spec.Verdicts + genVerdictBatch - 1) / genVerdictBatch
-	type counts struct{ stages, decisions int }
+	type counts struct{ stages, decisions, subjects, campaigns int }
 	results := make([]counts, chunks)
 	g, gctx := errgroup.WithContext(ctx)
 	next := make(chan int)
@@ -86,11 +94,11 @@ func generate(ctx context.Context, db *sql.DB, spec genSpec) (genStats, error) {
 			for c := range next {
 				lo := c * genVerdictBatch
 				hi := min(lo+genVerdictBatch, spec.Verdicts)
-				ns, nd, err := genChunk(gctx, conn, spec, start, step, lo, hi)
+				n, err := genChunk(gctx, conn, spec, start, step, lo, hi)
 				if err != nil {
 					return fmt.Errorf("generate rows %d..%d: %w", lo, hi, err)
 				}
-				results[c] = counts{ns, nd}
+				results[c] = counts{n.stages, n.decisions, n.subjects, n.campaigns}
 			}
 			return nil
 		})
@@ -102,8 +110,10 @@ func generate(ctx context.Context, db *sql.DB, spec genSpec) (genStats, error) {
 	for _, r := range results {
 		st.Stages += r.stages
 		st.Decisions += r.decisions
+		st.Subjects += r.subjects
+		st.Campaigns += r.campaigns
 	}
-	for _, t := range []string{"verdicts", "verdict_stages", "moderator_decisions"} {
+	for _, t := range []string{"verdicts", "verdict_stages", "moderator_decisions", "verdict_subjects", "verdict_campaigns"} {
 		if _, err := db.ExecContext(ctx, "ANALYZE TABLE "+t); err != nil {
 			return genStats{}, fmt.Errorf("analyze %s: %w", t, err)
 		}
@@ -123,14 +133,22 @@ var genCategories = []pipeline.Category{
 const genRationale = "판매자가 안전결제 대신 개인 계좌로 선입금을 요구하고, 카카오톡 오픈채팅으로 대화를 옮기자고 함. " +
 	"Seller asks for a transfer to a personal account outside safe payment."
 
+// chunkCounts counts the rows one genChunk wrote besides its verdicts.
+type chunkCounts struct{ stages, decisions, subjects, campaigns int }
+
 // genChunk writes verdicts lo..hi-1 (ids lo+1..hi) with their stage and
-// decision rows, in one transaction.
-func genChunk(ctx context.Context, conn *sql.Conn, spec genSpec, start time.Time, step time.Duration, lo, hi int) (stages, decisions int, err error) {
+// decision rows (and, with spec.Accounts, their subject and campaign rows),
+// in one transaction.
+func genChunk(ctx context.Context, conn *sql.Conn, spec genSpec, start time.Time, step time.Duration, lo, hi int) (chunkCounts, error) {
 	rng := rand.New(rand.NewPCG(spec.Seed, uint64(lo)))
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
-		return 0, 0, err
+		return chunkCounts{}, err
 	}
+	var (
+		stages, decisions int
+		sides             genSides
+	)
 	defer func() { _ = tx.Rollback() }()
 	var (
 		vb, sb, db strings.Builder
@@ -227,7 +245,7 @@ func genChunk(ctx context.Context, conn *sql.Conn, spec genSpec, start time.Time
 			stages++
 			if nStage >= genStageBatch {
 				if err := flushStages(); err != nil {
-					return 0, 0, err
+					return chunkCounts{}, err
 				}
 			}
 		}
@@ -254,18 +272,105 @@ func genChunk(ctx context.Context, conn *sql.Conn, spec genSpec, start time.Time
 			dargs = append(dargs, id, fmt.Sprintf("mod-%d", rng.IntN(20)), decision, string(label), string(cat), "확인함", finished.Add(time.Hour))
 			decisions++
 		}
+		if spec.Accounts > 0 && status == pipeline.StatusDone {
+			sides.add(rng, spec.Accounts, id, fmt.Sprintf("room-%07d", i), label, cat, finished)
+		}
 	}
 	if _, err := tx.ExecContext(ctx, vb.String(), vargs...); err != nil {
-		return 0, 0, err
+		return chunkCounts{}, err
 	}
 	if err := flushStages(); err != nil {
-		return 0, 0, err
+		return chunkCounts{}, err
 	}
 	if decisions > 0 {
 		q := "INSERT INTO moderator_decisions (verdict_id, moderator, decision, label, category, note, decided_at) VALUES " + db.String()
 		if _, err := tx.ExecContext(ctx, q, dargs...); err != nil {
-			return 0, 0, err
+			return chunkCounts{}, err
 		}
 	}
-	return stages, decisions, tx.Commit()
+	if err := sides.flush(ctx, tx); err != nil {
+		return chunkCounts{}, err
+	}
+	return chunkCounts{stages, decisions, sides.subjects, sides.campaigns}, tx.Commit()
+}
+
+// The subject and campaign mix, in the proportions the pipeline gives:
+// only a flagged (abusive or suspicious) verdict has subjects, one sender
+// in 85 % of them and two in the rest, half of them drawn from the 1 % of
+// accounts that are repeat offenders; a campaign signal rides on 40 % of
+// abusive and 10 % of suspicious verdicts (about 2.9 % of all verdicts,
+// the share of campaign rooms in the campaign corpus), 1 to 5 marks each
+// (script bands and contact values) drawn from genMarks marks.
+const genMarks = 2000
+
+// genSides collects one chunk's verdict_subjects and verdict_campaigns rows.
+type genSides struct {
+	sb, cb              strings.Builder
+	sargs, cargs        []any
+	subjects, campaigns int
+}
+
+// add writes verdict id's subject and campaign rows, if its label has any.
+func (g *genSides) add(rng *rand.Rand, accounts int, id uint64, room string, label pipeline.Label, cat pipeline.Category, decided time.Time) {
+	if label != pipeline.LabelAbusive && label != pipeline.LabelSuspicious {
+		return
+	}
+	role := pipeline.RoleSeller
+	if rng.Float64() < 0.3 {
+		role = pipeline.RoleBuyer
+	}
+	n := 1
+	if rng.Float64() < 0.15 {
+		n = 2
+	}
+	first := rng.IntN(accounts)
+	if rng.Float64() < 0.5 {
+		first = rng.IntN(max(accounts/100, 1))
+	}
+	for k := range n {
+		if g.subjects > 0 {
+			g.sb.WriteString(", ")
+		}
+		g.sb.WriteString("(?, ?, ?, ?, ?, ?, ?)")
+		g.sargs = append(g.sargs, id, fmt.Sprintf("user-%09d", (first+k*7919)%accounts), string(role), room, string(label), string(cat), decided)
+		g.subjects++
+	}
+	share := 0.1
+	if label == pipeline.LabelAbusive {
+		share = 0.4
+	}
+	if rng.Float64() >= share {
+		return
+	}
+	marks, base := 1+rng.IntN(5), rng.IntN(genMarks)
+	for k := range marks {
+		kind := pipeline.CampaignScript
+		if k > 0 && k == marks-1 {
+			kind = pipeline.CampaignContact
+		}
+		if g.campaigns > 0 {
+			g.cb.WriteString(", ")
+		}
+		g.cb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		g.cargs = append(g.cargs, id, string(kind), fmt.Sprintf("hmac:%024x", (base+k)%genMarks), fmt.Sprintf("m-%d", rng.IntN(40)),
+			4+rng.IntN(60), 1+rng.IntN(3), room, string(label), string(cat), decided)
+		g.campaigns++
+	}
+}
+
+// flush inserts the collected rows in tx.
+func (g *genSides) flush(ctx context.Context, tx *sql.Tx) error {
+	if g.subjects > 0 {
+		q := "INSERT INTO verdict_subjects (verdict_id, sender_id, role, room_id, label, category, decided_at) VALUES " + g.sb.String()
+		if _, err := tx.ExecContext(ctx, q, g.sargs...); err != nil {
+			return err
+		}
+	}
+	if g.campaigns > 0 {
+		q := "INSERT INTO verdict_campaigns (verdict_id, kind, mark, message_id, rooms, senders, room_id, label, category, decided_at) VALUES " + g.cb.String()
+		if _, err := tx.ExecContext(ctx, q, g.cargs...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
