@@ -155,3 +155,19 @@ func FuzzDecodeReviewEvent(f *testing.F) {
 		require.Equal(t, ev, back, "decoding is stable under re-encoding")
 	})
 }
+
+// TestRecordedHistoryReadsTheFirstStagesOutput: the history is read from
+// the first stage's output only; a stage without it, an output that is not
+// an object, or one without a status is no history.
+func TestRecordedHistoryReadsTheFirstStagesOutput(t *testing.T) {
+	t.Parallel()
+	st := func(out string) []StageResult {
+		return []StageResult{{Stage: StageTriage, Output: []byte(out)}, {Stage: StageJudge, Output: []byte(`{"account_history":{"status":"ok"}}`)}}
+	}
+	got := RecordedHistory(st(`{"risk":"low","account_history":{"status":"timeout","days":30,"lines":null}}`))
+	require.Equal(t, &HistorySeen{Status: HistoryTimeout, Days: 30}, got)
+	for _, out := range []string{``, `{"risk":"low"}`, `["account_history"]`, `{"account_history":{"days":30}}`, `{"account_history":"ok"}`} {
+		require.Nil(t, RecordedHistory(st(out)), out)
+	}
+	require.Nil(t, RecordedHistory(nil))
+}

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -111,4 +112,70 @@ type HistorySeen struct {
 	// AccountsLeftOut counts participants beyond MaxHistoryAccounts that
 	// were not asked about.
 	AccountsLeftOut int `json:"accounts_left_out,omitempty"`
+}
+
+// HistoryOutputKey is the member of the first stage's stored output that
+// records the account history the review was given (review's
+// recordHistory writes it; RecordedHistory reads it back).
+const HistoryOutputKey = "account_history"
+
+// RecordedHistory is the account history a verdict's stages were shown,
+// read from the first stage's stored output: nil when there is none (the
+// history was off, no stage ran, the room had no message, or the verdict
+// predates it). It reads stored verdicts too, so a verdict event sent
+// again from MySQL carries the same history as the first copy.
+func RecordedHistory(stages []StageResult) *HistorySeen {
+	if len(stages) == 0 || len(stages[0].Output) == 0 {
+		return nil
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(stages[0].Output, &obj) != nil {
+		return nil
+	}
+	raw, ok := obj[HistoryOutputKey]
+	if !ok {
+		return nil
+	}
+	var seen HistorySeen
+	if json.Unmarshal(raw, &seen) != nil || seen.Status == "" {
+		return nil
+	}
+	return &seen
+}
+
+// checkHistorySeen bounds a verdict event's account history: a known
+// status, a plausible window, at most MaxHistoryLines lines of a buyer or
+// seller role, a known label and category and no negative count. Its
+// fields are roles and counts only, so nothing in it can carry an id.
+func checkHistorySeen(h *HistorySeen) []string {
+	if h == nil {
+		return nil
+	}
+	var probs []string
+	switch h.Status {
+	case HistoryOK, HistoryTimeout, HistoryError:
+	default:
+		probs = append(probs, fmt.Sprintf("payload.account_history.status %q is unknown", clip(string(h.Status))))
+	}
+	if h.Days < 0 || h.Days > 3660 || h.AccountsLeftOut < 0 {
+		probs = append(probs, "payload.account_history has a negative or implausible days or accounts_left_out")
+	}
+	if len(h.Lines) > MaxHistoryLines {
+		return append(probs, fmt.Sprintf("payload.account_history has %d lines, at most %d", len(h.Lines), MaxHistoryLines))
+	}
+	for _, l := range h.Lines {
+		switch {
+		case l.Role != RoleBuyer && l.Role != RoleSeller:
+			return append(probs, fmt.Sprintf("payload.account_history has a role %q that is neither buyer nor seller", clip(string(l.Role))))
+		case l.Rooms < 0:
+			return append(probs, "payload.account_history holds a negative count")
+		}
+		if p := checkLabel("payload.account_history label", l.Label, true); p != nil {
+			return append(probs, p...)
+		}
+		if p := checkCategory("payload.account_history category", l.Category); p != nil {
+			return append(probs, p...)
+		}
+	}
+	return probs
 }

@@ -249,6 +249,7 @@ func decodeVerdictEvent(raw json.RawMessage) (VerdictEvent, []string, error) {
 	probs = append(probs, checkVerdictFields(p.Label, p.Status == StatusDone, p.Category, p.Action, p.Severity, p.Confidence)...)
 	probs = append(probs, checkSubjectPseudonyms(p.Subjects)...)
 	probs = append(probs, checkLakeCampaigns(p.Campaigns)...)
+	probs = append(probs, checkHistorySeen(p.AccountHistory)...)
 	p.WindowStart, p.WindowEnd = p.WindowStart.UTC(), p.WindowEnd.UTC()
 	return p, probs, nil
 }

@@ -105,6 +105,11 @@ type VerdictEvent struct {
 	// marks and their fleet-wide counts, never text or contact values;
 	// empty when there were none, and on every verdict from before them.
 	Campaigns []VerdictCampaign `json:"campaigns,omitempty"`
+	// AccountHistory is the account history the review's stages were
+	// shown (RecordedHistory): lookup status, window, and lines of role,
+	// label, category and distinct rooms, never a sender id. Nil when the
+	// history was off, and on every verdict from before it was recorded.
+	AccountHistory *HistorySeen `json:"account_history,omitempty"`
 }
 
 // VerdictCampaign is one campaign signal as the lake keeps it: the mark

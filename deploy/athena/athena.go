@@ -21,7 +21,7 @@ var files embed.FS
 var Tables = []string{"inference_log", "moderator_feedback", "verdict", "shadow_verdict"}
 
 // Queries lists the analysts' queries by name (the file name without .sql).
-var Queries = []string{"verdicts_by_label_category_day", "fallback_rate_latency_hour", "moderator_agreement", "cost_per_1000_reviews", "moderator_precision_category_week", "shadow_agreement_day", "labelled_decisions", "top_accounts_abusive_rooms_week"}
+var Queries = []string{"verdicts_by_label_category_day", "fallback_rate_latency_hour", "moderator_agreement", "cost_per_1000_reviews", "moderator_precision_category_week", "shadow_agreement_day", "labelled_decisions", "top_accounts_abusive_rooms_week", "verdicts_by_account_history_day"}
 
 // LocationPlaceholder stands for the lake root in the table DDL.
 const LocationPlaceholder = "{{lake_location}}"
@@ -102,10 +102,12 @@ func dedupViewRef(table string) *regexp.Regexp {
 	return regexp.MustCompile(`\b` + table + `_dedup\b`)
 }
 
-// ForDuckDB rewrites the one Trino function the queries use that DuckDB
-// names differently, for the DuckDB-backed local stand-in.
+// ForDuckDB rewrites the Trino functions the queries use that DuckDB
+// names differently, for the DuckDB-backed local stand-in: approximate
+// percentiles, and reading a scalar at a JSON path (both take the same
+// '$.a[0].b' paths).
 func ForDuckDB(query string) string {
-	return strings.ReplaceAll(query, "approx_percentile(", "approx_quantile(")
+	return strings.NewReplacer("approx_percentile(", "approx_quantile(", "json_extract_scalar(", "json_extract_string(").Replace(query)
 }
 
 func stripComments(q string) string {

@@ -3,6 +3,7 @@ package athena_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -269,6 +270,7 @@ func TestDedupViewsAndAnalystQueries(t *testing.T) {
 
 	t.Run("shadow agreement per day", func(t *testing.T) { testShadowAgreement(t, l, byType[pipeline.EventShadowVerdict], days) })
 	t.Run("cost per 1000 reviews per day", func(t *testing.T) { testCostPer1000(t, l, byType[pipeline.EventInferenceLog], days) })
+	t.Run("verdicts by account history per day", func(t *testing.T) { testByAccountHistory(t, l, byType[pipeline.EventVerdict], days) })
 	t.Run("moderator precision per category and week", func(t *testing.T) {
 		testModeratorPrecision(t, l, byType[pipeline.EventModeratorFeedback], days)
 	})
@@ -345,4 +347,41 @@ func TestQueriesAreParameterisedReads(t *testing.T) {
 		require.Contains(t, q, "_dedup", "%s reads the dedup views", name)
 		require.True(t, slices.ContainsFunc(strings.Split(q, "\n"), func(l string) bool { return strings.HasPrefix(l, "SELECT") }))
 	}
+}
+
+// testByAccountHistory checks verdicts_by_account_history_day against the
+// generated verdicts (some shown history lines, some a timed-out lookup,
+// most none), and that the view returns the account_history column as the
+// consumer wrote it.
+func testByAccountHistory(t *testing.T, l *lake, verdicts []pipeline.LakeEvent, days []string) {
+	want := map[string]int{}
+	shown := 0
+	for _, ev := range verdicts {
+		p := ev.Payload.(pipeline.VerdictEvent)
+		status, lines := "none", false
+		if h := p.AccountHistory; h != nil {
+			status, lines = string(h.Status), len(h.Lines) > 0
+		}
+		if lines {
+			shown++
+		}
+		want[fmt.Sprintf("%s|%s|%t|%s", ev.OccurredAt.Format(time.DateOnly), status, lines, p.Label)]++
+	}
+	require.NotZero(t, shown, "the generator shows some verdicts history")
+	got := map[string]int{}
+	for _, r := range l.query(t, "verdicts_by_account_history_day", days...) {
+		n, err := strconv.Atoi(r[4])
+		require.NoError(t, err)
+		got[strings.Join(r[:4], "|")] = n
+	}
+	require.Equal(t, want, got)
+
+	q, err := athena.WithDedupViews("SELECT account_history FROM verdict_dedup WHERE account_history LIKE '%overturned%'")
+	require.NoError(t, err)
+	rows := l.run(t, q)
+	require.Len(t, rows, shown, "each shown history has an overturned line, once through the view")
+	var h pipeline.HistorySeen
+	require.NoError(t, json.Unmarshal([]byte(rows[0][0]), &h))
+	require.Equal(t, pipeline.HistoryOK, h.Status)
+	require.True(t, h.Lines[1].Overturned)
 }

@@ -72,7 +72,7 @@ func (rn *run) recordHistory() {
 	if err != nil {
 		return
 	}
-	obj["account_history"] = b
+	obj[pipeline.HistoryOutputKey] = b
 	if out, err := json.Marshal(obj); err == nil {
 		first.Output = out
 	}

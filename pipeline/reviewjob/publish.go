@@ -53,6 +53,7 @@ func (h *Handler) publish(v pipeline.Verdict) {
 			RunID: v.RunID, Status: v.Status, Label: v.Label, Category: v.Category, Severity: v.Severity, Confidence: v.Confidence,
 			Action: v.Action, EarlyExit: v.EarlyExit, FallbackUsed: fallback, Attempts: v.Attempts, LatencyMs: latency,
 			Subjects: h.subjectPseudonyms(v.Subjects), Campaigns: pipeline.LakeCampaigns(v.Campaigns),
+			AccountHistory: pipeline.RecordedHistory(v.Stages),
 		},
 	})
 }

@@ -103,6 +103,11 @@ type VerdictRow struct {
 	// rooms, senders} (none: null), for Athena's json_parse; a string
 	// for the same reasons as Subjects.
 	Campaigns string `parquet:"campaigns,optional"`
+	// AccountHistory is the account history the review was shown, as
+	// JSON {status, days, lines: [{role, label, category, overturned,
+	// rooms}], accounts_left_out} (off, or before it was recorded: null);
+	// a string like Campaigns.
+	AccountHistory string `parquet:"account_history,optional"`
 }
 
 func ms(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
@@ -145,6 +150,7 @@ func verdictRow(ev pipeline.LakeRecord) VerdictRow {
 		Confidence: p.Confidence, Action: string(p.Action), EarlyExit: p.EarlyExit,
 		FallbackUsed: p.FallbackUsed, Attempts: int32(p.Attempts), LatencyMs: p.LatencyMs,
 		Subjects: strings.Join(p.Subjects, ","), Campaigns: campaignsColumn(p.Campaigns),
+		AccountHistory: historyColumn(p.AccountHistory),
 	}
 }
 
@@ -170,6 +176,30 @@ func readCampaigns(s string) []pipeline.VerdictCampaign {
 		return nil
 	}
 	return out
+}
+
+// historyColumn is the account_history column: the history as JSON, or
+// empty (null) when the review was shown none. The decoder has checked
+// it, so encoding cannot fail.
+func historyColumn(h *pipeline.HistorySeen) string {
+	if h == nil {
+		return ""
+	}
+	b, _ := json.Marshal(h)
+	return string(b)
+}
+
+// readHistory reads the account_history column back; empty is none, and a
+// value that does not parse (no writer makes one) reads as none too.
+func readHistory(s string) *pipeline.HistorySeen {
+	if s == "" {
+		return nil
+	}
+	var h pipeline.HistorySeen
+	if json.Unmarshal([]byte(s), &h) != nil {
+		return nil
+	}
+	return &h
 }
 
 // LakeEvent converts the row back to the wire envelope.
@@ -215,6 +245,7 @@ func (r VerdictRow) LakeEvent() pipeline.LakeEvent {
 			Confidence: r.Confidence, Action: pipeline.Action(r.Action), EarlyExit: r.EarlyExit,
 			FallbackUsed: r.FallbackUsed, Attempts: int(r.Attempts), LatencyMs: r.LatencyMs,
 			Subjects: splitSubjects(r.Subjects), Campaigns: readCampaigns(r.Campaigns),
+			AccountHistory: readHistory(r.AccountHistory),
 		},
 	}
 }

@@ -95,6 +95,19 @@ func Events(n int, seed uint64, start time.Time, hours int) []pipeline.LakeEvent
 				v.Campaigns = []pipeline.VerdictCampaign{{Kind: pipeline.CampaignScript, Mark: fmt.Sprintf("hmac:%024x", i*7), Rooms: 5 + i%40, Senders: 1 + i%3}}
 				ev.Payload = v
 			}
+			if h := i % 7; h == 2 || h == 5 {
+				// Some verdicts record the account history their review
+				// was shown (one with lines, one that timed out), from i.
+				v := ev.Payload.(pipeline.VerdictEvent)
+				v.AccountHistory = &pipeline.HistorySeen{Status: pipeline.HistoryTimeout, Days: 30}
+				if h == 2 {
+					v.AccountHistory = &pipeline.HistorySeen{Status: pipeline.HistoryOK, Days: 30, Lines: []pipeline.HistoryCount{
+						{Role: pipeline.RoleSeller, Label: pipeline.LabelAbusive, Category: pipeline.CategoryExternalPayment, Rooms: 1 + i%9},
+						{Role: pipeline.RoleSeller, Label: pipeline.LabelAbusive, Category: pipeline.CategoryExternalPayment, Overturned: true, Rooms: 1},
+					}}
+				}
+				ev.Payload = v
+			}
 		}
 		out[i] = ev
 	}
