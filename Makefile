@@ -151,9 +151,13 @@ eval-sample: ## regenerate the sample `worker eval` report in docs/eval/sample a
 	@$(GO) run ./deploy/local/evalsample/cmd/evalsample --worker bin/worker --out docs/eval/sample
 
 .PHONY: bench-mysql
-bench-mysql: ## time the analysts' (docs/analysts.md) and review-queue queries and the purge on 1,000,000 generated verdicts (not part of make test)
+bench-mysql: ## rows and bytes per table, and the analysts' (docs/analysts.md) and review-queue queries and the purge timed, on 1,000,000 generated verdicts with their subjects and campaign marks (BENCH_ONLY=size: the sizes alone; not part of make test)
 	set -o pipefail; CHATGUARD_STACK_ENV=/dev/null CHATGUARD_MYSQL_DSN='$(BENCH_MYSQL_DSN)' BENCH_VERDICTS=$(BENCH_VERDICTS) \
 		$(GO) test -tags mysqlbench -run '^TestMySQLBench$$' -count=1 -timeout 60m -v ./storage/mysql/ | grep -v -e '^=== RUN' -e '^--- PASS' -e '^PASS'
+
+.PHONY: bench-campaign-verdicts
+bench-campaign-verdicts: ## simulator figures: verdicts on the campaign corpus's rooms without campaign signals or history, with signals, with both, through the stage engine and the LLM simulator (not part of make test)
+	set -o pipefail; $(GO) test -tags campaignsim -run '^TestCampaignVerdictsSimulator$$' -count=1 -timeout 30m -v ./pipeline/review/ | grep '^|'
 
 .PHONY: chaos
 chaos: deps $(STACK_BIN) ## the fault suite at the issue's full sizes (kill -9, MySQL/chat API/both pools/Redis/S3 down, primary faults, duplicates) on the running stack; prints one table (make test runs a short form)
