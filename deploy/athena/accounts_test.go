@@ -103,7 +103,7 @@ func TestCampaignsBySizeAndCategoryPerWeek(t *testing.T) {
 		r1, r2, r3,
 		verdict("r1", mon.Add(11*time.Hour), pipeline.LabelAbusive, pay, mark(pipeline.CampaignScript, script, 2)), // another window
 		es.decide(r2, time.Hour, pipeline.LabelClean),
-		es.decide(r2, 2*time.Hour, pipeline.LabelAbusive), // the newest decision keeps it
+		es.decide(r2, 2*time.Hour, pipeline.LabelAbusive),  // the newest decision keeps it
 		es.decide(r3, 3*24*time.Hour, pipeline.LabelClean), // overturned, days later
 		verdict("r4", mon.Add(20*time.Hour), pipeline.LabelAbusive, fraud, mark(pipeline.CampaignScript, script, 4)),
 		verdict("r5", mon.Add(21*time.Hour), pipeline.LabelAbusive, pay), // no marks
