@@ -351,7 +351,7 @@ func (r *runner) watchRealtime(ctx context.Context, rt *realtimeRun) error {
 			return fmt.Errorf("replay: %w", rt.err)
 		}
 		for _, p := range r.procs {
-			if p.exited() {
+			if p.exited() && !p.oneShot() {
 				return fmt.Errorf("%s (pid %d) stopped on its own (%v); log %s", p.Name, p.PID, p.result(), p.Log)
 			}
 		}
@@ -380,7 +380,14 @@ func (r *runner) watchRealtime(ctx context.Context, rt *realtimeRun) error {
 		}
 		fmt.Fprintf(r.out, "[%4ds] replayed %d/%d messages | chat-events: %s | review-realtime: %s | verdicts %d | messages covered %d/%d\n",
 			int(time.Since(began).Seconds()), released, rt.messages(), events, reviews, len(vs), released-cov.uncovered, released)
-		if rt.replayed() && cov.uncovered == 0 && events.Total() == 0 && reviews.Total() == 0 {
+		settled := rt.replayed() && events.Total() == 0 && reviews.Total() == 0
+		waitFlush := false
+		if rt.fault != nil {
+			if waitFlush, err = r.flushStep(ctx, rt, settled, cov.uncovered); err != nil {
+				return err
+			}
+		}
+		if settled && cov.uncovered == 0 && !waitFlush {
 			if err := rt.probe(ctx); err != nil {
 				return err
 			}
