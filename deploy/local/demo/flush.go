@@ -50,6 +50,9 @@ type flushRun struct {
 	start     time.Time
 	end       time.Time
 	summary   sweepSummary
+	// drainedAt is when the run's review queue, where the sweep
+	// published, was first seen empty after it (zero while not).
+	drainedAt time.Time
 }
 
 // sweepSummary is the part of a sweep's JSON summary the demo reads.
@@ -192,7 +195,26 @@ func (r *runner) flushStep(ctx context.Context, rt *realtimeRun, settled bool, u
 		return true, r.runSweep(ctx, rt, f)
 	}
 	d, err := depth(sctx, r.sqs, r.rep.Queues.Review)
-	return err != nil || d.Total() > 0, err
+	if err != nil || d.Total() > 0 {
+		f.drainedAt = time.Time{}
+		return true, err
+	}
+	if f.drainedAt.IsZero() {
+		f.drainedAt = time.Now()
+	}
+	return false, nil
+}
+
+// sweepSettle is how long the watch still waits for coverage after the
+// sweep's review events are all reviewed: a verdict commits before its
+// message is deleted, so only a lagging read could still change the count.
+const sweepSettle = 30 * time.Second
+
+// gaveUp says the flush row's sweep was reviewed a while ago and the watch
+// should end with what is covered: the row then fails instead of the run
+// timing out.
+func (f *faultRun) gaveUp() bool {
+	return f != nil && f.flush != nil && !f.flush.drainedAt.IsZero() && time.Since(f.flush.drainedAt) > sweepSettle
 }
 
 // runSweep writes the replayed messages into the run's own lake, serves it
