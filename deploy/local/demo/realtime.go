@@ -27,7 +27,7 @@ type RealtimeReport struct {
 	// Messages and Events are what the replayed chat service released and
 	// announced; Rooms the rooms they fell in.
 	Messages, Events, Rooms int
-	// Verdicts are the done verdicts (one per fired window); Uncovered the
+	// Verdicts are the done verdicts (one per reviewed window); Uncovered the
 	// messages no done verdict's window covers; CoveredTwice those more
 	// than one covers.
 	Verdicts, Uncovered, CoveredTwice int
@@ -683,7 +683,7 @@ func (r *Report) printRealtime(p func(string, ...any)) {
 	p("")
 	p("chatguard demo, real time: window %s to %s replayed %g times faster; covered %s after the replay began (whole demo %s)",
 		r.WindowStart.Format(time.RFC3339), r.WindowEnd.Format(time.RFC3339), rt.Speedup, r.DrainedAfter.Round(time.Second), r.Elapsed.Round(time.Second))
-	p("  %d messages in %d rooms, %d chat events; %d done verdicts (windows fired by the trigger)", rt.Messages, rt.Rooms, rt.Events, rt.Verdicts)
+	p("  %d messages in %d rooms, %d chat events; %d done verdicts (one per reviewed window: fired by the trigger, or the sweep's after a flush)", rt.Messages, rt.Rooms, rt.Events, rt.Verdicts)
 	p("  messages never covered: %d; covered by two or more windows: %d; model calls of windows that covered nothing new: %d; dead-lettered: %d",
 		rt.Uncovered, rt.CoveredTwice, rt.ExtraCalls, rt.DeadLettered)
 	if rt.Fault != "" {
