@@ -225,7 +225,7 @@ bench-console-keys: deps $(STACK_BIN) ## the console's 50 queue items decided by
 	$(GO) test -tags consolebench -run '^TestDecideFiftyItemsKeyboardVersusMouse$$' -count=1 -timeout 20m -v ./deploy/local/consoletest/ | grep -v -e '^=== RUN' -e '^--- PASS' -e '^PASS'
 
 .PHONY: chaos-realtime
-chaos-realtime: deps $(STACK_BIN) ## real time's fault rows (trigger SIGKILLed x5, its Redis down 60 s, events x3 reordered, a flooded room, a producer clock 10 min ahead), each a real-time demo run over the sample hour; prints one table (not part of make test)
+chaos-realtime: deps $(STACK_BIN) ## real time's fault rows (trigger SIGKILLed x5, its Redis down 60 s, its Redis keys flushed then the sweep, events x3 reordered, a flooded room, a producer clock 10 min ahead), each a real-time demo run over the sample hour; prints one table (not part of make test)
 	@$(GO) build -o bin/demo ./deploy/local/demo/cmd/demo
 	@bin/demo --realtime --faults all --speedup 30 --database chatguard_rtfaults --stack-flags "$(STACK_FLAGS)" $(DEMO_FLAGS)
 

@@ -249,6 +249,11 @@ func (r *runner) build(ctx context.Context) error {
 	}
 	args := append([]string{"build"}, r.cfg.BuildFlags...)
 	args = append(args, "-o", r.cfg.BinDir+string(filepath.Separator), "./cmd/batch", "./cmd/worker", "./cmd/consumer", "./cmd/trigger")
+	if r.cfg.Fault == "flush" {
+		// The flush row's sweep reads a lake of the run's own through an
+		// Athena stand-in of its own (see flush.go).
+		args = append(args, "./deploy/local/athenasim/cmd/athenasim")
+	}
 	_, err := runCmd(ctx, r.cfg.Root, os.Environ(), "go", args...)
 	return err
 }
@@ -503,7 +508,7 @@ func (r *runner) stopServices() error {
 	var errs []error
 	var wg sync.WaitGroup
 	for _, p := range r.procs {
-		if p.Name == "batch" {
+		if p.oneShot() {
 			continue
 		}
 		wg.Add(1)

@@ -15,7 +15,7 @@ import (
 
 // RealtimeFaults are the faults a real-time run can inject (Config.Fault):
 // the real-time rows of the fault suite (make chaos-realtime).
-var RealtimeFaults = []string{"kill", "redis", "dup", "flood", "skew"}
+var RealtimeFaults = []string{"kill", "redis", "flush", "dup", "flood", "skew"}
 
 // faultRun is one injected fault's schedule and state, advanced by the
 // watch on every tick.
@@ -28,6 +28,8 @@ type faultRun struct {
 	down, up time.Time
 	killed   int
 	wasDown  bool
+	// flush is the flush fault's state and its sweep (flush).
+	flush *flushRun
 }
 
 // shapePlan applies the producer faults to the plan.
@@ -46,6 +48,8 @@ func (f *faultRun) shapePlan(plan []chatreplay.Arrival, start time.Time, replay 
 	case "redis":
 		f.down = start.Add(replay / 3)
 		f.up = f.down.Add(time.Minute)
+	case "flush":
+		f.flush = &flushRun{at: start.Add(replay / 2)}
 	}
 	return plan
 }
@@ -62,6 +66,8 @@ func (f *faultRun) note() string {
 		return fmt.Sprintf("trigger SIGKILLed and restarted %d times during the replay", f.killed)
 	case "redis":
 		return "the trigger's Redis link down 60 s mid-replay"
+	case "flush":
+		return f.flush.note()
 	}
 	return ""
 }
@@ -106,8 +112,9 @@ func (r *runner) restartTrigger(rt *realtimeRun) error {
 	return r.startTrigger(rt)
 }
 
-// Holds says whether a fault row passed: every message covered and
-// nothing dead-lettered (a replay publishes no poison).
+// Holds says whether a fault row passed: every message covered (for the
+// flush row, after the sweep) and nothing dead-lettered (a replay
+// publishes no poison).
 func (rt *RealtimeReport) Holds() bool { return rt.Uncovered == 0 && rt.DeadLettered == 0 }
 
 // PrintFaultRows prints the real-time fault rows as a table and reports

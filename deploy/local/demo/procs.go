@@ -80,6 +80,13 @@ func startProc(name, path string, args, env []string, dir, logDir string, captur
 	return p, nil
 }
 
+// oneShot says the child runs to its own end rather than until stopped:
+// the batch, the flush row's sweep, and the Athena stand-in serving it
+// (stopped once the sweep is done).
+func (p *proc) oneShot() bool {
+	return p.Name == "batch" || p.Name == "sweep" || p.Name == "athenasim"
+}
+
 // exited reports whether the process has ended.
 func (p *proc) exited() bool {
 	select {

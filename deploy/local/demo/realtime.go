@@ -27,7 +27,7 @@ type RealtimeReport struct {
 	// Messages and Events are what the replayed chat service released and
 	// announced; Rooms the rooms they fell in.
 	Messages, Events, Rooms int
-	// Verdicts are the done verdicts (one per fired window); Uncovered the
+	// Verdicts are the done verdicts (one per reviewed window); Uncovered the
 	// messages no done verdict's window covers; CoveredTwice those more
 	// than one covers.
 	Verdicts, Uncovered, CoveredTwice int
@@ -351,7 +351,7 @@ func (r *runner) watchRealtime(ctx context.Context, rt *realtimeRun) error {
 			return fmt.Errorf("replay: %w", rt.err)
 		}
 		for _, p := range r.procs {
-			if p.exited() {
+			if p.exited() && !p.oneShot() {
 				return fmt.Errorf("%s (pid %d) stopped on its own (%v); log %s", p.Name, p.PID, p.result(), p.Log)
 			}
 		}
@@ -380,11 +380,22 @@ func (r *runner) watchRealtime(ctx context.Context, rt *realtimeRun) error {
 		}
 		fmt.Fprintf(r.out, "[%4ds] replayed %d/%d messages | chat-events: %s | review-realtime: %s | verdicts %d | messages covered %d/%d\n",
 			int(time.Since(began).Seconds()), released, rt.messages(), events, reviews, len(vs), released-cov.uncovered, released)
-		if rt.replayed() && cov.uncovered == 0 && events.Total() == 0 && reviews.Total() == 0 {
+		settled := rt.replayed() && events.Total() == 0 && reviews.Total() == 0
+		waitFlush := false
+		if rt.fault != nil {
+			if waitFlush, err = r.flushStep(ctx, rt, settled, cov.uncovered); err != nil {
+				return err
+			}
+		}
+		if settled && !waitFlush && (cov.uncovered == 0 || rt.fault.gaveUp()) {
 			if err := rt.probe(ctx); err != nil {
 				return err
 			}
 			r.rep.DrainedAfter = time.Since(began)
+			if cov.uncovered > 0 {
+				r.step("settled after %s with %d replayed messages in no done verdict's window", r.rep.DrainedAfter.Round(time.Second), cov.uncovered)
+				return nil
+			}
 			r.step("covered after %s: every replayed message is in a done verdict's window", r.rep.DrainedAfter.Round(time.Second))
 			return nil
 		}
@@ -672,7 +683,7 @@ func (r *Report) printRealtime(p func(string, ...any)) {
 	p("")
 	p("chatguard demo, real time: window %s to %s replayed %g times faster; covered %s after the replay began (whole demo %s)",
 		r.WindowStart.Format(time.RFC3339), r.WindowEnd.Format(time.RFC3339), rt.Speedup, r.DrainedAfter.Round(time.Second), r.Elapsed.Round(time.Second))
-	p("  %d messages in %d rooms, %d chat events; %d done verdicts (windows fired by the trigger)", rt.Messages, rt.Rooms, rt.Events, rt.Verdicts)
+	p("  %d messages in %d rooms, %d chat events; %d done verdicts (one per reviewed window: fired by the trigger, or the sweep's after a flush)", rt.Messages, rt.Rooms, rt.Events, rt.Verdicts)
 	p("  messages never covered: %d; covered by two or more windows: %d; model calls of windows that covered nothing new: %d; dead-lettered: %d",
 		rt.Uncovered, rt.CoveredTwice, rt.ExtraCalls, rt.DeadLettered)
 	if rt.Fault != "" {

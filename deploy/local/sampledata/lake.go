@@ -293,3 +293,37 @@ func readTable[T any](lakeDir, prefix string) ([]T, error) {
 	}
 	return rows, nil
 }
+
+// WriteMessages writes rows into lakeDir as the chat_messages table lays
+// them out, one file per sent_at hour (dt=YYYY-MM-DD/hour=HH/name.parquet),
+// beside whatever the partitions already hold, and returns the keys it
+// wrote in order. It is how a replay that moved the sample's messages onto
+// wall time makes them visible to the sweep's Athena query. rows is
+// reordered; name must be a plain file name.
+func WriteMessages(lakeDir, name string, rows []MessageRow) ([]string, error) {
+	if name == "" || name != path.Base(name) || strings.ContainsAny(name, `/\`) {
+		return nil, fmt.Errorf("sampledata: write messages: %q is not a file name", name)
+	}
+	parts := map[string][]MessageRow{}
+	for _, m := range rows {
+		k := partitionKey(m.SentAt)
+		parts[k] = append(parts[k], m)
+	}
+	var keys []string
+	for _, k := range slices.Sorted(maps.Keys(parts)) {
+		ms := parts[k]
+		sortMessages(ms)
+		key := path.Join(MessagesPrefix, k, name+".parquet")
+		if err := writeParquet(lakeDir, key, ms); err != nil {
+			return nil, fmt.Errorf("sampledata: %w", err)
+		}
+		keys = append(keys, key)
+	}
+	return keys, nil
+}
+
+// MessageRowOf is m as a chat_messages row of room.
+func MessageRowOf(room string, m pipeline.ChatMessage) MessageRow {
+	return MessageRow{RoomID: room, MessageID: m.MessageID, SenderID: m.SenderID, SenderRole: string(m.SenderRole),
+		SentAt: m.SentAt.UTC(), Kind: string(m.Kind), Text: m.Text, ImageURL: m.ImageURL}
+}

@@ -361,3 +361,27 @@ func BenchmarkGenerateDefault(b *testing.B) {
 		}
 	}
 }
+
+func TestWriteMessagesLaysRowsOutAsTheLakeAndLoadsBack(t *testing.T) {
+	dir := t.TempDir()
+	at := time.Date(2026, 12, 2, 11, 59, 58, 123_000_000, time.UTC)
+	msg := func(id string, d time.Duration, kind pipeline.MessageKind) pipeline.ChatMessage {
+		return pipeline.ChatMessage{MessageID: id, SenderID: "u", SenderRole: pipeline.RoleBuyer, SentAt: at.Add(d), Kind: kind, Text: "hi " + id}
+	}
+	rows := []sampledata.MessageRow{
+		sampledata.MessageRowOf("r2", msg("m3", 3*time.Second, pipeline.KindText)), // the next hour
+		sampledata.MessageRowOf("r1", msg("m2", time.Second, pipeline.KindText)),
+		sampledata.MessageRowOf("r1", msg("m1", 0, pipeline.KindText)),
+	}
+	keys, err := sampledata.WriteMessages(dir, "replay-x", rows)
+	require.NoError(t, err)
+	require.Equal(t, []string{"chat/messages/dt=2026-12-02/hour=11/replay-x.parquet", "chat/messages/dt=2026-12-02/hour=12/replay-x.parquet"}, keys)
+	got, err := sampledata.LoadMessages(dir)
+	require.NoError(t, err)
+	require.Len(t, got["r1"], 2)
+	require.Equal(t, "m1", got["r1"][0].MessageID, "in sent_at order")
+	require.Equal(t, at, got["r1"][0].SentAt)
+	require.Equal(t, "hi m3", got["r2"][0].Text)
+	_, err = sampledata.WriteMessages(dir, "../escape", rows)
+	require.Error(t, err)
+}
