@@ -125,12 +125,18 @@ type shadowTraffic struct {
 // privacy options as the live one, in the shadow class, and the runner
 // that publishes its answers to events. The candidate's own metrics carry
 // a shadow_ prefix; its inference logs are not published (its tokens and
-// cost are in each shadow_verdict event). history is the live engine's
-// account history, so the candidate weighs what the live path weighed.
-func newShadow(cfg Config, events pipeline.EventSink, reg prometheus.Registerer, history func() pipeline.AccountHistory) (*shadowTraffic, error) {
+// cost are in each shadow_verdict event). The candidate reads account
+// history through live's lookup: it weighs what the live review weighed,
+// from the cache the live review just filled, at no second query (history
+// is the store, for a live engine without a lookup).
+func newShadow(cfg Config, events pipeline.EventSink, reg prometheus.Registerer, live *reviewers.Engine, history func() pipeline.AccountHistory) (*shadowTraffic, error) {
 	s := cfg.Shadow
-	engine, err := reviewers.New(reviewers.Params{Component: "worker shadow", Class: pipeline.ClassShadow, Pools: cfg.shadowPools(),
-		Options: cfg.Options, Redis: cfg.RedisOptions, Registerer: prometheus.WrapRegistererWithPrefix("shadow_", reg), History: history})
+	p := reviewers.Params{Component: "worker shadow", Class: pipeline.ClassShadow, Pools: cfg.shadowPools(),
+		Options: cfg.Options, Redis: cfg.RedisOptions, Registerer: prometheus.WrapRegistererWithPrefix("shadow_", reg), History: history}
+	if live != nil {
+		p.SharedHistory = live.HistoryLookup()
+	}
+	engine, err := reviewers.New(p)
 	if err != nil {
 		return nil, fmt.Errorf("shadow: %w", err)
 	}

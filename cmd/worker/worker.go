@@ -211,7 +211,7 @@ func (w *worker) startShadow(context.Context) (err error) {
 	if !s.on() {
 		return nil
 	}
-	if w.shadow, err = newShadow(w.cfg, w.pub, w.reg, w.history); err != nil {
+	if w.shadow, err = newShadow(w.cfg, w.pub, w.reg, w.engine, w.history); err != nil {
 		return err
 	}
 	w.log.Info("worker: shadow traffic on", "rate", s.Rate, "candidate", s.Model, "concurrency", s.Concurrency,

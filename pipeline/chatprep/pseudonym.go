@@ -93,7 +93,11 @@ func (p *Pseudonyms) placeholderSpans(plain string, pos []int) []placeholderSpan
 	var spans []placeholderSpan
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, m := range scan(n) {
+	var found []match
+	if strings.TrimSpace(n.Text) != "" {
+		found, _, _ = findContacts(lowerSameLen(n.Text))
+	}
+	for _, m := range found {
 		name, ok := placeholderNames[m.kind]
 		if !ok {
 			continue

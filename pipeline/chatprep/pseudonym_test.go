@@ -1,6 +1,7 @@
 package chatprep
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -88,4 +89,39 @@ func TestApplyReplacesKnownValuesAnywhere(t *testing.T) {
 	require.Equal(t, "카톡 아이디: <MESSENGER_ID_1>", p.Apply("카톡 아이디: dealking99"))
 	require.Equal(t, `{"risk":"<MESSENGER_ID_1>"}`, p.Apply(`{"risk":"dealking99"}`))
 	require.Equal(t, "call <MESSENGER_ID_1> or <PHONE_1> → <PHONE_1>", p.Apply("call dealking99 or 010-1234-5678 → 010 1234 5678"))
+}
+
+// TestPseudonymsFindWhatScanFinds: Pseudonyms looks only for contact
+// details (findContacts), and finds every one that the full scan finds, at
+// the same spans and in the same order (the order numbers placeholders),
+// over every checked-in corpus and each corpus as one text.
+func TestPseudonymsFindWhatScanFinds(t *testing.T) {
+	t.Parallel()
+	contacts := func(ms []match) []match {
+		var out []match
+		for _, m := range ms {
+			if _, ok := placeholderNames[m.kind]; ok {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	found := 0
+	for _, file := range []string{"signals.jsonl", "payment.jsonl", "injection_text.jsonl", "long.jsonl"} {
+		var all []string
+		for _, c := range readJSONL[signalCase](t, filepath.Join("testdata", file)) {
+			all = append(all, c.Text)
+		}
+		for _, text := range append(all, strings.Join(all, "\n")) {
+			n := Normalize(text)
+			want := contacts(scan(n))
+			var got []match
+			if strings.TrimSpace(n.Text) != "" {
+				got, _, _ = findContacts(lowerSameLen(n.Text))
+			}
+			require.Equal(t, want, contacts(got), "%s: %q", file, text)
+			found += len(want)
+		}
+	}
+	require.Greater(t, found, 100, "the corpora hold contact details to compare")
 }

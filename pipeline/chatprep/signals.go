@@ -218,9 +218,24 @@ func scan(n Normalized) []match {
 		return nil
 	}
 	lower := lowerSameLen(t)
-	var out []match
-	emails := findEmails(lower)
-	urls := urlRe.FindAllStringIndex(lower, -1)
+	out, _, urls := findContacts(lower)
+	if loc := messengerRe.find(lower); loc != nil && !hasKind(out, SignalMessengerID) {
+		out = append(out, match{kind: SignalMessenger, start: loc[0], end: loc[1], value: t[loc[0]:loc[1]]})
+	}
+	out = append(out, findPrepayment(lower)...)
+	out = append(out, findPaymentLinks(lower, urls)...)
+	out = append(out, findInjections(lower)...)
+	return out
+}
+
+// findContacts finds the contact details of a lower-cased text (numbers,
+// e-mails, URLs and messenger ids, in scan's order, which is the order
+// scan reports them in) and the e-mails' and URLs' spans. Pseudonyms
+// needs only these: the prepayment, payment-link and injection searches
+// were about a third of what it spent scanning each request.
+func findContacts(lower string) (out []match, emails, urls [][]int) {
+	emails = findEmails(lower)
+	urls = urlRe.FindAllStringIndex(lower, -1)
 	urls = slices.DeleteFunc(urls, func(u []int) bool { return within(u[0], emails) })
 	taken := append(slices.Clone(emails), urls...)
 	out = append(out, findNumberSignals(lower, taken)...)
@@ -229,13 +244,7 @@ func scan(n Normalized) []match {
 		out = append(out, match{kind: SignalURL, start: u[0], end: u[1], value: urlHost(lower[u[0]:u[1]])})
 	}
 	out = append(out, findMessengerIDs(lower, emails)...)
-	if loc := messengerRe.find(lower); loc != nil && !hasKind(out, SignalMessengerID) {
-		out = append(out, match{kind: SignalMessenger, start: loc[0], end: loc[1], value: t[loc[0]:loc[1]]})
-	}
-	out = append(out, findPrepayment(lower)...)
-	out = append(out, findPaymentLinks(lower, urls)...)
-	out = append(out, findInjections(lower)...)
-	return out
+	return out, emails, urls
 }
 
 // lowerSameLen lower-cases s where that keeps every rune's byte length, so

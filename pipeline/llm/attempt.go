@@ -242,12 +242,18 @@ func (r *Router) stream(ctx context.Context, p *pool, req *Request, msgs []Messa
 	}
 }
 
-// pseudonymize returns a copy of msgs with every text passed through ps.
+// pseudonymize returns a copy of msgs with every text but the system
+// messages' passed through ps. A system message is the caller's own
+// instructions, never chat text (Request.Pseudonyms): scanning it cost
+// more than the rest of a request together, and its wording ("give its
+// message id exactly") read as a contact detail and was sent mangled.
 func pseudonymize(ps Pseudonymizer, msgs []Message) []Message {
 	out := make([]Message, len(msgs))
 	for i, m := range msgs {
 		out[i] = m
-		out[i].Text = ps.Apply(m.Text)
+		if m.Role != RoleSystem {
+			out[i].Text = ps.Apply(m.Text)
+		}
 	}
 	return out
 }

@@ -55,7 +55,9 @@ type Request struct {
 	// Pseudonyms, when set, replaces contact details in the messages sent
 	// to a pool whose PoolConfig.Pseudonymize is on (the third-party
 	// fallback), and restores them in its answer before Validate. One per
-	// review keeps the placeholders consistent across its stages.
+	// review keeps the placeholders consistent across its stages. System
+	// messages are sent as they are: they must hold the caller's own
+	// instructions only, never chat text.
 	Pseudonyms Pseudonymizer
 }
 

@@ -102,3 +102,29 @@ func TestHistoryIsReadFromTheStoreOnceOpen(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []pipeline.HistoryCount{{Role: pipeline.RoleSeller, Label: pipeline.LabelAbusive, Category: pipeline.CategorySpam, Rooms: 1}}, got)
 }
+
+// A second engine given the first's lookup (the shadow candidate beside
+// the live engine) reads account history through it and builds none of
+// its own: it needs no store, and both engines answer from one cache.
+func TestEngineSharesAnotherEnginesHistoryLookup(t *testing.T) {
+	t.Parallel()
+	pools := depflags.DefaultPools(1, 1)
+	pools.LLM.Primary.BaseURL, pools.LLM.Primary.Model = "http://p/v1", "p"
+	store := &storetest.History{}
+	live, err := New(Params{Component: "live", Pools: pools, Options: DefaultOptions(), History: func() pipeline.AccountHistory { return store }})
+	require.NoError(t, err)
+	defer live.Close()
+	require.NotNil(t, live.HistoryLookup())
+
+	shadow, err := New(Params{Component: "shadow", Pools: pools, Options: DefaultOptions(), SharedHistory: live.HistoryLookup()})
+	require.NoError(t, err, "no store of its own is needed")
+	defer shadow.Close()
+	require.Same(t, live.HistoryLookup(), shadow.HistoryLookup())
+
+	off := DefaultOptions()
+	off.History.Window = 0
+	none, err := New(Params{Component: "off", Pools: pools, Options: off, SharedHistory: live.HistoryLookup()})
+	require.NoError(t, err)
+	defer none.Close()
+	require.Nil(t, none.HistoryLookup(), "with the history off, no lookup is used, shared or not")
+}

@@ -61,6 +61,12 @@ type Params struct {
 	// first dial, so it is asked at each lookup. Required when
 	// --account-history is on.
 	History func() pipeline.AccountHistory
+	// SharedHistory, when set, is another engine's account-history lookup
+	// (Engine.HistoryLookup) that this one reads through instead of
+	// building its own over History: a shadow candidate then weighs the
+	// history the live review just weighed, from the live lookup's cache,
+	// without a second query or a second cache.
+	SharedHistory review.HistoryLookup
 }
 
 // Settings are what a stage engine does with chat data and which rows its
@@ -94,11 +100,16 @@ type Settings struct {
 type Engine struct {
 	*review.Reviewer
 	settings Settings
+	history  review.HistoryLookup
 	close    func()
 }
 
 // Settings returns what the engine was built with.
 func (e *Engine) Settings() Settings { return e.settings }
+
+// HistoryLookup is the engine's account-history lookup (nil when
+// --account-history is off), for Params.SharedHistory.
+func (e *Engine) HistoryLookup() review.HistoryLookup { return e.history }
 
 // Close ends the router's background work and closes the fleet store's
 // Redis client; call it after the last review has returned.
@@ -180,7 +191,7 @@ func New(p Params) (*Engine, error) {
 	log.Info(p.Component+": stage engine ready", "class", p.Class.String(), "primary_model", s.PrimaryModel, "fallback_model", s.FallbackModel,
 		"pipeline_version", s.PipelineVersion, "image_hosts", s.ImageHosts, "image_inline", s.ImageInline, "dev_digest_key", s.DevDigestKey,
 		"primary_pseudonymize", s.PrimaryPseudonymize, "fallback_pseudonymize", s.FallbackPseudonymize, "account_history", s.AccountHistory.String(), "campaign_signals", s.CampaignSignals)
-	return &Engine{Reviewer: rev, settings: s, close: closeAll}, nil
+	return &Engine{Reviewer: rev, settings: s, history: rcfg.History, close: closeAll}, nil
 }
 
 // newCampaigns builds the campaign detector over the Redis counter, on a
@@ -221,10 +232,13 @@ func runRouter(r *llm.Router) (stop func()) {
 
 // newHistory builds the account-history lookup when --account-history is
 // on (nil when off), over the source Params.History returns at each
-// lookup.
-func newHistory(p Params) (*accounthistory.Lookup, error) {
+// lookup, or returns Params.SharedHistory when that is set.
+func newHistory(p Params) (review.HistoryLookup, error) {
 	if !p.Options.History.Enabled() {
 		return nil, nil
+	}
+	if p.SharedHistory != nil {
+		return p.SharedHistory, nil
 	}
 	if p.History == nil {
 		return nil, errors.New("--account-history: this binary has no verdict store to read it from; set it to 0")
