@@ -162,6 +162,55 @@ func TestBulkDecisionRespectsTakesAndIsAuditedFirst(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 }
 
+// Taking a whole campaign is audited first as one action with its open
+// room count; Bob's room stays his and is named, the decided room is not
+// taken, and Alice's release ends her takes only.
+func TestTakeAllOfACampaignLeavesOthersTakes(t *testing.T) {
+	e := newTakeEnv(t)
+	alice, bob := e.signIn(t, "alice@example.com"), e.signIn(t, "bob@example.com")
+	ids := e.campaignRooms(t, "seller-5", "room-t-1", "room-t-2", "room-t-3", "room-t-4")
+	code, _, _ := bob.post(t, verdictPath(ids[1], "/take"), nil)
+	require.Equal(t, http.StatusSeeOther, code)
+	code, _, body := bob.post(t, verdictPath(ids[3], "/decide"), url.Values{"decision": {"confirm"}})
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, alice.get(t, "/campaigns/"+url.PathEscape(testMark)), `id="take-button"`)
+
+	code, _, body = alice.post(t, "/campaigns/"+url.PathEscape(testMark)+"/take", nil)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, "You hold <b>2</b> open room(s) of the campaign.")
+	require.Contains(t, body, "Already taken by another moderator, left to them: "+bob.who.ID+" (1)")
+	require.Contains(t, body, `id="release-all"`)
+	audits := e.log.audits(t)
+	require.Equal(t, "take_campaign", audits[len(audits)-1])
+	require.Contains(t, e.log.b.String(), `"action":"take_campaign","moderator":"`+alice.who.ID+`","mark":"`+testMark+`","rooms":3`)
+	for i, want := range []string{alice.who.ID, bob.who.ID, alice.who.ID, ""} {
+		tk, _, err := e.db.TakeOf(testCtx(t), ids[i])
+		require.NoError(t, err)
+		require.Equal(t, want, tk.Moderator, "room %d", i)
+	}
+	// Bob is refused Alice's rooms as for any taken item.
+	code, _, _ = bob.post(t, verdictPath(ids[0], "/decide"), url.Values{"decision": {"confirm"}})
+	require.Equal(t, http.StatusConflict, code)
+
+	code, _, body = alice.post(t, "/campaigns/"+url.PathEscape(testMark)+"/release", nil)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, "Released <b>2</b> room(s)")
+	require.Equal(t, "release_campaign", e.log.audits(t)[len(e.log.audits(t))-1])
+	tk, held, err := e.db.TakeOf(testCtx(t), ids[1])
+	require.NoError(t, err)
+	require.True(t, held)
+	require.Equal(t, bob.who.ID, tk.Moderator, "a release ends the releaser's takes only")
+	_, held, err = e.db.TakeOf(testCtx(t), ids[0])
+	require.NoError(t, err)
+	require.False(t, held)
+
+	// Without a CSRF token, nothing.
+	resp, err := bob.hc.PostForm(e.ts.URL+"/campaigns/"+url.PathEscape(testMark)+"/take", nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+}
+
 func TestOpenAccountIsWhoTheVerdictIsAbout(t *testing.T) {
 	chat := []pipeline.ChatMessage{{SenderID: "b1", SenderRole: pipeline.RoleBuyer}, {SenderID: "s1", SenderRole: pipeline.RoleSeller}}
 	require.Equal(t, "s9", openAccount(pipeline.Verdict{Subjects: []string{"s9"}, OffenderRole: pipeline.RoleSeller}, chat))
