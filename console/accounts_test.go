@@ -53,7 +53,20 @@ func TestAccountViewListsVerdictsHistoryAndCampaigns(t *testing.T) {
 	require.Contains(t, room, `id="open-account" href="/accounts/seller-77"`, "the a shortcut opens the verdict's subject")
 	require.Contains(t, room, `href="/campaigns/`+url.PathEscape(testMark)+`"`, "the verdict links its campaign")
 
+	// A clean room the seller only took part in is listed too, apart.
+	ws := window.Add(-5 * time.Hour)
+	clean := pipeline.Verdict{Key: pipeline.ReviewKey{RoomID: "room-acc-clean", WindowStart: ws, WindowEnd: ws.Add(time.Hour), PipelineVersion: "v1"},
+		RunID: "run-1", Status: pipeline.StatusDone, Label: pipeline.LabelClean, Action: pipeline.ActionNone, Attempts: 1,
+		PublishedAt: ws, StartedAt: ws, FinishedAt: ws.Add(time.Hour),
+		Participants: []pipeline.HistoryAccount{{SenderID: "seller-77", Role: pipeline.RoleSeller}, {SenderID: "buyer-3", Role: pipeline.RoleBuyer}}}
+	storetest.MustSave(t, testCtx(t), e.db, clean)
+	cleanID, err := e.db.VerdictID(testCtx(t), clean.Key)
+	require.NoError(t, err)
+
 	page := alice.get(t, "/accounts/seller-77")
+	require.Contains(t, page, `href="/verdicts/`+strconv.FormatUint(cleanID, 10)+`">room-acc-clean</a></td><td>seller</td>
+<td>took part</td>`)
+	require.Equal(t, 2, strings.Count(page, `<span class="subject">subject</span>`), "the two verdicts naming the seller")
 	for _, id := range ids {
 		require.Contains(t, page, `href="/verdicts/`+strconv.FormatUint(id, 10)+`"`)
 	}
@@ -63,7 +76,7 @@ func TestAccountViewListsVerdictsHistoryAndCampaigns(t *testing.T) {
 	require.Contains(t, history, "<td>external_payment</td><td>stands</td><td>1</td>", "the history counts the room that stands")
 	require.Contains(t, history, "<td>external_payment</td><td><span class=\"overturned\">overturned</span></td><td>1</td>")
 
-	require.Contains(t, alice.get(t, "/accounts/nobody"), "No verdict names this account.")
+	require.Contains(t, alice.get(t, "/accounts/nobody"), "No verdict of a room with this account.")
 	resp, err := alice.hc.Get(e.ts.URL + "/accounts/seller-77?cursor=bogus")
 	require.NoError(t, err)
 	resp.Body.Close()

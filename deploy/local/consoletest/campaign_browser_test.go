@@ -16,7 +16,7 @@ import (
 const browserMark = "hmac:5ca1ab1e5ca1ab1e5ca1ab1e"
 
 // aboutTheSeller records what the pipeline would for each verdict: its
-// subject (the fraud chat's seller, s1) and its campaign signal (the
+// subject and participant (the fraud chat's seller, s1) and its campaign signal (the
 // prepayment message m4 carried one script fingerprint in every room).
 // The subjects are dated an hour ago, so that they are inside the account
 // history's 30 days on the console's wall clock whenever the test runs.
@@ -25,6 +25,9 @@ func aboutTheSeller(t *testing.T, ctx context.Context, db *sql.DB, ids ...uint64
 	for _, id := range ids {
 		_, err := db.ExecContext(ctx, `INSERT INTO verdict_subjects (verdict_id, sender_id, role, room_id, label, category, decided_at)
 			SELECT id, 's1', 'seller', room_id, label, category, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR FROM verdicts WHERE id = ?`, id)
+		require.NoError(t, err)
+		_, err = db.ExecContext(ctx, `INSERT INTO verdict_participants (verdict_id, sender_id, role, room_id, decided_at)
+			SELECT id, 's1', 'seller', room_id, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR FROM verdicts WHERE id = ?`, id)
 		require.NoError(t, err)
 		_, err = db.ExecContext(ctx, `INSERT INTO verdict_campaigns (verdict_id, kind, mark, message_id, rooms, senders, room_id, label, category, decided_at)
 			SELECT id, 'script', ?, 'm4', 41, 6, room_id, label, category, finished_at FROM verdicts WHERE id = ?`, browserMark, id)
