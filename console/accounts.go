@@ -99,9 +99,17 @@ func (s *server) campaignPage(w http.ResponseWriter, r *http.Request) {
 	s.renderCampaign(w, r, http.StatusOK, nil)
 }
 
+// campaignOutcome is what a campaign page drawn after an action reports:
+// a bulk decision's result or a take or release of the whole campaign.
+type campaignOutcome struct {
+	Bulk *bulkResult
+	Take *campaignTakeResult
+}
+
 // renderCampaign draws the campaign view of the path's {mark} at the
-// query's cursor, with result (a bulk decision's outcome) when not nil.
-func (s *server) renderCampaign(w http.ResponseWriter, r *http.Request, code int, result *bulkResult) {
+// query's (or the posted form's) cursor, with the outcome of the action
+// that led there when not nil.
+func (s *server) renderCampaign(w http.ResponseWriter, r *http.Request, code int, outcome *campaignOutcome) {
 	mark := r.PathValue("mark")
 	cursor := r.URL.Query().Get("cursor")
 	if r.Method == http.MethodPost {
@@ -118,14 +126,20 @@ func (s *server) renderCampaign(w http.ResponseWriter, r *http.Request, code int
 	}
 	who, _ := whoFrom(r.Context())
 	lines := s.campaignLines(r.Context(), who, page.Items)
-	open := 0
+	open, mine := 0, 0
 	for _, l := range lines {
 		if l.Newest.Decision == "" {
 			open++
 		}
+		if l.Take.Mine {
+			mine++
+		}
 	}
-	data := s.page(r, map[string]any{"Mark": mark, "Lines": lines, "Open": open, "Cursor": cursor, "Result": result,
-		"Categories": pipeline.AbuseCategories})
+	if outcome == nil {
+		outcome = &campaignOutcome{}
+	}
+	data := s.page(r, map[string]any{"Mark": mark, "Lines": lines, "Open": open, "Mine": mine, "Cursor": cursor,
+		"Result": outcome.Bulk, "TakeResult": outcome.Take, "Categories": pipeline.AbuseCategories})
 	if page.Next != "" {
 		data["NextURL"] = campaignHref(mark) + "?cursor=" + url.QueryEscape(page.Next)
 	}

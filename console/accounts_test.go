@@ -53,7 +53,20 @@ func TestAccountViewListsVerdictsHistoryAndCampaigns(t *testing.T) {
 	require.Contains(t, room, `id="open-account" href="/accounts/seller-77"`, "the a shortcut opens the verdict's subject")
 	require.Contains(t, room, `href="/campaigns/`+url.PathEscape(testMark)+`"`, "the verdict links its campaign")
 
+	// A clean room the seller only took part in is listed too, apart.
+	ws := window.Add(-5 * time.Hour)
+	clean := pipeline.Verdict{Key: pipeline.ReviewKey{RoomID: "room-acc-clean", WindowStart: ws, WindowEnd: ws.Add(time.Hour), PipelineVersion: "v1"},
+		RunID: "run-1", Status: pipeline.StatusDone, Label: pipeline.LabelClean, Action: pipeline.ActionNone, Attempts: 1,
+		PublishedAt: ws, StartedAt: ws, FinishedAt: ws.Add(time.Hour),
+		Participants: []pipeline.HistoryAccount{{SenderID: "seller-77", Role: pipeline.RoleSeller}, {SenderID: "buyer-3", Role: pipeline.RoleBuyer}}}
+	storetest.MustSave(t, testCtx(t), e.db, clean)
+	cleanID, err := e.db.VerdictID(testCtx(t), clean.Key)
+	require.NoError(t, err)
+
 	page := alice.get(t, "/accounts/seller-77")
+	require.Contains(t, page, `href="/verdicts/`+strconv.FormatUint(cleanID, 10)+`">room-acc-clean</a></td><td>seller</td>
+<td>took part</td>`)
+	require.Equal(t, 2, strings.Count(page, `<span class="subject">subject</span>`), "the two verdicts naming the seller")
 	for _, id := range ids {
 		require.Contains(t, page, `href="/verdicts/`+strconv.FormatUint(id, 10)+`"`)
 	}
@@ -63,7 +76,7 @@ func TestAccountViewListsVerdictsHistoryAndCampaigns(t *testing.T) {
 	require.Contains(t, history, "<td>external_payment</td><td>stands</td><td>1</td>", "the history counts the room that stands")
 	require.Contains(t, history, "<td>external_payment</td><td><span class=\"overturned\">overturned</span></td><td>1</td>")
 
-	require.Contains(t, alice.get(t, "/accounts/nobody"), "No verdict names this account.")
+	require.Contains(t, alice.get(t, "/accounts/nobody"), "No verdict of a room with this account.")
 	resp, err := alice.hc.Get(e.ts.URL + "/accounts/seller-77?cursor=bogus")
 	require.NoError(t, err)
 	resp.Body.Close()
@@ -157,6 +170,55 @@ func TestBulkDecisionRespectsTakesAndIsAuditedFirst(t *testing.T) {
 
 	// Without a CSRF token, nothing.
 	resp, err := bob.hc.PostForm(e.ts.URL+"/campaigns/"+url.PathEscape(testMark)+"/decide", all)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+}
+
+// Taking a whole campaign is audited first as one action with its open
+// room count; Bob's room stays his and is named, the decided room is not
+// taken, and Alice's release ends her takes only.
+func TestTakeAllOfACampaignLeavesOthersTakes(t *testing.T) {
+	e := newTakeEnv(t)
+	alice, bob := e.signIn(t, "alice@example.com"), e.signIn(t, "bob@example.com")
+	ids := e.campaignRooms(t, "seller-5", "room-t-1", "room-t-2", "room-t-3", "room-t-4")
+	code, _, _ := bob.post(t, verdictPath(ids[1], "/take"), nil)
+	require.Equal(t, http.StatusSeeOther, code)
+	code, _, body := bob.post(t, verdictPath(ids[3], "/decide"), url.Values{"decision": {"confirm"}})
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, alice.get(t, "/campaigns/"+url.PathEscape(testMark)), `id="take-button"`)
+
+	code, _, body = alice.post(t, "/campaigns/"+url.PathEscape(testMark)+"/take", nil)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, "You hold <b>2</b> open room(s) of the campaign.")
+	require.Contains(t, body, "Already taken by another moderator, left to them: "+bob.who.ID+" (1)")
+	require.Contains(t, body, `id="release-all"`)
+	audits := e.log.audits(t)
+	require.Equal(t, "take_campaign", audits[len(audits)-1])
+	require.Contains(t, e.log.b.String(), `"action":"take_campaign","moderator":"`+alice.who.ID+`","mark":"`+testMark+`","rooms":3`)
+	for i, want := range []string{alice.who.ID, bob.who.ID, alice.who.ID, ""} {
+		tk, _, err := e.db.TakeOf(testCtx(t), ids[i])
+		require.NoError(t, err)
+		require.Equal(t, want, tk.Moderator, "room %d", i)
+	}
+	// Bob is refused Alice's rooms as for any taken item.
+	code, _, _ = bob.post(t, verdictPath(ids[0], "/decide"), url.Values{"decision": {"confirm"}})
+	require.Equal(t, http.StatusConflict, code)
+
+	code, _, body = alice.post(t, "/campaigns/"+url.PathEscape(testMark)+"/release", nil)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, "Released <b>2</b> room(s)")
+	require.Equal(t, "release_campaign", e.log.audits(t)[len(e.log.audits(t))-1])
+	tk, held, err := e.db.TakeOf(testCtx(t), ids[1])
+	require.NoError(t, err)
+	require.True(t, held)
+	require.Equal(t, bob.who.ID, tk.Moderator, "a release ends the releaser's takes only")
+	_, held, err = e.db.TakeOf(testCtx(t), ids[0])
+	require.NoError(t, err)
+	require.False(t, held)
+
+	// Without a CSRF token, nothing.
+	resp, err := bob.hc.PostForm(e.ts.URL+"/campaigns/"+url.PathEscape(testMark)+"/take", nil)
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)

@@ -137,7 +137,7 @@ func (s *server) bulkDecide(w http.ResponseWriter, r *http.Request) {
 	}
 	slices.Sort(res.Taken)
 	res.Taken = slices.Compact(res.Taken)
-	s.renderCampaign(w, r, code, &res)
+	s.renderCampaign(w, r, code, &campaignOutcome{Bulk: &res})
 }
 
 // claimForBulk takes each room of act for who (over another's take when

@@ -88,7 +88,12 @@ func (f *fakeStore) TakeOf(context.Context, uint64) (mysql.Take, bool, error) {
 func (f *fakeStore) TouchTake(context.Context, uint64, string, time.Time) (bool, error) {
 	return false, nil
 }
-func (f *fakeStore) ReleaseItem(context.Context, uint64, string) (bool, error) { return true, nil }
+func (f *fakeStore) ReleaseItem(context.Context, uint64, string) (bool, error)   { return true, nil }
+func (f *fakeStore) CountOpenCampaignRooms(context.Context, string) (int, error) { return 0, nil }
+func (f *fakeStore) TakeCampaign(context.Context, string, string, time.Time, time.Time) (mysql.CampaignTakes, error) {
+	return mysql.CampaignTakes{}, nil
+}
+func (f *fakeStore) ReleaseCampaign(context.Context, string, string) (int, error) { return 0, nil }
 
 // Accounts and campaigns: none here (accounts_test.go reads the real
 // MariaDB).

@@ -43,6 +43,9 @@ type store interface {
 	TakeOf(ctx context.Context, verdictID uint64) (mysql.Take, bool, error)
 	TouchTake(ctx context.Context, verdictID uint64, moderator string, now time.Time) (bool, error)
 	ReleaseItem(ctx context.Context, verdictID uint64, moderator string) (bool, error)
+	CountOpenCampaignRooms(ctx context.Context, mark string) (int, error)
+	TakeCampaign(ctx context.Context, mark, moderator string, now, staleBefore time.Time) (mysql.CampaignTakes, error)
+	ReleaseCampaign(ctx context.Context, mark, moderator string) (int, error)
 	// Accounts and campaigns (accounts.go).
 	AccountVerdicts(ctx context.Context, senderID, cursor string, limit int) (mysql.AccountPage, error)
 	AccountHistory(ctx context.Context, q pipeline.HistoryQuery) ([]pipeline.HistoryCount, error)
@@ -170,6 +173,8 @@ func (s *server) routes() http.Handler {
 	app.HandleFunc("GET /accounts/{sender}", s.accountPage)
 	app.HandleFunc("GET /campaigns/{mark}", s.campaignPage)
 	app.HandleFunc("POST /campaigns/{mark}/decide", s.bulkDecide)
+	app.HandleFunc("POST /campaigns/{mark}/take", s.takeCampaign)
+	app.HandleFunc("POST /campaigns/{mark}/release", s.releaseCampaign)
 	app.HandleFunc("POST /logout", s.logout)
 	app.HandleFunc("POST /v1/reviews", s.reviews.start)
 	app.HandleFunc("GET /v1/reviews/{id}/events", s.reviews.resume)

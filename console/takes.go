@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/chatguard/chatguard/storage/mysql"
@@ -172,4 +174,79 @@ func (s *server) renderConflict(w http.ResponseWriter, r *http.Request, id uint6
 		name = "conflict.html"
 	}
 	s.render(w, name, http.StatusConflict, data)
+}
+
+// campaignTakeResult is what taking or releasing a whole campaign did, for
+// the campaign page that follows.
+type campaignTakeResult struct {
+	// Released is true for a release: Rooms counts the takes it ended.
+	Released bool
+	// Rooms counts the open rooms the moderator holds after a take (or
+	// the takes a release ended).
+	Rooms int
+	// Others lists the moderators whose live takes were left alone, with
+	// their number of the campaign's open rooms, by name.
+	Others []heldRooms
+}
+
+// heldRooms is one other moderator's share of a campaign.
+type heldRooms struct {
+	Moderator string
+	Rooms     int
+}
+
+// campaignMarkOK reports whether mark is one verdict_campaigns can hold.
+func campaignMarkOK(mark string) bool { return mark != "" && len(mark) <= 40 }
+
+// takeCampaign is POST /campaigns/{mark}/take: the signed-in moderator
+// takes every open room of the campaign (all its pages) that no other
+// moderator holds live. It is audited before it acts, as one action with
+// the number of open rooms; the rooms others hold are left to them and
+// named on the page that follows, and deciding them needs the explicit
+// override, as for a single item.
+func (s *server) takeCampaign(w http.ResponseWriter, r *http.Request) {
+	who, _ := whoFrom(r.Context())
+	mark := r.PathValue("mark")
+	if !campaignMarkOK(mark) {
+		s.fail(w, r, http.StatusNotFound, "no such campaign", nil)
+		return
+	}
+	open, err := s.store.CountOpenCampaignRooms(r.Context(), mark)
+	if err != nil {
+		s.fail(w, r, http.StatusServiceUnavailable, "could not read the campaign", err)
+		return
+	}
+	s.log.Info("console: audit", "action", "take_campaign", "moderator", who.ID, "mark", mark, "rooms", open)
+	now := s.clock.Now()
+	got, err := s.store.TakeCampaign(r.Context(), mark, who.ID, now, s.staleBefore(now))
+	if err != nil {
+		s.fail(w, r, http.StatusServiceUnavailable, "could not take the campaign", err)
+		return
+	}
+	res := &campaignTakeResult{Rooms: got.Mine}
+	for m, n := range got.Others {
+		res.Others = append(res.Others, heldRooms{Moderator: m, Rooms: n})
+	}
+	slices.SortFunc(res.Others, func(a, b heldRooms) int { return strings.Compare(a.Moderator, b.Moderator) })
+	s.log.Info("console: campaign taken", "moderator", who.ID, "mark", mark, "held", got.Mine, "left_to_others", res.Others)
+	s.renderCampaign(w, r, http.StatusOK, &campaignOutcome{Take: res})
+}
+
+// releaseCampaign is POST /campaigns/{mark}/release: the signed-in
+// moderator's takes of the campaign's rooms end (nobody else's), audited
+// before it acts.
+func (s *server) releaseCampaign(w http.ResponseWriter, r *http.Request) {
+	who, _ := whoFrom(r.Context())
+	mark := r.PathValue("mark")
+	if !campaignMarkOK(mark) {
+		s.fail(w, r, http.StatusNotFound, "no such campaign", nil)
+		return
+	}
+	s.log.Info("console: audit", "action", "release_campaign", "moderator", who.ID, "mark", mark)
+	n, err := s.store.ReleaseCampaign(r.Context(), mark, who.ID)
+	if err != nil {
+		s.fail(w, r, http.StatusServiceUnavailable, "could not release the campaign", err)
+		return
+	}
+	s.renderCampaign(w, r, http.StatusOK, &campaignOutcome{Take: &campaignTakeResult{Released: true, Rooms: n}})
 }

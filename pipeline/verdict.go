@@ -143,6 +143,13 @@ type Verdict struct {
 	// MaxSubjects. Never the victim; empty for a clean verdict. They are
 	// raw ids: they go to MySQL, and to the lake only as keyed pseudonyms.
 	Subjects []string
+	// Participants are the room's buyer and seller accounts among the
+	// messages reviewed (sender id and side), the most active first, at
+	// most MaxParticipants: every account that took part, whether or not
+	// the verdict is about it, so that an account's rooms can be listed
+	// in full. Raw ids, for MySQL only: they never go to the lake. Empty
+	// on verdicts from before they were recorded.
+	Participants []HistoryAccount
 	// Campaigns are the campaign signals the review was given: marks of
 	// the room's risky messages seen fleet-wide in many rooms from few
 	// senders, with their counts when counted (at most MaxCampaigns, most
@@ -211,6 +218,10 @@ func MessageSpan(msgs []ChatMessage, from, to time.Time) (oldest, newest time.Ti
 // MaxSubjects bounds a verdict's subjects: a room has two sides, and a
 // side is rarely more than a handful of accounts.
 const MaxSubjects = 8
+
+// MaxParticipants bounds the accounts a verdict records as having taken
+// part: a room's two sides, with room for a shared account or a few more.
+const MaxParticipants = 16
 
 // ErrVerdictNotFound is returned by VerdictStore.Get when no row has the key.
 var ErrVerdictNotFound = errors.New("verdict not found")

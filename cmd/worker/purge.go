@@ -32,7 +32,7 @@ func runPurge(ctx context.Context, args []string, getenv func(string) string, st
 	fs.DurationVar(&cfg.Pause, "pause", "wait after each batch that deleted rows (lets replicas keep up)")
 	fs.BoolVar(&cfg.DryRun, "dry-run", "count what would be deleted, delete nothing")
 	fs.DurationVar(&timeout, "purge-timeout", "deadline of the whole run; the next run continues")
-	fs.StringVar(&erase, "erase-sender", "instead of the retention run, erase every verdict-subject row about this sender id (an erasure request); the verdicts stay")
+	fs.StringVar(&erase, "erase-sender", "instead of the retention run, erase every verdict-subject and participant row naming this sender id (an erasure request); the verdicts stay")
 	if err := fs.Parse(args, getenv); errors.Is(err, cli.ErrHelp) {
 		fs.Usage(stdout)
 		return 0
@@ -90,7 +90,7 @@ func runPurge(ctx context.Context, args []string, getenv func(string) string, st
 }
 
 // eraseSender is `worker purge --erase-sender`: it deletes the sender's
-// subject rows and reports how many, never the id itself (the report goes
+// subject and participant rows and reports how many, never the id itself (the report goes
 // to a CronJob's or an operator's log). dryRun changes nothing and says so.
 func eraseSender(ctx context.Context, s *mysql.Store, sender string, dryRun bool, stdout, stderr io.Writer) int {
 	if dryRun {
@@ -99,7 +99,7 @@ func eraseSender(ctx context.Context, s *mysql.Store, sender string, dryRun bool
 			fmt.Fprintf(stderr, "worker purge: %v\n", err)
 			return 1
 		}
-		fmt.Fprintf(stdout, "purge: would erase %d verdict-subject rows of the sender\n", n)
+		fmt.Fprintf(stdout, "purge: would erase %d verdict-subject and participant rows of the sender\n", n)
 		return 0
 	}
 	n, err := s.EraseSender(ctx, sender)
@@ -107,6 +107,6 @@ func eraseSender(ctx context.Context, s *mysql.Store, sender string, dryRun bool
 		fmt.Fprintf(stderr, "worker purge: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "purge: erased %d verdict-subject rows of the sender\n", n)
+	fmt.Fprintf(stdout, "purge: erased %d verdict-subject and participant rows of the sender\n", n)
 	return 0
 }

@@ -125,8 +125,8 @@ type noPauses struct{ clock.Clock }
 
 func (c noPauses) NewTimer(time.Duration) clock.Timer { return c.Clock.NewTimer(0) }
 
-// TestPurgeEraseSender: --erase-sender deletes that sender's subject rows
-// only, keeps the verdicts, counts under --dry-run, and never prints the id.
+// TestPurgeEraseSender: --erase-sender deletes that sender's subject and
+// participant rows only, keeps the verdicts, counts under --dry-run, and never prints the id.
 func TestPurgeEraseSender(t *testing.T) {
 	t.Parallel()
 	db, dsn := migratedDB(t)
@@ -138,6 +138,8 @@ func TestPurgeEraseSender(t *testing.T) {
 	}{{v1, "scam-7"}, {v2, "scam-7"}, {v2, "other-1"}} {
 		_, err := db.Exec("INSERT INTO verdict_subjects (verdict_id, sender_id, role, room_id, label, category, decided_at) VALUES (?, ?, 'seller', 'r', 'abusive', 'spam', NOW())", row.id, row.sender)
 		require.NoError(t, err)
+		_, err = db.Exec("INSERT INTO verdict_participants (verdict_id, sender_id, role, room_id, decided_at) VALUES (?, ?, 'seller', 'r', NOW())", row.id, row.sender)
+		require.NoError(t, err)
 	}
 	purge := func(args ...string) (int, string, string) {
 		var out, errb bytes.Buffer
@@ -146,14 +148,16 @@ func TestPurgeEraseSender(t *testing.T) {
 	}
 	code, out, errb := purge("--erase-sender", "scam-7", "--dry-run")
 	require.Equal(t, 0, code, errb)
-	require.Equal(t, "purge: would erase 2 verdict-subject rows of the sender\n", out)
+	require.Equal(t, "purge: would erase 4 verdict-subject and participant rows of the sender\n", out)
 	require.Equal(t, 3, count(t, db, "SELECT COUNT(*) FROM verdict_subjects"))
 
 	code, out, errb = purge("--erase-sender", "scam-7")
 	require.Equal(t, 0, code, errb)
-	require.Equal(t, "purge: erased 2 verdict-subject rows of the sender\n", out)
+	require.Equal(t, "purge: erased 4 verdict-subject and participant rows of the sender\n", out)
 	require.NotContains(t, out+errb, "scam-7")
 	require.Equal(t, 0, count(t, db, "SELECT COUNT(*) FROM verdict_subjects WHERE sender_id = 'scam-7'"))
 	require.Equal(t, 1, count(t, db, "SELECT COUNT(*) FROM verdict_subjects WHERE sender_id = 'other-1'"))
+	require.Equal(t, 0, count(t, db, "SELECT COUNT(*) FROM verdict_participants WHERE sender_id = 'scam-7'"))
+	require.Equal(t, 1, count(t, db, "SELECT COUNT(*) FROM verdict_participants WHERE sender_id = 'other-1'"))
 	require.Equal(t, 2, count(t, db, "SELECT COUNT(*) FROM verdicts"), "the verdicts stay")
 }

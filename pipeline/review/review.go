@@ -237,6 +237,10 @@ func (r *Reviewer) Review(ctx context.Context, ev pipeline.ReviewEvent, msgs []p
 	}
 	rn := &run{r: r, class: pipeline.ClassFrom(ctx, r.cfg.Class), ev: ev, msgs: msgs, prep: r.cfg.Prep, v: &v, pseudonyms: chatprep.NewPseudonyms()}
 	rn.w = rn.prepare()
+	rn.v.Participants = participants(msgs)
+	if len(rn.v.Participants) > pipeline.MaxParticipants {
+		rn.v.Participants = rn.v.Participants[:pipeline.MaxParticipants]
+	}
 	rn.fit(ctx)
 	rn.vetImages(ctx)
 	r.m.observePrep(rn.w)

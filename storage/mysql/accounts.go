@@ -44,13 +44,17 @@ func parseNewest(s string) Newest {
 	return Newest{Decision: d, Label: pipeline.Label(l)}
 }
 
-// AccountVerdict is one verdict about an account (one verdict_subjects
-// row) with the decision in force on it.
+// AccountVerdict is one verdict of a room the account took part in (one
+// verdict_participants row) with the decision in force on it.
 type AccountVerdict struct {
 	VerdictID uint64
 	RoomID    string
 	// Role is the side the account was on in that room.
-	Role      pipeline.SenderRole
+	Role pipeline.SenderRole
+	// Subject is true when the verdict names the account as a subject
+	// (its evidence is the account's messages); false when the account
+	// only took part.
+	Subject   bool
 	Label     pipeline.Label
 	Category  pipeline.Category
 	DecidedAt time.Time
@@ -109,11 +113,15 @@ func checkLimit(limit int) error {
 	return nil
 }
 
-// AccountVerdicts returns one page of the verdicts about senderID, newest
-// first, at most limit (1..MaxAccountLimit), after cursor ("" for the
-// first page, else an AccountPage.Next of the same sender). A bad cursor
-// or limit is an error naming it; it honours ctx. Verdicts saved before
-// verdict_subjects existed are about no one and never listed.
+// AccountVerdicts returns one page of the verdicts of the rooms senderID
+// took part in (verdict_participants, by ix_verdict_participants_sender),
+// each marked when it names senderID as a subject, newest first, at most
+// limit (1..MaxAccountLimit), after cursor ("" for the first page, else
+// an AccountPage.Next of the same sender). A bad cursor or limit is an
+// error naming it; it honours ctx. Verdicts saved before participants
+// were recorded are listed only where they name senderID as a subject
+// (migration 00018 copied those), and verdicts saved before subjects
+// were recorded not at all.
 func (s *Store) AccountVerdicts(ctx context.Context, senderID, cursor string, limit int) (AccountPage, error) {
 	of := listFingerprint("account", senderID)
 	cur, err := decodePageCursor(cursor, of)
@@ -123,14 +131,19 @@ func (s *Store) AccountVerdicts(ctx context.Context, senderID, cursor string, li
 	if err != nil {
 		return AccountPage{}, fmt.Errorf("mysql: account verdicts: %w", err)
 	}
-	q := `SELECT s.verdict_id, s.room_id, s.role, s.label, s.category, s.decided_at, ` + fmt.Sprintf(newestDecisionSQL, "s.verdict_id") + `
-FROM verdict_subjects s WHERE s.sender_id = ?`
+	// The label and category are the verdict row's (a primary-key probe
+	// per row of the page); whether it names the account, a probe of
+	// verdict_subjects' primary key.
+	q := `SELECT p.verdict_id, p.room_id, p.role,
+    EXISTS (SELECT 1 FROM verdict_subjects s WHERE s.verdict_id = p.verdict_id AND s.sender_id = p.sender_id),
+    v.label, v.category, p.decided_at, ` + fmt.Sprintf(newestDecisionSQL, "p.verdict_id") + `
+FROM verdict_participants p JOIN verdicts v ON v.id = p.verdict_id WHERE p.sender_id = ?`
 	args := []any{senderID}
 	if cur != nil {
-		q += " AND (s.decided_at < ? OR (s.decided_at = ? AND s.verdict_id < ?))"
+		q += " AND (p.decided_at < ? OR (p.decided_at = ? AND p.verdict_id < ?))"
 		args = append(args, dbTime(cur.At), dbTime(cur.At), cur.ID)
 	}
-	q += " ORDER BY s.decided_at DESC, s.verdict_id DESC LIMIT ?"
+	q += " ORDER BY p.decided_at DESC, p.verdict_id DESC LIMIT ?"
 	args = append(args, limit+1)
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
@@ -143,7 +156,7 @@ FROM verdict_subjects s WHERE s.sender_id = ?`
 			v                        AccountVerdict
 			role, label, cat, newest string
 		)
-		if err := rows.Scan(&v.VerdictID, &v.RoomID, &role, &label, &cat, &v.DecidedAt, &newest); err != nil {
+		if err := rows.Scan(&v.VerdictID, &v.RoomID, &role, &v.Subject, &label, &cat, &v.DecidedAt, &newest); err != nil {
 			return AccountPage{}, fmt.Errorf("mysql: account verdicts: %w", err)
 		}
 		v.Role, v.Label, v.Category, v.DecidedAt = pipeline.SenderRole(role), pipeline.Label(label), pipeline.Category(cat), v.DecidedAt.UTC()

@@ -143,3 +143,73 @@ func TestCampaignRoomsCarryTheirTakeMessageAndDecision(t *testing.T) {
 	_, err = s.CampaignRooms(ctx, "hmac:eeeeeeeeeeeeeeeeeeeeeeee", first.Next, 2)
 	require.ErrorIs(t, err, ErrBadCursor)
 }
+
+// An account's page lists every room it took part in: the verdicts naming
+// it as a subject and those where it was only the other side (a victim,
+// or a clean room), marked apart; a re-save replaces the participants,
+// and an erasure removes them.
+func TestAccountVerdictsListRoomsTheAccountOnlyTookPartIn(t *testing.T) {
+	db, s := migrated(t)
+	ctx := ctxT(t)
+	t0 := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	save := func(room string, finished time.Time, label pipeline.Label, subjects []string, parts ...pipeline.HistoryAccount) pipeline.Verdict {
+		ws := finished.Add(-time.Hour)
+		v := pipeline.Verdict{Key: pipeline.ReviewKey{RoomID: room, WindowStart: ws, WindowEnd: finished, PipelineVersion: "v1"},
+			RunID: "run", Status: pipeline.StatusDone, Label: label, Category: pipeline.CategoryExternalPayment, Severity: 4,
+			Action: pipeline.ActionRestrict, Attempts: 1, PublishedAt: ws, StartedAt: ws, FinishedAt: finished, Participants: parts}
+		if label == pipeline.LabelClean {
+			v.Category, v.Action = "", pipeline.ActionNone
+		}
+		if len(subjects) > 0 {
+			v.Subjects, v.OffenderRole = subjects, pipeline.RoleSeller
+		}
+		storetest.MustSave(t, ctx, s, v)
+		return v
+	}
+	buyer, seller := pipeline.HistoryAccount{SenderID: "buyer-1", Role: pipeline.RoleBuyer}, pipeline.HistoryAccount{SenderID: "seller-1", Role: pipeline.RoleSeller}
+	save("room-scam", t0.Add(-time.Hour), pipeline.LabelAbusive, []string{"seller-1"}, seller, buyer)
+	save("room-clean", t0.Add(-2*time.Hour), pipeline.LabelClean, nil, buyer, pipeline.HistoryAccount{SenderID: "seller-2", Role: pipeline.RoleSeller})
+	// A worker that records no participants: its subjects still list.
+	save("room-old-worker", t0.Add(-3*time.Hour), pipeline.LabelAbusive, []string{"seller-1"})
+
+	type row struct {
+		Room    string
+		Role    pipeline.SenderRole
+		Subject bool
+		Label   pipeline.Label
+	}
+	rows := func(sender string) []row {
+		page, err := s.AccountVerdicts(ctx, sender, "", 10)
+		require.NoError(t, err)
+		var out []row
+		for _, it := range page.Items {
+			out = append(out, row{it.RoomID, it.Role, it.Subject, it.Label})
+		}
+		return out
+	}
+	require.Equal(t, []row{{"room-scam", pipeline.RoleBuyer, false, pipeline.LabelAbusive}, {"room-clean", pipeline.RoleBuyer, false, pipeline.LabelClean}},
+		rows("buyer-1"), "the victim's rooms, never as a subject")
+	require.Equal(t, []row{{"room-scam", pipeline.RoleSeller, true, pipeline.LabelAbusive}, {"room-old-worker", pipeline.RoleSeller, true, pipeline.LabelAbusive}},
+		rows("seller-1"))
+
+	// A re-save replaces the participants (the label is the verdict's).
+	v := save("room-clean", t0.Add(-2*time.Hour), pipeline.LabelSuspicious, nil, pipeline.HistoryAccount{SenderID: "seller-2", Role: pipeline.RoleSeller})
+	require.Equal(t, []row{{"room-scam", pipeline.RoleBuyer, false, pipeline.LabelAbusive}}, rows("buyer-1"))
+	require.Equal(t, []row{{"room-clean", pipeline.RoleSeller, false, pipeline.LabelSuspicious}}, rows("seller-2"))
+
+	// Bounded as the table holds them.
+	v.Participants = []pipeline.HistoryAccount{{SenderID: "x", Role: "system"}}
+	_, err := s.Save(ctx, v)
+	require.Error(t, err)
+
+	n, err := s.CountSenderSubjects(ctx, "buyer-1")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	n, err = s.EraseSender(ctx, "buyer-1")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	require.Empty(t, rows("buyer-1"))
+	var left int
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT COUNT(*) FROM verdict_participants").Scan(&left))
+	require.Equal(t, 3, left)
+}

@@ -114,6 +114,12 @@ func TestPlansUseTheIndexes(t *testing.T) {
 			}
 		})
 	}
+	t.Run("queue header counts", func(t *testing.T) {
+		plan := explain(t, db, countQueueSQL, end, end, end, end, "done", "abusive", "suspicious")
+		requirePlan(t, plan, "v", []string{"ix_verdicts_queue_counts"}, false)
+		require.Contains(t, plan[0].extra, "Using index", "the count reads the covering index, no verdicts row: %+v", plan)
+		requirePlan(t, plan, "d", []string{"ix_moderator_decisions_verdict"}, false)
+	})
 	t.Run("purge", func(t *testing.T) {
 		cutoff := end.Add(-20 * 24 * time.Hour)
 		requirePlan(t, explain(t, db, lastDueSQL, cutoff), "verdicts", []string{"ix_verdicts_created"}, true)
@@ -177,6 +183,12 @@ func TestAccountAndCampaignQueriesUseTheIndexes(t *testing.T) {
 		plan := explain(t, db, byName["campaigns by size and category (7 days)"])
 		requirePlan(t, plan, "v", []string{"ix_verdicts_finished"}, false)
 		requirePlan(t, plan, "c", []string{"PRIMARY"}, false)
+	})
+	t.Run("take a campaign", func(t *testing.T) {
+		plan := explain(t, db, openCampaignHoldersSQL, "hmac:000000000000000000000001", "mod-a", end)
+		requirePlan(t, plan, "c", []string{"ix_verdict_campaigns_mark"}, false)
+		requirePlan(t, plan, "t", []string{"PRIMARY"}, false)
+		requirePlan(t, plan, "d", []string{"ix_moderator_decisions_verdict"}, false)
 	})
 	t.Run("agreement on campaign verdicts", func(t *testing.T) {
 		plan := explain(t, db, byName["moderator agreement, campaign verdicts or not (30 days)"])

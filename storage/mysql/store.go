@@ -257,7 +257,8 @@ func (s *Store) Get(ctx context.Context, key pipeline.ReviewKey) (pipeline.Verdi
 }
 
 // Save upserts the verdict and replaces its stage rows, its subjects
-// (verdict_subjects) and its campaign signals (verdict_campaigns) in one
+// (verdict_subjects), its participants (verdict_participants: not read
+// back by Get) and its campaign signals (verdict_campaigns) in one
 // transaction.
 // A stored done verdict is kept when v is not done: Save then succeeds
 // without changing anything and reports committed false (read back in the
@@ -360,6 +361,9 @@ func (s *Store) save(ctx context.Context, v pipeline.Verdict, args []any, owner 
 		if err := replaceSubjects(ctx, tx, id, v, true); err != nil {
 			return false, classify(err)
 		}
+		if err := replaceParticipants(ctx, tx, id, v, true); err != nil {
+			return false, classify(err)
+		}
 		if err := replaceCampaigns(ctx, tx, id, v, true); err != nil {
 			return false, classify(err)
 		}
@@ -374,6 +378,9 @@ func (s *Store) save(ctx context.Context, v pipeline.Verdict, args []any, owner 
 				return false, classify(err)
 			}
 			if err := replaceSubjects(ctx, tx, id, v, false); err != nil {
+				return false, classify(err)
+			}
+			if err := replaceParticipants(ctx, tx, id, v, false); err != nil {
 				return false, classify(err)
 			}
 			if err := replaceCampaigns(ctx, tx, id, v, false); err != nil {
@@ -498,6 +505,9 @@ func checkVerdict(v pipeline.Verdict) error {
 		errs = append(errs, err)
 	}
 	if err := checkSubjects(v); err != nil {
+		errs = append(errs, err)
+	}
+	if err := checkParticipants(v); err != nil {
 		errs = append(errs, err)
 	}
 	if err := checkCampaigns(v); err != nil {

@@ -94,31 +94,45 @@ func readSubjects(ctx context.Context, tx *sql.Tx, id uint64) ([]string, pipelin
 	return out, pipeline.SenderRole(role), nil
 }
 
-// EraseSender deletes every subject row about senderID, on request (a
-// data-subject erasure): the verdicts stay, no longer about anyone. It
-// returns how many rows it deleted. The lake keeps only keyed pseudonyms,
+// EraseSender deletes every subject and participant row naming senderID,
+// on request (a data-subject erasure), in one transaction: the verdicts
+// stay, no longer about or with anyone. It returns how many rows it
+// deleted. The lake keeps only keyed pseudonyms,
 // which erasing the key's use for that id cannot undo: see
 // docs/operations.md.
 func (s *Store) EraseSender(ctx context.Context, senderID string) (int64, error) {
 	if senderID == "" || len(senderID) > 128 {
 		return 0, errors.New("mysql: erase sender: the sender id must be 1 to 128 bytes")
 	}
-	res, err := s.db.ExecContext(ctx, "DELETE FROM verdict_subjects WHERE sender_id = ?", senderID)
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("mysql: erase sender: %w", err)
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
+	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+	var total int64
+	for _, q := range []string{"DELETE FROM verdict_subjects WHERE sender_id = ?", "DELETE FROM verdict_participants WHERE sender_id = ?"} {
+		res, err := tx.ExecContext(ctx, q, senderID)
+		if err != nil {
+			return 0, fmt.Errorf("mysql: erase sender: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return 0, fmt.Errorf("mysql: erase sender: %w", err)
+		}
+		total += n
+	}
+	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("mysql: erase sender: %w", err)
 	}
-	return n, nil
+	return total, nil
 }
 
-// CountSenderSubjects counts the subject rows about senderID: what
-// EraseSender would delete.
+// CountSenderSubjects counts the subject and participant rows naming
+// senderID: what EraseSender would delete.
 func (s *Store) CountSenderSubjects(ctx context.Context, senderID string) (int64, error) {
 	var n int64
-	if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM verdict_subjects WHERE sender_id = ?", senderID).Scan(&n); err != nil {
+	if err := s.db.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM verdict_subjects WHERE sender_id = ?)
+		+ (SELECT COUNT(*) FROM verdict_participants WHERE sender_id = ?)`, senderID, senderID).Scan(&n); err != nil {
 		return 0, fmt.Errorf("mysql: count sender subjects: %w", err)
 	}
 	return n, nil

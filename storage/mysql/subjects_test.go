@@ -55,10 +55,11 @@ func TestSubjectsAreSavedWithTheVerdict(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"seller-2"}, got.Subjects)
 
-	// Erasure removes the sender's rows and nothing else.
+	// Erasure removes the sender's rows and nothing else: its subject row
+	// and its participant row (a subject always took part).
 	n, err := s.EraseSender(ctx, "seller-2")
 	require.NoError(t, err)
-	require.EqualValues(t, 1, n)
+	require.EqualValues(t, 2, n)
 	got, err = s.Get(ctx, v.Key)
 	require.NoError(t, err)
 	require.Empty(t, got.Subjects)

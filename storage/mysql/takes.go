@@ -147,3 +147,133 @@ func isDuplicateKey(err error) bool {
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && me.Number == 1062
 }
+
+// CampaignTakes is what taking a whole campaign left: how many of its open
+// rooms (verdicts carrying the mark that no moderator has decided) the
+// taker holds, and who holds the others.
+type CampaignTakes struct {
+	// Mine counts the open rooms the taker holds now (taken by this call,
+	// or theirs already).
+	Mine int
+	// Others maps each other moderator whose live take was left alone to
+	// the number of the campaign's open rooms they hold.
+	Others map[string]int
+}
+
+// takeCampaignSQL takes every open room of a mark in one statement: a
+// room nobody holds is inserted; on a room already held, each assignment
+// is conditional on the row as it stands under the statement's row lock,
+// so a live take of another moderator is left as it is, a stale one or
+// the taker's own becomes the taker's. taken_at is assigned first and
+// moderator before active_at, and active_at's condition holds whether
+// the server reads moderator before or after its assignment. The columns
+// are named with their table: moderator_decisions has a moderator too.
+const takeCampaignSQL = `INSERT INTO queue_takes (verdict_id, moderator, taken_at, active_at)
+SELECT DISTINCT c.verdict_id, ?, ?, ? FROM verdict_campaigns c LEFT JOIN moderator_decisions d ON d.verdict_id = c.verdict_id
+WHERE c.mark = ? AND d.verdict_id IS NULL
+ON DUPLICATE KEY UPDATE
+    taken_at = IF(queue_takes.moderator <> ? AND queue_takes.active_at < ?, ?, queue_takes.taken_at),
+    moderator = IF(queue_takes.active_at < ?, ?, queue_takes.moderator),
+    active_at = IF(queue_takes.moderator = ? OR queue_takes.active_at < ?, ?, queue_takes.active_at)`
+
+// openCampaignHoldersSQL counts the live holders of a mark's open rooms.
+const openCampaignHoldersSQL = `SELECT t.moderator, COUNT(DISTINCT t.verdict_id) FROM verdict_campaigns c
+JOIN queue_takes t ON t.verdict_id = c.verdict_id LEFT JOIN moderator_decisions d ON d.verdict_id = c.verdict_id
+WHERE c.mark = ? AND d.verdict_id IS NULL AND (t.moderator = ? OR t.active_at >= ?) GROUP BY t.moderator`
+
+// CountOpenCampaignRooms returns the number of rooms carrying mark that no
+// moderator has decided: what taking the campaign would try to take. It
+// honours ctx.
+func (s *Store) CountOpenCampaignRooms(ctx context.Context, mark string) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(DISTINCT c.verdict_id) FROM verdict_campaigns c
+		LEFT JOIN moderator_decisions d ON d.verdict_id = c.verdict_id WHERE c.mark = ? AND d.verdict_id IS NULL`, mark).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("mysql: count open campaign rooms: %w", err)
+	}
+	return n, nil
+}
+
+// TakeCampaign makes moderator the holder, at now, of every room carrying
+// mark that no moderator has decided, except those another moderator
+// holds with activity at or after staleBefore: those are left to them and
+// counted in the result. It is one transaction of one conditional
+// statement and one read, so console replicas taking overlapping
+// campaigns or single items at once agree on one holder per room; a
+// deadlock between two such statements is retried (at most maxTakeTries
+// times). A mark no room carries takes nothing. It honours ctx.
+func (s *Store) TakeCampaign(ctx context.Context, mark, moderator string, now, staleBefore time.Time) (CampaignTakes, error) {
+	if mark == "" || len(mark) > 40 || moderator == "" || len(moderator) > 128 || now.IsZero() {
+		return CampaignTakes{}, pipeline.Permanent(errors.New("mysql: take campaign: a mark of 1..40 bytes, a moderator of 1..128 bytes and a time are required"))
+	}
+	var err error
+	for range maxTakeTries {
+		var res CampaignTakes
+		res, err = s.takeCampaignOnce(ctx, mark, moderator, dbTime(now), dbTime(staleBefore))
+		if !isDeadlock(err) {
+			return res, err
+		}
+	}
+	return CampaignTakes{}, err
+}
+
+func (s *Store) takeCampaignOnce(ctx context.Context, mark, moderator string, at, stale time.Time) (CampaignTakes, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return CampaignTakes{}, fmt.Errorf("mysql: take campaign: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+	if _, err := tx.ExecContext(ctx, takeCampaignSQL, moderator, at, at, mark,
+		moderator, stale, at, stale, moderator, moderator, stale, at); err != nil {
+		return CampaignTakes{}, fmt.Errorf("mysql: take campaign: %w", err)
+	}
+	rows, err := tx.QueryContext(ctx, openCampaignHoldersSQL, mark, moderator, stale)
+	if err != nil {
+		return CampaignTakes{}, fmt.Errorf("mysql: take campaign: %w", err)
+	}
+	defer rows.Close()
+	res := CampaignTakes{Others: map[string]int{}}
+	for rows.Next() {
+		var (
+			who string
+			n   int
+		)
+		if err := rows.Scan(&who, &n); err != nil {
+			return CampaignTakes{}, fmt.Errorf("mysql: take campaign: %w", err)
+		}
+		if who == moderator {
+			res.Mine = n
+		} else {
+			res.Others[who] = n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return CampaignTakes{}, fmt.Errorf("mysql: take campaign: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return CampaignTakes{}, fmt.Errorf("mysql: take campaign: %w", err)
+	}
+	return res, nil
+}
+
+// ReleaseCampaign ends moderator's takes of the rooms carrying mark and
+// returns how many it ended; nobody else's take is touched.
+func (s *Store) ReleaseCampaign(ctx context.Context, mark, moderator string) (int, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE t FROM queue_takes t JOIN verdict_campaigns c ON c.verdict_id = t.verdict_id
+		WHERE c.mark = ? AND t.moderator = ?`, mark, moderator)
+	if err != nil {
+		return 0, fmt.Errorf("mysql: release campaign: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("mysql: release campaign: %w", err)
+	}
+	return int(n), nil
+}
+
+// isDeadlock reports a transaction InnoDB chose as a deadlock's victim
+// (1213): rolled back, it may be run again.
+func isDeadlock(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1213
+}

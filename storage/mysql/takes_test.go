@@ -2,7 +2,9 @@ package mysql
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -186,4 +188,122 @@ func TestCountQueueByCategoryAndAge(t *testing.T) {
 	require.Equal(t, map[pipeline.Category]int{pipeline.CategorySpam: 2, pipeline.CategoryPhishingLink: 1}, c.ByCategory)
 	require.Equal(t, []int{1, 1, 1}, []int{c.Under1h, c.Under24h, c.Older})
 	require.Equal(t, 3, c.Total())
+}
+
+// markRooms gives each verdict a campaign row carrying mark, as the
+// pipeline's save would.
+func markRooms(t *testing.T, db *sql.DB, mark string, ids ...uint64) {
+	t.Helper()
+	for _, id := range ids {
+		_, err := db.ExecContext(ctxT(t), `INSERT INTO verdict_campaigns (verdict_id, kind, mark, message_id, rooms, senders, room_id, label, category, decided_at)
+			SELECT id, 'script', ?, 'm1', 4, 2, room_id, label, category, finished_at FROM verdicts WHERE id = ?`, mark, id)
+		require.NoError(t, err)
+	}
+}
+
+func TestTakeCampaignLeavesLiveTakesOfOthers(t *testing.T) {
+	db, s := migrated(t)
+	ctx := ctxT(t)
+	t0 := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	stale := func(now time.Time) time.Time { return now.Add(-10 * time.Minute) }
+	const mark = "hmac:0123456789abcdef01234567"
+	var ids []uint64
+	for _, room := range []string{"camp-free", "camp-b", "camp-c-stale", "camp-decided", "camp-a"} {
+		ids = append(ids, takeVerdict(t, s, room, t0.Add(-3*time.Hour)))
+	}
+	other := takeVerdict(t, s, "not-in-campaign", t0.Add(-3*time.Hour))
+	markRooms(t, db, mark, ids...)
+	_, err := s.TakeItem(ctx, ids[1], "mod-b", t0.Add(-time.Minute), stale(t0.Add(-time.Minute)), false)
+	require.NoError(t, err)
+	_, err = s.TakeItem(ctx, ids[2], "mod-c", t0.Add(-time.Hour), stale(t0.Add(-time.Hour)), false)
+	require.NoError(t, err)
+	_, err = s.TakeItem(ctx, ids[4], "mod-a", t0.Add(-2*time.Minute), stale(t0.Add(-2*time.Minute)), false)
+	require.NoError(t, err)
+	_, err = s.AddDecision(ctx, Decision{VerdictID: ids[3], Moderator: "mod-d", Decision: DecisionConfirm,
+		Label: pipeline.LabelAbusive, Category: pipeline.CategorySpam, DecidedAt: t0.Add(-time.Hour)})
+	require.NoError(t, err)
+
+	open, err := s.CountOpenCampaignRooms(ctx, mark)
+	require.NoError(t, err)
+	require.Equal(t, 4, open, "the decided room is not open")
+
+	got, err := s.TakeCampaign(ctx, mark, "mod-a", t0, stale(t0))
+	require.NoError(t, err)
+	require.Equal(t, CampaignTakes{Mine: 3, Others: map[string]int{"mod-b": 1}}, got)
+	holder := func(id uint64) Take {
+		tk, ok, err := s.TakeOf(ctx, id)
+		require.NoError(t, err)
+		if !ok {
+			return Take{}
+		}
+		return tk
+	}
+	require.Equal(t, Take{VerdictID: ids[0], Moderator: "mod-a", TakenAt: t0, ActiveAt: t0}, holder(ids[0]))
+	require.Equal(t, Take{VerdictID: ids[1], Moderator: "mod-b", TakenAt: t0.Add(-time.Minute), ActiveAt: t0.Add(-time.Minute)}, holder(ids[1]),
+		"a live take of another moderator is not stolen")
+	require.Equal(t, Take{VerdictID: ids[2], Moderator: "mod-a", TakenAt: t0, ActiveAt: t0}, holder(ids[2]), "a stale take is taken over")
+	require.Equal(t, Take{}, holder(ids[3]), "a decided room is not taken")
+	require.Equal(t, Take{VerdictID: ids[4], Moderator: "mod-a", TakenAt: t0.Add(-2 * time.Minute), ActiveAt: t0}, holder(ids[4]),
+		"the taker's own take is renewed, its start kept")
+	require.Equal(t, Take{}, holder(other))
+
+	// Bob's single take is refused on the rooms Alice holds now.
+	_, err = s.TakeItem(ctx, ids[0], "mod-b", t0.Add(time.Minute), stale(t0.Add(time.Minute)), false)
+	require.ErrorIs(t, err, ErrTaken)
+
+	n, err := s.ReleaseCampaign(ctx, mark, "mod-a")
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	require.Equal(t, "mod-b", holder(ids[1]).Moderator, "releasing touches only the taker's takes")
+	require.Equal(t, Take{}, holder(ids[0]))
+
+	_, err = s.TakeCampaign(ctx, "", "mod-a", t0, stale(t0))
+	var perm *pipeline.PermanentError
+	require.ErrorAs(t, err, &perm)
+	got, err = s.TakeCampaign(ctx, "hmac:nothingcarriesthismark000000", "mod-a", t0, stale(t0))
+	require.NoError(t, err)
+	require.Equal(t, CampaignTakes{Others: map[string]int{}}, got)
+}
+
+// Two moderators take the same campaign at once, each from their own
+// connection: every open room ends with exactly one holder, and what each
+// was told it holds adds up to the rooms.
+func TestTakeCampaignConcurrently(t *testing.T) {
+	db, s := migrated(t)
+	ctx := ctxT(t)
+	t0 := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	const mark = "hmac:feedfacefeedfacefeedface"
+	var ids []uint64
+	for i := range 30 {
+		ids = append(ids, takeVerdict(t, s, fmt.Sprintf("conc-%02d", i), t0.Add(-3*time.Hour)))
+	}
+	markRooms(t, db, mark, ids...)
+	var (
+		wg  sync.WaitGroup
+		res [2]CampaignTakes
+		err [2]error
+	)
+	for i, mod := range []string{"mod-a", "mod-b"} {
+		wg.Go(func() { res[i], err[i] = s.TakeCampaign(ctx, mark, mod, t0, t0.Add(-10*time.Minute)) })
+	}
+	wg.Wait()
+	require.NoError(t, err[0])
+	require.NoError(t, err[1])
+	held := map[string]int{}
+	rows, qerr := db.QueryContext(ctx, "SELECT moderator, COUNT(*) FROM queue_takes GROUP BY moderator")
+	require.NoError(t, qerr)
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			m string
+			n int
+		)
+		require.NoError(t, rows.Scan(&m, &n))
+		held[m] = n
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, 30, held["mod-a"]+held["mod-b"], "every room held once")
+	// The one that committed last saw the other's takes as others'.
+	require.Equal(t, held["mod-a"], res[0].Mine)
+	require.Equal(t, held["mod-b"], res[1].Mine)
 }

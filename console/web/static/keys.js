@@ -1,5 +1,5 @@
 // Keyboard shortcuts, listed on "?": j/k move through the queue, Enter
-// opens the item, t takes it; on a room c confirms, o overturns, t takes,
+// opens the item, t takes it (on a campaign, every open room); on a room c confirms, o overturns, t takes,
 // a opens the account the verdict is about, u goes back to the queue. Keys typed into a field are the field's.
 (function () {
   const $ = (id) => document.getElementById(id);

@@ -16,7 +16,7 @@ import (
 const browserMark = "hmac:5ca1ab1e5ca1ab1e5ca1ab1e"
 
 // aboutTheSeller records what the pipeline would for each verdict: its
-// subject (the fraud chat's seller, s1) and its campaign signal (the
+// subject and participant (the fraud chat's seller, s1) and its campaign signal (the
 // prepayment message m4 carried one script fingerprint in every room).
 // The subjects are dated an hour ago, so that they are inside the account
 // history's 30 days on the console's wall clock whenever the test runs.
@@ -25,6 +25,9 @@ func aboutTheSeller(t *testing.T, ctx context.Context, db *sql.DB, ids ...uint64
 	for _, id := range ids {
 		_, err := db.ExecContext(ctx, `INSERT INTO verdict_subjects (verdict_id, sender_id, role, room_id, label, category, decided_at)
 			SELECT id, 's1', 'seller', room_id, label, category, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR FROM verdicts WHERE id = ?`, id)
+		require.NoError(t, err)
+		_, err = db.ExecContext(ctx, `INSERT INTO verdict_participants (verdict_id, sender_id, role, room_id, decided_at)
+			SELECT id, 's1', 'seller', room_id, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR FROM verdicts WHERE id = ?`, id)
 		require.NoError(t, err)
 		_, err = db.ExecContext(ctx, `INSERT INTO verdict_campaigns (verdict_id, kind, mark, message_id, rooms, senders, room_id, label, category, decided_at)
 			SELECT id, 'script', ?, 'm4', 41, 6, room_id, label, category, finished_at FROM verdicts WHERE id = ?`, browserMark, id)
@@ -100,4 +103,70 @@ func TestAccountAndCampaignInBrowser(t *testing.T) {
 	// Bob decides his room undisturbed.
 	require.NoError(t, chromedp.Do(bob, chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.ID("saved"))))
 	require.Equal(t, []string{bobID}, decisionsOn(t, ctx, db, ids[1]))
+}
+
+// Two moderators on one campaign: Bob takes a room from the queue, Alice
+// takes the whole campaign with the t shortcut and is told Bob's room is
+// his; her bulk decision leaves it to him until she overrides, and Bob,
+// deciding it after, sees that she did.
+func TestTakeAllOfACampaignInBrowser(t *testing.T) {
+	requireChromium(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	axe := axeSource(t)
+	url0, db, ids := queueConsole(t, ctx, "room-all-1", "room-all-2", "room-all-3")
+	aboutTheSeller(t, ctx, db, ids...)
+	bctx := browser(t)
+	alice := signIn(t, bctx, url0, "alice@example.com")
+	bob := signIn(t, bctx, url0, "bob@example.com")
+
+	require.NoError(t, chromedp.Do(bob,
+		chromedp.Click(chromedp.CSS(`button[aria-label="take room room-all-2"]`)),
+		chromedp.WaitVisible(chromedp.ID("release")),
+	))
+	var bobID string
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT moderator FROM queue_takes WHERE verdict_id = ?", ids[1]).Scan(&bobID))
+
+	require.NoError(t, chromedp.Do(alice, chromedp.Navigate(url0+"/campaigns/"+browserMark), chromedp.WaitVisible(chromedp.ID("take-button")),
+		chromedp.KeyEvent("t"), chromedp.WaitVisible(chromedp.ID("take-result"))))
+	result, err := chromedp.Run(alice, chromedp.Text(chromedp.ID("take-result")))
+	require.NoError(t, err)
+	require.Contains(t, result, "You hold 2 open room(s) of the campaign.")
+	require.Contains(t, result, "left to them: "+bobID+" (1)")
+	cards, err := chromedp.Run(alice, chromedp.Text(chromedp.ID("campaign-rooms")))
+	require.NoError(t, err)
+	require.Contains(t, cards, "taken by you")
+	require.Contains(t, cards, "taken by "+bobID)
+	var aliceID string
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT moderator FROM queue_takes WHERE verdict_id = ?", ids[0]).Scan(&aliceID))
+	var holder string
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT moderator FROM queue_takes WHERE verdict_id = ?", ids[2]).Scan(&holder))
+	require.Equal(t, aliceID, holder)
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT moderator FROM queue_takes WHERE verdict_id = ?", ids[1]).Scan(&holder))
+	require.Equal(t, bobID, holder, "Bob's room is not stolen")
+	screenshot(t, alice, "campaign-take.png")
+	requireAccessible(t, alice, axe, "campaign (after taking it all)")
+
+	// Her bulk decision skips Bob's room...
+	require.NoError(t, chromedp.Do(alice, chromedp.Click(chromedp.ID("confirm-all")), chromedp.WaitVisible(chromedp.ID("bulk-result"))))
+	result, err = chromedp.Run(alice, chromedp.Text(chromedp.ID("bulk-result")))
+	require.NoError(t, err)
+	require.Contains(t, result, "2 room(s) decided")
+	require.Contains(t, result, "Skipped, taken by another moderator: "+bobID)
+	require.Empty(t, decisionsOn(t, ctx, db, ids[1]))
+	// ...until she overrides, explicitly.
+	require.NoError(t, chromedp.Do(alice, chromedp.Click(chromedp.CSS(`input[name="override"]`)),
+		chromedp.Click(chromedp.ID("confirm-all")), chromedp.WaitVisible(chromedp.ID("bulk-result"))))
+	result, err = chromedp.Run(alice, chromedp.Text(chromedp.ID("bulk-result")))
+	require.NoError(t, err)
+	require.Contains(t, result, "1 room(s) decided")
+	require.Contains(t, result, "Decided over the take of: "+bobID)
+	require.Equal(t, []string{aliceID}, decisionsOn(t, ctx, db, ids[1]))
+
+	// Bob, still on his room, is told rather than deciding it twice.
+	require.NoError(t, chromedp.Do(bob, chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.ID("conflict"))))
+	msg, err := chromedp.Run(bob, chromedp.Text(chromedp.ID("conflict")))
+	require.NoError(t, err)
+	require.Contains(t, msg, "Decided meanwhile by "+aliceID)
+	require.Equal(t, []string{aliceID}, decisionsOn(t, ctx, db, ids[1]))
 }
