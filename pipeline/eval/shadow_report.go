@@ -56,7 +56,7 @@ type ShadowSummary struct {
 	// ByText is each candidate's overall agreement over the reviews where
 	// it saw the same text as the live path, then other text; a
 	// disagreement may come from the pseudonymisation.
-	ByText []ShadowFlipsAgreement
+	ByText []ShadowTextAgreement
 	Flips  []ShadowFlips
 	// Moderated is the offline paired comparison on the compared reviews
 	// a moderator decided: the live path (reference) and each candidate
@@ -66,9 +66,9 @@ type ShadowSummary struct {
 	Decided   map[string]int
 }
 
-// ShadowFlipsAgreement is a candidate's overall agreement on one side of
+// ShadowTextAgreement is a candidate's overall agreement on one side of
 // the text split.
-type ShadowFlipsAgreement struct {
+type ShadowTextAgreement struct {
 	Text string
 	Paired
 }
@@ -88,7 +88,7 @@ func SummariseShadow(set ShadowSet, decisions map[pipeline.ReviewKey]Decision, s
 			pairs []ShadowRecord
 		}{{TextAll, c.Pairs}, {TextSame, same}, {TextDiffered, differed}} {
 			if part.text != TextAll && len(part.pairs) > 0 {
-				s.ByText = append(s.ByText, ShadowFlipsAgreement{Text: part.text, Paired: liveAgreement(c.Name, part.pairs, "overall", cfg)})
+				s.ByText = append(s.ByText, ShadowTextAgreement{Text: part.text, Paired: liveAgreement(c.Name, part.pairs, "overall", cfg)})
 			}
 			if f := shadowFlips(c.Name, part.pairs); part.text == TextAll || f.Cases > 0 {
 				s.Flips = append(s.Flips, ShadowFlips{Text: part.text, Flips: f})
