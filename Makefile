@@ -150,6 +150,10 @@ eval-sample: ## regenerate the sample `worker eval` report in docs/eval/sample a
 	@$(GO) build -o bin/worker ./cmd/worker
 	@$(GO) run ./deploy/local/evalsample/cmd/evalsample --worker bin/worker --out docs/eval/sample
 
+.PHONY: eval-shadow-sample
+eval-shadow-sample: ## regenerate the sample `worker eval shadow` report in docs/eval/shadow-sample: the worker on the running stack with one simulator live and one with planted mistakes as the shadow candidate (a few minutes)
+	set -o pipefail; $(GO) test -tags shadowsample -run '^TestShadowSample$$' -count=1 -timeout 25m -v ./cmd/worker/ | grep -v -e '^=== RUN' -e '^--- PASS' -e '^PASS'
+
 .PHONY: bench-mysql
 bench-mysql: ## rows and bytes per table, and the analysts' (docs/analysts.md) and review-queue queries and the purge timed, on 1,000,000 generated verdicts with their subjects and campaign marks (BENCH_ONLY=size: the sizes alone; not part of make test)
 	set -o pipefail; CHATGUARD_STACK_ENV=/dev/null CHATGUARD_MYSQL_DSN='$(BENCH_MYSQL_DSN)' BENCH_VERDICTS=$(BENCH_VERDICTS) \

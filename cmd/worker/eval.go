@@ -47,6 +47,9 @@ func runEval(ctx context.Context, args []string, getenv func(string) string, std
 	if len(args) > 0 && args[0] == "build-set" {
 		return runBuildSet(ctx, args[1:], getenv, stdout, stderr, buildSetDeps{})
 	}
+	if len(args) > 0 && args[0] == "shadow" {
+		return runShadowEval(ctx, args[1:], getenv, stdout, stderr, shadowEvalDeps{})
+	}
 	var (
 		endpoints, cases, suites, prices listFlag
 		conc                             = "1,4,16"

@@ -15,6 +15,8 @@
 //	                                     compare endpoints on a labelled set; writes a Markdown report
 //	worker eval build-set --from DAY --to DAY --chat-api-url URL [--stratum-size N] [--out DIR]
 //	                                     build a labelled set from moderators' decisions in the lake
+//	worker eval shadow --shadow-events FILE | --from DAY --to DAY [--out DIR]
+//	                                     compare shadow reviews with the live verdicts; writes a Markdown report
 //
 // Exit status: 0 after a clean drain, 1 on a start-up failure, 2 on bad
 // usage. See --help for the flags and their CHATGUARD_ variables.

@@ -269,6 +269,7 @@ func TestDedupViewsAndAnalystQueries(t *testing.T) {
 	})
 
 	t.Run("shadow agreement per day", func(t *testing.T) { testShadowAgreement(t, l, byType[pipeline.EventShadowVerdict], days) })
+	t.Run("shadow pairs", func(t *testing.T) { testShadowPairs(t, l, byType[pipeline.EventShadowVerdict], days) })
 	t.Run("cost per 1000 reviews per day", func(t *testing.T) { testCostPer1000(t, l, byType[pipeline.EventInferenceLog], days) })
 	t.Run("verdicts by account history per day", func(t *testing.T) { testByAccountHistory(t, l, byType[pipeline.EventVerdict], days) })
 	t.Run("moderator precision per category and week", func(t *testing.T) {

@@ -61,6 +61,24 @@ func testShadowAgreement(t *testing.T, l *lake, shadows []pipeline.LakeEvent, da
 	require.Positive(t, disagree, "the sample has disagreements to find")
 }
 
+// testShadowPairs checks that shadow_pairs returns every shadow event
+// once (the lake holds copies), with the live and the candidate's labels.
+func testShadowPairs(t *testing.T, l *lake, shadows []pipeline.LakeEvent, days []string) {
+	want := map[string]pipeline.ShadowVerdict{}
+	for _, ev := range shadows {
+		want[ev.EventID] = ev.Payload.(pipeline.ShadowVerdict)
+	}
+	rows := l.query(t, "shadow_pairs", days...)
+	require.Len(t, rows, len(shadows), "each event once")
+	for _, r := range rows {
+		p, ok := want[r[0]]
+		require.True(t, ok, "row %v", r)
+		require.Equal(t, []string{p.RoomID, p.Candidate, p.Outcome, string(p.LiveLabel), string(p.Label), strconv.FormatBool(p.TextDiffers)},
+			[]string{r[3], r[7], r[10], r[12], r[14], r[16]})
+		delete(want, r[0])
+	}
+}
+
 func TestWithDedupViewsNamesOnlyTheViewsUsed(t *testing.T) {
 	t.Parallel()
 	q, err := athena.WithDedupViews("SELECT count(*) FROM verdict_dedup")

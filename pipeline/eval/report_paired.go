@@ -73,9 +73,15 @@ func writePaired(b *strings.Builder, res Result, s Summary, _ ReportOptions) {
 		"Only ref / only cand: positives of the first repetition found by one of the two (McNemar's pairs). "+
 		"MDE: the smallest recall loss this set detects at power %.2f; needed: positives a loss of the margin needs "+
 		"(Connor's normal approximation for paired proportions).\n\n", res.Config.Reference, power(res.Config))
+	writePairedTable(b, s.Paired)
+}
+
+// writePairedTable is the paired comparison's table, one row per
+// candidate and category.
+func writePairedTable(b *strings.Builder, ps []Paired) {
 	b.WriteString("| candidate | category | positives | ref recall | cand recall | ref precision | cand precision | Δ recall | Δ precision | Δ F1 | only ref | only cand | McNemar p | MDE | needed |\n")
 	b.WriteString("| --- | --- | ---: | --- | --- | --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |\n")
-	for _, p := range s.Paired {
+	for _, p := range ps {
 		fmt.Fprintf(b, "| %s | %s | %d | %s %s | %s %s | %s %s | %s %s | %s %s | %s %s | %s %s | %d | %d | %.3g | %s | %d |\n",
 			p.Candidate, p.Category, p.Positives,
 			pts(p.Ref.Recall()), ci(p.RefRecall), pts(p.Cand.Recall()), ci(p.CandRecall),

@@ -1,0 +1,421 @@
+package eval
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+
+	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/eval/stats"
+)
+
+// LiveReference is the reference's name in the shadow comparison: the
+// live path, whose committed verdicts the candidates shadowed.
+const LiveReference = "live"
+
+// ShadowConfig is the shadow comparison's settings, the same as the
+// offline report's paired comparison.
+type ShadowConfig struct {
+	// MaxRecallLoss is the margin: of the live path's flags the candidate
+	// may drop (agreement), and of recall against moderators.
+	MaxRecallLoss Margins
+	// Seed seeds the bootstrap; Power is the power of the minimum
+	// detectable effect (0: DefaultPower).
+	Seed  uint64
+	Power float64
+}
+
+func (c ShadowConfig) config() Config {
+	return Config{Reference: LiveReference, MaxRecallLoss: c.MaxRecallLoss, Seed: c.Seed, Power: c.Power}
+}
+
+// ShadowFlips is one candidate's label flips against the live path on the
+// reviews it answered, over all of them or only those where it saw the
+// same text as the live path, or other (pseudonymised) text.
+type ShadowFlips struct {
+	Text string
+	Flips
+}
+
+// The Text values of ShadowFlips.
+const (
+	TextAll      = "all"
+	TextSame     = "same text"
+	TextDiffered = "pseudonymised text"
+)
+
+// ShadowSummary is what the shadow report prints.
+type ShadowSummary struct {
+	// Agreement is each candidate against the live verdicts taken as the
+	// reference's answers, overall and per category the live path
+	// flagged: "recall" is the share of the live path's flags the
+	// candidate kept, "precision" the share of its flags the live path
+	// made too. It is agreement, not accuracy.
+	Agreement []Paired
+	// ByText is each candidate's overall agreement over the reviews where
+	// it saw the same text as the live path, then other text; a
+	// disagreement may come from the pseudonymisation.
+	ByText []ShadowTextAgreement
+	Flips  []ShadowFlips
+	// Moderated is the offline paired comparison on the compared reviews
+	// a moderator decided: the live path (reference) and each candidate
+	// against the latest decision. Decided counts those reviews per
+	// candidate.
+	Moderated []Paired
+	Decided   map[string]int
+}
+
+// ShadowTextAgreement is a candidate's overall agreement on one side of
+// the text split.
+type ShadowTextAgreement struct {
+	Text string
+	Paired
+}
+
+// SummariseShadow compares every candidate with the live path, and where
+// decisions exist, both with the moderators.
+func SummariseShadow(set ShadowSet, decisions map[pipeline.ReviewKey]Decision, sc ShadowConfig) ShadowSummary {
+	cfg := sc.config()
+	s := ShadowSummary{Decided: map[string]int{}}
+	for _, c := range set.Candidates {
+		for _, cat := range liveCategories(c.Pairs) {
+			s.Agreement = append(s.Agreement, liveAgreement(c.Name, c.Pairs, cat, cfg))
+		}
+		same, differed := splitByText(c.Pairs)
+		for _, part := range []struct {
+			text  string
+			pairs []ShadowRecord
+		}{{TextAll, c.Pairs}, {TextSame, same}, {TextDiffered, differed}} {
+			if part.text != TextAll && len(part.pairs) > 0 {
+				s.ByText = append(s.ByText, ShadowTextAgreement{Text: part.text, Paired: liveAgreement(c.Name, part.pairs, "overall", cfg)})
+			}
+			if f := shadowFlips(c.Name, part.pairs); part.text == TextAll || f.Cases > 0 {
+				s.Flips = append(s.Flips, ShadowFlips{Text: part.text, Flips: f})
+			}
+		}
+		var decided []ShadowRecord
+		for _, r := range c.Pairs {
+			if _, ok := decisions[r.Key()]; ok {
+				decided = append(decided, r)
+			}
+		}
+		s.Decided[c.Name] = len(decided)
+		if len(decided) == 0 {
+			continue
+		}
+		for _, cat := range decidedCategories(decided, decisions) {
+			s.Moderated = append(s.Moderated, moderated(c.Name, decided, decisions, cat, cfg))
+		}
+	}
+	return s
+}
+
+func splitByText(pairs []ShadowRecord) (same, differed []ShadowRecord) {
+	for _, r := range pairs {
+		if r.TextDiffers {
+			differed = append(differed, r)
+		} else {
+			same = append(same, r)
+		}
+	}
+	return same, differed
+}
+
+// inCategory is whether a label and category flag the category ("overall":
+// any flag).
+func inCategory(l pipeline.Label, c pipeline.Category, category string) bool {
+	return l != "" && l != pipeline.LabelClean && (category == "overall" || string(c) == category)
+}
+
+func liveCategories(pairs []ShadowRecord) []string {
+	var out []string
+	for _, r := range pairs {
+		if inCategory(r.LiveLabel, r.LiveCategory, "overall") && r.LiveCategory != "" {
+			out = addDistinct(out, string(r.LiveCategory))
+		}
+	}
+	return append([]string{"overall"}, out...)
+}
+
+func decidedCategories(pairs []ShadowRecord, ds map[pipeline.ReviewKey]Decision) []string {
+	var out []string
+	for _, r := range pairs {
+		if d := ds[r.Key()]; d.DecidedLabel != pipeline.LabelClean && d.DecidedCategory != "" {
+			out = addDistinct(out, string(d.DecidedCategory))
+		}
+	}
+	return append([]string{"overall"}, out...)
+}
+
+// liveAgreement compares a candidate with the live verdicts as the reference
+// on one category, clustered by room (a room's windows move together in
+// the bootstrap). Only ref / only cand (B, C) are the reviews only the live
+// path, or only the candidate, flagged in the category; McNemar's test on
+// them asks whether the candidate flags less than the live path.
+func liveAgreement(name string, pairs []ShadowRecord, cat string, cfg Config) Paired {
+	p := Paired{Candidate: name, Category: cat}
+	clusters := map[string]*stats.Cluster{}
+	for _, r := range pairs {
+		live := inCategory(r.LiveLabel, r.LiveCategory, cat)
+		cand := r.Outcome == pipeline.ShadowOK && inCategory(r.Label, r.Category, cat)
+		ca := stats.Counts{TP: b2i(live)}
+		cb := stats.Counts{TP: b2i(live && cand), FP: b2i(cand && !live), FN: b2i(live && !cand)}
+		cl := clusterOf(clusters, r.RoomID)
+		cl.A, cl.B = cl.A.Add(ca), cl.B.Add(cb)
+		p.Ref, p.Cand = p.Ref.Add(ca), p.Cand.Add(cb)
+		p.Positives += b2i(live)
+		p.B += b2i(live && !cand)
+		p.C += b2i(cand && !live)
+	}
+	return finishAgreement(p, sortedClusters(clusters), cfg)
+}
+
+func clusterOf(m map[string]*stats.Cluster, room string) *stats.Cluster {
+	cl := m[room]
+	if cl == nil {
+		cl = &stats.Cluster{}
+		m[room] = cl
+	}
+	return cl
+}
+
+// finishAgreement is finishPaired for agreement: the loss is the share of
+// the live path's flags the candidate dropped (B of the positives), its
+// interval's upper bound no lower than Wilson's on B (flags the candidate
+// added elsewhere do not make up for a dropped one), and a loss is
+// detected only when the candidate also flags significantly less than the
+// live path (B > C, McNemar): a candidate that merely flags differently is
+// not called worse without a moderator to say which is right.
+func finishAgreement(p Paired, clusters []stats.Cluster, cfg Config) Paired {
+	conf := 1 - Alpha
+	p.RefRecall, p.CandRecall = wilson(p.Ref.TP, p.Ref.TP+p.Ref.FN, conf), wilson(p.Cand.TP, p.Cand.TP+p.Cand.FN, conf)
+	p.RefPrecision, p.CandPrecision = wilson(p.Ref.TP, p.Ref.TP+p.Ref.FP, conf), wilson(p.Cand.TP, p.Cand.TP+p.Cand.FP, conf)
+	p.Deltas = stats.PairedBootstrap(clusters, Resamples, conf, cfg.Seed)
+	psi := ratio(p.B+p.C, p.Positives)
+	margin := cfg.MaxRecallLoss.For(p.Category)
+	loss := p.Ref.Recall() - p.Cand.Recall()
+	lossCI := stats.LossInterval(p.Deltas.Recall, p.B, 0, p.Positives, conf)
+	mde := stats.MDE(p.Positives, psi, Alpha, power(cfg))
+	pv := stats.McNemarExact(p.B, p.C)
+	p.Decision = stats.Decide(loss, lossCI, pv, Alpha, margin, mde, p.Positives)
+	if p.B <= p.C && p.Decision.Outcome == stats.LossDetected {
+		p.Decision = stats.Decide(loss, lossCI, 1, Alpha, margin, mde, p.Positives)
+		p.Decision.P = pv
+	}
+	p.NeededN = stats.PairedN(margin, psi, Alpha, power(cfg))
+	return p
+}
+
+// moderated is the offline paired comparison on the decided reviews: the
+// live verdict is the reference's review, the candidate's answer the
+// candidate's (a failed one flags nothing), the latest decision the truth.
+func moderated(name string, pairs []ShadowRecord, ds map[pipeline.ReviewKey]Decision, cat string, cfg Config) Paired {
+	p := Paired{Candidate: name, Category: cat}
+	clusters := map[string]*stats.Cluster{}
+	for _, r := range pairs {
+		d := ds[r.Key()]
+		c := &Case{Truth: &Truth{Label: d.DecidedLabel, Category: d.DecidedCategory}}
+		live := Review{Verdict: pipeline.Verdict{Status: pipeline.StatusDone, Label: r.LiveLabel, Category: r.LiveCategory}}
+		cand := Review{Verdict: pipeline.Verdict{Status: pipeline.StatusDone, Label: r.Label, Category: r.Category}}
+		ca, cb := caseCounts(c, live, true, cat), caseCounts(c, cand, r.Outcome == pipeline.ShadowOK, cat)
+		cl := clusterOf(clusters, r.RoomID)
+		cl.A, cl.B = cl.A.Add(ca), cl.B.Add(cb)
+		p.Ref, p.Cand = p.Ref.Add(ca), p.Cand.Add(cb)
+		if ca.TP+ca.FN > 0 {
+			p.Positives++
+			p.B += b2i(ca.TP == 1 && cb.TP == 0)
+			p.C += b2i(ca.TP == 0 && cb.TP == 1)
+		}
+	}
+	return finishPaired(p, sortedClusters(clusters), cfg, 0)
+}
+
+// shadowFlips counts label flips and κ between the live path and the
+// candidate on the reviews the candidate answered.
+func shadowFlips(name string, pairs []ShadowRecord) Flips {
+	f := Flips{A: LiveReference, B: name}
+	var la, lb []string
+	for _, r := range pairs {
+		if r.Outcome != pipeline.ShadowOK {
+			continue
+		}
+		f.Cases++
+		f.Flipped += b2i(r.Label != r.LiveLabel)
+		la, lb = append(la, string(r.LiveLabel)), append(lb, string(r.Label))
+	}
+	f.Kappa = stats.Kappa(la, lb)
+	return f
+}
+
+// ShadowReportOptions are the shadow report's texts.
+type ShadowReportOptions struct {
+	Title, Note, Command string
+	// Source says where the events came from (a file, or the lake's days).
+	Source string
+}
+
+// WriteShadowReport writes the shadow comparison as Markdown.
+func WriteShadowReport(w io.Writer, set ShadowSet, s ShadowSummary, sc ShadowConfig, opt ShadowReportOptions) error {
+	var b strings.Builder
+	cfg := sc.config()
+	for _, section := range []func(*strings.Builder, ShadowSet, ShadowSummary, Config, ShadowReportOptions){
+		writeShadowHeader, writeShadowCoverage, writeShadowDecisions, writeShadowAgreement, writeShadowFlips, writeShadowModerated,
+	} {
+		section(&b, set, s, cfg, opt)
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("eval: write shadow report: %w", err)
+	}
+	return nil
+}
+
+func writeShadowHeader(b *strings.Builder, set ShadowSet, _ ShadowSummary, _ Config, opt ShadowReportOptions) {
+	title := opt.Title
+	if title == "" {
+		title = "chatguard shadow traffic: candidates against the live path"
+	}
+	fmt.Fprintf(b, "# %s\n\n", title)
+	if opt.Note != "" {
+		b.WriteString(opt.Note + "\n\n")
+	}
+	b.WriteString("**The reference is the live path, not the truth.** Each shadow review is a candidate endpoint's answer on " +
+		"a live review's window, compared with the verdict the live path committed. Without moderators' decisions this is " +
+		"*agreement with the live path, not recall*: a candidate that catches what the live path missed counts here as " +
+		"disagreeing. Where moderators decided on the same windows, the last section compares both sides with their decisions.\n\n")
+	first, last := "-", "-"
+	if !set.First.IsZero() {
+		first, last = set.First.Format("2006-01-02T15:04:05Z"), set.Last.Format("2006-01-02T15:04:05Z")
+	}
+	fmt.Fprintf(b, "Source: %s. %d shadow events, %d of them older copies of an event id superseded by a later one "+
+		"(the latest answer on a window stands), occurred %s to %s.\n", opt.Source, set.Events, set.Superseded, first, last)
+	if opt.Command != "" {
+		fmt.Fprintf(b, "\nCommand:\n\n```\n%s\n```\n", opt.Command)
+	}
+}
+
+func writeShadowCoverage(b *strings.Builder, set ShadowSet, _ ShadowSummary, _ Config, _ ShadowReportOptions) {
+	b.WriteString("\n## Shadow reviews\n\nCompared: answered, and failed (a failed shadow review counts as a candidate that flagged " +
+		"nothing, as the offline report counts a failed review). Not compared: canceled (a drain cut it short) and those without " +
+		"the live verdict's label. Other text: compared reviews where the candidate saw other text than the live path " +
+		"(a third-party candidate gets the pseudonymised chat where the live primary got the original).\n\n")
+	b.WriteString("| candidate | model | candidate version | live version | shadowed | answered | failed | canceled | no live label | compared | other text | latency p50 ms | latency p95 ms | USD per 1000 answers |\n")
+	b.WriteString("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, c := range set.Candidates {
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %d | %d | %d | %d | %d | %d | %d | %.0f | %.0f | %.4f |\n",
+			c.Name, orNone(c.Models), orNone(c.CandidateVersions), orNone(c.LiveVersions), c.Shadowed, c.Answered, c.Errors,
+			c.Canceled, c.NoLive, len(c.Pairs), c.TextDiffers, quantile(c.LatencyMs, 0.5), quantile(c.LatencyMs, 0.95),
+			1000*ratioF(c.CostUSD, c.Answered))
+	}
+}
+
+func orNone(xs []string) string {
+	if len(xs) == 0 {
+		return "-"
+	}
+	return strings.Join(xs, ", ")
+}
+
+func ratioF(x float64, n int) float64 {
+	if n == 0 {
+		return 0
+	}
+	return x / float64(n)
+}
+
+// quantile is the nearest-rank quantile of sorted xs (0 when empty).
+func quantile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[max(0, min(len(sorted)-1, i))]
+}
+
+func writeShadowDecisions(b *strings.Builder, _ ShadowSet, s ShadowSummary, cfg Config, _ ShadowReportOptions) {
+	fmt.Fprintf(b, "\n## Decision: does the candidate keep the live path's flags?\n\nEach candidate against **%s**, the same windows "+
+		"on both, at a margin of %s points (per category where `--max-recall-loss` names one). The loss is the share of the "+
+		"live path's flags the candidate dropped. *No loss beyond the margin*: its 95 %% interval (bootstrap by room, %d "+
+		"resamples, seed %d) ends below the margin; *loss detected*: the candidate also flags significantly less than the "+
+		"live path (McNemar's exact test on the windows only one of the two flagged, α %.2f); otherwise *inconclusive*, "+
+		"with the smallest loss this traffic could detect at power %.2f. This is agreement, not recall.\n\n",
+		LiveReference, pts(cfg.MaxRecallLoss.Default), Resamples, cfg.Seed, Alpha, power(cfg))
+	if len(s.Agreement) == 0 {
+		b.WriteString("No shadow review could be compared.\n")
+	}
+	writeDecisionLines(b, s.Agreement)
+}
+
+func writeDecisionLines(b *strings.Builder, ps []Paired) {
+	for _, p := range ps {
+		name := p.Category
+		if name == "overall" {
+			name = "**overall**"
+		}
+		fmt.Fprintf(b, "- %s, %s: %s\n", p.Candidate, name, p.Decision)
+	}
+}
+
+func writeShadowAgreement(b *strings.Builder, _ ShadowSet, s ShadowSummary, cfg Config, _ ShadowReportOptions) {
+	if len(s.Agreement) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n## Agreement with the live path\n\nPoints (%%), 95 %% intervals: Wilson for the shares, the paired "+
+		"bootstrap by room for the loss. Live flags: windows the live path flagged in the category. Kept: the share of them the "+
+		"candidate flagged in the same category. Confirmed: the share of the candidate's flags in the category the live path "+
+		"made too. Only live / only cand: windows one of the two flagged (McNemar's pairs). MDE: the smallest loss this "+
+		"traffic detects at power %.2f; needed: live flags a loss of the margin needs.\n\n", power(cfg))
+	b.WriteString("| candidate | category | text | live flags | kept | confirmed | loss | only live | only cand | McNemar p | MDE | needed |\n")
+	b.WriteString("| --- | --- | --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |\n")
+	row := func(p Paired, text string) {
+		fmt.Fprintf(b, "| %s | %s | %s | %d | %s %s | %s %s | %s %s | %d | %d | %.3g | %s | %d |\n",
+			p.Candidate, p.Category, text, p.Positives, pts(p.Cand.Recall()), ci(p.CandRecall), pts(p.Cand.Precision()), ci(p.CandPrecision),
+			pts(p.Decision.Loss), ci(p.Decision.CI), p.B, p.C, p.Decision.P, pts(p.Decision.MDE), p.NeededN)
+	}
+	for _, p := range s.Agreement {
+		row(p, TextAll)
+		if p.Category != "overall" {
+			continue
+		}
+		for _, t := range s.ByText {
+			if t.Candidate == p.Candidate {
+				row(t.Paired, t.Text)
+			}
+		}
+	}
+}
+
+func writeShadowFlips(b *strings.Builder, _ ShadowSet, s ShadowSummary, _ Config, _ ShadowReportOptions) {
+	if len(s.Flips) == 0 {
+		return
+	}
+	b.WriteString("\n## Flips\n\nAnswered windows whose label differs between the live path and the candidate; κ is Cohen's kappa " +
+		"of the labels. Split by the text the candidate saw: a flip on pseudonymised text may come from the pseudonymisation, " +
+		"not the model.\n\n")
+	b.WriteString("| A | B | text | windows | label flips | flipped | κ |\n| --- | --- | --- | ---: | ---: | ---: | ---: |\n")
+	for _, f := range s.Flips {
+		fmt.Fprintf(b, "| %s | %s | %s | %d | %d | %.1f%% | %.3f |\n", f.A, f.B, f.Text, f.Cases, f.Flipped, 100*ratio(f.Flipped, f.Cases), f.Kappa)
+	}
+}
+
+func writeShadowModerated(b *strings.Builder, set ShadowSet, s ShadowSummary, cfg Config, _ ShadowReportOptions) {
+	b.WriteString("\n## Against moderators' decisions\n\n")
+	names := make([]string, 0, len(s.Decided))
+	for _, c := range set.Candidates {
+		names = append(names, fmt.Sprintf("%s %d", c.Name, s.Decided[c.Name]))
+	}
+	if len(s.Moderated) == 0 {
+		fmt.Fprintf(b, "No compared window has a moderator's decision (%s), so nothing here is measured against the truth.\n", orNone(names))
+		return
+	}
+	fmt.Fprintf(b, "The compared windows a moderator decided (latest decision per window; %s), the offline report's paired "+
+		"comparison on them: the live path is the reference, the decision the truth, recall and precision are against it. "+
+		"Moderators see mostly what the live path flagged (and the console's audit sample of clean verdicts), so the live "+
+		"path's recall here is biased upward and a candidate's flag the live path missed is rarely decided.\n\n", strings.Join(names, ", "))
+	writeDecisionLines(b, s.Moderated)
+	fmt.Fprintf(b, "\nPoints (%%), 95 %% intervals: Wilson for each side's recall and precision against the decisions, the paired "+
+		"bootstrap by room for the deltas (candidate minus live). Only ref / only cand: decided positives found by the live path "+
+		"only, or the candidate only (McNemar's pairs). MDE: the smallest recall loss these decisions detect at power %.2f; "+
+		"needed: decided positives a loss of the margin needs.\n\n", power(cfg))
+	writePairedTable(b, s.Moderated)
+}
