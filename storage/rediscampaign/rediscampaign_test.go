@@ -225,3 +225,18 @@ func TestLargeStatesLiveApartAndTheRestStayCompact(t *testing.T) {
 	require.EqualValues(t, 1, rdb.HLen(ctx, keys[0]).Val())
 	require.EqualValues(t, 0, rdb.Exists(ctx, keys[1]).Val(), "the large hash emptied")
 }
+
+// TestAnEntryFromTheNextHourStays: replicas' clocks differ a little, so at
+// an hour's turn one may stamp a mark with the next hour before another
+// counts it in the previous one; the 16-bit hours must not read that entry
+// as a window old.
+func TestAnEntryFromTheNextHourStays(t *testing.T) {
+	c, _ := setup(t, nil)
+	ctx := context.Background()
+	turn := time.Date(2026, 12, 2, 11, 0, 0, 0, time.UTC)
+	_, err := c.Observe(ctx, campaigntest.Pseudonym("ahead"), []pipeline.CampaignSighting{sighting(1)}, turn.Add(time.Millisecond))
+	require.NoError(t, err)
+	got, err := c.Observe(ctx, campaigntest.Pseudonym("behind"), []pipeline.CampaignSighting{sighting(1)}, turn.Add(-time.Millisecond))
+	require.NoError(t, err)
+	require.Equal(t, 2, got[0].Rooms)
+}

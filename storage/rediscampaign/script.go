@@ -25,9 +25,9 @@ import "github.com/redis/go-redis/v9"
 // Packed for Redis's compact encodings: two 16-bit list lengths, the high
 // bit of each saying a 32-bit tau follows (only above the exact cap), then
 // each entry as a 32-bit hash and the hour modulo 2^16 (a window is at
-// most 168 hours, so the age modulo 2^16 is the age). A mark in one room
-// from one sender is 16 bytes. A state over the compact bound lives in the
-// large hash, and moves back when it shrinks.
+// most 168 hours, so the age modulo 2^16, read as signed, is the age). A
+// mark in one room from one sender is 16 bytes. A state over the compact
+// bound lives in the large hash, and moves back when it shrinks.
 var observeScript = redis.NewScript(`
 local now, win, cap = tonumber(ARGV[1]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local hour = tonumber(ARGV[2]) % 65536
@@ -77,7 +77,11 @@ local function touch(flat, tau, h)
   local kept, found = {}, false
   for i = 1, #flat, 2 do
     local e, hr = flat[i], flat[i + 1]
-    if (hour - hr) % 65536 < win then
+    -- The age modulo 2^16, read as signed: an entry stamped in the next
+    -- hour by a replica whose clock is a little ahead stays.
+    local age = (hour - hr) % 65536
+    if age >= 32768 then age = age - 65536 end
+    if age < win then
       if e == h then hr = hour; found = true end
       kept[#kept + 1] = e
       kept[#kept + 1] = hr
