@@ -180,7 +180,8 @@ func hash32(pseudonym string) (uint32, error) {
 	return binary.BigEndian.Uint32(b), nil
 }
 
-// Shard returns the shard of a mark.
+// Shard returns the shard of a mark (a keyed pseudonym); it fails, with
+// shard 0, on anything else.
 func (c *Counter) Shard(mark string) (int, error) {
 	_, h, err := field(mark)
 	return int(h % uint32(c.cfg.Shards)), err
