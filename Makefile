@@ -189,8 +189,9 @@ BENCH_LAKE_RATE ?= 150
 BENCH_LAKE_REPLICAS ?= 2
 BENCH_LAKE_HOURS ?= 24
 
-# Marks the campaign memory benchmark writes into Redis (its keys are removed
-# after), at the per-shard density of 1,000,000 marks.
+# The campaign memory benchmark's cap, in marks, at the per-shard density of
+# 1,000,000 marks; it writes a third more, so that every shard is full and
+# evicting as at steady state (its keys are removed after).
 BENCH_CAMPAIGN_MARKS ?= 20000
 
 .PHONY: bench-campaign

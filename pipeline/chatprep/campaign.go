@@ -270,12 +270,21 @@ func (k CampaignMarker) Party(kind, id string) string { return k.mark(kind, []by
 func (k CampaignMarker) Sightings(msgs []pipeline.ChatMessage) []pipeline.CampaignSighting {
 	var out []pipeline.CampaignSighting
 	seen := map[string]bool{}
+	// senders keys each sender once per review, not once per mark: a
+	// risky message has about five marks and an HMAC is most of a mark's
+	// cost.
+	senders := map[string]string{}
 	add := func(kind pipeline.CampaignKind, mark string, m pipeline.ChatMessage) {
 		if seen[mark] || len(out) >= MaxCampaignSightings {
 			return
 		}
 		seen[mark] = true
-		out = append(out, pipeline.CampaignSighting{Kind: kind, Mark: mark, MessageID: m.MessageID, Sender: k.Party("sender", m.SenderID)})
+		sender, ok := senders[m.SenderID]
+		if !ok {
+			sender = k.Party("sender", m.SenderID)
+			senders[m.SenderID] = sender
+		}
+		out = append(out, pipeline.CampaignSighting{Kind: kind, Mark: mark, MessageID: m.MessageID, Sender: sender})
 	}
 	for _, m := range msgs {
 		if m.Kind != pipeline.KindText || m.SenderRole == pipeline.RoleSystem || m.SenderID == "" || m.Text == "" {

@@ -3,11 +3,13 @@
 // that carried it over a sliding window of whole hours.
 //
 // Layout, for Redis Cluster: marks are spread over a fixed number of
-// shards by their first bytes. Shard i's two keys carry the hash tag
+// shards by their last bytes. Shard i's three keys carry the hash tag
 // "{cm<i>}", so they live in one slot:
 //
-//	<prefix>{cm<i>}:h    hash: a mark's 12 bytes -> its state (script.go)
-//	<prefix>{cm<i>}:lru  sorted set: a mark's 12 bytes -> last seen (s)
+//	<prefix>{cm<i>}:s  hash: a mark's first 8 bytes -> its state (script.go),
+//	                   for states of at most 64 bytes (nearly every mark)
+//	<prefix>{cm<i>}:b  hash: the same for the few larger states
+//	<prefix>{cm<i>}:t  sorted set: a mark's 8 bytes -> last seen (s)
 //
 // A review's marks are grouped by shard; each shard's group is one script
 // call over that shard's keys (one slot, atomic), and every call of the
@@ -16,9 +18,18 @@
 // Memory is bounded three ways: a mark's state holds at most the exact
 // cap of rooms and of senders (above it a bottom-k sample); a mark unseen
 // for a whole window is dropped; and each shard keeps at most
-// MaxMarks/Shards marks, evicting the least recently seen (counted). One
-// hash per shard rather than keys per mark keeps the per-mark overhead to
-// a hash field and a sorted-set member (docs/performance.md).
+// MaxMarks/Shards marks, evicting the least recently seen (counted).
+//
+// The bytes per mark come from Redis's compact encodings: a hash or sorted
+// set stays a listpack (a few bytes of framing per entry) while it has at
+// most 128 entries of at most 64 bytes each (Redis's defaults for
+// zset-max-listpack-entries and hash-max-listpack-value), and turns into
+// a hashtable or skiplist, with about a hundred bytes of pointers per
+// entry, the moment one entry breaks either bound. So a shard holds at
+// most 128 marks (Validate), a mark is its first 8 bytes rather than 12,
+// a state packs each room or sender in 6 bytes, and the states that
+// outgrow 64 bytes (more than ten rooms and senders together) move to a hash of their
+// own so that they cannot convert their neighbours' (docs/performance.md).
 package rediscampaign
 
 import (
@@ -46,10 +57,11 @@ type Config struct {
 	Prefix string
 	// Shards is the fixed number of shards. Changing it moves marks
 	// between shards (their counts start again), so it is set once per
-	// deployment.
+	// deployment. It must be at least MaxMarks/MaxPerShard.
 	Shards int
 	// MaxMarks bounds the marks kept fleet-wide; each shard keeps
-	// MaxMarks/Shards and evicts the least recently seen above it.
+	// MaxMarks/Shards (at most MaxPerShard) and evicts the least
+	// recently seen above it.
 	MaxMarks int
 	// ExactCap is how many rooms (and senders) a mark counts exactly;
 	// above it the count is a bottom-k estimate over as many hashes.
@@ -58,14 +70,25 @@ type Config struct {
 	Window time.Duration
 }
 
-// The defaults: 1 M marks at about 210 bytes each (docs/performance.md).
+// The defaults: 1 M marks over 8,192 shards, 122 marks a shard
+// (docs/performance.md has the bytes per mark).
 const (
 	DefaultPrefix   = "chatguard:cm:"
-	DefaultShards   = 4096
+	DefaultShards   = 8192
 	DefaultMaxMarks = 1_000_000
 	DefaultExactCap = 32
 	DefaultWindow   = 24 * time.Hour
 )
+
+// MaxPerShard is the most marks a shard may keep: Redis's default
+// zset-max-listpack-entries, above which the shard's recency set leaves
+// its compact encoding and a mark costs about three times the bytes.
+const MaxPerShard = 128
+
+// compactValue is the largest state kept in a shard's compact hash:
+// Redis's default hash-max-listpack-value. A larger state would turn the
+// whole hash into a hashtable, so it goes to the shard's other hash.
+const compactValue = 64
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
@@ -78,11 +101,15 @@ func (c Config) Validate() error {
 	if strings.ContainsAny(c.Prefix, "{}") {
 		errs = append(errs, fmt.Errorf("key prefix %q must not contain braces", c.Prefix))
 	}
-	if c.Shards < 1 || c.Shards > 16384 {
-		errs = append(errs, fmt.Errorf("shards %d must be within 1..16384", c.Shards))
+	if c.Shards < 1 || c.Shards > 1<<20 {
+		errs = append(errs, fmt.Errorf("shards %d must be within 1..%d", c.Shards, 1<<20))
 	}
 	if c.MaxMarks < c.Shards {
 		errs = append(errs, fmt.Errorf("max marks %d must be at least the shards (%d)", c.MaxMarks, c.Shards))
+	}
+	if c.Shards >= 1 && c.MaxMarks/c.Shards > MaxPerShard {
+		errs = append(errs, fmt.Errorf("max marks %d over %d shards is %d a shard, above %d: raise the shards to at least %d so each shard's keys keep Redis's compact encoding",
+			c.MaxMarks, c.Shards, c.MaxMarks/c.Shards, MaxPerShard, (c.MaxMarks+MaxPerShard-1)/MaxPerShard))
 	}
 	if c.ExactCap < 4 || c.ExactCap > 1024 {
 		errs = append(errs, fmt.Errorf("exact cap %d must be within 4..1024", c.ExactCap))
@@ -123,35 +150,50 @@ func New(rdb redis.UniversalClient, cfg Config, reg prometheus.Registerer) (*Cou
 	return c, nil
 }
 
-// field is a mark's 12 bytes, the hash field and recency member.
-func field(mark string) ([]byte, error) {
-	if !pipeline.IsSubjectPseudonym(mark) {
+// pseudonymBytes are a keyed pseudonym's 12 bytes.
+func pseudonymBytes(p string) ([]byte, error) {
+	if !pipeline.IsSubjectPseudonym(p) {
 		return nil, errors.New("a mark is not a keyed pseudonym")
 	}
-	_, h, _ := strings.Cut(mark, ":")
+	_, h, _ := strings.Cut(p, ":")
 	return hex.DecodeString(h)
+}
+
+// field is what a shard keeps of a mark: its first 8 bytes, the hash
+// field and recency member. 64 bits among a shard's 128 marks collide
+// with odds of about 1 in 10^15; the last 4 bytes pick the shard.
+func field(mark string) (f []byte, shard uint32, err error) {
+	b, err := pseudonymBytes(mark)
+	if err != nil {
+		return nil, 0, err
+	}
+	return b[:8], binary.BigEndian.Uint32(b[8:12]), nil
 }
 
 // hash32 is the 32-bit hash the state keeps of a room or sender
 // pseudonym: its first 4 bytes, uniform because it is an HMAC.
 func hash32(pseudonym string) (uint32, error) {
-	b, err := field(pseudonym)
+	b, err := pseudonymBytes(pseudonym)
 	if err != nil {
 		return 0, err
 	}
 	return binary.BigEndian.Uint32(b), nil
 }
 
-// Shard returns the shard of a mark's field.
-func (c *Counter) Shard(f []byte) int {
-	return int(binary.BigEndian.Uint32(f[4:8]) % uint32(c.cfg.Shards))
+// Shard returns the shard of a mark (a keyed pseudonym); it fails, with
+// shard 0, on anything else.
+func (c *Counter) Shard(mark string) (int, error) {
+	_, h, err := field(mark)
+	return int(h % uint32(c.cfg.Shards)), err
 }
 
 func (c *Counter) tag(shard int) string { return c.cfg.Prefix + "{cm" + strconv.Itoa(shard) + "}" }
 
-// Keys are the two keys of a shard, in the script's order.
+// Keys are the three keys of a shard, in the script's order: the compact
+// states, the large states, the recency set.
 func (c *Counter) Keys(shard int) []string {
-	return []string{c.tag(shard) + ":h", c.tag(shard) + ":lru"}
+	t := c.tag(shard)
+	return []string{t + ":s", t + ":b", t + ":t"}
 }
 
 // group is one shard's part of a review: the script's mark arguments and
@@ -210,7 +252,7 @@ func (c *Counter) group(room string, sightings []pipeline.CampaignSighting, at t
 	groups := map[int]*group{}
 	var order []int
 	for i, s := range sightings {
-		f, err := field(s.Mark)
+		f, h, err := field(s.Mark)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -218,10 +260,10 @@ func (c *Counter) group(room string, sightings []pipeline.CampaignSighting, at t
 		if err != nil {
 			return nil, nil, fmt.Errorf("sender: %w", err)
 		}
-		shard := c.Shard(f)
+		shard := int(h % uint32(c.cfg.Shards))
 		g := groups[shard]
 		if g == nil {
-			g = &group{args: []any{at.Unix(), at.Unix() / 3600, win, c.cfg.ExactCap, c.cfg.MaxMarks / c.cfg.Shards, ttl, roomHash}}
+			g = &group{args: []any{at.Unix(), at.Unix() / 3600, win, c.cfg.ExactCap, c.cfg.MaxMarks / c.cfg.Shards, ttl, roomHash, compactValue}}
 			groups[shard] = g
 			order = append(order, shard)
 		}

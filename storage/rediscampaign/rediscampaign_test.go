@@ -26,7 +26,7 @@ func setup(t testing.TB, mod func(*Config)) (*Counter, redis.UniversalClient) {
 	rdb := stacktest.Redis(t)
 	cfg := DefaultConfig()
 	cfg.Prefix = stacktest.Unique("test:cm") + ":"
-	cfg.Shards = 16
+	cfg.Shards, cfg.MaxMarks = 16, 16*MaxPerShard
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -70,7 +70,7 @@ func TestEvictsTheLeastRecentlySeenOverTheCap(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.EqualValues(t, 10, rdb.HLen(ctx, c.Keys(0)[0]).Val())
-	require.EqualValues(t, 10, rdb.ZCard(ctx, c.Keys(0)[1]).Val())
+	require.EqualValues(t, 10, rdb.ZCard(ctx, c.Keys(0)[2]).Val())
 	require.Equal(t, 5.0, testutil.ToFloat64(c.evicted))
 	got, err := c.Observe(ctx, campaigntest.Pseudonym("r2"), []pipeline.CampaignSighting{sighting(0), sighting(14)}, t0.Add(time.Minute))
 	require.NoError(t, err)
@@ -83,7 +83,7 @@ func TestEvictsTheLeastRecentlySeenOverTheCap(t *testing.T) {
 // window is dropped (counted) at the shard's next call, and the shard's
 // keys expire an hour after the window when nothing touches them.
 func TestUnseenMarksLeaveAndKeysExpire(t *testing.T) {
-	c, rdb := setup(t, func(c *Config) { c.Shards = 1 })
+	c, rdb := setup(t, func(c *Config) { c.Shards, c.MaxMarks = 1, MaxPerShard })
 	ctx := context.Background()
 	room := campaigntest.Pseudonym("r1")
 	_, err := c.Observe(ctx, room, []pipeline.CampaignSighting{sighting(1), sighting(2)}, t0)
@@ -136,17 +136,19 @@ func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	}
 }
 
-// TestEveryScriptTouchesOneSlot: a shard's two keys share a hash tag.
+// TestEveryScriptTouchesOneSlot: a shard's three keys share a hash tag.
 func TestEveryScriptTouchesOneSlot(t *testing.T) {
 	c, err := New(nil, DefaultConfig(), nil)
 	require.NoError(t, err)
 	shards := map[int]bool{}
-	for i := range 20000 {
-		f, err := field(sighting(i).Mark)
+	for i := range 40000 {
+		shard, err := c.Shard(sighting(i).Mark)
 		require.NoError(t, err)
-		keys := c.Keys(c.Shard(f))
+		keys := c.Keys(shard)
+		require.Len(t, keys, 3)
 		require.Equal(t, slot(keys[0]), slot(keys[1]))
-		shards[c.Shard(f)] = true
+		require.Equal(t, slot(keys[0]), slot(keys[2]))
+		shards[shard] = true
 	}
 	require.Greater(t, len(shards), DefaultShards*9/10, "marks spread over the shards")
 }
@@ -158,6 +160,9 @@ func TestConfigValidateJoinsEveryProblem(t *testing.T) {
 	for _, want := range []string{"braces", "shards", "max marks", "exact cap", "window"} {
 		require.ErrorContains(t, err, want)
 	}
+	cfg := DefaultConfig()
+	cfg.MaxMarks = 2_000_000
+	require.ErrorContains(t, cfg.Validate(), "raise the shards to at least 15625", "244 a shard would leave the compact encoding")
 }
 
 // TestRedisDownIsAnErrorWithinTheContext: an unreachable Redis answers an
@@ -171,4 +176,67 @@ func TestRedisDownIsAnErrorWithinTheContext(t *testing.T) {
 	defer cancel()
 	_, err = c.Observe(ctx, campaigntest.Pseudonym("r"), []pipeline.CampaignSighting{sighting(1)}, t0)
 	require.ErrorContains(t, err, "rediscampaign: observe")
+}
+
+// TestLargeStatesLiveApartAndTheRestStayCompact: a mark in many rooms
+// outgrows the compact bound and moves to the shard's large hash, so the
+// compact hash and the recency set keep Redis's listpack encoding (the
+// bytes per mark depend on it); its counts carry over the move, it moves
+// back when its rooms age out, and expiry clears the large hash too.
+func TestLargeStatesLiveApartAndTheRestStayCompact(t *testing.T) {
+	c, rdb := setup(t, func(c *Config) { c.Shards, c.MaxMarks = 1, MaxPerShard })
+	ctx := context.Background()
+	keys := c.Keys(0)
+	sender := campaigntest.Pseudonym("sender")
+	mark := func(name string) pipeline.CampaignSighting {
+		return pipeline.CampaignSighting{Kind: pipeline.CampaignScript, Mark: campaigntest.Pseudonym(name), MessageID: "m", Sender: sender}
+	}
+	fieldOf := func(s pipeline.CampaignSighting) string {
+		f, _, err := field(s.Mark)
+		require.NoError(t, err)
+		return string(f)
+	}
+	a, b := mark("a"), mark("b")
+	for i := range 12 {
+		got, err := c.Observe(ctx, campaigntest.Pseudonym(fmt.Sprint("room-", i)), []pipeline.CampaignSighting{a, b, sighting(i)}, t0)
+		require.NoError(t, err)
+		require.Equal(t, i+1, got[0].Rooms, "counts carry over the move")
+		require.Equal(t, 1, got[0].Senders)
+	}
+	for i := 12; i < 52; i++ {
+		_, err := c.Observe(ctx, campaigntest.Pseudonym("room-x"), []pipeline.CampaignSighting{sighting(i)}, t0)
+		require.NoError(t, err)
+	}
+	require.False(t, rdb.HExists(ctx, keys[0], fieldOf(a)).Val(), "12 rooms do not fit 64 bytes")
+	require.True(t, rdb.HExists(ctx, keys[1], fieldOf(a)).Val())
+	require.EqualValues(t, 52, rdb.HLen(ctx, keys[0]).Val())
+	require.EqualValues(t, 2, rdb.HLen(ctx, keys[1]).Val())
+	require.Equal(t, "listpack", rdb.ObjectEncoding(ctx, keys[0]).Val())
+	require.Equal(t, "listpack", rdb.ObjectEncoding(ctx, keys[2]).Val())
+
+	// A day and a second later: a is seen again in one room, b not at all.
+	got, err := c.Observe(ctx, campaigntest.Pseudonym("room-new"), []pipeline.CampaignSighting{a}, t0.Add(24*time.Hour+time.Second))
+	require.NoError(t, err)
+	require.Equal(t, 1, got[0].Rooms, "the old rooms aged out")
+	require.True(t, rdb.HExists(ctx, keys[0], fieldOf(a)).Val(), "a fits the compact hash again")
+	require.False(t, rdb.HExists(ctx, keys[1], fieldOf(a)).Val())
+	require.False(t, rdb.HExists(ctx, keys[1], fieldOf(b)).Val(), "b expired from the large hash")
+	require.Equal(t, 53.0, testutil.ToFloat64(c.expired), "every mark but a was last seen over a window ago")
+	require.EqualValues(t, 1, rdb.HLen(ctx, keys[0]).Val())
+	require.EqualValues(t, 0, rdb.Exists(ctx, keys[1]).Val(), "the large hash emptied")
+}
+
+// TestAnEntryFromTheNextHourStays: replicas' clocks differ a little, so at
+// an hour's turn one may stamp a mark with the next hour before another
+// counts it in the previous one; the 16-bit hours must not read that entry
+// as a window old.
+func TestAnEntryFromTheNextHourStays(t *testing.T) {
+	c, _ := setup(t, nil)
+	ctx := context.Background()
+	turn := time.Date(2026, 12, 2, 11, 0, 0, 0, time.UTC)
+	_, err := c.Observe(ctx, campaigntest.Pseudonym("ahead"), []pipeline.CampaignSighting{sighting(1)}, turn.Add(time.Millisecond))
+	require.NoError(t, err)
+	got, err := c.Observe(ctx, campaigntest.Pseudonym("behind"), []pipeline.CampaignSighting{sighting(1)}, turn.Add(-time.Millisecond))
+	require.NoError(t, err)
+	require.Equal(t, 2, got[0].Rooms)
 }

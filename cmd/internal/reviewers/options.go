@@ -85,8 +85,8 @@ func (o *Options) CampaignFlags(fs *cli.FlagSet) {
 	fs.IntVar(&o.Campaign.MaxSenders, "campaign-max-senders", "most distinct senders a campaign mark has")
 	fs.DurationVar(&o.Campaign.Timeout, "campaign-timeout", "bound of the one Redis call a review makes for campaign counts; past it the review goes on without them (counted)")
 	fs.StringVar(&o.CampaignStore.Prefix, "campaign-key-prefix", "prefix of the Redis keys of the campaign counts")
-	fs.IntVar(&o.CampaignStore.Shards, "campaign-shards", "shards (Redis Cluster hash tags) of the campaign counts; fixed per deployment")
-	fs.IntVar(&o.CampaignStore.MaxMarks, "campaign-max-marks", "marks kept fleet-wide; above it the least recently seen are evicted (counted); about 210 bytes of Redis each")
+	fs.IntVar(&o.CampaignStore.Shards, "campaign-shards", "shards (Redis Cluster hash tags) of the campaign counts, at least max marks / 128 so each stays in Redis's compact encoding; fixed per deployment")
+	fs.IntVar(&o.CampaignStore.MaxMarks, "campaign-max-marks", "marks kept fleet-wide; above it the least recently seen are evicted (counted); about 65 bytes of Redis each")
 	fs.IntVar(&o.CampaignStore.ExactCap, "campaign-exact-cap", "rooms and senders a mark counts exactly; above it, a bottom-k estimate over as many")
 }
 
