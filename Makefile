@@ -150,6 +150,11 @@ eval-sample: ## regenerate the sample `worker eval` report in docs/eval/sample a
 	@$(GO) build -o bin/worker ./cmd/worker
 	@$(GO) run ./deploy/local/evalsample/cmd/evalsample --worker bin/worker --out docs/eval/sample
 
+.PHONY: eval-labelled-sample
+eval-labelled-sample: ## rebuild docs/eval/labelled-sample/manifest.json: decisions (audit items included) made through the console over MariaDB, the lake written, worker eval build-set over it (needs MariaDB; about two minutes)
+	@mkdir -p docs/eval/labelled-sample
+	$(GO) test -run '^TestLabelledSetFromConsoleDecisions$$' -count=1 -v ./cmd/worker/ -publish-manifest $(CURDIR)/docs/eval/labelled-sample/manifest.json | grep -e 'strata' -e '^ok' -e FAIL
+
 .PHONY: bench-mysql
 bench-mysql: ## time the analysts' (docs/analysts.md) and review-queue queries and the purge on 1,000,000 generated verdicts (not part of make test)
 	set -o pipefail; CHATGUARD_STACK_ENV=/dev/null CHATGUARD_MYSQL_DSN='$(BENCH_MYSQL_DSN)' BENCH_VERDICTS=$(BENCH_VERDICTS) \
