@@ -308,4 +308,3 @@ func (m *moderator) decide(t *testing.T, r labelledRoom) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
 	require.NotContains(t, string(b), "not decided", r.truth.RoomID)
 }
-
