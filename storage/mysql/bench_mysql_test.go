@@ -124,6 +124,14 @@ func TestMySQLBench(t *testing.T) {
 		c, err := s.CountQueue(ctx, end)
 		return c.Total(), err
 	})
+	// The audit sample at the console's default share: the one item a
+	// default page mixes in, and the audit-only page.
+	for _, n := range []int{1, 50} {
+		measure(fmt.Sprintf("audit items at 2 %%: %d", n), runs, func() (int, error) {
+			items, err := s.ListAudit(ctx, 0.02, n)
+			return len(items), err
+		})
+	}
 	run := st.RunIDs[len(st.RunIDs)-30]
 	for _, qc := range queueCases(end, run) {
 		f := qc.f
