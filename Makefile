@@ -154,6 +154,11 @@ eval-sample: ## regenerate the sample `worker eval` report in docs/eval/sample a
 eval-shadow-sample: ## regenerate the sample `worker eval shadow` report in docs/eval/shadow-sample: the worker on the running stack with one simulator live and one with planted mistakes as the shadow candidate (a few minutes)
 	set -o pipefail; $(GO) test -tags shadowsample -run '^TestShadowSample$$' -count=1 -timeout 25m -v ./cmd/worker/ | grep -v -e '^=== RUN' -e '^--- PASS' -e '^PASS'
 
+.PHONY: eval-labelled-sample
+eval-labelled-sample: ## rebuild docs/eval/labelled-sample/manifest.json: decisions (audit items included) made through the console over MariaDB, the lake written, worker eval build-set over it (needs MariaDB; about two minutes)
+	@mkdir -p docs/eval/labelled-sample
+	$(GO) test -run '^TestLabelledSetFromConsoleDecisions$$' -count=1 -v ./cmd/worker/ -publish-manifest $(CURDIR)/docs/eval/labelled-sample/manifest.json | grep -e 'strata' -e '^ok' -e FAIL
+
 .PHONY: bench-mysql
 bench-mysql: ## rows and bytes per table, and the analysts' (docs/analysts.md) and review-queue queries and the purge timed, on 1,000,000 generated verdicts with their subjects and campaign marks (BENCH_ONLY=size: the sizes alone; not part of make test)
 	set -o pipefail; CHATGUARD_STACK_ENV=/dev/null CHATGUARD_MYSQL_DSN='$(BENCH_MYSQL_DSN)' BENCH_VERDICTS=$(BENCH_VERDICTS) \

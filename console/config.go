@@ -46,6 +46,12 @@ type Config struct {
 	// TakeTimeout is how long a taken queue item stays its taker's after
 	// their last action on it; then it shows as free and anyone may take it.
 	TakeTimeout time.Duration
+	// AuditShare is the share (0..1) of clean verdicts that are audit
+	// items: sampled by a hash of the review key (storage/mysql's audit
+	// sample), mixed into the queue at about this share of its page, and
+	// recorded as audit decisions, which make a labelled set's clean
+	// stratum. 0 turns the audit off.
+	AuditShare float64
 
 	// TrustedProxies are the comma-separated CIDRs of the auth proxy;
 	// IdentityHeader is trusted only from them.
@@ -72,6 +78,7 @@ func DefaultConfig() Config {
 		RetryAfter:    5 * time.Second,
 		StopTTL:       10 * time.Minute,
 		TakeTimeout:   10 * time.Minute,
+		AuditShare:    0.02,
 		// oauth2-proxy's header in reverse-proxy mode.
 		IdentityHeader: "X-Forwarded-Email",
 	}
@@ -101,6 +108,9 @@ func (c Config) Validate() error {
 	}
 	if c.TakeTimeout < time.Minute || c.TakeTimeout > 24*time.Hour {
 		errs = append(errs, errors.New("--take-timeout must be in 1m..24h"))
+	}
+	if !(c.AuditShare >= 0 && c.AuditShare <= 1) { // NaN too
+		errs = append(errs, fmt.Errorf("--audit-share %v is not in 0..1", c.AuditShare))
 	}
 	errs = append(errs, c.Hub().Validate(), c.Outbox.Validate())
 	return errors.Join(errs...)

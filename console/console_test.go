@@ -38,6 +38,9 @@ type fakeStore struct {
 func (f *fakeStore) ListQueue(context.Context, mysql.QueueFilter, string) (mysql.QueuePage, error) {
 	return mysql.QueuePage{Items: []mysql.QueueItem{{ID: 7, Key: f.verdict.Key, Label: f.verdict.Label, Category: f.verdict.Category, Severity: 4}}}, nil
 }
+func (f *fakeStore) ListAudit(context.Context, float64, int) ([]mysql.QueueItem, error) {
+	return nil, nil
+}
 func (f *fakeStore) CountQueue(context.Context, time.Time) (mysql.QueueCounts, error) {
 	return mysql.QueueCounts{}, nil
 }

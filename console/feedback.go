@@ -45,7 +45,7 @@ func feedbackEvent(d mysql.Decision, key pipeline.ReviewKey, verdictLabel pipeli
 		EventType: pipeline.EventModeratorFeedback, OccurredAt: d.DecidedAt, SchemaVersion: pipeline.LakeEventSchemaVersion,
 		Payload: pipeline.ModeratorFeedback{RoomID: key.RoomID, WindowStart: key.WindowStart, WindowEnd: key.WindowEnd,
 			PipelineVersion: key.PipelineVersion, ModeratorID: d.Moderator, VerdictLabel: verdictLabel, VerdictCategory: verdictCategory,
-			DecidedLabel: d.Label, DecidedCategory: decided, ActionTaken: action},
+			DecidedLabel: d.Label, DecidedCategory: decided, ActionTaken: action, Audit: d.Audit},
 	}
 }
 

@@ -58,6 +58,11 @@ func (s *server) record(ctx context.Context, who Who, items []pendingDecision) (
 	)
 	for _, it := range items {
 		d := it.D
+		// Decided here, not by the form: whatever page the decision came
+		// from, a sampled clean verdict's decision is an audit decision
+		// (only done verdicts carry a label).
+		d.Audit = it.Verdict.Label == pipeline.LabelClean &&
+			mysql.IsAuditItem(it.Verdict.Key, pipeline.StatusDone, it.Verdict.Label, s.cfg.AuditShare)
 		id, err := s.store.AddDecision(ctx, d)
 		if err != nil {
 			saveErr = err
@@ -66,7 +71,7 @@ func (s *server) record(ctx context.Context, who Who, items []pendingDecision) (
 		d.ID = id
 		v := it.Verdict
 		s.log.Info("console: audit", "action", "decide", "moderator", who.ID, "decision", d.Decision, "verdict_id", v.ID,
-			"decision_id", id, "room_id", v.Key.RoomID, "label", d.Label, "category", d.Category)
+			"decision_id", id, "room_id", v.Key.RoomID, "label", d.Label, "category", d.Category, "audit", d.Audit)
 		// Decided, the item leaves the queue: its take ends with it.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		if _, err := s.store.ReleaseItem(rctx, v.ID, who.ID); err != nil {

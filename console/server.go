@@ -30,6 +30,7 @@ var staticFS embed.FS
 // store is what the console needs of MySQL (*mysql.Store).
 type store interface {
 	ListQueue(ctx context.Context, f mysql.QueueFilter, cursor string) (mysql.QueuePage, error)
+	ListAudit(ctx context.Context, share float64, limit int) ([]mysql.QueueItem, error)
 	CountQueue(ctx context.Context, now time.Time) (mysql.QueueCounts, error)
 	VerdictByID(ctx context.Context, id uint64) (pipeline.Verdict, error)
 	VerdictID(ctx context.Context, key pipeline.ReviewKey) (uint64, error)
@@ -316,7 +317,7 @@ func (s *server) queuePage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, "queue.html", http.StatusBadRequest, data)
 		return
 	}
-	page, err := s.store.ListQueue(r.Context(), f, q.Get("cursor"))
+	page, err := s.listQueue(r.Context(), f, q)
 	if err != nil {
 		data["Error"] = "could not read the queue: " + err.Error()
 		s.log.Warn("console: queue", "err", err)
@@ -396,7 +397,7 @@ func (s *server) roomPage(w http.ResponseWriter, r *http.Request) {
 	}
 	data := s.page(r, map[string]any{"ID": id, "V": v, "Decisions": decisions, "Categories": pipeline.AbuseCategories,
 		"Evidence": evidenceIDs(v), "CanStop": s.stops != nil, "Take": take, "TakeRefused": r.URL.Query().Get("take") == "refused",
-		"Campaigns": campaigns})
+		"Campaigns": campaigns, "Audit": mysql.IsAuditItem(v.Key, v.Status, v.Label, s.cfg.AuditShare)})
 	if len(decisions) > 0 {
 		data["Seen"] = decisions[0].ID
 	}

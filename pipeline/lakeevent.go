@@ -78,6 +78,12 @@ type ModeratorFeedback struct {
 	DecidedLabel    Label     `json:"decided_label"`
 	DecidedCategory Category  `json:"decided_category"`
 	ActionTaken     Action    `json:"action_taken"`
+	// Audit is true when the verdict was a console audit item (a clean
+	// verdict sampled at random for a moderator to look at): such
+	// decisions make a labelled set's clean stratum. Omitted when false,
+	// so that consumers older than the field read every other decision;
+	// deploy the consumer before a console that sends it.
+	Audit bool `json:"audit,omitempty"`
 }
 
 // VerdictEvent is the payload written when a verdict is saved.

@@ -52,12 +52,14 @@ func defaultBuildSetConfig() buildSetConfig {
 func (c *buildSetConfig) flags() *cli.FlagSet {
 	fs := cli.NewFlagSet("worker eval build-set", "Builds a frozen, stratified labelled set from moderators' decisions in the lake (Athena,\n"+
 		"deploy/athena/queries/labelled_decisions.sql: the latest decision per verdict): one stratum per decided category,\n"+
-		"hard negatives (flagged verdicts decided clean) and clean (clean verdicts kept clean). Chats are fetched through\n"+
+		"hard negatives (flagged verdicts decided clean), clean (the console's audit items: randomly sampled clean verdicts,\n"+
+		"kept clean or overturned, the manifest counting the overturned as missed_positives) and clean_unaudited (clean\n"+
+		"verdicts kept clean outside the audit, chosen by a person). Chats are fetched through\n"+
 		"the chat API and stored masked. Writes DIR/cases.jsonl (for worker eval --cases) and DIR/manifest.json.")
 	fs.StringVar(&c.From, "from", "first day of the decisions, YYYY-MM-DD (UTC)")
 	fs.StringVar(&c.To, "to", "last day of the decisions, inclusive, YYYY-MM-DD (UTC)")
 	fs.IntVar(&c.Size, "stratum-size", "cases per stratum")
-	fs.StringVar(&c.StratumSizes, "stratum-sizes", "sizes of named strata, STRATUM=N,... (a category, hard_negative, clean)")
+	fs.StringVar(&c.StratumSizes, "stratum-sizes", "sizes of named strata, STRATUM=N,... (a category, hard_negative, clean, clean_unaudited)")
 	fs.IntVar(&c.Seed, "seed", "seed of the draw within each stratum (the same seed and decisions give the same set)")
 	fs.StringVar(&c.Out, "out", "directory of cases.jsonl and manifest.json")
 	fs.DurationVar(&c.QueryTimeout, "query-timeout", "how long the Athena query may take")

@@ -59,7 +59,8 @@ func TestBuildSetFromTheSampleLake(t *testing.T) {
 					Status: pipeline.StatusDone, Label: r.Label, Category: r.Category}},
 			{EventID: uuid.NewSHA1(uuid.NameSpaceOID, []byte(r.RoomID)).String(), EventType: pipeline.EventModeratorFeedback, OccurredAt: at, SchemaVersion: 1,
 				Payload: pipeline.ModeratorFeedback{RoomID: k.RoomID, WindowStart: k.WindowStart, WindowEnd: k.WindowEnd, PipelineVersion: k.PipelineVersion,
-					ModeratorID: "mod-1", VerdictLabel: r.Label, VerdictCategory: r.Category, DecidedLabel: r.Label, DecidedCategory: r.Category}},
+					ModeratorID: "mod-1", VerdictLabel: r.Label, VerdictCategory: r.Category, DecidedLabel: r.Label, DecidedCategory: r.Category,
+					Audit: r.Label == pipeline.LabelClean}},
 		} {
 			d, err := pipeline.DecodeLakeEvent(s3laketest.Body(t, ev), received)
 			require.NoError(t, err)
@@ -104,7 +105,8 @@ func TestBuildSetFromTheSampleLake(t *testing.T) {
 	perStratum := map[string]int{}
 	for _, c := range cases {
 		require.Equal(t, eval.SourceModerators, c.Source)
-		perStratum[eval.Decision{DecidedLabel: c.Truth.Label, DecidedCategory: c.Truth.Category, VerdictLabel: c.Truth.Label}.Stratum()]++
+		perStratum[eval.Decision{DecidedLabel: c.Truth.Label, DecidedCategory: c.Truth.Category, VerdictLabel: c.Truth.Label,
+			Audit: c.Truth.Label == pipeline.LabelClean}.Stratum()]++
 	}
 	total := 0
 	for _, s := range m.Strata {

@@ -56,7 +56,10 @@ type decisionLake struct {
 
 // decide makes the events: every room's verdict agrees with its truth,
 // except every fourth clean room, which the pipeline flagged (a hard
-// negative once a moderator says clean); every third room gets a wrong
+// negative once a moderator says clean), and every fifth abusive or
+// suspicious room, which it called clean (a missed positive once an audit
+// overturns it). Decisions on clean verdicts are audit decisions, but for
+// the first clean room's (decided from elsewhere); every third room gets a wrong
 // decision first and the right one an hour later (the latest wins); one
 // decision has no verdict and one verdict failed, and neither is a row.
 func decide(rooms []standin.Truth) decisionLake {
@@ -65,7 +68,7 @@ func decide(rooms []standin.Truth) decisionLake {
 		dl.events = append(dl.events, pipeline.LakeEvent{EventID: id, EventType: typ, OccurredAt: at.UTC().Truncate(time.Millisecond),
 			SchemaVersion: pipeline.LakeEventSchemaVersion, Payload: p})
 	}
-	cleanSeen := 0
+	cleanSeen, flaggedSeen := 0, 0
 	for i, r := range rooms {
 		k := pipeline.ReviewKey{RoomID: r.RoomID, WindowStart: r.FirstMessageAt.UTC().Truncate(time.Second),
 			WindowEnd: r.LastMessageAt.UTC().Truncate(time.Second).Add(2 * time.Second), PipelineVersion: "pv-set"}
@@ -75,7 +78,13 @@ func decide(rooms []standin.Truth) decisionLake {
 			if cleanSeen%4 == 0 {
 				label, cat = pipeline.LabelAbusive, pipeline.CategoryPhishingLink
 			}
+		} else {
+			flaggedSeen++
+			if flaggedSeen%5 == 0 {
+				label, cat = pipeline.LabelClean, pipeline.CategoryClean
+			}
 		}
+		audit := label == pipeline.LabelClean && !(r.Label == pipeline.LabelClean && cleanSeen == 1)
 		status := pipeline.StatusDone
 		if i == 1 {
 			status = pipeline.StatusFailed
@@ -88,7 +97,7 @@ func decide(rooms []standin.Truth) decisionLake {
 		fb := func(at time.Time, l pipeline.Label, c pipeline.Category) {
 			add(pipeline.EventModeratorFeedback, uuid.NewSHA1(uuid.NameSpaceOID, []byte(fmt.Sprint(k, at))).String(), at, pipeline.ModeratorFeedback{
 				RoomID: k.RoomID, WindowStart: k.WindowStart, WindowEnd: k.WindowEnd, PipelineVersion: k.PipelineVersion, ModeratorID: "mod-1",
-				VerdictLabel: label, VerdictCategory: cat, DecidedLabel: l, DecidedCategory: c, ActionTaken: pipeline.ActionNone})
+				VerdictLabel: label, VerdictCategory: cat, DecidedLabel: l, DecidedCategory: c, ActionTaken: pipeline.ActionNone, Audit: audit})
 		}
 		n := 1
 		decidedAt := at.Add(time.Hour)
@@ -101,7 +110,7 @@ func decide(rooms []standin.Truth) decisionLake {
 			continue
 		}
 		dl.want[r.RoomID] = eval.Decision{Key: k, VerdictLabel: label, VerdictCategory: cat, DecidedLabel: r.Label, DecidedCategory: r.Category,
-			DecidedAt: decidedAt.UTC().Truncate(time.Millisecond), Decisions: n}
+			DecidedAt: decidedAt.UTC().Truncate(time.Millisecond), Decisions: n, Audit: audit}
 	}
 	return dl
 }
@@ -150,6 +159,7 @@ func TestLabelledSetFromModeratorsDecisions(t *testing.T) {
 	}
 	require.Contains(t, perStratum, eval.StratumHardNegative)
 	require.Contains(t, perStratum, eval.StratumClean)
+	require.Contains(t, perStratum, eval.StratumCleanUnaudited)
 	require.Greater(t, len(perStratum), 3, "abuse categories too")
 	written := 0
 	for _, s := range strata {
@@ -159,9 +169,12 @@ func TestLabelledSetFromModeratorsDecisions(t *testing.T) {
 		written += s.Written
 	}
 	require.Len(t, cases, written)
-	masked := 0
+	masked, missed := 0, 0
 	for _, c := range cases {
 		d := got[strings.Split(c.ID, "|")[0]]
+		if d.Stratum() == eval.StratumClean && d.DecidedLabel != pipeline.LabelClean {
+			missed++
+		}
 		require.Equal(t, eval.Truth{Label: d.DecidedLabel, Category: d.DecidedCategory}, *c.Truth, "labelled by the decision")
 		raw, err := chat.History(ctx, d.Key.RoomID, d.Key.WindowStart, d.Key.WindowEnd)
 		require.NoError(t, err)
@@ -174,6 +187,14 @@ func TestLabelledSetFromModeratorsDecisions(t *testing.T) {
 		}
 	}
 	require.Positive(t, masked, "the sample's contact details were masked")
+	for _, s := range strata {
+		if s.Stratum == eval.StratumClean {
+			require.Equal(t, missed, s.MissedPositives, "overturned audit items are the clean stratum's missed positives")
+		} else {
+			require.Zero(t, s.MissedPositives, s.Stratum)
+		}
+	}
+	require.Positive(t, missed, "the sample holds an overturned audit item")
 
 	again, _, err := eval.BuildSet(ctx, decisions, chat, cfg)
 	require.NoError(t, err)

@@ -25,9 +25,16 @@ const (
 	// StratumHardNegative holds windows the pipeline flagged and a
 	// moderator decided were clean.
 	StratumHardNegative = "hard_negative"
-	// StratumClean holds clean verdicts a moderator looked at and kept
-	// clean (the console's audit items): what recall is measured against.
+	// StratumClean holds the console's audit items: clean verdicts sampled
+	// at random that a moderator looked at, kept clean (true negatives) or
+	// overturned (missed positives, counted in StratumCount's
+	// MissedPositives). Being a random sample of clean verdicts, it is
+	// what recall is measured against.
 	StratumClean = "clean"
+	// StratumCleanUnaudited holds clean verdicts a moderator kept clean
+	// outside the audit (opened from an account page, say): chosen by a
+	// person, not by chance, so kept apart from StratumClean.
+	StratumCleanUnaudited = "clean_unaudited"
 )
 
 // Decision is one row of deploy/athena's labelled_decisions query: the
@@ -41,11 +48,14 @@ type Decision struct {
 	DecidedAt       time.Time
 	// Decisions counts the decisions on the verdict; the latest stands.
 	Decisions int
+	// Audit is true when the latest decision was made on a console audit
+	// item.
+	Audit bool
 }
 
 // decisionColumns are labelled_decisions' columns, in order.
 var decisionColumns = []string{"room_id", "window_start", "window_end", "pipeline_version", "verdict_label", "verdict_category",
-	"decided_label", "decided_category", "decided_at", "decisions"}
+	"decided_label", "decided_category", "decided_at", "decisions", "audit"}
 
 // athenaTime is how Athena (and its stand-in) print a timestamp.
 const athenaTime = "2006-01-02 15:04:05.000"
@@ -86,6 +96,13 @@ func parseDecision(r []string) (Decision, error) {
 	n, err := strconv.Atoi(r[9])
 	d.Decisions = n
 	errs = append(errs, err)
+	switch r[10] {
+	case "true":
+		d.Audit = true
+	case "false", "":
+	default:
+		errs = append(errs, fmt.Errorf("audit %q is not true or false", r[10]))
+	}
 	if !slices.Contains([]pipeline.Label{pipeline.LabelAbusive, pipeline.LabelSuspicious, pipeline.LabelClean}, d.DecidedLabel) {
 		errs = append(errs, fmt.Errorf("decided_label %q is unknown", d.DecidedLabel))
 	}
@@ -95,10 +112,15 @@ func parseDecision(r []string) (Decision, error) {
 	return d, errors.Join(errs...)
 }
 
-// Stratum names the stratum of a decision: the decided category of a
-// window the moderator flagged, StratumHardNegative for a flagged verdict
-// decided clean, StratumClean for a clean verdict kept clean.
+// Stratum names the stratum of a decision: StratumClean for an audit item
+// (a sampled clean verdict, whatever the moderator decided), the decided
+// category of a window the moderator flagged, StratumHardNegative for a
+// flagged verdict decided clean, StratumCleanUnaudited for a clean verdict
+// kept clean outside the audit.
 func (d Decision) Stratum() string {
+	if d.Audit && d.VerdictLabel == pipeline.LabelClean {
+		return StratumClean
+	}
 	if d.DecidedLabel != pipeline.LabelClean {
 		if d.DecidedCategory == "" || d.DecidedCategory == pipeline.CategoryClean {
 			return "uncategorised"
@@ -108,7 +130,7 @@ func (d Decision) Stratum() string {
 	if d.VerdictLabel != "" && d.VerdictLabel != pipeline.LabelClean {
 		return StratumHardNegative
 	}
-	return StratumClean
+	return StratumCleanUnaudited
 }
 
 // SetConfig sizes a labelled set: Size cases per stratum, or Sizes[stratum]
@@ -128,6 +150,10 @@ type StratumCount struct {
 	// Unavailable counts chosen windows whose chat the chat API did not
 	// give (gone, or empty); each is replaced by the next of the stratum.
 	Unavailable int `json:"unavailable"`
+	// MissedPositives counts the written cases of StratumClean that the
+	// moderator overturned: clean verdicts that were abusive or
+	// suspicious after all.
+	MissedPositives int `json:"missed_positives,omitempty"`
 }
 
 // MaskedTextNote is what a manifest and a report say about the text the
@@ -175,6 +201,9 @@ func BuildSet(ctx context.Context, decisions []Decision, chat pipeline.ChatSourc
 			cases = append(cases, Case{ID: caseID(d.Key), Source: SourceModerators,
 				Truth: &Truth{Label: d.DecidedLabel, Category: d.DecidedCategory}, Messages: maskMessages(msgs)})
 			c.Written++
+			if name == StratumClean && d.DecidedLabel != pipeline.LabelClean {
+				c.MissedPositives++
+			}
 		}
 		counts = append(counts, c)
 	}

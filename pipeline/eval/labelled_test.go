@@ -14,15 +14,18 @@ func TestDecisionStrata(t *testing.T) {
 	for _, tc := range []struct {
 		verdict, decided pipeline.Label
 		cat              pipeline.Category
+		audit            bool
 		want             string
 	}{
-		{pipeline.LabelAbusive, pipeline.LabelAbusive, pipeline.CategoryPhishingLink, "phishing_link"},
-		{pipeline.LabelClean, pipeline.LabelSuspicious, pipeline.CategoryOffPlatform, "off_platform"},
-		{pipeline.LabelSuspicious, pipeline.LabelClean, pipeline.CategoryClean, StratumHardNegative},
-		{pipeline.LabelClean, pipeline.LabelClean, pipeline.CategoryClean, StratumClean},
-		{pipeline.LabelAbusive, pipeline.LabelAbusive, "", "uncategorised"},
+		{pipeline.LabelAbusive, pipeline.LabelAbusive, pipeline.CategoryPhishingLink, false, "phishing_link"},
+		{pipeline.LabelClean, pipeline.LabelSuspicious, pipeline.CategoryOffPlatform, false, "off_platform"},
+		{pipeline.LabelSuspicious, pipeline.LabelClean, pipeline.CategoryClean, false, StratumHardNegative},
+		{pipeline.LabelClean, pipeline.LabelClean, pipeline.CategoryClean, true, StratumClean},
+		{pipeline.LabelClean, pipeline.LabelAbusive, pipeline.CategorySpam, true, StratumClean},
+		{pipeline.LabelClean, pipeline.LabelClean, pipeline.CategoryClean, false, StratumCleanUnaudited},
+		{pipeline.LabelAbusive, pipeline.LabelAbusive, "", false, "uncategorised"},
 	} {
-		d := Decision{VerdictLabel: tc.verdict, DecidedLabel: tc.decided, DecidedCategory: tc.cat}
+		d := Decision{VerdictLabel: tc.verdict, DecidedLabel: tc.decided, DecidedCategory: tc.cat, Audit: tc.audit}
 		require.Equal(t, tc.want, d.Stratum(), "%+v", tc)
 	}
 }
@@ -31,17 +34,19 @@ func TestParseDecisionsNamesTheProblem(t *testing.T) {
 	t.Parallel()
 	_, err := ParseDecisions([][]string{{"room_id"}})
 	require.ErrorContains(t, err, "want the columns")
-	row := []string{"r1", "2026-11-01 10:00:00.000", "2026-11-01 11:00:00.000", "v1", "abusive", "spam", "clean", "clean", "2026-11-02 09:00:00.123", "2"}
+	row := []string{"r1", "2026-11-01 10:00:00.000", "2026-11-01 11:00:00.000", "v1", "abusive", "spam", "clean", "clean", "2026-11-02 09:00:00.123", "2", "true"}
 	ds, err := ParseDecisions([][]string{decisionColumns, row})
 	require.NoError(t, err)
 	require.Equal(t, 2, ds[0].Decisions)
+	require.True(t, ds[0].Audit)
 	require.Equal(t, 123e6, float64(ds[0].DecidedAt.Nanosecond()))
 	bad := append([]string{}, row...)
-	bad[1], bad[6] = "yesterday", "evil"
+	bad[1], bad[6], bad[10] = "yesterday", "evil", "maybe"
 	_, err = ParseDecisions([][]string{decisionColumns, row, bad})
 	require.ErrorContains(t, err, "row 2")
 	require.ErrorContains(t, err, `decided_label "evil" is unknown`)
 	require.ErrorContains(t, err, `"yesterday"`)
+	require.ErrorContains(t, err, `audit "maybe"`)
 }
 
 func TestReportSaysModeratorCasesAreMasked(t *testing.T) {

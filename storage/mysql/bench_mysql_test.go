@@ -156,6 +156,14 @@ func TestMySQLBench(t *testing.T) {
 		}
 		return n, rows.Err()
 	})
+	// The audit sample at the console's default share: the one item a
+	// default page mixes in, and the audit-only page.
+	for _, n := range []int{1, 50} {
+		measure(fmt.Sprintf("audit items at 2 %%: %d", n), runs, func() (int, error) {
+			items, err := s.ListAudit(ctx, 0.02, n)
+			return len(items), err
+		})
+	}
 	run := st.RunIDs[len(st.RunIDs)-30]
 	for _, qc := range queueCases(end, run) {
 		f := qc.f

@@ -56,10 +56,14 @@ type Decision struct {
 	// Moderator is the console's pseudonymous moderator id, never an e-mail.
 	Moderator string
 	// Decision is "confirm" or "overturn".
-	Decision  string
-	Label     pipeline.Label
-	Category  pipeline.Category
-	Note      string
+	Decision string
+	Label    pipeline.Label
+	Category pipeline.Category
+	Note     string
+	// Audit is true when the decision was made on an audit item (a
+	// sampled clean verdict, audit.go): the feedback event carries it so
+	// that labelled sets can tell a looked-at clean verdict from any other.
+	Audit     bool
 	DecidedAt time.Time
 	// FeedbackSentAt is when SQS accepted the decision's moderator_feedback
 	// event; zero while it is unsent (the console's sweeper resends it).
@@ -99,9 +103,9 @@ func (s *Store) AddDecision(ctx context.Context, d Decision) (uint64, error) {
 	if err := errors.Join(errs...); err != nil {
 		return 0, pipeline.Permanent(fmt.Errorf("mysql: add decision: %w", err))
 	}
-	res, err := s.db.ExecContext(ctx, `INSERT INTO moderator_decisions (verdict_id, moderator, decision, label, category, note, decided_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`, d.VerdictID, d.Moderator, d.Decision, string(d.Label), string(d.Category),
-		nullString(pipeline.ClipRunes(d.Note, maxNoteRunes)), dbTime(d.DecidedAt))
+	res, err := s.db.ExecContext(ctx, `INSERT INTO moderator_decisions (verdict_id, moderator, decision, label, category, note, audit, decided_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, d.VerdictID, d.Moderator, d.Decision, string(d.Label), string(d.Category),
+		nullString(pipeline.ClipRunes(d.Note, maxNoteRunes)), d.Audit, dbTime(d.DecidedAt))
 	if err != nil {
 		if isForeignKey(err) {
 			return 0, pipeline.Permanent(fmt.Errorf("mysql: add decision: verdict %d: %w", d.VerdictID, pipeline.ErrVerdictNotFound))
@@ -118,7 +122,7 @@ func (s *Store) AddDecision(ctx context.Context, d Decision) (uint64, error) {
 // Decisions returns the decisions on verdict id, newest first (the first
 // is the one in force), at most limit.
 func (s *Store) Decisions(ctx context.Context, verdictID uint64, limit int) ([]Decision, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, verdict_id, moderator, decision, label, category, COALESCE(note, ''), decided_at, feedback_sent_at
+	rows, err := s.db.QueryContext(ctx, `SELECT id, verdict_id, moderator, decision, label, category, COALESCE(note, ''), audit, decided_at, feedback_sent_at
 		FROM moderator_decisions WHERE verdict_id = ? ORDER BY decided_at DESC, id DESC LIMIT ?`, verdictID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: decisions: %w", err)
@@ -131,7 +135,7 @@ func (s *Store) Decisions(ctx context.Context, verdictID uint64, limit int) ([]D
 			label, cat string
 			sent       sql.NullTime
 		)
-		if err := rows.Scan(&d.ID, &d.VerdictID, &d.Moderator, &d.Decision, &label, &cat, &d.Note, &d.DecidedAt, &sent); err != nil {
+		if err := rows.Scan(&d.ID, &d.VerdictID, &d.Moderator, &d.Decision, &label, &cat, &d.Note, &d.Audit, &d.DecidedAt, &sent); err != nil {
 			return nil, fmt.Errorf("mysql: decisions: %w", err)
 		}
 		d.Label, d.Category, d.DecidedAt = pipeline.Label(label), pipeline.Category(cat), d.DecidedAt.UTC()

@@ -103,6 +103,9 @@ type QueueItem struct {
 	// is the console's to judge (its --take-timeout).
 	TakenBy       string
 	TakenActiveAt time.Time
+	// Audit is true for an audit item (ListAudit): a sampled clean
+	// verdict shown so that a moderator confirms or overturns it.
+	Audit bool
 }
 
 // QueuePage is one page of the review queue.

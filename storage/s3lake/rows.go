@@ -71,6 +71,8 @@ type ModeratorFeedbackRow struct {
 	DecidedLabel    string    `parquet:"decided_label,dict"`
 	DecidedCategory string    `parquet:"decided_category,optional,dict"`
 	ActionTaken     string    `parquet:"action_taken,optional,dict"`
+	// Audit: optional, so files written before the column read as false.
+	Audit bool `parquet:"audit,optional"`
 }
 
 // VerdictRow is one row of the verdict table.
@@ -135,7 +137,7 @@ func moderatorFeedbackRow(ev pipeline.LakeRecord) ModeratorFeedbackRow {
 		PipelineVersion: p.PipelineVersion, ModeratorID: p.ModeratorID,
 		VerdictLabel: string(p.VerdictLabel), VerdictCategory: string(p.VerdictCategory),
 		DecidedLabel: string(p.DecidedLabel), DecidedCategory: string(p.DecidedCategory),
-		ActionTaken: string(p.ActionTaken),
+		ActionTaken: string(p.ActionTaken), Audit: p.Audit,
 	}
 }
 
@@ -228,7 +230,7 @@ func (r ModeratorFeedbackRow) LakeEvent() pipeline.LakeEvent {
 			PipelineVersion: r.PipelineVersion, ModeratorID: r.ModeratorID,
 			VerdictLabel: pipeline.Label(r.VerdictLabel), VerdictCategory: pipeline.Category(r.VerdictCategory),
 			DecidedLabel: pipeline.Label(r.DecidedLabel), DecidedCategory: pipeline.Category(r.DecidedCategory),
-			ActionTaken: pipeline.Action(r.ActionTaken),
+			ActionTaken: pipeline.Action(r.ActionTaken), Audit: r.Audit,
 		},
 	}
 }

@@ -1,9 +1,11 @@
 -- Labelled decisions: per reviewed window, the latest moderator decision that
 -- day range holds (a later decision on the same verdict overrides an earlier
 -- one), joined to the done verdict it was made on. `worker eval build-set`
--- reads it to build a frozen labelled set; decisions on clean verdicts (the
--- console's audit items) make the clean stratum, decisions of clean on flagged
--- verdicts the hard negatives. The verdict side is not filtered by day: a
+-- reads it to build a frozen labelled set; decisions on the console's audit
+-- items (clean verdicts sampled at random, audit true) make the clean stratum,
+-- kept clean or overturned (a missed positive); decisions of clean on flagged
+-- verdicts the hard negatives. audit is the latest decision's (false for
+-- files older than the column). The verdict side is not filtered by day: a
 -- decision may come days after its verdict.
 -- Parameters: first day and last day of the decisions, inclusive, as 'YYYY-MM-DD' literals.
 SELECT
@@ -16,10 +18,12 @@ SELECT
   d.decided_label,
   d.decided_category,
   d.occurred_at AS decided_at,
-  d.decisions
+  d.decisions,
+  d.audit
 FROM (
   SELECT
     room_id, window_start, window_end, pipeline_version, decided_label, decided_category, occurred_at,
+    coalesce(audit, false) AS audit,
     row_number() OVER (PARTITION BY room_id, window_start, window_end, pipeline_version ORDER BY occurred_at DESC, event_id DESC) AS newest,
     count(*) OVER (PARTITION BY room_id, window_start, window_end, pipeline_version) AS decisions
   FROM moderator_feedback_dedup

@@ -18,7 +18,8 @@ CREATE EXTERNAL TABLE IF NOT EXISTS moderator_feedback (
   verdict_category string,
   decided_label    string    COMMENT 'what the moderator decided',
   decided_category string,
-  action_taken     string
+  action_taken     string,
+  audit            boolean   COMMENT 'true: the verdict was a console audit item (a randomly sampled clean verdict); null in files older than the column'
 )
 PARTITIONED BY (`dt` string, `hour` string)
 STORED AS PARQUET

@@ -9,6 +9,7 @@ SELECT
   event_id, event_type, occurred_at, schema_version, received_at,
   room_id, window_start, window_end, pipeline_version, moderator_id,
   verdict_label, verdict_category, decided_label, decided_category, action_taken,
+  audit,
   dt, hour
 FROM (
   SELECT *, row_number() OVER (PARTITION BY dt, hour, event_id ORDER BY received_at) AS copy_no
