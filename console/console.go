@@ -170,7 +170,8 @@ func (rv *reviews) beginDrain() {
 	rv.hub.Drain()
 }
 
-// registerReviewMetrics registers the admission gauges and counters.
+// registerReviewMetrics registers the admission gauges and counters, and
+// returns the counter of the reviews' context fetches (chatcontext).
 func registerReviewMetrics(reg prometheus.Registerer, rv *reviews) (contextFetches *prometheus.CounterVec) {
 	rv.admission = newAdmissionMetrics(reg)
 	contextFetches = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chatguard_console_context_fetches_total",
