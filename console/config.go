@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/chatcontext"
 	"github.com/chatguard/chatguard/pipeline/live"
 )
 
@@ -27,6 +28,9 @@ type Config struct {
 	ReviewTimeout time.Duration
 	// MaxWindow is the longest window an on-demand review may ask for.
 	MaxWindow time.Duration
+	// Context is the context an on-demand review reads its window with,
+	// as the workers' reviews do (package chatcontext).
+	Context chatcontext.Config
 	// ClientBuffer is how many events an SSE client may fall behind before
 	// it is dropped (it may resume): the live hub's subscriber buffer.
 	ClientBuffer int
@@ -73,6 +77,7 @@ func DefaultConfig() Config {
 		MaxReviews:    8,
 		ReviewTimeout: 5 * time.Minute,
 		MaxWindow:     pipeline.DefaultMaxWindow,
+		Context:       chatcontext.DefaultConfig(),
 		ClientBuffer:  live.DefaultConfig().SubscriberBuffer,
 		DrainTimeout:  25 * time.Second,
 		RetryAfter:    5 * time.Second,
@@ -111,6 +116,9 @@ func (c Config) Validate() error {
 	}
 	if !(c.AuditShare >= 0 && c.AuditShare <= 1) { // NaN too
 		errs = append(errs, fmt.Errorf("--audit-share %v is not in 0..1", c.AuditShare))
+	}
+	if err := c.Context.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--context-lookback/--context-messages: %w", err))
 	}
 	errs = append(errs, c.Hub().Validate(), c.Outbox.Validate())
 	return errors.Join(errs...)

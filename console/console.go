@@ -20,6 +20,7 @@ import (
 	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/internal/drain"
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/chatcontext"
 	"github.com/chatguard/chatguard/pipeline/live"
 	"github.com/chatguard/chatguard/pipeline/stop"
 )
@@ -96,9 +97,11 @@ func New(cfg Config, d Deps) (*App, error) {
 		reg = prometheus.NewRegistry()
 	}
 	work, cancel := context.WithCancelCause(context.Background())
-	rv := &reviews{cfg: cfg, hub: d.Hub, liveLog: d.LiveLog, reviewer: d.Reviewer, chat: d.Chat, store: d.Store,
+	rv := &reviews{cfg: cfg, hub: d.Hub, liveLog: d.LiveLog, reviewer: d.Reviewer, store: d.Store,
 		guard: d.Guard, log: log, clock: clk, slots: make(chan struct{}, cfg.MaxReviews), ctx: work}
-	registerReviewMetrics(reg, rv)
+	// On-demand reviews read their windows with context, as the workers'
+	// do; the room page shows the chat as it is.
+	rv.chat = chatcontext.New(cfg.Context, d.Chat, registerReviewMetrics(reg, rv), log)
 	fbm := newFeedbackMetrics(reg)
 	srv := &server{cfg: cfg, auth: newAuth(cfg, key, clk), store: d.Store, chat: d.Chat, feedback: d.Feedback, fbm: fbm,
 		reviews: rv, hub: d.Hub, log: log, tmpl: tmpl, clock: clk, historyTimeout: d.HistoryTimeout}
@@ -167,9 +170,13 @@ func (rv *reviews) beginDrain() {
 	rv.hub.Drain()
 }
 
-// registerReviewMetrics registers the admission gauges and counters.
-func registerReviewMetrics(reg prometheus.Registerer, rv *reviews) {
+// registerReviewMetrics registers the admission gauges and counters, and
+// returns the counter of the reviews' context fetches (chatcontext).
+func registerReviewMetrics(reg prometheus.Registerer, rv *reviews) (contextFetches *prometheus.CounterVec) {
 	rv.admission = newAdmissionMetrics(reg)
+	contextFetches = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chatguard_console_context_fetches_total",
+		Help: chatcontext.FetchesHelp}, []string{"outcome"})
+	reg.MustRegister(contextFetches)
 	rv.panics = prometheus.NewCounter(prometheus.CounterOpts{Name: "chatguard_console_review_panics_total",
 		Help: "On-demand reviews that panicked; each ended its stream with an error event and the pod went on."})
 	reg.MustRegister(rv.panics)
@@ -177,4 +184,5 @@ func registerReviewMetrics(reg prometheus.Registerer, rv *reviews) {
 		Help: "On-demand reviews running on this pod (admission slots taken)."}, func() float64 { return float64(len(rv.slots)) }))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "chatguard_console_reviews_slots",
 		Help: "On-demand review slots of this pod (--max-reviews)."}, func() float64 { return float64(cap(rv.slots)) }))
+	return contextFetches
 }

@@ -17,9 +17,10 @@ const (
 	// RecordPending: a message sent inside the window being published
 	// right now; that window's review fetches it, so nothing changes.
 	RecordPending RecordOutcome = "pending"
-	// RecordLate: sent before the room's watermark (a late delivery or a
-	// producer clock behind); the room's next window reaches back to its
-	// sent_at, re-reviewing what lies between (counted), so it is covered.
+	// RecordLate: sent before the room's watermark, or before the window
+	// being published (a late delivery or a producer clock behind); the
+	// room's next window reaches back to its sent_at, re-reviewing what
+	// lies between (RoomWindow.DoubleCovered), so it is covered.
 	RecordLate RecordOutcome = "late"
 )
 
@@ -45,6 +46,14 @@ type RoomWindow struct {
 	Reason FireReason
 	// Messages is how many new messages the window was recorded with.
 	Messages int
+	// DoubleCovered is how many messages the store knows an earlier
+	// window covered and this one covers again: those sent between this
+	// window's start and the watermark, when a late message pulled the
+	// start back, less the late messages themselves. The store counts only
+	// the messages it recorded and still remembers (none lost to a flush,
+	// none evicted from its bounded seen set); a republished window
+	// answers its first claim's count.
+	DoubleCovered int
 	// Republish: the window was claimed before by a replica that did not
 	// acknowledge it (a crash, a failed publish); it is published again
 	// unchanged so the worker's idempotency key dedupes it.

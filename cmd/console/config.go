@@ -100,6 +100,7 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.IntVar(&c.MaxReviews, "max-reviews", "on-demand reviews running at once on this pod; one more is refused with 429 and Retry-After")
 	fs.DurationVar(&c.ReviewTimeout, "review-timeout", "deadline of one on-demand review")
 	fs.DurationVar(&c.MaxWindow, "max-window", "longest window an on-demand review may ask for")
+	reviewers.ContextFlags(fs, &c.Config.Context)
 	fs.IntVar(&c.ClientBuffer, "client-buffer", "events an SSE client may fall behind before it is dropped (it may resume)")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", "on SIGTERM, how long running reviews may finish after clients were told to reconnect")
 	fs.DurationVar(&c.RetryAfter, "retry-after", "Retry-After of a refused on-demand review")

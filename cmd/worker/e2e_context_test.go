@@ -22,7 +22,7 @@ func TestE2EAWindowIsReadWithItsContext(t *testing.T) {
 	prim, fb := stacktest.Primary(t), stacktest.Fallback(t)
 	chatURL := stacktest.ChatAPIURL(t)
 	r := startRig(t, rigOpts{chatURL: chatURL, mut: withSims(prim.BaseURL, prim.Model, fb.BaseURL, fb.Model, fb.APIKey)})
-	require.Equal(t, time.Hour, r.cfg.Review.ContextLookback, "context is on by default")
+	require.Equal(t, time.Hour, r.cfg.Review.Context.Lookback, "context is on by default")
 
 	var evs []pipeline.ReviewEvent
 	before := map[string][]string{} // room -> ids of its context

@@ -107,6 +107,10 @@ func TestIAMPoliciesAreLeastPrivilegeForProd(t *testing.T) {
 		sqsARN(t, worker["CHATGUARD_FEEDBACK_QUEUE_URL"].value): {"sqs:SendMessage"},
 		sqsARN(t, worker["CHATGUARD_REVIEW_DLQ_URL"].value):     {"sqs:SendMessage"},
 	}, grants(t, "worker"))
+	rs := render(t, "prod"+realtimeSuffix)
+	polled := envOf(t, rs, container(t, rs, "chatguard-worker"))["CHATGUARD_REALTIME_QUEUE_URL"].value
+	require.Equal(t, receive, grants(t, "worker")[sqsARN(t, polled)],
+		"with components/realtime the workers (and KEDA, with their role) read the queue the grant names")
 
 	bucket := "arn:aws:s3:::" + consumer["CHATGUARD_LAKE_BUCKET"].value
 	require.Equal(t, map[string][]string{

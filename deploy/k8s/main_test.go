@@ -120,7 +120,9 @@ var sampleValues = map[string]string{"prod": "testdata/prod-values.env"}
 
 // render builds an overlay once (prod with its sample values) and returns
 // its objects. "ENV/migrate" is the environment's migration, which reads
-// the environment's values.
+// the environment's values. "ENV+realtime" is the overlay with
+// components/realtime added last to its components, as docs/operations.md
+// says to turn real time on.
 func render(t *testing.T, overlay string) *manifest.Set {
 	t.Helper()
 	renderMu.Lock()
@@ -128,16 +130,50 @@ func render(t *testing.T, overlay string) *manifest.Set {
 	if s, ok := rendered[overlay]; ok {
 		return s
 	}
-	dir := filepath.Join("overlays", overlay)
-	var replace map[string][]byte
-	env, _, _ := strings.Cut(overlay, "/")
+	name, withRealtime := strings.CutSuffix(overlay, realtimeSuffix)
+	dir := filepath.Join("overlays", name)
+	replace := map[string][]byte{}
+	env, _, _ := strings.Cut(name, "/")
 	if v, ok := sampleValues[env]; ok {
 		b, err := os.ReadFile(v)
 		require.NoError(t, err)
-		replace = map[string][]byte{filepath.Join("overlays", env, "values", "values.env"): b}
+		replace[filepath.Join("overlays", env, "values", "values.env")] = b
+	}
+	if withRealtime {
+		k := filepath.Join(dir, "kustomization.yaml")
+		b, err := os.ReadFile(k)
+		require.NoError(t, err)
+		replace[k] = addComponent(t, b, "../../components/realtime")
 	}
 	s, err := manifest.RenderWith(dir, replace)
 	require.NoError(t, err)
 	rendered[overlay] = s
 	return s
+}
+
+// realtimeSuffix names an overlay rendered with real time turned on.
+const realtimeSuffix = "+realtime"
+
+// realtimeOverlays are the deployable overlays with real time on.
+var realtimeOverlays = []string{"dev" + realtimeSuffix, "prod" + realtimeSuffix}
+
+// addComponent appends component to the components list of a
+// kustomization.yaml, after every component already there.
+func addComponent(t *testing.T, kustomization []byte, component string) []byte {
+	t.Helper()
+	lines := strings.SplitAfter(string(kustomization), "\n")
+	in, last := false, -1
+	for i, l := range lines {
+		switch {
+		case strings.TrimSpace(l) == "components:":
+			in = true
+		case in && strings.HasPrefix(l, "  - "):
+			last = i
+		case in && strings.TrimSpace(l) != "" && !strings.HasPrefix(l, " ") && !strings.HasPrefix(l, "#"):
+			in = false
+		}
+	}
+	require.GreaterOrEqual(t, last, 0, "the kustomization lists components")
+	out := append(lines[:last+1:last+1], "  - "+component+"\n")
+	return []byte(strings.Join(append(out, lines[last+1:]...), ""))
 }

@@ -390,7 +390,7 @@ func usesSharedAdmin(t *testing.T, dir string) bool {
 func TestProbesHitServedRoutes(t *testing.T) {
 	t.Parallel()
 	flags := flagsOf(t)
-	for _, o := range overlays {
+	for _, o := range append(overlays[:len(overlays):len(overlays)], realtimeOverlays...) {
 		t.Run(o, func(t *testing.T) {
 			s := render(t, o)
 			for _, d := range []string{"chatguard-worker", "chatguard-consumer", "chatguard-trigger"} {
@@ -446,7 +446,7 @@ const reviewP99 = 90 * time.Second
 func TestGracePeriodCoversTheDrain(t *testing.T) {
 	t.Parallel()
 	flags := flagsOf(t)
-	for _, o := range overlays {
+	for _, o := range append(overlays[:len(overlays):len(overlays)], realtimeOverlays...) {
 		t.Run(o, func(t *testing.T) {
 			s := render(t, o)
 			for _, d := range []string{"chatguard-worker", "chatguard-consumer", "chatguard-trigger"} {
@@ -472,7 +472,7 @@ func TestGracePeriodCoversTheDrain(t *testing.T) {
 func TestKEDAScalesOnTheQueuesTheBinariesRead(t *testing.T) {
 	t.Parallel()
 	flags := flagsOf(t)
-	for _, o := range overlays {
+	for _, o := range append(overlays[:len(overlays):len(overlays)], realtimeOverlays...) {
 		t.Run(o, func(t *testing.T) {
 			s := render(t, o)
 			for _, d := range []string{"chatguard-worker", "chatguard-consumer", "chatguard-trigger"} {
@@ -515,7 +515,7 @@ func TestKEDAScalesOnTheQueuesTheBinariesRead(t *testing.T) {
 					require.Equal(t, env["CHATGUARD_REVIEW_QUEUE_URL"].value, tr.Metadata["queueURL"], "the worker scales on the queue it polls")
 					require.Equal(t, "true", tr.Metadata["scaleOnInFlight"], "a worker's messages in flight are its work: count them")
 					require.Equal(t, setting(t, env, fl, "concurrency"), tr.Metadata["queueLength"], "one worker per --concurrency messages")
-					checkPrimaryGate(t, s, so, atoi(t, setting(t, env, fl, "concurrency")))
+					checkPrimaryGate(t, s, so, atoi(t, setting(t, env, fl, "concurrency")), env["CHATGUARD_REALTIME_QUEUE_URL"].value)
 				case "chatguard-trigger":
 					require.Equal(t, env["CHATGUARD_CHAT_EVENTS_QUEUE_URL"].value, tr.Metadata["queueURL"], "the trigger scales on the chat events it receives")
 					require.Equal(t, "false", tr.Metadata["scaleOnInFlight"], "a trigger's in-flight events are held for Redis; more replicas do not help")
@@ -821,9 +821,26 @@ func TestCronJobs(t *testing.T) {
 // while the primary_down trigger reads 1 the backlog counted is capped at
 // a whole number of replicas' worth, between the bounds; the breaker query
 // reads this overlay's workers.
-func checkPrimaryGate(t *testing.T, s *manifest.Set, so *manifest.ScaledObject, concurrency int64) {
+func checkPrimaryGate(t *testing.T, s *manifest.Set, so *manifest.ScaledObject, concurrency int64, realtimeURL string) {
 	t.Helper()
-	require.Len(t, so.Spec.Triggers, 2)
+	formula := `^primary_down > 0 \? min\(queue, ([0-9]+)\) : queue$`
+	if realtimeURL == "" {
+		require.Len(t, so.Spec.Triggers, 2)
+	} else {
+		// Real time on: the workers poll review-realtime too, and scale on
+		// the two queues' messages together, in flight included.
+		require.Len(t, so.Spec.Triggers, 3)
+		q, rt := so.Spec.Triggers[0], so.Spec.Triggers[2]
+		require.Equal(t, "realtime", rt.Name)
+		require.Equal(t, q.Type, rt.Type)
+		require.Equal(t, realtimeURL, rt.Metadata["queueURL"], "the worker scales on the real-time queue it polls")
+		require.NotEqual(t, q.Metadata["queueURL"], rt.Metadata["queueURL"])
+		for _, k := range []string{"awsRegion", "queueLength", "scaleOnInFlight", "scaleOnDelayed"} {
+			require.Equal(t, q.Metadata[k], rt.Metadata[k], "review-realtime is counted as review is: %s", k)
+		}
+		require.Equal(t, q.AuthenticationRef, rt.AuthenticationRef)
+		formula = `^primary_down > 0 \? min\(queue \+ realtime, ([0-9]+)\) : queue \+ realtime$`
+	}
 	q, gate := so.Spec.Triggers[0], so.Spec.Triggers[1]
 	require.Equal(t, "queue", q.Name)
 	require.Equal(t, "primary_down", gate.Name)
@@ -838,7 +855,7 @@ func checkPrimaryGate(t *testing.T, s *manifest.Set, so *manifest.ScaledObject, 
 	sm := so.Spec.Advanced.ScalingModifiers
 	require.Equal(t, "AverageValue", sm["metricType"])
 	require.Equal(t, strconv.FormatInt(concurrency, 10), sm["target"], "the formula's target is --concurrency, like queueLength")
-	m := regexp.MustCompile(`^primary_down > 0 \? min\(queue, ([0-9]+)\) : queue$`).FindStringSubmatch(fmt.Sprint(sm["formula"]))
+	m := regexp.MustCompile(formula).FindStringSubmatch(fmt.Sprint(sm["formula"]))
 	require.NotNil(t, m, "formula %q", sm["formula"])
 	capMsgs, err := strconv.ParseInt(m[1], 10, 64)
 	require.NoError(t, err)

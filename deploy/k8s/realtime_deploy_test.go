@@ -12,19 +12,24 @@ import (
 )
 
 // The workers poll review-realtime only where an overlay lists
-// components/realtime, and then the very queue the trigger publishes to.
+// components/realtime, and then the very queue the trigger publishes to;
+// KEDA scales them on it too (TestKEDAScalesOnTheQueuesTheBinariesRead).
 func TestRealtimeIsOffUntilTheComponentTurnsItOn(t *testing.T) {
 	t.Parallel()
 	for _, o := range overlays {
 		s := render(t, o)
 		require.Empty(t, envOf(t, s, container(t, s, "chatguard-worker"))["CHATGUARD_REALTIME_QUEUE_URL"].value, "%s: real time is off by default", o)
+		require.Len(t, s.ScaledObjects["chatguard-worker"].Spec.Triggers, 2, "%s: the workers scale on review alone", o)
 	}
-	s, err := manifest.Render("testdata/realtime")
-	require.NoError(t, err)
-	worker := envOf(t, s, container(t, s, "chatguard-worker"))["CHATGUARD_REALTIME_QUEUE_URL"].value
-	trigger := envOf(t, s, container(t, s, "chatguard-trigger"))["CHATGUARD_REVIEW_REALTIME_QUEUE_URL"].value
-	require.NotEmpty(t, worker)
-	require.Equal(t, trigger, worker, "the workers poll the queue the trigger publishes to")
+	for _, o := range realtimeOverlays {
+		s := render(t, o)
+		worker := envOf(t, s, container(t, s, "chatguard-worker"))["CHATGUARD_REALTIME_QUEUE_URL"].value
+		trigger := envOf(t, s, container(t, s, "chatguard-trigger"))["CHATGUARD_REVIEW_REALTIME_QUEUE_URL"].value
+		require.NotEmpty(t, worker, o)
+		require.Equal(t, trigger, worker, "%s: the workers poll the queue the trigger publishes to", o)
+		_, local := s.ConfigMaps["chatguard-realtime-keda"]
+		require.False(t, local, "%s: the component's formula template is local, never applied", o)
+	}
 }
 
 // The trigger talks to Redis and SQS (and DNS), nothing else: no MySQL, no

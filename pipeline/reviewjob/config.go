@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/chatcontext"
 )
 
 // Review defaults (DefaultConfig).
@@ -25,7 +26,7 @@ func DefaultConfig() Config {
 	return Config{
 		MaxAge: DefaultMaxAge, SaveTimeout: DefaultSaveTimeout, BusyRetry: DefaultBusyRetry,
 		Limits: pipeline.DefaultEventLimits(), ClaimTTL: DefaultClaimTTL, ClaimPoll: DefaultClaimPoll,
-		ContextLookback: DefaultContextLookback, ContextMessages: DefaultContextMessages,
+		Context: chatcontext.DefaultConfig(),
 	}
 }
 
@@ -57,5 +58,5 @@ func (c Config) Validate() error {
 	if c.ClaimPoll <= 0 || c.ClaimPoll > c.ClaimTTL {
 		errs = append(errs, fmt.Errorf("claim poll %s must be positive and at most the claim ttl %s", c.ClaimPoll, c.ClaimTTL))
 	}
-	return errors.Join(append(errs, c.validateContext())...)
+	return errors.Join(append(errs, c.Context.Validate())...)
 }

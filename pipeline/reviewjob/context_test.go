@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/chatcontext"
 	"github.com/chatguard/chatguard/pipeline/jobloop"
 )
 
@@ -71,7 +72,7 @@ func contextRig(t *testing.T) (*reviewRig, *spanChat, *[]pipeline.ChatMessage) {
 		got = append([]pipeline.ChatMessage(nil), msgs...)
 		return abusive(), nil
 	}
-	r.cfg.ContextLookback, r.cfg.ContextMessages = time.Hour, 3
+	r.cfg.Context = chatcontext.Config{Lookback: time.Hour, Messages: 3}
 	d := r.deps()
 	d.Chat = chat
 	r.build(d)
@@ -152,8 +153,8 @@ func TestTheWindowsFetchStillDecides(t *testing.T) {
 func TestContextOffFetchesTheWindowOnly(t *testing.T) {
 	t.Parallel()
 	for _, off := range []func(*Config){
-		func(c *Config) { c.ContextLookback = 0 },
-		func(c *Config) { c.ContextMessages = 0 },
+		func(c *Config) { c.Context.Lookback = 0 },
+		func(c *Config) { c.Context.Messages = 0 },
 	} {
 		r, chat, got := contextRig(t)
 		off(&r.cfg)
@@ -169,16 +170,16 @@ func TestContextOffFetchesTheWindowOnly(t *testing.T) {
 func TestContextSettingsAreValidated(t *testing.T) {
 	t.Parallel()
 	c := DefaultConfig()
-	require.Equal(t, time.Hour, c.ContextLookback)
-	require.Equal(t, 30, c.ContextMessages)
-	c.ContextLookback, c.ContextMessages = 25*time.Hour, 501
+	require.Equal(t, time.Hour, c.Context.Lookback)
+	require.Equal(t, 30, c.Context.Messages)
+	c.Context.Lookback, c.Context.Messages = 25*time.Hour, 501
 	err := c.Validate()
 	require.ErrorContains(t, err, "context lookback 25h0m0s")
 	require.ErrorContains(t, err, "context messages 501")
-	c.ContextLookback, c.ContextMessages = -time.Second, -1
+	c.Context.Lookback, c.Context.Messages = -time.Second, -1
 	err = c.Validate()
 	require.ErrorContains(t, err, "context lookback -1s")
 	require.ErrorContains(t, err, "context messages -1")
-	c.ContextLookback, c.ContextMessages = 0, 0
+	c.Context.Lookback, c.Context.Messages = 0, 0
 	require.NoError(t, c.Validate(), "0 disables")
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/chatcontext"
 	"github.com/chatguard/chatguard/pipeline/jobloop"
 )
 
@@ -43,12 +44,10 @@ type Config struct {
 	// (DefaultClaimPoll when zero) how often a duplicate looks again.
 	Owner               string
 	ClaimTTL, ClaimPoll time.Duration
-	// ContextLookback and ContextMessages set the context a window is
-	// read with: the room's newest ContextMessages messages of the
-	// ContextLookback before the window start (context.go). Either zero
-	// reviews the window alone.
-	ContextLookback time.Duration
-	ContextMessages int
+	// Context is the context a window is read with (package
+	// chatcontext): the room's newest messages of a lookback before the
+	// window start.
+	Context chatcontext.Config
 }
 
 // Deps are what a review calls.
@@ -83,9 +82,11 @@ type Mirror interface {
 // (expired, duplicate), chat history, the Reviewer's stages, the verdict
 // upsert, and the verdict event. It is safe for concurrent use.
 type Handler struct {
-	cfg      Config
-	store    pipeline.VerdictStore
-	chat     pipeline.ChatSource
+	cfg   Config
+	store pipeline.VerdictStore
+	// window is the chat source, read with the window's context
+	// (context.go).
+	window   *chatcontext.Source
 	reviewer pipeline.Reviewer
 	events   pipeline.EventSink
 	claims   pipeline.ReviewClaims
@@ -112,8 +113,9 @@ func New(cfg Config, deps Deps, clk clock.Clock, m *Metrics, log *slog.Logger) *
 		log = slog.New(slog.DiscardHandler)
 	}
 	cfg = withDefaults(cfg)
-	h := &Handler{cfg: cfg, store: deps.Store, chat: deps.Chat, reviewer: deps.Reviewer, events: deps.Events, claims: deps.Claims,
+	h := &Handler{cfg: cfg, store: deps.Store, reviewer: deps.Reviewer, events: deps.Events, claims: deps.Claims,
 		mirror: deps.Mirror, m: m, log: log, clk: clock.Or(clk), active: map[pipeline.ReviewKey]struct{}{}}
+	h.window = chatcontext.New(cfg.Context, deps.Chat, m.contextFetches, log)
 	h.saveDone = h.chooseSaveDone(deps)
 	return h
 }

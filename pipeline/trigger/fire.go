@@ -132,11 +132,15 @@ func (e *Engine) ack(ctx context.Context, w pipeline.RoomWindow) bool {
 		return false
 	}
 	e.m.fires.WithLabelValues(string(w.Reason)).Inc()
+	// Counted at the acknowledgement, which succeeds once per window: a
+	// republish of the same window is deduped by the worker, not covered
+	// twice.
+	e.m.doubleCovered.Add(float64(w.DoubleCovered))
 	if w.Republish {
 		e.m.republished.Inc()
 	}
 	e.log.Info("trigger: fired", "room_id", w.RoomID, "window_start", w.Start, "window_end", w.End, "reason", w.Reason,
-		"messages", w.Messages, "republish", w.Republish)
+		"messages", w.Messages, "double_covered", w.DoubleCovered, "republish", w.Republish)
 	return true
 }
 

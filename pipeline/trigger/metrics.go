@@ -15,6 +15,7 @@ type metrics struct {
 	pending         prometheus.Gauge
 	fires           *prometheus.CounterVec
 	republished     prometheus.Counter
+	doubleCovered   prometheus.Counter
 	publishFailures prometheus.Counter
 	redis           *prometheus.HistogramVec
 	redisErrors     *prometheus.CounterVec
@@ -35,6 +36,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Windows published and acknowledged, by reason (quiet, max_delay)."}, []string{"reason"}),
 		republished: prometheus.NewCounter(prometheus.CounterOpts{Name: "chatguard_trigger_republished_total",
 			Help: "Windows published again unchanged after a claim lapsed (a crash or a failed publish)."}),
+		doubleCovered: prometheus.NewCounter(prometheus.CounterOpts{Name: "chatguard_trigger_messages_double_covered_total",
+			Help: "Messages an earlier window covered that a published window covers again, because a late message pulled it back over them; counted from the messages the room state remembers, once per window."}),
 		publishFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "chatguard_trigger_publish_failures_total",
 			Help: "Review events the review-realtime queue did not accept; they are published again."}),
 		redis: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "chatguard_trigger_redis_seconds",
@@ -58,7 +61,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.events, m.queueAge, m.pending, m.fires, m.republished, m.publishFailures, m.redis,
+	for _, c := range []prometheus.Collector{m.events, m.queueAge, m.pending, m.fires, m.republished, m.doubleCovered, m.publishFailures, m.redis,
 		m.redisErrors, m.receiveErrors, m.settleErrors} {
 		errs = append(errs, reg.Register(c))
 	}

@@ -247,3 +247,37 @@ func TestConfigValidate(t *testing.T) {
 		require.ErrorContains(t, err, w)
 	}
 }
+
+func TestALateEventCountsTheMessagesCoveredTwiceOnce(t *testing.T) {
+	h := setup(t)
+	h.events.Enqueue(chatBody("room-l", "m1", t0), chatBody("room-l", "m2", t0.Add(10*time.Second)))
+	h.drain(t)
+	h.clk.Advance(time.Minute)
+	require.Equal(t, 1, h.e.FireDue(context.Background()))
+	require.Zero(t, testutil.ToFloat64(h.e.m.doubleCovered))
+
+	// A late event pulls the next window back over m2; its first publish
+	// fails and its republish is the same window, counted once.
+	h.events.Enqueue(chatBody("room-l", "m0", t0.Add(5*time.Second)))
+	h.drain(t)
+	require.Equal(t, 1.0, h.count(h.e.m.events, "late"))
+	h.clk.Advance(time.Minute)
+	h.reviews.SetFault(func(op queuetest.Op, _ queuetest.Entry) error {
+		if op == queuetest.OpSend {
+			return errors.New("ServiceUnavailable")
+		}
+		return nil
+	})
+	require.Zero(t, h.e.FireDue(context.Background()))
+	require.Zero(t, testutil.ToFloat64(h.e.m.doubleCovered), "nothing is covered twice before it is published")
+	h.reviews.SetFault(nil)
+	h.clk.Advance(redisdebounce.DefaultLease)
+	require.Equal(t, 1, h.e.FireDue(context.Background()))
+	require.Equal(t, 1.0, testutil.ToFloat64(h.e.m.republished))
+	require.Equal(t, 1.0, testutil.ToFloat64(h.e.m.doubleCovered), "m2; not m1, before the window, nor m0, the late one")
+	out := h.reviews.Messages()
+	require.Len(t, out, 2)
+	ev, err := pipeline.DecodeReviewEvent(out[1].Body)
+	require.NoError(t, err)
+	require.Equal(t, t0.Add(5*time.Second), ev.WindowStart, "the window reaches back to the late message")
+}

@@ -7,7 +7,9 @@
 //
 //	<prefix>{rt<i>}:due          sorted set: room id -> due time (ms)
 //	<prefix>{rt<i>}:r:<room id>  hash: the room's state (see scripts.go)
-//	<prefix>{rt<i>}:s:<room id>  sorted set: seen message ids -> arrival (ms)
+//	<prefix>{rt<i>}:s:<room id>  sorted set: seen message ids -> sent_at (ms)
+//	<prefix>{rt<i>}:l:<room id>  sorted set: late message ids not yet in a
+//	                             window -> sent_at (ms)
 //
 // Every operation on a room is one Lua script over the room's keys and its
 // shard's due set: one slot, atomic. Claiming a due room sets a lease on
@@ -16,8 +18,14 @@
 // once the lease has run out.
 //
 // Memory per room is bounded: the hash has a fixed set of numeric fields
-// and the seen set keeps at most Config.SeenCap ids (the oldest go first; a
-// duplicate older than that is taken as new and at worst reviewed again).
+// and the seen and late sets keep at most Config.SeenCap ids each (the
+// earliest sent go first; a duplicate of one is taken as new and at worst
+// reviewed again).
+//
+// Double coverage: a late message pulls its room's next window back over
+// earlier ones. The claim counts the messages the seen set knows in that
+// overlap (pipeline.RoomWindow.DoubleCovered); see claimScript for what
+// the count leaves out.
 // A room's keys expire Config.Retention after its last write, so a room
 // that fired and went quiet leaves nothing behind.
 package redisdebounce
@@ -145,7 +153,8 @@ func (s *Store) Shard(roomID string) int {
 
 func (s *Store) tag(shard int) string { return s.cfg.Prefix + "{rt" + strconv.Itoa(shard) + "}" }
 
-// DueKey, RoomKey and SeenKey name a shard's due set and a room's keys.
+// DueKey, RoomKey, SeenKey and LateKey name a shard's due set and a
+// room's keys.
 func (s *Store) DueKey(shard int) string { return s.tag(shard) + ":due" }
 
 // RoomKey names a room's state hash.
@@ -154,16 +163,23 @@ func (s *Store) RoomKey(roomID string) string { return s.tag(s.Shard(roomID)) + 
 // SeenKey names a room's set of seen message ids.
 func (s *Store) SeenKey(roomID string) string { return s.tag(s.Shard(roomID)) + ":s:" + roomID }
 
+// LateKey names a room's set of late messages not yet in a window.
+func (s *Store) LateKey(roomID string) string { return s.tag(s.Shard(roomID)) + ":l:" + roomID }
+
 func ms(t time.Time) int64 { return t.UnixMilli() }
 
 func fromMS(v int64) time.Time { return time.UnixMilli(v).UTC() }
 
 // recordKeys and the like are the keys each script touches, in order.
 func (s *Store) recordKeys(roomID string) []string {
-	return []string{s.RoomKey(roomID), s.SeenKey(roomID), s.DueKey(s.Shard(roomID))}
+	return []string{s.RoomKey(roomID), s.SeenKey(roomID), s.DueKey(s.Shard(roomID)), s.LateKey(roomID)}
 }
 
 func (s *Store) claimKeys(roomID string) []string {
+	return []string{s.RoomKey(roomID), s.DueKey(s.Shard(roomID)), s.SeenKey(roomID), s.LateKey(roomID)}
+}
+
+func (s *Store) ackKeys(roomID string) []string {
 	return []string{s.RoomKey(roomID), s.DueKey(s.Shard(roomID))}
 }
 
@@ -235,24 +251,25 @@ func (s *Store) Claim(ctx context.Context, roomID string) (pipeline.RoomWindow, 
 }
 
 func parseWindow(roomID, token string, v []any) (pipeline.RoomWindow, error) {
-	if len(v) != 5 {
-		return pipeline.RoomWindow{}, fmt.Errorf("script answered %d values, want 5", len(v))
+	if len(v) != 6 {
+		return pipeline.RoomWindow{}, fmt.Errorf("script answered %d values, want 6", len(v))
 	}
 	start, ok1 := v[0].(int64)
 	end, ok2 := v[1].(int64)
 	reason, ok3 := v[2].(string)
 	n, ok4 := v[3].(int64)
 	rep, ok5 := v[4].(int64)
-	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 {
+	dbl, ok6 := v[5].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 {
 		return pipeline.RoomWindow{}, fmt.Errorf("script answered %v", v)
 	}
 	return pipeline.RoomWindow{RoomID: roomID, Start: fromMS(start), End: fromMS(end), Reason: pipeline.FireReason(reason),
-		Messages: int(n), Republish: rep == 1, Token: token}, nil
+		Messages: int(n), DoubleCovered: int(dbl), Republish: rep == 1, Token: token}, nil
 }
 
 // Ack implements pipeline.RoomActivity.
 func (s *Store) Ack(ctx context.Context, w pipeline.RoomWindow) (bool, error) {
-	n, err := ackScript.Run(ctx, s.rdb, s.claimKeys(w.RoomID), w.RoomID, w.Token, ms(w.Start), ms(w.End), ms(s.clk.Now()),
+	n, err := ackScript.Run(ctx, s.rdb, s.ackKeys(w.RoomID), w.RoomID, w.Token, ms(w.Start), ms(w.End), ms(s.clk.Now()),
 		s.cfg.Quiet.Milliseconds(), s.cfg.MaxDelay.Milliseconds(), s.cfg.Retention.Milliseconds()).Int64()
 	if err != nil {
 		return false, fmt.Errorf("redisdebounce: ack %s: %w", w.RoomID, err)

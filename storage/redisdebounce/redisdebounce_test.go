@@ -343,3 +343,64 @@ func TestConfigValidate(t *testing.T) {
 	short.MaxWindow = DefaultMaxDelay
 	require.ErrorContains(t, short.Validate(), "max window 5m0s must be at least max delay + slack")
 }
+
+func TestALateMessageCountsWhatItsWindowCoversTwice(t *testing.T) {
+	s, clk, _ := setup(t, nil)
+	record(t, s, chat("r2", "m1", t0), chat("r2", "m2", t0.Add(10*time.Second)), chat("r2", "m3", t0.Add(20*time.Second)))
+	clk.Advance(time.Minute)
+	w1, ok := claim(t, s, "r2")
+	require.True(t, ok)
+	require.Zero(t, w1.DoubleCovered, "the room's first window overlaps nothing")
+	require.Equal(t, []pipeline.RecordOutcome{pipeline.RecordPending}, record(t, s, chat("r2", "p1", t0.Add(30*time.Second))))
+	require.True(t, ack(t, s, w1))
+
+	// A late message sent between m1 and m2 pulls the next window back
+	// over m2, m3 and p1, which the first window covered.
+	clk.Advance(10 * time.Second)
+	late := t0.Add(5 * time.Second)
+	require.Equal(t, []pipeline.RecordOutcome{pipeline.RecordLate, pipeline.RecordNew},
+		record(t, s, chat("r2", "l1", late), chat("r2", "m4", clk.Now())))
+	clk.Advance(time.Minute)
+	w2, ok := claim(t, s, "r2")
+	require.True(t, ok)
+	require.Equal(t, late, w2.Start)
+	require.Equal(t, 3, w2.DoubleCovered, "m2, m3 and p1; not m1 (before the window), l1 (late) or m4 (after the watermark)")
+
+	// The claimer dies; the republished window carries the same count.
+	clk.Advance(DefaultLease)
+	w2b, ok := claim(t, s, "r2")
+	require.True(t, ok)
+	require.True(t, w2b.Republish)
+	require.Equal(t, 3, w2b.DoubleCovered)
+	require.True(t, ack(t, s, w2b))
+
+	// Without a late message the next window starts at the watermark.
+	clk.Advance(10 * time.Second)
+	record(t, s, chat("r2", "m5", clk.Now()))
+	clk.Advance(time.Minute)
+	w3, ok := claim(t, s, "r2")
+	require.True(t, ok)
+	require.Equal(t, w2b.End, w3.Start)
+	require.Zero(t, w3.DoubleCovered)
+	require.True(t, ack(t, s, w3))
+
+	// After a quiet spell a window starts at its first message less the
+	// slack, after the watermark. A message sent in that gap while the
+	// window is being published is late too: the next window reaches
+	// back over the whole published one.
+	clk.Advance(10 * time.Minute)
+	record(t, s, chat("r2", "m6", clk.Now()))
+	clk.Advance(time.Minute)
+	w4, ok := claim(t, s, "r2")
+	require.True(t, ok)
+	require.True(t, w4.Start.After(w3.End))
+	gap := w4.Start.Add(-10 * time.Second)
+	require.Equal(t, []pipeline.RecordOutcome{pipeline.RecordLate}, record(t, s, chat("r2", "l2", gap)))
+	require.True(t, ack(t, s, w4))
+	clk.Advance(time.Minute)
+	w5, ok := claim(t, s, "r2")
+	require.True(t, ok)
+	require.Equal(t, gap, w5.Start)
+	require.Equal(t, 1, w5.DoubleCovered, "m6, which the published window covered")
+	require.True(t, ack(t, s, w5))
+}

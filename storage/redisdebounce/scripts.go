@@ -8,6 +8,12 @@ import "github.com/redis/go-redis/v9"
 // Times are milliseconds of the trigger's clock, passed in by the caller:
 // window bounds come from the trigger, never from a producer's sent_at.
 //
+// The seen set scores each message id by its sent_at, so that a window
+// reaching back over an earlier one can count the messages it knows in the
+// overlap; the late set holds the late messages not yet in a window (they
+// are what pulls the next window back, and are not counted as covered
+// before: no earlier window is known to have seen them).
+//
 // Room hash fields:
 //
 //	first, last  arrival of the first and last unreviewed message
@@ -15,17 +21,20 @@ import "github.com/redis/go-redis/v9"
 //	n            how many there are
 //	ps, pe       the pending window (claimed, not yet acknowledged)
 //	reason, pn   its fire reason and message count
+//	pd           its double-covered count (see claimScript)
 //	owner        the token of the claim that holds it
 //	ahead        the largest sent_at the pending window does not reach
 //	wm           the watermark: the end of the last acknowledged window
 var (
-	// recordScript: KEYS room, seen, due; ARGV room, message id, now,
-	// sent, quiet, max delay, seen cap, ttl.
+	// recordScript: KEYS room, seen, due, late; ARGV room, message id,
+	// now, sent, quiet, max delay, seen cap, ttl. A message sent before
+	// the watermark, or before the window being published, is late: the
+	// next window reaches back to it, over what earlier windows covered.
 	recordScript = redis.NewScript(`
 if redis.call('ZSCORE', KEYS[2], ARGV[2]) then return 'duplicate' end
 local now, sent, ttl = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[8])
 local cap = tonumber(ARGV[7])
-redis.call('ZADD', KEYS[2], now, ARGV[2])
+redis.call('ZADD', KEYS[2], sent, ARGV[2])
 if redis.call('ZCARD', KEYS[2]) > cap then redis.call('ZREMRANGEBYRANK', KEYS[2], 0, -(cap + 1)) end
 redis.call('PEXPIRE', KEYS[2], ttl)
 local h = redis.call('HMGET', KEYS[1], 'ps', 'pe', 'wm', 'first', 'mins', 'maxs')
@@ -35,7 +44,12 @@ if ps and sent >= ps and sent < pe then
   return 'pending'
 end
 local out = 'new'
-if wm and sent < wm then out = 'late' end
+if (wm and sent < wm) or (ps and sent < ps) then
+  out = 'late'
+  redis.call('ZADD', KEYS[4], sent, ARGV[2])
+  if redis.call('ZCARD', KEYS[4]) > cap then redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -(cap + 1)) end
+  redis.call('PEXPIRE', KEYS[4], ttl)
+end
 local first, mins, maxs = tonumber(h[4]), tonumber(h[5]), tonumber(h[6])
 if not first then first, mins, maxs = now, sent, sent end
 mins, maxs = math.min(mins or sent, sent), math.max(maxs or sent, sent)
@@ -48,9 +62,16 @@ end
 return out
 `)
 
-	// claimScript: KEYS room, due; ARGV room, now, token, lease, max
-	// window, slack, quiet, max delay, ttl. Returns nil, or {start, end,
-	// reason, messages, republish}.
+	// claimScript: KEYS room, due, seen, late; ARGV room, now, token,
+	// lease, max window, slack, quiet, max delay, ttl. Returns nil, or
+	// {start, end, reason, messages, republish, double-covered}.
+	//
+	// A window starts before the watermark only when a late message pulls
+	// it back; the overlap [start, watermark) was covered by earlier
+	// windows. Double-covered counts the messages of the seen set sent in
+	// the overlap, less the late ones of this window (no earlier window is
+	// known to have seen them). It is fixed at the first claim, so a
+	// republish answers the same count.
 	claimScript = redis.NewScript(`
 local now = tonumber(ARGV[2])
 local score = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[1]))
@@ -60,12 +81,12 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   return false
 end
 local lease, ttl = tonumber(ARGV[4]), tonumber(ARGV[9])
-local h = redis.call('HMGET', KEYS[1], 'ps', 'pe', 'reason', 'pn', 'first', 'last', 'mins', 'maxs', 'n', 'wm')
+local h = redis.call('HMGET', KEYS[1], 'ps', 'pe', 'reason', 'pn', 'first', 'last', 'mins', 'maxs', 'n', 'wm', 'pd')
 if h[1] then
   redis.call('HSET', KEYS[1], 'owner', ARGV[3])
   redis.call('ZADD', KEYS[2], now + lease, ARGV[1])
   redis.call('PEXPIRE', KEYS[1], ttl)
-  return {tonumber(h[1]), tonumber(h[2]), h[3], tonumber(h[4]) or 0, 1}
+  return {tonumber(h[1]), tonumber(h[2]), h[3], tonumber(h[4]) or 0, 1, tonumber(h[11]) or 0}
 end
 local first = tonumber(h[5])
 if not first then
@@ -81,12 +102,19 @@ if wm and s < wm then s = wm end
 if mins and mins < s then s = mins end
 if s < e - tonumber(ARGV[5]) then s = e - tonumber(ARGV[5]) end
 if s >= e then e = s + 1 end
+local dbl = 0
+if wm and s < wm then
+  local upto = '(' .. math.min(wm, e)
+  dbl = redis.call('ZCOUNT', KEYS[3], s, upto) - redis.call('ZCOUNT', KEYS[4], s, upto)
+  if dbl < 0 then dbl = 0 end
+end
+redis.call('DEL', KEYS[4])
 redis.call('HDEL', KEYS[1], 'first', 'last', 'mins', 'maxs', 'n')
-redis.call('HSET', KEYS[1], 'ps', s, 'pe', e, 'reason', reason, 'pn', n, 'owner', ARGV[3])
+redis.call('HSET', KEYS[1], 'ps', s, 'pe', e, 'reason', reason, 'pn', n, 'owner', ARGV[3], 'pd', dbl)
 if maxs and maxs >= e then redis.call('HSET', KEYS[1], 'ahead', maxs) end
 redis.call('ZADD', KEYS[2], now + lease, ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ttl)
-return {s, e, reason, n, 0}
+return {s, e, reason, n, 0, dbl}
 `)
 
 	// ackScript: KEYS room, due; ARGV room, token, start, end, now, quiet,
@@ -96,7 +124,7 @@ local h = redis.call('HMGET', KEYS[1], 'owner', 'ps', 'pe', 'ahead', 'first', 'l
 if h[1] ~= ARGV[2] or tonumber(h[2]) ~= tonumber(ARGV[3]) or tonumber(h[3]) ~= tonumber(ARGV[4]) then return 0 end
 local pe, now = tonumber(ARGV[4]), tonumber(ARGV[5])
 local quiet, maxd, ttl = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
-redis.call('HDEL', KEYS[1], 'ps', 'pe', 'reason', 'pn', 'owner', 'ahead')
+redis.call('HDEL', KEYS[1], 'ps', 'pe', 'reason', 'pn', 'owner', 'ahead', 'pd')
 redis.call('HSET', KEYS[1], 'wm', pe)
 local ahead, first, last, maxs = tonumber(h[4]), tonumber(h[5]), tonumber(h[6]), tonumber(h[7])
 local due = nil

@@ -19,7 +19,7 @@ func TestEveryScriptTouchesOneSlot(t *testing.T) {
 	slotsOfShards := map[int]bool{}
 	for i := range 5000 {
 		room := fmt.Sprintf("room-%d", i)
-		for name, keys := range map[string][]string{"record": s.recordKeys(room), "claim/ack": s.claimKeys(room)} {
+		for name, keys := range map[string][]string{"record": s.recordKeys(room), "claim": s.claimKeys(room), "ack": s.ackKeys(room)} {
 			want := slot(keys[0])
 			for _, k := range keys {
 				require.Equal(t, want, slot(k), "%s script of %s touches %s in another slot", name, room, k)
@@ -34,5 +34,6 @@ func TestEveryScriptTouchesOneSlot(t *testing.T) {
 	for _, room := range []string{"{x}", "a{b}c", "}{"} {
 		require.Equal(t, slot(s.DueKey(s.Shard(room))), slot(s.RoomKey(room)))
 		require.Equal(t, slot(s.DueKey(s.Shard(room))), slot(s.SeenKey(room)))
+		require.Equal(t, slot(s.DueKey(s.Shard(room))), slot(s.LateKey(room)))
 	}
 }

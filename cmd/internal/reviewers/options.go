@@ -18,6 +18,7 @@ import (
 	"github.com/chatguard/chatguard/cmd/internal/depflags"
 	"github.com/chatguard/chatguard/pipeline/accounthistory"
 	"github.com/chatguard/chatguard/pipeline/campaign"
+	"github.com/chatguard/chatguard/pipeline/chatcontext"
 	"github.com/chatguard/chatguard/storage/imagecdn"
 	"github.com/chatguard/chatguard/storage/rediscampaign"
 )
@@ -144,4 +145,13 @@ func (o Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--account-history*: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// ContextFlags declares the context flags (--context-lookback,
+// --context-messages) on c, the context a binary's reviews read their
+// windows with (package chatcontext): every binary that reviews declares
+// them here, so a window's transcript does not depend on who reviews it.
+func ContextFlags(fs *cli.FlagSet, c *chatcontext.Config) {
+	fs.DurationVar(&c.Lookback, "context-lookback", "each window is read with the room's messages from this long before its start (one extra chat-API fetch; shown as already reviewed, never evidence); 0 disables")
+	fs.IntVar(&c.Messages, "context-messages", "the newest this many messages of --context-lookback are shown (extra prompt tokens; cut first under the token budget)")
 }
