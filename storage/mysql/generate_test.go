@@ -64,8 +64,7 @@ func generate(ctx context.Context, db *sql.DB, spec genSpec) (genStats, error) {
 		st.RunIDs = append(st.RunIDs, runIDFor(h))
 	}
 	chunks := (spec.Verdicts + genVerdictBatch - 1) / genVerdictBatch
-	type counts struct{ stages, decisions, subjects, campaigns int }
-	results := make([]counts, chunks)
+	results := make([]chunkCounts, chunks)
 	g, gctx := errgroup.WithContext(ctx)
 	next := make(chan int)
 	g.Go(func() error {
@@ -98,7 +97,7 @@ func generate(ctx context.Context, db *sql.DB, spec genSpec) (genStats, error) {
 				if err != nil {
 					return fmt.Errorf("generate rows %d..%d: %w", lo, hi, err)
 				}
-				results[c] = counts{n.stages, n.decisions, n.subjects, n.campaigns}
+				results[c] = n
 			}
 			return nil
 		})
