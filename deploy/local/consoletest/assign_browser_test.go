@@ -111,8 +111,14 @@ func queueConsole(t *testing.T, ctx context.Context, rooms ...string) (string, *
 	db, dsn := stacktest.MySQL(t)
 	_, err := migrations.Up(ctx, db)
 	require.NoError(t, err)
-	store := mysql.New(db)
-	ids := flaggedVerdicts(t, ctx, store, rooms...)
+	ids := flaggedVerdicts(t, ctx, mysql.New(db), rooms...)
+	return consoleOver(t, ctx, dsn, rooms...), db, ids
+}
+
+// consoleOver runs the console binary over the database at dsn with the
+// fraud chat in each of rooms; it returns the console's URL.
+func consoleOver(t *testing.T, ctx context.Context, dsn string, rooms ...string) string {
+	t.Helper()
 	msgs := map[string][]pipeline.ChatMessage{}
 	for _, r := range rooms {
 		msgs[r] = room()
@@ -128,11 +134,10 @@ func queueConsole(t *testing.T, ctx context.Context, rooms ...string) (string, *
 	t.Cleanup(func() { llm.Stop(context.Background()) })
 	fq := stacktest.NewQueue(t, "console-assign-fb", 5, 30*time.Second)
 	live := stacktest.Unique("console-assign")
-	url := startConsole(t, "--listen-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--dev-login",
+	return startConsole(t, "--listen-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--dev-login",
 		"--mysql-dsn", dsn, "--chat-api-url", chatSrv.URL, "--feedback-queue-url", fq.URL,
 		"--redis-addr", stacktest.Get(t, "CHATGUARD_REDIS_ADDR"), "--stop-channel", live, "--stop-key-prefix", live+":stop:",
 		"--live-key-prefix", live+":", "--primary-base-url", llm.URL, "--primary-model", "console-sim")
-	return url, db, ids
 }
 
 // Two moderators in two browser sessions work one queue: neither decides
