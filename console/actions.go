@@ -38,7 +38,7 @@ func (s *server) audit(ctx context.Context, r moderation.AuditRecord) error {
 	if err != nil {
 		return fmt.Errorf("console: audit %s: %w: %w", r.Action, errAudit, err)
 	}
-	attrs := []any{"action", string(r.Action), "moderator", r.Moderator, "audit_id", id}
+	attrs := []any{"action", string(r.Action), "moderator", r.Moderator}
 	for _, a := range []struct {
 		k   string
 		v   any
@@ -54,7 +54,7 @@ func (s *server) audit(ctx context.Context, r moderation.AuditRecord) error {
 			attrs = append(attrs, a.k, a.v)
 		}
 	}
-	s.log.Info("console: audit", attrs...)
+	s.log.Info("console: audit", append(attrs, "audit_id", id)...)
 	return nil
 }
 
