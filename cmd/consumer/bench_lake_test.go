@@ -20,8 +20,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/chatguard/chatguard/deploy/athena"
 	"github.com/chatguard/chatguard/internal/clock"
+	"github.com/chatguard/chatguard/lake"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/storage/s3lake"
 )
@@ -74,18 +74,18 @@ func TestLakeCompactionBench(t *testing.T) {
 		return ns[0], ns[len(ns)/2], ns[len(ns)-1], len(keys)
 	}
 	ath := startLakeAthena(t, s)
-	// The analysts' own queries (deploy/athena/queries) over the day.
+	// The analysts' own queries (lake/queries) over the day.
 	var queries []struct{ name, sql string }
 	for _, name := range []string{"verdicts_by_label_category_day", "fallback_rate_latency_hour"} {
-		sql, err := athena.Query(name)
+		sql, err := lake.Query(name)
 		require.NoError(t, err)
 		queries = append(queries, struct{ name, sql string }{"`" + name + ".sql`", sql})
 	}
 	type timing struct{ engine, wall time.Duration }
 	measure := func(sql string) timing {
-		q, err := athena.WithDedupViews(sql)
+		q, err := lake.WithDedupViews(sql)
 		require.NoError(t, err)
-		q = athena.ForDuckDB(q)
+		q = lake.ForDuckDB(q)
 		var eng, wall []time.Duration
 		for range runs {
 			e, w := timeQuery(ctx, t, ath.client, q, "'2025-06-01'", "'2025-06-01'")
