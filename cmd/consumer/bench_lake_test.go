@@ -42,14 +42,14 @@ func TestLakeCompactionBench(t *testing.T) {
 	runs := envInt(t, "BENCH_LAKE_RUNS", 5)
 	s := setupStack(t)
 	prefix := s.root + "/events/"
-	lake, err := s3lake.NewLake(s.store, prefix, s.root+"/errors/")
+	events, err := s3lake.NewLake(s.store, prefix, s.root+"/errors/")
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Hour)
 	defer cancel()
 
 	day := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
 	t0 := time.Now()
-	written, objects := writeDay(ctx, t, lake, day, hours, rate, replicas)
+	written, objects := writeDay(ctx, t, events, day, hours, rate, replicas)
 	gen := time.Since(t0)
 	fmt.Printf("\nwrote %d events in %d objects (%d events/s, %d consumer replicas, one object per partition per replica-minute, %d hours) in %s\n",
 		written, objects, rate, replicas, hours, gen.Round(time.Second))
@@ -140,7 +140,7 @@ func TestLakeCompactionBench(t *testing.T) {
 // would: each replica receives every replicas-th event and writes, once a
 // minute, one object per partition it holds. Inference logs are 4 of 5
 // review events, verdicts 1 of 5, moderator feedback 1 of 50 more.
-func writeDay(ctx context.Context, t *testing.T, lake *s3lake.Lake, day time.Time, hours, rate, replicas int) (events, objects int) {
+func writeDay(ctx context.Context, t *testing.T, dst *s3lake.Lake, day time.Time, hours, rate, replicas int) (events, objects int) {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(4)
 	seq := 0
@@ -161,11 +161,11 @@ func writeDay(ctx context.Context, t *testing.T, lake *s3lake.Lake, day time.Tim
 			for p, recs := range byPart {
 				objects++
 				g.Go(func() error {
-					obj, err := lake.EncodeEvents(p, []string{strconv.Itoa(r), recs[0].EventID}, recs)
+					obj, err := dst.EncodeEvents(p, []string{strconv.Itoa(r), recs[0].EventID}, recs)
 					if err != nil {
 						return err
 					}
-					return lake.Put(gctx, obj)
+					return dst.Put(gctx, obj)
 				})
 			}
 		}
