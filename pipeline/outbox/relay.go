@@ -95,8 +95,8 @@ const (
 	backlogEvery = 15 * time.Second
 	purgeEvery   = time.Minute
 	purgeBatch   = 1000
-	// storeTimeout bounds one call to the store outside a send.
-	storeTimeout = 10 * time.Second
+	// StoreTimeout bounds one call to the store outside a send.
+	StoreTimeout = 10 * time.Second
 )
 
 // Relay sends the outbox's rows to their queues. Build it with New; Run
@@ -183,7 +183,7 @@ func backoff(base, ceiling time.Duration, n int) time.Duration {
 // full (more may be due at once).
 func (r *Relay) pass(ctx context.Context) (full bool) {
 	now := r.clk.Now()
-	cctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	cctx, cancel := context.WithTimeout(ctx, StoreTimeout)
 	rows, err := r.store.Claim(cctx, r.dests, now, r.cfg.Lease, r.cfg.Batch)
 	cancel()
 	if err != nil {

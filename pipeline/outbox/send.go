@@ -32,7 +32,7 @@ func (r *Relay) send(ctx context.Context, d pipeline.OutboxDestination, rows []p
 		}
 		failed = append(failed, r.failure(d, row, errs[i], now))
 	}
-	mctx, mcancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	mctx, mcancel := context.WithTimeout(context.WithoutCancel(ctx), StoreTimeout)
 	defer mcancel()
 	if len(sent) > 0 {
 		r.m.sent.WithLabelValues(string(d)).Add(float64(len(sent)))
@@ -74,7 +74,7 @@ func (r *Relay) housekeep(ctx context.Context) {
 	}
 	if !now.Before(r.nextPurge) {
 		r.nextPurge = now.Add(purgeEvery)
-		cctx, cancel := context.WithTimeout(ctx, storeTimeout)
+		cctx, cancel := context.WithTimeout(ctx, StoreTimeout)
 		defer cancel()
 		n, err := r.store.PurgeSent(cctx, now.Add(-r.cfg.Retention), purgeBatch)
 		if err != nil {
@@ -89,7 +89,7 @@ func (r *Relay) housekeep(ctx context.Context) {
 // refreshBacklog sets the pending and oldest-age gauges of every
 // destination this relay sends, from the store.
 func (r *Relay) refreshBacklog(ctx context.Context, now time.Time) {
-	cctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	cctx, cancel := context.WithTimeout(ctx, StoreTimeout)
 	defer cancel()
 	b, err := r.store.Backlog(cctx)
 	if err != nil {
