@@ -56,7 +56,7 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{Batch: 100, Poll: 250 * time.Millisecond, Lease: time.Minute, SendTimeout: 20 * time.Second,
-		RetryBase: time.Second, RetryMax: 5 * time.Minute, Retention: 24 * time.Hour, Drain: 10 * time.Second}
+		RetryBase: time.Second, RetryMax: time.Minute, Retention: 24 * time.Hour, Drain: 10 * time.Second}
 }
 
 // MaxBatch bounds Config.Batch.
