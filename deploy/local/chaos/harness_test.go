@@ -331,7 +331,9 @@ func (e *env) count(q string) int {
 func (e *env) done() int { return e.count("SELECT COUNT(*) FROM verdicts WHERE status = 'done'") }
 
 // outboxPending counts the outbox messages no relay has had accepted yet.
-func (e *env) outboxPending() int { return e.count("SELECT COUNT(*) FROM outbox WHERE sent_at IS NULL") }
+func (e *env) outboxPending() int {
+	return e.count("SELECT COUNT(*) FROM outbox WHERE sent_at IS NULL")
+}
 
 // unusable counts the reviews failed because a stage had no usable answer
 // in any attempt: the job's own end, never retried.
