@@ -116,6 +116,12 @@ type VerdictEvent struct {
 	// label, category and distinct rooms, never a sender id. Nil when the
 	// history was off, and on every verdict from before it was recorded.
 	AccountHistory *HistorySeen `json:"account_history,omitempty"`
+	// Revision is the verdict's revision of its review key (1 for the
+	// first verdict of a key, 2 and up for explicit re-reviews): the lake
+	// keeps every revision, and the one with the highest number is the
+	// key's current verdict. 0 (omitted) in events from before revisions,
+	// which are all revision 1.
+	Revision int `json:"revision,omitempty"`
 }
 
 // VerdictCampaign is one campaign signal as the lake keeps it: the mark

@@ -47,13 +47,13 @@ func (h *Handler) publish(v pipeline.Verdict) {
 		occurred = h.clk.Now()
 	}
 	h.events.Publish(pipeline.LakeEvent{
-		EventID: pipeline.VerdictEventID(v.Key, v.Status), EventType: pipeline.EventVerdict, OccurredAt: occurred.UTC(), SchemaVersion: pipeline.LakeEventSchemaVersion,
+		EventID: pipeline.VerdictRevisionEventID(v.Key, v.Status, v.Revision), EventType: pipeline.EventVerdict, OccurredAt: occurred.UTC(), SchemaVersion: pipeline.LakeEventSchemaVersion,
 		Payload: pipeline.VerdictEvent{
 			RoomID: v.Key.RoomID, WindowStart: v.Key.WindowStart, WindowEnd: v.Key.WindowEnd, PipelineVersion: v.Key.PipelineVersion,
 			RunID: v.RunID, Status: v.Status, Label: v.Label, Category: v.Category, Severity: v.Severity, Confidence: v.Confidence,
 			Action: v.Action, EarlyExit: v.EarlyExit, FallbackUsed: fallback, Attempts: v.Attempts, LatencyMs: latency,
 			Subjects: h.subjectPseudonyms(v.Subjects), Campaigns: pipeline.LakeCampaigns(v.Campaigns),
-			AccountHistory: pipeline.RecordedHistory(v.Stages),
+			AccountHistory: pipeline.RecordedHistory(v.Stages), Revision: max(v.Revision, 1),
 		},
 	})
 }

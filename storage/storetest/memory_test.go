@@ -10,3 +10,8 @@ func TestMemoryConformance(t *testing.T) {
 	t.Parallel()
 	RunVerdictStoreConformance(t, func(t *testing.T) pipeline.VerdictStore { return NewMemory() })
 }
+
+func TestMemoryReviserConformance(t *testing.T) {
+	t.Parallel()
+	RunVerdictReviserConformance(t, func(t *testing.T) pipeline.VerdictReviser { return NewMemory() })
+}
