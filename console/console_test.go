@@ -72,11 +72,11 @@ func (f *fakeStore) Decisions(context.Context, uint64, int) ([]mysql.Decision, e
 	defer f.mu.Unlock()
 	return append([]mysql.Decision(nil), f.decisions...), nil
 }
-func (f *fakeStore) Save(_ context.Context, v pipeline.Verdict) (bool, error) {
+func (f *fakeStore) Revise(_ context.Context, v pipeline.Verdict) (int, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.saved = append(f.saved, v)
-	return true, nil
+	return len(f.saved), true, nil
 }
 func (f *fakeStore) Ping(context.Context) error { return nil }
 

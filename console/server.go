@@ -37,7 +37,9 @@ type store interface {
 	AddDecision(ctx context.Context, d mysql.Decision) (uint64, error)
 	MarkFeedbackSent(ctx context.Context, at time.Time, ids ...uint64) error
 	Decisions(ctx context.Context, verdictID uint64, limit int) ([]mysql.Decision, error)
-	Save(ctx context.Context, v pipeline.Verdict) (committed bool, err error)
+	// Revise stores an on-demand review as a new revision of its key
+	// (pipeline.VerdictReviser): the verdict moderators decided on stays.
+	Revise(ctx context.Context, v pipeline.Verdict) (revision int, committed bool, err error)
 	Ping(ctx context.Context) error
 	// Queue assignment (takes.go).
 	TakeItem(ctx context.Context, verdictID uint64, moderator string, now, staleBefore time.Time, force bool) (mysql.Take, error)
@@ -400,6 +402,13 @@ func (s *server) roomPage(w http.ResponseWriter, r *http.Request) {
 		"Campaigns": campaigns, "Audit": mysql.IsAuditItem(v.Key, v.Status, v.Label, s.cfg.AuditShare)})
 	if len(decisions) > 0 {
 		data["Seen"] = decisions[0].ID
+	}
+	if !v.SupersededAt.IsZero() {
+		// A re-review replaced this revision: the page says so and links
+		// the current one (decisions here stay on this revision).
+		if cur, err := s.store.VerdictID(r.Context(), v.Key); err == nil && cur != id {
+			data["CurrentID"] = cur
+		}
 	}
 	// The chat is fetched live and never stored by the console.
 	hctx, cancel := context.WithTimeout(r.Context(), s.historyTimeout)
