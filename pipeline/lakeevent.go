@@ -119,8 +119,10 @@ type VerdictEvent struct {
 	// Revision is the verdict's revision of its review key (1 for the
 	// first verdict of a key, 2 and up for explicit re-reviews): the lake
 	// keeps every revision, and the one with the highest number is the
-	// key's current verdict. 0 (omitted) in events from before revisions,
-	// which are all revision 1.
+	// key's current verdict. Omitted (0) for revision 1, so that consumers
+	// older than the field read every first verdict, and in every event
+	// from before revisions; deploy the consumer before a worker that
+	// re-sends a later revision.
 	Revision int `json:"revision,omitempty"`
 }
 

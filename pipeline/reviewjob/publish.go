@@ -46,6 +46,12 @@ func (h *Handler) publish(v pipeline.Verdict) {
 	if occurred.IsZero() {
 		occurred = h.clk.Now()
 	}
+	// Revision 1 is sent as no revision: consumers older than the field
+	// refuse an event with it, and the lake reads its absence as 1.
+	revision := v.Revision
+	if revision <= 1 {
+		revision = 0
+	}
 	h.events.Publish(pipeline.LakeEvent{
 		EventID: pipeline.VerdictRevisionEventID(v.Key, v.Status, v.Revision), EventType: pipeline.EventVerdict, OccurredAt: occurred.UTC(), SchemaVersion: pipeline.LakeEventSchemaVersion,
 		Payload: pipeline.VerdictEvent{
@@ -53,7 +59,7 @@ func (h *Handler) publish(v pipeline.Verdict) {
 			RunID: v.RunID, Status: v.Status, Label: v.Label, Category: v.Category, Severity: v.Severity, Confidence: v.Confidence,
 			Action: v.Action, EarlyExit: v.EarlyExit, FallbackUsed: fallback, Attempts: v.Attempts, LatencyMs: latency,
 			Subjects: h.subjectPseudonyms(v.Subjects), Campaigns: pipeline.LakeCampaigns(v.Campaigns),
-			AccountHistory: pipeline.RecordedHistory(v.Stages), Revision: max(v.Revision, 1),
+			AccountHistory: pipeline.RecordedHistory(v.Stages), Revision: revision,
 		},
 	})
 }
