@@ -37,7 +37,8 @@ type reviews struct {
 	reviewer pipeline.Reviewer
 	chat     pipeline.ChatSource
 	store    store
-	guard    *stop.Guard // nil: reviews cannot be stopped
+	guard    *stop.Guard        // nil: reviews cannot be stopped
+	events   pipeline.EventSink // nil: no verdict events
 	log      *slog.Logger
 	// clock times the heartbeats and dates the on-demand review events.
 	clock clock.Clock
@@ -523,6 +524,7 @@ func (rv *reviews) finish(st *live.Stream, ev pipeline.ReviewEvent, v pipeline.V
 			rv.log.Error("console: on-demand verdict not saved", "review_id", st.ID(), "room_id", ev.RoomID, "err", serr)
 		} else if committed {
 			v.Revision = rev
+			rv.publish(v)
 		}
 		cancel()
 	}
@@ -546,6 +548,19 @@ func (rv *reviews) finish(st *live.Stream, ev pipeline.ReviewEvent, v pipeline.V
 		cancel()
 		st.Emit(pipeline.LiveVerdict, mustJSON(out))
 	}
+}
+
+// publish hands the committed revision's verdict event to the lake, with
+// its subjects as the reviewer's keyed pseudonyms (none without a key).
+func (rv *reviews) publish(v pipeline.Verdict) {
+	if rv.events == nil {
+		return
+	}
+	var subjects []string
+	if p, ok := rv.reviewer.(pipeline.SubjectPseudonymizer); ok && len(v.Subjects) > 0 {
+		subjects = p.SubjectPseudonyms(v.Subjects)
+	}
+	rv.events.Publish(pipeline.VerdictLakeEvent(v, subjects, rv.clock.Now()))
 }
 
 func errString(err error) string {

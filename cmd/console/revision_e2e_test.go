@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/internal/stacktest"
@@ -44,7 +46,7 @@ func TestReReviewOfADecidedVerdictIsANewRevision(t *testing.T) {
 		{MessageID: "m1", SenderID: "b", SenderRole: pipeline.RoleBuyer, SentAt: at, Kind: pipeline.KindText, Text: "안녕하세요 아직 판매중인가요?"},
 		{MessageID: "m2", SenderID: "s", SenderRole: pipeline.RoleSeller, SentAt: at.Add(time.Minute), Kind: pipeline.KindText, Text: "네 판매중입니다"},
 	}})
-	base, hc := startConsole(t, dsn, chat)
+	base, hc, feedbackURL := startConsole(t, dsn, chat)
 	csrf := pageCSRF(t, hc, base+"/queue")
 
 	// The first review of the window gives the key its pipeline version;
@@ -99,6 +101,33 @@ func TestReReviewOfADecidedVerdictIsANewRevision(t *testing.T) {
 	page := getPage(t, hc, base+"/verdicts/"+strconv.FormatUint(first.VerdictID, 10))
 	require.Contains(t, page, `id="superseded"`)
 	require.Contains(t, page, `href="/verdicts/`+strconv.FormatUint(second.VerdictID, 10)+`"`, "revision 1's page links the current verdict")
+
+	// The lake hears of revision 2 under an event id of its own.
+	ev := verdictEventOf(t, feedbackURL, pipeline.VerdictRevisionEventID(v1.Key, revs[1].Status, 2))
+	require.Equal(t, 2, ev.Revision)
+	require.Equal(t, revs[1].RunID, ev.RunID)
+}
+
+// verdictEventOf receives from the feedback queue until the verdict event
+// with id arrives (bounded: 30 long polls of at most 2 s).
+func verdictEventOf(t *testing.T, queueURL, id string) pipeline.VerdictEvent {
+	t.Helper()
+	c := stacktest.SQS(t)
+	for range 30 {
+		out, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(queueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 2})
+		require.NoError(t, err)
+		for _, m := range out.Messages {
+			var env struct {
+				EventID string                `json:"event_id"`
+				Payload pipeline.VerdictEvent `json:"payload"`
+			}
+			if json.Unmarshal([]byte(aws.ToString(m.Body)), &env) == nil && env.EventID == id {
+				return env.Payload
+			}
+		}
+	}
+	t.Fatalf("no verdict event %s on the feedback queue", id)
+	return pipeline.VerdictEvent{}
 }
 
 // saveAsWorker saves v as a worker does and reports whether it committed.
@@ -162,9 +191,9 @@ func getPage(t *testing.T, hc *http.Client, u string) string {
 }
 
 // startConsole runs the console as its pod does against the local stack,
-// the model simulators and chat, and returns its base URL and a client
-// signed in as a moderator.
-func startConsole(t *testing.T, dsn, chat string) (string, *http.Client) {
+// the model simulators and chat, and returns its base URL, a client signed
+// in as a moderator and the URL of its feedback (lake) queue.
+func startConsole(t *testing.T, dsn, chat string) (string, *http.Client, string) {
 	t.Helper()
 	feedback := stacktest.NewQueue(t, "feedback", 5, 30*time.Second)
 	primary := standin.StartLLM(t, standin.LLMOptions{Name: "primary", Model: "sim-p", Config: `{"ttft":"1ms","itl":"0s","jitter":0}`})
@@ -203,5 +232,5 @@ func startConsole(t *testing.T, dsn, chat string) (string, *http.Client) {
 	resp, err := hc.PostForm(base+"/login", url.Values{"email": {"alice@example.com"}, "next": {"/queue"}})
 	require.NoError(t, err)
 	resp.Body.Close()
-	return base, hc
+	return base, hc, feedback.URL
 }
