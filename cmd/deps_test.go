@@ -125,6 +125,78 @@ func TestStandInCheckCatchesTheStack(t *testing.T) {
 	}
 }
 
+// deployImports returns, for the production module's non-test packages
+// pkgs, "pkg imports dep" for each import of the deploy tree by a package
+// outside it. deploy/ holds what deploys and develops the product
+// (manifests, the image, the stand-ins, how to apply the lake's schema);
+// what production code reads — the lake's DDL and queries (lake/), MySQL's
+// migrations — is part of the product, so a change to a deploy folder never
+// changes a binary.
+func deployImports(pkgs []listedPackage) []string {
+	var bad []string
+	for _, p := range pkgs {
+		rel := strings.TrimPrefix(p.ImportPath, module+"/")
+		if rel == "deploy" || strings.HasPrefix(rel, "deploy/") {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if imp == module+"/deploy" || strings.HasPrefix(imp, module+"/deploy/") {
+				bad = append(bad, p.ImportPath+" imports "+imp)
+			}
+		}
+	}
+	return bad
+}
+
+// TestProductionImportsNoDeployTree: no package of the production module
+// (GOWORK=off keeps the workspace's other modules out) outside deploy/
+// imports a package of the deploy tree.
+func TestProductionImportsNoDeployTree(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, "go", "list", "-json=ImportPath,Imports", module+"/...")
+	cmd.Env = append(cmd.Environ(), "GOWORK=off")
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "go list: %s", stderr.String())
+	var pkgs []listedPackage
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p listedPackage
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else {
+			require.NoError(t, err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	var paths []string
+	for _, p := range pkgs {
+		paths = append(paths, p.ImportPath)
+	}
+	require.Contains(t, paths, module+"/lake", "go list found the module's packages, the lake's schema among them")
+	require.Empty(t, deployImports(pkgs), "production code imports the deploy tree; move what it reads into the product (as lake/ and migrations/)")
+}
+
+// TestDeployImportCheckCatchesAnImport guards the check itself: the import
+// the worker once made of the lake's queries is flagged, imports within
+// the deploy tree and of look-alike paths are not.
+func TestDeployImportCheckCatchesAnImport(t *testing.T) {
+	t.Parallel()
+	pkgs := []listedPackage{
+		{ImportPath: module + "/cmd/worker", Imports: []string{"context", module + "/lake", module + "/deploy/athena"}},
+		{ImportPath: module + "/pipeline/eval", Imports: []string{module + "/deploy"}},
+		{ImportPath: module + "/deploy/k8s/verify", Imports: []string{module + "/deploy/k8s/manifest"}},
+		{ImportPath: module + "/storage/s3lake", Imports: []string{module + "/deployment", "github.com/other/deploy/x"}},
+	}
+	require.Equal(t, []string{
+		module + "/cmd/worker imports " + module + "/deploy/athena",
+		module + "/pipeline/eval imports " + module + "/deploy",
+	}, deployImports(pkgs))
+}
+
 // goIn runs the go command in dir with the workspace switched off, so that
 // it sees one module alone, and returns its stdout.
 func goIn(t *testing.T, dir string, args ...string) string {
