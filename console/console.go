@@ -44,6 +44,9 @@ type Deps struct {
 	LiveLog pipeline.LiveLog
 	// Guard, when set, lets stop signals reach on-demand reviews.
 	Guard *stop.Guard
+	// Events, when set, takes the verdict event of each on-demand review
+	// the store committed (a revision of its window), for the lake.
+	Events pipeline.EventSink
 	// Registerer takes the console's metrics (nil: unregistered).
 	Registerer prometheus.Registerer
 	// Log is the audit and error log (nil: discarded).
@@ -92,7 +95,7 @@ func New(cfg Config, d Deps) (*App, error) {
 	}
 	work, cancel := context.WithCancelCause(context.Background())
 	rv := &reviews{cfg: cfg, hub: d.Hub, liveLog: d.LiveLog, reviewer: d.Reviewer, store: d.Store,
-		guard: d.Guard, log: log, clock: clk, slots: make(chan struct{}, cfg.MaxReviews), ctx: work}
+		guard: d.Guard, events: d.Events, log: log, clock: clk, slots: make(chan struct{}, cfg.MaxReviews), ctx: work}
 	// On-demand reviews read their windows with context, as the workers'
 	// do; the room page shows the chat as it is.
 	rv.chat = chatcontext.New(cfg.Context, d.Chat, registerReviewMetrics(reg, rv), log)

@@ -75,11 +75,11 @@ func (f *fakeStore) Decisions(context.Context, uint64, int) ([]moderation.Decisi
 	defer f.mu.Unlock()
 	return append([]moderation.Decision(nil), f.decisions...), nil
 }
-func (f *fakeStore) Save(_ context.Context, v pipeline.Verdict) (bool, error) {
+func (f *fakeStore) Revise(_ context.Context, v pipeline.Verdict) (int, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.saved = append(f.saved, v)
-	return true, nil
+	return len(f.saved), true, nil
 }
 func (f *fakeStore) Ping(context.Context) error { return nil }
 

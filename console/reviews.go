@@ -38,7 +38,8 @@ type reviews struct {
 	reviewer pipeline.Reviewer
 	chat     pipeline.ChatSource
 	store    moderation.Verdicts
-	guard    *stop.Guard // nil: reviews cannot be stopped
+	guard    *stop.Guard        // nil: reviews cannot be stopped
+	events   pipeline.EventSink // nil: no verdict events
 	log      *slog.Logger
 	// clock times the heartbeats and dates the on-demand review events.
 	clock clock.Clock
@@ -476,8 +477,9 @@ func (rv *reviews) runRecovered(st *live.Stream, req reviewRequest, who Who) {
 }
 
 // run is one on-demand review: history, stages (interactive class, every
-// attempt and token emitted), the verdict stored as an ordinary verdict
-// row whose run id says on-demand and who asked, and a final event.
+// attempt and token emitted), the verdict stored as a new revision of the
+// window's verdict whose run id says on-demand and who asked, and a final
+// event naming the revision and its row id.
 func (rv *reviews) run(st *live.Stream, req reviewRequest, who Who) {
 	ctx, cancel := context.WithTimeout(rv.ctx, rv.cfg.ReviewTimeout)
 	defer cancel()
@@ -514,9 +516,16 @@ func (rv *reviews) finish(st *live.Stream, ev pipeline.ReviewEvent, v pipeline.V
 			v.FinishedAt = rv.clock.Now().UTC()
 		}
 		// The save outlives a cancelled review: what was paid for is kept.
+		// An explicit re-review is a new revision of the window's verdict:
+		// the one moderators decided on is kept as it was, and the queue
+		// shows the new one.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(rv.ctx), 10*time.Second)
-		if _, serr := rv.store.Save(sctx, v); serr != nil {
+		rev, committed, serr := rv.store.Revise(sctx, v)
+		if serr != nil {
 			rv.log.Error("console: on-demand verdict not saved", "review_id", st.ID(), "room_id", ev.RoomID, "err", serr)
+		} else if committed {
+			v.Revision = rev
+			rv.publish(v)
 		}
 		cancel()
 	}
@@ -530,6 +539,9 @@ func (rv *reviews) finish(st *live.Stream, ev pipeline.ReviewEvent, v pipeline.V
 	default:
 		out := map[string]any{"label": v.Label, "category": v.Category, "severity": v.Severity, "confidence": v.Confidence,
 			"action": v.Action, "rationale": v.Rationale, "evidence_ids": v.EvidenceIDs, "run_id": v.RunID}
+		if v.Revision > 0 {
+			out["revision"] = v.Revision
+		}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(rv.ctx), 5*time.Second)
 		if id, err := rv.store.VerdictID(sctx, v.Key); err == nil {
 			out["verdict_id"] = id
@@ -537,6 +549,19 @@ func (rv *reviews) finish(st *live.Stream, ev pipeline.ReviewEvent, v pipeline.V
 		cancel()
 		st.Emit(pipeline.LiveVerdict, mustJSON(out))
 	}
+}
+
+// publish hands the committed revision's verdict event to the lake, with
+// its subjects as the reviewer's keyed pseudonyms (none without a key).
+func (rv *reviews) publish(v pipeline.Verdict) {
+	if rv.events == nil {
+		return
+	}
+	var subjects []string
+	if p, ok := rv.reviewer.(pipeline.SubjectPseudonymizer); ok && len(v.Subjects) > 0 {
+		subjects = p.SubjectPseudonyms(v.Subjects)
+	}
+	rv.events.Publish(pipeline.VerdictLakeEvent(v, subjects, rv.clock.Now()))
 }
 
 func errString(err error) string {

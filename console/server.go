@@ -371,6 +371,13 @@ func (s *server) roomPage(w http.ResponseWriter, r *http.Request) {
 	if len(decisions) > 0 {
 		data["Seen"] = decisions[0].ID
 	}
+	if !v.SupersededAt.IsZero() {
+		// A re-review replaced this revision: the page says so and links
+		// the current one (decisions here stay on this revision).
+		if cur, err := s.store.VerdictID(r.Context(), v.Key); err == nil && cur != id {
+			data["CurrentID"] = cur
+		}
+	}
 	// The chat is fetched live and never stored by the console.
 	hctx, cancel := context.WithTimeout(r.Context(), s.historyTimeout)
 	defer cancel()

@@ -10,7 +10,8 @@ import (
 	"github.com/chatguard/chatguard/pipeline"
 )
 
-// QueueFilter selects the verdicts of the review queue. The zero value is
+// QueueFilter selects the verdicts of the review queue: current revisions
+// only (a re-reviewed window shows its newest verdict). The zero value is
 // the default queue: done verdicts labelled abusive or suspicious that no
 // moderator has decided yet, DefaultQueueLimit a page.
 type QueueFilter struct {

@@ -11,8 +11,10 @@ import (
 // save of an on-demand review. Safe for concurrent use; every method
 // returns an error wrapping ctx's when ctx ends first.
 type Verdicts interface {
-	// Save is pipeline.VerdictStore's: the on-demand review's verdict.
-	Save(ctx context.Context, v pipeline.Verdict) (committed bool, err error)
+	// Revise is pipeline.VerdictReviser's: it stores an on-demand review
+	// as a new revision of its key, so that the verdict moderators decided
+	// on stays as they saw it.
+	Revise(ctx context.Context, v pipeline.Verdict) (revision int, committed bool, err error)
 	// VerdictByID returns the verdict with id with its stage results, or
 	// an error wrapping pipeline.ErrVerdictNotFound.
 	VerdictByID(ctx context.Context, id uint64) (pipeline.Verdict, error)

@@ -28,8 +28,20 @@ func InferenceLogEventID(k ReviewKey, stage StageName, attempt int) string {
 // with status: one id per (review key, final status), so that a review
 // recorded done twice (a redelivery racing the first delete) is one row in
 // verdict_dedup, while a failed attempt and the later done one stay two.
+// It is the id of revision 1 (see VerdictRevisionEventID).
 func VerdictEventID(k ReviewKey, status Status) string {
 	return derivedID(string(EventVerdict), k, string(status))
+}
+
+// VerdictRevisionEventID is VerdictEventID for a revision of the key: a
+// revision above 1 (an explicit re-review) is part of the id, so that the
+// dedup views keep each revision; revision 1, and 0 (unknown, an event
+// from before revisions), keep the id VerdictEventID gives.
+func VerdictRevisionEventID(k ReviewKey, status Status, revision int) string {
+	if revision > 1 {
+		return derivedID(string(EventVerdict), k, string(status), "revision", strconv.Itoa(revision))
+	}
+	return VerdictEventID(k, status)
 }
 
 // derivedID is a UUIDv5 over an unambiguous encoding of the parts (a JSON

@@ -53,6 +53,12 @@ func TestDerivedEventIDs(t *testing.T) {
 	require.Equal(t, done, pipeline.VerdictEventID(k2, pipeline.StatusDone))
 	add("verdict done", done)
 	add("verdict failed", pipeline.VerdictEventID(k, pipeline.StatusFailed))
+	// Revision 1 (and an event that does not know its revision) keeps the
+	// id from before revisions; each later revision is an event of its own.
+	require.Equal(t, done, pipeline.VerdictRevisionEventID(k, pipeline.StatusDone, 1))
+	require.Equal(t, done, pipeline.VerdictRevisionEventID(k, pipeline.StatusDone, 0))
+	add("verdict done, revision 2", pipeline.VerdictRevisionEventID(k, pipeline.StatusDone, 2))
+	add("verdict done, revision 3", pipeline.VerdictRevisionEventID(k, pipeline.StatusDone, 3))
 }
 
 func TestShadowVerdictEventIDs(t *testing.T) {

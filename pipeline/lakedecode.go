@@ -250,6 +250,9 @@ func decodeVerdictEvent(raw json.RawMessage) (VerdictEvent, []string, error) {
 	probs = append(probs, checkSubjectPseudonyms(p.Subjects)...)
 	probs = append(probs, checkLakeCampaigns(p.Campaigns)...)
 	probs = append(probs, checkHistorySeen(p.AccountHistory)...)
+	if p.Revision < 0 {
+		probs = append(probs, "payload.revision is negative")
+	}
 	p.WindowStart, p.WindowEnd = p.WindowStart.UTC(), p.WindowEnd.UTC()
 	return p, probs, nil
 }

@@ -116,6 +116,51 @@ type VerdictEvent struct {
 	// label, category and distinct rooms, never a sender id. Nil when the
 	// history was off, and on every verdict from before it was recorded.
 	AccountHistory *HistorySeen `json:"account_history,omitempty"`
+	// Revision is the verdict's revision of its review key (1 for the
+	// first verdict of a key, 2 and up for explicit re-reviews): the lake
+	// keeps every revision, and the one with the highest number is the
+	// key's current verdict. Omitted (0) for revision 1, so that consumers
+	// older than the field read every first verdict, and in every event
+	// from before revisions; deploy the consumer before a worker that
+	// re-sends a later revision.
+	Revision int `json:"revision,omitempty"`
+}
+
+// VerdictLakeEvent is the verdict event of v, a verdict the store
+// committed: subjects are its subjects as keyed pseudonyms (nil when the
+// caller has no key; raw ids never go into an event). The event is dated
+// by the verdict's finish at the precision MySQL keeps (DATETIME(6)), so
+// that a copy sent again from the stored verdict is the same event in the
+// same partition; now dates a verdict without a finish time. Revision 1 is
+// sent as no revision: consumers older than the field refuse an event with
+// it, and the lake reads its absence as 1.
+func VerdictLakeEvent(v Verdict, subjects []string, now time.Time) LakeEvent {
+	fallback := false
+	for _, st := range v.Stages {
+		fallback = fallback || st.Pool == PoolFallback
+	}
+	started, finished := v.StartedAt.Truncate(time.Microsecond), v.FinishedAt.Truncate(time.Microsecond)
+	var latency float64
+	if !started.IsZero() && !finished.IsZero() {
+		latency = float64(finished.Sub(started)) / float64(time.Millisecond)
+	}
+	occurred := finished
+	if occurred.IsZero() {
+		occurred = now
+	}
+	revision := v.Revision
+	if revision <= 1 {
+		revision = 0
+	}
+	return LakeEvent{
+		EventID: VerdictRevisionEventID(v.Key, v.Status, v.Revision), EventType: EventVerdict, OccurredAt: occurred.UTC(), SchemaVersion: LakeEventSchemaVersion,
+		Payload: VerdictEvent{
+			RoomID: v.Key.RoomID, WindowStart: v.Key.WindowStart, WindowEnd: v.Key.WindowEnd, PipelineVersion: v.Key.PipelineVersion,
+			RunID: v.RunID, Status: v.Status, Label: v.Label, Category: v.Category, Severity: v.Severity, Confidence: v.Confidence,
+			Action: v.Action, EarlyExit: v.EarlyExit, FallbackUsed: fallback, Attempts: v.Attempts, LatencyMs: latency,
+			Subjects: subjects, Campaigns: LakeCampaigns(v.Campaigns), AccountHistory: RecordedHistory(v.Stages), Revision: revision,
+		},
+	}
 }
 
 // VerdictCampaign is one campaign signal as the lake keeps it: the mark

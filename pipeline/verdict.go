@@ -178,6 +178,15 @@ type Verdict struct {
 	// when the done-guard keeps the stored verdict, so that nothing
 	// tells others of a save that did not happen. Not read back by Get.
 	Outbox []OutboxMessage
+	// Revision is the verdict's revision of its key, as the store numbers
+	// them (1 for the first verdict of a key, 2 for the first explicit
+	// re-review, …); 0 on a verdict not read from a store. A review from a
+	// queue saves over the current revision; only VerdictReviser.Revise
+	// writes a new one.
+	Revision int
+	// SupersededAt is when a later revision replaced this one; zero while
+	// it is the current revision of its key.
+	SupersededAt time.Time
 }
 
 // Freshness is how long after the window's newest message the verdict
@@ -246,7 +255,36 @@ var ErrVerdictNotFound = errors.New("verdict not found")
 // under the same rule. Both honour
 // ctx; errors are wrapped with the adapter's prefix, and committed is false
 // with an error.
+//
+// A store that keeps revisions (VerdictReviser) reads and writes the
+// current revision of the key: Get returns it with its Revision, and Save
+// updates it in place (the idempotency key of a review from a queue stays
+// the review key). Save keeps a stored done revision above 1 whatever v
+// is: an explicit re-review stands against a late or redelivered review
+// from a queue.
 type VerdictStore interface {
 	Get(ctx context.Context, key ReviewKey) (Verdict, error)
 	Save(ctx context.Context, v Verdict) (committed bool, err error)
+}
+
+// VerdictReviser is a VerdictStore that keeps the history of a review key:
+// an explicit re-review of a window (the console's on-demand review) writes
+// a new revision instead of overwriting the verdict that moderators may
+// already have decided on. Exactly one revision of a key is current.
+type VerdictReviser interface {
+	VerdictStore
+	// Revise writes v as a new revision of v.Key and makes it current:
+	// revision 1 when the key has none, else the current revision's number
+	// plus one, the earlier one kept unchanged and marked superseded.
+	// The done-guard holds here too: when v is not done and the current
+	// revision is, nothing is written and committed is false. revision is
+	// the number of the key's current revision after the call (0 with an
+	// error). Concurrent calls for one key write distinct revisions. It
+	// honours ctx; errors are wrapped with the adapter's prefix, and a
+	// verdict the store cannot hold is a *PermanentError.
+	Revise(ctx context.Context, v Verdict) (revision int, committed bool, err error)
+	// Revisions returns every revision of key, oldest first, each with its
+	// stage results, Revision and SupersededAt; an error wrapping
+	// ErrVerdictNotFound when the key has none. It honours ctx.
+	Revisions(ctx context.Context, key ReviewKey) ([]Verdict, error)
 }

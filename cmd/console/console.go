@@ -278,8 +278,8 @@ func (p *parts) buildApp(context.Context) error {
 	}
 	p.app, err = console.New(p.cfg.Config, console.Deps{Store: p.store, Feedback: p.feedback, Chat: chat,
 		HistoryTimeout: p.cfg.Chat.Timeout + 2*time.Second, Reviewer: p.reviewer, Hub: p.hub, LiveLog: p.liveLog,
-		Guard:      &stop.Guard{Holder: p.holder, Store: p.stops, CheckTimeout: p.cfg.Stop.CheckTimeout},
-		Registerer: p.reg, Log: p.log, Clock: p.clock})
+		Guard:  &stop.Guard{Holder: p.holder, Store: p.stops, CheckTimeout: p.cfg.Stop.CheckTimeout},
+		Events: p.events, Registerer: p.reg, Log: p.log, Clock: p.clock})
 	return err
 }
 

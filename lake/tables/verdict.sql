@@ -26,7 +26,8 @@ CREATE EXTERNAL TABLE IF NOT EXISTS verdict (
   latency_ms       double,
   subjects         string    COMMENT 'keyed pseudonyms (hmac:…) of the accounts the verdict is about, comma-separated; null before subjects existed',
   campaigns        string    COMMENT 'campaign signals, a JSON array of {kind, mark, rooms, senders} (marks are keyed pseudonyms); null when none or before campaigns existed',
-  account_history  string    COMMENT 'account history the review was shown, JSON {status, days, lines: [{role, label, category, overturned, rooms}], accounts_left_out}; roles and counts, never ids; null when off or before it was recorded'
+  account_history  string    COMMENT 'account history the review was shown, JSON {status, days, lines: [{role, label, category, overturned, rooms}], accounts_left_out}; roles and counts, never ids; null when off or before it was recorded',
+  revision         int       COMMENT 'revision of the review key, 2 and up for explicit re-reviews (the highest is current); null for revision 1 and before revisions existed: read coalesce(revision, 1)'
 )
 PARTITIONED BY (`dt` string, `hour` string)
 STORED AS PARQUET

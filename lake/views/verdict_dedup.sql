@@ -10,7 +10,7 @@ SELECT
   room_id, window_start, window_end, pipeline_version, run_id,
   status, label, category, severity, confidence,
   action, early_exit, fallback_used, attempts, latency_ms, subjects, campaigns,
-  account_history,
+  account_history, revision,
   dt, hour
 FROM (
   SELECT *, row_number() OVER (PARTITION BY dt, hour, event_id ORDER BY received_at) AS copy_no

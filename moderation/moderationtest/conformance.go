@@ -33,11 +33,12 @@ func Verdict(room string, marks ...string) pipeline.Verdict {
 	return v
 }
 
-// Seed saves v and returns its id.
+// Seed stores v as a revision of its key (the first, for a new key) and
+// returns its id.
 func Seed(t testing.TB, s moderation.Verdicts, v pipeline.Verdict) uint64 {
 	t.Helper()
 	ctx := testCtx(t)
-	_, err := s.Save(ctx, v)
+	_, _, err := s.Revise(ctx, v)
 	require.NoError(t, err)
 	id, err := s.VerdictID(ctx, v.Key)
 	require.NoError(t, err)

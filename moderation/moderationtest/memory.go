@@ -83,11 +83,48 @@ func (m *Memory) Save(ctx context.Context, v pipeline.Verdict) (bool, error) {
 		return false, nil
 	}
 	if !ok {
-		id = uint64(len(m.ids) + 1)
+		id = m.nextVerdictID()
 		m.ids[v.Key] = id
 	}
 	m.verdicts[id] = v
 	return true, nil
+}
+
+// Revise stores v as a new revision of its key, the current one from
+// then on (revision 1 for a new key); a done current revision is kept
+// against a v that is not done, and Revise then reports nothing committed.
+func (m *Memory) Revise(ctx context.Context, v pipeline.Verdict) (int, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v.Key = normKey(v.Key)
+	v.FinishedAt = us(v.FinishedAt)
+	v.Campaigns = slices.Clone(v.Campaigns)
+	v.Revision = 1
+	if id, ok := m.ids[v.Key]; ok {
+		cur := m.verdicts[id]
+		if cur.Status == pipeline.StatusDone && v.Status != pipeline.StatusDone {
+			return max(cur.Revision, 1), false, nil
+		}
+		v.Revision = max(cur.Revision, 1) + 1
+		cur.SupersededAt = v.FinishedAt
+		m.verdicts[id] = cur
+	}
+	id := m.nextVerdictID()
+	m.ids[v.Key] = id
+	m.verdicts[id] = v
+	return v.Revision, true, nil
+}
+
+// nextVerdictID is the id of a new verdict row: one above the largest.
+func (m *Memory) nextVerdictID() uint64 {
+	var top uint64
+	for id := range m.verdicts {
+		top = max(top, id)
+	}
+	return top + 1
 }
 
 // VerdictByID returns the verdict with id or an error wrapping

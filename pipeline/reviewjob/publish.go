@@ -2,7 +2,6 @@ package reviewjob
 
 import (
 	"slices"
-	"time"
 
 	"github.com/chatguard/chatguard/pipeline"
 )
@@ -50,35 +49,10 @@ func (h *Handler) publish(v pipeline.Verdict) {
 	}
 }
 
-// verdictEvent is v's lake event.
+// verdictEvent is v's lake event, built as every producer of verdict
+// events builds it.
 func (h *Handler) verdictEvent(v pipeline.Verdict) pipeline.LakeEvent {
-	fallback := false
-	for _, st := range v.Stages {
-		fallback = fallback || st.Pool == pipeline.PoolFallback
-	}
-	// The event is dated by the verdict, at the precision MySQL keeps
-	// (DATETIME(6)), so that a copy sent again from the stored verdict
-	// (see the duplicate admission) is the same event in the same
-	// partition.
-	started, finished := v.StartedAt.Truncate(time.Microsecond), v.FinishedAt.Truncate(time.Microsecond)
-	var latency float64
-	if !started.IsZero() && !finished.IsZero() {
-		latency = float64(finished.Sub(started)) / float64(time.Millisecond)
-	}
-	occurred := finished
-	if occurred.IsZero() {
-		occurred = h.clk.Now()
-	}
-	return pipeline.LakeEvent{
-		EventID: pipeline.VerdictEventID(v.Key, v.Status), EventType: pipeline.EventVerdict, OccurredAt: occurred.UTC(), SchemaVersion: pipeline.LakeEventSchemaVersion,
-		Payload: pipeline.VerdictEvent{
-			RoomID: v.Key.RoomID, WindowStart: v.Key.WindowStart, WindowEnd: v.Key.WindowEnd, PipelineVersion: v.Key.PipelineVersion,
-			RunID: v.RunID, Status: v.Status, Label: v.Label, Category: v.Category, Severity: v.Severity, Confidence: v.Confidence,
-			Action: v.Action, EarlyExit: v.EarlyExit, FallbackUsed: fallback, Attempts: v.Attempts, LatencyMs: latency,
-			Subjects: h.subjectPseudonyms(v.Subjects), Campaigns: pipeline.LakeCampaigns(v.Campaigns),
-			AccountHistory: pipeline.RecordedHistory(v.Stages),
-		},
-	}
+	return pipeline.VerdictLakeEvent(v, h.subjectPseudonyms(v.Subjects), h.clk.Now())
 }
 
 // subjectPseudonyms are the verdict's subjects as the lake keeps them:

@@ -25,3 +25,32 @@ func TestVerdictEventIDIsDerivedFromKeyAndStatus(t *testing.T) {
 	}
 	require.Equal(t, ids[0], ids[1])
 }
+
+// A redelivery of a window that a moderator re-reviewed is acknowledged
+// without a model call, and the verdict event it sends again is the
+// current revision's: its revision and an event id of its own, so the
+// lake keeps it beside revision 1's.
+func TestDuplicateOfAReReviewedWindowSendsTheCurrentRevision(t *testing.T) {
+	t.Parallel()
+	r := setupReview(t)
+	require.Equal(t, "done", r.h.Handle(context.Background(), msg(r.body(t), 1, 5)).Label)
+	v, err := r.store.Get(context.Background(), r.key())
+	require.NoError(t, err)
+	v.RunID, v.Label = "ondemand:mod-1:x", pipeline.LabelSuspicious
+	rev, committed, err := r.store.Revise(context.Background(), v)
+	require.NoError(t, err)
+	require.True(t, committed)
+	require.Equal(t, 2, rev)
+
+	require.Equal(t, "duplicate", r.h.Handle(context.Background(), msg(r.body(t), 2, 5)).Label)
+	require.Equal(t, int32(1), r.rev.calls.Load(), "no model call for the redelivery")
+	evs := r.sink.events()
+	require.Len(t, evs, 2)
+	require.Equal(t, pipeline.VerdictEventID(r.key(), pipeline.StatusDone), evs[0].EventID)
+	require.Zero(t, evs[0].Payload.(pipeline.VerdictEvent).Revision, "revision 1 is sent without the field")
+	require.Equal(t, pipeline.VerdictRevisionEventID(r.key(), pipeline.StatusDone, 2), evs[1].EventID)
+	require.NotEqual(t, evs[0].EventID, evs[1].EventID)
+	got := evs[1].Payload.(pipeline.VerdictEvent)
+	require.Equal(t, 2, got.Revision)
+	require.Equal(t, pipeline.LabelSuspicious, got.Label)
+}

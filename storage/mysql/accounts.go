@@ -14,7 +14,9 @@ import (
 	"github.com/chatguard/chatguard/pipeline"
 )
 
-// The console's account and campaign views: every verdict about one
+// The console's account and campaign views, over current revisions only
+// (a superseded revision's rows stay for history, joined out by the
+// verdicts row's revision_slot): every verdict about one
 // sender (verdict_subjects, by ix_verdict_subjects_sender), the campaign
 // marks those verdicts carried, and every verdict carrying one mark
 // (verdict_campaigns, by ix_verdict_campaigns_mark). Long lists are read
@@ -101,7 +103,7 @@ func (s *Store) AccountVerdicts(ctx context.Context, senderID, cursor string, li
 	q := `SELECT p.verdict_id, p.room_id, p.role,
     EXISTS (SELECT 1 FROM verdict_subjects s WHERE s.verdict_id = p.verdict_id AND s.sender_id = p.sender_id),
     v.label, v.category, p.decided_at, ` + fmt.Sprintf(newestDecisionSQL, "p.verdict_id") + `
-FROM verdict_participants p JOIN verdicts v ON v.id = p.verdict_id WHERE p.sender_id = ?`
+FROM verdict_participants p JOIN verdicts v ON v.id = p.verdict_id WHERE p.sender_id = ? AND v.revision_slot = 0`
 	args := []any{senderID}
 	if cur != nil {
 		q += " AND (p.decided_at < ? OR (p.decided_at = ? AND p.verdict_id < ?))"
@@ -143,8 +145,8 @@ FROM verdict_participants p JOIN verdicts v ON v.id = p.verdict_id WHERE p.sende
 // writes campaign signals. It honours ctx.
 func (s *Store) AccountCampaigns(ctx context.Context, senderID string) ([]moderation.CampaignMark, error) {
 	return s.marks(ctx, "mysql: account campaigns", `SELECT c.kind, c.mark, MAX(c.rooms), MAX(c.senders), COUNT(DISTINCT c.room_id), MAX(c.decided_at)
-FROM verdict_subjects s JOIN verdict_campaigns c ON c.verdict_id = s.verdict_id
-WHERE s.sender_id = ? GROUP BY c.kind, c.mark ORDER BY MAX(c.decided_at) DESC, c.mark LIMIT ?`, senderID, moderation.MaxMarks)
+FROM verdict_subjects s JOIN verdicts v ON v.id = s.verdict_id JOIN verdict_campaigns c ON c.verdict_id = s.verdict_id
+WHERE s.sender_id = ? AND v.revision_slot = 0 GROUP BY c.kind, c.mark ORDER BY MAX(c.decided_at) DESC, c.mark LIMIT ?`, senderID, moderation.MaxMarks)
 }
 
 // VerdictCampaigns returns the campaign marks verdict id carried (Here is
@@ -194,7 +196,7 @@ func (s *Store) CampaignRooms(ctx context.Context, mark, cursor string, limit in
 	q := `SELECT c.verdict_id, v.room_id, v.window_start, v.window_end, v.pipeline_version, c.kind, c.message_id, c.label, c.category,
     v.action, c.decided_at, COALESCE(t.moderator, ''), t.active_at, ` + fmt.Sprintf(newestDecisionSQL, "c.verdict_id") + `
 FROM verdict_campaigns c JOIN verdicts v ON v.id = c.verdict_id LEFT JOIN queue_takes t ON t.verdict_id = c.verdict_id
-WHERE c.mark = ?`
+WHERE c.mark = ? AND v.revision_slot = 0`
 	args := []any{mark}
 	if cur != nil {
 		q += " AND (c.decided_at < ? OR (c.decided_at = ? AND c.verdict_id < ?))"

@@ -20,7 +20,7 @@ import (
 //	FROM verdicts v LEFT JOIN queue_takes t ON t.verdict_id = v.id
 //	  LEFT JOIN moderator_decisions d ON d.verdict_id = v.id
 //	WHERE v.status = 'done' AND v.label = 'clean' AND v.audit_bucket < ?
-//	  AND d.verdict_id IS NULL
+//	  AND v.revision_slot = 0 AND d.verdict_id IS NULL
 //	ORDER BY v.audit_bucket, v.id
 //	LIMIT ?
 
@@ -28,7 +28,7 @@ import (
 var auditSQL = `SELECT ` + queueCols + `, FALSE, COALESCE(t.moderator, ''), t.active_at
 FROM verdicts v LEFT JOIN queue_takes t ON t.verdict_id = v.id
   LEFT JOIN moderator_decisions d ON d.verdict_id = v.id
-WHERE v.status = ? AND v.label = ? AND v.audit_bucket < ? AND d.verdict_id IS NULL
+WHERE v.status = ? AND v.label = ? AND v.audit_bucket < ? AND v.revision_slot = 0 AND d.verdict_id IS NULL
 ORDER BY v.audit_bucket, v.id
 LIMIT ?`
 

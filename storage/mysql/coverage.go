@@ -20,12 +20,15 @@ const MaxCoverageRooms = 1000
 // window_end, pipeline_version) per room: window_start is bounded below by
 // the longest window a worker accepts, so the range is one day of a room's
 // verdicts, and window_end is filtered on the index entries (index
-// condition pushdown) before any row is read for its status.
+// condition pushdown), as revision_slot = 0 is (the current revision only:
+// a re-reviewed window is one window), before any row is read for its
+// status.
 const coverageSQL = `SELECT room_id, window_start, window_end, pipeline_version
 FROM verdicts
 WHERE room_id IN (%s)
   AND window_start >= ? AND window_start < ?
   AND window_end > ?
+  AND revision_slot = 0
   AND status = 'done'`
 
 // coverageQuery returns the statement and its arguments for rooms over

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -16,29 +15,23 @@ import (
 // The console's reads and writes: a verdict by its row id (the
 // queue's links carry it) and the moderators' decisions on it.
 
-// VerdictByID returns the verdict of row id with its stage results, or an
-// error wrapping pipeline.ErrVerdictNotFound.
+// VerdictByID returns the revision of row id with its stage results,
+// whether it is its key's current revision or a superseded one
+// (Verdict.SupersededAt says), or an error wrapping
+// pipeline.ErrVerdictNotFound.
 func (s *Store) VerdictByID(ctx context.Context, id uint64) (pipeline.Verdict, error) {
-	var (
-		room, version string
-		ws, we        time.Time
-	)
-	err := s.db.QueryRowContext(ctx, `SELECT room_id, window_start, window_end, pipeline_version FROM verdicts WHERE id = ?`, id).
-		Scan(&room, &ws, &we, &version)
-	if errors.Is(err, sql.ErrNoRows) {
-		return pipeline.Verdict{}, fmt.Errorf("mysql: verdict %d: %w", id, pipeline.ErrVerdictNotFound)
-	}
+	v, err := s.readRevision(ctx, id)
 	if err != nil {
 		return pipeline.Verdict{}, fmt.Errorf("mysql: verdict %d: %w", id, err)
 	}
-	return s.Get(ctx, pipeline.ReviewKey{RoomID: room, WindowStart: ws.UTC(), WindowEnd: we.UTC(), PipelineVersion: version})
+	return v, nil
 }
 
-// VerdictID returns the row id of the verdict under key, or an error
-// wrapping pipeline.ErrVerdictNotFound.
+// VerdictID returns the row id of the current revision of the verdict
+// under key, or an error wrapping pipeline.ErrVerdictNotFound.
 func (s *Store) VerdictID(ctx context.Context, key pipeline.ReviewKey) (uint64, error) {
 	var id uint64
-	err := s.db.QueryRowContext(ctx, `SELECT id FROM verdicts WHERE room_id = ? AND window_start = ? AND window_end = ? AND pipeline_version = ?`,
+	err := s.db.QueryRowContext(ctx, currentIDSQL,
 		key.RoomID, dbTime(key.WindowStart), dbTime(key.WindowEnd), key.PipelineVersion).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, fmt.Errorf("mysql: verdict id %s: %w", key, pipeline.ErrVerdictNotFound)

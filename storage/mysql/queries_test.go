@@ -14,7 +14,7 @@ var analystQueries = []struct{ name, sql string }{
 	{"top 100 abusive rooms (1 day)", `SELECT room_id, window_start, label, category, severity, confidence, action, rationale
 FROM verdicts
 WHERE status = 'done' AND label IN ('abusive', 'suspicious')
-  AND window_start >= UTC_TIMESTAMP() - INTERVAL 1 DAY
+  AND window_start >= UTC_TIMESTAMP() - INTERVAL 1 DAY AND revision_slot = 0
 ORDER BY severity DESC, confidence DESC
 LIMIT 100;`},
 	{"stage latency (1 hour)", `SELECT s.stage, COUNT(*) AS calls, AVG(s.pool = 'fallback') AS fallback_share,
@@ -29,14 +29,14 @@ FROM (SELECT s.sender_id, s.room_id,
              COALESCE((SELECT d.decision = 'overturn' FROM moderator_decisions d FORCE INDEX (ix_moderator_decisions_verdict)
                        WHERE d.verdict_id = s.verdict_id ORDER BY d.decided_at DESC, d.id DESC LIMIT 1), 0) AS overturned
       FROM verdicts v FORCE INDEX (ix_verdicts_finished) STRAIGHT_JOIN verdict_subjects s ON s.verdict_id = v.id
-      WHERE v.finished_at >= UTC_TIMESTAMP() - INTERVAL 7 DAY AND s.label = 'abusive') AS a
+      WHERE v.finished_at >= UTC_TIMESTAMP() - INTERVAL 7 DAY AND v.revision_slot = 0 AND s.label = 'abusive') AS a
 GROUP BY sender_id
 ORDER BY abusive_rooms DESC, sender_id
 LIMIT 100;`},
 	{"campaigns by size and category (7 days)", `SELECT c.kind, c.mark, c.category, COUNT(DISTINCT c.room_id) AS rooms,
        MAX(c.rooms) AS fleet_rooms, MAX(c.senders) AS fleet_senders
 FROM verdicts v FORCE INDEX (ix_verdicts_finished) STRAIGHT_JOIN verdict_campaigns c ON c.verdict_id = v.id
-WHERE v.finished_at >= UTC_TIMESTAMP() - INTERVAL 7 DAY
+WHERE v.finished_at >= UTC_TIMESTAMP() - INTERVAL 7 DAY AND v.revision_slot = 0
 GROUP BY c.kind, c.mark, c.category
 ORDER BY rooms DESC, c.kind, c.mark, c.category
 LIMIT 100;`},

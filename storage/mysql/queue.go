@@ -36,7 +36,7 @@ import (
 //	SELECT v.id, v.room_id, …, v.finished_at, t.moderator, t.active_at
 //	FROM verdicts v LEFT JOIN queue_takes t ON t.verdict_id = v.id
 //	  [LEFT JOIN moderator_decisions d ON d.verdict_id = v.id]
-//	WHERE v.status = ? AND v.label = ?
+//	WHERE v.status = ? AND v.label = ? AND v.revision_slot = 0
 //	  [AND v.category = ?] [AND v.run_id = ?] [AND v.severity >= ?]
 //	  [AND v.window_start >= ?] [AND v.window_start < ?]
 //	  [AND d.verdict_id IS NULL]
@@ -132,7 +132,10 @@ func queueQuery(f moderation.QueueFilter, label pipeline.Label, cur *queueCursor
 		// EXISTS may be planned as a scan of every decision ever made).
 		b.WriteString(" LEFT JOIN moderator_decisions d ON d.verdict_id = v.id")
 	}
-	b.WriteString("\nWHERE v.status = ? AND v.label = ?")
+	// Current revisions only (revision_slot 0): a superseded one is
+	// history, filtered on the row read for the page (superseded rows are
+	// few, so LIMIT still ends the scan after a page).
+	b.WriteString("\nWHERE v.status = ? AND v.label = ? AND v.revision_slot = 0")
 	args = append(args, string(f.Status), string(label))
 	if f.Category != "" {
 		b.WriteString(" AND v.category = ?")
@@ -241,14 +244,15 @@ func decodeCursor(s string, f moderation.QueueFilter) (queueCursor, error) {
 }
 
 // countQueueSQL reads the open queue's counts from the covering index
-// ix_verdicts_queue_counts alone (migration 00017): every column it needs
+// ix_verdicts_queue_counts alone (migrations 00017, 00022: revision_slot
+// keeps the count to current revisions): every column it needs
 // is in the index, so no verdicts row is read; the anti-join probes the
 // decisions index. FORCE INDEX because the optimiser would otherwise take
 // ix_verdicts_queue_category (same prefix, already grouped by category),
 // which is not covering and costs a row lookup per open item.
 const countQueueSQL = `SELECT v.category, SUM(v.finished_at >= ?), SUM(v.finished_at < ? AND v.finished_at >= ?), SUM(v.finished_at IS NULL OR v.finished_at < ?)
 		FROM verdicts v FORCE INDEX (ix_verdicts_queue_counts) LEFT JOIN moderator_decisions d ON d.verdict_id = v.id
-		WHERE v.status = ? AND v.label IN (?, ?) AND d.verdict_id IS NULL
+		WHERE v.status = ? AND v.label IN (?, ?) AND v.revision_slot = 0 AND d.verdict_id IS NULL
 		GROUP BY v.category`
 
 // CountQueue returns the open queue's counts at now. One grouped read of

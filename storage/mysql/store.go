@@ -133,11 +133,14 @@ var verdictCols = []string{
 	"finished_at", "oldest_message_at", "newest_message_at",
 }
 
-// upsertSQL inserts a verdict or updates the row with the same key. A done
-// verdict is never overwritten by a non-done one: a late failed, expired or
-// stopped attempt (a redelivery racing a finished one) must not erase a
-// verdict that was paid for. LAST_INSERT_ID(id) makes the driver report the
-// existing row's id on update.
+// upsertSQL inserts a verdict or updates the current revision of its key
+// (uq_review ends in revision_slot, 0 on the current revision and on every
+// row inserted: migration 00022). A done verdict is never overwritten by a
+// non-done one: a late failed, expired or stopped attempt (a redelivery
+// racing a finished one) must not erase a verdict that was paid for; nor is
+// a done explicit re-review (revision above 1) overwritten by a review from
+// a queue. LAST_INSERT_ID(id) makes the driver report the existing row's id
+// on update.
 var upsertSQL = func() string {
 	var b strings.Builder
 	b.WriteString("INSERT INTO verdicts (room_id, window_start, window_end, pipeline_version, status, ")
@@ -145,28 +148,33 @@ var upsertSQL = func() string {
 	b.WriteString(", created_at, updated_at) VALUES (?, ?, ?, ?, ?, ")
 	b.WriteString(strings.TrimSuffix(strings.Repeat("?, ", len(verdictCols)), ", "))
 	b.WriteString(", UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)")
-	const keep = "status = 'done' AND VALUES(status) <> 'done'"
+	const keep = "status = 'done' AND (VALUES(status) <> 'done' OR revision > 1)"
 	for _, c := range append(verdictCols, "updated_at", "status") {
 		fmt.Fprintf(&b, ", %s = IF(%s, %s, VALUES(%s))", c, keep, c, c)
 	}
 	return b.String()
 }()
 
-const selectVerdictSQL = `SELECT id, run_id, status, label, category, severity, confidence, action,
+// selectVerdictSQL reads one revision by its row id.
+const selectVerdictSQL = `SELECT room_id, window_start, window_end, pipeline_version, revision, superseded_at,
+	run_id, status, label, category, severity, confidence, action,
 	COALESCE(rationale, ''), evidence_ids, early_exit, injection_flagged, COALESCE(error, ''), attempts,
 	published_at, started_at, finished_at, oldest_message_at, newest_message_at
-	FROM verdicts WHERE room_id = ? AND window_start = ? AND window_end = ? AND pipeline_version = ?`
+	FROM verdicts WHERE id = ?`
 
-const existsVerdictSQL = `SELECT 1 FROM verdicts
-	WHERE room_id = ? AND window_start = ? AND window_end = ? AND pipeline_version = ?`
+// currentIDSQL finds the current revision of a key: revision_slot = 0
+// completes uq_review, so it is a single-row lookup of the unique key.
+const currentIDSQL = `SELECT id FROM verdicts
+	WHERE room_id = ? AND window_start = ? AND window_end = ? AND pipeline_version = ? AND revision_slot = 0`
 
 const selectStagesSQL = `SELECT stage, pool, model, attempts, ttft_ms, latency_ms, tokens_in, tokens_out,
 	tokens_cached, cost_usd, output, COALESCE(error, '')
 	FROM verdict_stages WHERE verdict_id = ?
 	ORDER BY FIELD(stage, 'triage', 'extract', 'vision', 'judge'), stage`
 
-// Get returns the verdict under key with its stage results in pipeline
-// order, or an error wrapping pipeline.ErrVerdictNotFound.
+// Get returns the current revision of the verdict under key with its stage
+// results in pipeline order, or an error wrapping
+// pipeline.ErrVerdictNotFound.
 //
 // Most calls are the worker's admission check on a review it has not seen
 // yet: one statement outside a transaction answers those (a
@@ -174,85 +182,69 @@ const selectStagesSQL = `SELECT stage, pool, model, attempts, ttft_ms, latency_m
 // verdict that exists is then read with its stage rows in one read-only
 // transaction, so that the two are consistent.
 func (s *Store) Get(ctx context.Context, key pipeline.ReviewKey) (pipeline.Verdict, error) {
-	var exists int
-	err := s.db.QueryRowContext(ctx, existsVerdictSQL, key.RoomID, dbTime(key.WindowStart), dbTime(key.WindowEnd), key.PipelineVersion).Scan(&exists)
+	var id uint64
+	err := s.db.QueryRowContext(ctx, currentIDSQL, key.RoomID, dbTime(key.WindowStart), dbTime(key.WindowEnd), key.PipelineVersion).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return pipeline.Verdict{}, fmt.Errorf("mysql: get %s: %w", key, pipeline.ErrVerdictNotFound)
 	}
 	if err != nil {
 		return pipeline.Verdict{}, fmt.Errorf("mysql: get: %w", err)
 	}
+	return s.readRevision(ctx, id)
+}
+
+// readRevision reads the revision of row id with its stage results,
+// subjects and campaign signals in one read-only transaction.
+func (s *Store) readRevision(ctx context.Context, id uint64) (pipeline.Verdict, error) {
 	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return pipeline.Verdict{}, fmt.Errorf("mysql: get: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	ws, we := dbTime(key.WindowStart), dbTime(key.WindowEnd)
+	return readVerdict(ctx, tx, id)
+}
+
+// readVerdict reads the revision of row id in tx: the row, its stage
+// results in pipeline order, its subjects and its campaign signals.
+func readVerdict(ctx context.Context, tx *sql.Tx, id uint64) (pipeline.Verdict, error) {
 	var (
 		v                    pipeline.Verdict
-		id                   uint64
 		evidence             sql.NullString
 		started, finished    sql.NullTime
 		oldest, newest       sql.NullTime
+		superseded           sql.NullTime
 		status, label, cat   string
 		action               string
 		severity, attempts   int
-		published            time.Time
+		published, ws, we    time.Time
 		earlyExit, injection bool
 	)
-	err = tx.QueryRowContext(ctx, selectVerdictSQL, key.RoomID, ws, we, key.PipelineVersion).Scan(
-		&id, &v.RunID, &status, &label, &cat, &severity, &v.Confidence, &action,
+	err := tx.QueryRowContext(ctx, selectVerdictSQL, id).Scan(
+		&v.Key.RoomID, &ws, &we, &v.Key.PipelineVersion, &v.Revision, &superseded,
+		&v.RunID, &status, &label, &cat, &severity, &v.Confidence, &action,
 		&v.Rationale, &evidence, &earlyExit, &injection, &v.Error, &attempts,
 		&published, &started, &finished, &oldest, &newest)
 	if errors.Is(err, sql.ErrNoRows) {
-		return pipeline.Verdict{}, fmt.Errorf("mysql: get %s: %w", key, pipeline.ErrVerdictNotFound)
+		return pipeline.Verdict{}, fmt.Errorf("mysql: get verdict %d: %w", id, pipeline.ErrVerdictNotFound)
 	}
 	if err != nil {
 		return pipeline.Verdict{}, fmt.Errorf("mysql: get: %w", err)
 	}
-	v.Key = pipeline.ReviewKey{RoomID: key.RoomID, WindowStart: ws, WindowEnd: we, PipelineVersion: key.PipelineVersion}
+	v.Key.WindowStart, v.Key.WindowEnd = ws.UTC(), we.UTC()
 	v.Status, v.Label, v.Category, v.Action = pipeline.Status(status), pipeline.Label(label), pipeline.Category(cat), pipeline.Action(action)
 	v.Severity, v.Attempts = severity, attempts
 	v.EarlyExit, v.InjectionFlagged = earlyExit, injection
 	v.PublishedAt = published.UTC()
-	if started.Valid {
-		v.StartedAt = started.Time.UTC()
-	}
-	if finished.Valid {
-		v.FinishedAt = finished.Time.UTC()
-	}
+	v.StartedAt, v.FinishedAt = fromNullTime(started), fromNullTime(finished)
 	v.OldestMessageAt, v.NewestMessageAt = fromNullTime(oldest), fromNullTime(newest)
+	v.SupersededAt = fromNullTime(superseded)
 	if evidence.Valid && evidence.String != "" {
 		if err := json.Unmarshal([]byte(evidence.String), &v.EvidenceIDs); err != nil {
 			return pipeline.Verdict{}, fmt.Errorf("mysql: get: evidence_ids: %w", err)
 		}
 	}
-	rows, err := tx.QueryContext(ctx, selectStagesSQL, id)
-	if err != nil {
-		return pipeline.Verdict{}, fmt.Errorf("mysql: get stages: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			st             pipeline.StageResult
-			stage, pool    string
-			ttftMs, latMs  float64
-			output         sql.NullString
-			att, tin, tout int
-		)
-		if err := rows.Scan(&stage, &pool, &st.Model, &att, &ttftMs, &latMs, &tin, &tout, &st.TokensCached, &st.CostUSD, &output, &st.Error); err != nil {
-			return pipeline.Verdict{}, fmt.Errorf("mysql: get stages: %w", err)
-		}
-		st.Stage, st.Pool = pipeline.StageName(stage), pipeline.Pool(pool)
-		st.Attempts, st.TokensIn, st.TokensOut = att, tin, tout
-		st.TTFT, st.Latency = fromMillis(ttftMs), fromMillis(latMs)
-		if output.Valid && output.String != "" {
-			st.Output = json.RawMessage(output.String)
-		}
-		v.Stages = append(v.Stages, st)
-	}
-	if err := rows.Err(); err != nil {
-		return pipeline.Verdict{}, fmt.Errorf("mysql: get stages: %w", err)
+	if v.Stages, err = readStages(ctx, tx, id); err != nil {
+		return pipeline.Verdict{}, err
 	}
 	if v.Subjects, v.OffenderRole, err = readSubjects(ctx, tx, id); err != nil {
 		return pipeline.Verdict{}, err
@@ -263,13 +255,48 @@ func (s *Store) Get(ctx context.Context, key pipeline.ReviewKey) (pipeline.Verdi
 	return v, nil
 }
 
-// Save upserts the verdict and replaces its stage rows, its subjects
+// readStages reads verdict id's stage rows in pipeline order.
+func readStages(ctx context.Context, tx *sql.Tx, id uint64) ([]pipeline.StageResult, error) {
+	rows, err := tx.QueryContext(ctx, selectStagesSQL, id)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: get stages: %w", err)
+	}
+	defer rows.Close()
+	var out []pipeline.StageResult
+	for rows.Next() {
+		var (
+			st             pipeline.StageResult
+			stage, pool    string
+			ttftMs, latMs  float64
+			output         sql.NullString
+			att, tin, tout int
+		)
+		if err := rows.Scan(&stage, &pool, &st.Model, &att, &ttftMs, &latMs, &tin, &tout, &st.TokensCached, &st.CostUSD, &output, &st.Error); err != nil {
+			return nil, fmt.Errorf("mysql: get stages: %w", err)
+		}
+		st.Stage, st.Pool = pipeline.StageName(stage), pipeline.Pool(pool)
+		st.Attempts, st.TokensIn, st.TokensOut = att, tin, tout
+		st.TTFT, st.Latency = fromMillis(ttftMs), fromMillis(latMs)
+		if output.Valid && output.String != "" {
+			st.Output = json.RawMessage(output.String)
+		}
+		out = append(out, st)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("mysql: get stages: %w", err)
+	}
+	return out, nil
+}
+
+// Save upserts the verdict into the current revision of its key (a new
+// key's first row is revision 1) and replaces its stage rows, its subjects
 // (verdict_subjects), its participants (verdict_participants: not read
 // back by Get) and its campaign signals (verdict_campaigns) in one
 // transaction, and when it commits v it writes v.Outbox to the outbox in
 // the same transaction (available at v.FinishedAt).
-// A stored done verdict is kept when v is not done: Save then succeeds
-// without changing anything and reports committed false (read back in the
+// A stored done verdict is kept when v is not done, and a stored done
+// revision above 1 (an explicit re-review, Revise) whatever v is: Save then
+// succeeds without changing anything and reports committed false (read back in the
 // transaction, under the verdict row's lock). A deadlock or lock wait timeout is retried
 // here a few times after a short random pause (internal/retry); Save stops
 // early, returning an error that wraps ctx's cause, when ctx ends. Errors are retryable unless the
@@ -366,16 +393,7 @@ func (s *Store) save(ctx context.Context, v pipeline.Verdict, args []any, owner 
 	// one of another status.
 	committed := true
 	if n == 1 {
-		if err := insertStages(ctx, tx, id, v.Stages); err != nil {
-			return false, classify(err)
-		}
-		if err := replaceSubjects(ctx, tx, id, v, true); err != nil {
-			return false, classify(err)
-		}
-		if err := replaceParticipants(ctx, tx, id, v, true); err != nil {
-			return false, classify(err)
-		}
-		if err := replaceCampaigns(ctx, tx, id, v, true); err != nil {
+		if err := writeChildren(ctx, tx, id, v); err != nil {
 			return false, classify(err)
 		}
 	} else {
@@ -383,7 +401,9 @@ func (s *Store) save(ctx context.Context, v pipeline.Verdict, args []any, owner 
 		if err := tx.QueryRowContext(ctx, "SELECT status FROM verdicts WHERE id = ?", id).Scan(&stored); err != nil {
 			return false, classify(fmt.Errorf("mysql: save verdict: read back: %w", err))
 		}
-		committed = stored == string(v.Status)
+		// A kept row is unchanged (0 rows affected): a done re-review
+		// kept against a done v has v's status and is still not v.
+		committed = n != 0 && stored == string(v.Status)
 		if committed {
 			if err := replaceStages(ctx, tx, id, v.Stages); err != nil {
 				return false, classify(err)

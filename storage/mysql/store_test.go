@@ -31,6 +31,11 @@ func TestConformance(t *testing.T) {
 	storetest.RunVerdictStoreConformance(t, func(t *testing.T) pipeline.VerdictStore { return setup(t) })
 }
 
+func TestReviserConformance(t *testing.T) {
+	t.Parallel()
+	storetest.RunVerdictReviserConformance(t, func(t *testing.T) pipeline.VerdictReviser { return setup(t) })
+}
+
 func TestSaveRejectsWhatTheSchemaCannotHold(t *testing.T) {
 	t.Parallel()
 	s := setup(t)

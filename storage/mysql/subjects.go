@@ -146,14 +146,17 @@ func (s *Store) CountSenderSubjects(ctx context.Context, senderID string) (int64
 // out reads no row) and each subject row's newest decision by
 // ix_moderator_decisions_verdict (forced: on small or fresh tables the
 // optimizer otherwise walks ix_moderator_decisions_decided, every decision
-// ever made, for the ORDER BY); the verdicts table is not read. The first
-// %s is the CASE's WHEN pairs, the second the IN list.
+// ever made, for the ORDER BY). The verdicts row of each subject row left
+// is a primary-key probe (STRAIGHT_JOIN: subjects first, whatever the
+// tables' sizes), for its revision_slot: only current revisions
+// count (a re-reviewed window is one room with its newest verdict). The
+// first %s is the CASE's WHEN pairs, the second the IN list.
 const historySQL = `SELECT CASE s.sender_id %s END AS who, s.label, s.category,
     COALESCE((SELECT d.decision = 'overturn' FROM moderator_decisions d FORCE INDEX (ix_moderator_decisions_verdict)
               WHERE d.verdict_id = s.verdict_id ORDER BY d.decided_at DESC, d.id DESC LIMIT 1), FALSE) AS overturned,
     COUNT(DISTINCT s.room_id) AS rooms
-FROM verdict_subjects s
-WHERE s.sender_id IN (%s) AND s.decided_at >= ? AND s.room_id <> ?
+FROM verdict_subjects s STRAIGHT_JOIN verdicts v ON v.id = s.verdict_id
+WHERE s.sender_id IN (%s) AND s.decided_at >= ? AND s.room_id <> ? AND v.revision_slot = 0
 GROUP BY who, s.label, s.category, overturned
 ORDER BY rooms DESC, who, s.label, s.category, overturned
 LIMIT 64`

@@ -162,7 +162,8 @@ func TestAccountHistoryConforms(t *testing.T) {
 }
 
 // TestAccountHistoryReadsIndexesOnly: the history query reads the sender
-// index for subjects and the verdict index for decisions, never a scan.
+// index for subjects, the verdicts row by primary key (is it current?) and
+// the verdict index for decisions, never a scan.
 func TestAccountHistoryReadsIndexesOnly(t *testing.T) {
 	t.Parallel()
 	s := setup(t)
@@ -173,4 +174,5 @@ func TestAccountHistoryReadsIndexesOnly(t *testing.T) {
 	}
 	require.Equal(t, "ix_verdict_subjects_sender", keys["s"], "%v", keys)
 	require.Equal(t, "ix_moderator_decisions_verdict", keys["d"], "%v", keys)
+	require.Equal(t, "PRIMARY", keys["v"], "current revisions: a primary-key probe per subject row; %v", keys)
 }

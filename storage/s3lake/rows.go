@@ -110,6 +110,10 @@ type VerdictRow struct {
 	// rooms}], accounts_left_out} (off, or before it was recorded: null);
 	// a string like Campaigns.
 	AccountHistory string `parquet:"account_history,optional"`
+	// Revision is the verdict's revision of its review key, 2 and up for
+	// explicit re-reviews; null for revision 1 (events omit it) and in
+	// files from before revisions.
+	Revision int32 `parquet:"revision,optional"`
 }
 
 func ms(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
@@ -152,7 +156,7 @@ func verdictRow(ev pipeline.LakeRecord) VerdictRow {
 		Confidence: p.Confidence, Action: string(p.Action), EarlyExit: p.EarlyExit,
 		FallbackUsed: p.FallbackUsed, Attempts: int32(p.Attempts), LatencyMs: p.LatencyMs,
 		Subjects: strings.Join(p.Subjects, ","), Campaigns: campaignsColumn(p.Campaigns),
-		AccountHistory: historyColumn(p.AccountHistory),
+		AccountHistory: historyColumn(p.AccountHistory), Revision: int32(p.Revision),
 	}
 }
 
@@ -247,7 +251,7 @@ func (r VerdictRow) LakeEvent() pipeline.LakeEvent {
 			Confidence: r.Confidence, Action: pipeline.Action(r.Action), EarlyExit: r.EarlyExit,
 			FallbackUsed: r.FallbackUsed, Attempts: int(r.Attempts), LatencyMs: r.LatencyMs,
 			Subjects: splitSubjects(r.Subjects), Campaigns: readCampaigns(r.Campaigns),
-			AccountHistory: readHistory(r.AccountHistory),
+			AccountHistory: readHistory(r.AccountHistory), Revision: int(r.Revision),
 		},
 	}
 }

@@ -15,3 +15,8 @@ func TestMemoryOutboxConformance(t *testing.T) {
 	t.Parallel()
 	RunOutboxConformance(t, func(t *testing.T) OutboxVerdictStore { return NewMemory() })
 }
+
+func TestMemoryReviserConformance(t *testing.T) {
+	t.Parallel()
+	RunVerdictReviserConformance(t, func(t *testing.T) pipeline.VerdictReviser { return NewMemory() })
+}

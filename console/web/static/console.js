@@ -23,6 +23,15 @@
     } else if (type === "verdict") {
       $("live-verdict").textContent = "verdict: " + d.label + " / " + d.category + " (severity " + d.severity + ")";
       $("live-verdict").dataset.final = "verdict";
+      // The re-review is a new revision with a page of its own; this page
+      // stays on the revision it shows (and its decisions).
+      if (d.verdict_id && String(d.verdict_id) !== location.pathname.split("/").pop()) {
+        const a = document.createElement("a");
+        a.id = "new-revision";
+        a.href = "/verdicts/" + d.verdict_id;
+        a.textContent = " Open revision " + (d.revision || "") + " (the current verdict)";
+        $("live-verdict").appendChild(a);
+      }
       status("done");
     } else if (type === "error") {
       $("live-verdict").textContent = "error: " + d.error;
