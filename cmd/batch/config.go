@@ -172,8 +172,6 @@ func (c Config) Validate() error {
 	}
 	if c.Sweep {
 		errs = append(errs, c.validateSweep()...)
-	} else if c.RereviewOtherVersions {
-		errs = append(errs, errors.New("--sweep-rereview needs --sweep"))
 	}
 	if _, err := cli.ParseLevel(c.LogLevel); err != nil {
 		errs = append(errs, err)

@@ -162,15 +162,12 @@ func TestSweepConfig(t *testing.T) {
 	require.Empty(t, DefaultConfig().WithDefaultWindow(now).PipelineVersion, "no sweep, no version")
 
 	// Any done verdict is coverage unless the sweep is asked to re-review
-	// other pipeline versions; asking for it without a sweep is an error.
+	// other pipeline versions (the ConfigMap's setting, in either mode).
 	require.False(t, c.RereviewOtherVersions)
-	c = parse("--primary-model=judge-a", "--sweep-rereview").WithDefaultWindow(now)
+	c = parse("--primary-model=judge-a").WithDefaultWindow(now)
+	require.NoError(t, c.flags().Parse(nil, func(k string) string { return map[string]string{"CHATGUARD_SWEEP_REREVIEW": "true"}[k] }))
 	require.True(t, c.runConfig().RereviewOtherVersions)
 	require.NoError(t, c.Validate())
-	plain := DefaultConfig()
-	require.NoError(t, plain.flags().Parse([]string{"--review-queue-url=http://q/review", "--mysql-dsn=u@tcp(db:3306)/chatguard", "--sweep-rereview"},
-		func(string) string { return "" }))
-	require.ErrorContains(t, plain.WithDefaultWindow(now).Validate(), "--sweep-rereview needs --sweep")
 
 	bad := parse("--sweep-grace=-1m", "--window-start=2026-11-01T00:00:00.5Z", "--window-end=2026-11-01T02:00:00Z", "--mysql-dsn=", "--dry-run").WithDefaultWindow(now)
 	err := bad.Validate()

@@ -46,7 +46,9 @@ type Config struct {
 	// RereviewOtherVersions makes a sweep count as coverage only the done
 	// verdicts under PipelineVersion, so that time reviewed under another
 	// version (before a model or prompt rollout) is reviewed again; the
-	// events that re-review such time are counted in the summary.
+	// events that re-review such time are counted in the summary. Without
+	// Sweep it changes nothing (like the model names, it is configuration
+	// the batch ConfigMap holds in both modes).
 	RereviewOtherVersions bool
 	// PipelineVersion is the workers' pipeline version; required with
 	// Sweep. The sweep counts the verdicts under other versions, and with
@@ -75,9 +77,6 @@ func (c Config) Validate() error {
 	}
 	if c.Sweep && c.PipelineVersion == "" {
 		errs = append(errs, errors.New("a sweep needs the workers' pipeline version"))
-	}
-	if c.RereviewOtherVersions && !c.Sweep {
-		errs = append(errs, errors.New("re-reviewing other pipeline versions is a sweep's option"))
 	}
 	if c.RoomBuffer < 0 || c.EventBuffer < 0 {
 		errs = append(errs, errors.New("buffers must not be negative"))
