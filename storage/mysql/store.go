@@ -1,6 +1,8 @@
 // Package mysql is the MySQL/MariaDB verdict store: one verdicts row per
 // review key and one verdict_stages row per stage that ran, written together
-// in one transaction. The schema lives in migrations/ and is applied by
+// in one transaction. The same Store implements the moderation side's ports
+// (package moderation: the queue, takes, decisions and their feedback
+// outbox, accounts and campaigns, the console's audit record). The schema lives in migrations/ and is applied by
 // `worker migrate`, never by this package.
 package mysql
 
@@ -16,10 +18,15 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/chatguard/chatguard/internal/retry"
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
-var _ pipeline.VerdictStore = (*Store)(nil)
+var (
+	_ pipeline.VerdictStore = (*Store)(nil)
+	// The moderation side's ports, every one the console needs.
+	_ moderation.Store = (*Store)(nil)
+)
 
 // Config says how to reach the database and how big the pool is.
 type Config struct {
@@ -259,7 +266,8 @@ func (s *Store) Get(ctx context.Context, key pipeline.ReviewKey) (pipeline.Verdi
 // Save upserts the verdict and replaces its stage rows, its subjects
 // (verdict_subjects), its participants (verdict_participants: not read
 // back by Get) and its campaign signals (verdict_campaigns) in one
-// transaction.
+// transaction, and when it commits v it writes v.Outbox to the outbox in
+// the same transaction (available at v.FinishedAt).
 // A stored done verdict is kept when v is not done: Save then succeeds
 // without changing anything and reports committed false (read back in the
 // transaction, under the verdict row's lock). A deadlock or lock wait timeout is retried
@@ -285,6 +293,9 @@ func (s *Store) SaveReleasing(ctx context.Context, v pipeline.Verdict, owner str
 func (s *Store) saveReleasing(ctx context.Context, v pipeline.Verdict, owner string) (bool, error) {
 	if err := checkVerdict(v); err != nil {
 		return false, pipeline.Permanent(fmt.Errorf("mysql: save: %w", err))
+	}
+	if err := checkOutbox(v.Outbox); err != nil {
+		return false, fmt.Errorf("mysql: save: %w", err)
 	}
 	args, err := upsertArgs(v)
 	if err != nil {
@@ -386,6 +397,11 @@ func (s *Store) save(ctx context.Context, v pipeline.Verdict, args []any, owner 
 			if err := replaceCampaigns(ctx, tx, id, v, false); err != nil {
 				return false, classify(err)
 			}
+		}
+	}
+	if committed {
+		if err := insertOutbox(ctx, tx, v.FinishedAt, v.Outbox); err != nil {
+			return false, classify(fmt.Errorf("mysql: save verdict: %w", err))
 		}
 	}
 	if owner != "" {
