@@ -42,8 +42,8 @@ type Config struct {
 	// PipelineVersion are in batchrun.Config.
 	SweepGrace time.Duration
 	// PrimaryModel and FallbackModel are the workers' model names, which
-	// with the prompts built into this binary make the pipeline version
-	// whose done verdicts a sweep counts as coverage.
+	// with the prompts built into this binary make the workers' pipeline
+	// version (the only coverage with --sweep-rereview).
 	PrimaryModel, FallbackModel string
 
 	LogLevel string
@@ -87,7 +87,8 @@ func (c *Config) flags() *cli.FlagSet {
 	// Bound here, not with depflags.BindMySQL: the batch has no pool to
 	// size, and depflags would link the model router into it.
 	fs.StringVar(&c.MySQL.DSN, "mysql-dsn", "MySQL DSN for the batch_runs record and, with --sweep, the verdicts' coverage (go-sql-driver format)")
-	fs.BoolVar(&c.Sweep, "sweep", "real time's sweeper: per room, publish only the parts of the window (1h at most) with messages no done verdict of the workers' pipeline version covers")
+	fs.BoolVar(&c.Sweep, "sweep", "real time's sweeper: per room, publish only the parts of the window (1h at most) with messages no done verdict covers, whatever its pipeline version")
+	fs.BoolVar(&c.RereviewOtherVersions, "sweep-rereview", "with --sweep: re-review time that only done verdicts of another pipeline version (before a model or prompt rollout) cover; counted in the summary's sweep.other_version_rereviews")
 	fs.DurationVar(&c.SweepGrace, "sweep-grace", "with --sweep: refuse to run before window end + this (>= the trigger's --max-delay + review time)")
 	fs.StringVar(&c.PrimaryModel, "primary-model", "with --sweep: the workers' --primary-model, part of their pipeline version")
 	fs.StringVar(&c.FallbackModel, "fallback-model", "with --sweep: the workers' --fallback-model when they have a fallback pool, else empty")

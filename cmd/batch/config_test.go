@@ -161,6 +161,14 @@ func TestSweepConfig(t *testing.T) {
 		parse("--primary-model=judge-b").WithDefaultWindow(now).PipelineVersion)
 	require.Empty(t, DefaultConfig().WithDefaultWindow(now).PipelineVersion, "no sweep, no version")
 
+	// Any done verdict is coverage unless the sweep is asked to re-review
+	// other pipeline versions (the ConfigMap's setting, in either mode).
+	require.False(t, c.RereviewOtherVersions)
+	c = parse("--primary-model=judge-a").WithDefaultWindow(now)
+	require.NoError(t, c.flags().Parse(nil, func(k string) string { return map[string]string{"CHATGUARD_SWEEP_REREVIEW": "true"}[k] }))
+	require.True(t, c.runConfig().RereviewOtherVersions)
+	require.NoError(t, c.Validate())
+
 	bad := parse("--sweep-grace=-1m", "--window-start=2026-11-01T00:00:00.5Z", "--window-end=2026-11-01T02:00:00Z", "--mysql-dsn=", "--dry-run").WithDefaultWindow(now)
 	err := bad.Validate()
 	for _, w := range []string{"sweep grace -1m0s must be within 0..24h0m0s", "whole second and last at most 1h0m0s", "--primary-model", "mysql dsn is required with --sweep"} {

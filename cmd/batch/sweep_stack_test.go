@@ -96,9 +96,10 @@ var sweepRooms = []sweepRoom{
 	{id: "dead-lettered", messages: []time.Time{hm(15, 0), hm(45, 0)},
 		verdicts: []sweepVerdict{done(hm(14, 0), hm(16, 0))},
 		want:     []string{"16:00-60:00"}},
-	{id: "older-version", messages: []time.Time{hm(3, 0)},
-		verdicts: []sweepVerdict{{hm(0, 0), hm(60, 0), "judge-old", pipeline.StatusDone}},
-		want:     []string{"00:00-60:00"}},
+	// A rollout in the hour: reviewed under the older version before it and
+	// this one after; either is coverage, so the hour is not paid twice.
+	{id: "rollout", messages: []time.Time{hm(3, 0), hm(40, 0)},
+		verdicts: []sweepVerdict{{hm(0, 0), hm(30, 0), "judge-old", pipeline.StatusDone}, done(hm(30, 0), hm(60, 0))}},
 	{id: "partial", messages: []time.Time{hm(10, 0), hm(25, 0), hm(40, 0), hm(50, 0)},
 		verdicts: []sweepVerdict{done(hm(9, 0), hm(11, 0)), done(hm(49, 0), hm(51, 0)), done(hm(30, 0), hm(35, 0))},
 		want:     []string{"11:00-30:00", "35:00-49:00"}},
@@ -154,8 +155,8 @@ func span(ev pipeline.ReviewEvent) string {
 
 // TestSweepPublishesWhatRealTimeDidNotCover runs the whole command in sweep
 // mode over an hour whose rooms real time covered in every way it can
-// (entirely; with a failed, expired or dead-lettered window; under an older
-// pipeline version; partly; not at all), then over the next hour, whose
+// (entirely, also across a pipeline rollout; with a failed, expired or
+// dead-lettered window; partly; not at all), then over the next hour, whose
 // real-time state a Redis flush lost, then over the first again once the
 // workers reviewed the gaps: the steady state publishes nothing.
 func TestSweepPublishesWhatRealTimeDidNotCover(t *testing.T) {
@@ -193,7 +194,7 @@ func TestSweepPublishesWhatRealTimeDidNotCover(t *testing.T) {
 	require.Equal(t, want, got)
 	require.Equal(t, int64(len(sweepRooms)), o.summary.Rows)
 	require.Equal(t, int64(nWant), o.summary.Published)
-	require.Equal(t, &batchrun.SweepSummary{PipelineVersion: stages.Fingerprint(sweepModel, ""), RoomsCovered: 2, Gaps: int64(nWant), OtherVersionVerdicts: 1}, o.summary.Sweep)
+	require.Equal(t, &batchrun.SweepSummary{PipelineVersion: stages.Fingerprint(sweepModel, ""), RoomsCovered: 3, Gaps: int64(nWant), OtherVersionVerdicts: 1}, o.summary.Sweep)
 
 	// The workers review the gaps; the same sweep again finds everything
 	// covered and publishes nothing: the steady state.

@@ -181,7 +181,7 @@ func (p *parts) history() pipeline.AccountHistory {
 
 func (p *parts) closeReviewer(context.Context) error {
 	if e, ok := p.reviewer.(*reviewers.Engine); ok {
-		e.Close()
+		return e.Close()
 	}
 	return nil
 }

@@ -118,7 +118,7 @@ func (c Config) shadowPools() depflags.Pools {
 type shadowTraffic struct {
 	engine *reviewers.Engine
 	runner *shadow.Runner
-	close  func()
+	close  func() error
 }
 
 // newShadow builds the candidate's stage engine with the same factory and
@@ -140,20 +140,21 @@ func newShadow(cfg Config, events pipeline.EventSink, reg prometheus.Registerer,
 	if err != nil {
 		return nil, fmt.Errorf("shadow: %w", err)
 	}
-	closers := []func(){engine.Close}
-	closeAll := func() {
+	closers := []func() error{engine.Close}
+	closeAll := func() error {
+		var errs []error
 		for _, c := range closers {
-			c()
+			errs = append(errs, c())
 		}
+		return errors.Join(errs...)
 	}
 	budget := shadow.Budget{Name: "shadow:" + s.Model, TokensPerMinute: s.BudgetTPM, USDPerDay: s.BudgetUSDPerDay, CallTimeout: 2 * time.Second}
 	if s.BudgetTPM > 0 || s.BudgetUSDPerDay > 0 {
 		rdb, err := cfg.RedisOptions.Client(cli.FleetProfile)
 		if err != nil {
-			closeAll()
-			return nil, fmt.Errorf("shadow budget: %w", err)
+			return nil, errors.Join(fmt.Errorf("shadow budget: %w", err), closeAll())
 		}
-		closers = append(closers, func() { _ = rdb.Close() })
+		closers = append(closers, rdb.Close)
 		budget.Store = redislimits.New(rdb, strings.TrimSuffix(cfg.LLM.Fleet.Name, ":")+":")
 	}
 	// The live path's primary is what the candidate is compared with: when
@@ -161,8 +162,7 @@ func newShadow(cfg Config, events pipeline.EventSink, reg prometheus.Registerer,
 	runner, err := shadow.New(shadow.Config{Rate: s.Rate, Concurrency: s.Concurrency, Timeout: s.Timeout, Candidate: s.Model, Model: s.Model,
 		TextDiffers: s.Pseudonymize != cfg.LLM.Primary.Pseudonymize, Budget: budget, Registerer: reg}, engine, events, nil)
 	if err != nil {
-		closeAll()
-		return nil, err
+		return nil, errors.Join(err, closeAll())
 	}
 	return &shadowTraffic{engine: engine, runner: runner, close: closeAll}, nil
 }
@@ -170,7 +170,5 @@ func newShadow(cfg Config, events pipeline.EventSink, reg prometheus.Registerer,
 // stop cancels the shadow reviews in flight (counted canceled, their
 // events say so) and waits for them within ctx, then closes the engine.
 func (s *shadowTraffic) stop(ctx context.Context) error {
-	err := s.runner.Close(ctx)
-	s.close()
-	return err
+	return errors.Join(s.runner.Close(ctx), s.close())
 }

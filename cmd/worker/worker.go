@@ -197,10 +197,11 @@ func (w *worker) history() pipeline.AccountHistory {
 	return w.store
 }
 
-// stopReviewer ends the engine's background work (router, fleet store).
+// stopReviewer ends the engine's background work (router, fleet store)
+// and returns the error that work ended with.
 func (w *worker) stopReviewer(context.Context) error {
 	if w.engine != nil {
-		w.engine.Close()
+		return w.engine.Close()
 	}
 	return nil
 }

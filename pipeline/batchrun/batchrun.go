@@ -39,12 +39,20 @@ type Config struct {
 	// ProgressInterval is how often a progress line is printed.
 	ProgressInterval time.Duration
 	// Sweep publishes, per room, only the parts of the window that hold
-	// messages and that no done verdict under PipelineVersion covers, with
-	// source sweep: the batch as real time's sweeper. Off, every room gets
-	// one event for the whole window.
+	// messages and that no done verdict covers, whatever its pipeline
+	// version, with source sweep: the batch as real time's sweeper. Off,
+	// every room gets one event for the whole window.
 	Sweep bool
-	// PipelineVersion is the workers' pipeline version, whose done
-	// verdicts are coverage; required with Sweep.
+	// RereviewOtherVersions makes a sweep count as coverage only the done
+	// verdicts under PipelineVersion, so that time reviewed under another
+	// version (before a model or prompt rollout) is reviewed again; the
+	// events that re-review such time are counted in the summary. Without
+	// Sweep it changes nothing (like the model names, it is configuration
+	// the batch ConfigMap holds in both modes).
+	RereviewOtherVersions bool
+	// PipelineVersion is the workers' pipeline version; required with
+	// Sweep. The sweep counts the verdicts under other versions, and with
+	// RereviewOtherVersions only its own are coverage.
 	PipelineVersion string
 	// RoomBuffer and EventBuffer size the channels between source,
 	// conversion and publisher: a page of rooms, and a batch per send in

@@ -18,8 +18,7 @@ const SweepChunk = 500
 
 // SweepSummary is what a sweep found, in the run's Summary.
 type SweepSummary struct {
-	// PipelineVersion is the version whose done verdicts count as
-	// coverage.
+	// PipelineVersion is the sweep's (the workers') pipeline version.
 	PipelineVersion string `json:"pipeline_version"`
 	// RoomsCovered counts rooms whose every message of the window a done
 	// verdict already covers: nothing is published for them.
@@ -28,19 +27,24 @@ type SweepSummary struct {
 	// would have published).
 	Gaps int64 `json:"gaps"`
 	// OtherVersionVerdicts counts done verdicts overlapping the window
-	// under another pipeline version: not coverage. Many, with no verdict
-	// under PipelineVersion, means the batch's model names are not the
-	// workers'.
+	// under another pipeline version (coverage unless the sweep re-reviews
+	// other versions). Many, with none under PipelineVersion, means a
+	// rollout, or that the batch's model names are not the workers'.
 	OtherVersionVerdicts int64 `json:"other_version_verdicts"`
+	// OtherVersionRereviews counts the gaps (events) that a done verdict
+	// under another pipeline version covers at least in part: the time
+	// reviewed again because the sweep was asked to (always 0 otherwise).
+	OtherVersionRereviews int64 `json:"other_version_rereviews,omitempty"`
 }
 
 // sweepState counts a sweep as it goes.
 type sweepState struct {
-	covered, gaps, other, own atomic.Int64
+	covered, gaps, other, own, rereviews atomic.Int64
 }
 
 func (s *sweepState) summary(version string) *SweepSummary {
-	return &SweepSummary{PipelineVersion: version, RoomsCovered: s.covered.Load(), Gaps: s.gaps.Load(), OtherVersionVerdicts: s.other.Load()}
+	return &SweepSummary{PipelineVersion: version, RoomsCovered: s.covered.Load(), Gaps: s.gaps.Load(), OtherVersionVerdicts: s.other.Load(),
+		OtherVersionRereviews: s.rereviews.Load()}
 }
 
 // span is the half-open interval [start, end).
@@ -49,7 +53,8 @@ type span struct{ start, end time.Time }
 // sweep is convert for a sweep: it reads rooms in chunks of SweepChunk,
 // reads each chunk's coverage with one call, and turns every room's
 // uncovered parts that hold messages into review events of the run, with
-// source sweep. A room that real time covered entirely publishes nothing.
+// source sweep. A room that done verdicts (real time's, an earlier run's)
+// covered entirely publishes nothing.
 func (r *Runner) sweep(ctx context.Context, log *slog.Logger, st *runState, rooms <-chan pipeline.ActiveRoom, events chan<- pipeline.ReviewEvent, cutSource context.CancelCauseFunc) error {
 	cfg := r.Config
 	chunk := make([]pipeline.ActiveRoom, 0, SweepChunk)
@@ -62,7 +67,9 @@ func (r *Runner) sweep(ctx context.Context, log *slog.Logger, st *runState, room
 		return err
 	}
 	defer func() {
-		if own, other := st.sweep.own.Load(), st.sweep.other.Load(); own == 0 && other > 0 {
+		// Only a sweep that re-reviews other versions is misled by the
+		// wrong model names: it would sweep every room whole.
+		if own, other := st.sweep.own.Load(), st.sweep.other.Load(); cfg.RereviewOtherVersions && own == 0 && other > 0 {
 			log.Warn("sweep: no done verdict of the window is under this pipeline version, but some are under others; "+
 				"are --primary-model and --fallback-model the workers'?", "run_id", cfg.RunID, "pipeline_version", cfg.PipelineVersion, "other_version_verdicts", other)
 		}
@@ -95,13 +102,22 @@ func (r *Runner) sweepChunk(ctx context.Context, st *runState, chunk []pipeline.
 	if err != nil {
 		return fmt.Errorf("sweep: %w", err)
 	}
+	// Any done verdict is coverage, whatever version reviewed it: an hour
+	// that spans a model or prompt rollout is not paid for twice. Asked
+	// to re-review other versions, only this version's verdicts are, and
+	// the others' are kept to count what is reviewed again.
 	covered := make(map[string][]span, len(chunk))
+	others := make(map[string][]span)
 	for _, w := range windows {
 		if w.PipelineVersion != cfg.PipelineVersion {
 			st.sweep.other.Add(1)
-			continue
+			if cfg.RereviewOtherVersions {
+				others[w.RoomID] = append(others[w.RoomID], span{w.Start, w.End})
+				continue
+			}
+		} else {
+			st.sweep.own.Add(1)
 		}
-		st.sweep.own.Add(1)
 		covered[w.RoomID] = append(covered[w.RoomID], span{w.Start, w.End})
 	}
 	for _, room := range chunk {
@@ -111,6 +127,9 @@ func (r *Runner) sweepChunk(ctx context.Context, st *runState, chunk []pipeline.
 		}
 		for _, g := range gs {
 			st.sweep.gaps.Add(1)
+			if overlapsAny(g, others[room.RoomID]) {
+				st.sweep.rereviews.Add(1)
+			}
 			if cfg.DryRun {
 				continue
 			}
@@ -124,6 +143,11 @@ func (r *Runner) sweepChunk(ctx context.Context, st *runState, chunk []pipeline.
 		}
 	}
 	return nil
+}
+
+// overlapsAny reports whether g overlaps one of spans.
+func overlapsAny(g span, spans []span) bool {
+	return slices.ContainsFunc(spans, func(c span) bool { return c.start.Before(g.end) && g.start.Before(c.end) })
 }
 
 // gaps returns the parts of the window [start, end) that no covered span

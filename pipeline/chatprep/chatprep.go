@@ -238,10 +238,15 @@ func (w *Window) scanAndShorten(m *pipeline.ChatMessage, maxRunes int) []Signal 
 	if cutTo > cutFrom {
 		w.Truncated++
 		w.CutRunes += utf8.RuneCountInString(n.Text[cutFrom:cutTo])
-		for k, mt := range ms {
+		k := 0 // sigs[k] is the signal of the next match that is one
+		for _, mt := range ms {
+			if mt.maskOnly {
+				continue
+			}
 			if mt.start < cutTo && mt.end > cutFrom {
 				sigs[k].Cut = true
 			}
+			k++
 		}
 	}
 	m.Text = text

@@ -75,6 +75,10 @@ type match struct {
 	// what links rooms that share it (campaign.go). It never leaves the
 	// process unhashed; empty for matches that are not contact values.
 	contact string
+	// maskOnly marks a match that is masked (Redact, Pseudonyms) but is
+	// no signal and no contact: a long number in a link's path that only
+	// its length makes an account (a shop's product id, most likely).
+	maskOnly bool
 }
 
 // FindSignals returns the rule signals in one message's text, in the order
@@ -92,6 +96,9 @@ func signalsOf(messageID string, n Normalized, ms []match) []Signal {
 	}
 	out := make([]Signal, 0, len(ms))
 	for _, m := range ms {
+		if m.maskOnly {
+			continue
+		}
 		s, e := n.OrigSpan(m.start, m.end)
 		out = append(out, Signal{Kind: m.kind, MessageID: messageID, Value: m.value, Start: s, End: e})
 	}
@@ -233,18 +240,54 @@ func scan(n Normalized) []match {
 // scan reports them in) and the e-mails' and URLs' spans. Pseudonyms
 // needs only these: the prepayment, payment-link and injection searches
 // were about a third of what it spent scanning each request.
+//
+// A number inside a link is a number like any other (a payment link to
+// a phone number, an account number in a query), except in the link's
+// host, which stays as written for the judge, and in a messenger link's
+// id, which is the messenger id.
 func findContacts(lower string) (out []match, emails, urls [][]int) {
 	emails = findEmails(lower)
 	urls = urlRe.FindAllStringIndex(lower, -1)
 	urls = slices.DeleteFunc(urls, func(u []int) bool { return within(u[0], emails) })
-	taken := append(slices.Clone(emails), urls...)
-	out = append(out, findNumberSignals(lower, taken)...)
+	ids := findMessengerIDs(lower, emails)
+	taken := slices.Clone(emails)
+	for _, u := range urls {
+		taken = append(taken, urlHostSpan(lower, u))
+	}
+	for _, id := range ids {
+		taken = append(taken, []int{id.start, id.end})
+	}
+	for _, m := range findNumberSignals(lower, taken) {
+		// Only its length makes a long number in a link an account: it is
+		// masked all the same, but reported as no account and linking no
+		// rooms, since a shop's product id looks just like it.
+		if m.kind == SignalBankAccount && m.strength < 2 && within(m.start, urls) {
+			m.maskOnly, m.contact = true, ""
+		}
+		out = append(out, m)
+	}
 	out = append(out, emailMatches(lower, emails)...)
 	for _, u := range urls {
 		out = append(out, match{kind: SignalURL, start: u[0], end: u[1], value: urlHost(lower[u[0]:u[1]])})
 	}
-	out = append(out, findMessengerIDs(lower, emails)...)
+	out = append(out, ids...)
 	return out, emails, urls
+}
+
+// urlHostSpan is the byte span of the host of the link at u in s: after
+// the scheme and any user info, up to the path, query or fragment.
+func urlHostSpan(s string, u []int) []int {
+	from, to := u[0], u[1]
+	if i := strings.Index(s[from:to], "://"); i >= 0 {
+		from += i + 3
+	}
+	if i := strings.IndexAny(s[from:to], "/?#"); i >= 0 {
+		to = from + i
+	}
+	if i := strings.LastIndexByte(s[from:to], '@'); i >= 0 {
+		from += i + 1
+	}
+	return []int{from, to}
 }
 
 // lowerSameLen lower-cases s where that keeps every rune's byte length, so

@@ -183,3 +183,23 @@ func TestAShrinkCutsContextBeforeTheWindow(t *testing.T) {
 	require.Len(t, w2, 3, "no window message was cut")
 	require.Contains(t, second, fmt.Sprintf("(%d older ones were left out for length)", 20-len(c2)))
 }
+
+// TestContextOnlySendersTakeNoPart: someone who spoke only before the
+// window (a context message) is no participant of the verdict and is not
+// asked about in the account history; the window's senders are.
+func TestContextOnlySendersTakeNoPart(t *testing.T) {
+	t.Parallel()
+	fh := &fakeHistory{seen: pipeline.HistorySeen{Status: pipeline.HistoryOK, Days: 30}}
+	rev, err := New(Config{History: fh}, &fakeRouter{answers: prepaymentAnswers}, nil, nil, nil)
+	require.NoError(t, err)
+	msgs := withContext(chat("buyer: 아직 판매중인가요?", "seller: 네 선입금 해주시면 바로 보내드려요"),
+		"buyer: 저도 사고 싶어요", "seller: 예약됐어요")
+	msgs[0].SenderID = "earlier-buyer" // spoke only before the window
+	v, err := rev.Review(t.Context(), event("ctx-participants"), msgs, 1)
+	require.NoError(t, err)
+
+	want := []pipeline.HistoryAccount{{SenderID: "ubuyer", Role: pipeline.RoleBuyer}, {SenderID: "useller", Role: pipeline.RoleSeller}}
+	require.ElementsMatch(t, want, v.Participants)
+	require.Len(t, fh.accounts, 1)
+	require.ElementsMatch(t, want, fh.accounts[0])
+}

@@ -18,13 +18,15 @@ type HistoryLookup interface {
 	Lookup(ctx context.Context, room string, accounts []pipeline.HistoryAccount) pipeline.HistorySeen
 }
 
-// participants are the room's buyer and seller accounts in msgs, those
-// with the most messages first (a lookup asks about a bounded number).
-// System lines and messages without a sender id name no one.
+// participants are the buyer and seller accounts that wrote in the
+// window, those with the most messages first (a lookup asks about a
+// bounded number). Context messages (from before the window) name no one:
+// who spoke only then took no part in what the verdict is about. System
+// lines and messages without a sender id name no one either.
 func participants(msgs []pipeline.ChatMessage) []pipeline.HistoryAccount {
 	count := map[pipeline.HistoryAccount]int{}
 	for _, m := range msgs {
-		if m.SenderID == "" || (m.SenderRole != pipeline.RoleBuyer && m.SenderRole != pipeline.RoleSeller) {
+		if m.Context || m.SenderID == "" || (m.SenderRole != pipeline.RoleBuyer && m.SenderRole != pipeline.RoleSeller) {
 			continue
 		}
 		count[pipeline.HistoryAccount{SenderID: m.SenderID, Role: m.SenderRole}]++

@@ -84,8 +84,15 @@ type Runner struct {
 	budget gate
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
 	total  *prometheus.CounterVec
+
+	// mu makes admitting a review (wg.Add) and closing one critical
+	// section: a review is either admitted before Close, which then waits
+	// for it, or not at all. wg.Add racing a Wait that saw zero would let
+	// a review start after Close returned, owned by no one.
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
 }
 
 // New returns a Runner of the candidate rev that publishes to sink. clk
@@ -136,26 +143,40 @@ func Sampled(k pipeline.ReviewKey, rate float64) bool {
 // it is sampled and a slot is free, and returns at once either way. ev and
 // msgs are what the live review ran on; the candidate gets a copy.
 func (r *Runner) Offer(live pipeline.Verdict, ev pipeline.ReviewEvent, msgs []pipeline.ChatMessage) {
-	if live.Status != pipeline.StatusDone || !Sampled(live.Key, r.cfg.Rate) || r.ctx.Err() != nil {
+	if live.Status != pipeline.StatusDone || !Sampled(live.Key, r.cfg.Rate) {
 		return
 	}
-	if !r.budget.open(r.clk.Now()) {
-		r.total.WithLabelValues(outcomeBudget).Inc()
+	if !r.admit(r.clk.Now()) {
 		return
 	}
-	select {
-	case r.sem <- struct{}{}:
-	default:
-		r.total.WithLabelValues(outcomeSaturated).Inc()
-		return
-	}
-	r.wg.Add(1)
 	msgs = slices.Clone(msgs)
 	go func() {
 		defer r.wg.Done()
 		defer func() { <-r.sem }()
 		r.run(live, ev, msgs)
 	}()
+}
+
+// admit takes a slot for one review and adds it to the reviews Close
+// waits for, or counts why not; after Close it admits nothing.
+func (r *Runner) admit(now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return false
+	}
+	if !r.budget.open(now) {
+		r.total.WithLabelValues(outcomeBudget).Inc()
+		return false
+	}
+	select {
+	case r.sem <- struct{}{}:
+	default:
+		r.total.WithLabelValues(outcomeSaturated).Inc()
+		return false
+	}
+	r.wg.Add(1)
+	return true
 }
 
 // run is one shadow review; it publishes its event whatever the outcome.
@@ -229,10 +250,15 @@ func errorKind(ctx context.Context, err error) string {
 }
 
 // Close cancels the shadow reviews in flight (they are counted canceled
-// and their events say so) and waits for them until ctx ends. Offers after
-// Close are ignored.
+// and their events say so) and waits for them until ctx ends, returning
+// ctx's error if they outlast it. Offers after Close, and offers that
+// Close overtakes while they are admitting, are ignored; every review
+// admitted is one Close waits for. Close may be called more than once.
 func (r *Runner) Close(ctx context.Context) error {
+	r.mu.Lock()
+	r.closed = true
 	r.cancel()
+	r.mu.Unlock()
 	done := make(chan struct{})
 	go func() { r.wg.Wait(); close(done) }()
 	select {

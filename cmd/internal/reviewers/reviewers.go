@@ -101,7 +101,7 @@ type Engine struct {
 	*review.Reviewer
 	settings Settings
 	history  review.HistoryLookup
-	close    func()
+	close    func() error
 }
 
 // Settings returns what the engine was built with.
@@ -112,8 +112,10 @@ func (e *Engine) Settings() Settings { return e.settings }
 func (e *Engine) HistoryLookup() review.HistoryLookup { return e.history }
 
 // Close ends the router's background work and closes the fleet store's
-// Redis client; call it after the last review has returned.
-func (e *Engine) Close() { e.close() }
+// Redis client; call it after the last review has returned. It returns
+// the error the background work ended with (already logged if it ended
+// before Close), nil when it ended with Close.
+func (e *Engine) Close() error { return e.close() }
 
 // New builds the stage engine: one router shared by every review of the
 // process (its gates, cooldowns and breakers only work when shared), with
@@ -153,10 +155,11 @@ func New(p Params) (*Engine, error) {
 		closeStore()
 		return nil, fmt.Errorf("router: %w", err)
 	}
-	stopRouter := runRouter(router)
-	closeAll := func() {
-		stopRouter()
+	stopRouter := runBackground(router, log, p.Component)
+	closeAll := func() error {
+		err := stopRouter()
 		closeStore()
+		return err
 	}
 	if p.Options.QuoteDigestKey == "" {
 		log.Warn(p.Component + ": --quote-digest-key is empty: quote digests use the DEV-ONLY key (labelled hmac-dev); set CHATGUARD_QUOTE_DIGEST_KEY from a Secret in production")
@@ -165,14 +168,14 @@ func New(p Params) (*Engine, error) {
 	if p.Options.Campaign.Enabled {
 		det, closeCampaign, err := newCampaigns(p)
 		if err != nil {
-			closeAll()
-			return nil, err
+			return nil, errors.Join(err, closeAll())
 		}
 		rcfg.Campaigns = det
 		closeRest := closeAll
-		closeAll = func() {
-			closeRest()
+		closeAll = func() error {
+			err := closeRest()
 			closeCampaign()
+			return err
 		}
 	}
 	if history != nil {
@@ -180,8 +183,7 @@ func New(p Params) (*Engine, error) {
 	}
 	rev, err := review.New(rcfg, router, p.Events, p.Registerer, p.Clock)
 	if err != nil {
-		closeAll()
-		return nil, fmt.Errorf("reviewer: %w", err)
+		return nil, errors.Join(fmt.Errorf("reviewer: %w", err), closeAll())
 	}
 	prim, fb := router.Models()
 	s := Settings{PipelineVersion: rev.PipelineVersion(), PrimaryModel: prim, FallbackModel: fb,
@@ -214,19 +216,35 @@ func newCampaigns(p Params) (*campaign.Detector, func(), error) {
 	return det, func() { _ = rdb.Close() }, nil
 }
 
-// runRouter runs the router's background work until the returned stop is
-// called; stop waits for it to end.
-func runRouter(r *llm.Router) (stop func()) {
+// background is work that runs until its context ends (*llm.Router: the
+// adaptive limits' scrapes and the fleet leases' renewal).
+type background interface {
+	Run(ctx context.Context) error
+}
+
+// runBackground runs b until the returned stop is called; stop waits for
+// it to end and returns its error. An error that ends b before stop is
+// also logged when it happens: the reviews go on, on static limits and
+// leases that are no longer renewed, and the operator should know then,
+// not at shutdown.
+func runBackground(b background, log *slog.Logger, component string) (stop func() error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	var err error
 	go func() {
 		defer close(done)
-		_ = r.Run(ctx) // it ends only with ctx
-
+		err = b.Run(ctx)
+		if err != nil && ctx.Err() == nil {
+			log.Error(component+": router background work ended early; adaptive limits and fleet leases are no longer kept", "err", err)
+		}
 	}()
-	return func() {
+	return func() error {
 		cancel()
 		<-done
+		if err != nil {
+			return fmt.Errorf("router background work: %w", err)
+		}
+		return nil
 	}
 }
 
