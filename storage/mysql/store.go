@@ -388,6 +388,11 @@ func (s *Store) save(ctx context.Context, v pipeline.Verdict, args []any, owner 
 			}
 		}
 	}
+	if committed {
+		if err := saveAliases(ctx, tx, v, decidedAt(v)); err != nil {
+			return false, classify(err)
+		}
+	}
 	if owner != "" {
 		if err := releaseClaim(ctx, tx, v.Key, owner); err != nil {
 			return false, classify(err)
@@ -511,6 +516,9 @@ func checkVerdict(v pipeline.Verdict) error {
 		errs = append(errs, err)
 	}
 	if err := checkCampaigns(v); err != nil {
+		errs = append(errs, err)
+	}
+	if err := checkAliases(v); err != nil {
 		errs = append(errs, err)
 	}
 	seen := map[pipeline.StageName]bool{}
