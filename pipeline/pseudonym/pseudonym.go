@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // Purpose names what a pseudonym is of; each has its own derived key.
@@ -90,13 +91,15 @@ func New(secret []byte) (*Keys, error) {
 }
 
 // Dev returns the keys of DevSecret, labelled "-dev".
-func Dev() *Keys {
+func Dev() *Keys { return devKeys() }
+
+var devKeys = sync.OnceValue(func() *Keys {
 	k, err := derive([]byte(DevSecret), true)
 	if err != nil {
 		panic(err) // HKDF-SHA256 fails only for over-long outputs
 	}
 	return k
-}
+})
 
 // OrDev is k, or Dev() when k is nil: what a library's zero configuration
 // uses (tests, offline evaluation); the binaries never pass nil.
