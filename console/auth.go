@@ -47,13 +47,19 @@ type moderatorIDs struct {
 	done  sync.Map
 }
 
-// of is email's moderator id.
-func (m *moderatorIDs) of(email string) string { return m.keys.ModeratorID(email) }
+// of is email's moderator id; a nil m (or one without keys) uses the dev
+// keys.
+func (m *moderatorIDs) of(email string) string {
+	if m == nil {
+		return pseudonym.Dev().ModeratorID(email)
+	}
+	return pseudonym.OrDev(m.keys).ModeratorID(email)
+}
 
 // signedIn re-keys who's legacy rows the first time this process sees
 // them; a failure is logged and tried again on their next request.
 func (m *moderatorIDs) signedIn(ctx context.Context, who Who) {
-	if m.rekey == nil || who.Email == "" {
+	if m == nil || m.rekey == nil || who.Email == "" {
 		return
 	}
 	if _, ok := m.done.Load(who.ID); ok {
