@@ -7,9 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/pseudonym"
-	"github.com/chatguard/chatguard/storage/mysql"
 	"github.com/chatguard/chatguard/storage/storetest"
 )
 
@@ -91,7 +91,7 @@ func TestRekeyModeratorMovesDecisionsAndTakes(t *testing.T) {
 		require.NoError(t, err)
 		ids = append(ids, id)
 	}
-	_, err = s.AddDecision(ctx, mysql.Decision{VerdictID: ids[0], Moderator: legacy, Decision: "confirm", Label: pipeline.LabelAbusive,
+	_, err = s.AddDecision(ctx, moderation.Decision{VerdictID: ids[0], Moderator: legacy, Decision: "confirm", Label: pipeline.LabelAbusive,
 		Category: pipeline.CategoryExternalPayment, DecidedAt: at})
 	require.NoError(t, err)
 	_, err = s.TakeItem(ctx, ids[1], legacy, at, at.Add(-time.Hour), false)
