@@ -7,9 +7,9 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/mail"
@@ -17,9 +17,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/chatguard/chatguard/internal/clock"
+	"github.com/chatguard/chatguard/pipeline/pseudonym"
 )
 
 // Who is the signed-in moderator.
@@ -33,10 +35,45 @@ type Who struct {
 	ID string
 }
 
-// moderatorID derives Who.ID from an e-mail.
-func moderatorID(email string) string {
-	sum := sha256.Sum256([]byte(strings.ToLower(strings.TrimSpace(email))))
-	return "mod-" + hex.EncodeToString(sum[:8])
+// moderatorIDs derives Who.ID from an e-mail, keyed (pseudonym.Moderator),
+// and while the legacy forms are on (rekey set) moves what MySQL holds
+// under the moderator's legacy unkeyed id to it, once per moderator and
+// process: signing in is the only moment both ids are known.
+type moderatorIDs struct {
+	keys  *pseudonym.Keys
+	rekey func(ctx context.Context, legacy, current string, at time.Time) (int64, error)
+	log   *slog.Logger
+	clock clock.Clock
+	done  sync.Map
+}
+
+// of is email's moderator id; a nil m (or one without keys) uses the dev
+// keys.
+func (m *moderatorIDs) of(email string) string {
+	if m == nil {
+		return pseudonym.Dev().ModeratorID(email)
+	}
+	return pseudonym.OrDev(m.keys).ModeratorID(email)
+}
+
+// signedIn re-keys who's legacy rows the first time this process sees
+// them; a failure is logged and tried again on their next request.
+func (m *moderatorIDs) signedIn(ctx context.Context, who Who) {
+	if m == nil || m.rekey == nil || who.Email == "" {
+		return
+	}
+	if _, ok := m.done.Load(who.ID); ok {
+		return
+	}
+	moved, err := m.rekey(ctx, pseudonym.LegacyModeratorID(who.Email), who.ID, m.clock.Now())
+	if err != nil {
+		m.log.Warn("console: re-keying a moderator's legacy id failed; trying again on their next request", "moderator", who.ID, "err", err)
+		return
+	}
+	m.done.Store(who.ID, true)
+	if moved > 0 {
+		m.log.Info("console: moderator's legacy id re-keyed", "moderator", who.ID, "rows", moved)
+	}
 }
 
 type whoKey struct{}
@@ -62,13 +99,22 @@ type auth struct {
 	key      []byte
 	// clock dates sessions and CSRF tokens.
 	clock clock.Clock
+	// ids derives moderator ids.
+	ids *moderatorIDs
 }
 
 // newAuth returns c's authenticator; Validate has checked the proxies'
 // CIDRs.
-func newAuth(c Config, key []byte, clk clock.Clock) *auth {
+func newAuth(c Config, key []byte, clk clock.Clock, ids *moderatorIDs) *auth {
 	proxies, _ := c.proxies()
-	return &auth{proxies: proxies, header: c.IdentityHeader, devLogin: c.DevLogin, key: key, clock: clock.Or(clk)}
+	if ids == nil {
+		ids = &moderatorIDs{}
+	}
+	ids.keys, ids.clock = pseudonym.OrDev(ids.keys), clock.Or(clk)
+	if ids.log == nil {
+		ids.log = slog.New(slog.DiscardHandler)
+	}
+	return &auth{proxies: proxies, header: c.IdentityHeader, devLogin: c.DevLogin, key: key, clock: clock.Or(clk), ids: ids}
 }
 
 const (
@@ -121,14 +167,14 @@ func (a *auth) identify(r *http.Request) (Who, bool) {
 		// set?), so only a single value signs anyone in.
 		if vs := r.Header.Values(a.header); len(vs) == 1 {
 			if v := strings.TrimSpace(vs[0]); v != "" && validEmail(v) {
-				return Who{Email: v, ID: moderatorID(v)}, true
+				return Who{Email: v, ID: a.ids.of(v)}, true
 			}
 		}
 	}
 	if a.devLogin {
 		if c, err := r.Cookie(sessionCookie); err == nil {
 			if email, ok := a.verifySession(c.Value); ok {
-				return Who{Email: email, ID: moderatorID(email)}, true
+				return Who{Email: email, ID: a.ids.of(email)}, true
 			}
 		}
 	}
@@ -243,6 +289,7 @@ func (a *auth) require(h http.Handler) http.Handler {
 			http.Error(w, "missing or bad CSRF token; reload the page", http.StatusForbidden)
 			return
 		}
+		a.ids.signedIn(r.Context(), who)
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), whoKey{}, who)))
 	})
 }

@@ -34,7 +34,7 @@ func TestForgedAuthRequestEmailSignsNobodyIn(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.TrustedProxies = "127.0.0.1/32"
 	require.Equal(t, "X-Forwarded-Email", cfg.IdentityHeader)
-	a := newAuth(cfg, []byte("0123456789abcdef0123456789abcdef"), nil)
+	a := newAuth(cfg, []byte("0123456789abcdef0123456789abcdef"), nil, nil)
 
 	_, ok := a.identify(proxyRequest(map[string][]string{"X-Auth-Request-Email": {"admin@example.com"}}))
 	require.False(t, ok, "a forged X-Auth-Request-Email alone signs nobody in")
@@ -50,7 +50,7 @@ func TestForgedAuthRequestEmailSignsNobodyIn(t *testing.T) {
 
 	// nginx auth_request set-ups name their header instead; then only it counts.
 	cfg.IdentityHeader = "X-Auth-Request-Email"
-	a = newAuth(cfg, []byte("0123456789abcdef0123456789abcdef"), nil)
+	a = newAuth(cfg, []byte("0123456789abcdef0123456789abcdef"), nil, nil)
 	who, ok = a.identify(proxyRequest(map[string][]string{"X-Auth-Request-Email": {"mod@example.com"}, "X-Forwarded-Email": {"admin@example.com"}}))
 	require.True(t, ok)
 	require.Equal(t, "mod@example.com", who.Email)
@@ -73,7 +73,7 @@ func TestSessionsAndTokensExpireOnTheClock(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.DevLogin = true
 	clk := clock.NewFake(time.Date(2026, 12, 1, 23, 0, 0, 0, time.UTC))
-	a := newAuth(cfg, []byte("0123456789abcdef0123456789abcdef"), clk)
+	a := newAuth(cfg, []byte("0123456789abcdef0123456789abcdef"), clk, nil)
 	who := Who{ID: moderatorID("mod@example.com")}
 	cookie := a.session("mod@example.com")
 	token := a.csrfToken(who, clk.Now())

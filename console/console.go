@@ -23,6 +23,7 @@ import (
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/chatcontext"
 	"github.com/chatguard/chatguard/pipeline/live"
+	"github.com/chatguard/chatguard/pipeline/pseudonym"
 	"github.com/chatguard/chatguard/pipeline/stop"
 )
 
@@ -54,6 +55,13 @@ type Deps struct {
 	// Clock times sessions, CSRF tokens, heartbeats and the outbox's
 	// sweeps and backoffs (nil: the wall clock).
 	Clock clock.Clock
+	// Keys derive moderator ids from sign-in e-mails (nil: the public
+	// dev keys, for tests only).
+	Keys *pseudonym.Keys
+	// RekeyModerator, when set (--legacy-pseudonyms), moves what the store
+	// holds under a signing-in moderator's legacy id to their current one,
+	// once per moderator and process (mysql.Store.RekeyModerator).
+	RekeyModerator func(ctx context.Context, legacy, current string, at time.Time) (int64, error)
 }
 
 // App is the console's web app. Its parts run as the caller's services:
@@ -100,7 +108,7 @@ func New(cfg Config, d Deps) (*App, error) {
 	// do; the room page shows the chat as it is.
 	rv.chat = chatcontext.New(cfg.Context, d.Chat, registerReviewMetrics(reg, rv), log)
 	fbm := newFeedbackMetrics(reg)
-	srv := &server{cfg: cfg, auth: newAuth(cfg, key, clk), store: d.Store, chat: d.Chat, feedback: d.Feedback, fbm: fbm,
+	srv := &server{cfg: cfg, auth: newAuth(cfg, key, clk, &moderatorIDs{keys: d.Keys, rekey: d.RekeyModerator, log: log}), store: d.Store, chat: d.Chat, feedback: d.Feedback, fbm: fbm,
 		reviews: rv, hub: d.Hub, log: log, tmpl: tmpl, clock: clk, historyTimeout: d.HistoryTimeout}
 	if cfg.OperatorURL != "" {
 		srv.stops = newOperatorClient(cfg.OperatorURL, cfg.OperatorTokenFile)

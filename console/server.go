@@ -214,7 +214,7 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: s.auth.session(email), Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(sessionTTL.Seconds())})
-	s.log.Info("console: audit", "action", "dev_login", "moderator", moderatorID(email))
+	s.log.Info("console: audit", "action", "dev_login", "moderator", s.auth.ids.of(email))
 	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
 }
 

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/chatguard/chatguard/pipeline/pseudonym"
 )
 
 // LakeSchemaVersions lists, per event type, the payload schema versions
@@ -292,23 +294,12 @@ func checkSubjectPseudonyms(subjects []string) []string {
 	return nil
 }
 
-// IsSubjectPseudonym reports the shape of a subject pseudonym: "hmac:" or
-// "hmac-dev:" (made with the dev-only key) and 24 lower-case hex digits.
-func IsSubjectPseudonym(s string) bool {
-	rest, ok := strings.CutPrefix(s, "hmac:")
-	if !ok {
-		rest, ok = strings.CutPrefix(s, "hmac-dev:")
-	}
-	if !ok || len(rest) != 24 {
-		return false
-	}
-	for _, c := range rest {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
+// IsSubjectPseudonym reports the shape of a keyed pseudonym (a subject,
+// a campaign mark, a counted room or sender): "hmac2:" (or "hmac2-dev:",
+// made with the development keys) and 24 lower-case hex digits, or the
+// legacy "hmac:"/"hmac-dev:" form made before per-purpose keys, which
+// stored rows and events still hold (pseudonym.IsKeyed).
+func IsSubjectPseudonym(s string) bool { return pseudonym.IsKeyed(s) }
 
 // identity checks the review key every payload carries; analysts join the
 // three tables on it.

@@ -156,6 +156,12 @@ type Verdict struct {
 	// rooms first). Keyed pseudonyms only; empty when counting was off,
 	// failed or found none, and on every verdict from before it existed.
 	Campaigns []CampaignCount
+	// Aliases pair the legacy form of each keyed pseudonym the verdict
+	// carries (its subjects' and its campaign marks') with the current
+	// one, while the reviewer computes the legacy forms
+	// (--legacy-pseudonyms): the store records them and re-keys rows
+	// stored in the legacy form. Not read back.
+	Aliases []PseudonymAlias
 	// Error is the last error of a failed review or the reason of a stopped
 	// one; empty otherwise.
 	Error string
@@ -288,3 +294,26 @@ type VerdictReviser interface {
 	// ErrVerdictNotFound when the key has none. It honours ctx.
 	Revisions(ctx context.Context, key ReviewKey) ([]Verdict, error)
 }
+
+// PseudonymAlias is one keyed pseudonym in its legacy form (made before
+// per-purpose keys: "hmac:", "mod-") and its current form ("hmac2:",
+// "mod2-"), for the same raw value: what lets rows and lake events stored
+// in the legacy form be matched after the change, since neither form can
+// be recomputed from the other without the raw value.
+type PseudonymAlias struct {
+	// Purpose is what the pseudonym is of: AliasSubject, AliasCampaign or
+	// AliasModerator.
+	Purpose string
+	Legacy  string
+	Current string
+}
+
+// The purposes of a PseudonymAlias.
+const (
+	AliasSubject   = "subject"
+	AliasCampaign  = "campaign"
+	AliasModerator = "moderator"
+)
+
+// MaxAliases bounds a verdict's aliases: its subjects and campaign marks.
+const MaxAliases = MaxSubjects + MaxCampaigns

@@ -23,6 +23,7 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 		require.Contains(t, err.Error(), want)
 	}
 	cfg = DefaultConfig()
+	cfg.DevInsecureKeys = true
 	cfg.MySQL.DSN, cfg.Chat.BaseURL, cfg.Feedback.URL, cfg.RedisAddr = "u@tcp(h:3306)/d", "http://chat", "http://sqs/q", "r:6379"
 	cfg.LLM.Primary.BaseURL, cfg.LLM.Primary.Model = "http://llm/v1", "m"
 	require.ErrorContains(t, cfg.Validate(), "give --trusted-proxies", "nobody could sign in")
@@ -56,6 +57,7 @@ func validConsoleEnv() map[string]string {
 	return map[string]string{
 		"CHATGUARD_MYSQL_DSN": "u@tcp(h:3306)/d", "CHATGUARD_CHAT_API_URL": "http://chat", "CHATGUARD_FEEDBACK_QUEUE_URL": "http://sqs/q",
 		"CHATGUARD_REDIS_ADDR": "r:6379", "CHATGUARD_PRIMARY_BASE_URL": "http://llm/v1", "CHATGUARD_PRIMARY_MODEL": "m", "CHATGUARD_DEV_LOGIN": "true",
+		"CHATGUARD_DEV_INSECURE_KEYS": "true",
 	}
 }
 

@@ -276,10 +276,18 @@ func (p *parts) buildApp(context.Context) error {
 	if err != nil {
 		return err
 	}
-	p.app, err = console.New(p.cfg.Config, console.Deps{Store: p.store, Feedback: p.feedback, Chat: chat,
+	keys, err := p.cfg.Options.Keys()
+	if err != nil {
+		return err
+	}
+	d := console.Deps{Store: p.store, Feedback: p.feedback, Chat: chat,
 		HistoryTimeout: p.cfg.Chat.Timeout + 2*time.Second, Reviewer: p.reviewer, Hub: p.hub, LiveLog: p.liveLog,
 		Guard:  &stop.Guard{Holder: p.holder, Store: p.stops, CheckTimeout: p.cfg.Stop.CheckTimeout},
-		Events: p.events, Registerer: p.reg, Log: p.log, Clock: p.clock})
+		Events: p.events, Registerer: p.reg, Log: p.log, Clock: p.clock, Keys: keys}
+	if p.cfg.Options.LegacyPseudonyms {
+		d.RekeyModerator = p.store.RekeyModerator
+	}
+	p.app, err = console.New(p.cfg.Config, d)
 	return err
 }
 

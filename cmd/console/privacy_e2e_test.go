@@ -145,6 +145,7 @@ func TestOnDemandReviewKeepsChatDataFromTheModels(t *testing.T) {
 	keyFile := filepath.Join(t.TempDir(), "session-key")
 	require.NoError(t, os.WriteFile(keyFile, []byte(key), 0o600))
 	cfg := DefaultConfig()
+	cfg.DevInsecureKeys = true
 	cfg.ListenAddr, cfg.AdminAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.MySQL.DSN, cfg.Chat.BaseURL, cfg.Feedback.URL = dsn, chat, feedback.URL
 	cfg.RedisAddr = stacktest.Get(t, "CHATGUARD_REDIS_ADDR")

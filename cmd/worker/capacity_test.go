@@ -13,6 +13,7 @@ func validCapacityConfig() Config {
 	c.ReviewQueue.URL, c.ReviewDLQ.URL, c.Events.URL = "http://q/r", "http://q/d", "http://q/f"
 	c.MySQL.DSN, c.Chat.BaseURL = "root@tcp(127.0.0.1:3306)/x", "http://chat"
 	c.LLM.Primary.BaseURL, c.LLM.Primary.Model = "http://vllm:8000/v1", "m"
+	c.DevInsecureKeys = true
 	return c
 }
 

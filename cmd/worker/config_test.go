@@ -23,6 +23,7 @@ func validEnv() map[string]string {
 		"CHATGUARD_CHAT_API_URL":       "http://chat:8080",
 		"CHATGUARD_PRIMARY_BASE_URL":   "http://vllm:8000/v1",
 		"CHATGUARD_PRIMARY_MODEL":      "qwen",
+		"CHATGUARD_DEV_INSECURE_KEYS":  "true",
 	}
 }
 

@@ -56,7 +56,8 @@ func startProc(t *testing.T, bin string, env []string) *proc {
 	t.Helper()
 	p := &proc{admin: freeAddr(t), stderr: &syncBuffer{}, exited: make(chan error, 1)}
 	p.cmd = exec.Command(bin)
-	p.cmd.Env = append(append(os.Environ(), env...), "CHATGUARD_ADMIN_ADDR="+p.admin)
+	p.cmd.Env = append(append(os.Environ(), "CHATGUARD_DEV_INSECURE_KEYS=true"), env...)
+	p.cmd.Env = append(p.cmd.Env, "CHATGUARD_ADMIN_ADDR="+p.admin)
 	p.cmd.Stderr = p.stderr
 	require.NoError(t, p.cmd.Start())
 	go func() { p.exited <- p.cmd.Wait() }()

@@ -107,6 +107,7 @@ func startRig(t testing.TB, o rigOpts) *rig {
 		chatURL = chatStandIn(t)
 	}
 	cfg := DefaultConfig()
+	cfg.DevInsecureKeys = true
 	cfg.ReviewQueue.URL, cfg.ReviewDLQ.URL, cfg.Events.URL = r.queue.URL, r.queue.DLQURL, r.feedback.URL
 	cfg.MySQL.DSN = dsn
 	cfg.Chat.BaseURL = chatURL

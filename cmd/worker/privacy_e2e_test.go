@@ -29,6 +29,7 @@ import (
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/chatprep"
 	"github.com/chatguard/chatguard/pipeline/llm"
+	"github.com/chatguard/chatguard/pipeline/pseudonym"
 	"github.com/chatguard/chatguard/pipeline/review"
 	"github.com/chatguard/chatguard/storage/imagecdn"
 	"github.com/chatguard/chatguard/storage/mysql"
@@ -320,7 +321,9 @@ func TestPIIScanAfterCorpusRun(t *testing.T) {
 	runCorpus := func(pseudonymize bool) result {
 		rec := recordModel(t, fbSim)
 		sink := &memSink{}
-		rev, err := review.New(review.Config{Class: pipeline.ClassBatch, DigestKey: []byte(strings.Repeat("k", 32))}, simRouter(t, down.BaseURL, rec.URL, pseudonymize), sink, nil, nil)
+		keys, err := pseudonym.New([]byte(strings.Repeat("k", 32)))
+		require.NoError(t, err)
+		rev, err := review.New(review.Config{Class: pipeline.ClassBatch, Keys: keys}, simRouter(t, down.BaseURL, rec.URL, pseudonymize), sink, nil, nil)
 		require.NoError(t, err)
 		db, _ := stacktest.MySQL(t)
 		_, err = migrations.Up(context.Background(), db)

@@ -11,7 +11,11 @@ func TestPrivacyConfig(t *testing.T) {
 	t.Parallel()
 	d := DefaultConfig()
 	require.Empty(t, d.Images.Hosts, "no image host is trusted until configured")
-	require.NoError(t, d.Options.Validate())
+	require.ErrorContains(t, d.Options.Validate(), "--quote-digest-key is empty", "no key, no start")
+	dev := d
+	dev.DevInsecureKeys = true
+	require.NoError(t, dev.Options.Validate(), "a development stack says so")
+	require.True(t, d.LegacyPseudonyms, "stored pseudonyms keep matching across the upgrade by default")
 	r := d.Pools.Router()
 	require.True(t, r.Fallback.Pseudonymize, "the third-party pool gets placeholders by default")
 	require.False(t, r.Primary.Pseudonymize)

@@ -113,6 +113,18 @@ func New(cfg Config, counter pipeline.CampaignCounter, reg prometheus.Registerer
 // pipeline.MaxCampaigns. It never fails: a counter error or a call past
 // Config.Timeout (or ctx's end) gives none, counted by outcome.
 func (d *Detector) Detect(ctx context.Context, room string, sightings []pipeline.CampaignSighting) []pipeline.CampaignCount {
+	return d.DetectWithLegacy(ctx, room, sightings, "", nil)
+}
+
+// DetectWithLegacy is Detect while the legacy pseudonym forms are on: it
+// records the sightings in both forms (legacy is sightings' legacy twin,
+// one for one, under the room's legacy pseudonym legacyRoom) and judges
+// each mark by the larger of its two counts. Counts kept in the legacy
+// form hold the rooms seen before the change; the current form's fill up
+// over the counting window, after which the legacy form adds nothing.
+// Both calls share Config.Timeout. The signals carry the current marks.
+// A failed legacy call leaves the current counts alone.
+func (d *Detector) DetectWithLegacy(ctx context.Context, room string, sightings []pipeline.CampaignSighting, legacyRoom string, legacy []pipeline.CampaignSighting) []pipeline.CampaignCount {
 	if len(sightings) == 0 {
 		d.m.lookups.WithLabelValues("no_marks").Inc()
 		return nil
@@ -121,6 +133,14 @@ func (d *Detector) Detect(ctx context.Context, room string, sightings []pipeline
 	defer cancel()
 	start := d.clk.Now()
 	counts, err := d.counter.Observe(ctx, room, sightings, start.UTC())
+	if err == nil && len(legacy) == len(sightings) {
+		if old, lerr := d.counter.Observe(ctx, legacyRoom, legacy, start.UTC()); lerr == nil && len(old) == len(counts) {
+			for i := range counts {
+				counts[i].Rooms = max(counts[i].Rooms, old[i].Rooms)
+				counts[i].Senders = max(counts[i].Senders, old[i].Senders)
+			}
+		}
+	}
 	d.m.seconds.Observe(d.clk.Since(start).Seconds())
 	switch {
 	case err != nil && ctx.Err() != nil:

@@ -1,15 +1,13 @@
 package chatprep
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"slices"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/pseudonym"
 )
 
 // Campaign marks: what one room's risky messages share with other rooms.
@@ -229,38 +227,40 @@ func mix64(x uint64) uint64 {
 	return x ^ x>>31
 }
 
-// CampaignMarker keys campaign marks: 'hmac:<24 hex>' (or 'hmac-dev:'
-// under the dev-only key), an HMAC-SHA256 under the quote-digest key,
-// domain-separated from quote digests and subject pseudonyms and, within
-// campaigns, by what is marked (script band, contact kind, room, sender).
+// CampaignMarker keys campaign marks: 'hmac2:<24 hex>' (or 'hmac2-dev:'
+// under the dev keys), an HMAC-SHA256 under the campaign key
+// (pseudonym.Campaign), separated within campaigns by what is marked
+// (script band, contact, room, sender). With legacy on it also gives each
+// mark's pre-HKDF form ('hmac:'), so that counts and rows stored in that
+// form keep matching during the transition.
 type CampaignMarker struct {
-	key   []byte
-	label string
+	keys   *pseudonym.Keys
+	legacy bool
 }
 
-// NewCampaignMarker returns a marker under key; dev says it is the public
-// dev-only key, which labels every mark "hmac-dev".
-func NewCampaignMarker(key []byte, dev bool) CampaignMarker {
-	label := "hmac"
-	if dev {
-		label = "hmac-dev"
-	}
-	return CampaignMarker{key: slices.Clone(key), label: label}
+// NewCampaignMarker returns a marker under keys (nil: the dev keys);
+// legacy says to give the legacy forms too (SightingsWithLegacy,
+// LegacyParty).
+func NewCampaignMarker(keys *pseudonym.Keys, legacy bool) CampaignMarker {
+	return CampaignMarker{keys: pseudonym.OrDev(keys), legacy: legacy}
 }
+
+// Legacy reports whether the marker gives the legacy forms too.
+func (k CampaignMarker) Legacy() bool { return k.legacy }
 
 // mark is the keyed mark of value under a domain.
 func (k CampaignMarker) mark(domain string, value []byte) string {
-	m := hmac.New(sha256.New, k.key)
-	m.Write([]byte("campaign-"))
-	m.Write([]byte(domain))
-	m.Write([]byte{0})
-	m.Write(value)
-	return k.label + ":" + hex.EncodeToString(m.Sum(nil)[:12])
+	return k.keys.Sum(pseudonym.Campaign, domain, string(value))
 }
 
 // Party is the keyed pseudonym of a room or a sender as the campaign
 // counter sees it: it counts distinct ones and never learns the id.
 func (k CampaignMarker) Party(kind, id string) string { return k.mark(kind, []byte(id)) }
+
+// LegacyParty is Party's legacy form.
+func (k CampaignMarker) LegacyParty(kind, id string) string {
+	return k.keys.Legacy(pseudonym.Campaign, kind, id)
+}
 
 // Sightings are the campaign marks of a window's messages: for every
 // message with a rule signal (in order, system messages and other rooms'
@@ -268,23 +268,41 @@ func (k CampaignMarker) Party(kind, id string) string { return k.mark(kind, []by
 // per room with the first message that carried it, at most
 // MaxCampaignSightings.
 func (k CampaignMarker) Sightings(msgs []pipeline.ChatMessage) []pipeline.CampaignSighting {
-	var out []pipeline.CampaignSighting
+	cur, _ := k.sightings(msgs, false)
+	return cur
+}
+
+// SightingsWithLegacy is Sightings and, when the marker gives legacy forms,
+// the same sightings in the legacy form, one for one (nil otherwise).
+func (k CampaignMarker) SightingsWithLegacy(msgs []pipeline.ChatMessage) (cur, legacy []pipeline.CampaignSighting) {
+	return k.sightings(msgs, k.legacy)
+}
+
+func (k CampaignMarker) sightings(msgs []pipeline.ChatMessage, withLegacy bool) (out, legacy []pipeline.CampaignSighting) {
 	seen := map[string]bool{}
 	// senders keys each sender once per review, not once per mark: a
 	// risky message has about five marks and an HMAC is most of a mark's
 	// cost.
-	senders := map[string]string{}
-	add := func(kind pipeline.CampaignKind, mark string, m pipeline.ChatMessage) {
+	senders := map[string][2]string{}
+	add := func(kind pipeline.CampaignKind, domain string, value []byte, m pipeline.ChatMessage) {
+		mark := k.mark(domain, value)
 		if seen[mark] || len(out) >= MaxCampaignSightings {
 			return
 		}
 		seen[mark] = true
 		sender, ok := senders[m.SenderID]
 		if !ok {
-			sender = k.Party("sender", m.SenderID)
+			sender[0] = k.Party("sender", m.SenderID)
+			if withLegacy {
+				sender[1] = k.LegacyParty("sender", m.SenderID)
+			}
 			senders[m.SenderID] = sender
 		}
-		out = append(out, pipeline.CampaignSighting{Kind: kind, Mark: mark, MessageID: m.MessageID, Sender: sender})
+		out = append(out, pipeline.CampaignSighting{Kind: kind, Mark: mark, MessageID: m.MessageID, Sender: sender[0]})
+		if withLegacy {
+			legacy = append(legacy, pipeline.CampaignSighting{Kind: kind, Mark: k.keys.Legacy(pseudonym.Campaign, domain, string(value)),
+				MessageID: m.MessageID, Sender: sender[1]})
+		}
 	}
 	for _, m := range msgs {
 		if m.Kind != pipeline.KindText || m.SenderRole == pipeline.RoleSystem || m.SenderID == "" || m.Text == "" {
@@ -295,11 +313,11 @@ func (k CampaignMarker) Sightings(msgs []pipeline.ChatMessage) []pipeline.Campai
 			continue
 		}
 		for i, b := range p.Bands {
-			add(pipeline.CampaignScript, k.mark("script", binary.BigEndian.AppendUint64([]byte{byte(i)}, b)), m)
+			add(pipeline.CampaignScript, "script", binary.BigEndian.AppendUint64([]byte{byte(i)}, b), m)
 		}
 		for _, c := range p.Contacts {
-			add(pipeline.CampaignContact, k.mark("contact", []byte(string(c.Kind)+"\x00"+c.Value)), m)
+			add(pipeline.CampaignContact, "contact", []byte(string(c.Kind)+"\x00"+c.Value), m)
 		}
 	}
-	return out
+	return out, legacy
 }

@@ -1,6 +1,10 @@
 package chatprep
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"testing"
@@ -8,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/pseudonym"
 )
 
 const script = "앱이 너무 느려서요 카톡으로 얘기해요 아이디 deal8282 입니다. 선입금 해주시면 바로 발송해 드릴게요"
@@ -110,7 +115,7 @@ func campaignMsgs() []pipeline.ChatMessage {
 // the room is counted once, with its first message.
 func TestSightingsAreKeyedAndOncePerRoom(t *testing.T) {
 	t.Parallel()
-	k := NewCampaignMarker([]byte("key-a-of-at-least-thirty-two-bytes-long"), false)
+	k := NewCampaignMarker(testKeys(t, "key-a-of-at-least-thirty-two-bytes-long"), false)
 	got := k.Sightings(campaignMsgs())
 	require.Len(t, got, CampaignBands+1, "four script bands and one contact, the repeat and the system message not again")
 	for _, s := range got {
@@ -122,13 +127,50 @@ func TestSightingsAreKeyedAndOncePerRoom(t *testing.T) {
 	require.Equal(t, pipeline.CampaignContact, got[CampaignBands].Kind)
 	require.Equal(t, k.Party("sender", "seller-9"), got[0].Sender)
 	require.NotEqual(t, k.Party("sender", "seller-9"), k.Party("room", "seller-9"), "domain-separated")
-	other := NewCampaignMarker([]byte("key-b-of-at-least-thirty-two-bytes-long"), false).Sightings(campaignMsgs())
+	other := NewCampaignMarker(testKeys(t, "key-b-of-at-least-thirty-two-bytes-long"), false).Sightings(campaignMsgs())
 	require.NotEqual(t, got[0].Mark, other[0].Mark, "another key, other marks")
-	dev := NewCampaignMarker([]byte(DevCampaignTestKey), true).Sightings(campaignMsgs())
-	require.True(t, strings.HasPrefix(dev[0].Mark, "hmac-dev:"))
+	require.True(t, strings.HasPrefix(got[0].Mark, "hmac2:"))
+	dev := NewCampaignMarker(nil, false).Sightings(campaignMsgs())
+	require.True(t, strings.HasPrefix(dev[0].Mark, "hmac2-dev:"))
 }
 
-const DevCampaignTestKey = "dev-key-of-at-least-thirty-two-bytes"
+func testKeys(t testing.TB, secret string) *pseudonym.Keys {
+	t.Helper()
+	k, err := pseudonym.New([]byte(secret))
+	require.NoError(t, err)
+	return k
+}
+
+// TestLegacySightingsAreThePreviousMarks: with legacy on, each sighting's
+// legacy twin is the mark the marker made before per-purpose keys (an
+// HMAC under the secret itself of "campaign-<domain>\x00<value>"), so
+// counts and rows stored in that form keep matching; the current marks
+// are the same with legacy on or off.
+func TestLegacySightingsAreThePreviousMarks(t *testing.T) {
+	t.Parallel()
+	const secret = "key-a-of-at-least-thirty-two-bytes-long"
+	previous := func(domain string, value []byte) string {
+		m := hmac.New(sha256.New, []byte(secret))
+		m.Write([]byte("campaign-" + domain + "\x00"))
+		m.Write(value)
+		return "hmac:" + hex.EncodeToString(m.Sum(nil)[:12])
+	}
+	k := NewCampaignMarker(testKeys(t, secret), true)
+	cur, legacy := k.SightingsWithLegacy(campaignMsgs())
+	require.Equal(t, NewCampaignMarker(testKeys(t, secret), false).Sightings(campaignMsgs()), cur)
+	require.Len(t, legacy, len(cur))
+	p := PrintMessage(campaignMsgs()[1].Text)
+	require.True(t, p.Risky)
+	for i, b := range p.Bands {
+		require.Equal(t, previous("script", binary.BigEndian.AppendUint64([]byte{byte(i)}, b)), legacy[i].Mark)
+		require.Equal(t, cur[i].Kind, legacy[i].Kind)
+		require.Equal(t, cur[i].MessageID, legacy[i].MessageID)
+	}
+	require.Equal(t, previous("sender", []byte("seller-9")), legacy[0].Sender)
+	require.Equal(t, previous("room", []byte("r-1")), k.LegacyParty("room", "r-1"))
+	_, none := NewCampaignMarker(testKeys(t, secret), false).SightingsWithLegacy(campaignMsgs())
+	require.Nil(t, none)
+}
 
 // TestSightingsAreBounded: a flooded room gives at most
 // MaxCampaignSightings marks.
@@ -139,7 +181,7 @@ func TestSightingsAreBounded(t *testing.T) {
 		msgs = append(msgs, pipeline.ChatMessage{MessageID: fmt.Sprint(i), SenderID: "s", SenderRole: pipeline.RoleSeller, Kind: pipeline.KindText,
 			Text: fmt.Sprintf("카톡 아이디 user%04dx 로 연락 주시면 선입금 안내 드려요 상품 %d번", i, i)})
 	}
-	require.Len(t, NewCampaignMarker([]byte(DevCampaignTestKey), true).Sightings(msgs), MaxCampaignSightings)
+	require.Len(t, NewCampaignMarker(nil, false).Sightings(msgs), MaxCampaignSightings)
 }
 
 func BenchmarkPrintMessage(b *testing.B) {

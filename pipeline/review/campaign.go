@@ -9,9 +9,12 @@ import (
 )
 
 // Campaigns is what the reviewer needs to find campaign signals: a
-// *campaign.Detector satisfies it.
+// *campaign.Detector satisfies it. DetectWithLegacy is Detect with each
+// sighting counted in its legacy form too (legacy, one for one, under the
+// room's legacy pseudonym), and the larger of the two counts kept.
 type Campaigns interface {
 	Detect(ctx context.Context, room string, sightings []pipeline.CampaignSighting) []pipeline.CampaignCount
+	DetectWithLegacy(ctx context.Context, room string, sightings []pipeline.CampaignSighting, legacyRoom string, legacy []pipeline.CampaignSighting) []pipeline.CampaignCount
 }
 
 // campaigns counts the window's risky messages' marks fleet-wide (one
@@ -36,8 +39,20 @@ func (rn *run) campaigns(ctx context.Context) {
 	if len(msgs) == 0 {
 		return
 	}
-	sightings := rn.r.marker.Sightings(msgs)
-	rn.v.Campaigns = d.Detect(ctx, rn.r.marker.Party("room", rn.ev.RoomID), sightings)
+	sightings, legacy := rn.r.marker.SightingsWithLegacy(msgs)
+	room := rn.r.marker.Party("room", rn.ev.RoomID)
+	if legacy == nil {
+		rn.v.Campaigns = d.Detect(ctx, room, sightings)
+		return
+	}
+	rn.v.Campaigns = d.DetectWithLegacy(ctx, room, sightings, rn.r.marker.LegacyParty("room", rn.ev.RoomID), legacy)
+	was := make(map[string]string, len(sightings))
+	for i, s := range sightings {
+		was[s.Mark] = legacy[i].Mark
+	}
+	for _, c := range rn.v.Campaigns {
+		rn.v.Aliases = append(rn.v.Aliases, pipeline.PseudonymAlias{Purpose: pipeline.AliasCampaign, Legacy: was[c.Mark], Current: c.Mark})
+	}
 }
 
 // campaignSignals are the campaign signals as rule-signal lines: counts

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -11,6 +12,8 @@ import (
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/campaign"
 	"github.com/chatguard/chatguard/pipeline/campaign/campaigntest"
+	"github.com/chatguard/chatguard/pipeline/chatprep"
+	"github.com/chatguard/chatguard/pipeline/pseudonym"
 )
 
 const campaignScript = "앱이 너무 느려서요 카톡으로 얘기해요 아이디 deal8282 입니다. 선입금 해주시면 바로 발송해 드릴게요"
@@ -83,4 +86,58 @@ func TestNoCampaignsWithoutTheDetectorOrARiskySignal(t *testing.T) {
 	v, err = plain.Review(t.Context(), event("r"), chat("seller: "+campaignScript), 1)
 	require.Error(t, err, "no extract answer scripted: the review went on past triage")
 	require.Empty(t, v.Campaigns)
+}
+
+// TestCampaignCountsKeepMatchingLegacyMarks: five rooms counted by the
+// release before per-purpose keys (legacy marks, "hmac:") and a sixth
+// reviewed now: with --legacy-pseudonyms the sixth is the campaign's sixth
+// room (its counts taken in both forms), its signals carry the current
+// marks, and the verdict pairs each with the legacy mark and each subject
+// with its legacy pseudonym; without it the count starts again at one.
+func TestCampaignCountsKeepMatchingLegacyMarks(t *testing.T) {
+	t.Parallel()
+	keys, err := pseudonym.New([]byte("key-a-of-at-least-thirty-two-bytes-long"))
+	require.NoError(t, err)
+	cfg := campaign.DefaultConfig()
+	cfg.Enabled = true
+	answers := map[pipeline.StageName][]string{
+		pipeline.StageTriage:  {`{"risk":"none","categories":[],"reason":"x"}`},
+		pipeline.StageExtract: {`{"evidence":[]}`},
+		pipeline.StageJudge:   {`{"label":"suspicious","category":"off_platform","severity":3,"confidence":0.7,"action":"warn","rationale":"x","evidence_ids":["m2"],"offender_role":"seller"}`},
+	}
+	msgs := chat("buyer: 아직 판매중인가요?", "seller: "+campaignScript)
+	for _, legacyOn := range []bool{true, false} {
+		fake := &campaigntest.Fake{}
+		old := chatprep.NewCampaignMarker(keys, true)
+		_, legacy := old.SightingsWithLegacy(msgs)
+		for i := range 5 {
+			_, err := fake.Observe(t.Context(), old.LegacyParty("room", fmt.Sprint("old-", i)), legacy, time.Now())
+			require.NoError(t, err)
+		}
+		det, err := campaign.New(cfg, fake, nil, nil)
+		require.NoError(t, err)
+		rev, err := New(Config{Keys: keys, Campaigns: det, LegacyPseudonyms: legacyOn}, &fakeRouter{answers: answers}, nil, nil, nil)
+		require.NoError(t, err)
+		v, err := rev.Review(t.Context(), event("new-room"), msgs, 1)
+		require.NoError(t, err)
+		if !legacyOn {
+			require.Empty(t, v.Campaigns, "the current marks alone have one room")
+			require.Empty(t, v.Aliases)
+			continue
+		}
+		require.Len(t, v.Campaigns, 5)
+		was := map[string]string{}
+		for _, a := range v.Aliases {
+			if a.Purpose == pipeline.AliasCampaign {
+				was[a.Current] = a.Legacy
+			}
+		}
+		for i, c := range v.Campaigns {
+			require.Equal(t, 6, c.Rooms, "the legacy count holds the rooms from before")
+			require.True(t, strings.HasPrefix(c.Mark, "hmac2:"), c.Mark)
+			require.True(t, strings.HasPrefix(was[c.Mark], "hmac:"), "campaign %d has its legacy mark", i)
+		}
+		require.Contains(t, v.Aliases, pipeline.PseudonymAlias{Purpose: pipeline.AliasSubject,
+			Legacy: keys.Legacy(pseudonym.Subject, v.Subjects[0]), Current: rev.SubjectPseudonyms(v.Subjects)[0]})
+	}
 }

@@ -2,9 +2,6 @@ package review
 
 import (
 	"bytes"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,12 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/pseudonym"
 )
-
-// DevDigestKey is the quote-digest key of the local stack and tests only.
-// Digests made with it are labelled "hmac-dev:" so that a row digested
-// with it is recognisable; production sets Config.DigestKey from a Secret.
-const DevDigestKey = "chatguard-dev-only-digest-key-not-for-production"
 
 // redactOutput turns a stage answer, as the stage's parser decoded it,
 // into what may leave the process (inference logs, stored stage results).
@@ -162,25 +155,18 @@ func (w *stringRewriter) before() (key string, isKey bool) {
 	return top.key, false
 }
 
-// SubjectPseudonyms implements pipeline.SubjectPseudonymizer: an
-// HMAC-SHA256 of each id under the quote-digest key, domain-separated from
-// the quote digests so that a subject's pseudonym never equals the digest
-// of a quote of the same text. Rotating the key gives every id a new
-// pseudonym: counts across the rotation do not join (docs/operations.md).
+// SubjectPseudonyms implements pipeline.SubjectPseudonymizer: each id's
+// keyed pseudonym under the subject key (pseudonym.Subject), never equal
+// to a quote digest or a campaign mark of any text. Rotating the secret
+// gives every id a new pseudonym: counts across the rotation do not join
+// (docs/operations.md).
 func (r *Reviewer) SubjectPseudonyms(senderIDs []string) []string {
 	if len(senderIDs) == 0 {
 		return nil
 	}
-	label := "hmac"
-	if r.devKey {
-		label = "hmac-dev"
-	}
 	out := make([]string, 0, len(senderIDs))
 	for _, id := range senderIDs {
-		m := hmac.New(sha256.New, r.digestKey)
-		m.Write([]byte("subject\x00"))
-		m.Write([]byte(id))
-		out = append(out, label+":"+hex.EncodeToString(m.Sum(nil)[:12]))
+		out = append(out, r.keys.Sum(pseudonym.Subject, id))
 	}
 	return out
 }
@@ -189,14 +175,8 @@ var _ pipeline.SubjectPseudonymizer = (*Reviewer)(nil)
 
 // quoteDigest identifies a quote without its text: analysts can join equal
 // quotes across rooms (spam campaigns) without reading them. It is an
-// HMAC-SHA256 under a secret key, so a short quote (a phone number) cannot
-// be recovered by hashing every candidate.
+// HMAC-SHA256 under the quote key (pseudonym.Quote), so a short quote (a
+// phone number) cannot be recovered by hashing every candidate.
 func (r *Reviewer) quoteDigest(q string) string {
-	m := hmac.New(sha256.New, r.digestKey)
-	m.Write([]byte(q))
-	label := "hmac"
-	if r.devKey {
-		label = "hmac-dev"
-	}
-	return fmt.Sprintf("%s:%s len:%d", label, hex.EncodeToString(m.Sum(nil)[:12]), utf8.RuneCountInString(q))
+	return fmt.Sprintf("%s len:%d", r.keys.Sum(pseudonym.Quote, q), utf8.RuneCountInString(q))
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/chatprep"
 	"github.com/chatguard/chatguard/pipeline/llm"
+	"github.com/chatguard/chatguard/pipeline/pseudonym"
 	"github.com/chatguard/chatguard/stages"
 )
 
@@ -55,10 +56,18 @@ type Config struct {
 	Class pipeline.Class
 	// Defence selects the prompt-injection defences; leave it zero.
 	Defence Defence
-	// DigestKey keys the HMAC of stored evidence quotes (at least 32
-	// bytes, from a Secret). Empty uses DevDigestKey, labelled "hmac-dev"
-	// in every digest: for the local stack and tests only.
-	DigestKey []byte
+	// Keys key every pseudonym the reviewer makes: quote digests, subject
+	// pseudonyms, campaign marks (pseudonym.Resolve, from one Secret). Nil
+	// uses the public development keys, labelled "hmac2-dev": for tests
+	// and offline evaluation only; the binaries refuse to start without a
+	// secret unless --dev-insecure-keys says so.
+	Keys *pseudonym.Keys
+	// LegacyPseudonyms also computes the pre-HKDF forms during the
+	// transition (docs/operations.md, "Pseudonym keys"): campaign marks are
+	// counted under both, and the verdict records each legacy value beside
+	// its current one (pipeline.PseudonymAlias) so that stored legacy
+	// values keep matching.
+	LegacyPseudonyms bool
 	// Images, when set, vets every image URL before a model sees it (see
 	// ImageGate); nil sends the chat's URLs as they are.
 	Images ImageGate
@@ -67,7 +76,7 @@ type Config struct {
 	// HistoryLookup); nil turns the account history off.
 	History HistoryLookup
 	// Campaigns, when set, counts the window's campaign marks fleet-wide
-	// (keyed with DigestKey) and gives the campaign signals to the stages;
+	// (keyed with Keys) and gives the campaign signals to the stages;
 	// nil reviews every room on its own.
 	Campaigns Campaigns
 }
@@ -101,9 +110,6 @@ const MaxPromptSignals = 64
 // Validate reports every problem at once.
 func (c Config) Validate() error {
 	errs := []error{c.Prep.Validate()}
-	if len(c.DigestKey) > 0 && len(c.DigestKey) < 32 {
-		errs = append(errs, fmt.Errorf("review: digest key of %d bytes is below 32", len(c.DigestKey)))
-	}
 	for st, n := range c.MaxTokens {
 		if _, ok := DefaultMaxTokens[st]; !ok {
 			errs = append(errs, fmt.Errorf("review: max tokens for unknown stage %q", st))
@@ -127,11 +133,10 @@ type Reviewer struct {
 	// overhead estimates the tokens of a prompt beyond its transcript
 	// (system prompt, signals, findings) plus the longest answer.
 	overhead int
-	// digestKey keys quote digests; devKey says it is DevDigestKey.
-	digestKey      []byte
-	devKey         bool
+	// keys key quote digests and subject pseudonyms.
+	keys           *pseudonym.Keys
 	imagesRejected *prometheus.CounterVec
-	// marker keys campaign marks under the digest key.
+	// marker keys campaign marks.
 	marker chatprep.CampaignMarker
 }
 
@@ -179,11 +184,8 @@ func New(cfg Config, router Completer, sink pipeline.EventSink, reg prometheus.R
 		return nil, err
 	}
 	rv := &Reviewer{cfg: cfg, router: router, sink: sink, version: stages.Fingerprint(prim, fb), m: m, cm: cm, clock: clock.Or(c), overhead: overhead,
-		digestKey: cfg.DigestKey, imagesRejected: ir}
-	if len(rv.digestKey) == 0 {
-		rv.digestKey, rv.devKey = []byte(DevDigestKey), true
-	}
-	rv.marker = chatprep.NewCampaignMarker(rv.digestKey, rv.devKey)
+		keys: pseudonym.OrDev(cfg.Keys), imagesRejected: ir}
+	rv.marker = chatprep.NewCampaignMarker(rv.keys, cfg.LegacyPseudonyms)
 	return rv, nil
 }
 
@@ -490,6 +492,12 @@ func (rn *run) subjects(role pipeline.SenderRole) {
 	slices.Sort(v.Subjects)
 	if len(v.Subjects) > pipeline.MaxSubjects {
 		v.Subjects = v.Subjects[:pipeline.MaxSubjects]
+	}
+	if rn.r.marker.Legacy() {
+		for _, id := range v.Subjects {
+			v.Aliases = append(v.Aliases, pipeline.PseudonymAlias{Purpose: pipeline.AliasSubject,
+				Legacy: rn.r.keys.Legacy(pseudonym.Subject, id), Current: rn.r.keys.Sum(pseudonym.Subject, id)})
+		}
 	}
 }
 

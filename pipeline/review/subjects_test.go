@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/pseudonym"
 )
 
 // TestVerdictSubjectsAreTheOffendersEvidenceSenders: the subjects are the
@@ -76,7 +77,9 @@ func TestSimulatorNamesTheSellerOfAPrepaymentScam(t *testing.T) {
 func TestSubjectPseudonymsAreKeyed(t *testing.T) {
 	t.Parallel()
 	key := func(k string) *Reviewer {
-		rev, err := New(Config{DigestKey: []byte(k)}, &fakeRouter{}, nil, nil, nil)
+		keys, err := pseudonym.New([]byte(k))
+		require.NoError(t, err)
+		rev, err := New(Config{Keys: keys}, &fakeRouter{}, nil, nil, nil)
 		require.NoError(t, err)
 		return rev
 	}
@@ -91,9 +94,27 @@ func TestSubjectPseudonymsAreKeyed(t *testing.T) {
 	for _, p := range pa {
 		require.True(t, pipeline.IsSubjectPseudonym(p), p)
 		require.NotContains(t, p, "8812")
-		require.True(t, strings.HasPrefix(p, "hmac:"))
+		require.True(t, strings.HasPrefix(p, "hmac2:"))
 	}
-	require.True(t, strings.HasPrefix(dev.SubjectPseudonyms(ids)[0], "hmac-dev:"))
-	require.NotContains(t, a.quoteDigest("seller-8812"), strings.TrimPrefix(pa[0], "hmac:"))
+	require.True(t, strings.HasPrefix(dev.SubjectPseudonyms(ids)[0], "hmac2-dev:"))
+	require.NotContains(t, a.quoteDigest("seller-8812"), strings.TrimPrefix(pa[0], "hmac2:"))
 	require.Nil(t, a.SubjectPseudonyms(nil))
+}
+
+// TestNoQuoteDigestsToAPseudonym: whatever a chat quotes, its digest is
+// never another purpose's value: a quote spelling the subject domain's
+// input ("subject\x00" and an id) must not digest to that id's pseudonym,
+// nor one spelling a campaign mark's input to that mark.
+func TestNoQuoteDigestsToAPseudonym(t *testing.T) {
+	t.Parallel()
+	keys, err := pseudonym.New([]byte("key-a-of-at-least-thirty-two-bytes-long"))
+	require.NoError(t, err)
+	rev, err := New(Config{Keys: keys}, &fakeRouter{}, nil, nil, nil)
+	require.NoError(t, err)
+	pseud := rev.SubjectPseudonyms([]string{"seller-8812"})[0]
+	_, hexPart, _ := strings.Cut(pseud, ":")
+	require.NotContains(t, rev.quoteDigest("subject\x00seller-8812"), hexPart, "a quote collides with a subject pseudonym")
+	room := rev.marker.Party("room", "r-1")
+	_, hexPart, _ = strings.Cut(room, ":")
+	require.NotContains(t, rev.quoteDigest("campaign-room\x00r-1"), hexPart, "a quote collides with a campaign pseudonym")
 }

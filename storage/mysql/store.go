@@ -420,6 +420,9 @@ func (s *Store) save(ctx context.Context, v pipeline.Verdict, args []any, owner 
 		}
 	}
 	if committed {
+		if err := saveAliases(ctx, tx, v, decidedAt(v)); err != nil {
+			return false, classify(err)
+		}
 		if err := insertOutbox(ctx, tx, v.FinishedAt, v.Outbox); err != nil {
 			return false, classify(fmt.Errorf("mysql: save verdict: %w", err))
 		}
@@ -547,6 +550,9 @@ func checkVerdict(v pipeline.Verdict) error {
 		errs = append(errs, err)
 	}
 	if err := checkCampaigns(v); err != nil {
+		errs = append(errs, err)
+	}
+	if err := checkAliases(v); err != nil {
 		errs = append(errs, err)
 	}
 	seen := map[pipeline.StageName]bool{}

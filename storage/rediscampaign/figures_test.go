@@ -18,6 +18,7 @@ import (
 	"github.com/chatguard/chatguard/pipeline/campaign"
 	"github.com/chatguard/chatguard/pipeline/campaign/campaigntest"
 	"github.com/chatguard/chatguard/pipeline/chatprep"
+	"github.com/chatguard/chatguard/pipeline/pseudonym"
 )
 
 // BenchmarkCampaignCorpus runs the generated corpus (campaigntest.Corpus)
@@ -34,7 +35,9 @@ func BenchmarkCampaignCorpus(b *testing.B) {
 
 func corpusFigures(b *testing.B) {
 	c, _ := setup(b, func(c *Config) { c.Shards, c.MaxMarks = DefaultShards, DefaultMaxMarks })
-	marker := chatprep.NewCampaignMarker([]byte("bench-key-of-at-least-thirty-two-bytes"), false)
+	keys, err := pseudonym.New([]byte("bench-key-of-at-least-thirty-two-bytes"))
+	require.NoError(b, err)
+	marker := chatprep.NewCampaignMarker(keys, false)
 	rooms := campaigntest.Corpus(campaigntest.DefaultCorpus())
 	counts := make([][]pipeline.CampaignCount, len(rooms))
 	var lat []time.Duration

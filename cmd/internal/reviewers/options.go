@@ -19,6 +19,7 @@ import (
 	"github.com/chatguard/chatguard/pipeline/accounthistory"
 	"github.com/chatguard/chatguard/pipeline/campaign"
 	"github.com/chatguard/chatguard/pipeline/chatcontext"
+	"github.com/chatguard/chatguard/pipeline/pseudonym"
 	"github.com/chatguard/chatguard/storage/imagecdn"
 	"github.com/chatguard/chatguard/storage/rediscampaign"
 )
@@ -32,9 +33,20 @@ type Options struct {
 	// --image-inline, --image-max-bytes, --image-fetch-timeout): which
 	// image URLs reach a model server, and how.
 	Images imagecdn.Config
-	// QuoteDigestKey keys the stored evidence-quote digests; empty uses
-	// the dev-only key. It keys the campaign marks too.
+	// QuoteDigestKey is the one secret every keyed pseudonym is derived
+	// from (package pseudonym: quote digests, subjects, campaign marks,
+	// moderator ids, each under a key of its own); empty is refused unless
+	// DevInsecureKeys.
 	QuoteDigestKey string
+	// DevInsecureKeys allows an empty QuoteDigestKey: the public dev keys,
+	// labelled "-dev", for the local stack and tests only.
+	DevInsecureKeys bool
+	// LegacyPseudonyms also computes the forms made before per-purpose
+	// keys, so that values stored in them keep matching (campaign counts
+	// in both forms, legacy-to-current pairs recorded, stored marks and
+	// moderator ids re-keyed); turn it off once the transition is over
+	// (docs/operations.md, "Pseudonym keys").
+	LegacyPseudonyms bool
 	// History is the account-history lookup's own configuration
 	// (--account-history, --account-history-ttl,
 	// --account-history-timeout): earlier verdicts about a room's
@@ -52,7 +64,8 @@ type Options struct {
 // DefaultOptions returns the defaults shown by --help: no image host
 // trusted (the pools' defaults are depflags.DefaultPools').
 func DefaultOptions() Options {
-	return Options{Images: imagecdn.DefaultConfig(), History: accounthistory.DefaultConfig(), Campaign: campaign.DefaultConfig(), CampaignStore: rediscampaign.DefaultConfig()}
+	return Options{Images: imagecdn.DefaultConfig(), History: accounthistory.DefaultConfig(), Campaign: campaign.DefaultConfig(), CampaignStore: rediscampaign.DefaultConfig(),
+		LegacyPseudonyms: true}
 }
 
 // Flags declares the prices (--primary-price, --fallback-price) and the
@@ -63,10 +76,34 @@ func DefaultOptions() Options {
 func (o *Options) Flags(fs *cli.FlagSet, pools *depflags.Pools) {
 	pools.PriceFlags(fs)
 	o.ImageFlags(fs)
-	fs.StringVar(&o.QuoteDigestKey, "quote-digest-key", "HMAC key (32+ bytes, from a Secret; prefer the environment variable) of stored evidence-quote digests; empty uses a dev-only key, labelled hmac-dev")
+	o.KeyFlags(fs)
 	pools.PseudonymizeFlags(fs)
 	o.HistoryFlags(fs)
 	o.CampaignFlags(fs)
+}
+
+// KeyFlags declares the pseudonym-key flags (--quote-digest-key,
+// --dev-insecure-keys, --legacy-pseudonyms); the console declares them
+// for its moderator ids too.
+func (o *Options) KeyFlags(fs *cli.FlagSet) {
+	fs.StringVar(&o.QuoteDigestKey, "quote-digest-key", "the one secret (32+ bytes, from a Secret; prefer the environment variable) every keyed pseudonym is derived from: "+
+		"evidence-quote digests, verdict subjects, campaign marks and moderator ids, each under a key of its own (HKDF); empty is refused unless --dev-insecure-keys")
+	fs.BoolVar(&o.DevInsecureKeys, "dev-insecure-keys", "development stacks only: with an empty --quote-digest-key, use the public dev keys (every pseudonym labelled -dev, reversible by anyone with a list of ids)")
+	fs.BoolVar(&o.LegacyPseudonyms, "legacy-pseudonyms", "also compute the pseudonyms' pre-HKDF forms so that stored ones keep matching: campaign counts in both forms, "+
+		"legacy-to-current pairs recorded in MySQL, stored marks and moderator ids re-keyed; turn off 30 days after the upgrade (docs/operations.md)")
+}
+
+// Keys are the pseudonym keys of --quote-digest-key, or the dev keys with
+// --dev-insecure-keys and no key; an empty key without it is an error.
+func (o Options) Keys() (*pseudonym.Keys, error) {
+	k, err := pseudonym.Resolve(o.QuoteDigestKey, o.DevInsecureKeys)
+	if errors.Is(err, pseudonym.ErrNoSecret) {
+		return nil, errors.New("--quote-digest-key is empty: set CHATGUARD_QUOTE_DIGEST_KEY from a Secret, or --dev-insecure-keys on a development stack")
+	}
+	if err != nil {
+		return nil, errors.New("--quote-digest-key must be at least 32 bytes")
+	}
+	return k, nil
 }
 
 // HistoryFlags declares the account-history flags (--account-history*),
@@ -135,8 +172,8 @@ func (o Options) ImageGate(inline bool) (*imagecdn.Gate, error) {
 // Validate reports every problem at once, naming the flags.
 func (o Options) Validate() error {
 	var errs []error
-	if o.QuoteDigestKey != "" && len(o.QuoteDigestKey) < 32 {
-		errs = append(errs, errors.New("--quote-digest-key must be at least 32 bytes"))
+	if _, err := o.Keys(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := o.Images.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("--image-*: %w", err))

@@ -13,9 +13,18 @@ import (
 	"github.com/chatguard/chatguard/storage/storetest"
 )
 
+// devOptions are the defaults on a development stack: the dev pseudonym
+// keys, which the defaults alone refuse.
+func devOptions() Options {
+	o := DefaultOptions()
+	o.DevInsecureKeys = true
+	return o
+}
+
 func TestOptionsValidateNamesEveryProblem(t *testing.T) {
 	t.Parallel()
-	d := DefaultOptions()
+	require.ErrorContains(t, DefaultOptions().Validate(), "--quote-digest-key is empty", "no key, no start")
+	d := devOptions()
 	require.NoError(t, d.Validate())
 	require.Empty(t, d.Images.Hosts, "no image host is trusted until configured")
 
@@ -32,7 +41,7 @@ func TestOptionsValidateNamesEveryProblem(t *testing.T) {
 // pools' own fields, so the router gets them without a copy.
 func TestOptionsReachTheRouter(t *testing.T) {
 	t.Parallel()
-	o, pools := DefaultOptions(), depflags.DefaultPools(1, 1)
+	o, pools := devOptions(), depflags.DefaultPools(1, 1)
 	fs := cli.NewFlagSet("test", "")
 	o.Flags(fs, &pools)
 	env := map[string]string{"CHATGUARD_PRIMARY_PSEUDONYMIZE": "true"}
@@ -51,13 +60,13 @@ func TestOptionsReachTheRouter(t *testing.T) {
 
 func TestNewRefusesWhatValidateRefuses(t *testing.T) {
 	t.Parallel()
-	o := DefaultOptions()
+	o := devOptions()
 	o.QuoteDigestKey = strings.Repeat("k", 8)
 	pools := depflags.Pools{LLM: llm.Config{Primary: llm.PoolConfig{BaseURL: "http://p/v1", Model: "p"}}}
 	_, err := New(Params{Component: "test", Pools: pools, Options: o})
 	require.ErrorContains(t, err, "--quote-digest-key")
 	pools.LLM.Fleet.PrimaryLimit = 4
-	_, err = New(Params{Component: "test", Pools: pools, Options: DefaultOptions()})
+	_, err = New(Params{Component: "test", Pools: pools, Options: devOptions()})
 	require.ErrorContains(t, err, "--fleet-* limits need --redis-addr", "no Redis dialled for limits without an address")
 }
 
@@ -67,10 +76,10 @@ func TestAccountHistoryNeedsAStoreWhenOn(t *testing.T) {
 	t.Parallel()
 	pools := depflags.DefaultPools(1, 1)
 	pools.LLM.Primary.BaseURL, pools.LLM.Primary.Model = "http://p/v1", "p"
-	_, err := New(Params{Component: "test", Pools: pools, Options: DefaultOptions()})
+	_, err := New(Params{Component: "test", Pools: pools, Options: devOptions()})
 	require.ErrorContains(t, err, "--account-history")
 
-	o := DefaultOptions()
+	o := devOptions()
 	fs := cli.NewFlagSet("test", "")
 	o.Flags(fs, &pools)
 	require.NoError(t, fs.Parse([]string{"--account-history=0"}, func(string) string { return "" }))
@@ -111,17 +120,17 @@ func TestEngineSharesAnotherEnginesHistoryLookup(t *testing.T) {
 	pools := depflags.DefaultPools(1, 1)
 	pools.LLM.Primary.BaseURL, pools.LLM.Primary.Model = "http://p/v1", "p"
 	store := &storetest.History{}
-	live, err := New(Params{Component: "live", Pools: pools, Options: DefaultOptions(), History: func() pipeline.AccountHistory { return store }})
+	live, err := New(Params{Component: "live", Pools: pools, Options: devOptions(), History: func() pipeline.AccountHistory { return store }})
 	require.NoError(t, err)
 	defer live.Close()
 	require.NotNil(t, live.HistoryLookup())
 
-	shadow, err := New(Params{Component: "shadow", Pools: pools, Options: DefaultOptions(), SharedHistory: live.HistoryLookup()})
+	shadow, err := New(Params{Component: "shadow", Pools: pools, Options: devOptions(), SharedHistory: live.HistoryLookup()})
 	require.NoError(t, err, "no store of its own is needed")
 	defer shadow.Close()
 	require.Same(t, live.HistoryLookup(), shadow.HistoryLookup())
 
-	off := DefaultOptions()
+	off := devOptions()
 	off.History.Window = 0
 	none, err := New(Params{Component: "off", Pools: pools, Options: off, SharedHistory: live.HistoryLookup()})
 	require.NoError(t, err)

@@ -84,7 +84,8 @@ type Settings struct {
 	// ImageInline says allowed images are fetched here and sent as data:
 	// URLs, so no model server fetches anything.
 	ImageInline bool
-	// DevDigestKey says quote digests use the public dev-only key.
+	// DevDigestKey says every pseudonym uses the public dev-only keys
+	// (--dev-insecure-keys).
 	DevDigestKey         bool
 	PrimaryPseudonymize  bool
 	FallbackPseudonymize bool
@@ -161,10 +162,15 @@ func New(p Params) (*Engine, error) {
 		closeStore()
 		return err
 	}
-	if p.Options.QuoteDigestKey == "" {
-		log.Warn(p.Component + ": --quote-digest-key is empty: quote digests use the DEV-ONLY key (labelled hmac-dev); set CHATGUARD_QUOTE_DIGEST_KEY from a Secret in production")
+	keys, err := p.Options.Keys()
+	if err != nil {
+		closeAll()
+		return nil, err
 	}
-	rcfg := review.Config{Class: p.Class, DigestKey: []byte(p.Options.QuoteDigestKey), Images: gate}
+	if keys.IsDev() {
+		log.Warn(p.Component + ": --dev-insecure-keys: every pseudonym uses the public DEV-ONLY keys (labelled -dev); never in production")
+	}
+	rcfg := review.Config{Class: p.Class, Keys: keys, LegacyPseudonyms: p.Options.LegacyPseudonyms, Images: gate}
 	if p.Options.Campaign.Enabled {
 		det, closeCampaign, err := newCampaigns(p)
 		if err != nil {
@@ -187,7 +193,7 @@ func New(p Params) (*Engine, error) {
 	}
 	prim, fb := router.Models()
 	s := Settings{PipelineVersion: rev.PipelineVersion(), PrimaryModel: prim, FallbackModel: fb,
-		ImageHosts: p.Options.Images.Hosts, ImageInline: p.Options.Images.Inline, DevDigestKey: p.Options.QuoteDigestKey == "",
+		ImageHosts: p.Options.Images.Hosts, ImageInline: p.Options.Images.Inline, DevDigestKey: keys.IsDev(),
 		PrimaryPseudonymize: rc.Primary.Pseudonymize, FallbackPseudonymize: rc.Fallback.Pseudonymize, AccountHistory: p.Options.History.Window,
 		CampaignSignals: p.Options.Campaign.Enabled}
 	log.Info(p.Component+": stage engine ready", "class", p.Class.String(), "primary_model", s.PrimaryModel, "fallback_model", s.FallbackModel,

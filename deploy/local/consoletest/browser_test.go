@@ -78,6 +78,7 @@ func startConsole(t *testing.T, args ...string) string {
 	require.NoError(t, err, "%s", out)
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), "CHATGUARD_DEV_INSECURE_KEYS=true")
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 30 * time.Second
 	stderr, err := cmd.StderrPipe()

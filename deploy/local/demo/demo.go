@@ -329,6 +329,10 @@ func (r *runner) createQueues(ctx context.Context) error {
 func (r *runner) childEnv(overrides map[string]string) []string {
 	o := map[string]string{
 		"CHATGUARD_LOG_LEVEL": "info",
+		// A development stack: the public dev pseudonym keys (the stack's
+		// env says so too; a stack started before the switch existed
+		// does not).
+		"CHATGUARD_DEV_INSECURE_KEYS": "true",
 	}
 	if r.rep.MySQLDSN != "" {
 		o["CHATGUARD_MYSQL_DSN"] = r.rep.MySQLDSN

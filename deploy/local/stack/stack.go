@@ -165,6 +165,9 @@ func (s *Stack) start(ctx context.Context) error {
 		// The sample chats' image host: the worker sends no other image
 		// to a model (model servers must not fetch arbitrary URLs).
 		"CHATGUARD_IMAGE_HOSTS", "img.example-market.test",
+		// A development stack: the public dev keys for every pseudonym
+		// (labelled -dev); production sets --quote-digest-key instead.
+		"CHATGUARD_DEV_INSECURE_KEYS", "true",
 		"CHATGUARD_STACK_PID", strconv.Itoa(os.Getpid()),
 	)
 	if err := s.env.WriteFile(cfg.EnvFile()); err != nil {

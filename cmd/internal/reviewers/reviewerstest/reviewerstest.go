@@ -32,7 +32,8 @@ type Case struct {
 // Secret, never the dev key.
 const DigestKey = "test-digest-key-of-at-least-thirty-two-bytes"
 
-// Cases returns the defaults (only the required pool) and a prod-like
+// Cases returns the defaults (only the required pool, on a development
+// stack: the dev pseudonym keys, which nothing else allows) and a prod-like
 // configuration as the overlays give it: the managed fallback, the CDN
 // image hosts inlined, the digest key from a Secret, the fallback
 // pseudonymized and the fleet limits in Redis (down: the router then
@@ -42,8 +43,9 @@ func Cases() []Case {
 		{
 			Name: "default",
 			Env: map[string]string{
-				"CHATGUARD_PRIMARY_BASE_URL": "http://vllm:8000/v1",
-				"CHATGUARD_PRIMARY_MODEL":    "chatguard-judge",
+				"CHATGUARD_PRIMARY_BASE_URL":  "http://vllm:8000/v1",
+				"CHATGUARD_PRIMARY_MODEL":     "chatguard-judge",
+				"CHATGUARD_DEV_INSECURE_KEYS": "true",
 			},
 			Want: reviewers.Settings{PipelineVersion: stages.Fingerprint("chatguard-judge", ""), PrimaryModel: "chatguard-judge",
 				DevDigestKey: true, FallbackPseudonymize: true, AccountHistory: accounthistory.DefaultWindow},
