@@ -105,6 +105,10 @@ type Config struct {
 	// MaxRecallLoss is the non-inferiority margin on recall, as a share:
 	// overall and per category.
 	MaxRecallLoss Margins
+	// MaxFlagRateIncrease is the flag-rate margin, as a share: how much
+	// more of the labelled cases the candidate may flag than the
+	// reference (the moderators' load) before it is called worse.
+	MaxFlagRateIncrease float64
 	// Seed seeds the bootstrap, so that a report is reproducible.
 	Seed uint64
 }
@@ -171,6 +175,9 @@ func (c Config) validatePaired(names map[string]bool) error {
 	}
 	if c.MaxRecallLoss.Default < 0 || c.MaxRecallLoss.Default >= 1 {
 		errs = append(errs, fmt.Errorf("eval: recall-loss margin %v is outside [0, 1)", c.MaxRecallLoss.Default))
+	}
+	if c.MaxFlagRateIncrease < 0 || c.MaxFlagRateIncrease >= 1 {
+		errs = append(errs, fmt.Errorf("eval: flag-rate margin %v is outside [0, 1)", c.MaxFlagRateIncrease))
 	}
 	for k, v := range c.MaxRecallLoss.PerCategory {
 		if v < 0 || v >= 1 {
