@@ -216,12 +216,12 @@ func paired(res Result, ref, cand byRep, name, cat string, cl clustering) Paired
 			reps = append(reps, caseRep{cluster: cl.of[c.ID], ca: caseCounts(c, a, okA, cat), cb: caseCounts(c, b, okB, cat), rep: rep})
 		}
 	}
-	return fromReps(p, reps, cl.n, res.Config.Seed)
+	return fromReps(p, reps, cl.n, res.Config)
 }
 
 // fromReps fills p's counts, clustered differences and intervals from the
 // case repetitions, n clusters.
-func fromReps(p Paired, reps []caseRep, n int, seed uint64) Paired {
+func fromReps(p Paired, reps []caseRep, n int, cfg Config) Paired {
 	cl := struct{ n int }{n}
 	clusters := make([]stats.Cluster, cl.n)
 	recall, flag := make([]stats.PairedUnit, cl.n), make([]stats.PairedUnit, cl.n)
@@ -274,7 +274,9 @@ func fromReps(p Paired, reps []caseRep, n int, seed uint64) Paired {
 	p.CandRecall = stats.ClusteredWilson(p.Cand.TP, p.Cand.TP+p.Cand.FN, deff, conf)
 	p.RefPrecision = stats.ClusteredWilson(p.Ref.TP, p.Ref.TP+p.Ref.FP, deff, conf)
 	p.CandPrecision = stats.ClusteredWilson(p.Cand.TP, p.Cand.TP+p.Cand.FP, deff, conf)
-	p.Deltas = stats.PairedBootstrap(clusters, Resamples, conf, seed)
+	if rs := cfg.resamples(); rs > 0 {
+		p.Deltas = stats.PairedBootstrap(clusters, rs, conf, cfg.Seed)
+	}
 	return p
 }
 

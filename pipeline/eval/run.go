@@ -109,8 +109,20 @@ type Config struct {
 	// more of the labelled cases the candidate may flag than the
 	// reference (the moderators' load) before it is called worse.
 	MaxFlagRateIncrease float64
+	// Resamples is the bootstrap's resample count for the report's
+	// descriptive deltas (0: the package's Resamples; negative: none, for
+	// a power study that decides thousands of sets and reads only the
+	// decisions, which do not use the bootstrap).
+	Resamples int
 	// Seed seeds the bootstrap, so that a report is reproducible.
 	Seed uint64
+}
+
+func (c Config) resamples() int {
+	if c.Resamples == 0 {
+		return Resamples
+	}
+	return max(c.Resamples, 0)
 }
 
 // Margins are recall-loss margins: Default for overall and every

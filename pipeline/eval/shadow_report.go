@@ -173,7 +173,7 @@ func liveAgreement(name string, pairs []ShadowRecord, cat string, cfg Config) Pa
 		cb := stats.Counts{TP: b2i(live && cand), FP: b2i(cand && !live), FN: b2i(live && !cand)}
 		reps = append(reps, caseRep{cluster: roomIndex(rooms, r.RoomID), ca: ca, cb: cb})
 	}
-	p = fromReps(p, reps, len(rooms), cfg.Seed)
+	p = fromReps(p, reps, len(rooms), cfg)
 	net := make([]stats.PairedUnit, len(rooms))
 	for _, r := range reps {
 		d := r.ca.TP - r.cb.TP - r.cb.FP // dropped live flag +1, added flag -1
@@ -215,7 +215,7 @@ func moderated(name string, pairs []ShadowRecord, ds map[pipeline.ReviewKey]Deci
 		ca, cb := caseCounts(c, live, true, cat), caseCounts(c, cand, r.Outcome == pipeline.ShadowOK, cat)
 		reps = append(reps, caseRep{cluster: roomIndex(rooms, r.RoomID), ca: ca, cb: cb})
 	}
-	return fromReps(p, reps, len(rooms), cfg.Seed)
+	return fromReps(p, reps, len(rooms), cfg)
 }
 
 // decideShadow decides one candidate's comparisons (ps[0] "overall",
