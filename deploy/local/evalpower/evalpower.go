@@ -236,6 +236,22 @@ func PlantLoss(base llmsim.ErrorModel, set []Room, loss float64) llmsim.ErrorMod
 	return out
 }
 
+// CalibrateLoss is PlantLoss corrected once by measurement: the miss
+// rate's increment scaled by loss over the true loss it gave on set (mean
+// of seeds first..first+n-1), so that the planted loss is loss and not
+// the first guess's (the rules' answer and the unstable chats' coins
+// make it fall a little short).
+func CalibrateLoss(base llmsim.ErrorModel, set []Room, loss float64, first uint64, n int) llmsim.ErrorModel {
+	cand := PlantLoss(base, set, loss)
+	got := TrueLoss(set, base, cand, first, n)
+	if got <= 0 {
+		return cand
+	}
+	inc := (cand.Miss["*"] - base.Miss["*"]) * loss / got
+	cand.Miss["*"] = min(1, base.Miss["*"]+inc)
+	return cand
+}
+
 // PlantFlags is base with its spam false-alarm rate raised so that the
 // flag rate on set rises by about inc at equal recall: false alarms land
 // only on chats without any signal.

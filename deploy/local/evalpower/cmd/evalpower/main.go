@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -31,6 +32,7 @@ func run(stdout, stderr io.Writer) error {
 	rooms := flag.Int("rooms", 6000, "sample-lake rooms to generate (the planned set must fit in their positives)")
 	lakeSeed := flag.Int64("lake-seed", 7, "seed of the sample lake")
 	pilotPositives := flag.Int("pilot", 600, "positives of the pilot set, and of the equal-endpoint and flag-rate sets")
+	only := flag.String("scenarios", "equal,correlated,loss,flags", "the scenarios to run, comma-separated")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -42,7 +44,7 @@ func run(stdout, stderr io.Writer) error {
 	base := evalpower.Base()
 	one := evalpower.Set(all, *pilotPositives, 1)
 	three := evalpower.Set(all, *pilotPositives, 3)
-	lossCand := evalpower.PlantLoss(base, one, evalpower.PlantedLoss)
+	lossCand := evalpower.CalibrateLoss(base, one, evalpower.PlantedLoss, 2_000_000, 200)
 	in, plan := evalpower.Pilot(evalpower.Scenario{Set: one, Ref: base, Cand: lossCand}, 99_999, evalpower.PlantedLoss)
 	big := evalpower.Set(all, plan.DetectPositives, 1)
 	if got := evalpower.Positives(big); got < plan.DetectPositives {
@@ -67,6 +69,9 @@ func run(stdout, stderr io.Writer) error {
 	var checks strings.Builder
 	failed := false
 	for i, s := range scenarios {
+		if !slices.Contains(strings.Split(*only, ","), s.kind) {
+			continue
+		}
 		t0 := time.Now()
 		o := evalpower.Run(ctx, s.sc, uint64(i+1)*100_000, *seeds)
 		fmt.Fprintf(stderr, "evalpower: %s: %d sets in %s\n", s.sc.Name, *seeds, time.Since(t0).Round(time.Second))
