@@ -150,10 +150,10 @@ eval-sample: ## regenerate the sample `worker eval` report in docs/eval/sample a
 	@$(GO) build -o bin/worker ./cmd/worker
 	@$(GO) run ./deploy/local/evalsample/cmd/evalsample --worker bin/worker --out docs/eval/sample
 
-EVAL_POWER_SEEDS ?= 300
+EVAL_POWER_SEEDS ?= 500
 
 .PHONY: eval-power
-eval-power: ## the power suite of `worker eval`'s decisions: the sample lake's rooms, llmsim's seeded error model, EVAL_POWER_SEEDS (300) sets per scenario, a table with Wilson intervals; fails when a property does not hold (minutes; not part of make test)
+eval-power: ## the power suite of `worker eval`'s decisions: the sample lake's rooms, llmsim's seeded error model, EVAL_POWER_SEEDS (500) sets per scenario, a table with Wilson intervals; fails when a property does not hold (minutes; not part of make test)
 	cd deploy/local && $(GO) run ./evalpower/cmd/evalpower --seeds $(EVAL_POWER_SEEDS)
 
 .PHONY: eval-shadow-sample

@@ -222,10 +222,9 @@ func paired(res Result, ref, cand byRep, name, cat string, cl clustering) Paired
 // fromReps fills p's counts, clustered differences and intervals from the
 // case repetitions, n clusters.
 func fromReps(p Paired, reps []caseRep, n int, cfg Config) Paired {
-	cl := struct{ n int }{n}
-	clusters := make([]stats.Cluster, cl.n)
-	recall, flag := make([]stats.PairedUnit, cl.n), make([]stats.PairedUnit, cl.n)
-	posK, posN := make([]int, cl.n), make([]int, cl.n)
+	clusters := make([]stats.Cluster, n)
+	recall, flag := make([]stats.PairedUnit, n), make([]stats.PairedUnit, n)
+	posK, posN := make([]int, n), make([]int, n)
 	for _, r := range reps {
 		ca, cb, k := r.ca, r.cb, r.cluster
 		clusters[k].A, clusters[k].B = clusters[k].A.Add(ca), clusters[k].B.Add(cb)
