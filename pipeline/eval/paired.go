@@ -57,8 +57,8 @@ type Paired struct {
 	Clustering string
 
 	recall, flag     stats.Diff
-	recallFloor      float64
-	flagFloor        float64
+	recallDisc       stats.Discordance
+	flagDisc         stats.Discordance
 	psi, margin      float64
 	flagUp, flagDown int
 	flagN            int
@@ -158,8 +158,8 @@ func decideAll(ps []Paired, cfg Config, noise map[string]float64) []Paired {
 	decideRecall(&ps[0], Alpha, pw, noise[ps[0].Category])
 	o := &ps[0]
 	fpsi := ratio(o.flagUp, o.flagN)
-	fd := stats.Decide(stats.FlagRateIncrease, o.flag, Alpha, cfg.MaxFlagRateIncrease,
-		stats.WaldMDE(o.flag.N, fpsi, o.flag.Deff, Alpha, pw), o.flagFloor)
+	fd := stats.Decide(stats.FlagRateIncrease, o.flag, o.flagDisc, Alpha, cfg.MaxFlagRateIncrease,
+		stats.WaldMDE(o.flag.N, fpsi, o.flag.Deff, Alpha, pw))
 	o.FlagRate = &fd
 	holmCategories(ps[1:], pw, noise)
 	return ps
@@ -171,7 +171,7 @@ func decideAll(ps []Paired, cfg Config, noise map[string]float64) []Paired {
 func holmCategories(cats []Paired, pw float64, noise map[string]float64) {
 	pvals := make([]float64, len(cats))
 	for i := range cats {
-		pvals[i] = cats[i].recall.P()
+		pvals[i] = cats[i].recallDisc.P(cats[i].recall)
 	}
 	levels := stats.Holm(pvals, Alpha)
 	for i := range cats {
@@ -187,7 +187,7 @@ func holmCategories(cats []Paired, pw float64, noise map[string]float64) {
 func decideRecall(p *Paired, alpha, pw, noisePsi float64) {
 	psi := max(noisePsi, p.psi)
 	mde := stats.WaldMDE(p.recall.N, psi, p.recall.Deff, alpha, pw)
-	p.Decision = stats.Decide(stats.RecallLoss, p.recall, alpha, p.margin, mde, p.recallFloor)
+	p.Decision = stats.Decide(stats.RecallLoss, p.recall, p.recallDisc, alpha, p.margin, mde)
 	p.NeededN = int(math.Ceil(float64(stats.PairedN(p.margin, psi, alpha, pw)) * max(p.recall.Deff, 1)))
 }
 
@@ -265,8 +265,8 @@ func fromReps(p Paired, reps []caseRep, n int, cfg Config) Paired {
 	if p.Positives > 0 {
 		perCase = float64(p.recall.N) / float64(p.Positives)
 	}
-	p.recallFloor = stats.LossFloor(p.B, p.C, p.recall.N, max(p.recall.Deff, perCase), conf)
-	p.flagFloor = stats.LossFloor(p.flagUp, p.flagDown, p.flag.N, max(p.flag.Deff, perCase), conf)
+	p.recallDisc = stats.Discordance{B: p.B, C: p.C, N: p.recall.N, Deff: max(p.recall.Deff, perCase)}
+	p.flagDisc = stats.Discordance{B: p.flagUp, C: p.flagDown, N: p.flag.N, Deff: max(p.flag.Deff, perCase)}
 	p.psi = ratio(p.B+p.C, p.recall.N)
 	deff := stats.ProportionDeff(posK, posN)
 	p.RefRecall = stats.ClusteredWilson(p.Ref.TP, p.Ref.TP+p.Ref.FN, deff, conf)

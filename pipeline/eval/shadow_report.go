@@ -186,7 +186,7 @@ func liveAgreement(name string, pairs []ShadowRecord, cat string, cfg Config) Pa
 		p.C += r.cb.FP
 	}
 	p.recall = stats.ClusteredDiff(net)
-	p.recallFloor = stats.LossFloor(p.B, 0, p.recall.N, p.recall.Deff, 1-Alpha)
+	p.recallDisc = stats.Discordance{B: p.B, C: p.C, N: p.recall.N, Deff: p.recall.Deff, NoCredit: true}
 	p.psi = ratio(p.B+p.C, p.recall.N)
 	return p
 }

@@ -60,15 +60,58 @@ type Decision struct {
 	Deff            float64
 }
 
-// Decide makes the decision from the clustered difference d (reference
-// worse is negative: d.Est is the loss) stated at level alpha, with the
-// interval's upper bound raised to floorHi when that is higher (a set
-// with few discordant cases cannot show a loss it never saw; see
-// LossFloor).
-func Decide(m Measure, d Diff, alpha, margin, mde, floorHi float64) Decision {
-	ci := d.Interval(1 - alpha)
-	ci.Hi = max(ci.Hi, floorHi)
-	out := Decision{Measure: m, Loss: d.Est, CI: ci, Alpha: alpha, P: d.P(), Margin: margin, MDE: mde,
+// Discordance is what a decision's small-sample guard needs: B of the N
+// paired case repetitions went against the candidate, C for it, with the
+// design effect Deff (at least the repetitions per case).
+type Discordance struct {
+	B, C, N int
+	Deff    float64
+	// NoCredit keeps the pairs for the candidate from lowering the upper
+	// bound (a flag added elsewhere does not make up for one dropped).
+	NoCredit bool
+}
+
+// P is the decision's two-sided p-value for d: the larger of the
+// cluster-robust z's and the score test's of the discordant pairs' split
+// (B of B+C at one half, at the design effect). Holm's procedure is run
+// on it, so that each interval Decide states at a Holm level excludes
+// zero exactly when Holm rejects.
+func (disc Discordance) P(d Diff) float64 {
+	p := d.P()
+	if pairs := disc.B + disc.C; pairs > 0 {
+		neff := float64(pairs) / max(disc.Deff, 1)
+		z := (float64(disc.B)/float64(pairs) - 0.5) / math.Sqrt(0.25/neff)
+		p = max(p, 2*Phi(-math.Abs(z)))
+	}
+	return p
+}
+
+// Decide makes the decision from the clustered difference d (d.Est is the
+// worsening) stated at level alpha. The interval is the cluster-robust
+// one, widened where the set is too small for it: its lower bound no
+// higher than the score interval of the discordant pairs' split (Wilson on
+// B of B+C, at the design effect), so that a loss is never detected on
+// three lost pairs and none won, where the standard error is zero; its
+// upper bound no lower than Wilson's on B of N less C/N, so that 0 lost of
+// 300 still allows a loss of 1.3 points; both within [-1, 1]. P is the
+// larger of the two tests' p-values, so P < alpha exactly when the lower
+// bound is above zero for a positive estimate.
+func Decide(m Measure, d Diff, disc Discordance, alpha, margin, mde float64) Decision {
+	conf := 1 - alpha
+	ci := d.Interval(conf)
+	if disc.N > 0 {
+		credit := disc.C
+		if disc.NoCredit {
+			credit = 0
+		}
+		ci.Hi = max(ci.Hi, LossFloor(disc.B, credit, disc.N, disc.Deff, conf))
+		if pairs := disc.B + disc.C; pairs > 0 {
+			q := ClusteredWilson(disc.B, pairs, disc.Deff, conf)
+			ci.Lo = min(ci.Lo, float64(pairs)/float64(disc.N)*(2*q.Lo-1))
+		}
+	}
+	ci.Lo, ci.Hi = max(ci.Lo, -1), min(ci.Hi, 1)
+	out := Decision{Measure: m, Loss: d.Est, CI: ci, Alpha: alpha, P: disc.P(d), Margin: margin, MDE: mde,
 		Pairs: d.N, Clusters: d.Clusters, Deff: d.Deff}
 	switch {
 	case ci.Lo > 0:

@@ -68,26 +68,31 @@ func simTrial(rng *rand.Rand, s simSpec) (overall Decision, cats []Decision, fla
 		flg = append(flg, PairedUnit{D: float64(w * (cf - rf)), N: w, Discordant: w * b2iT(rf != cf)})
 		up, down = up+w*b2iT(cf > rf), down+w*b2iT(rf > cf)
 	}
-	decide := func(units []PairedUnit, alpha float64) Decision {
+	disc := func(units []PairedUnit) (Diff, Discordance) {
 		d := ClusteredDiff(units)
 		var bb, cc int
 		for _, u := range units {
 			bb += (u.Discordant + int(u.D)) / 2
 			cc += (u.Discordant - int(u.D)) / 2
 		}
-		return Decide(RecallLoss, d, alpha, simMargin, 0, LossFloor(bb, cc, d.N, d.Deff, 1-alpha))
+		return d, Discordance{B: bb, C: cc, N: d.N, Deff: d.Deff}
+	}
+	decide := func(units []PairedUnit, alpha float64) Decision {
+		d, dc := disc(units)
+		return Decide(RecallLoss, d, dc, alpha, simMargin, 0)
 	}
 	overall = decide(rec, simAlpha)
 	byWindow = decide(win, simAlpha)
 	ps := make([]float64, s.cats)
 	for k := range ps {
-		ps[k] = ClusteredDiff(catUnits[k]).P()
+		d, dc := disc(catUnits[k])
+		ps[k] = dc.P(d)
 	}
 	for k, level := range Holm(ps, simAlpha) {
 		cats = append(cats, decide(catUnits[k], level))
 	}
 	fd := ClusteredDiff(flg)
-	flag = Decide(FlagRateIncrease, fd, simAlpha, simFlagMargin, 0, LossFloor(up, down, fd.N, fd.Deff, 1-simAlpha))
+	flag = Decide(FlagRateIncrease, fd, Discordance{B: up, C: down, N: fd.N, Deff: fd.Deff}, simAlpha, simFlagMargin, 0)
 	return overall, cats, flag, byWindow
 }
 

@@ -167,25 +167,50 @@ func TestHolmLevelsMakeTheIntervalTheRejection(t *testing.T) {
 
 func TestDecideIsOneInterval(t *testing.T) {
 	t.Parallel()
-	d := Decide(RecallLoss, Diff{Est: 0.03, SE: 0.01, N: 600, Clusters: 200, Deff: 1.5}, 0.05, 0.01, 0.02, 0)
+	big := Discordance{B: 30, C: 12, N: 600, Deff: 1.5} // the split's score z = 2.27
+	d := Decide(RecallLoss, Diff{Est: 0.03, SE: 0.01, N: 600, Clusters: 200, Deff: 1.5}, big, 0.05, 0.01, 0.02)
 	require.Equal(t, LossDetected, d.Outcome)
 	require.Contains(t, d.String(), "**loss detected**")
 	require.Contains(t, d.String(), "beyond the 1.0-point margin")
 	require.Contains(t, d.String(), "600 pairs in 200 clusters, design effect 1.50")
-	d = Decide(RecallLoss, Diff{Est: 0.001, SE: 0.002}, 0.05, 0.01, 0.008, 0)
+	quiet := Discordance{B: 3, C: 3, N: 3000, Deff: 1}
+	d = Decide(RecallLoss, Diff{Est: 0.001, SE: 0.002}, quiet, 0.05, 0.01, 0.008)
 	require.Equal(t, NoLossBeyondMargin, d.Outcome)
 	require.Contains(t, d.String(), "no loss beyond the margin")
-	d = Decide(RecallLoss, Diff{Est: 0.001, SE: 0.002}, 0.05, 0.01, 0.008, 0.012)
-	require.Equal(t, Inconclusive, d.Outcome, "the floor keeps a quiet set from promising too much")
+	d = Decide(RecallLoss, Diff{Est: 0.001, SE: 0.002}, Discordance{B: 3, C: 3, N: 300, Deff: 1}, 0.05, 0.01, 0.008)
+	require.Equal(t, Inconclusive, d.Outcome, "the Wilson floor keeps a small quiet set from promising too much")
 	require.Contains(t, d.String(), "the set can only detect 0.8 points")
-	d = Decide(FlagRateIncrease, Diff{Est: 0.05, SE: 0.01}, 0.05, 0.02, 0.01, 0)
+	d = Decide(FlagRateIncrease, Diff{Est: 0.05, SE: 0.01}, Discordance{B: 40, C: 10, N: 600, Deff: 1}, 0.05, 0.02, 0.01)
 	require.Contains(t, d.String(), "**flag-rate increase detected**")
-	d = Decide(RecallLoss, Diff{Est: 0.03, SE: 0.01}, 0.01, 0.01, 0.02, 0)
+	d = Decide(RecallLoss, Diff{Est: 0.03, SE: 0.01}, big, 0.01, 0.01, 0.02)
 	d.Holm = true
 	require.Contains(t, d.String(), "99 % (Holm) CI")
 	// 0 lost of 300: the floor is Wilson's 1.26 %.
 	require.InDelta(t, 0.0126, LossFloor(0, 0, 300, 1, 0.95), 1e-4)
 	require.Greater(t, LossFloor(0, 0, 300, 3, 0.95), 0.03, "three windows per room: a third of the information")
+}
+
+// TestDecideNeedsMoreThanAFewLostPairs: three positives all lost and
+// none won have a cluster-robust standard error of zero; the score test
+// of their split (p = 0.083, McNemar's exact 0.25) does not reject, and
+// the interval says so. Six of six does (score p = 0.014, exact 0.031).
+func TestDecideNeedsMoreThanAFewLostPairs(t *testing.T) {
+	t.Parallel()
+	units := []PairedUnit{{D: 1, N: 1, Discordant: 1}, {D: 1, N: 1, Discordant: 1}, {D: 1, N: 1, Discordant: 1}}
+	d := ClusteredDiff(units)
+	require.Zero(t, d.SE)
+	three := Decide(RecallLoss, d, Discordance{B: 3, N: 3, Deff: 1}, 0.05, 0.01, 1)
+	require.NotEqual(t, LossDetected, three.Outcome)
+	require.InDelta(t, 2*Phi(-math.Sqrt(3)), three.P, 1e-12)
+	require.GreaterOrEqual(t, three.CI.Lo, -1.0)
+	six := append(units, units...)
+	d = ClusteredDiff(six)
+	require.Equal(t, LossDetected, Decide(RecallLoss, d, Discordance{B: 6, N: 6, Deff: 1}, 0.05, 0.01, 1).Outcome)
+	// One case, one cluster: nothing is known.
+	one := Decide(RecallLoss, ClusteredDiff(units[:1]), Discordance{B: 1, N: 1, Deff: 1}, 0.05, 0.01, 1)
+	require.Equal(t, Inconclusive, one.Outcome)
+	require.Less(t, one.CI.Lo, 0.0)
+	require.Equal(t, 1.0, one.CI.Hi, "the upper bound is clamped to 100 points")
 }
 
 func TestPlanIsConnorsSizeTimesTheDesignEffect(t *testing.T) {
