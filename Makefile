@@ -150,6 +150,12 @@ eval-sample: ## regenerate the sample `worker eval` report in docs/eval/sample a
 	@$(GO) build -o bin/worker ./cmd/worker
 	@$(GO) run ./deploy/local/evalsample/cmd/evalsample --worker bin/worker --out docs/eval/sample
 
+EVAL_POWER_SEEDS ?= 500
+
+.PHONY: eval-power
+eval-power: ## the power suite of `worker eval`'s decisions: the sample lake's rooms, llmsim's seeded error model, EVAL_POWER_SEEDS (500) sets per scenario, a table with Wilson intervals; fails when a property does not hold (minutes; not part of make test)
+	cd deploy/local && $(GO) run ./evalpower/cmd/evalpower --seeds $(EVAL_POWER_SEEDS)
+
 .PHONY: eval-shadow-sample
 eval-shadow-sample: ## regenerate the sample `worker eval shadow` report in docs/eval/shadow-sample: the worker on the running stack with one simulator live and one with planted mistakes as the shadow candidate (a few minutes)
 	set -o pipefail; $(GO) test -tags shadowsample -run '^TestShadowSample$$' -count=1 -timeout 25m -v ./cmd/worker/ | grep -v -e '^=== RUN' -e '^--- PASS' -e '^PASS'

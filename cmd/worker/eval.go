@@ -50,6 +50,9 @@ func runEval(ctx context.Context, args []string, getenv func(string) string, std
 	if len(args) > 0 && args[0] == "shadow" {
 		return runShadowEval(ctx, args[1:], getenv, stdout, stderr, shadowEvalDeps{})
 	}
+	if len(args) > 0 && args[0] == "plan" {
+		return runEvalPlan(ctx, args[1:], getenv, stdout, stderr)
+	}
 	var (
 		endpoints, cases, suites, prices listFlag
 		conc                             = "1,4,16"
@@ -58,6 +61,7 @@ func runEval(ctx context.Context, args []string, getenv func(string) string, std
 		title, note, feedback            string
 		notes                            listFlag
 		maxLoss                          = "1"
+		maxFlag                          = 2.0
 		seed                             = 1
 		img                              = reviewers.DefaultOptions()
 		// The run's own settings are bound to its configuration; what
@@ -66,7 +70,9 @@ func runEval(ctx context.Context, args []string, getenv func(string) string, std
 	)
 	fs := cli.NewFlagSet("worker eval", "Runs a labelled set (case files, the injection suite) through OpenAI-compatible endpoints with the\n"+
 		"production stages and prompts, and writes DIR/report.md with plots: latency, tokens, goodput, quality, injection\n"+
-		"robustness, agreement, cost, and with --reference a paired comparison and a decision line per candidate. With\n"+
+		"robustness, agreement, cost, and with --reference a paired comparison and decision lines per candidate (recall,\n"+
+		"overall and per category under Holm; flag rate), clustered by room (and account and campaign where the cases name\n"+
+		"them), with the set size the next run needs. `worker eval plan` sizes a set from a pilot's figures. With\n"+
 		"--image-hosts images pass the worker's gate; --image-inline reviews the image cases once more inline, to compare.\n"+
 		"API keys come from CHATGUARD_EVAL_<NAME>_API_KEY, never from flags.")
 	fs.Var(&endpoints, "endpoint", "an endpoint under test, name=base_url,model (repeat the flag; ';' separates several in the environment)")
@@ -85,9 +91,10 @@ func runEval(ctx context.Context, args []string, getenv func(string) string, std
 	fs.StringVar(&note, "note", "a paragraph printed under the title (say what the endpoints are)")
 	fs.StringVar(&feedback, "moderator-feedback", "lake events as JSONL; its moderator_feedback events add the agreement with moderators")
 	fs.Var(&notes, "endpoint-note", "how an endpoint is served, printed in the report: NAME=dtype=fp8,kv-cache-dtype=fp8,tp=2,spec-decode=off (free text after NAME=; repeatable)")
-	fs.StringVar(&cfg.Reference, "reference", "the endpoint the others are compared with pair by pair (intervals, McNemar, flips, a decision line each); empty: none")
+	fs.StringVar(&cfg.Reference, "reference", "the endpoint the others are compared with pair by pair (clustered intervals, flips, decision lines); empty: none")
 	fs.Float64Var(&cfg.Power, "power", "power at which the report states the smallest recall loss the set can detect")
 	fs.StringVar(&maxLoss, "max-recall-loss", "the recall loss (points) a candidate may have against --reference: N for overall and every category, then CATEGORY=N,... (e.g. 1,phishing_link=0.5)")
+	fs.Float64Var(&maxFlag, "max-flag-rate-increase", "the flag-rate increase (points of the labelled cases flagged; the moderators' load) a candidate may have against --reference")
 	img.ImageFlags(fs)
 	fs.IntVar(&seed, "seed", "seed of the paired bootstrap (the same seed gives the same intervals)")
 	if err := fs.Parse(args, getenv); errors.Is(err, cli.ErrHelp) {
@@ -101,6 +108,7 @@ func runEval(ctx context.Context, args []string, getenv func(string) string, std
 	margins, err := parseMargins(maxLoss)
 	errs = append(errs, err)
 	cfg.MaxRecallLoss = margins
+	cfg.MaxFlagRateIncrease = maxFlag / 100
 	for _, s := range endpoints {
 		ep, err := eval.ParseEndpoint(s)
 		if err != nil {

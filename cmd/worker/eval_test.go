@@ -23,6 +23,29 @@ func TestEvalUsageErrorsAreListedTogether(t *testing.T) {
 	}
 }
 
+// TestEvalPlanSizesASet: the issue's pilot (ψ 0.122, one window per room)
+// needs Connor's 1,421 positives for 90 % power on a 3-point loss; three
+// correlated windows per room (design effect 3) three times as many
+// positives in as many rooms as before.
+func TestEvalPlanSizesASet(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"eval", "plan", "--discordance", "0.122", "--loss", "3", "--margin", "1"},
+		func(string) string { return "" }, &out, &errOut)
+	require.Equal(t, 0, code, errOut.String())
+	require.Contains(t, out.String(), "| 90 % | 1421 positives in 1421 rooms |")
+	out.Reset()
+	code = run(context.Background(), []string{"eval", "plan", "--discordance", "0.122", "--design-effect", "3", "--positives-per-room", "3"},
+		func(string) string { return "" }, &out, &errOut)
+	require.Equal(t, 0, code, errOut.String())
+	require.Contains(t, out.String(), "| 90 % | 4263 positives in 1421 rooms |")
+	errOut.Reset()
+	code = run(context.Background(), []string{"eval", "plan", "--discordance", "1.5", "--design-effect", "0.5"}, func(string) string { return "" }, &out, &errOut)
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut.String(), "--discordance")
+	require.Contains(t, errOut.String(), "--design-effect")
+}
+
 // TestEvalWritesAReportWithTheKeyFromTheEnvironment runs `worker eval`
 // against a simulator that requires a key, given only through
 // CHATGUARD_EVAL_<NAME>_API_KEY, and checks the report names no key.

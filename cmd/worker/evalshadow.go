@@ -47,7 +47,7 @@ func defaultShadowEvalConfig() shadowEvalConfig {
 
 func (c *shadowEvalConfig) flags() *cli.FlagSet {
 	fs := cli.NewFlagSet("worker eval shadow", "Compares shadow reviews (--shadow-rate) with the live verdicts they mirrored and writes DIR/report.md:\n"+
-		"the offline report's paired comparison (kept flags, flips, κ, McNemar, per category, a decision line per candidate)\n"+
+		"the offline report's paired comparison (kept flags, flips, κ, per category under Holm, decision lines clustered by room)\n"+
 		"with the live path as the reference, which is agreement with live, not recall; split by whether the candidate saw\n"+
 		"pseudonymised text; and, on windows moderators decided, both sides against the latest decision. The events come\n"+
 		"from an export (--shadow-events, lake events as JSON lines) or from the lake through Athena (--from, --to).")

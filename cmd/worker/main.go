@@ -17,6 +17,8 @@
 //	                                     build a labelled set from moderators' decisions in the lake
 //	worker eval shadow --shadow-events FILE | --from DAY --to DAY [--out DIR]
 //	                                     compare shadow reviews with the live verdicts; writes a Markdown report
+//	worker eval plan --discordance PSI [--design-effect D] [--positives-per-room N] [--loss PTS] [--margin PTS]
+//	                                     the positives and rooms a set needs for 80 % and 90 % power
 //
 // Exit status: 0 after a clean drain, 1 on a start-up failure, 2 on bad
 // usage. See --help for the flags and their CHATGUARD_ variables.

@@ -7,6 +7,8 @@
 -- verdicts the hard negatives. audit is the latest decision's (false for
 -- files older than the column). The verdict side is not filtered by day: a
 -- decision may come days after its verdict.
+-- subjects and campaigns are the verdict's (keyed pseudonyms only): build-set
+-- takes the case's account and campaign cluster keys from them.
 -- Parameters: first day and last day of the decisions, inclusive, as 'YYYY-MM-DD' literals.
 SELECT
   d.room_id,
@@ -19,7 +21,9 @@ SELECT
   d.decided_category,
   d.occurred_at AS decided_at,
   d.decisions,
-  d.audit
+  d.audit,
+  v.subjects,
+  v.campaigns
 FROM (
   SELECT
     room_id, window_start, window_end, pipeline_version, decided_label, decided_category, occurred_at,
@@ -30,7 +34,8 @@ FROM (
   WHERE dt BETWEEN ? AND ?
 ) AS d
 JOIN (
-  SELECT room_id, window_start, window_end, pipeline_version, min(label) AS label, min(category) AS category
+  SELECT room_id, window_start, window_end, pipeline_version, min(label) AS label, min(category) AS category,
+    min(subjects) AS subjects, min(campaigns) AS campaigns
   FROM verdict_dedup
   WHERE status = 'done'
   GROUP BY room_id, window_start, window_end, pipeline_version

@@ -44,6 +44,24 @@ type Case struct {
 	BaseID string `json:"base_id,omitempty"`
 	// Technique is the injection technique.
 	Technique string `json:"technique,omitempty"`
+
+	// RoomID, Account and Campaign are the case's cluster keys: cases that
+	// share any of them are not independent (one room's windows, one
+	// offender's rooms, one campaign's script), and every interval and
+	// test of the paired comparison resamples them together. RoomID is
+	// the chat room; Account the keyed pseudonym of the offender or
+	// subject (never the raw id); Campaign the campaign the room belongs
+	// to where one is known. All optional for hand-made sets: a case
+	// without a room is its own cluster.
+	RoomID   string `json:"room_id,omitempty"`
+	Account  string `json:"account,omitempty"`
+	Campaign string `json:"campaign,omitempty"`
+	// Stratum and Weight are set by build-set: the stratum the case was
+	// drawn from and its sampling weight (cases available in the stratum
+	// per case written), so that recall and precision can be weighted
+	// back to the population the strata were drawn from.
+	Stratum string  `json:"stratum,omitempty"`
+	Weight  float64 `json:"weight,omitempty"`
 }
 
 // maxCaseLine bounds one JSONL line of a case file.
@@ -84,6 +102,9 @@ func (c Case) validate() error {
 	}
 	if len(c.Messages) == 0 {
 		errs = append(errs, errors.New("no messages"))
+	}
+	if c.Weight < 0 {
+		errs = append(errs, fmt.Errorf("weight %v is negative", c.Weight))
 	}
 	if c.Truth != nil && !slices.Contains([]pipeline.Label{pipeline.LabelAbusive, pipeline.LabelSuspicious, pipeline.LabelClean}, c.Truth.Label) {
 		errs = append(errs, fmt.Errorf("truth label %q is unknown", c.Truth.Label))

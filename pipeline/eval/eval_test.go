@@ -205,7 +205,9 @@ func TestRunAndReportAgainstTheSimulator(t *testing.T) {
 	require.Contains(t, string(md), "SIMULATED")
 	require.Contains(t, string(md), "## Injection robustness")
 	require.Contains(t, string(md), "| a | "+sim.BaseURL+" | m | 0.0-sim | 32768 | dtype=bf16,tp=1 |")
-	require.Contains(t, string(md), "- b, **overall**: **inconclusive**: the set can only detect", "one positive case cannot decide")
+	require.Contains(t, string(md), "- b, **overall** recall: **inconclusive**: the set can only detect", "one positive case cannot decide")
+	require.Contains(t, string(md), "clustered by **case (the set names no room_id")
+	require.Contains(t, string(md), "### Set size for the next run")
 	require.Contains(t, string(md), "| a | a (repetition 2) | 6 | 0 | 0.0% |")
 	for _, p := range []string{"ttft.png", "wall.png", "goodput.png"} {
 		fi, err := os.Stat(filepath.Join(dir, p))
@@ -251,7 +253,9 @@ func TestPairedComparisonDecides(t *testing.T) {
 	o := s.Paired[0]
 	require.Equal(t, "overall", o.Category)
 	require.Equal(t, 300, o.Positives)
-	require.Equal(t, [2]int{30, 0}, [2]int{o.B, o.C})
+	require.Equal(t, [2]int{60, 0}, [2]int{o.B, o.C}, "both repetitions, as the estimate counts them")
+	require.Equal(t, 600, o.Decision.Pairs)
+	require.Equal(t, 300, o.Decision.Clusters, "a repetition is not a cluster of its own")
 	require.InDelta(t, 0.1, o.Decision.Loss, 1e-9)
 	require.Equal(t, stats.LossDetected, o.Decision.Outcome)
 	require.Less(t, o.Deltas.Recall.Hi, 0.0, "the bootstrap interval of the delta excludes 0")
@@ -266,6 +270,104 @@ func TestPairedComparisonDecides(t *testing.T) {
 	few := Summarise(pairedResult(2))
 	require.Equal(t, stats.Inconclusive, few.Paired[0].Decision.Outcome, "2 of 300: neither significant nor bounded below 1 point")
 	require.Positive(t, few.Paired[0].NeededN)
+}
+
+// TestPairedDecisionsClusterByRoomAccountAndCampaign: the same loss on
+// three windows per room is one third of the evidence; cases sharing an
+// account or a campaign are one cluster.
+func TestPairedDecisionsClusterByRoomAccountAndCampaign(t *testing.T) {
+	t.Parallel()
+	flat := Summarise(pairedResult(30)).Paired[0]
+	res := pairedResult(30)
+	for i := range res.Cases {
+		res.Cases[i].RoomID = fmt.Sprintf("room%03d", i/3) // windows 0-2 of a room
+	}
+	rooms := Summarise(res).Paired[0]
+	require.Equal(t, "room", rooms.Clustering)
+	require.Equal(t, 100, rooms.Decision.Clusters, "300 positives in 100 rooms")
+	require.InDelta(t, flat.Decision.Loss, rooms.Decision.Loss, 1e-12, "the estimate does not move")
+	require.Greater(t, rooms.Decision.CI.Hi-rooms.Decision.CI.Lo, 1.5*(flat.Decision.CI.Hi-flat.Decision.CI.Lo),
+		"three windows failing together are not three pieces of evidence")
+	require.Greater(t, rooms.Decision.Deff, 2.0)
+
+	cl := clusterCases([]Case{
+		{ID: "a", RoomID: "r1", Truth: &Truth{}}, {ID: "b", RoomID: "r2", Account: "hmac:x", Truth: &Truth{}},
+		{ID: "c", RoomID: "r3", Account: "hmac:x", Campaign: "hmac:k", Truth: &Truth{}}, {ID: "d", RoomID: "r4", Campaign: "hmac:k", Truth: &Truth{}},
+		{ID: "e", Truth: &Truth{}},
+	})
+	require.Equal(t, 3, cl.n, "r1; r2, r3 and r4 by account then campaign; e alone")
+	require.Equal(t, cl.of["b"], cl.of["d"])
+	require.NotEqual(t, cl.of["a"], cl.of["b"])
+	require.Equal(t, "room, account and campaign (cases sharing any of them form one cluster)", cl.name)
+}
+
+// TestFlagRateDecisionSeesACandidateThatFlagsEverything: equal recall,
+// every clean case flagged: the recall decision cannot see it, the flag
+// rate's does.
+func TestFlagRateDecisionSeesACandidateThatFlagsEverything(t *testing.T) {
+	t.Parallel()
+	res := pairedResult(0)
+	for i := range res.Reviews {
+		r := &res.Reviews[i]
+		if r.Endpoint == "cand" && r.Case.Truth.Label == pipeline.LabelClean {
+			r.Verdict.Label, r.Verdict.Category = pipeline.LabelAbusive, pipeline.CategorySpam
+		}
+	}
+	res.Config.MaxFlagRateIncrease = 0.02
+	o := Summarise(res).Paired[0]
+	require.NotEqual(t, stats.LossDetected, o.Decision.Outcome)
+	require.NotNil(t, o.FlagRate)
+	require.Equal(t, stats.LossDetected, o.FlagRate.Outcome)
+	require.InDelta(t, 0.25, o.FlagRate.Loss, 1e-12, "100 more flags in 400 cases")
+	require.InDelta(t, 0.75, o.RefFlagRate, 1e-12)
+	require.Contains(t, o.FlagRate.String(), "**flag-rate increase detected**")
+}
+
+// TestCategoriesAreDecidedUnderHolm: with several categories each
+// category's interval is stated at its Holm level, wider than α's.
+func TestCategoriesAreDecidedUnderHolm(t *testing.T) {
+	t.Parallel()
+	res := pairedResult(30)
+	for i := range res.Cases {
+		if i%2 == 1 && res.Cases[i].Truth.Label != pipeline.LabelClean {
+			res.Cases[i].Truth.Category = pipeline.CategoryPhishingLink
+		}
+	}
+	for i := range res.Reviews {
+		r := &res.Reviews[i]
+		if r.Verdict.Label != pipeline.LabelClean {
+			r.Verdict.Category = r.Case.Truth.Category
+		}
+	}
+	ps := Summarise(res).Paired
+	require.Len(t, ps, 3)
+	require.False(t, ps[0].Decision.Holm, "overall is primary, at α")
+	require.InDelta(t, Alpha, ps[0].Decision.Alpha, 1e-12)
+	for _, p := range ps[1:] {
+		require.True(t, p.Decision.Holm)
+		require.Less(t, p.Decision.Alpha, Alpha+1e-12)
+	}
+	require.Contains(t, ps[1].Decision.String(), "(Holm)")
+}
+
+func TestWeightedRecallUsesTheStrataWeights(t *testing.T) {
+	t.Parallel()
+	res := pairedResult(30)
+	for i := range res.Cases {
+		res.Cases[i].Weight = 1
+		if i < 30 {
+			res.Cases[i].Weight = 9 // the cases cand misses stand for many more
+		}
+	}
+	s := Summarise(res)
+	require.Len(t, s.Weighted, 2)
+	cand := s.Weighted[1]
+	require.Equal(t, "cand", cand.Endpoint)
+	require.InDelta(t, 0.9, cand.Recall, 1e-12)
+	require.InDelta(t, 270.0/(270+270), cand.WeightedRecall, 1e-12)
+	var b strings.Builder
+	writeWeighted(&b, s)
+	require.Contains(t, b.String(), "| cand | 0.900 | 0.500 |")
 }
 
 func withMargin(r Result, m float64) Result {

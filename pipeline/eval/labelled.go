@@ -3,6 +3,7 @@ package eval
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -51,11 +52,15 @@ type Decision struct {
 	// Audit is true when the latest decision was made on a console audit
 	// item.
 	Audit bool
+	// Account and Campaign are the verdict's cluster keys: the first of
+	// its subjects' keyed pseudonyms and the smallest of its campaign
+	// marks (keyed pseudonyms too), empty when it had none.
+	Account, Campaign string
 }
 
 // decisionColumns are labelled_decisions' columns, in order.
 var decisionColumns = []string{"room_id", "window_start", "window_end", "pipeline_version", "verdict_label", "verdict_category",
-	"decided_label", "decided_category", "decided_at", "decisions", "audit"}
+	"decided_label", "decided_category", "decided_at", "decisions", "audit", "subjects", "campaigns"}
 
 // athenaTime is how Athena (and its stand-in) print a timestamp.
 const athenaTime = "2006-01-02 15:04:05.000"
@@ -109,7 +114,50 @@ func parseDecision(r []string) (Decision, error) {
 	if d.Key.RoomID == "" {
 		errs = append(errs, errors.New("room_id is empty"))
 	}
+	d.Account = firstSubject(r[11])
+	camp, err := firstCampaign(r[12])
+	d.Campaign = camp
+	errs = append(errs, err)
 	return d, errors.Join(errs...)
+}
+
+// firstSubject is the smallest of the comma-separated subject pseudonyms,
+// or "" when there is none or one is not a keyed pseudonym (a raw id must
+// not travel into a set).
+func firstSubject(s string) string {
+	var out string
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if !pipeline.IsSubjectPseudonym(p) {
+			return ""
+		}
+		if out == "" || p < out {
+			out = p
+		}
+	}
+	return out
+}
+
+// firstCampaign is the smallest mark of the verdict's campaigns column (a
+// JSON array of {kind, mark, rooms, senders}), "" when there is none.
+func firstCampaign(s string) (string, error) {
+	if strings.TrimSpace(s) == "" {
+		return "", nil
+	}
+	var cs []pipeline.VerdictCampaign
+	if err := json.Unmarshal([]byte(s), &cs); err != nil {
+		return "", fmt.Errorf("campaigns: %w", err)
+	}
+	out := ""
+	for _, c := range cs {
+		if c.Mark != "" && (out == "" || c.Mark < out) {
+			out = c.Mark
+		}
+	}
+	return out, nil
 }
 
 // Stratum names the stratum of a decision: StratumClean for an audit item
@@ -199,13 +247,19 @@ func BuildSet(ctx context.Context, decisions []Decision, chat pipeline.ChatSourc
 				continue
 			}
 			cases = append(cases, Case{ID: caseID(d.Key), Source: SourceModerators,
-				Truth: &Truth{Label: d.DecidedLabel, Category: d.DecidedCategory}, Messages: maskMessages(msgs)})
+				Truth: &Truth{Label: d.DecidedLabel, Category: d.DecidedCategory}, Messages: maskMessages(msgs),
+				RoomID: d.Key.RoomID, Account: d.Account, Campaign: d.Campaign, Stratum: name})
 			c.Written++
 			if name == StratumClean && d.DecidedLabel != pipeline.LabelClean {
 				c.MissedPositives++
 			}
 		}
 		counts = append(counts, c)
+		// The sampling weight: decisions available in the stratum per
+		// case written, so that weighted figures speak for the stratum.
+		for i := len(cases) - c.Written; i < len(cases); i++ {
+			cases[i].Weight = float64(c.Available) / float64(c.Written)
+		}
 	}
 	return cases, counts, nil
 }

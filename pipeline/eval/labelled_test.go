@@ -34,19 +34,29 @@ func TestParseDecisionsNamesTheProblem(t *testing.T) {
 	t.Parallel()
 	_, err := ParseDecisions([][]string{{"room_id"}})
 	require.ErrorContains(t, err, "want the columns")
-	row := []string{"r1", "2026-11-01 10:00:00.000", "2026-11-01 11:00:00.000", "v1", "abusive", "spam", "clean", "clean", "2026-11-02 09:00:00.123", "2", "true"}
+	row := []string{"r1", "2026-11-01 10:00:00.000", "2026-11-01 11:00:00.000", "v1", "abusive", "spam", "clean", "clean", "2026-11-02 09:00:00.123", "2", "true",
+		"hmac:bbbbbbbbbbbbbbbbbbbbbbbb,hmac:aaaaaaaaaaaaaaaaaaaaaaaa", `[{"kind":"phone","mark":"hmac:cccccccccccccccccccccccc","rooms":3,"senders":2}]`}
 	ds, err := ParseDecisions([][]string{decisionColumns, row})
 	require.NoError(t, err)
 	require.Equal(t, 2, ds[0].Decisions)
+	require.Equal(t, "hmac:aaaaaaaaaaaaaaaaaaaaaaaa", ds[0].Account, "the smallest subject")
+	require.Equal(t, "hmac:cccccccccccccccccccccccc", ds[0].Campaign)
+	raw := append([]string{}, row...)
+	raw[11], raw[12] = "user-123", ""
+	ds, err = ParseDecisions([][]string{decisionColumns, raw})
+	require.NoError(t, err)
+	require.Empty(t, ds[0].Account, "a raw id is not a cluster key")
+	require.Empty(t, ds[0].Campaign)
 	require.True(t, ds[0].Audit)
 	require.Equal(t, 123e6, float64(ds[0].DecidedAt.Nanosecond()))
 	bad := append([]string{}, row...)
-	bad[1], bad[6], bad[10] = "yesterday", "evil", "maybe"
+	bad[1], bad[6], bad[10], bad[12] = "yesterday", "evil", "maybe", "[{"
 	_, err = ParseDecisions([][]string{decisionColumns, row, bad})
 	require.ErrorContains(t, err, "row 2")
 	require.ErrorContains(t, err, `decided_label "evil" is unknown`)
 	require.ErrorContains(t, err, `"yesterday"`)
 	require.ErrorContains(t, err, `audit "maybe"`)
+	require.ErrorContains(t, err, "campaigns:")
 }
 
 func TestReportSaysModeratorCasesAreMasked(t *testing.T) {

@@ -89,6 +89,55 @@ type Summary struct {
 	// also holds each endpoint's repetition-to-repetition noise floor).
 	Paired []Paired
 	Flips  []Flips
+	// Weighted is each endpoint's production-weighted recall and
+	// precision, for a set whose cases carry sampling weights.
+	Weighted []Weighted
+}
+
+// Weighted is one endpoint's recall and precision on the set as drawn and
+// weighted back by the strata's sampling weights.
+type Weighted struct {
+	Endpoint                          string
+	Recall, Precision                 float64
+	WeightedRecall, WeightedPrecision float64
+}
+
+// weighted is the endpoint's overall recall and precision, plain and
+// weighted by Case.Weight, over the labelled cases of got; ok false when
+// no case carries a weight.
+func weighted(ep string, cases []Case, got map[string]Review) (Weighted, bool) {
+	var tp, fp, fn, wtp, wfp, wfn float64
+	any := false
+	for i := range cases {
+		c := &cases[i]
+		if c.Truth == nil {
+			continue
+		}
+		w := c.Weight
+		if w > 0 {
+			any = true
+		} else {
+			w = 1
+		}
+		r, ok := got[c.ID]
+		pf, tf := flagged(r, ok), c.Truth.Label != pipeline.LabelClean
+		switch {
+		case pf && tf:
+			tp, wtp = tp+1, wtp+w
+		case pf && !tf:
+			fp, wfp = fp+1, wfp+w
+		case !pf && tf:
+			fn, wfn = fn+1, wfn+w
+		}
+	}
+	fr := func(a, b float64) float64 {
+		if b == 0 {
+			return 0
+		}
+		return a / b
+	}
+	return Weighted{Endpoint: ep, Recall: fr(tp, tp+fn), Precision: fr(tp, tp+fp),
+		WeightedRecall: fr(wtp, wtp+wfn), WeightedPrecision: fr(wtp, wtp+wfp)}, any
 }
 
 // Summarise computes the report's figures from a result. Quality,
@@ -131,6 +180,9 @@ func Summarise(res Result) Summary {
 	for _, ep := range res.Endpoints {
 		s.Quality = append(s.Quality, quality(ep.Name, res.Cases, first[ep.Name])...)
 		s.Robustness = append(s.Robustness, robustness(ep.Name, res.Cases, first[ep.Name]))
+		if w, ok := weighted(ep.Name, res.Cases, first[ep.Name]); ok {
+			s.Weighted = append(s.Weighted, w)
+		}
 	}
 	for i, a := range res.Endpoints {
 		for _, b := range res.Endpoints[i+1:] {

@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"math"
 	"slices"
 
 	"github.com/chatguard/chatguard/pipeline"
@@ -28,20 +29,39 @@ type Paired struct {
 	Positives int
 	// Ref and Cand are the counts over every repetition at the lowest
 	// concurrency; the intervals are Wilson's of their recall and
-	// precision.
+	// precision, widened by the clusters' design effect.
 	Ref, Cand                   stats.Counts
 	RefRecall, CandRecall       stats.Interval
 	RefPrecision, CandPrecision stats.Interval
-	// Deltas are candidate minus reference, bootstrapped by room.
+	// Deltas are candidate minus reference, bootstrapped by cluster
+	// (descriptive: the decision is made from Decision's interval).
 	Deltas stats.Deltas
-	// B and C are the discordant positives of the first repetition:
-	// found by the reference and missed by the candidate, and the reverse.
+	// B and C are the discordant positives over every repetition: found
+	// by the reference and missed by the candidate, and the reverse.
 	B, C int
-	// Decision is the non-inferiority decision on recall.
+	// Decision is the non-inferiority decision on recall: the primary
+	// one for "overall", under Holm's procedure for a category.
 	Decision stats.Decision
+	// FlagRate is, for "overall" only, the decision on the flag rate
+	// (the moderators' load): the candidate's share of labelled cases
+	// flagged minus the reference's, against its own margin.
+	FlagRate *stats.Decision
+	// RefFlagRate and CandFlagRate are the flag rates themselves
+	// ("overall" only).
+	RefFlagRate, CandFlagRate float64
 	// NeededN is how many positives a loss of the margin needs to be
-	// detected at the run's power (Connor's approximation).
+	// detected at the run's power, clustered (Connor's approximation
+	// times the design effect).
 	NeededN int
+	// Clustering names the clusters the intervals resample.
+	Clustering string
+
+	recall, flag     stats.Diff
+	recallDisc       stats.Discordance
+	flagDisc         stats.Discordance
+	psi, margin      float64
+	flagUp, flagDown int
+	flagN            int
 }
 
 // Flips compares the labels two runs gave the same cases: two endpoints,
@@ -105,7 +125,10 @@ func categories(cases []Case) []string {
 	return append([]string{"overall"}, out...)
 }
 
-// pairedAll compares every endpoint but the reference with it.
+// pairedAll compares every endpoint but the reference with it: per
+// candidate, the overall recall decision (primary, at α), the flag-rate
+// decision (at α), and the categories' recall decisions under Holm's
+// procedure at familywise α.
 func pairedAll(res Result, conc int) []Paired {
 	ref := res.Config.Reference
 	if ref == "" {
@@ -113,26 +136,72 @@ func pairedAll(res Result, conc int) []Paired {
 	}
 	refR := reviewsByRep(res, ref, conc)
 	noise := noiseFloor(res.Cases, refR)
+	cl := clusterCases(res.Cases)
 	var out []Paired
 	for _, ep := range res.Endpoints {
 		if ep.Name == ref {
 			continue
 		}
 		candR := reviewsByRep(res, ep.Name, conc)
+		var ps []Paired
 		for _, cat := range categories(res.Cases) {
-			out = append(out, paired(res, refR, candR, ep.Name, cat, noise[cat]))
+			ps = append(ps, paired(res, refR, candR, ep.Name, cat, cl))
 		}
+		out = append(out, decideAll(ps, res.Config, noise)...)
 	}
 	return out
 }
 
-// paired compares cand with ref on one category. noisePsi is the
-// reference's own share of positives that flip between repetitions: the
-// minimum detectable effect uses the larger of it and the observed
-// discordance, so an unlucky quiet sample does not promise too much.
-func paired(res Result, ref, cand byRep, name, cat string, noisePsi float64) Paired {
-	p := Paired{Candidate: name, Category: cat}
-	clusters := map[string]*stats.Cluster{}
+// decideAll decides one candidate's comparisons: ps[0] is "overall".
+func decideAll(ps []Paired, cfg Config, noise map[string]float64) []Paired {
+	pw := power(cfg)
+	decideRecall(&ps[0], Alpha, pw, noise[ps[0].Category])
+	o := &ps[0]
+	fpsi := ratio(o.flagUp, o.flagN)
+	fd := stats.Decide(stats.FlagRateIncrease, o.flag, o.flagDisc, Alpha, cfg.MaxFlagRateIncrease,
+		stats.WaldMDE(o.flag.N, fpsi, o.flag.Deff, Alpha, pw))
+	o.FlagRate = &fd
+	holmCategories(ps[1:], pw, noise)
+	return ps
+}
+
+// holmCategories decides the categories' recall under Holm's procedure at
+// familywise α: each interval is stated at its Holm step's level, so that
+// "loss detected" is exactly Holm's rejection.
+func holmCategories(cats []Paired, pw float64, noise map[string]float64) {
+	pvals := make([]float64, len(cats))
+	for i := range cats {
+		pvals[i] = cats[i].recallDisc.P(cats[i].recall)
+	}
+	levels := stats.Holm(pvals, Alpha)
+	for i := range cats {
+		decideRecall(&cats[i], levels[i], pw, noise[cats[i].Category])
+		cats[i].Decision.Holm = len(cats) > 1
+	}
+}
+
+// decideRecall makes p's recall decision at level alpha; noisePsi is the
+// reference's own repetition-to-repetition discordance, a floor under the
+// observed one for the MDE so that an unlucky quiet sample does not
+// promise too much.
+func decideRecall(p *Paired, alpha, pw, noisePsi float64) {
+	psi := max(noisePsi, p.psi)
+	mde := stats.WaldMDE(p.recall.N, psi, p.recall.Deff, alpha, pw)
+	p.Decision = stats.Decide(stats.RecallLoss, p.recall, p.recallDisc, alpha, p.margin, mde)
+	p.NeededN = int(math.Ceil(float64(stats.PairedN(p.margin, psi, alpha, pw)) * max(p.recall.Deff, 1)))
+}
+
+// caseRep is one labelled case's outcomes in one repetition.
+type caseRep struct {
+	cluster int
+	ca, cb  stats.Counts
+	rep     int
+}
+
+// paired compares cand with ref on one category, clustered by cl.
+func paired(res Result, ref, cand byRep, name, cat string, cl clustering) Paired {
+	p := Paired{Candidate: name, Category: cat, Clustering: cl.name, margin: res.Config.MaxRecallLoss.For(cat)}
+	var reps []caseRep
 	for rep, rr := range ref {
 		for i := range res.Cases {
 			c := &res.Cases[i]
@@ -144,65 +213,70 @@ func paired(res Result, ref, cand byRep, name, cat string, noisePsi float64) Pai
 			if !okA && !okB {
 				continue // neither reviewed it in this repetition
 			}
-			ca, cb := caseCounts(c, a, okA, cat), caseCounts(c, b, okB, cat)
-			cl := clusters[c.ID] // a room, with every repetition of it
-			if cl == nil {
-				cl = &stats.Cluster{}
-				clusters[c.ID] = cl
-			}
-			cl.A, cl.B = cl.A.Add(ca), cl.B.Add(cb)
-			p.Ref, p.Cand = p.Ref.Add(ca), p.Cand.Add(cb)
-			if rep == 0 && ca.TP+ca.FN > 0 {
-				p.Positives++
-				p.B += b2i(ca.TP == 1 && cb.TP == 0)
-				p.C += b2i(ca.TP == 0 && cb.TP == 1)
-			}
+			reps = append(reps, caseRep{cluster: cl.of[c.ID], ca: caseCounts(c, a, okA, cat), cb: caseCounts(c, b, okB, cat), rep: rep})
 		}
 	}
-	return finishPaired(p, sortedClusters(clusters), res.Config, noisePsi)
+	return fromReps(p, reps, cl.n, res.Config)
 }
 
-func sortedClusters(m map[string]*stats.Cluster) []stats.Cluster {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+// fromReps fills p's counts, clustered differences and intervals from the
+// case repetitions, n clusters.
+func fromReps(p Paired, reps []caseRep, n int, cfg Config) Paired {
+	clusters := make([]stats.Cluster, n)
+	recall, flag := make([]stats.PairedUnit, n), make([]stats.PairedUnit, n)
+	posK, posN := make([]int, n), make([]int, n)
+	for _, r := range reps {
+		ca, cb, k := r.ca, r.cb, r.cluster
+		clusters[k].A, clusters[k].B = clusters[k].A.Add(ca), clusters[k].B.Add(cb)
+		p.Ref, p.Cand = p.Ref.Add(ca), p.Cand.Add(cb)
+		if ca.TP+ca.FN > 0 {
+			d := ca.TP - cb.TP
+			recall[k].D += float64(d)
+			recall[k].N++
+			recall[k].Discordant += b2i(d != 0)
+			p.B += b2i(d > 0)
+			p.C += b2i(d < 0)
+			posK[k] += ca.TP
+			posN[k]++
+			if r.rep == 0 {
+				p.Positives++
+			}
+		}
+		fa, fb := ca.TP+ca.FP, cb.TP+cb.FP // "overall": flagged or not
+		flag[k].D += float64(fb - fa)
+		flag[k].N++
+		flag[k].Discordant += b2i(fa != fb)
+		p.flagUp += b2i(fb > fa)
+		p.flagDown += b2i(fb < fa)
+		p.flagN++
+		p.RefFlagRate += float64(fa)
+		p.CandFlagRate += float64(fb)
 	}
-	slices.Sort(keys) // map order must not move a seeded bootstrap
-	out := make([]stats.Cluster, len(keys))
-	for i, k := range keys {
-		out[i] = *m[k]
+	if p.flagN > 0 {
+		p.RefFlagRate /= float64(p.flagN)
+		p.CandFlagRate /= float64(p.flagN)
 	}
-	return out
-}
-
-// finishPaired adds the intervals, the test and the decision to counts.
-func finishPaired(p Paired, clusters []stats.Cluster, cfg Config, noisePsi float64) Paired {
+	p.recall, p.flag = stats.ClusteredDiff(recall), stats.ClusteredDiff(flag)
 	conf := 1 - Alpha
-	p.RefRecall = wilson(p.Ref.TP, p.Ref.TP+p.Ref.FN, conf)
-	p.CandRecall = wilson(p.Cand.TP, p.Cand.TP+p.Cand.FN, conf)
-	p.RefPrecision = wilson(p.Ref.TP, p.Ref.TP+p.Ref.FP, conf)
-	p.CandPrecision = wilson(p.Cand.TP, p.Cand.TP+p.Cand.FP, conf)
-	p.Deltas = stats.PairedBootstrap(clusters, Resamples, conf, cfg.Seed)
-	power := cfg.Power
-	if power == 0 {
-		power = DefaultPower
-	}
-	psi := noisePsi
+	// The floor never counts a repetition as new evidence: with no
+	// discordance there is no variance to show that repetitions agree,
+	// so the floor's design effect is at least the repetitions per case.
+	perCase := 1.0
 	if p.Positives > 0 {
-		psi = max(psi, float64(p.B+p.C)/float64(p.Positives))
+		perCase = float64(p.recall.N) / float64(p.Positives)
 	}
-	margin := cfg.MaxRecallLoss.For(p.Category)
-	loss := p.Ref.Recall() - p.Cand.Recall()
-	lossCI := stats.LossInterval(p.Deltas.Recall, p.B, p.C, p.Positives, conf)
-	mde := stats.MDE(p.Positives, psi, Alpha, power)
-	p.Decision = stats.Decide(loss, lossCI, stats.McNemarExact(p.B, p.C), Alpha, margin, mde, p.Positives)
-	p.NeededN = stats.PairedN(margin, psi, Alpha, power)
+	p.recallDisc = stats.Discordance{B: p.B, C: p.C, N: p.recall.N, Deff: max(p.recall.Deff, perCase)}
+	p.flagDisc = stats.Discordance{B: p.flagUp, C: p.flagDown, N: p.flag.N, Deff: max(p.flag.Deff, perCase)}
+	p.psi = ratio(p.B+p.C, p.recall.N)
+	deff := stats.ProportionDeff(posK, posN)
+	p.RefRecall = stats.ClusteredWilson(p.Ref.TP, p.Ref.TP+p.Ref.FN, deff, conf)
+	p.CandRecall = stats.ClusteredWilson(p.Cand.TP, p.Cand.TP+p.Cand.FN, deff, conf)
+	p.RefPrecision = stats.ClusteredWilson(p.Ref.TP, p.Ref.TP+p.Ref.FP, deff, conf)
+	p.CandPrecision = stats.ClusteredWilson(p.Cand.TP, p.Cand.TP+p.Cand.FP, deff, conf)
+	if rs := cfg.resamples(); rs > 0 {
+		p.Deltas = stats.PairedBootstrap(clusters, rs, conf, cfg.Seed)
+	}
 	return p
-}
-
-func wilson(k, n int, conf float64) stats.Interval {
-	lo, hi := stats.Wilson(k, n, conf)
-	return stats.Interval{Lo: lo, Hi: hi}
 }
 
 // noiseFloor is, per category, the share of the reference's positives

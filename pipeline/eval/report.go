@@ -223,6 +223,22 @@ func writeQuality(b *strings.Builder, _ Result, s Summary, _ ReportOptions) {
 	for _, q := range s.Quality {
 		fmt.Fprintf(b, "| %s | %s | %d | %d | %d | %d | %.3f | %.3f | %.3f |\n", q.Endpoint, q.Category, q.Support, q.TP, q.FP, q.FN, q.Precision, q.Recall, q.F1)
 	}
+	writeWeighted(b, s)
+}
+
+// writeWeighted is the production-weighted recall and precision of a
+// stratified set (build-set's weights), beside the set's own.
+func writeWeighted(b *strings.Builder, s Summary) {
+	if len(s.Weighted) == 0 {
+		return
+	}
+	b.WriteString("\nThe set is stratified (`worker eval build-set`): each stratum was drawn at its own rate, so the set's own recall and " +
+		"precision weigh a rare stratum as much as a common one. Weighted: each case counts by its stratum's sampling weight " +
+		"(decisions available in the stratum per case written), which gives the figures of the decided windows the strata were drawn from.\n\n")
+	b.WriteString("| endpoint | set recall | weighted recall | set precision | weighted precision |\n| --- | ---: | ---: | ---: | ---: |\n")
+	for _, w := range s.Weighted {
+		fmt.Fprintf(b, "| %s | %.3f | %.3f | %.3f | %.3f |\n", w.Endpoint, w.Recall, w.WeightedRecall, w.Precision, w.WeightedPrecision)
+	}
 }
 
 func writeRobustness(b *strings.Builder, _ Result, s Summary, _ ReportOptions) {

@@ -42,18 +42,31 @@ func writeDecisions(b *strings.Builder, res Result, s Summary, _ ReportOptions) 
 		b.WriteString("No `--reference` was given, so no endpoint is compared pair by pair and no decision is made.\n")
 		return
 	}
-	fmt.Fprintf(b, "Each candidate against **%s** on recall, the same cases on both: non-inferiority at a margin of %s points "+
-		"(per category where `--max-recall-loss` names one). *No loss beyond the margin*: the loss's 95 %% interval "+
-		"(bootstrap by room, %d resamples, seed %d) ends below the margin; *loss detected*: McNemar's exact test finds the loss "+
-		"significant at α %.2f; otherwise *inconclusive*, with the smallest loss this set could detect at power %.2f. "+
+	clustering := "room"
+	if len(s.Paired) > 0 {
+		clustering = s.Paired[0].Clustering
+	}
+	fmt.Fprintf(b, "Each candidate against **%s**, the same cases on both, every repetition counted alike in estimate and interval. "+
+		"Each line is decided from **one interval**, clustered by **%s**: *loss detected* when the interval of the loss "+
+		"(reference minus candidate) lies above zero; *no loss beyond the margin* when it lies below the margin; "+
+		"*inconclusive* otherwise, with the smallest loss this set could detect at power %.2f. "+
+		"The p-value is the test the interval inverts (they cannot disagree). "+
+		"The **overall** recall decision is primary, at α %.2f (margin %s points; per category where `--max-recall-loss` names one); "+
+		"the per-category lines are secondary, under Holm's procedure at familywise α %.2f (each interval stated at its Holm step's level). "+
+		"The flag-rate line decides the moderators' load: the share of labelled cases the candidate flags, minus the reference's, "+
+		"against `--max-flag-rate-increase` (%s points), so a candidate that buys recall with false flags is seen. "+
+		"How to read them, and what each cannot conclude: docs/operations.md, *Reading the decision lines*. "+
 		"Latency, goodput and cost are in the tables below.\n\n",
-		ref, pts(res.Config.MaxRecallLoss.Default), Resamples, res.Config.Seed, Alpha, power(res.Config))
+		ref, clustering, power(res.Config), Alpha, pts(res.Config.MaxRecallLoss.Default), Alpha, pts(res.Config.MaxFlagRateIncrease))
 	for _, p := range s.Paired {
 		name := p.Category
 		if name == "overall" {
-			name = "**overall**"
+			name = "**overall** recall"
 		}
 		fmt.Fprintf(b, "- %s, %s: %s\n", p.Candidate, name, p.Decision)
+		if p.FlagRate != nil {
+			fmt.Fprintf(b, "- %s, **flag rate** (%s %% of labelled cases against %s %%): %s\n", p.Candidate, pts(p.CandFlagRate), pts(p.RefFlagRate), *p.FlagRate)
+		}
 	}
 }
 
@@ -68,18 +81,20 @@ func writePaired(b *strings.Builder, res Result, s Summary, _ ReportOptions) {
 	if len(s.Paired) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "\n## Paired comparison with %s\n\nPoints (%%), 95 %% intervals: Wilson for each endpoint's recall and precision "+
-		"(every repetition at the lowest concurrency), the paired bootstrap by room for the deltas (candidate minus reference). "+
-		"Only ref / only cand: positives of the first repetition found by one of the two (McNemar's pairs). "+
-		"MDE: the smallest recall loss this set detects at power %.2f; needed: positives a loss of the margin needs "+
-		"(Connor's normal approximation for paired proportions).\n\n", res.Config.Reference, power(res.Config))
+	fmt.Fprintf(b, "\n## Paired comparison with %s\n\nPoints (%%), 95 %% intervals clustered by %s: Wilson for each endpoint's recall and precision "+
+		"(every repetition at the lowest concurrency) with the sample shrunk by the clusters' design effect, the paired bootstrap "+
+		"resampling whole clusters for the deltas (candidate minus reference; descriptive: the decision lines above are made from their own interval). "+
+		"Only ref / only cand: positive case repetitions found by one of the two. "+
+		"MDE: the smallest recall loss this set detects at power %.2f at its decision's level; needed: positives a loss of the margin needs "+
+		"(Connor's normal approximation for paired proportions, times the design effect).\n\n", res.Config.Reference, s.Paired[0].Clustering, power(res.Config))
 	writePairedTable(b, s.Paired)
+	writePlan(b, res, s)
 }
 
 // writePairedTable is the paired comparison's table, one row per
 // candidate and category.
 func writePairedTable(b *strings.Builder, ps []Paired) {
-	b.WriteString("| candidate | category | positives | ref recall | cand recall | ref precision | cand precision | Δ recall | Δ precision | Δ F1 | only ref | only cand | McNemar p | MDE | needed |\n")
+	b.WriteString("| candidate | category | positives | ref recall | cand recall | ref precision | cand precision | Δ recall | Δ precision | Δ F1 | only ref | only cand | p | MDE | needed |\n")
 	b.WriteString("| --- | --- | ---: | --- | --- | --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, p := range ps {
 		fmt.Fprintf(b, "| %s | %s | %d | %s %s | %s %s | %s %s | %s %s | %s %s | %s %s | %s %s | %d | %d | %.3g | %s | %d |\n",
@@ -89,6 +104,44 @@ func writePairedTable(b *strings.Builder, ps []Paired) {
 			pts(p.Cand.Recall()-p.Ref.Recall()), ci(p.Deltas.Recall), pts(p.Cand.Precision()-p.Ref.Precision()), ci(p.Deltas.Precision),
 			pts(p.Cand.F1()-p.Ref.F1()), ci(p.Deltas.F1), p.B, p.C, p.Decision.P, pts(p.Decision.MDE), p.NeededN)
 	}
+}
+
+// writePlan sizes the next set from this run as a pilot: its discordance,
+// design effect and positives per cluster, for each candidate's overall
+// comparison.
+func writePlan(b *strings.Builder, res Result, s Summary) {
+	fmt.Fprintf(b, "\n### Set size for the next run\n\nThis run as a pilot: the positives (and clusters) a set needs to detect a recall loss of "+
+		"the margin, and to show *no loss beyond the margin* when there is none, at 80 %% and 90 %% power, clustered as above "+
+		"(Connor's paired sample size at the observed discordance ψ, times the design effect). "+
+		"`worker eval plan` computes the same from figures given on the command line.\n\n")
+	b.WriteString("| candidate | ψ | design effect | positives per cluster | margin | power | detect a loss of the margin | show no loss beyond it |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | --- | --- |\n")
+	for _, p := range s.Paired {
+		if p.Category != "overall" {
+			continue
+		}
+		in := PlanFrom(p, res.Config)
+		for _, r := range stats.Plan(in, 0.8, 0.9) {
+			fmt.Fprintf(b, "| %s | %.3f | %.2f | %.2f | %s | %.0f %% | %d positives in %d clusters | %d positives in %d clusters |\n",
+				p.Candidate, in.Psi, in.Deff, in.PerCluster, pts(in.Margin), 100*r.Power,
+				r.DetectPositives, r.DetectClusters, r.NoLossPositives, r.NoLossClusters)
+		}
+	}
+}
+
+// PlanFrom reads a comparison's pilot figures: its discordance, design
+// effect and positives per cluster, the margin as the loss to detect.
+// With repetitions the design effect is per positive, not per
+// repetition: R repetitions of a positive that agree with one another add
+// nothing, and the design effect they show (about R) is divided back out.
+func PlanFrom(p Paired, _ Config) stats.PlanInput {
+	per, deff := 1.0, max(p.Decision.Deff, 1)
+	if p.Decision.Clusters > 0 && p.Positives > 0 {
+		per = float64(p.Positives) / float64(p.Decision.Clusters)
+		// Never below 1: a set is sized as if repetitions add nothing.
+		deff = max(1, deff*float64(p.Positives)/float64(p.Decision.Pairs))
+	}
+	return stats.PlanInput{Psi: p.psi, Deff: deff, PerCluster: per, Loss: p.margin, Margin: p.margin, Alpha: Alpha}
 }
 
 func writeFlips(b *strings.Builder, res Result, s Summary, _ ReportOptions) {

@@ -105,8 +105,24 @@ type Config struct {
 	// MaxRecallLoss is the non-inferiority margin on recall, as a share:
 	// overall and per category.
 	MaxRecallLoss Margins
+	// MaxFlagRateIncrease is the flag-rate margin, as a share: how much
+	// more of the labelled cases the candidate may flag than the
+	// reference (the moderators' load) before it is called worse.
+	MaxFlagRateIncrease float64
+	// Resamples is the bootstrap's resample count for the report's
+	// descriptive deltas (0: the package's Resamples; negative: none, for
+	// a power study that decides thousands of sets and reads only the
+	// decisions, which do not use the bootstrap).
+	Resamples int
 	// Seed seeds the bootstrap, so that a report is reproducible.
 	Seed uint64
+}
+
+func (c Config) resamples() int {
+	if c.Resamples == 0 {
+		return Resamples
+	}
+	return max(c.Resamples, 0)
 }
 
 // Margins are recall-loss margins: Default for overall and every
@@ -171,6 +187,9 @@ func (c Config) validatePaired(names map[string]bool) error {
 	}
 	if c.MaxRecallLoss.Default < 0 || c.MaxRecallLoss.Default >= 1 {
 		errs = append(errs, fmt.Errorf("eval: recall-loss margin %v is outside [0, 1)", c.MaxRecallLoss.Default))
+	}
+	if c.MaxFlagRateIncrease < 0 || c.MaxFlagRateIncrease >= 1 {
+		errs = append(errs, fmt.Errorf("eval: flag-rate margin %v is outside [0, 1)", c.MaxFlagRateIncrease))
 	}
 	for k, v := range c.MaxRecallLoss.PerCategory {
 		if v < 0 || v >= 1 {

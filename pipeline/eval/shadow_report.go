@@ -79,16 +79,18 @@ func SummariseShadow(set ShadowSet, decisions map[pipeline.ReviewKey]Decision, s
 	cfg := sc.config()
 	s := ShadowSummary{Decided: map[string]int{}}
 	for _, c := range set.Candidates {
+		var agree []Paired
 		for _, cat := range liveCategories(c.Pairs) {
-			s.Agreement = append(s.Agreement, liveAgreement(c.Name, c.Pairs, cat, cfg))
+			agree = append(agree, liveAgreement(c.Name, c.Pairs, cat, cfg))
 		}
+		s.Agreement = append(s.Agreement, decideShadow(agree, cfg)...)
 		same, differed := splitByText(c.Pairs)
 		for _, part := range []struct {
 			text  string
 			pairs []ShadowRecord
 		}{{TextAll, c.Pairs}, {TextSame, same}, {TextDiffered, differed}} {
 			if part.text != TextAll && len(part.pairs) > 0 {
-				s.ByText = append(s.ByText, ShadowTextAgreement{Text: part.text, Paired: liveAgreement(c.Name, part.pairs, "overall", cfg)})
+				s.ByText = append(s.ByText, ShadowTextAgreement{Text: part.text, Paired: decideShadow([]Paired{liveAgreement(c.Name, part.pairs, "overall", cfg)}, cfg)[0]})
 			}
 			if f := shadowFlips(c.Name, part.pairs); part.text == TextAll || f.Cases > 0 {
 				s.Flips = append(s.Flips, ShadowFlips{Text: part.text, Flips: f})
@@ -104,9 +106,11 @@ func SummariseShadow(set ShadowSet, decisions map[pipeline.ReviewKey]Decision, s
 		if len(decided) == 0 {
 			continue
 		}
+		var mod []Paired
 		for _, cat := range decidedCategories(decided, decisions) {
-			s.Moderated = append(s.Moderated, moderated(c.Name, decided, decisions, cat, cfg))
+			mod = append(mod, moderated(c.Name, decided, decisions, cat, cfg))
 		}
+		s.Moderated = append(s.Moderated, decideShadow(mod, cfg)...)
 	}
 	return s
 }
@@ -148,87 +152,81 @@ func decidedCategories(pairs []ShadowRecord, ds map[pipeline.ReviewKey]Decision)
 	return append([]string{"overall"}, out...)
 }
 
-// liveAgreement compares a candidate with the live verdicts as the reference
-// on one category, clustered by room (a room's windows move together in
-// the bootstrap). Only ref / only cand (B, C) are the reviews only the live
-// path, or only the candidate, flagged in the category; McNemar's test on
-// them asks whether the candidate flags less than the live path.
+// liveAgreement compares a candidate with the live verdicts as the
+// reference on one category, clustered by room (a room's windows move
+// together). Only ref / only cand (B, C) are the reviews only the live
+// path, or only the candidate, flagged in the category. The decision's
+// estimate is the net share of the live path's flags the candidate drops
+// ((B - C) over the live flags): a loss is detected only when the
+// candidate flags significantly less than the live path, since without a
+// moderator nobody says which of two differing flags is right; the
+// interval's upper bound is no lower than Wilson's on B alone (flags the
+// candidate added elsewhere do not make up for a dropped one).
 func liveAgreement(name string, pairs []ShadowRecord, cat string, cfg Config) Paired {
-	p := Paired{Candidate: name, Category: cat}
-	clusters := map[string]*stats.Cluster{}
+	p := Paired{Candidate: name, Category: cat, Clustering: "room", margin: cfg.MaxRecallLoss.For(cat)}
+	rooms := map[string]int{}
+	var reps []caseRep
 	for _, r := range pairs {
 		live := inCategory(r.LiveLabel, r.LiveCategory, cat)
 		cand := r.Outcome == pipeline.ShadowOK && inCategory(r.Label, r.Category, cat)
 		ca := stats.Counts{TP: b2i(live)}
 		cb := stats.Counts{TP: b2i(live && cand), FP: b2i(cand && !live), FN: b2i(live && !cand)}
-		cl := clusterOf(clusters, r.RoomID)
-		cl.A, cl.B = cl.A.Add(ca), cl.B.Add(cb)
-		p.Ref, p.Cand = p.Ref.Add(ca), p.Cand.Add(cb)
-		p.Positives += b2i(live)
-		p.B += b2i(live && !cand)
-		p.C += b2i(cand && !live)
+		reps = append(reps, caseRep{cluster: roomIndex(rooms, r.RoomID), ca: ca, cb: cb})
 	}
-	return finishAgreement(p, sortedClusters(clusters), cfg)
-}
-
-func clusterOf(m map[string]*stats.Cluster, room string) *stats.Cluster {
-	cl := m[room]
-	if cl == nil {
-		cl = &stats.Cluster{}
-		m[room] = cl
+	p = fromReps(p, reps, len(rooms), cfg)
+	net := make([]stats.PairedUnit, len(rooms))
+	for _, r := range reps {
+		d := r.ca.TP - r.cb.TP - r.cb.FP // dropped live flag +1, added flag -1
+		net[r.cluster].D += float64(d)
+		net[r.cluster].N += r.ca.TP
+		net[r.cluster].Discordant += b2i(d != 0)
 	}
-	return cl
-}
-
-// finishAgreement is finishPaired for agreement: the loss is the share of
-// the live path's flags the candidate dropped (B of the positives), its
-// interval's upper bound no lower than Wilson's on B (flags the candidate
-// added elsewhere do not make up for a dropped one), and a loss is
-// detected only when the candidate also flags significantly less than the
-// live path (B > C, McNemar): a candidate that merely flags differently is
-// not called worse without a moderator to say which is right.
-func finishAgreement(p Paired, clusters []stats.Cluster, cfg Config) Paired {
-	conf := 1 - Alpha
-	p.RefRecall, p.CandRecall = wilson(p.Ref.TP, p.Ref.TP+p.Ref.FN, conf), wilson(p.Cand.TP, p.Cand.TP+p.Cand.FN, conf)
-	p.RefPrecision, p.CandPrecision = wilson(p.Ref.TP, p.Ref.TP+p.Ref.FP, conf), wilson(p.Cand.TP, p.Cand.TP+p.Cand.FP, conf)
-	p.Deltas = stats.PairedBootstrap(clusters, Resamples, conf, cfg.Seed)
-	psi := ratio(p.B+p.C, p.Positives)
-	margin := cfg.MaxRecallLoss.For(p.Category)
-	loss := p.Ref.Recall() - p.Cand.Recall()
-	lossCI := stats.LossInterval(p.Deltas.Recall, p.B, 0, p.Positives, conf)
-	mde := stats.MDE(p.Positives, psi, Alpha, power(cfg))
-	pv := stats.McNemarExact(p.B, p.C)
-	p.Decision = stats.Decide(loss, lossCI, pv, Alpha, margin, mde, p.Positives)
-	if p.B <= p.C && p.Decision.Outcome == stats.LossDetected {
-		p.Decision = stats.Decide(loss, lossCI, 1, Alpha, margin, mde, p.Positives)
-		p.Decision.P = pv
+	p.C = 0
+	for _, r := range reps {
+		p.C += r.cb.FP
 	}
-	p.NeededN = stats.PairedN(margin, psi, Alpha, power(cfg))
+	p.recall = stats.ClusteredDiff(net)
+	p.recallDisc = stats.Discordance{B: p.B, C: p.C, N: p.recall.N, Deff: p.recall.Deff, NoCredit: true}
+	p.psi = ratio(p.B+p.C, p.recall.N)
 	return p
+}
+
+func roomIndex(m map[string]int, room string) int {
+	k, ok := m[room]
+	if !ok {
+		k = len(m)
+		m[room] = k
+	}
+	return k
 }
 
 // moderated is the offline paired comparison on the decided reviews: the
 // live verdict is the reference's review, the candidate's answer the
 // candidate's (a failed one flags nothing), the latest decision the truth.
 func moderated(name string, pairs []ShadowRecord, ds map[pipeline.ReviewKey]Decision, cat string, cfg Config) Paired {
-	p := Paired{Candidate: name, Category: cat}
-	clusters := map[string]*stats.Cluster{}
+	p := Paired{Candidate: name, Category: cat, Clustering: "room", margin: cfg.MaxRecallLoss.For(cat)}
+	rooms := map[string]int{}
+	var reps []caseRep
 	for _, r := range pairs {
 		d := ds[r.Key()]
 		c := &Case{Truth: &Truth{Label: d.DecidedLabel, Category: d.DecidedCategory}}
 		live := Review{Verdict: pipeline.Verdict{Status: pipeline.StatusDone, Label: r.LiveLabel, Category: r.LiveCategory}}
 		cand := Review{Verdict: pipeline.Verdict{Status: pipeline.StatusDone, Label: r.Label, Category: r.Category}}
 		ca, cb := caseCounts(c, live, true, cat), caseCounts(c, cand, r.Outcome == pipeline.ShadowOK, cat)
-		cl := clusterOf(clusters, r.RoomID)
-		cl.A, cl.B = cl.A.Add(ca), cl.B.Add(cb)
-		p.Ref, p.Cand = p.Ref.Add(ca), p.Cand.Add(cb)
-		if ca.TP+ca.FN > 0 {
-			p.Positives++
-			p.B += b2i(ca.TP == 1 && cb.TP == 0)
-			p.C += b2i(ca.TP == 0 && cb.TP == 1)
-		}
+		reps = append(reps, caseRep{cluster: roomIndex(rooms, r.RoomID), ca: ca, cb: cb})
 	}
-	return finishPaired(p, sortedClusters(clusters), cfg, 0)
+	return fromReps(p, reps, len(rooms), cfg)
+}
+
+// decideShadow decides one candidate's comparisons (ps[0] "overall",
+// primary at α; the categories under Holm).
+func decideShadow(ps []Paired, cfg Config) []Paired {
+	if len(ps) == 0 {
+		return ps
+	}
+	decideRecall(&ps[0], Alpha, power(cfg), 0)
+	holmCategories(ps[1:], power(cfg), nil)
+	return ps
 }
 
 // shadowFlips counts label flips and κ between the live path and the
@@ -334,12 +332,14 @@ func quantile(sorted []float64, q float64) float64 {
 
 func writeShadowDecisions(b *strings.Builder, _ ShadowSet, s ShadowSummary, cfg Config, _ ShadowReportOptions) {
 	fmt.Fprintf(b, "\n## Decision: does the candidate keep the live path's flags?\n\nEach candidate against **%s**, the same windows "+
-		"on both, at a margin of %s points (per category where `--max-recall-loss` names one). The loss is the share of the "+
-		"live path's flags the candidate dropped. *No loss beyond the margin*: its 95 %% interval (bootstrap by room, %d "+
-		"resamples, seed %d) ends below the margin; *loss detected*: the candidate also flags significantly less than the "+
-		"live path (McNemar's exact test on the windows only one of the two flagged, α %.2f); otherwise *inconclusive*, "+
-		"with the smallest loss this traffic could detect at power %.2f. This is agreement, not recall.\n\n",
-		LiveReference, pts(cfg.MaxRecallLoss.Default), Resamples, cfg.Seed, Alpha, power(cfg))
+		"on both, at a margin of %s points (per category where `--max-recall-loss` names one). The loss is the net share of the "+
+		"live path's flags the candidate dropped (dropped less added, over the live flags), and each line is decided from one "+
+		"interval of it, clustered by room: *loss detected* when it lies above zero (the candidate flags significantly less than "+
+		"the live path); *no loss beyond the margin* when it lies below the margin, its upper bound no lower than Wilson's on the "+
+		"dropped flags alone (an added flag elsewhere does not make up for a dropped one); otherwise *inconclusive*, with the "+
+		"smallest loss this traffic could detect at power %.2f. Overall at α %.2f (primary); categories under Holm's procedure at "+
+		"familywise α %.2f. This is agreement, not recall.\n\n",
+		LiveReference, pts(cfg.MaxRecallLoss.Default), power(cfg), Alpha, Alpha)
 	if len(s.Agreement) == 0 {
 		b.WriteString("No shadow review could be compared.\n")
 	}
@@ -360,12 +360,12 @@ func writeShadowAgreement(b *strings.Builder, _ ShadowSet, s ShadowSummary, cfg 
 	if len(s.Agreement) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "\n## Agreement with the live path\n\nPoints (%%), 95 %% intervals: Wilson for the shares, the paired "+
-		"bootstrap by room for the loss. Live flags: windows the live path flagged in the category. Kept: the share of them the "+
+	fmt.Fprintf(b, "\n## Agreement with the live path\n\nPoints (%%), 95 %% intervals clustered by room: Wilson for the shares "+
+		"(shrunk by the rooms' design effect), the decision's interval for the loss. Live flags: windows the live path flagged in the category. Kept: the share of them the "+
 		"candidate flagged in the same category. Confirmed: the share of the candidate's flags in the category the live path "+
-		"made too. Only live / only cand: windows one of the two flagged (McNemar's pairs). MDE: the smallest loss this "+
+		"made too. Only live / only cand: windows one of the two flagged. MDE: the smallest loss this "+
 		"traffic detects at power %.2f; needed: live flags a loss of the margin needs.\n\n", power(cfg))
-	b.WriteString("| candidate | category | text | live flags | kept | confirmed | loss | only live | only cand | McNemar p | MDE | needed |\n")
+	b.WriteString("| candidate | category | text | live flags | kept | confirmed | loss | only live | only cand | p | MDE | needed |\n")
 	b.WriteString("| --- | --- | --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |\n")
 	row := func(p Paired, text string) {
 		fmt.Fprintf(b, "| %s | %s | %s | %d | %s %s | %s %s | %s %s | %d | %d | %.3g | %s | %d |\n",
@@ -413,9 +413,9 @@ func writeShadowModerated(b *strings.Builder, set ShadowSet, s ShadowSummary, cf
 		"Moderators see mostly what the live path flagged (and the console's audit sample of clean verdicts), so the live "+
 		"path's recall here is biased upward and a candidate's flag the live path missed is rarely decided.\n\n", strings.Join(names, ", "))
 	writeDecisionLines(b, s.Moderated)
-	fmt.Fprintf(b, "\nPoints (%%), 95 %% intervals: Wilson for each side's recall and precision against the decisions, the paired "+
-		"bootstrap by room for the deltas (candidate minus live). Only ref / only cand: decided positives found by the live path "+
-		"only, or the candidate only (McNemar's pairs). MDE: the smallest recall loss these decisions detect at power %.2f; "+
+	fmt.Fprintf(b, "\nPoints (%%), 95 %% intervals clustered by room: Wilson for each side's recall and precision against the decisions "+
+		"(shrunk by the design effect), the paired bootstrap resampling rooms for the deltas (candidate minus live). Only ref / "+
+		"only cand: decided positives found by the live path only, or the candidate only. MDE: the smallest recall loss these decisions detect at power %.2f; "+
 		"needed: decided positives a loss of the margin needs.\n\n", power(cfg))
 	writePairedTable(b, s.Moderated)
 }

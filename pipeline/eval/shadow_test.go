@@ -124,8 +124,8 @@ func TestSummariseShadowComparesWithTheLivePathAndWithModerators(t *testing.T) {
 	require.Equal(t, 2, o.C, "flags only the candidate made")
 	require.InDelta(t, 0.8, o.Cand.Recall(), 1e-9, "kept")
 	require.InDelta(t, 16.0/18, o.Cand.Precision(), 1e-9, "confirmed")
-	require.InDelta(t, 0.2, o.Decision.Loss, 1e-9)
-	require.InDelta(t, stats.McNemarExact(4, 2), o.Decision.P, 1e-12)
+	require.InDelta(t, 0.1, o.Decision.Loss, 1e-9, "4 dropped less 2 added, of 20")
+	require.Greater(t, o.Decision.CI.Hi, 0.2, "no lower than the dropped flags alone allow")
 	require.NotEqual(t, stats.NoLossBeyondMargin, o.Decision.Outcome, "20 points dropped is not within 5")
 	require.NotEqual(t, stats.LossDetected, o.Decision.Outcome, "4 against 2 is not a significant drop in flagging")
 
@@ -180,7 +180,7 @@ func TestWriteShadowReportSaysWhatItIsMeasuredAgainst(t *testing.T) {
 		"| cand | overall | pseudonymised text |",
 		"| live | cand | all | 40 | 6 | 15.0% |",
 		"## Against moderators' decisions",
-		"| cand | overall | 6 | 83.3 [43.6, 97.0] | 83.3 [43.6, 97.0] |",
+		"| cand | overall | 6 | 83.3 [40.3, 97.4] | 83.3 [40.3, 97.4] |",
 		"worker eval shadow --shadow-events x",
 	} {
 		require.Contains(t, out, want)

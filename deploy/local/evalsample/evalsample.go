@@ -54,7 +54,8 @@ func SampleCases(ctx context.Context, seed int64, rooms, n int) ([]eval.Case, er
 	out := make([]eval.Case, 0, len(ids))
 	for _, id := range ids {
 		tr := truth[id]
-		out = append(out, eval.Case{ID: id, Source: eval.SourceSample, Truth: &eval.Truth{Label: tr.Label, Category: tr.Category}, Messages: msgs[id]})
+		out = append(out, eval.Case{ID: id, Source: eval.SourceSample, Truth: &eval.Truth{Label: tr.Label, Category: tr.Category},
+			Messages: msgs[id], RoomID: id})
 	}
 	if len(out) == 0 {
 		return nil, errors.New("evalsample: the sample lake has no labelled rooms")

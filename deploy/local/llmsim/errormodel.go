@@ -90,12 +90,12 @@ func cloneRates(m map[pipeline.Category]float64) map[pipeline.Category]float64 {
 // makes says whether the mistake salt, made at rate, is made on this
 // request: by the chat's seeded draw, or by an even coin for an unstable
 // chat.
-func (e ErrorModel) makes(block, salt string, rate float64, unstable bool) bool {
+func (e ErrorModel) makes(block, salt string, rate float64, unstable bool, coin func() float64) bool {
 	switch {
 	case rate <= 0:
 		return false
 	case unstable:
-		return rand.Float64() < 0.5
+		return coin() < 0.5
 	}
 	return e.draw(block, salt) < rate
 }
@@ -109,8 +109,13 @@ func (e ErrorModel) draw(block, salt string) float64 {
 }
 
 // apply returns a with the model's mistakes for the chat whose transcript
-// block is block. a is not changed.
+// block is block, an unstable chat's coin tossed by the process's random
+// source. a is not changed.
 func (e ErrorModel) apply(a Analysis, block string) Analysis {
+	return e.applyWith(a, block, rand.Float64)
+}
+
+func (e ErrorModel) applyWith(a Analysis, block string, coin func() float64) Analysis {
 	if !e.on() || block == "" {
 		return a
 	}
@@ -124,13 +129,13 @@ func (e ErrorModel) apply(a Analysis, block string) Analysis {
 		if !ok {
 			rate = e.Miss["*"]
 		}
-		if e.makes(block, "miss", rate, unstable) {
+		if e.makes(block, "miss", rate, unstable, coin) {
 			for i := range out.Signals {
 				out.Signals[i].Severity = min(out.Signals[i].Severity, 1)
 			}
 		}
 	case len(a.Signals) > 0:
-		if e.makes(block, "hard", e.HardNegative, unstable) {
+		if e.makes(block, "hard", e.HardNegative, unstable, coin) {
 			out.Signals[0].Severity = 2
 		}
 	default:
@@ -164,4 +169,32 @@ func (e ErrorModel) falseAlarm(a Analysis, block string) Analysis {
 		return a
 	}
 	return a
+}
+
+// Prepared is a chat's transcript block with the rules' analysis of it:
+// what an error model is applied to, so that a power study can apply
+// many seeds' error models to one chat without a server and without
+// analysing it again.
+type Prepared struct {
+	block string
+	a     Analysis
+}
+
+// Prepare analyses a transcript block (stages.FormatMarkedTranscript of
+// the chat, as the stages send it) by the rules, as the server does for a
+// chat without images or account history.
+func Prepare(block string) Prepared { return Prepared{block: block, a: analyzePrompt(block, nil)} }
+
+// Signalless reports whether the rules find no signal at all in the chat:
+// the chats a false alarm can land on.
+func (p Prepared) Signalless() bool { return len(p.a.Signals) == 0 }
+
+// Judge is the judge stage's label and category for the prepared chat
+// with e's mistakes, an unstable chat's coin tossed by coin (a seeded
+// source makes the study reproducible). Over HTTP each stage of a review
+// tosses its own coin; here one toss decides, so with Nondeterminism
+// above 0 the two differ on unstable chats, and only there.
+func (e ErrorModel) Judge(p Prepared, coin func() float64) (pipeline.Label, pipeline.Category) {
+	out := judgeAnswer(e.applyWith(p.a, p.block, coin))
+	return out.Label, out.Category
 }

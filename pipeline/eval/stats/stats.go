@@ -1,9 +1,13 @@
 // Package stats holds the statistics `worker eval` uses to compare two
-// endpoints on the same cases: Wilson intervals for a proportion,
-// McNemar's exact test on paired correct/incorrect outcomes, a paired
-// bootstrap resampled by cluster (room), Cohen's kappa, and the sample
-// size and minimum detectable effect of a paired comparison. Every
-// function is pure and deterministic (the bootstrap takes its seed).
+// endpoints on the same cases: the clustered paired difference its
+// decisions are made from (a cluster-robust interval whose z is also the
+// test, cluster.go), Holm's procedure, Wilson intervals for a proportion
+// (shrunk by a design effect where cases cluster), a paired bootstrap
+// resampled by cluster, Cohen's kappa, McNemar's exact test and its exact
+// power (the textbook references the others are checked against), and
+// the sample size, minimum detectable effect and set plan of a paired
+// comparison. Every function is pure and deterministic (the bootstrap
+// takes its seed).
 package stats
 
 import (

@@ -122,33 +122,105 @@ func TestPairedBootstrapIsSeededAndPaired(t *testing.T) {
 	require.Equal(t, Deltas{}, PairedBootstrap(nil, 200, 0.95, 1))
 }
 
-func TestLossIntervalIsNotNarrowerThanTheDiscordanceAllows(t *testing.T) {
+func TestClusteredDiffMatchesTheSandwichByHand(t *testing.T) {
 	t.Parallel()
-	// No discordant pair in 300: the bootstrap says [0, 0]; the Wilson
-	// upper bound of 0/300 is z²/(n+z²) = 3.8415/303.84 = 1.26 %.
-	iv := LossInterval(Interval{}, 0, 0, 300, 0.95)
-	require.Zero(t, iv.Lo)
-	require.InDelta(t, 0.0126, iv.Hi, 1e-4)
-	// 30 lost and 15 won of 300: the bootstrap's interval of the delta
-	// is about -0.05 ± 1.96·√((0.15-0.05²)/300) = [-0.0935, -0.0065]; the
-	// floor, Wilson's 13.92 % for 30/300 less 5 %, is 8.92 %, below it:
-	// the bootstrap's interval is kept (and turned into a loss).
-	iv = LossInterval(Interval{Lo: -0.0935, Hi: -0.0065}, 30, 15, 300, 0.95)
-	require.Equal(t, Interval{Lo: 0.0065, Hi: 0.0935}, iv)
-	require.InDelta(t, 0.0892, LossInterval(Interval{}, 30, 15, 300, 0.95).Hi, 1e-4)
+	// Four rooms of one case each, differences 1, 0, 0, -1 (one lost, one
+	// won): θ = 0; V = 4/3 · (1 + 0 + 0 + 1)/16 = 1/6; independent
+	// variance (2/4 - 0)/4 = 1/8, so the design effect is 4/3 (the
+	// small-sample factor K/(K-1) alone).
+	d := ClusteredDiff([]PairedUnit{{D: 1, N: 1, Discordant: 1}, {N: 1}, {N: 1}, {D: -1, N: 1, Discordant: 1}})
+	require.Zero(t, d.Est)
+	require.InDelta(t, math.Sqrt(1.0/6), d.SE, 1e-12)
+	require.InDelta(t, 4.0/3, d.Deff, 1e-12)
+	require.Equal(t, [2]int{4, 4}, [2]int{d.N, d.Clusters})
+	// The same cases as three windows per room that fail together: the
+	// estimate is the same, the standard error is not smaller (each room
+	// still one unit), and the design effect is about three.
+	d3 := ClusteredDiff([]PairedUnit{{D: 3, N: 3, Discordant: 3}, {N: 3}, {N: 3}, {D: -3, N: 3, Discordant: 3}})
+	require.Zero(t, d3.Est)
+	require.InDelta(t, d.SE, d3.SE, 1e-12, "triplicating a room adds no information")
+	require.InDelta(t, 4.0, d3.Deff, 1e-12, "3 windows × 4/3")
+	// Interval and test are one: the interval at 95 % excludes zero
+	// exactly when P < 0.05.
+	for _, est := range []float64{0.01, 0.0195, 0.0196, 0.02, 0.05} {
+		x := Diff{Est: est, SE: 0.01}
+		require.Equal(t, x.P() < 0.05, x.Interval(0.95).Lo > 0, "est %v", est)
+	}
+	require.Equal(t, Diff{Deff: 1}, ClusteredDiff(nil))
 }
 
-func TestDecide(t *testing.T) {
+func TestHolmLevelsMakeTheIntervalTheRejection(t *testing.T) {
 	t.Parallel()
-	d := Decide(0.03, Interval{0.01, 0.05}, 0.001, 0.05, 0.01, 0.02, 600)
+	// p = 0.01, 0.04, 0.03, 0.5 at α 0.05: sorted, 0.01 ≤ 0.05/4 is
+	// rejected; 0.03 > 0.05/3 stops the procedure, and it and every later
+	// one are stated at 0.05/3.
+	levels := Holm([]float64{0.01, 0.04, 0.03, 0.5}, 0.05)
+	require.InDelta(t, 0.0125, levels[0], 1e-12)
+	for _, i := range []int{1, 2, 3} {
+		require.InDelta(t, 0.05/3, levels[i], 1e-12)
+	}
+	// All rejected: 0.001 at 0.05/3, 0.002 at 0.025, 0.04 at 0.05.
+	levels = Holm([]float64{0.04, 0.001, 0.002}, 0.05)
+	require.Equal(t, []float64{0.05, 0.05 / 3, 0.025}, levels)
+	require.Equal(t, []float64{0.05}, Holm([]float64{0.3}, 0.05))
+}
+
+func TestDecideIsOneInterval(t *testing.T) {
+	t.Parallel()
+	big := Discordance{B: 30, C: 12, N: 600, Deff: 1.5} // the split's score z = 2.27
+	d := Decide(RecallLoss, Diff{Est: 0.03, SE: 0.01, N: 600, Clusters: 200, Deff: 1.5}, big, 0.05, 0.01, 0.02)
 	require.Equal(t, LossDetected, d.Outcome)
-	require.Contains(t, d.String(), "loss detected")
+	require.Contains(t, d.String(), "**loss detected**")
 	require.Contains(t, d.String(), "beyond the 1.0-point margin")
-	d = Decide(0.001, Interval{-0.004, 0.006}, 0.8, 0.05, 0.01, 0.008, 600)
+	require.Contains(t, d.String(), "600 pairs in 200 clusters, design effect 1.50")
+	quiet := Discordance{B: 3, C: 3, N: 3000, Deff: 1}
+	d = Decide(RecallLoss, Diff{Est: 0.001, SE: 0.002}, quiet, 0.05, 0.01, 0.008)
 	require.Equal(t, NoLossBeyondMargin, d.Outcome)
 	require.Contains(t, d.String(), "no loss beyond the margin")
-	d = Decide(0.004, Interval{-0.01, 0.02}, 0.4, 0.05, 0.01, 0.025, 600)
-	require.Equal(t, Inconclusive, d.Outcome)
-	require.Contains(t, d.String(), "the set can only detect 2.5 points")
-	require.False(t, math.IsNaN(d.Loss))
+	d = Decide(RecallLoss, Diff{Est: 0.001, SE: 0.002}, Discordance{B: 3, C: 3, N: 300, Deff: 1}, 0.05, 0.01, 0.008)
+	require.Equal(t, Inconclusive, d.Outcome, "the Wilson floor keeps a small quiet set from promising too much")
+	require.Contains(t, d.String(), "the set can only detect 0.8 points")
+	d = Decide(FlagRateIncrease, Diff{Est: 0.05, SE: 0.01}, Discordance{B: 40, C: 10, N: 600, Deff: 1}, 0.05, 0.02, 0.01)
+	require.Contains(t, d.String(), "**flag-rate increase detected**")
+	d = Decide(RecallLoss, Diff{Est: 0.03, SE: 0.01}, big, 0.01, 0.01, 0.02)
+	d.Holm = true
+	require.Contains(t, d.String(), "99 % (Holm) CI")
+	// 0 lost of 300: the floor is Wilson's 1.26 %.
+	require.InDelta(t, 0.0126, LossFloor(0, 0, 300, 1, 0.95), 1e-4)
+	require.Greater(t, LossFloor(0, 0, 300, 3, 0.95), 0.03, "three windows per room: a third of the information")
+}
+
+// TestDecideNeedsMoreThanAFewLostPairs: three positives all lost and
+// none won have a cluster-robust standard error of zero; the score test
+// of their split (p = 0.083, McNemar's exact 0.25) does not reject, and
+// the interval says so. Six of six does (score p = 0.014, exact 0.031).
+func TestDecideNeedsMoreThanAFewLostPairs(t *testing.T) {
+	t.Parallel()
+	units := []PairedUnit{{D: 1, N: 1, Discordant: 1}, {D: 1, N: 1, Discordant: 1}, {D: 1, N: 1, Discordant: 1}}
+	d := ClusteredDiff(units)
+	require.Zero(t, d.SE)
+	three := Decide(RecallLoss, d, Discordance{B: 3, N: 3, Deff: 1}, 0.05, 0.01, 1)
+	require.NotEqual(t, LossDetected, three.Outcome)
+	require.InDelta(t, 2*Phi(-math.Sqrt(3)), three.P, 1e-12)
+	require.GreaterOrEqual(t, three.CI.Lo, -1.0)
+	six := append(units, units...)
+	d = ClusteredDiff(six)
+	require.Equal(t, LossDetected, Decide(RecallLoss, d, Discordance{B: 6, N: 6, Deff: 1}, 0.05, 0.01, 1).Outcome)
+	// One case, one cluster: nothing is known.
+	one := Decide(RecallLoss, ClusteredDiff(units[:1]), Discordance{B: 1, N: 1, Deff: 1}, 0.05, 0.01, 1)
+	require.Equal(t, Inconclusive, one.Outcome)
+	require.Less(t, one.CI.Lo, 0.0)
+	require.Equal(t, 1.0, one.CI.Hi, "the upper bound is clamped to 100 points")
+}
+
+func TestPlanIsConnorsSizeTimesTheDesignEffect(t *testing.T) {
+	t.Parallel()
+	rows := Plan(PlanInput{Psi: 0.2, Deff: 1, PerCluster: 1, Loss: 0.1, Margin: 0.1, Alpha: 0.05}, 0.8)
+	require.Equal(t, 155, rows[0].DetectPositives, "PairedN by hand")
+	// No loss beyond 0.1 at no true loss: (1.95996 + 0.84162)²·0.2/0.01 = 157.0 → 157.
+	require.Equal(t, 157, rows[0].NoLossPositives)
+	rows = Plan(PlanInput{Psi: 0.2, Deff: 2, PerCluster: 3, Loss: 0.1, Margin: 0.1, Alpha: 0.05}, 0.8, 0.9)
+	require.Equal(t, 310, rows[0].DetectPositives)
+	require.Equal(t, 104, rows[0].DetectClusters)
+	require.Greater(t, rows[1].DetectPositives, rows[0].DetectPositives)
 }
