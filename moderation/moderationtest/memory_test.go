@@ -30,3 +30,8 @@ func TestMemoryActionLogConformance(t *testing.T) {
 		}
 	})
 }
+
+func TestMemoryQueueConformance(t *testing.T) {
+	t.Parallel()
+	RunQueueConformance(t, func(t *testing.T) QueueStore { return NewMemory() })
+}

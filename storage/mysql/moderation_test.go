@@ -49,3 +49,8 @@ func readAction(db *sql.DB, id uint64) (moderation.AuditRecord, error) {
 	r.VerdictID, r.DecisionID = uint64(verdictID.Int64), uint64(decisionID.Int64)
 	return r, err
 }
+
+func TestQueueConformance(t *testing.T) {
+	t.Parallel()
+	moderationtest.RunQueueConformance(t, func(t *testing.T) moderationtest.QueueStore { return setup(t) })
+}
