@@ -35,3 +35,8 @@ func TestMemoryQueueConformance(t *testing.T) {
 	t.Parallel()
 	RunQueueConformance(t, func(t *testing.T) QueueStore { return NewMemory() })
 }
+
+func TestMemoryFeedbackOutboxConformance(t *testing.T) {
+	t.Parallel()
+	RunFeedbackOutboxConformance(t, func(t *testing.T) OutboxStore { return NewMemory() })
+}

@@ -54,3 +54,8 @@ func TestQueueConformance(t *testing.T) {
 	t.Parallel()
 	moderationtest.RunQueueConformance(t, func(t *testing.T) moderationtest.QueueStore { return setup(t) })
 }
+
+func TestFeedbackOutboxConformance(t *testing.T) {
+	t.Parallel()
+	moderationtest.RunFeedbackOutboxConformance(t, func(t *testing.T) moderationtest.OutboxStore { return setup(t) })
+}
