@@ -16,13 +16,7 @@ import (
 	"github.com/chatguard/chatguard/pipeline"
 )
 
-var (
-	_ moderation.Verdicts       = (*Memory)(nil)
-	_ moderation.Takes          = (*Memory)(nil)
-	_ moderation.Decisions      = (*Memory)(nil)
-	_ moderation.FeedbackOutbox = (*Memory)(nil)
-	_ moderation.ActionLog      = (*Memory)(nil)
-)
+var _ moderation.Store = (*Memory)(nil)
 
 // Memory is an in-memory store of verdicts, takes, decisions with their
 // feedback outbox, and audit records, with storage/mysql's semantics

@@ -40,3 +40,8 @@ func TestMemoryFeedbackOutboxConformance(t *testing.T) {
 	t.Parallel()
 	RunFeedbackOutboxConformance(t, func(t *testing.T) OutboxStore { return NewMemory() })
 }
+
+func TestMemoryAccountsConformance(t *testing.T) {
+	t.Parallel()
+	RunAccountsConformance(t, func(t *testing.T) AccountsStore { return NewMemory() })
+}

@@ -59,3 +59,8 @@ func TestFeedbackOutboxConformance(t *testing.T) {
 	t.Parallel()
 	moderationtest.RunFeedbackOutboxConformance(t, func(t *testing.T) moderationtest.OutboxStore { return setup(t) })
 }
+
+func TestAccountsConformance(t *testing.T) {
+	t.Parallel()
+	moderationtest.RunAccountsConformance(t, func(t *testing.T) moderationtest.AccountsStore { return setup(t) })
+}
