@@ -163,7 +163,9 @@ func (m *Memory) AccountCampaigns(ctx context.Context, senderID string) ([]moder
 	for _, cm := range byMark {
 		out = append(out, *cm)
 	}
-	slices.SortFunc(out, func(a, b moderation.CampaignMark) int { return cmp.Or(b.LastAt.Compare(a.LastAt), cmp.Compare(a.Mark, b.Mark)) })
+	slices.SortFunc(out, func(a, b moderation.CampaignMark) int {
+		return cmp.Or(b.LastAt.Compare(a.LastAt), cmp.Compare(a.Mark, b.Mark))
+	})
 	return out[:min(len(out), moderation.MaxMarks)], nil
 }
 
@@ -182,7 +184,9 @@ func (m *Memory) VerdictCampaigns(ctx context.Context, verdictID uint64) ([]mode
 	for _, c := range v.Campaigns {
 		out = append(out, moderation.CampaignMark{Kind: string(c.Kind), Mark: c.Mark, Rooms: c.Rooms, Senders: c.Senders, Here: 1, LastAt: decidedAt(v)})
 	}
-	slices.SortFunc(out, func(a, b moderation.CampaignMark) int { return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Mark, b.Mark)) })
+	slices.SortFunc(out, func(a, b moderation.CampaignMark) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Mark, b.Mark))
+	})
 	return out[:min(len(out), moderation.MaxMarks)], nil
 }
 
@@ -278,4 +282,3 @@ func compareBool(a, b bool) int {
 	}
 	return -1
 }
-
