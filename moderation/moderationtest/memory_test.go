@@ -45,3 +45,8 @@ func TestMemoryAccountsConformance(t *testing.T) {
 	t.Parallel()
 	RunAccountsConformance(t, func(t *testing.T) AccountsStore { return NewMemory() })
 }
+
+func TestMemoryVerdictsConformance(t *testing.T) {
+	t.Parallel()
+	RunVerdictsConformance(t, func(t *testing.T) moderation.Verdicts { return NewMemory() })
+}

@@ -64,3 +64,8 @@ func TestAccountsConformance(t *testing.T) {
 	t.Parallel()
 	moderationtest.RunAccountsConformance(t, func(t *testing.T) moderationtest.AccountsStore { return setup(t) })
 }
+
+func TestVerdictsConformance(t *testing.T) {
+	t.Parallel()
+	moderationtest.RunVerdictsConformance(t, func(t *testing.T) moderation.Verdicts { return setup(t) })
+}
