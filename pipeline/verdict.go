@@ -172,6 +172,12 @@ type Verdict struct {
 	// kept).
 	OldestMessageAt time.Time
 	NewestMessageAt time.Time
+	// Outbox are the messages owed because of this verdict (its lake
+	// event): a store that keeps an outbox (OutboxStore) writes them in
+	// the verdict's own transaction when Save commits v, and writes none
+	// when the done-guard keeps the stored verdict, so that nothing
+	// tells others of a save that did not happen. Not read back by Get.
+	Outbox []OutboxMessage
 }
 
 // Freshness is how long after the window's newest message the verdict
@@ -235,7 +241,9 @@ var ErrVerdictNotFound = errors.New("verdict not found")
 // done-guard). Save reports whether v is what the store holds after it:
 // false, with a nil error, when the done-guard kept the stored verdict and
 // nothing changed. Whatever tells others about a save (a verdict event)
-// goes by that answer, so that it never contradicts the store. Both honour
+// goes by that answer, so that it never contradicts the store; a store
+// that is also an OutboxStore writes v.Outbox in the save's transaction
+// under the same rule. Both honour
 // ctx; errors are wrapped with the adapter's prefix, and committed is false
 // with an error.
 type VerdictStore interface {

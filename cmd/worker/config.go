@@ -13,6 +13,7 @@ import (
 	"github.com/chatguard/chatguard/pipeline/health"
 	"github.com/chatguard/chatguard/pipeline/jobloop"
 	"github.com/chatguard/chatguard/pipeline/llm"
+	"github.com/chatguard/chatguard/pipeline/outbox"
 	"github.com/chatguard/chatguard/pipeline/reviewjob"
 	"github.com/chatguard/chatguard/storage/chatapi"
 	"github.com/chatguard/chatguard/storage/mysql"
@@ -38,6 +39,9 @@ type Config struct {
 	RealtimeQueue sqs.Config
 	// Events: --feedback-queue-url, --event-buffer and --event-flush-age.
 	Events sqs.LakeConfig
+	// Outbox is the outbox relay's (relay.go): the --outbox-* flags. It
+	// sends the outbox's lake events to --feedback-queue-url.
+	Outbox outbox.Config
 
 	// Review is the review job's: --max-age, --busy-retry, --max-window,
 	// --max-clock-skew, --claim-ttl, --claim-poll, --context-lookback and
@@ -92,6 +96,7 @@ func DefaultConfig() Config {
 		ReviewQueue: review,
 		ReviewDLQ:   reviewDLQ(review),
 		Events:      sqs.DefaultLakeConfig(),
+		Outbox:      outbox.DefaultConfig(),
 		Options:     reviewers.DefaultOptions(),
 		Review:      reviewjob.DefaultConfig(),
 		Health:      health.DefaultConfig(),
@@ -126,6 +131,7 @@ func (c *Config) flags() *cli.FlagSet {
 	c.Pools.Flags(fs, "primary model id", "calls in flight to the %s pool at most")
 	fs.IntVar(&c.Events.Buffer, "event-buffer", "lake events buffered for the feedback queue before drops")
 	fs.DurationVar(&c.Events.FlushAge, "event-flush-age", "longest a lake event waits for its batch")
+	outboxFlags(fs, &c.Outbox)
 	c.Options.Flags(fs, &c.Pools)
 	c.stopFlags(fs)
 	c.faultFlags(fs)
@@ -183,7 +189,7 @@ func (c Config) Validate() error {
 // validateParts is each part's own validation, once.
 func (c Config) validateParts() error {
 	return errors.Join(c.Loop.Validate(), c.Review.Validate(), c.Health.Validate(), c.ReviewQueue.Validate(), c.ReviewDLQ.Validate(),
-		c.Events.Validate(), c.Chat.Validate(), c.MySQL.Validate())
+		c.Events.Validate(), c.Outbox.Validate(), c.Chat.Validate(), c.MySQL.Validate())
 }
 
 // reviewQueue is the review queue's defaults: a job's delete waits up to

@@ -119,6 +119,7 @@ func (w *worker) services() []lifecycle.Service {
 		// flight canceled and counted) and before the events are flushed.
 		lifecycle.Service{Name: "shadow traffic", Start: w.startShadow, Stop: w.stopShadow},
 		lifecycle.Service{Name: "mysql", Start: w.startMySQL, Stop: func(context.Context) error { return w.db.Close() }},
+		w.relayService(),
 	)
 	if w.cfg.RedisAddr != "" {
 		svcs = append(svcs, w.stopSignals())

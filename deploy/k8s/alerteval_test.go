@@ -122,6 +122,16 @@ func TestFixedAlertsFireOnTheirFailure(t *testing.T) {
 			`load 1m` + "\n" + ` keda_scaled_object_errors_total{namespace="keda",exported_namespace="chatguard",scaledObject="chatguard-worker"} 3+0x60`,
 			60 * time.Minute, false},
 
+		// The relays refresh the backlog gauge every 15 s; a message no
+		// relay can send ages with the clock.
+		{"ChatguardOutboxStuck", "a message no relay can send",
+			"load 1m\n chatguard_outbox_oldest_age_seconds{" + ns + `,pod="w1",destination="feedback"} 0+60x60` +
+				"\n chatguard_outbox_oldest_age_seconds{" + ns + `,pod="w2",destination="feedback"} 0+60x60`,
+			60 * time.Minute, true},
+		{"ChatguardOutboxStuck", "relays keeping up, through a five-minute SQS outage",
+			"load 1m\n chatguard_outbox_oldest_age_seconds{" + ns + `,pod="w1",destination="feedback"} ` + seq(20, 0, 1) + " 60 120 180 240 300 " + seq(35, 0, 1),
+			60 * time.Minute, false},
+
 		// Time 0 is the epoch: a newest window that ended at 0 is as old
 		// as the evaluation time.
 		{"ChatguardBatchStale", "no window published for four hours",

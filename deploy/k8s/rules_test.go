@@ -21,7 +21,7 @@ var requiredAlerts = []string{
 	"ChatguardJobFailureRateHigh", "ChatguardFallbackShareHigh", "ChatguardLLMBreakerOpen",
 	"ChatguardStopSubscriberDown", "ChatguardLakeEventsDropped", "ChatguardConsumerDown",
 	"ChatguardConsumerBufferStale", "ChatguardDependencyDown",
-	"ChatguardBatchStale", "ChatguardBatchFreshnessUnknown", "ChatguardAutoscalerErrors",
+	"ChatguardBatchStale", "ChatguardBatchFreshnessUnknown", "ChatguardAutoscalerErrors", "ChatguardOutboxStuck",
 }
 
 // runbookDoc is the page every alert's runbook_url points into, and

@@ -66,11 +66,11 @@ func (h *Handler) admit(ctx context.Context, j *job) (jobloop.Outcome, bool) {
 	switch {
 	case err == nil && old.Status == pipeline.StatusDone:
 		h.m.admissions.WithLabelValues("duplicate").Inc()
-		// The first run's verdict event may never have left: its pod was
-		// killed between the commit and the send, or SQS refused both the
-		// send and the delete. This redelivery is the event's last chance;
-		// a copy that did leave shares its id and partition, and the
-		// lake's _dedup views keep one.
+		// The verdict's own save wrote its event to the outbox. One
+		// saved without it (a console's on-demand review, a build from
+		// before the outbox) gets it here, best effort; a copy that did
+		// leave shares its id and partition, and the lake's _dedup views
+		// keep one.
 		h.publish(old)
 		return jobloop.Outcome{Action: jobloop.Delete, Label: "duplicate"}, false
 	case err != nil && !errors.Is(err, pipeline.ErrVerdictNotFound):

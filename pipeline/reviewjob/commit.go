@@ -37,12 +37,14 @@ func (h *Handler) chooseSaveDone(deps Deps) saveDoneFunc {
 	}
 }
 
-// commitDone saves the job's done verdict and publishes its event when the
-// save committed it, then offers it to the Mirror. A save that fails while
+// commitDone saves the job's done verdict with its event (written in the
+// save's transaction, withVerdictEvent), then offers it to the Mirror when
+// the save committed it. A save that fails while
 // MySQL is down holds the job and keeps the verdict for its next run
 // (unsaved.go). released says that the save dropped the claim.
 func (h *Handler) commitDone(ctx context.Context, j *job, v pipeline.Verdict) (out jobloop.Outcome, released bool) {
 	v.FinishedAt = h.clk.Now().UTC()
+	v = h.withVerdictEvent(v)
 	committed, released, err := h.saveDone(ctx, j, v)
 	h.lap(j, "save")
 	if err != nil {
@@ -55,7 +57,6 @@ func (h *Handler) commitDone(ctx context.Context, j *job, v pipeline.Verdict) (o
 	h.observeStages(v)
 	if committed {
 		h.observeFreshness(j, v)
-		h.publish(v)
 		if h.mirror != nil && j.msgs != nil {
 			h.mirror.Offer(v, j.ev, j.msgs)
 		}
@@ -87,15 +88,12 @@ func (h *Handler) save(ctx context.Context, v pipeline.Verdict) error {
 	return err
 }
 
-// record saves the verdict that ends a job (as save does) and publishes its
-// verdict event only when the save committed it: a stopped or failed
-// verdict that the done-guard kept out of the store (the review was done
-// meanwhile) must not tell the lake otherwise.
+// record saves the verdict that ends a job (as save does) with its
+// verdict event, which the store writes only when the save commits it: a
+// stopped or failed verdict that the done-guard kept out of the store (the
+// review was done meanwhile) must not tell the lake otherwise.
 func (h *Handler) record(ctx context.Context, v pipeline.Verdict) error {
-	committed, err := h.commit(ctx, v)
-	if committed {
-		h.publish(v)
-	}
+	_, err := h.commit(ctx, h.withVerdictEvent(v))
 	return err
 }
 

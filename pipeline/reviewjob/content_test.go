@@ -154,7 +154,7 @@ func TestCraftedChatsDoNotOpenTheModelsBreaker(t *testing.T) {
 		require.Len(t, v.Stages, 1)
 		require.LessOrEqual(t, v.Stages[0].Attempts, testMaxAttempts)
 	}
-	require.Len(t, sink.events(), n, "one failed verdict event per job")
+	require.Len(t, store.OutboxMessages(), n, "one failed verdict event per job, written with its verdict")
 }
 
 // Server errors on every attempt are an outage of the models: they still
@@ -174,5 +174,5 @@ func TestServerErrorsStillOpenTheModelsBreaker(t *testing.T) {
 	require.Equal(t, jobloop.Hold, out.Action, "the second opens the breaker: held")
 	require.Equal(t, pipeline.DepModels, out.Dep)
 	require.Equal(t, health.Open, mon.State(pipeline.DepModels))
-	require.Empty(t, r.sink.events(), "nothing recorded for a held job")
+	require.Empty(t, r.store.OutboxMessages(), "nothing recorded for a held job")
 }

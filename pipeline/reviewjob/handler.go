@@ -4,7 +4,8 @@
 // admission.go), the cross-pod claim (claim.go), the verdict a held job
 // kept (unsaved.go), obtain (chat history and the reviewer's stages;
 // obtain.go), commit (the verdict's save; commit.go), failure (fail.go) and
-// publish (publish.go). The stop guard (stopguard.go) and the dependency
+// the verdict event, written with the verdict's save into the store's
+// outbox (publish.go). The stop guard (stopguard.go) and the dependency
 // gate (gate.go) are wrappers composed where the handler is built.
 package reviewjob
 
@@ -52,10 +53,15 @@ type Config struct {
 
 // Deps are what a review calls.
 type Deps struct {
+	// Store saves verdicts with their verdict events (Verdict.Outbox):
+	// a store that keeps an outbox (pipeline.OutboxStore) writes them in
+	// the verdict's transaction, and the outbox's relay sends them.
 	Store    pipeline.VerdictStore
 	Chat     pipeline.ChatSource
 	Reviewer pipeline.Reviewer
-	// Events receives verdict events; nil sends none.
+	// Events receives, best effort, the stored verdict's event again when
+	// a duplicate delivery finds its review done (for a verdict saved
+	// without an outbox message); nil sends none.
 	Events pipeline.EventSink
 	// Claims, when set, is the cross-pod claim taken before a review's
 	// first model call (see claim.go); without it only one copy of a

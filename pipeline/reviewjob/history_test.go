@@ -25,7 +25,7 @@ func TestVerdictEventCarriesTheRecordedHistory(t *testing.T) {
 	require.Equal(t, "done", r.h.Handle(context.Background(), msg(r.body(t), 1, 5)).Label)
 	r.clk.Advance(2 * time.Hour)
 	require.Equal(t, "duplicate", r.h.Handle(context.Background(), msg(r.body(t), 2, 5)).Label)
-	evs := r.sink.events()
+	evs := append(r.outboxEvents(t), r.sink.events()...)
 	require.Len(t, evs, 2)
 	want := &pipeline.HistorySeen{Status: pipeline.HistoryOK, Days: 30, Lines: []pipeline.HistoryCount{
 		{Role: pipeline.RoleSeller, Label: pipeline.LabelAbusive, Category: pipeline.CategoryExternalPayment, Rooms: 3},
@@ -36,5 +36,5 @@ func TestVerdictEventCarriesTheRecordedHistory(t *testing.T) {
 
 	none := setupReview(t)
 	require.Equal(t, "done", none.h.Handle(context.Background(), msg(none.body(t), 1, 5)).Label)
-	require.Nil(t, none.sink.events()[0].Payload.(pipeline.VerdictEvent).AccountHistory)
+	require.Nil(t, none.outboxEvents(t)[0].Payload.(pipeline.VerdictEvent).AccountHistory)
 }

@@ -1,6 +1,7 @@
 package reviewjob
 
 import (
+	"slices"
 	"time"
 
 	"github.com/chatguard/chatguard/pipeline"
@@ -23,12 +24,34 @@ func (h *Handler) observeStages(v pipeline.Verdict) {
 	}
 }
 
-// publish hands the verdict event to the sink; a full sink drops it and
-// counts the drop itself.
-func (h *Handler) publish(v pipeline.Verdict) {
-	if h.events == nil {
-		return
+// withVerdictEvent returns v carrying its verdict event as an outbox
+// message (v.Outbox), in place of one an earlier attempt at the same save
+// added: the store writes it in the verdict's own transaction when the
+// save commits v, and the outbox's relay sends it, so that no kill between
+// the commit and a send can lose it. An event that cannot be encoded is
+// logged and left out; the verdict is saved all the same.
+func (h *Handler) withVerdictEvent(v pipeline.Verdict) pipeline.Verdict {
+	m, err := pipeline.LakeOutboxMessage(h.verdictEvent(v))
+	if err != nil {
+		h.log.Error("review: verdict event left out", "room_id", v.Key.RoomID, "err", err.Error())
+		return v
 	}
+	v.Outbox = append(slices.DeleteFunc(slices.Clone(v.Outbox), func(o pipeline.OutboxMessage) bool {
+		return o.Destination == m.Destination && o.EventID == m.EventID
+	}), m)
+	return v
+}
+
+// publish hands a stored verdict's event to the sink, best effort; a full
+// sink drops it and counts the drop itself.
+func (h *Handler) publish(v pipeline.Verdict) {
+	if h.events != nil {
+		h.events.Publish(h.verdictEvent(v))
+	}
+}
+
+// verdictEvent is v's lake event.
+func (h *Handler) verdictEvent(v pipeline.Verdict) pipeline.LakeEvent {
 	fallback := false
 	for _, st := range v.Stages {
 		fallback = fallback || st.Pool == pipeline.PoolFallback
@@ -46,7 +69,7 @@ func (h *Handler) publish(v pipeline.Verdict) {
 	if occurred.IsZero() {
 		occurred = h.clk.Now()
 	}
-	h.events.Publish(pipeline.LakeEvent{
+	return pipeline.LakeEvent{
 		EventID: pipeline.VerdictEventID(v.Key, v.Status), EventType: pipeline.EventVerdict, OccurredAt: occurred.UTC(), SchemaVersion: pipeline.LakeEventSchemaVersion,
 		Payload: pipeline.VerdictEvent{
 			RoomID: v.Key.RoomID, WindowStart: v.Key.WindowStart, WindowEnd: v.Key.WindowEnd, PipelineVersion: v.Key.PipelineVersion,
@@ -55,7 +78,7 @@ func (h *Handler) publish(v pipeline.Verdict) {
 			Subjects: h.subjectPseudonyms(v.Subjects), Campaigns: pipeline.LakeCampaigns(v.Campaigns),
 			AccountHistory: pipeline.RecordedHistory(v.Stages),
 		},
-	})
+	}
 }
 
 // subjectPseudonyms are the verdict's subjects as the lake keeps them:

@@ -18,7 +18,7 @@ func TestVerdictEventIDIsDerivedFromKeyAndStatus(t *testing.T) {
 		r := setupReview(t)
 		out := r.h.Handle(context.Background(), msg(r.body(t), 1, 5))
 		require.Equal(t, "done", out.Label)
-		evs := r.sink.events()
+		evs := r.outboxEvents(t)
 		require.Len(t, evs, 1)
 		require.Equal(t, pipeline.VerdictEventID(r.key(), pipeline.StatusDone), evs[0].EventID)
 		ids = append(ids, evs[0].EventID)

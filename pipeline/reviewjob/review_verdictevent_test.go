@@ -44,7 +44,7 @@ func TestStopForADoneReviewPublishesNoVerdictEvent(t *testing.T) {
 	v, err := r.store.Get(context.Background(), r.key())
 	require.NoError(t, err)
 	require.Equal(t, pipeline.StatusDone, v.Status, "the done verdict stays")
-	require.Empty(t, verdictStatuses(r.sink.events()), "no stopped verdict event contradicts the stored done one")
+	require.Empty(t, verdictStatuses(r.outboxEvents(t)), "no stopped verdict event contradicts the stored done one")
 }
 
 // A stop for a review with no verdict yet is recorded, and its event tells
@@ -55,7 +55,7 @@ func TestStopBeforeStartPublishesTheStoppedVerdict(t *testing.T) {
 	holder.Add(roomStop("room-1", "already sanctioned"))
 	out := r.h.Handle(context.Background(), msg(r.body(t), 1, 5))
 	require.Equal(t, "stopped", out.Label)
-	require.Equal(t, []pipeline.Status{pipeline.StatusStopped}, verdictStatuses(r.sink.events()))
+	require.Equal(t, []pipeline.Status{pipeline.StatusStopped}, verdictStatuses(r.outboxEvents(t)))
 }
 
 // A review that fails for good after another delivery saved the done
@@ -74,7 +74,7 @@ func TestLateFailureOverADoneVerdictPublishesNoVerdictEvent(t *testing.T) {
 	v, err := r.store.Get(context.Background(), r.key())
 	require.NoError(t, err)
 	require.Equal(t, pipeline.StatusDone, v.Status)
-	require.Empty(t, verdictStatuses(r.sink.events()), "no failed verdict event contradicts the stored done one")
+	require.Empty(t, verdictStatuses(r.outboxEvents(t)), "no failed verdict event contradicts the stored done one")
 }
 
 // The same on the last delivery: the failure it records is a no-op, and
@@ -88,5 +88,37 @@ func TestFinalFailureOverADoneVerdictPublishesNoVerdictEvent(t *testing.T) {
 	}
 	out := r.h.Handle(context.Background(), msg(r.body(t), 5, 5))
 	require.Equal(t, "failed_final", out.Label)
-	require.Empty(t, verdictStatuses(r.sink.events()))
+	require.Empty(t, verdictStatuses(r.outboxEvents(t)))
+}
+
+// outboxEvents are the lake events the rig's store holds in its outbox
+// (the messages written with the verdicts), decoded as the consumer
+// decodes them.
+func (r *reviewRig) outboxEvents(t *testing.T) []pipeline.LakeEvent {
+	t.Helper()
+	var out []pipeline.LakeEvent
+	for _, m := range r.store.OutboxMessages() {
+		require.Equal(t, pipeline.OutboxFeedback, m.Destination)
+		rec, err := pipeline.DecodeLakeEvent(m.Body, r.now())
+		require.NoError(t, err, "the consumer accepts it")
+		require.Equal(t, rec.EventID, m.EventID, "the outbox row is keyed by the event's id")
+		out = append(out, rec.LakeEvent)
+	}
+	return out
+}
+
+// The verdict event is written with the verdict, in the save's
+// transaction (the store's outbox), not handed to a background sender
+// after the commit: a worker killed between its commit and the send
+// loses nothing, since the outbox's relay sends it later.
+func TestTheVerdictEventIsWrittenInTheVerdictsSave(t *testing.T) {
+	t.Parallel()
+	r := setupReview(t)
+	out := r.h.Handle(context.Background(), msg(r.body(t), 1, 5))
+	require.Equal(t, jobloop.Delete, out.Action)
+	evs := r.outboxEvents(t)
+	require.Len(t, evs, 1)
+	require.Equal(t, pipeline.VerdictEventID(r.key(), pipeline.StatusDone), evs[0].EventID)
+	require.Equal(t, pipeline.StatusDone, evs[0].Payload.(pipeline.VerdictEvent).Status)
+	require.Empty(t, r.sink.events(), "nothing sent after the commit")
 }

@@ -53,7 +53,7 @@ func TestVerdictEventCarriesSubjectPseudonymsNotIDs(t *testing.T) {
 		}
 		r.build(deps)
 		require.Equal(t, jobloop.Delete, r.h.Handle(context.Background(), msg(r.body(t), 1, 5)).Action)
-		evs := r.sink.events()
+		evs := r.outboxEvents(t)
 		require.Len(t, evs, 1)
 		p := evs[0].Payload.(pipeline.VerdictEvent)
 		require.Equal(t, []string{"hmac:0000000000000000000000a1"}, p.Subjects, "gated %v", gated)
@@ -66,5 +66,5 @@ func TestVerdictEventCarriesSubjectPseudonymsNotIDs(t *testing.T) {
 	r := setupReview(t)
 	withSubjects(r.rev)
 	require.Equal(t, jobloop.Delete, r.h.Handle(context.Background(), msg(r.body(t), 1, 5)).Action)
-	require.Nil(t, r.sink.events()[0].Payload.(pipeline.VerdictEvent).Subjects, "no key: no subjects, never raw ids")
+	require.Nil(t, r.outboxEvents(t)[0].Payload.(pipeline.VerdictEvent).Subjects, "no key: no subjects, never raw ids")
 }

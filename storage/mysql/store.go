@@ -266,7 +266,8 @@ func (s *Store) Get(ctx context.Context, key pipeline.ReviewKey) (pipeline.Verdi
 // Save upserts the verdict and replaces its stage rows, its subjects
 // (verdict_subjects), its participants (verdict_participants: not read
 // back by Get) and its campaign signals (verdict_campaigns) in one
-// transaction.
+// transaction, and when it commits v it writes v.Outbox to the outbox in
+// the same transaction (available at v.FinishedAt).
 // A stored done verdict is kept when v is not done: Save then succeeds
 // without changing anything and reports committed false (read back in the
 // transaction, under the verdict row's lock). A deadlock or lock wait timeout is retried
@@ -292,6 +293,9 @@ func (s *Store) SaveReleasing(ctx context.Context, v pipeline.Verdict, owner str
 func (s *Store) saveReleasing(ctx context.Context, v pipeline.Verdict, owner string) (bool, error) {
 	if err := checkVerdict(v); err != nil {
 		return false, pipeline.Permanent(fmt.Errorf("mysql: save: %w", err))
+	}
+	if err := checkOutbox(v.Outbox); err != nil {
+		return false, fmt.Errorf("mysql: save: %w", err)
 	}
 	args, err := upsertArgs(v)
 	if err != nil {
@@ -393,6 +397,11 @@ func (s *Store) save(ctx context.Context, v pipeline.Verdict, args []any, owner 
 			if err := replaceCampaigns(ctx, tx, id, v, false); err != nil {
 				return false, classify(err)
 			}
+		}
+	}
+	if committed {
+		if err := insertOutbox(ctx, tx, v.FinishedAt, v.Outbox); err != nil {
+			return false, classify(fmt.Errorf("mysql: save verdict: %w", err))
 		}
 	}
 	if owner != "" {

@@ -15,7 +15,7 @@ import (
 
 var _ pipeline.VerdictStore = (*Memory)(nil)
 
-// Memory is an in-memory pipeline.VerdictStore with the MySQL store's
+// Memory is an in-memory pipeline.VerdictStore and pipeline.OutboxStore with the MySQL store's
 // semantics (times truncated to microseconds, a done verdict never replaced
 // by a non-done one). It is safe for concurrent use. SaveErr and GetErr, when
 // set, are returned instead of doing the work, to inject failures.
@@ -23,6 +23,7 @@ type Memory struct {
 	mu      sync.Mutex
 	rows    map[pipeline.ReviewKey]pipeline.Verdict
 	saves   int
+	out     outbox
 	SaveErr func(v pipeline.Verdict) error
 	GetErr  func(k pipeline.ReviewKey) error
 }
@@ -60,7 +61,8 @@ func (m *Memory) Get(ctx context.Context, key pipeline.ReviewKey) (pipeline.Verd
 }
 
 // Save upserts v; a stored done verdict is kept when v is not done, and
-// Save then reports nothing committed.
+// Save then reports nothing committed. A committed save writes v.Outbox
+// to the store's outbox (OutboxStore), available at v.FinishedAt.
 func (m *Memory) Save(ctx context.Context, v pipeline.Verdict) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
@@ -72,6 +74,9 @@ func (m *Memory) Save(ctx context.Context, v pipeline.Verdict) (bool, error) {
 		if err := hook(v); err != nil {
 			return false, err
 		}
+	}
+	if err := checkOutbox(v.Outbox); err != nil {
+		return false, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -90,6 +95,8 @@ func (m *Memory) Save(ctx context.Context, v pipeline.Verdict) (bool, error) {
 	if old, ok := m.rows[v.Key]; ok && old.Status == pipeline.StatusDone && v.Status != pipeline.StatusDone {
 		return false, nil
 	}
+	m.out.insert(v.FinishedAt, v.Outbox)
+	v.Outbox = nil // not read back, as in MySQL
 	m.rows[v.Key] = v
 	return true, nil
 }

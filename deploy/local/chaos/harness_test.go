@@ -164,6 +164,9 @@ func (e *env) startWorker() *worker {
 		"CHATGUARD_CHAT_TIMEOUT=2s", "CHATGUARD_CLAIM_TTL=6s", "CHATGUARD_CLAIM_POLL=300ms",
 		"CHATGUARD_BREAKER_FAILURES=3", "CHATGUARD_BREAKER_OPEN_FOR=1s", "CHATGUARD_EVENT_FLUSH_AGE=100ms",
 		"CHATGUARD_MYSQL_MAX_OPEN_CONNS=16", "CHATGUARD_LOG_LEVEL=info",
+		// A killed worker's claimed outbox rows wait for their lease: short
+		// here, so that a scenario's drain does not wait a minute for them.
+		"CHATGUARD_OUTBOX_POLL=100ms", "CHATGUARD_OUTBOX_SEND_TIMEOUT=4s", "CHATGUARD_OUTBOX_LEASE=10s", "CHATGUARD_OUTBOX_RETRY_MAX=5s",
 	)
 	w.cmd.Env = append(w.cmd.Env, e.extraEnv...)
 	startProc(t, w)
@@ -326,6 +329,11 @@ func (e *env) count(q string) int {
 }
 
 func (e *env) done() int { return e.count("SELECT COUNT(*) FROM verdicts WHERE status = 'done'") }
+
+// outboxPending counts the outbox messages no relay has had accepted yet.
+func (e *env) outboxPending() int {
+	return e.count("SELECT COUNT(*) FROM outbox WHERE sent_at IS NULL")
+}
 
 // unusable counts the reviews failed because a stage had no usable answer
 // in any attempt: the job's own end, never retried.

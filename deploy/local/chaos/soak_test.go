@@ -577,11 +577,14 @@ func (s *soak) drain() {
 		}
 		time.Sleep(time.Second) // watching real processes drain
 	}
+	// Every verdict's event is in the outbox from its commit on; the
+	// relays send it (a killed worker's claimed rows after their lease),
+	// then the consumer writes it.
 	for time.Now().Before(deadline) {
-		if s.depth(s.feedback.URL) == 0 && s.consumer.metric("chatguard_consumer_buffered_events ") == 0 {
+		if s.outboxPending() == 0 && s.depth(s.feedback.URL) == 0 && s.consumer.metric("chatguard_consumer_buffered_events ") == 0 {
 			break
 		}
-		time.Sleep(time.Second) // watching the consumer drain
+		time.Sleep(time.Second) // watching the relays and the consumer drain
 	}
 	s.logf("drained")
 	s.sample()
@@ -667,6 +670,7 @@ func (s *soak) report(t *testing.T) {
 	notDone := s.count("SELECT COUNT(*) FROM verdicts WHERE status <> 'done' AND run_id LIKE 'soak-%'")
 	dupRows := s.count("SELECT COUNT(*) - COUNT(DISTINCT room_id, window_start, window_end, pipeline_version) FROM verdicts")
 	calls, recorded := s.modelCalls(), s.recordedCalls()
+	outboxLeft := s.outboxPending()
 	lk := s.lake()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -684,6 +688,7 @@ func (s *soak) report(t *testing.T) {
 	row("lake events (verdict, inference_log) after _dedup", "%d, %d rows; %d, %d distinct; raw copies %d, %d",
 		lk.rows["verdict"], lk.rows["inference_log"], lk.distinct["verdict"], lk.distinct["inference_log"], lk.raw["verdict"], lk.raw["inference_log"])
 	row("verdict events expected (one per done verdict) / present", "%d / %d", lk.verdictWant, lk.verdictWant-lk.verdictMissing)
+	row("outbox messages pending after the drain", "%d", outboxLeft)
 	row("duplicate verdict rows", "%d", dupRows)
 	row("extra model calls (beyond the stored verdicts' attempts)", "%d of %d", calls-recorded, calls)
 	row("on-demand reviews started / ended with a verdict / refused / other", "%d / %d / %d / %d", s.od.started, s.od.verdict, s.od.refused, s.od.other)
@@ -733,6 +738,7 @@ func (s *soak) report(t *testing.T) {
 		require.Equal(t, lk.distinct[tb], n, "%s_dedup holds each event once", tb)
 	}
 	require.Zero(t, lk.verdictMissing, "every done verdict's event in the lake")
+	require.Zero(t, outboxLeft, "every outbox message sent")
 	if !s.size.full {
 		// The short form's baseline falls in its processes' first seconds,
 		// before their connection pools fill: it shows the figures, and
