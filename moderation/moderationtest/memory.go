@@ -1,8 +1,9 @@
 // Package moderationtest holds test support for the moderation side's
-// ports: one conformance suite per port (takes, decisions, the feedback
-// outbox, the audit record) that every implementation must pass, run
-// against storage/mysql on MariaDB and against Memory, an in-memory store
-// with the same semantics for unit tests of the console.
+// ports: one conformance suite per port (verdicts, the queue, takes,
+// decisions, the feedback outbox, accounts, the audit record) that every
+// implementation must pass, run against storage/mysql on MariaDB and
+// against Memory, an in-memory moderation.Store with the same semantics
+// for unit tests of the console.
 package moderationtest
 
 import (
@@ -16,16 +17,11 @@ import (
 	"github.com/chatguard/chatguard/pipeline"
 )
 
-var (
-	_ moderation.Verdicts       = (*Memory)(nil)
-	_ moderation.Takes          = (*Memory)(nil)
-	_ moderation.Decisions      = (*Memory)(nil)
-	_ moderation.FeedbackOutbox = (*Memory)(nil)
-	_ moderation.ActionLog      = (*Memory)(nil)
-)
+var _ moderation.Store = (*Memory)(nil)
 
-// Memory is an in-memory store of verdicts, takes, decisions with their
-// feedback outbox, and audit records, with storage/mysql's semantics
+// Memory is an in-memory moderation.Store: verdicts with their queue,
+// account and campaign views, takes, decisions with their feedback
+// outbox, and audit records, with storage/mysql's semantics
 // (times in UTC at microsecond precision, a done verdict never replaced by
 // a non-done one, one holder per item). It is safe for concurrent use: one
 // mutex makes every method atomic. ActionErr, when set, is returned by
@@ -76,7 +72,8 @@ func (m *Memory) Save(ctx context.Context, v pipeline.Verdict) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	v.Key = normKey(v.Key)
-	v.FinishedAt = us(v.FinishedAt)
+	v.PublishedAt, v.StartedAt, v.FinishedAt = us(v.PublishedAt), us(v.StartedAt), us(v.FinishedAt)
+	v.OldestMessageAt, v.NewestMessageAt = us(v.OldestMessageAt), us(v.NewestMessageAt)
 	v.Campaigns = slices.Clone(v.Campaigns)
 	id, ok := m.ids[v.Key]
 	if ok && m.verdicts[id].Status == pipeline.StatusDone && v.Status != pipeline.StatusDone {

@@ -30,3 +30,23 @@ func TestMemoryActionLogConformance(t *testing.T) {
 		}
 	})
 }
+
+func TestMemoryQueueConformance(t *testing.T) {
+	t.Parallel()
+	RunQueueConformance(t, func(t *testing.T) QueueStore { return NewMemory() })
+}
+
+func TestMemoryFeedbackOutboxConformance(t *testing.T) {
+	t.Parallel()
+	RunFeedbackOutboxConformance(t, func(t *testing.T) OutboxStore { return NewMemory() })
+}
+
+func TestMemoryAccountsConformance(t *testing.T) {
+	t.Parallel()
+	RunAccountsConformance(t, func(t *testing.T) AccountsStore { return NewMemory() })
+}
+
+func TestMemoryVerdictsConformance(t *testing.T) {
+	t.Parallel()
+	RunVerdictsConformance(t, func(t *testing.T) moderation.Verdicts { return NewMemory() })
+}

@@ -49,3 +49,23 @@ func readAction(db *sql.DB, id uint64) (moderation.AuditRecord, error) {
 	r.VerdictID, r.DecisionID = uint64(verdictID.Int64), uint64(decisionID.Int64)
 	return r, err
 }
+
+func TestQueueConformance(t *testing.T) {
+	t.Parallel()
+	moderationtest.RunQueueConformance(t, func(t *testing.T) moderationtest.QueueStore { return setup(t) })
+}
+
+func TestFeedbackOutboxConformance(t *testing.T) {
+	t.Parallel()
+	moderationtest.RunFeedbackOutboxConformance(t, func(t *testing.T) moderationtest.OutboxStore { return setup(t) })
+}
+
+func TestAccountsConformance(t *testing.T) {
+	t.Parallel()
+	moderationtest.RunAccountsConformance(t, func(t *testing.T) moderationtest.AccountsStore { return setup(t) })
+}
+
+func TestVerdictsConformance(t *testing.T) {
+	t.Parallel()
+	moderationtest.RunVerdictsConformance(t, func(t *testing.T) moderation.Verdicts { return setup(t) })
+}
