@@ -76,7 +76,7 @@ type parts struct {
 	aws    aws.Config
 	owned  []*sqs.Queue
 	queues Queues
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	engine *trigger.Engine
 	admin  *lifecycle.Server
 }

@@ -35,7 +35,7 @@ type stopSignals struct {
 	pub    pipeline.StopPublisher
 	feed   pipeline.StopFeed
 	holder *stop.Holder
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 }
 
 // newStopSignals builds the stop signals' parts over --redis-addr.
