@@ -99,3 +99,25 @@ func EachRedis(t *testing.T, fn func(t *testing.T, r RedisTarget)) {
 		t.Run(r.Name, func(t *testing.T) { fn(t, r) })
 	}
 }
+
+// DeleteKeys deletes every key that starts with prefix, on every master
+// of a cluster (a SCAN sees one node), one key per DEL (keys of many
+// slots); it is for test cleanups and reports nothing.
+func DeleteKeys(rdb redis.UniversalClient, prefix string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	del := func(ctx context.Context, c *redis.Client) error {
+		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			c.Del(ctx, iter.Val())
+		}
+		return iter.Err()
+	}
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		_ = cc.ForEachMaster(ctx, del)
+		return
+	}
+	if c, ok := rdb.(*redis.Client); ok {
+		_ = del(ctx, c)
+	}
+}
