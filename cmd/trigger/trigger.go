@@ -125,7 +125,7 @@ func (p *parts) closeQueues(ctx context.Context) error {
 }
 
 func (p *parts) startRedis(context.Context) (err error) {
-	p.rdb, err = p.cfg.RedisOptions.Client(nil)
+	p.rdb, err = p.cfg.State().Client(nil)
 	return err
 }
 
