@@ -9,8 +9,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
-	"github.com/chatguard/chatguard/storage/mysql"
 )
 
 // The account view: every verdict about one sender (the verdicts whose
@@ -55,7 +55,7 @@ func (s *server) accountPage(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, now := r.Context(), s.clock.Now()
 	page, err := s.store.AccountVerdicts(ctx, sender, r.URL.Query().Get("cursor"), accountPageSize)
-	if errors.Is(err, mysql.ErrBadCursor) {
+	if errors.Is(err, moderation.ErrBadCursor) {
 		s.fail(w, r, http.StatusBadRequest, err.Error(), nil)
 		return
 	}
@@ -88,7 +88,7 @@ func (s *server) accountPage(w http.ResponseWriter, r *http.Request) {
 // campaignLine is one room of the campaign view: the verdict, its take as
 // this moderator sees it, and its matching message fetched live.
 type campaignLine struct {
-	mysql.CampaignRoom
+	moderation.CampaignRoom
 	Take    takeView
 	Message *pipeline.ChatMessage
 	// ChatError says why the message is not shown.
@@ -116,7 +116,7 @@ func (s *server) renderCampaign(w http.ResponseWriter, r *http.Request, code int
 		cursor = r.PostFormValue("cursor")
 	}
 	page, err := s.store.CampaignRooms(r.Context(), mark, cursor, campaignPageSize)
-	if errors.Is(err, mysql.ErrBadMark) || errors.Is(err, mysql.ErrBadCursor) {
+	if errors.Is(err, moderation.ErrBadMark) || errors.Is(err, moderation.ErrBadCursor) {
 		s.fail(w, r, http.StatusNotFound, err.Error(), nil)
 		return
 	}
@@ -153,7 +153,7 @@ func (s *server) renderCampaign(w http.ResponseWriter, r *http.Request, code int
 // matching message, fetched live from the chat API a few rooms at a time,
 // all within the room page's history timeout. A room whose chat cannot be
 // fetched says so; the others still show.
-func (s *server) campaignLines(ctx context.Context, who Who, rooms []mysql.CampaignRoom) []campaignLine {
+func (s *server) campaignLines(ctx context.Context, who Who, rooms []moderation.CampaignRoom) []campaignLine {
 	now := s.clock.Now()
 	lines := make([]campaignLine, len(rooms))
 	hctx, cancel := context.WithTimeout(ctx, s.historyTimeout)

@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
-	"github.com/chatguard/chatguard/storage/mysql"
 	"github.com/chatguard/chatguard/storage/storetest"
 )
 
@@ -146,9 +146,10 @@ func TestBulkDecisionRespectsTakesAndIsAuditedFirst(t *testing.T) {
 	ds, err = e.db.Decisions(testCtx(t), ids[1], 10)
 	require.NoError(t, err)
 	require.Len(t, ds, 1)
-	require.Equal(t, mysql.Decision{VerdictID: ids[1], Moderator: alice.who.ID, Decision: mysql.DecisionOverturn, Label: pipeline.LabelSuspicious,
-		Category: pipeline.CategorySpam}, mysql.Decision{VerdictID: ds[0].VerdictID, Moderator: ds[0].Moderator, Decision: ds[0].Decision, Label: ds[0].Label, Category: ds[0].Category})
-	require.Contains(t, e.log.b.String(), `"overridden":["`+bob.who.ID+`"]`)
+	require.Equal(t, moderation.Decision{VerdictID: ids[1], Moderator: alice.who.ID, Decision: moderation.DecisionOverturn, Label: pipeline.LabelSuspicious,
+		Category: pipeline.CategorySpam}, moderation.Decision{VerdictID: ds[0].VerdictID, Moderator: ds[0].Moderator, Decision: ds[0].Decision, Label: ds[0].Label, Category: ds[0].Category})
+	require.Contains(t, e.log.b.String(), `"action":"override_take","moderator":"`+alice.who.ID+`","verdict_id":`+strconv.FormatUint(ids[1], 10))
+	require.Contains(t, e.log.b.String(), `"holder":"`+bob.who.ID+`"`)
 	_, held, err := e.db.TakeOf(testCtx(t), ids[1])
 	require.NoError(t, err)
 	require.False(t, held, "the decision ended the take")

@@ -5,13 +5,13 @@ import (
 	"math"
 	"net/url"
 
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
-	"github.com/chatguard/chatguard/storage/mysql"
 )
 
 // The audit queue: recall can only be measured against clean verdicts
 // that a moderator looked at, chosen by chance. Config.AuditShare of the
-// clean verdicts are audit items (storage/mysql's hash sample); the
+// clean verdicts are audit items (moderation.IsAuditItem's hash sample); the
 // default queue's first page mixes about that share of audit items among
 // its flagged ones, evenly spaced and marked "audit", and ?audit=1 lists
 // audit items alone. They are taken, confirmed and overturned like any
@@ -20,10 +20,10 @@ import (
 // listQueue reads the queue page that filter f and the query string q ask
 // for: the flagged queue, with audit items mixed into the default queue's
 // first page, or (?audit=1) the audit items alone.
-func (s *server) listQueue(ctx context.Context, f mysql.QueueFilter, q url.Values) (mysql.QueuePage, error) {
+func (s *server) listQueue(ctx context.Context, f moderation.QueueFilter, q url.Values) (moderation.QueuePage, error) {
 	if q.Get("audit") == "1" {
 		items, err := s.store.ListAudit(ctx, s.cfg.AuditShare, defaultPage)
-		return mysql.QueuePage{Items: items}, err
+		return moderation.QueuePage{Items: items}, err
 	}
 	page, err := s.store.ListQueue(ctx, f, q.Get("cursor"))
 	if err != nil || !defaultQueue(f, q) {
@@ -49,7 +49,7 @@ const defaultPage = 50
 
 // defaultQueue reports whether f and q are the default queue's first page:
 // no filter, no cursor, undecided items only.
-func defaultQueue(f mysql.QueueFilter, q url.Values) bool {
+func defaultQueue(f moderation.QueueFilter, q url.Values) bool {
 	return q.Get("cursor") == "" && (f.Status == "" || f.Status == pipeline.StatusDone) && len(f.Labels) == 0 &&
 		f.Category == "" && f.MinSeverity == 0 && f.From.IsZero() && f.To.IsZero() && f.RunID == "" && !f.IncludeDecided
 }
@@ -69,8 +69,8 @@ func auditPerPage(flagged int, share float64) int {
 
 // mixAudit spreads audit among flagged, evenly: the i-th audit item goes
 // after (i+1)/(len(audit)+1) of the flagged items.
-func mixAudit(flagged, audit []mysql.QueueItem) []mysql.QueueItem {
-	out := make([]mysql.QueueItem, 0, len(flagged)+len(audit))
+func mixAudit(flagged, audit []moderation.QueueItem) []moderation.QueueItem {
+	out := make([]moderation.QueueItem, 0, len(flagged)+len(audit))
 	next := 0
 	for i, a := range audit {
 		at := (i + 1) * len(flagged) / (len(audit) + 1)

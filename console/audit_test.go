@@ -6,15 +6,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/chatguard/chatguard/storage/mysql"
+	"github.com/chatguard/chatguard/moderation"
 )
 
 func TestAuditItemsAreSpreadThroughThePage(t *testing.T) {
 	t.Parallel()
-	items := func(from, n int, audit bool) []mysql.QueueItem {
-		out := make([]mysql.QueueItem, n)
+	items := func(from, n int, audit bool) []moderation.QueueItem {
+		out := make([]moderation.QueueItem, n)
 		for i := range out {
-			out[i] = mysql.QueueItem{ID: uint64(from + i), Audit: audit}
+			out[i] = moderation.QueueItem{ID: uint64(from + i), Audit: audit}
 		}
 		return out
 	}

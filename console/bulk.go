@@ -1,23 +1,30 @@
 package console
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
 	"time"
 
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
-	"github.com/chatguard/chatguard/storage/mysql"
 )
 
 // A campaign's bulk decision: one moderator confirms or overturns every
 // open room of a campaign page at once. It is audited as one action
 // ("bulk_decide", with its room count) before it acts; then each room is
-// taken and decided through record, so each still gets one decision row
-// and one moderator_feedback event. Rooms another moderator holds are
-// skipped unless the moderator overrides, explicitly and audited; rooms
-// decided since the page was drawn, or not on it, are never decided by it.
+// taken, its newest decision read again (someone may have decided it
+// since the page was read), and decided through record, so each still
+// gets its own "decide" audit row, one decision row and one
+// moderator_feedback event. Rooms another moderator holds, and rooms
+// another moderator decided since the page was read, are skipped and
+// reported unless the moderator overrides, explicitly and audited per
+// room ("override_take" naming the holder, "override_decided" naming the
+// decider); rooms not on the page the moderator saw are never decided by
+// it.
 
 // bulkResult is what a bulk decision did, for the page that follows.
 type bulkResult struct {
@@ -32,7 +39,11 @@ type bulkResult struct {
 	Overridden []string
 	// AlreadyDecided counts the rooms skipped as decided already.
 	AlreadyDecided int
-	Error          string
+	// DecidedMeanwhile lists who decided the rooms skipped because they
+	// were decided after the page was read; OverDecided who decided the
+	// rooms the moderator decided over such a decision, by an override.
+	DecidedMeanwhile, OverDecided []string
+	Error                         string
 }
 
 // bulkPlan splits the rooms of a campaign page the moderator saw (ids)
@@ -58,9 +69,9 @@ func (s *server) bulkPlan(who Who, lines []campaignLine, ids map[uint64]bool, ov
 
 // bulkDecision is the decision a bulk form asks for, for a room whose
 // verdict is l: confirm keeps the verdict's label and category.
-func bulkDecision(r *http.Request, who Who, l campaignLine, at time.Time) mysql.Decision {
-	d := mysql.Decision{VerdictID: l.VerdictID, Moderator: who.ID, Decision: r.PostFormValue("decision"), Note: r.PostFormValue("note"), DecidedAt: at}
-	if d.Decision == mysql.DecisionConfirm {
+func bulkDecision(r *http.Request, who Who, l campaignLine, at time.Time) moderation.Decision {
+	d := moderation.Decision{VerdictID: l.VerdictID, Moderator: who.ID, Decision: r.PostFormValue("decision"), Note: r.PostFormValue("note"), DecidedAt: at}
+	if d.Decision == moderation.DecisionConfirm {
 		d.Label, d.Category = l.Label, l.Category
 	} else {
 		d.Label, d.Category = pipeline.Label(r.PostFormValue("label")), pipeline.Category(r.PostFormValue("category"))
@@ -77,13 +88,13 @@ func bulkDecision(r *http.Request, who Who, l campaignLine, at time.Time) mysql.
 func (s *server) bulkDecide(w http.ResponseWriter, r *http.Request) {
 	who, _ := whoFrom(r.Context())
 	decision := r.PostFormValue("decision")
-	if decision != mysql.DecisionConfirm && decision != mysql.DecisionOverturn {
+	if decision != moderation.DecisionConfirm && decision != moderation.DecisionOverturn {
 		s.fail(w, r, http.StatusBadRequest, "decision must be confirm or overturn", nil)
 		return
 	}
 	// An overturn's label is checked before the audit line: a form that
 	// can only fail must not be logged as about to decide rooms.
-	if l := pipeline.Label(r.PostFormValue("label")); decision == mysql.DecisionOverturn &&
+	if l := pipeline.Label(r.PostFormValue("label")); decision == moderation.DecisionOverturn &&
 		l != pipeline.LabelAbusive && l != pipeline.LabelSuspicious && l != pipeline.LabelClean {
 		s.fail(w, r, http.StatusBadRequest, "an overturn needs a label: abusive, suspicious or clean", nil)
 		return
@@ -96,7 +107,7 @@ func (s *server) bulkDecide(w http.ResponseWriter, r *http.Request) {
 	}
 	mark, override := r.PathValue("mark"), r.PostFormValue("override") == "1"
 	page, err := s.store.CampaignRooms(r.Context(), mark, r.PostFormValue("cursor"), campaignPageSize)
-	if errors.Is(err, mysql.ErrBadMark) || errors.Is(err, mysql.ErrBadCursor) {
+	if errors.Is(err, moderation.ErrBadMark) || errors.Is(err, moderation.ErrBadCursor) {
 		s.fail(w, r, http.StatusNotFound, err.Error(), nil)
 		return
 	}
@@ -114,10 +125,16 @@ func (s *server) bulkDecide(w http.ResponseWriter, r *http.Request) {
 	}
 	act, res := s.bulkPlan(who, lines, ids, override)
 	res.Decision = decision
-	s.log.Info("console: audit", "action", "bulk_decide", "moderator", who.ID, "mark", mark, "decision", decision,
-		"label", r.PostFormValue("label"), "category", r.PostFormValue("category"), "rooms", len(act),
-		"override", override, "overridden", res.Overridden, "skipped_taken", len(res.Taken), "skipped_decided", res.AlreadyDecided)
-	pending := s.claimForBulk(r, who, act, override, &res)
+	if err := s.audit(r.Context(), moderation.AuditRecord{Moderator: who.ID, Action: moderation.ActionBulkDecide, Mark: mark, Decision: decision,
+		Label: pipeline.Label(r.PostFormValue("label")), Category: pipeline.Category(r.PostFormValue("category")), Override: override, Rooms: len(act),
+		Detail: fmt.Sprintf("skipped: %d taken, %d decided", len(res.Taken), res.AlreadyDecided)}); err != nil {
+		s.log.Warn("console: bulk decision refused", "mark", mark, "err", err)
+		res.Error = errNotAudited
+		s.renderCampaign(w, r, http.StatusServiceUnavailable, &campaignOutcome{Bulk: &res})
+		return
+	}
+	res.Overridden = nil // each override is named by its room's override_take below
+	pending, claimErr := s.claimForBulk(r, who, mark, act, override, &res)
 	at := now.UTC().Truncate(time.Microsecond) // as the row keeps it (see decide)
 	items := make([]pendingDecision, 0, len(pending))
 	for _, l := range pending {
@@ -126,38 +143,111 @@ func (s *server) bulkDecide(w http.ResponseWriter, r *http.Request) {
 	}
 	rec, err := s.record(r.Context(), who, items)
 	res.Decided, res.Queued = len(rec.Decisions), rec.Queued
+	if err == nil {
+		err = claimErr
+	}
 	code := http.StatusOK
 	var perm *pipeline.PermanentError
 	switch {
 	case errors.As(err, &perm):
 		code, res.Error = http.StatusBadRequest, err.Error()
+	case errors.Is(err, errAudit):
+		s.log.Warn("console: bulk decision stopped", "mark", mark, "decided", res.Decided, "err", err)
+		code, res.Error = http.StatusServiceUnavailable, "stopped after "+strconv.Itoa(res.Decided)+" rooms: "+errNotAudited
 	case err != nil:
 		s.log.Warn("console: bulk decision stopped", "mark", mark, "decided", res.Decided, "err", err)
 		code, res.Error = http.StatusServiceUnavailable, "stopped after "+strconv.Itoa(res.Decided)+" rooms: could not save a decision"
 	}
-	slices.Sort(res.Taken)
-	res.Taken = slices.Compact(res.Taken)
+	for _, l := range []*[]string{&res.Taken, &res.Overridden, &res.DecidedMeanwhile, &res.OverDecided} {
+		slices.Sort(*l)
+		*l = slices.Compact(*l)
+	}
 	s.renderCampaign(w, r, code, &campaignOutcome{Bulk: &res})
 }
 
-// claimForBulk takes each room of act for who (over another's take when
-// override: the bulk_decide audit line said so first) and returns the
-// rooms held; a room taken meanwhile by someone else is skipped into res.
-func (s *server) claimForBulk(r *http.Request, who Who, act []campaignLine, override bool, res *bulkResult) []campaignLine {
+// claimForBulk takes each room of act for who and returns the rooms held
+// and still undecided since the page read. A room another moderator holds
+// is skipped into res.Taken or, with override, taken over after an
+// override_take audit row naming the holder (whether the page showed the
+// take or it was made after the page was read). A room decided since the
+// page read, by another moderator, is skipped into res.DecidedMeanwhile
+// or, with override, kept after an override_decided audit row naming the
+// decider; one decided meanwhile by who is skipped as decided already. An
+// audit row that cannot be written stops the claim: it returns the rooms
+// held so far and an error wrapping errAudit.
+func (s *server) claimForBulk(r *http.Request, who Who, mark string, act []campaignLine, override bool, res *bulkResult) ([]campaignLine, error) {
+	ctx := r.Context()
 	held := make([]campaignLine, 0, len(act))
 	for _, l := range act {
 		now := s.clock.Now()
-		_, err := s.store.TakeItem(r.Context(), l.VerdictID, who.ID, now, s.staleBefore(now), override)
-		var te *mysql.TakenError
+		_, err := s.store.TakeItem(ctx, l.VerdictID, who.ID, now, s.staleBefore(now), false)
+		var te *moderation.TakenError
+		if errors.As(err, &te) && override {
+			if aerr := s.audit(ctx, moderation.AuditRecord{Moderator: who.ID, Action: moderation.ActionOverrideTake, VerdictID: l.VerdictID,
+				RoomID: l.Key.RoomID, Mark: mark, Override: true, Holder: te.Holder.Moderator}); aerr != nil {
+				return held, aerr
+			}
+			res.Overridden = append(res.Overridden, te.Holder.Moderator)
+			_, err = s.store.TakeItem(ctx, l.VerdictID, who.ID, now, s.staleBefore(now), true)
+		}
 		switch {
 		case errors.As(err, &te):
 			res.Taken = append(res.Taken, te.Holder.Moderator)
+			continue
 		case err != nil:
 			s.log.Warn("console: bulk decision: take", "verdict_id", l.VerdictID, "err", err)
 			res.Error = "some rooms could not be taken and were not decided"
-		default:
+			continue
+		}
+		ok, err := s.undecidedSincePage(ctx, who, mark, l, override, res)
+		if err != nil {
+			return held, err
+		}
+		if ok {
 			held = append(held, l)
 		}
 	}
-	return held
+	return held, nil
+}
+
+// undecidedSincePage reads again, once who holds l's room, the decision in
+// force on it: the page read showed none (bulkPlan skipped decided
+// rooms), so one now was made meanwhile. It reports whether the room is
+// to be decided, recording into res why not; with override a decision of
+// another moderator is decided over, after its override_decided audit
+// row. A room skipped is released again (its take was this bulk
+// decision's). Its error wraps errAudit when that row could not be
+// written.
+func (s *server) undecidedSincePage(ctx context.Context, who Who, mark string, l campaignLine, override bool, res *bulkResult) (bool, error) {
+	newest, err := s.store.Decisions(ctx, l.VerdictID, 1)
+	skip := func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, err := s.store.ReleaseItem(rctx, l.VerdictID, who.ID); err != nil {
+			s.log.Warn("console: bulk decision: skipped room not released; it goes stale after --take-timeout", "verdict_id", l.VerdictID, "err", err)
+		}
+	}
+	switch {
+	case err != nil:
+		s.log.Warn("console: bulk decision: newest decision", "verdict_id", l.VerdictID, "err", err)
+		res.Error = "some rooms could not be checked and were not decided"
+		skip()
+		return false, nil
+	case len(newest) == 0:
+		return true, nil
+	case newest[0].Moderator == who.ID:
+		res.AlreadyDecided++
+		skip()
+		return false, nil
+	case !override:
+		res.DecidedMeanwhile = append(res.DecidedMeanwhile, newest[0].Moderator)
+		skip()
+		return false, nil
+	}
+	if err := s.audit(ctx, moderation.AuditRecord{Moderator: who.ID, Action: moderation.ActionOverrideDecided, VerdictID: l.VerdictID,
+		RoomID: l.Key.RoomID, Mark: mark, Override: true, Holder: newest[0].Moderator, DecisionID: newest[0].ID}); err != nil {
+		return false, err
+	}
+	res.OverDecided = append(res.OverDecided, newest[0].Moderator)
+	return true, nil
 }

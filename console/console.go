@@ -19,24 +19,18 @@ import (
 
 	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/internal/drain"
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/chatcontext"
 	"github.com/chatguard/chatguard/pipeline/live"
 	"github.com/chatguard/chatguard/pipeline/stop"
 )
 
-// Store is what the console needs of MySQL (*mysql.Store): the queue,
-// verdicts and decisions of its pages, and the feedback outbox its
-// sweeper reads.
-type Store interface {
-	store
-	outboxStore
-}
-
 // Deps are what the App is built on; the caller owns and closes them.
 type Deps struct {
-	// Store, Feedback, Chat and Reviewer are required.
-	Store    Store
+	// Store, Feedback, Chat and Reviewer are required. Store is the
+	// moderation side's ports (storage/mysql's Store in production).
+	Store    moderation.Store
 	Feedback FeedbackSender
 	Chat     pipeline.ChatSource
 	// HistoryTimeout bounds the room page's chat history fetch (zero:

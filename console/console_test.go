@@ -20,10 +20,10 @@ import (
 
 	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/internal/drain"
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/live"
 	"github.com/chatguard/chatguard/pipeline/llm"
-	"github.com/chatguard/chatguard/storage/mysql"
 )
 
 var window = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
@@ -31,18 +31,21 @@ var window = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 type fakeStore struct {
 	mu        sync.Mutex
 	verdict   pipeline.Verdict
-	decisions []mysql.Decision
+	decisions []moderation.Decision
 	saved     []pipeline.Verdict
+	actions   []moderation.AuditRecord
+	// auditErr, when set, fails every RecordAction (nothing recorded).
+	auditErr error
 }
 
-func (f *fakeStore) ListQueue(context.Context, mysql.QueueFilter, string) (mysql.QueuePage, error) {
-	return mysql.QueuePage{Items: []mysql.QueueItem{{ID: 7, Key: f.verdict.Key, Label: f.verdict.Label, Category: f.verdict.Category, Severity: 4}}}, nil
+func (f *fakeStore) ListQueue(context.Context, moderation.QueueFilter, string) (moderation.QueuePage, error) {
+	return moderation.QueuePage{Items: []moderation.QueueItem{{ID: 7, Key: f.verdict.Key, Label: f.verdict.Label, Category: f.verdict.Category, Severity: 4}}}, nil
 }
-func (f *fakeStore) ListAudit(context.Context, float64, int) ([]mysql.QueueItem, error) {
+func (f *fakeStore) ListAudit(context.Context, float64, int) ([]moderation.QueueItem, error) {
 	return nil, nil
 }
-func (f *fakeStore) CountQueue(context.Context, time.Time) (mysql.QueueCounts, error) {
-	return mysql.QueueCounts{}, nil
+func (f *fakeStore) CountQueue(context.Context, time.Time) (moderation.QueueCounts, error) {
+	return moderation.QueueCounts{}, nil
 }
 func (f *fakeStore) VerdictByID(_ context.Context, id uint64) (pipeline.Verdict, error) {
 	if id != 7 {
@@ -51,7 +54,7 @@ func (f *fakeStore) VerdictByID(_ context.Context, id uint64) (pipeline.Verdict,
 	return f.verdict, nil
 }
 func (f *fakeStore) VerdictID(context.Context, pipeline.ReviewKey) (uint64, error) { return 7, nil }
-func (f *fakeStore) AddDecision(_ context.Context, d mysql.Decision) (uint64, error) {
+func (f *fakeStore) AddDecision(_ context.Context, d moderation.Decision) (uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.decisions = append(f.decisions, d)
@@ -67,10 +70,10 @@ func (f *fakeStore) MarkFeedbackSent(_ context.Context, at time.Time, ids ...uin
 	}
 	return nil
 }
-func (f *fakeStore) Decisions(context.Context, uint64, int) ([]mysql.Decision, error) {
+func (f *fakeStore) Decisions(context.Context, uint64, int) ([]moderation.Decision, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]mysql.Decision(nil), f.decisions...), nil
+	return append([]moderation.Decision(nil), f.decisions...), nil
 }
 func (f *fakeStore) Save(_ context.Context, v pipeline.Verdict) (bool, error) {
 	f.mu.Lock()
@@ -80,50 +83,63 @@ func (f *fakeStore) Save(_ context.Context, v pipeline.Verdict) (bool, error) {
 }
 func (f *fakeStore) Ping(context.Context) error { return nil }
 
+func (f *fakeStore) RecordAction(_ context.Context, r moderation.AuditRecord) (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.auditErr != nil {
+		return 0, f.auditErr
+	}
+	if err := r.Validate(); err != nil {
+		return 0, pipeline.Permanent(err)
+	}
+	f.actions = append(f.actions, r)
+	return uint64(len(f.actions)), nil
+}
+
 // Assignment: nobody else works here, so every take is the caller's
 // (takes_test.go runs assignment on the real MariaDB).
-func (f *fakeStore) TakeItem(_ context.Context, id uint64, mod string, now, _ time.Time, _ bool) (mysql.Take, error) {
-	return mysql.Take{VerdictID: id, Moderator: mod, TakenAt: now, ActiveAt: now}, nil
+func (f *fakeStore) TakeItem(_ context.Context, id uint64, mod string, now, _ time.Time, _ bool) (moderation.Take, error) {
+	return moderation.Take{VerdictID: id, Moderator: mod, TakenAt: now, ActiveAt: now}, nil
 }
-func (f *fakeStore) TakeOf(context.Context, uint64) (mysql.Take, bool, error) {
-	return mysql.Take{}, false, nil
+func (f *fakeStore) TakeOf(context.Context, uint64) (moderation.Take, bool, error) {
+	return moderation.Take{}, false, nil
 }
 func (f *fakeStore) TouchTake(context.Context, uint64, string, time.Time) (bool, error) {
 	return false, nil
 }
 func (f *fakeStore) ReleaseItem(context.Context, uint64, string) (bool, error)   { return true, nil }
 func (f *fakeStore) CountOpenCampaignRooms(context.Context, string) (int, error) { return 0, nil }
-func (f *fakeStore) TakeCampaign(context.Context, string, string, time.Time, time.Time) (mysql.CampaignTakes, error) {
-	return mysql.CampaignTakes{}, nil
+func (f *fakeStore) TakeCampaign(context.Context, string, string, time.Time, time.Time) (moderation.CampaignTakes, error) {
+	return moderation.CampaignTakes{}, nil
 }
 func (f *fakeStore) ReleaseCampaign(context.Context, string, string) (int, error) { return 0, nil }
 
 // Accounts and campaigns: none here (accounts_test.go reads the real
 // MariaDB).
-func (f *fakeStore) AccountVerdicts(context.Context, string, string, int) (mysql.AccountPage, error) {
-	return mysql.AccountPage{}, nil
+func (f *fakeStore) AccountVerdicts(context.Context, string, string, int) (moderation.AccountPage, error) {
+	return moderation.AccountPage{}, nil
 }
 func (f *fakeStore) AccountHistory(context.Context, pipeline.HistoryQuery) ([]pipeline.HistoryCount, error) {
 	return nil, nil
 }
-func (f *fakeStore) AccountCampaigns(context.Context, string) ([]mysql.CampaignMark, error) {
+func (f *fakeStore) AccountCampaigns(context.Context, string) ([]moderation.CampaignMark, error) {
 	return nil, nil
 }
-func (f *fakeStore) VerdictCampaigns(context.Context, uint64) ([]mysql.CampaignMark, error) {
+func (f *fakeStore) VerdictCampaigns(context.Context, uint64) ([]moderation.CampaignMark, error) {
 	return nil, nil
 }
-func (f *fakeStore) CampaignRooms(context.Context, string, string, int) (mysql.CampaignPage, error) {
-	return mysql.CampaignPage{}, nil
+func (f *fakeStore) CampaignRooms(context.Context, string, string, int) (moderation.CampaignPage, error) {
+	return moderation.CampaignPage{}, nil
 }
 
 // The outbox's methods: these tests run no sweeper (feedback_test.go
 // sweeps a real database).
 func (f *fakeStore) SweepUnsentFeedback(context.Context, time.Time, time.Duration, int,
-	func(context.Context, []mysql.UnsentFeedback) ([]mysql.FeedbackSend, error)) (mysql.FeedbackSweep, error) {
-	return mysql.FeedbackSweep{}, nil
+	func(context.Context, []moderation.UnsentFeedback) ([]moderation.FeedbackSend, error)) (moderation.FeedbackSweep, error) {
+	return moderation.FeedbackSweep{}, nil
 }
-func (f *fakeStore) FeedbackBacklog(context.Context) (mysql.FeedbackBacklog, error) {
-	return mysql.FeedbackBacklog{}, nil
+func (f *fakeStore) FeedbackBacklog(context.Context) (moderation.FeedbackBacklog, error) {
+	return moderation.FeedbackBacklog{}, nil
 }
 
 type fakeChat struct{}

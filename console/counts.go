@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
-	"github.com/chatguard/chatguard/storage/mysql"
+	"github.com/chatguard/chatguard/moderation"
 )
 
 // The queue header's counts read the whole open queue (hundreds of
@@ -30,14 +30,14 @@ const queueCountsTimeout = 10 * time.Second
 type countsCache struct {
 	mu     sync.Mutex
 	at     time.Time // when val was read; zero: never
-	val    mysql.QueueCounts
+	val    moderation.QueueCounts
 	flight singleflight.Group
 }
 
 // get returns the counts read at most queueCountsTTL before now, reading
 // them through load when they are older, one load at a time. A waiting
 // caller returns with ctx's error when ctx ends first.
-func (c *countsCache) get(ctx context.Context, now time.Time, load func(ctx context.Context) (mysql.QueueCounts, error)) (mysql.QueueCounts, error) {
+func (c *countsCache) get(ctx context.Context, now time.Time, load func(ctx context.Context) (moderation.QueueCounts, error)) (moderation.QueueCounts, error) {
 	c.mu.Lock()
 	if !c.at.IsZero() && now.Sub(c.at) < queueCountsTTL {
 		v := c.val
@@ -59,12 +59,12 @@ func (c *countsCache) get(ctx context.Context, now time.Time, load func(ctx cont
 	})
 	select {
 	case <-ctx.Done():
-		return mysql.QueueCounts{}, ctx.Err()
+		return moderation.QueueCounts{}, ctx.Err()
 	case r := <-ch:
 		if r.Err != nil {
-			return mysql.QueueCounts{}, r.Err
+			return moderation.QueueCounts{}, r.Err
 		}
-		return r.Val.(mysql.QueueCounts), nil
+		return r.Val.(moderation.QueueCounts), nil
 	}
 }
 
@@ -73,7 +73,7 @@ func (c *countsCache) get(ctx context.Context, now time.Time, load func(ctx cont
 // (countsCache). They help; without them the page still works.
 func (s *server) queueCounts(w http.ResponseWriter, r *http.Request) {
 	now := s.clock.Now()
-	counts, err := s.counts.get(r.Context(), now, func(ctx context.Context) (mysql.QueueCounts, error) {
+	counts, err := s.counts.get(r.Context(), now, func(ctx context.Context) (moderation.QueueCounts, error) {
 		return s.store.CountQueue(ctx, now)
 	})
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/internal/clock"
-	"github.com/chatguard/chatguard/storage/mysql"
+	"github.com/chatguard/chatguard/moderation"
 )
 
 // The counts are read once per TTL however many moderators ask, and once
@@ -25,10 +25,10 @@ func TestQueueCountsAreReadOncePerTTL(t *testing.T) {
 	var loads atomic.Int32
 	t0 := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
 	release := make(chan struct{})
-	load := func(context.Context) (mysql.QueueCounts, error) {
+	load := func(context.Context) (moderation.QueueCounts, error) {
 		n := loads.Add(1)
 		<-release
-		return mysql.QueueCounts{Under1h: int(n)}, nil
+		return moderation.QueueCounts{Under1h: int(n)}, nil
 	}
 	ctx := testCtx(t)
 	var wg sync.WaitGroup
@@ -54,7 +54,9 @@ func TestQueueCountsAreReadOncePerTTL(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, v.Under1h, "after the TTL: read again")
 
-	failing := func(context.Context) (mysql.QueueCounts, error) { return mysql.QueueCounts{}, errors.New("mysql down") }
+	failing := func(context.Context) (moderation.QueueCounts, error) {
+		return moderation.QueueCounts{}, errors.New("mysql down")
+	}
 	_, err = c.get(ctx, t0.Add(3*queueCountsTTL), failing)
 	require.Error(t, err)
 	v, err = c.get(ctx, t0.Add(3*queueCountsTTL), load)
@@ -66,9 +68,9 @@ func TestQueueCountsAreReadOncePerTTL(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.get(cctx, t0.Add(5*queueCountsTTL), func(context.Context) (mysql.QueueCounts, error) {
+		_, err := c.get(cctx, t0.Add(5*queueCountsTTL), func(context.Context) (moderation.QueueCounts, error) {
 			<-block
-			return mysql.QueueCounts{Older: 9}, nil
+			return moderation.QueueCounts{Older: 9}, nil
 		})
 		done <- err
 	}()

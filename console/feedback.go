@@ -14,8 +14,8 @@ import (
 
 	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/internal/retry"
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
-	"github.com/chatguard/chatguard/storage/mysql"
 )
 
 // Feedback that cannot be lost: the moderator_decisions row is the outbox
@@ -33,7 +33,7 @@ func feedbackEventID(decisionID uint64) string {
 
 // feedbackEvent is the moderator_feedback lake event of decision d (with
 // its row id in d.ID) on the verdict under key.
-func feedbackEvent(d mysql.Decision, key pipeline.ReviewKey, verdictLabel pipeline.Label, verdictCategory pipeline.Category, action pipeline.Action) pipeline.LakeEvent {
+func feedbackEvent(d moderation.Decision, key pipeline.ReviewKey, verdictLabel pipeline.Label, verdictCategory pipeline.Category, action pipeline.Action) pipeline.LakeEvent {
 	decided := d.Category
 	if d.Label == pipeline.LabelClean {
 		// The row keeps '' for clean (its schema); the lake compares
@@ -97,15 +97,6 @@ func newFeedbackMetrics(reg prometheus.Registerer) *feedbackMetrics {
 	return m
 }
 
-// outboxStore is what the sweeper needs of MySQL (*mysql.Store).
-type outboxStore interface {
-	SweepUnsentFeedback(ctx context.Context, now time.Time, grace time.Duration, limit int,
-		send func(ctx context.Context, rows []mysql.UnsentFeedback) ([]mysql.FeedbackSend, error)) (mysql.FeedbackSweep, error)
-	FeedbackBacklog(ctx context.Context) (mysql.FeedbackBacklog, error)
-}
-
-var _ outboxStore = (*mysql.Store)(nil)
-
 // OutboxConfig tunes the feedback outbox sweeper (the console's
 // --feedback-* flags).
 type OutboxConfig struct {
@@ -167,7 +158,7 @@ func (c OutboxConfig) Validate() error {
 // marked) before Run returns.
 type outbox struct {
 	cfg     OutboxConfig
-	store   outboxStore
+	store   moderation.FeedbackOutbox
 	send    FeedbackSender
 	metrics *feedbackMetrics
 	log     *slog.Logger
@@ -185,7 +176,7 @@ type sweepResult struct {
 }
 
 // newOutbox returns a sweeper timed by c (nil: the wall clock).
-func newOutbox(cfg OutboxConfig, st outboxStore, send FeedbackSender, m *feedbackMetrics, log *slog.Logger, c clock.Clock) *outbox {
+func newOutbox(cfg OutboxConfig, st moderation.FeedbackOutbox, send FeedbackSender, m *feedbackMetrics, log *slog.Logger, c clock.Clock) *outbox {
 	return &outbox{cfg: cfg, store: st, send: send, metrics: m, log: log, clock: clock.Or(c), backoff: cfg.retryPolicy().Delay}
 }
 
@@ -265,14 +256,14 @@ func (o *outbox) sweep(ctx context.Context) sweepResult {
 // rejected by SQS as the event's own fault (a *pipeline.PermanentError:
 // resending cannot help), or failed, to be retried after the row's
 // backoff. Its error is the send's when some entry failed transiently.
-func (o *outbox) sendBatch(ctx context.Context, rows []mysql.UnsentFeedback) ([]mysql.FeedbackSend, error) {
+func (o *outbox) sendBatch(ctx context.Context, rows []moderation.UnsentFeedback) ([]moderation.FeedbackSend, error) {
 	msgs := make([]pipeline.OutMessage, len(rows))
 	for i, u := range rows {
 		msgs[i] = pipeline.OutMessage{Body: feedbackBody(feedbackEvent(u.Decision, u.Key, u.VerdictLabel, u.VerdictCategory, u.Action))}
 	}
 	err := o.send.Send(ctx, msgs)
 	now := o.clock.Now()
-	out := make([]mysql.FeedbackSend, len(rows))
+	out := make([]moderation.FeedbackSend, len(rows))
 	sent, failed := 0, 0
 	for i, e := range pipeline.EntryErrors(err, len(rows)) {
 		var perm *pipeline.PermanentError

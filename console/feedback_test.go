@@ -22,6 +22,7 @@ import (
 	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/migrations"
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/queuetest"
 	"github.com/chatguard/chatguard/storage/mysql"
@@ -151,7 +152,7 @@ func (e *outboxEnv) decide(t *testing.T, form url.Values) string {
 // until the next sweeper), with the backoff's ceiling for its delay, so
 // that a failed row's next attempt is known. Tests call its sweep
 // directly; Run is tested on its own.
-func (e *outboxEnv) sweeper(st outboxStore, now time.Time) *outbox {
+func (e *outboxEnv) sweeper(st moderation.FeedbackOutbox, now time.Time) *outbox {
 	cfg := DefaultOutboxConfig()
 	e.clock = clock.NewFake(now)
 	o := newOutbox(cfg, st, e.sender, newFeedbackMetrics(nil), slog.New(slog.DiscardHandler), e.clock)
@@ -256,7 +257,7 @@ func TestOutboxTwoConsolesSendEachEventOnce(t *testing.T) {
 	ctx := testCtx(t)
 	const n = 35
 	for i := range n {
-		_, err := e.store.AddDecision(ctx, mysql.Decision{VerdictID: e.verdict, Moderator: "mod-" + strconv.Itoa(i%3), Decision: mysql.DecisionConfirm,
+		_, err := e.store.AddDecision(ctx, moderation.Decision{VerdictID: e.verdict, Moderator: "mod-" + strconv.Itoa(i%3), Decision: moderation.DecisionConfirm,
 			Label: pipeline.LabelAbusive, Category: pipeline.CategoryExternalPayment, DecidedAt: e.t0.Add(time.Duration(i) * time.Millisecond)})
 		require.NoError(t, err)
 	}

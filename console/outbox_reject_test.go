@@ -17,6 +17,7 @@ import (
 	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/migrations"
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/storage/mysql"
 	"github.com/chatguard/chatguard/storage/sqs"
@@ -66,7 +67,7 @@ func TestOutboxSkipsWhatSQSRejects(t *testing.T) {
 		if i >= 10 {
 			vid, ids = good, &goodIDs
 		}
-		id, err := st.AddDecision(ctx, mysql.Decision{VerdictID: vid, Moderator: "mod-1", Decision: mysql.DecisionConfirm,
+		id, err := st.AddDecision(ctx, moderation.Decision{VerdictID: vid, Moderator: "mod-1", Decision: moderation.DecisionConfirm,
 			Label: pipeline.LabelAbusive, Category: pipeline.CategorySpam, DecidedAt: t0.Add(time.Duration(i) * time.Second)})
 		require.NoError(t, err)
 		*ids = append(*ids, id)
@@ -180,7 +181,7 @@ func TestOutboxBacksOffTransientFailuresPerRow(t *testing.T) {
 		if i >= 10 {
 			vid = otherID
 		}
-		_, err := e.store.AddDecision(ctx, mysql.Decision{VerdictID: vid, Moderator: "mod-1", Decision: mysql.DecisionConfirm,
+		_, err := e.store.AddDecision(ctx, moderation.Decision{VerdictID: vid, Moderator: "mod-1", Decision: moderation.DecisionConfirm,
 			Label: pipeline.LabelAbusive, Category: pipeline.CategorySpam, DecidedAt: e.t0.Add(time.Duration(i) * time.Second)})
 		require.NoError(t, err)
 	}

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
-	"github.com/chatguard/chatguard/storage/mysql"
 )
 
 // decidedVerdict is what recording a decision needs of its verdict: the
@@ -21,32 +21,43 @@ type decidedVerdict struct {
 	Action   pipeline.Action
 }
 
-// pendingDecision is one decision to record: D on Verdict.
+// pendingDecision is one decision to record: D on Verdict. Audited is
+// true when the caller has recorded its decide audit row already (a single
+// item's decision is audited before its take); record audits the others
+// before it saves them.
 type pendingDecision struct {
 	Verdict decidedVerdict
-	D       mysql.Decision
+	D       moderation.Decision
+	Audited bool
+}
+
+// decideRecord is the audit record of decision d on verdict id in room.
+func decideRecord(who Who, id uint64, room string, d moderation.Decision) moderation.AuditRecord {
+	return moderation.AuditRecord{Moderator: who.ID, Action: moderation.ActionDecide, VerdictID: id, RoomID: room,
+		Decision: d.Decision, Label: d.Label, Category: d.Category}
 }
 
 // recorded is what record did.
 type recorded struct {
 	// Decisions are the rows saved, with their ids, in the order given.
-	Decisions []mysql.Decision
+	Decisions []moderation.Decision
 	// Queued counts the saved decisions whose feedback event SQS did not
 	// accept now: the outbox sweeper resends them.
 	Queued int
 }
 
 // record is the one path by which the console records decisions, a single
-// item's or a campaign's bulk: for each, the decision row first (the
-// queue's state, and the outbox of its moderator_feedback event), audited
-// as "decide", and the take released; then the events of every saved row
+// item's or a campaign's bulk: for each, its "decide" audit row (unless
+// the caller wrote it), then the decision row (the queue's state, and the
+// outbox of its moderator_feedback event), and the take released; then the events of every saved row
 // in one send to the feedback queue (the lake), and feedback_sent_at on
 // the rows SQS accepted. A send that fails leaves its rows unmarked and the
 // outbox sweeper resends them with the event id derived from the row id,
 // so the lake keeps one of each. The caller has claimed the items (and
 // audited any override).
 //
-// It stops at the first row it cannot save and returns that error (a
+// It stops at the first row it cannot audit or save and returns that error
+// (wrapping errAudit when the audit row could not be written; a
 // *pipeline.PermanentError for an invalid decision) with what it saved
 // before: those rows are committed and their events still sent.
 func (s *server) record(ctx context.Context, who Who, items []pendingDecision) (recorded, error) {
@@ -62,7 +73,13 @@ func (s *server) record(ctx context.Context, who Who, items []pendingDecision) (
 		// from, a sampled clean verdict's decision is an audit decision
 		// (only done verdicts carry a label).
 		d.Audit = it.Verdict.Label == pipeline.LabelClean &&
-			mysql.IsAuditItem(it.Verdict.Key, pipeline.StatusDone, it.Verdict.Label, s.cfg.AuditShare)
+			moderation.IsAuditItem(it.Verdict.Key, pipeline.StatusDone, it.Verdict.Label, s.cfg.AuditShare)
+		if !it.Audited {
+			if err := s.audit(ctx, decideRecord(who, it.Verdict.ID, it.Verdict.Key.RoomID, d)); err != nil {
+				saveErr = err
+				break
+			}
+		}
 		id, err := s.store.AddDecision(ctx, d)
 		if err != nil {
 			saveErr = err
@@ -70,7 +87,7 @@ func (s *server) record(ctx context.Context, who Who, items []pendingDecision) (
 		}
 		d.ID = id
 		v := it.Verdict
-		s.log.Info("console: audit", "action", "decide", "moderator", who.ID, "decision", d.Decision, "verdict_id", v.ID,
+		s.log.Info("console: decided", "moderator", who.ID, "decision", d.Decision, "verdict_id", v.ID,
 			"decision_id", id, "room_id", v.Key.RoomID, "label", d.Label, "category", d.Category, "audit", d.Audit)
 		// Decided, the item leaves the queue: its take ends with it.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

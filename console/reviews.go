@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chatguard/chatguard/internal/clock"
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/chatprep"
 	"github.com/chatguard/chatguard/pipeline/live"
@@ -36,7 +37,7 @@ type reviews struct {
 	liveLog  pipeline.LiveLog
 	reviewer pipeline.Reviewer
 	chat     pipeline.ChatSource
-	store    store
+	store    moderation.Verdicts
 	guard    *stop.Guard // nil: reviews cannot be stopped
 	log      *slog.Logger
 	// clock times the heartbeats and dates the on-demand review events.

@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/chatguard/chatguard/internal/clock"
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/live"
-	"github.com/chatguard/chatguard/storage/mysql"
 )
 
 //go:embed web/templates/*.html
@@ -26,36 +26,6 @@ var templateFS embed.FS
 
 //go:embed web/static
 var staticFS embed.FS
-
-// store is what the console needs of MySQL (*mysql.Store).
-type store interface {
-	ListQueue(ctx context.Context, f mysql.QueueFilter, cursor string) (mysql.QueuePage, error)
-	ListAudit(ctx context.Context, share float64, limit int) ([]mysql.QueueItem, error)
-	CountQueue(ctx context.Context, now time.Time) (mysql.QueueCounts, error)
-	VerdictByID(ctx context.Context, id uint64) (pipeline.Verdict, error)
-	VerdictID(ctx context.Context, key pipeline.ReviewKey) (uint64, error)
-	AddDecision(ctx context.Context, d mysql.Decision) (uint64, error)
-	MarkFeedbackSent(ctx context.Context, at time.Time, ids ...uint64) error
-	Decisions(ctx context.Context, verdictID uint64, limit int) ([]mysql.Decision, error)
-	Save(ctx context.Context, v pipeline.Verdict) (committed bool, err error)
-	Ping(ctx context.Context) error
-	// Queue assignment (takes.go).
-	TakeItem(ctx context.Context, verdictID uint64, moderator string, now, staleBefore time.Time, force bool) (mysql.Take, error)
-	TakeOf(ctx context.Context, verdictID uint64) (mysql.Take, bool, error)
-	TouchTake(ctx context.Context, verdictID uint64, moderator string, now time.Time) (bool, error)
-	ReleaseItem(ctx context.Context, verdictID uint64, moderator string) (bool, error)
-	CountOpenCampaignRooms(ctx context.Context, mark string) (int, error)
-	TakeCampaign(ctx context.Context, mark, moderator string, now, staleBefore time.Time) (mysql.CampaignTakes, error)
-	ReleaseCampaign(ctx context.Context, mark, moderator string) (int, error)
-	// Accounts and campaigns (accounts.go).
-	AccountVerdicts(ctx context.Context, senderID, cursor string, limit int) (mysql.AccountPage, error)
-	AccountHistory(ctx context.Context, q pipeline.HistoryQuery) ([]pipeline.HistoryCount, error)
-	AccountCampaigns(ctx context.Context, senderID string) ([]mysql.CampaignMark, error)
-	VerdictCampaigns(ctx context.Context, verdictID uint64) ([]mysql.CampaignMark, error)
-	CampaignRooms(ctx context.Context, mark, cursor string, limit int) (mysql.CampaignPage, error)
-}
-
-var _ store = (*mysql.Store)(nil)
 
 // FeedbackSender sends lake events to the feedback queue and returns once
 // SQS holds them (*sqs.Queue). An error leaves the events to the outbox
@@ -73,7 +43,7 @@ type stopper interface {
 type server struct {
 	cfg      Config
 	auth     *auth
-	store    store
+	store    moderation.Store
 	chat     pipeline.ChatSource
 	feedback FeedbackSender
 	fbm      *feedbackMetrics // nil: counted nowhere
@@ -264,9 +234,9 @@ func safeNext(n string) string {
 func urlQueryEscape(s string) string { return url.QueryEscape(s) }
 
 // queueFilter reads the queue's filter from the query string.
-func queueFilter(q url.Values) (mysql.QueueFilter, error) {
+func queueFilter(q url.Values) (moderation.QueueFilter, error) {
 	var (
-		f    mysql.QueueFilter
+		f    moderation.QueueFilter
 		errs []error
 	)
 	f.Status = pipeline.Status(q.Get("status"))
@@ -397,7 +367,7 @@ func (s *server) roomPage(w http.ResponseWriter, r *http.Request) {
 	}
 	data := s.page(r, map[string]any{"ID": id, "V": v, "Decisions": decisions, "Categories": pipeline.AbuseCategories,
 		"Evidence": evidenceIDs(v), "CanStop": s.stops != nil, "Take": take, "TakeRefused": r.URL.Query().Get("take") == "refused",
-		"Campaigns": campaigns, "Audit": mysql.IsAuditItem(v.Key, v.Status, v.Label, s.cfg.AuditShare)})
+		"Campaigns": campaigns, "Audit": moderation.IsAuditItem(v.Key, v.Status, v.Label, s.cfg.AuditShare)})
 	if len(decisions) > 0 {
 		data["Seen"] = decisions[0].ID
 	}
@@ -475,18 +445,33 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	}
 	// Microseconds, as the row keeps it: a resend built from the row
 	// carries the same occurred_at (and so the same lake partition).
-	d := mysql.Decision{VerdictID: id, Moderator: who.ID, Decision: r.PostFormValue("decision"), Note: r.PostFormValue("note"),
+	d := moderation.Decision{VerdictID: id, Moderator: who.ID, Decision: r.PostFormValue("decision"), Note: r.PostFormValue("note"),
 		DecidedAt: s.clock.Now().UTC().Truncate(time.Microsecond)}
 	switch d.Decision {
-	case mysql.DecisionConfirm:
+	case moderation.DecisionConfirm:
 		d.Label, d.Category = v.Label, v.Category
-	case mysql.DecisionOverturn:
+	case moderation.DecisionOverturn:
 		d.Label, d.Category = pipeline.Label(r.PostFormValue("label")), pipeline.Category(r.PostFormValue("category"))
 	}
 	if d.Label == pipeline.LabelClean {
 		d.Category = "" // the row keeps '' for clean (its schema)
 	}
+	if err := d.Validate(); err != nil {
+		// Refused before the audit row: a form that can only fail must not
+		// be recorded as about to decide.
+		s.fail(w, r, http.StatusBadRequest, err.Error(), nil)
+		return
+	}
+	// The decision is audited before its first effect, the take.
+	if err := s.audit(r.Context(), decideRecord(who, id, v.Key.RoomID, d)); err != nil {
+		s.refuseUnaudited(w, r, err)
+		return
+	}
 	c, err := s.claimForDecision(r, who, id, v.Key.RoomID)
+	if errors.Is(err, errAudit) {
+		s.refuseUnaudited(w, r, err)
+		return
+	}
 	if err != nil {
 		s.fail(w, r, http.StatusServiceUnavailable, "could not take the item to decide it", err)
 		return
@@ -495,10 +480,14 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 		s.renderConflict(w, r, id, c)
 		return
 	}
-	res, err := s.record(r.Context(), who, []pendingDecision{{Verdict: decidedVerdict{ID: id, Key: v.Key, Label: v.Label, Category: v.Category, Action: v.Action}, D: d}})
+	res, err := s.record(r.Context(), who, []pendingDecision{{Verdict: decidedVerdict{ID: id, Key: v.Key, Label: v.Label, Category: v.Category, Action: v.Action}, D: d, Audited: true}})
 	var perm *pipeline.PermanentError
 	if errors.As(err, &perm) {
 		s.fail(w, r, http.StatusBadRequest, err.Error(), nil)
+		return
+	}
+	if errors.Is(err, errAudit) {
+		s.refuseUnaudited(w, r, err)
 		return
 	}
 	if err != nil {
@@ -517,7 +506,9 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/verdicts/"+strconv.FormatUint(id, 10), http.StatusSeeOther)
 }
 
-// stop publishes a room stop through the operator API.
+// stop publishes a room stop through the operator API, audited before it
+// acts; the request names the moderator, which the operator API's own
+// audit row (stop_signals) keeps as a field.
 func (s *server) stop(w http.ResponseWriter, r *http.Request) {
 	who, _ := whoFrom(r.Context())
 	if s.stops == nil {
@@ -528,14 +519,19 @@ func (s *server) stop(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	req := pipeline.StopRequest{RoomID: v.Key.RoomID, TTL: s.cfg.StopTTL.String(), Reason: "console: stopped by " + who.ID}
+	req := pipeline.StopRequest{RoomID: v.Key.RoomID, TTL: s.cfg.StopTTL.String(), Reason: "console: stopped by " + who.ID, Moderator: who.ID}
+	if err := s.audit(r.Context(), moderation.AuditRecord{Moderator: who.ID, Action: moderation.ActionStop, VerdictID: id, RoomID: v.Key.RoomID,
+		Detail: "ttl " + req.TTL}); err != nil {
+		s.refuseUnaudited(w, r, err)
+		return
+	}
 	sctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	if err := s.stops.Stop(sctx, req); err != nil {
 		s.fail(w, r, http.StatusBadGateway, "the stop was not published: "+err.Error(), err)
 		return
 	}
-	s.log.Info("console: audit", "action", "stop", "moderator", who.ID, "verdict_id", id, "room_id", v.Key.RoomID, "ttl", req.TTL)
+	s.log.Info("console: stop published", "moderator", who.ID, "verdict_id", id, "room_id", v.Key.RoomID, "ttl", req.TTL)
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, _ = fmt.Fprintf(w, "stop published for room %s (%s)\n", v.Key.RoomID, req.TTL)
 }

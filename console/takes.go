@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/chatguard/chatguard/storage/mysql"
+	"github.com/chatguard/chatguard/moderation"
 )
 
 // Queue assignment: a moderator takes an item so that the team does not
@@ -35,7 +35,7 @@ func (s *server) live(activeAt, now time.Time) bool { return !activeAt.Before(s.
 
 // hideStaleTakes clears the holder of queue items whose take went stale:
 // the queue shows them as free, as TakeItem treats them.
-func (s *server) hideStaleTakes(items []mysql.QueueItem) {
+func (s *server) hideStaleTakes(items []moderation.QueueItem) {
 	now := s.clock.Now()
 	for i := range items {
 		if items[i].TakenBy != "" && !s.live(items[i].TakenActiveAt, now) {
@@ -73,11 +73,14 @@ func (s *server) take(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.log.Info("console: audit", "action", "take", "moderator", who.ID, "verdict_id", id, "room_id", v.Key.RoomID)
+	if err := s.audit(r.Context(), moderation.AuditRecord{Moderator: who.ID, Action: moderation.ActionTake, VerdictID: id, RoomID: v.Key.RoomID}); err != nil {
+		s.refuseUnaudited(w, r, err)
+		return
+	}
 	now := s.clock.Now()
 	_, err := s.store.TakeItem(r.Context(), id, who.ID, now, s.staleBefore(now), false)
 	room := "/verdicts/" + strconv.FormatUint(id, 10)
-	if errors.Is(err, mysql.ErrTaken) {
+	if errors.Is(err, moderation.ErrTaken) {
 		http.Redirect(w, r, room+"?take=refused", http.StatusSeeOther)
 		return
 	}
@@ -97,7 +100,10 @@ func (s *server) release(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusNotFound, "no such verdict", nil)
 		return
 	}
-	s.log.Info("console: audit", "action", "release", "moderator", who.ID, "verdict_id", id)
+	if err := s.audit(r.Context(), moderation.AuditRecord{Moderator: who.ID, Action: moderation.ActionRelease, VerdictID: id}); err != nil {
+		s.refuseUnaudited(w, r, err)
+		return
+	}
 	if _, err := s.store.ReleaseItem(r.Context(), id, who.ID); err != nil {
 		s.fail(w, r, http.StatusServiceUnavailable, "could not release the item", err)
 		return
@@ -115,18 +121,22 @@ type conflict struct {
 
 // claimForDecision takes the item for who before a decision, so that two
 // moderators never decide it at once. It returns a conflict (nil when who
-// may decide) and an error when MySQL failed. An override is audited
-// before it takes the item over or adds to another moderator's decision.
+// may decide) and an error when MySQL failed, or an override's audit row
+// could not be written (errAudit). An override is audited before it takes
+// the item over or adds to another moderator's decision.
 func (s *server) claimForDecision(r *http.Request, who Who, id uint64, roomID string) (*conflict, error) {
 	ctx, now := r.Context(), s.clock.Now()
 	override := r.PostFormValue("override") == "1"
 	_, err := s.store.TakeItem(ctx, id, who.ID, now, s.staleBefore(now), false)
-	var te *mysql.TakenError
+	var te *moderation.TakenError
 	switch {
 	case errors.As(err, &te) && !override:
 		return s.conflictOf(r, "Taken by "+te.Holder.Moderator+" (active "+te.Holder.ActiveAt.Format("15:04 UTC")+"): not decided."), nil
 	case errors.As(err, &te):
-		s.log.Info("console: audit", "action", "override_take", "moderator", who.ID, "verdict_id", id, "room_id", roomID, "holder", te.Holder.Moderator)
+		if err := s.audit(ctx, moderation.AuditRecord{Moderator: who.ID, Action: moderation.ActionOverrideTake, VerdictID: id, RoomID: roomID,
+			Override: true, Holder: te.Holder.Moderator}); err != nil {
+			return nil, err
+		}
 		if _, err := s.store.TakeItem(ctx, id, who.ID, now, s.staleBefore(now), true); err != nil {
 			return nil, err
 		}
@@ -144,8 +154,10 @@ func (s *server) claimForDecision(r *http.Request, who Who, id uint64, roomID st
 		if !override {
 			return s.conflictOf(r, "Decided meanwhile by "+newest[0].Moderator+" ("+newest[0].Decision+" → "+string(newest[0].Label)+"): not decided."), nil
 		}
-		s.log.Info("console: audit", "action", "override_decided", "moderator", who.ID, "verdict_id", id, "room_id", roomID,
-			"decided_by", newest[0].Moderator, "decision_id", newest[0].ID)
+		if err := s.audit(ctx, moderation.AuditRecord{Moderator: who.ID, Action: moderation.ActionOverrideDecided, VerdictID: id, RoomID: roomID,
+			Override: true, Holder: newest[0].Moderator, DecisionID: newest[0].ID}); err != nil {
+			return nil, err
+		}
 	}
 	return nil, nil
 }
@@ -216,7 +228,10 @@ func (s *server) takeCampaign(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusServiceUnavailable, "could not read the campaign", err)
 		return
 	}
-	s.log.Info("console: audit", "action", "take_campaign", "moderator", who.ID, "mark", mark, "rooms", open)
+	if err := s.audit(r.Context(), moderation.AuditRecord{Moderator: who.ID, Action: moderation.ActionTakeCampaign, Mark: mark, Rooms: open}); err != nil {
+		s.refuseUnaudited(w, r, err)
+		return
+	}
 	now := s.clock.Now()
 	got, err := s.store.TakeCampaign(r.Context(), mark, who.ID, now, s.staleBefore(now))
 	if err != nil {
@@ -242,7 +257,10 @@ func (s *server) releaseCampaign(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusNotFound, "no such campaign", nil)
 		return
 	}
-	s.log.Info("console: audit", "action", "release_campaign", "moderator", who.ID, "mark", mark)
+	if err := s.audit(r.Context(), moderation.AuditRecord{Moderator: who.ID, Action: moderation.ActionReleaseCampaign, Mark: mark}); err != nil {
+		s.refuseUnaudited(w, r, err)
+		return
+	}
 	n, err := s.store.ReleaseCampaign(r.Context(), mark, who.ID)
 	if err != nil {
 		s.fail(w, r, http.StatusServiceUnavailable, "could not release the campaign", err)

@@ -20,6 +20,7 @@ import (
 	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/migrations"
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/storage/mysql"
 	"github.com/chatguard/chatguard/storage/storetest"
@@ -191,7 +192,8 @@ func TestTakeShowsInTheQueueAndBlocksAnotherModeratorsDecision(t *testing.T) {
 	ds, err = e.db.Decisions(testCtx(t), id, 10)
 	require.NoError(t, err)
 	require.Len(t, ds, 1)
-	require.Equal(t, []string{"dev_login", "dev_login", "take", "take", "decide"}, e.log.audits(t), "Bob's refused take is audited too")
+	require.Equal(t, []string{"dev_login", "dev_login", "take", "take", "decide", "decide", "decide"}, e.log.audits(t),
+		"Bob's refused take and decisions are audited too: each is recorded before it is tried")
 }
 
 func TestOverrideIsAuditedBeforeItActs(t *testing.T) {
@@ -207,7 +209,10 @@ func TestOverrideIsAuditedBeforeItActs(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ds, 1)
 	require.Equal(t, bob.who.ID, ds[0].Moderator)
-	require.Equal(t, []string{"dev_login", "dev_login", "take", "override_take", "decide"}, e.log.audits(t), "the override is logged before the decision")
+	require.Equal(t, []string{"dev_login", "dev_login", "take", "decide", "override_take"}, e.log.audits(t), "the override is recorded before it takes the item over")
+	rows := e.actions(t)
+	require.Equal(t, moderation.AuditRecord{Moderator: bob.who.ID, Action: moderation.ActionOverrideTake, VerdictID: id, RoomID: "room-take-1",
+		Override: true, Holder: alice.who.ID}, rows[len(rows)-1], "the override's row names the holder")
 }
 
 func TestTakeGoesStaleAfterTheTimeoutAndItsTakerReleasesIt(t *testing.T) {

@@ -35,7 +35,10 @@ type StopAuditEntry struct {
 	// FinishedAt is when the outcome was known; zero while pending.
 	FinishedAt time.Time
 	// Identity is the authenticated name; "" when the request was refused.
-	Identity   string
+	Identity string
+	// Moderator is the console moderator a stop was sent for (the
+	// request's Moderator), "" for an operator's own.
+	Moderator  string
 	RemoteAddr string
 	Outcome    StopOutcome
 	HTTPStatus int

@@ -184,6 +184,10 @@ type StopRequest struct {
 	// TTL is a Go duration string ("30m"); empty means DefaultStopTTL.
 	TTL    string `json:"ttl,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// Moderator is the console's pseudonymous id of the moderator who
+	// pressed the stop button ("" for an operator's stop); the operator
+	// API records it in its audit entry as a field of its own.
+	Moderator string `json:"moderator,omitempty"`
 }
 
 // Signal turns the request into a validated signal published at now. It

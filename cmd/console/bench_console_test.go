@@ -36,6 +36,7 @@ import (
 	"github.com/chatguard/chatguard/console"
 	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/internal/standin"
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/live"
 	"github.com/chatguard/chatguard/pipeline/llm"
@@ -57,7 +58,7 @@ func raiseFDLimit(t testing.TB) {
 func benchServer(t testing.TB, hub *live.Hub, log pipeline.LiveLog) *httptest.Server {
 	cfg := console.DefaultConfig()
 	cfg.TrustedProxies = "127.0.0.1/32"
-	app, err := console.New(cfg, console.Deps{Store: struct{ console.Store }{}, Feedback: struct{ console.FeedbackSender }{},
+	app, err := console.New(cfg, console.Deps{Store: struct{ moderation.Store }{}, Feedback: struct{ console.FeedbackSender }{},
 		Chat: struct{ pipeline.ChatSource }{}, Reviewer: struct{ pipeline.Reviewer }{}, Hub: hub, LiveLog: log,
 		Log: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)

@@ -20,8 +20,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/chatguard/chatguard/deploy/athena"
 	"github.com/chatguard/chatguard/internal/clock"
+	"github.com/chatguard/chatguard/lake"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/storage/s3lake"
 )
@@ -42,14 +42,14 @@ func TestLakeCompactionBench(t *testing.T) {
 	runs := envInt(t, "BENCH_LAKE_RUNS", 5)
 	s := setupStack(t)
 	prefix := s.root + "/events/"
-	lake, err := s3lake.NewLake(s.store, prefix, s.root+"/errors/")
+	events, err := s3lake.NewLake(s.store, prefix, s.root+"/errors/")
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Hour)
 	defer cancel()
 
 	day := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
 	t0 := time.Now()
-	written, objects := writeDay(ctx, t, lake, day, hours, rate, replicas)
+	written, objects := writeDay(ctx, t, events, day, hours, rate, replicas)
 	gen := time.Since(t0)
 	fmt.Printf("\nwrote %d events in %d objects (%d events/s, %d consumer replicas, one object per partition per replica-minute, %d hours) in %s\n",
 		written, objects, rate, replicas, hours, gen.Round(time.Second))
@@ -74,18 +74,18 @@ func TestLakeCompactionBench(t *testing.T) {
 		return ns[0], ns[len(ns)/2], ns[len(ns)-1], len(keys)
 	}
 	ath := startLakeAthena(t, s)
-	// The analysts' own queries (deploy/athena/queries) over the day.
+	// The analysts' own queries (lake/queries) over the day.
 	var queries []struct{ name, sql string }
 	for _, name := range []string{"verdicts_by_label_category_day", "fallback_rate_latency_hour"} {
-		sql, err := athena.Query(name)
+		sql, err := lake.Query(name)
 		require.NoError(t, err)
 		queries = append(queries, struct{ name, sql string }{"`" + name + ".sql`", sql})
 	}
 	type timing struct{ engine, wall time.Duration }
 	measure := func(sql string) timing {
-		q, err := athena.WithDedupViews(sql)
+		q, err := lake.WithDedupViews(sql)
 		require.NoError(t, err)
-		q = athena.ForDuckDB(q)
+		q = lake.ForDuckDB(q)
 		var eng, wall []time.Duration
 		for range runs {
 			e, w := timeQuery(ctx, t, ath.client, q, "'2025-06-01'", "'2025-06-01'")
@@ -140,7 +140,7 @@ func TestLakeCompactionBench(t *testing.T) {
 // would: each replica receives every replicas-th event and writes, once a
 // minute, one object per partition it holds. Inference logs are 4 of 5
 // review events, verdicts 1 of 5, moderator feedback 1 of 50 more.
-func writeDay(ctx context.Context, t *testing.T, lake *s3lake.Lake, day time.Time, hours, rate, replicas int) (events, objects int) {
+func writeDay(ctx context.Context, t *testing.T, dst *s3lake.Lake, day time.Time, hours, rate, replicas int) (events, objects int) {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(4)
 	seq := 0
@@ -161,11 +161,11 @@ func writeDay(ctx context.Context, t *testing.T, lake *s3lake.Lake, day time.Tim
 			for p, recs := range byPart {
 				objects++
 				g.Go(func() error {
-					obj, err := lake.EncodeEvents(p, []string{strconv.Itoa(r), recs[0].EventID}, recs)
+					obj, err := dst.EncodeEvents(p, []string{strconv.Itoa(r), recs[0].EventID}, recs)
 					if err != nil {
 						return err
 					}
-					return lake.Put(gctx, obj)
+					return dst.Put(gctx, obj)
 				})
 			}
 		}

@@ -12,9 +12,9 @@ import (
 	awsathena "github.com/aws/aws-sdk-go-v2/service/athena"
 	"github.com/stretchr/testify/require"
 
-	"github.com/chatguard/chatguard/deploy/athena"
 	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/internal/standin"
+	"github.com/chatguard/chatguard/lake"
 	"github.com/chatguard/chatguard/pipeline"
 	athenasrc "github.com/chatguard/chatguard/storage/athena"
 )
@@ -28,7 +28,7 @@ type lakeAthena struct {
 func startLakeAthena(t *testing.T, s *stack) lakeAthena {
 	t.Helper()
 	tables := map[string]string{}
-	for _, tb := range athena.Tables {
+	for _, tb := range lake.Tables {
 		tables[tb] = "s3://" + s.bucket + "/" + s.root + "/events/event_type=" + tb + "/dt=*/hour=*/*.parquet"
 	}
 	sim := standin.StartAthena(t, standin.AthenaOptions{LakeDir: stacktest.LakeDir(t), Bucket: s.bucket, Tables: tables})
@@ -45,7 +45,7 @@ func (a lakeAthena) counts(ctx context.Context, tables []string) (dedup, raw map
 		return nil, nil, err
 	}
 	for _, tb := range tables {
-		q, err := athena.WithDedupViews("SELECT (SELECT count(*) FROM " + tb + "_dedup), (SELECT count(DISTINCT event_id) FROM " + tb + "_dedup), (SELECT count(*) FROM " + tb + ")")
+		q, err := lake.WithDedupViews("SELECT (SELECT count(*) FROM " + tb + "_dedup), (SELECT count(DISTINCT event_id) FROM " + tb + "_dedup), (SELECT count(*) FROM " + tb + ")")
 		if err != nil {
 			return nil, nil, err
 		}
@@ -67,7 +67,7 @@ func (a lakeAthena) counts(ctx context.Context, tables []string) (dedup, raw map
 // type writes none of it.
 func tablesOf(perType map[string]int) []string {
 	var tables []string
-	for _, tb := range athena.Tables {
+	for _, tb := range lake.Tables {
 		if perType[tb] > 0 {
 			tables = append(tables, tb)
 		}
@@ -75,7 +75,7 @@ func tablesOf(perType map[string]int) []string {
 	return tables
 }
 
-// requireDedupViews runs the deploy/athena dedup views through the real
+// requireDedupViews runs the lake dedup views through the real
 // Athena client against a private Athena stand-in process whose tables are
 // this test's part of the stack's lake directory: each event once, though
 // the raw tables hold dups extra copies.

@@ -16,9 +16,9 @@ import (
 	"github.com/chatguard/chatguard/cmd/internal/athenaflags"
 	"github.com/chatguard/chatguard/cmd/internal/cli"
 	"github.com/chatguard/chatguard/cmd/internal/depflags"
-	lakesql "github.com/chatguard/chatguard/deploy/athena"
 	"github.com/chatguard/chatguard/internal/awsclient"
 	"github.com/chatguard/chatguard/internal/clock"
+	"github.com/chatguard/chatguard/lake"
 	"github.com/chatguard/chatguard/pipeline/eval"
 	"github.com/chatguard/chatguard/storage/athena"
 	"github.com/chatguard/chatguard/storage/chatapi"
@@ -51,7 +51,7 @@ func defaultBuildSetConfig() buildSetConfig {
 
 func (c *buildSetConfig) flags() *cli.FlagSet {
 	fs := cli.NewFlagSet("worker eval build-set", "Builds a frozen, stratified labelled set from moderators' decisions in the lake (Athena,\n"+
-		"deploy/athena/queries/labelled_decisions.sql: the latest decision per verdict): one stratum per decided category,\n"+
+		"lake/queries/labelled_decisions.sql: the latest decision per verdict): one stratum per decided category,\n"+
 		"hard negatives (flagged verdicts decided clean), clean (the console's audit items: randomly sampled clean verdicts,\n"+
 		"kept clean or overturned, the manifest counting the overturned as missed_positives) and clean_unaudited (clean\n"+
 		"verdicts kept clean outside the audit, chosen by a person). Chats are fetched through\n"+
@@ -153,9 +153,9 @@ func buildSet(ctx context.Context, cfg buildSetConfig, deps buildSetDeps) (eval.
 	// The dedup views inline, as common table expressions: the same
 	// SELECTs as the views, so the query runs where they were not applied
 	// (and on the local stand-in, which has none).
-	query, err := lakesql.Query("labelled_decisions")
+	query, err := lake.Query("labelled_decisions")
 	if err == nil {
-		query, err = lakesql.WithDedupViews(query)
+		query, err = lake.WithDedupViews(query)
 	}
 	if err != nil {
 		return eval.Manifest{}, err

@@ -13,8 +13,8 @@ import (
 
 	"github.com/chatguard/chatguard/cmd/internal/athenaflags"
 	"github.com/chatguard/chatguard/cmd/internal/cli"
-	lakesql "github.com/chatguard/chatguard/deploy/athena"
 	"github.com/chatguard/chatguard/internal/awsclient"
+	"github.com/chatguard/chatguard/lake"
 	"github.com/chatguard/chatguard/pipeline/eval"
 	"github.com/chatguard/chatguard/storage/athena"
 )
@@ -172,18 +172,18 @@ func readShadow(ctx context.Context, cfg shadowEvalConfig, deps shadowEvalDeps) 
 		return nil, nil, "", err
 	}
 	ds, err := eval.ParseDecisions(rows)
-	source := fmt.Sprintf("the lake (Athena database `%s`, deploy/athena queries shadow_pairs and labelled_decisions, days %s to %s)",
+	source := fmt.Sprintf("the lake (Athena database `%s`, lake queries shadow_pairs and labelled_decisions, days %s to %s)",
 		cfg.Athena.Database, cfg.From, cfg.To)
 	return recs, ds, source, err
 }
 
-// lakeQuery runs a named deploy/athena query with its dedup views inlined
+// lakeQuery runs a named lake query with its dedup views inlined
 // as common table expressions, so that it runs where the views were not
 // applied (and on the local stand-in, which has none).
 func lakeQuery(ctx context.Context, src *athena.Source, name string, params []string) ([][]string, error) {
-	q, err := lakesql.Query(name)
+	q, err := lake.Query(name)
 	if err == nil {
-		q, err = lakesql.WithDedupViews(q)
+		q, err = lake.WithDedupViews(q)
 	}
 	if err != nil {
 		return nil, err

@@ -29,6 +29,7 @@ import (
 	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/internal/standin"
 	"github.com/chatguard/chatguard/migrations"
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/eval"
 	"github.com/chatguard/chatguard/pipeline/live"
@@ -151,7 +152,7 @@ func TestLabelledSetFromConsoleDecisions(t *testing.T) {
 	missed, unaudited := 0, 0
 	for _, r := range rooms {
 		v := r.verdict
-		isAudit := mysql.IsAuditItem(v.Key, v.Status, v.Label, cfg.AuditShare)
+		isAudit := moderation.IsAuditItem(v.Key, v.Status, v.Label, cfg.AuditShare)
 		switch {
 		case isAudit:
 			require.Contains(t, audited, fmt.Sprintf(`data-id="%d"`, r.id), "the audit queue lists every undecided audit item")
@@ -228,7 +229,7 @@ func countUndecided(rooms []labelledRoom, share float64, unaudited int) int {
 	n := 0
 	for _, r := range rooms {
 		v := r.verdict
-		if v.Label == pipeline.LabelClean && !mysql.IsAuditItem(v.Key, v.Status, v.Label, share) {
+		if v.Label == pipeline.LabelClean && !moderation.IsAuditItem(v.Key, v.Status, v.Label, share) {
 			n++
 		}
 	}
@@ -295,9 +296,9 @@ func (m *moderator) decide(t *testing.T, r labelledRoom) {
 	page := m.get(t, path)
 	form := url.Values{"csrf": {csrfRe.FindStringSubmatch(page)[1]}, "seen": {seenRe.FindStringSubmatch(page)[1]}}
 	if r.truth.Label == r.verdict.Label && r.truth.Category == r.verdict.Category {
-		form.Set("decision", mysql.DecisionConfirm)
+		form.Set("decision", moderation.DecisionConfirm)
 	} else {
-		form.Set("decision", mysql.DecisionOverturn)
+		form.Set("decision", moderation.DecisionOverturn)
 		form.Set("label", string(r.truth.Label))
 		form.Set("category", string(r.truth.Category))
 	}

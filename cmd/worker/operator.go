@@ -189,6 +189,7 @@ func (o *operatorAPI) stop(w http.ResponseWriter, r *http.Request) {
 	// published, stored on stopped verdicts or audited.
 	req.Reason = pipeline.ClipRunes(chatprep.Redact(req.Reason), 500)
 	e.RoomID, e.RunID, e.WindowStart, e.WindowEnd, e.Reason = req.RoomID, req.RunID, req.WindowStart, req.WindowEnd, req.Reason
+	e.Moderator = pipeline.ClipRunes(req.Moderator, 128)
 	if d, err := time.ParseDuration(req.TTL); err == nil {
 		e.TTL = d
 	}
@@ -304,7 +305,7 @@ func (o *operatorAPI) logEntry(ctx context.Context, e pipeline.StopAuditEntry, a
 	if e.Outcome != pipeline.StopAccepted {
 		level = slog.LevelWarn
 	}
-	attrs := []any{"identity", e.Identity, "outcome", string(e.Outcome), "status", e.HTTPStatus, "remote", e.RemoteAddr,
+	attrs := []any{"identity", e.Identity, "moderator", e.Moderator, "outcome", string(e.Outcome), "status", e.HTTPStatus, "remote", e.RemoteAddr,
 		"scope", string(e.Scope), "room_id", e.RoomID, "run_id", e.RunID, "ttl", e.TTL.String(), "reason", e.Reason, "detail", chatprep.Redact(e.Detail)}
 	if !e.WindowStart.IsZero() {
 		attrs = append(attrs, "window_start", e.WindowStart.UTC().Format(time.RFC3339), "window_end", e.WindowEnd.UTC().Format(time.RFC3339))

@@ -398,3 +398,17 @@ func serving(tb testing.TB, s *lifecycle.Server) {
 		}
 	})
 }
+
+// A stop the console sends names the moderator; the audit entry keeps it
+// as a field, not only inside the reason.
+func TestOperatorStopRecordsTheConsoleModerator(t *testing.T) {
+	t.Parallel()
+	pub := &memPublisher{}
+	srv, audit, _, _ := newTestOperator(t, pub)
+	require.Equal(t, 202, post(t, srv.URL, "Bearer "+consoleToken, `{"room_id":"room-1","ttl":"10m","reason":"console: stopped by mod-1","moderator":"mod-1"}`))
+	audit.mu.Lock()
+	defer audit.mu.Unlock()
+	require.Len(t, audit.entries, 1)
+	require.Equal(t, "mod-1", audit.entries[0].Moderator)
+	require.Equal(t, "console", audit.entries[0].Identity)
+}

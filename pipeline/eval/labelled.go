@@ -37,7 +37,7 @@ const (
 	StratumCleanUnaudited = "clean_unaudited"
 )
 
-// Decision is one row of deploy/athena's labelled_decisions query: the
+// Decision is one row of lake's labelled_decisions query: the
 // latest moderator decision on a done verdict, with that verdict's label.
 type Decision struct {
 	Key             pipeline.ReviewKey

@@ -257,7 +257,7 @@ func writeModerators(b *strings.Builder, _ Result, _ Summary, opt ReportOptions)
 	b.WriteString("\n## Agreement with moderators\n\n")
 	if len(opt.Moderators) == 0 {
 		b.WriteString("No moderator feedback was given (`--moderator-feedback FILE`, lake events as JSONL). " +
-			"In Athena: `deploy/athena/queries/moderator_precision_category_week.sql`.\n")
+			"In Athena: `lake/queries/moderator_precision_category_week.sql`.\n")
 		return
 	}
 	b.WriteString("Precision of flags as moderators judged them: of the flagged verdicts moderators decided on, the share they kept flagged.\n\n")

@@ -227,7 +227,7 @@ func nonEmpty(v, name string) error {
 	return nil
 }
 
-// shadowColumns are deploy/athena's shadow_pairs columns, in order.
+// shadowColumns are lake's shadow_pairs columns, in order.
 var shadowColumns = []string{"event_id", "occurred_at", "received_at", "room_id", "window_start", "window_end", "pipeline_version",
 	"candidate", "candidate_model", "candidate_pipeline_version", "outcome", "error_kind", "live_label", "live_category",
 	"label", "category", "text_differs", "latency_ms", "cost_usd"}

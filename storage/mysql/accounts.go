@@ -6,11 +6,11 @@ import (
 	"database/sql"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -27,45 +27,9 @@ import (
 const newestDecisionSQL = `COALESCE((SELECT CONCAT(d.decision, ' ', d.label) FROM moderator_decisions d FORCE INDEX (ix_moderator_decisions_verdict)
       WHERE d.verdict_id = %s ORDER BY d.decided_at DESC, d.id DESC LIMIT 1), '')`
 
-// MaxAccountLimit bounds a page of an account's or a campaign's verdicts.
-const MaxAccountLimit = 200
-
-// Newest is the moderator decision in force on a verdict: the zero value
-// when none was made.
-type Newest struct {
-	// Decision is "confirm" or "overturn" ("" when none).
-	Decision string
-	// Label is the label the moderator decided.
-	Label pipeline.Label
-}
-
-func parseNewest(s string) Newest {
+func parseNewest(s string) moderation.Newest {
 	d, l, _ := strings.Cut(s, " ")
-	return Newest{Decision: d, Label: pipeline.Label(l)}
-}
-
-// AccountVerdict is one verdict of a room the account took part in (one
-// verdict_participants row) with the decision in force on it.
-type AccountVerdict struct {
-	VerdictID uint64
-	RoomID    string
-	// Role is the side the account was on in that room.
-	Role pipeline.SenderRole
-	// Subject is true when the verdict names the account as a subject
-	// (its evidence is the account's messages); false when the account
-	// only took part.
-	Subject   bool
-	Label     pipeline.Label
-	Category  pipeline.Category
-	DecidedAt time.Time
-	Newest    Newest
-}
-
-// AccountPage is one page of an account's verdicts.
-type AccountPage struct {
-	Items []AccountVerdict
-	// Next is the cursor of the following page, "" on the last page.
-	Next string
+	return moderation.Newest{Decision: d, Label: pipeline.Label(l)}
 }
 
 // pageCursor is the position after the last row of a page ordered by
@@ -94,21 +58,21 @@ func decodePageCursor(cursor, of string) (*pageCursor, error) {
 	}
 	b, err := base64.RawURLEncoding.DecodeString(cursor)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadCursor, err)
+		return nil, fmt.Errorf("%w: %v", moderation.ErrBadCursor, err)
 	}
 	var c pageCursor
 	if err := json.Unmarshal(b, &c); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadCursor, err)
+		return nil, fmt.Errorf("%w: %v", moderation.ErrBadCursor, err)
 	}
 	if c.Of != of || c.ID == 0 || c.At.IsZero() {
-		return nil, fmt.Errorf("%w: it belongs to another list; start from the first page", ErrBadCursor)
+		return nil, fmt.Errorf("%w: it belongs to another list; start from the first page", moderation.ErrBadCursor)
 	}
 	return &c, nil
 }
 
 func checkLimit(limit int) error {
-	if limit < 1 || limit > MaxAccountLimit {
-		return fmt.Errorf("limit %d is not in 1..%d", limit, MaxAccountLimit)
+	if limit < 1 || limit > moderation.MaxAccountLimit {
+		return fmt.Errorf("limit %d is not in 1..%d", limit, moderation.MaxAccountLimit)
 	}
 	return nil
 }
@@ -117,19 +81,19 @@ func checkLimit(limit int) error {
 // took part in (verdict_participants, by ix_verdict_participants_sender),
 // each marked when it names senderID as a subject, newest first, at most
 // limit (1..MaxAccountLimit), after cursor ("" for the first page, else
-// an AccountPage.Next of the same sender). A bad cursor or limit is an
+// an moderation.AccountPage.Next of the same sender). A bad cursor or limit is an
 // error naming it; it honours ctx. Verdicts saved before participants
 // were recorded are listed only where they name senderID as a subject
 // (migration 00018 copied those), and verdicts saved before subjects
 // were recorded not at all.
-func (s *Store) AccountVerdicts(ctx context.Context, senderID, cursor string, limit int) (AccountPage, error) {
+func (s *Store) AccountVerdicts(ctx context.Context, senderID, cursor string, limit int) (moderation.AccountPage, error) {
 	of := listFingerprint("account", senderID)
 	cur, err := decodePageCursor(cursor, of)
 	if err == nil {
 		err = checkLimit(limit)
 	}
 	if err != nil {
-		return AccountPage{}, fmt.Errorf("mysql: account verdicts: %w", err)
+		return moderation.AccountPage{}, fmt.Errorf("mysql: account verdicts: %w", err)
 	}
 	// The label and category are the verdict row's (a primary-key probe
 	// per row of the page); whether it names the account, a probe of
@@ -147,24 +111,24 @@ FROM verdict_participants p JOIN verdicts v ON v.id = p.verdict_id WHERE p.sende
 	args = append(args, limit+1)
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
-		return AccountPage{}, fmt.Errorf("mysql: account verdicts: %w", err)
+		return moderation.AccountPage{}, fmt.Errorf("mysql: account verdicts: %w", err)
 	}
 	defer rows.Close()
-	var page AccountPage
+	var page moderation.AccountPage
 	for rows.Next() {
 		var (
-			v                        AccountVerdict
+			v                        moderation.AccountVerdict
 			role, label, cat, newest string
 		)
 		if err := rows.Scan(&v.VerdictID, &v.RoomID, &role, &v.Subject, &label, &cat, &v.DecidedAt, &newest); err != nil {
-			return AccountPage{}, fmt.Errorf("mysql: account verdicts: %w", err)
+			return moderation.AccountPage{}, fmt.Errorf("mysql: account verdicts: %w", err)
 		}
 		v.Role, v.Label, v.Category, v.DecidedAt = pipeline.SenderRole(role), pipeline.Label(label), pipeline.Category(cat), v.DecidedAt.UTC()
 		v.Newest = parseNewest(newest)
 		page.Items = append(page.Items, v)
 	}
 	if err := rows.Err(); err != nil {
-		return AccountPage{}, fmt.Errorf("mysql: account verdicts: %w", err)
+		return moderation.AccountPage{}, fmt.Errorf("mysql: account verdicts: %w", err)
 	}
 	if len(page.Items) > limit {
 		page.Items = page.Items[:limit]
@@ -174,49 +138,31 @@ FROM verdict_participants p JOIN verdicts v ON v.id = p.verdict_id WHERE p.sende
 	return page, nil
 }
 
-// CampaignMark is one campaign signal (a verdict_campaigns mark) as a list
-// of marks shows it.
-type CampaignMark struct {
-	// Kind is "script" or "contact"; Mark the keyed HMAC naming it.
-	Kind, Mark string
-	// Rooms and Senders are the fleet-wide distinct rooms and senders the
-	// review saw with the mark (its newest row's count).
-	Rooms, Senders int
-	// Here is the number of distinct rooms of the list (an account's
-	// verdicts) that carried the mark.
-	Here int
-	// LastAt is the newest verdict time carrying it.
-	LastAt time.Time
-}
-
-// maxMarks bounds the marks one account or verdict lists.
-const maxMarks = 100
-
 // AccountCampaigns returns the campaign marks the verdicts about senderID
 // carried, the most recent first, at most 100. Empty until the pipeline
 // writes campaign signals. It honours ctx.
-func (s *Store) AccountCampaigns(ctx context.Context, senderID string) ([]CampaignMark, error) {
+func (s *Store) AccountCampaigns(ctx context.Context, senderID string) ([]moderation.CampaignMark, error) {
 	return s.marks(ctx, "mysql: account campaigns", `SELECT c.kind, c.mark, MAX(c.rooms), MAX(c.senders), COUNT(DISTINCT c.room_id), MAX(c.decided_at)
 FROM verdict_subjects s JOIN verdict_campaigns c ON c.verdict_id = s.verdict_id
-WHERE s.sender_id = ? GROUP BY c.kind, c.mark ORDER BY MAX(c.decided_at) DESC, c.mark LIMIT ?`, senderID, maxMarks)
+WHERE s.sender_id = ? GROUP BY c.kind, c.mark ORDER BY MAX(c.decided_at) DESC, c.mark LIMIT ?`, senderID, moderation.MaxMarks)
 }
 
 // VerdictCampaigns returns the campaign marks verdict id carried (Here is
 // 1 for each). It honours ctx.
-func (s *Store) VerdictCampaigns(ctx context.Context, verdictID uint64) ([]CampaignMark, error) {
+func (s *Store) VerdictCampaigns(ctx context.Context, verdictID uint64) ([]moderation.CampaignMark, error) {
 	return s.marks(ctx, "mysql: verdict campaigns", `SELECT kind, mark, rooms, senders, 1, decided_at
-FROM verdict_campaigns WHERE verdict_id = ? ORDER BY kind, mark LIMIT ?`, verdictID, maxMarks)
+FROM verdict_campaigns WHERE verdict_id = ? ORDER BY kind, mark LIMIT ?`, verdictID, moderation.MaxMarks)
 }
 
-func (s *Store) marks(ctx context.Context, prefix, q string, args ...any) ([]CampaignMark, error) {
+func (s *Store) marks(ctx context.Context, prefix, q string, args ...any) ([]moderation.CampaignMark, error) {
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", prefix, err)
 	}
 	defer rows.Close()
-	var out []CampaignMark
+	var out []moderation.CampaignMark
 	for rows.Next() {
-		var m CampaignMark
+		var m moderation.CampaignMark
 		if err := rows.Scan(&m.Kind, &m.Mark, &m.Rooms, &m.Senders, &m.Here, &m.LastAt); err != nil {
 			return nil, fmt.Errorf("%s: %w", prefix, err)
 		}
@@ -229,50 +175,21 @@ func (s *Store) marks(ctx context.Context, prefix, q string, args ...any) ([]Cam
 	return out, nil
 }
 
-// CampaignRoom is one verdict carrying a campaign mark, with what the
-// campaign view shows and the bulk decision needs of it.
-type CampaignRoom struct {
-	VerdictID uint64
-	Key       pipeline.ReviewKey
-	Kind      string
-	// MessageID is the room's first message carrying the mark.
-	MessageID string
-	Label     pipeline.Label
-	Category  pipeline.Category
-	Action    pipeline.Action
-	DecidedAt time.Time
-	// TakenBy and TakenActiveAt are the item's take ("" when none);
-	// whether it went stale is the console's to judge.
-	TakenBy       string
-	TakenActiveAt time.Time
-	Newest        Newest
-}
-
-// CampaignPage is one page of a campaign's rooms.
-type CampaignPage struct {
-	Items []CampaignRoom
-	// Next is the cursor of the following page, "" on the last page.
-	Next string
-}
-
-// ErrBadMark is wrapped when a mark is not one verdict_campaigns can hold.
-var ErrBadMark = errors.New("a campaign mark is 1 to 40 bytes")
-
 // CampaignRooms returns one page of the verdicts carrying mark, newest
 // first, at most limit (1..MaxAccountLimit), after cursor ("" or a
-// CampaignPage.Next of the same mark), each with its take and the decision
+// moderation.CampaignPage.Next of the same mark), each with its take and the decision
 // in force. It honours ctx; a bad mark, cursor or limit is an error.
-func (s *Store) CampaignRooms(ctx context.Context, mark, cursor string, limit int) (CampaignPage, error) {
+func (s *Store) CampaignRooms(ctx context.Context, mark, cursor string, limit int) (moderation.CampaignPage, error) {
 	of := listFingerprint("campaign", mark)
 	cur, err := decodePageCursor(cursor, of)
 	if err == nil {
 		err = checkLimit(limit)
 	}
 	if err == nil && (mark == "" || len(mark) > 40) {
-		err = ErrBadMark
+		err = moderation.ErrBadMark
 	}
 	if err != nil {
-		return CampaignPage{}, fmt.Errorf("mysql: campaign rooms: %w", err)
+		return moderation.CampaignPage{}, fmt.Errorf("mysql: campaign rooms: %w", err)
 	}
 	q := `SELECT c.verdict_id, v.room_id, v.window_start, v.window_end, v.pipeline_version, c.kind, c.message_id, c.label, c.category,
     v.action, c.decided_at, COALESCE(t.moderator, ''), t.active_at, ` + fmt.Sprintf(newestDecisionSQL, "c.verdict_id") + `
@@ -287,9 +204,9 @@ WHERE c.mark = ?`
 	args = append(args, limit+1)
 	items, err := s.campaignRows(ctx, q, args)
 	if err != nil {
-		return CampaignPage{}, fmt.Errorf("mysql: campaign rooms: %w", err)
+		return moderation.CampaignPage{}, fmt.Errorf("mysql: campaign rooms: %w", err)
 	}
-	page := CampaignPage{Items: items}
+	page := moderation.CampaignPage{Items: items}
 	if len(items) > limit {
 		page.Items = items[:limit]
 		last := page.Items[limit-1]
@@ -298,16 +215,16 @@ WHERE c.mark = ?`
 	return page, nil
 }
 
-func (s *Store) campaignRows(ctx context.Context, q string, args []any) ([]CampaignRoom, error) {
+func (s *Store) campaignRows(ctx context.Context, q string, args []any) ([]moderation.CampaignRoom, error) {
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []CampaignRoom
+	var out []moderation.CampaignRoom
 	for rows.Next() {
 		var (
-			c                       CampaignRoom
+			c                       moderation.CampaignRoom
 			ws, we                  time.Time
 			label, cat, act, newest string
 			takenAt                 sql.NullTime

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/storage/storetest"
 )
@@ -44,10 +45,10 @@ func TestAccountVerdictsPageNewestFirstWithTheDecisionInForce(t *testing.T) {
 		ids = append(ids, subjectVerdict(t, s, room, t0.Add(time.Duration(i)*time.Hour), "seller-1"))
 	}
 	other := subjectVerdict(t, s, "r6", t0.Add(10*time.Hour), "seller-2")
-	_, err := s.AddDecision(ctx, Decision{VerdictID: ids[3], Moderator: "mod-a", Decision: DecisionOverturn, Label: pipeline.LabelClean, DecidedAt: t0.Add(20 * time.Hour)})
+	_, err := s.AddDecision(ctx, moderation.Decision{VerdictID: ids[3], Moderator: "mod-a", Decision: moderation.DecisionOverturn, Label: pipeline.LabelClean, DecidedAt: t0.Add(20 * time.Hour)})
 	require.NoError(t, err)
 
-	var got []AccountVerdict
+	var got []moderation.AccountVerdict
 	cursor, pages := "", 0
 	for {
 		page, err := s.AccountVerdicts(ctx, "seller-1", cursor, 2)
@@ -65,16 +66,16 @@ func TestAccountVerdictsPageNewestFirstWithTheDecisionInForce(t *testing.T) {
 		require.NotEqual(t, other, v.VerdictID)
 		require.Equal(t, pipeline.RoleSeller, v.Role)
 	}
-	require.Equal(t, Newest{Decision: DecisionOverturn, Label: pipeline.LabelClean}, got[1].Newest)
-	require.Equal(t, Newest{}, got[0].Newest)
+	require.Equal(t, moderation.Newest{Decision: moderation.DecisionOverturn, Label: pipeline.LabelClean}, got[1].Newest)
+	require.Equal(t, moderation.Newest{}, got[0].Newest)
 	require.Equal(t, t0.Add(4*time.Hour), got[0].DecidedAt)
 
 	// A cursor from one account does not page another.
 	page, err := s.AccountVerdicts(ctx, "seller-1", "", 1)
 	require.NoError(t, err)
 	_, err = s.AccountVerdicts(ctx, "seller-2", page.Next, 1)
-	require.ErrorIs(t, err, ErrBadCursor)
-	_, err = s.AccountVerdicts(ctx, "seller-1", "", MaxAccountLimit+1)
+	require.ErrorIs(t, err, moderation.ErrBadCursor)
+	_, err = s.AccountVerdicts(ctx, "seller-1", "", moderation.MaxAccountLimit+1)
 	require.Error(t, err)
 
 	// The account's campaigns: none until the pipeline writes signals.
@@ -88,7 +89,7 @@ func TestAccountVerdictsPageNewestFirstWithTheDecisionInForce(t *testing.T) {
 	marks, err = s.AccountCampaigns(ctx, "seller-1")
 	require.NoError(t, err)
 	require.Len(t, marks, 2, "seller-2's campaign is not seller-1's")
-	byMark := map[string]CampaignMark{}
+	byMark := map[string]moderation.CampaignMark{}
 	for _, m := range marks {
 		byMark[m.Mark] = m
 	}
@@ -117,7 +118,7 @@ func TestCampaignRoomsCarryTheirTakeMessageAndDecision(t *testing.T) {
 	campaignRow(t, db, loner, "script", "hmac:eeeeeeeeeeeeeeeeeeeeeeee", "m1")
 	_, err := s.TakeItem(ctx, ids[1], "mod-b", t0, t0.Add(-time.Minute), false)
 	require.NoError(t, err)
-	_, err = s.AddDecision(ctx, Decision{VerdictID: ids[0], Moderator: "mod-a", Decision: DecisionConfirm, Label: pipeline.LabelAbusive,
+	_, err = s.AddDecision(ctx, moderation.Decision{VerdictID: ids[0], Moderator: "mod-a", Decision: moderation.DecisionConfirm, Label: pipeline.LabelAbusive,
 		Category: pipeline.CategoryExternalPayment, DecidedAt: t0.Add(time.Hour)})
 	require.NoError(t, err)
 
@@ -136,12 +137,12 @@ func TestCampaignRoomsCarryTheirTakeMessageAndDecision(t *testing.T) {
 	require.Equal(t, pipeline.ActionRestrict, all[0].Action)
 	require.Equal(t, "mod-b", all[1].TakenBy)
 	require.Equal(t, t0, all[1].TakenActiveAt)
-	require.Equal(t, Newest{Decision: DecisionConfirm, Label: pipeline.LabelAbusive}, all[2].Newest)
+	require.Equal(t, moderation.Newest{Decision: moderation.DecisionConfirm, Label: pipeline.LabelAbusive}, all[2].Newest)
 
 	_, err = s.CampaignRooms(ctx, "", "", 10)
-	require.ErrorIs(t, err, ErrBadMark)
+	require.ErrorIs(t, err, moderation.ErrBadMark)
 	_, err = s.CampaignRooms(ctx, "hmac:eeeeeeeeeeeeeeeeeeeeeeee", first.Next, 2)
-	require.ErrorIs(t, err, ErrBadCursor)
+	require.ErrorIs(t, err, moderation.ErrBadCursor)
 }
 
 // An account's page lists every room it took part in: the verdicts naming

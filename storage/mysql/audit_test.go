@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/storage/storetest"
 )
@@ -45,7 +46,7 @@ func TestAuditSampleIsTheHashOfTheKey(t *testing.T) {
 		var id uint64
 		var bucket int
 		require.NoError(t, rows.Scan(&id, &bucket))
-		require.Equal(t, AuditBucket(keys[id].Key), bucket, "row %d", id)
+		require.Equal(t, moderation.AuditBucket(keys[id].Key), bucket, "row %d", id)
 	}
 	require.NoError(t, rows.Err())
 	require.NoError(t, rows.Close())
@@ -53,20 +54,20 @@ func TestAuditSampleIsTheHashOfTheKey(t *testing.T) {
 	const share = 0.25
 	var want []uint64
 	for id, v := range keys {
-		if IsAuditItem(v.Key, v.Status, v.Label, share) {
+		if moderation.IsAuditItem(v.Key, v.Status, v.Label, share) {
 			want = append(want, id)
 		}
 	}
 	require.NotEmpty(t, want)
 	require.Less(t, len(want), 80, "a quarter of the clean verdicts, give or take")
-	items, err := s.ListAudit(ctx, share, MaxQueueLimit)
+	items, err := s.ListAudit(ctx, share, moderation.MaxQueueLimit)
 	require.NoError(t, err)
 	var got []uint64
 	for i, it := range items {
 		require.True(t, it.Audit)
 		require.Equal(t, pipeline.LabelClean, it.Label)
 		if i > 0 {
-			require.LessOrEqual(t, AuditBucket(items[i-1].Key), AuditBucket(it.Key), "bucket order")
+			require.LessOrEqual(t, moderation.AuditBucket(items[i-1].Key), moderation.AuditBucket(it.Key), "bucket order")
 		}
 		got = append(got, it.ID)
 	}
@@ -77,17 +78,17 @@ func TestAuditSampleIsTheHashOfTheKey(t *testing.T) {
 	none, err := s.ListAudit(ctx, 0, 10)
 	require.NoError(t, err)
 	require.Empty(t, none, "a share of 0 samples nothing")
-	all, err := s.ListAudit(ctx, 1, MaxQueueLimit)
+	all, err := s.ListAudit(ctx, 1, moderation.MaxQueueLimit)
 	require.NoError(t, err)
 	require.Greater(t, len(all), len(items), "a larger share keeps the smaller one's items and adds")
 
 	first := items[0]
-	_, err = s.AddDecision(ctx, Decision{VerdictID: first.ID, Moderator: "mod-1", Decision: DecisionConfirm, Label: pipeline.LabelClean, Audit: true, DecidedAt: ws})
+	_, err = s.AddDecision(ctx, moderation.Decision{VerdictID: first.ID, Moderator: "mod-1", Decision: moderation.DecisionConfirm, Label: pipeline.LabelClean, Audit: true, DecidedAt: ws})
 	require.NoError(t, err)
 	ds, err := s.Decisions(ctx, first.ID, 1)
 	require.NoError(t, err)
 	require.True(t, ds[0].Audit, "the decision records that it was an audit item")
-	after, err := s.ListAudit(ctx, share, MaxQueueLimit)
+	after, err := s.ListAudit(ctx, share, moderation.MaxQueueLimit)
 	require.NoError(t, err)
 	require.Len(t, after, len(items)-1, "a decided audit item leaves the audit queue")
 	require.NotEqual(t, first.ID, after[0].ID)
@@ -98,7 +99,7 @@ func TestAuditSampleIsTheHashOfTheKey(t *testing.T) {
 func TestAuditReadUsesItsIndex(t *testing.T) {
 	t.Parallel()
 	db, _, _ := generated(t, 20000, time.Now().UTC())
-	plan := explain(t, db, auditSQL, string(pipeline.StatusDone), string(pipeline.LabelClean), auditThreshold(0.02), 51)
+	plan := explain(t, db, auditSQL, string(pipeline.StatusDone), string(pipeline.LabelClean), moderation.AuditThreshold(0.02), 51)
 	requirePlan(t, plan, "v", []string{"ix_verdicts_audit"}, true)
 	requirePlan(t, plan, "d", []string{"ix_moderator_decisions_verdict"}, false)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/internal/clock"
+	"github.com/chatguard/chatguard/moderation"
 )
 
 // TestMySQLBench is `make bench-mysql`: it generates BENCH_VERDICTS
@@ -115,7 +116,7 @@ func TestMySQLBench(t *testing.T) {
 	// queue reads below join live takes.
 	taken, cursor := 0, ""
 	for range 20 {
-		page, err := s.ListQueue(ctx, QueueFilter{}, cursor)
+		page, err := s.ListQueue(ctx, moderation.QueueFilter{}, cursor)
 		require.NoError(t, err)
 		for i, it := range page.Items {
 			if i%5 == 0 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -48,64 +49,16 @@ func (s *Store) VerdictID(ctx context.Context, key pipeline.ReviewKey) (uint64, 
 	return id, nil
 }
 
-// Decision is one moderator decision on a verdict (a moderator_decisions
-// row).
-type Decision struct {
-	ID        uint64
-	VerdictID uint64
-	// Moderator is the console's pseudonymous moderator id, never an e-mail.
-	Moderator string
-	// Decision is "confirm" or "overturn".
-	Decision string
-	Label    pipeline.Label
-	Category pipeline.Category
-	Note     string
-	// Audit is true when the decision was made on an audit item (a
-	// sampled clean verdict, audit.go): the feedback event carries it so
-	// that labelled sets can tell a looked-at clean verdict from any other.
-	Audit     bool
-	DecidedAt time.Time
-	// FeedbackSentAt is when SQS accepted the decision's moderator_feedback
-	// event; zero while it is unsent (the console's sweeper resends it).
-	// AddDecision ignores it.
-	FeedbackSentAt time.Time
-}
-
-// The decisions a moderator can make.
-const (
-	DecisionConfirm  = "confirm"
-	DecisionOverturn = "overturn"
-)
-
-// maxNoteRunes bounds a decision's note.
-const maxNoteRunes = 2000
-
 // AddDecision records d and returns its row id. It returns a
 // *pipeline.PermanentError when d is invalid (unknown decision, label or
 // category, no moderator, a verdict id no row has).
-func (s *Store) AddDecision(ctx context.Context, d Decision) (uint64, error) {
-	var errs []error
-	if d.Decision != DecisionConfirm && d.Decision != DecisionOverturn {
-		errs = append(errs, fmt.Errorf("decision %q is not confirm or overturn", d.Decision))
-	}
-	if d.Label != pipeline.LabelAbusive && d.Label != pipeline.LabelSuspicious && d.Label != pipeline.LabelClean {
-		errs = append(errs, fmt.Errorf("label %q is not abusive, suspicious or clean", d.Label))
-	}
-	if d.Category != "" && !d.Category.Valid() {
-		errs = append(errs, fmt.Errorf("unknown category %q", d.Category))
-	}
-	if d.Moderator == "" || len(d.Moderator) > 128 {
-		errs = append(errs, errors.New("moderator must be 1..128 bytes"))
-	}
-	if d.VerdictID == 0 || d.DecidedAt.IsZero() {
-		errs = append(errs, errors.New("verdict id and decided_at are required"))
-	}
-	if err := errors.Join(errs...); err != nil {
+func (s *Store) AddDecision(ctx context.Context, d moderation.Decision) (uint64, error) {
+	if err := d.Validate(); err != nil {
 		return 0, pipeline.Permanent(fmt.Errorf("mysql: add decision: %w", err))
 	}
 	res, err := s.db.ExecContext(ctx, `INSERT INTO moderator_decisions (verdict_id, moderator, decision, label, category, note, audit, decided_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, d.VerdictID, d.Moderator, d.Decision, string(d.Label), string(d.Category),
-		nullString(pipeline.ClipRunes(d.Note, maxNoteRunes)), d.Audit, dbTime(d.DecidedAt))
+		nullString(pipeline.ClipRunes(d.Note, moderation.MaxNoteRunes)), d.Audit, dbTime(d.DecidedAt))
 	if err != nil {
 		if isForeignKey(err) {
 			return 0, pipeline.Permanent(fmt.Errorf("mysql: add decision: verdict %d: %w", d.VerdictID, pipeline.ErrVerdictNotFound))
@@ -121,17 +74,17 @@ func (s *Store) AddDecision(ctx context.Context, d Decision) (uint64, error) {
 
 // Decisions returns the decisions on verdict id, newest first (the first
 // is the one in force), at most limit.
-func (s *Store) Decisions(ctx context.Context, verdictID uint64, limit int) ([]Decision, error) {
+func (s *Store) Decisions(ctx context.Context, verdictID uint64, limit int) ([]moderation.Decision, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, verdict_id, moderator, decision, label, category, COALESCE(note, ''), audit, decided_at, feedback_sent_at
 		FROM moderator_decisions WHERE verdict_id = ? ORDER BY decided_at DESC, id DESC LIMIT ?`, verdictID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: decisions: %w", err)
 	}
 	defer rows.Close()
-	var out []Decision
+	var out []moderation.Decision
 	for rows.Next() {
 		var (
-			d          Decision
+			d          moderation.Decision
 			label, cat string
 			sent       sql.NullTime
 		)

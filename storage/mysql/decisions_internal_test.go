@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/storage/storetest"
 )
@@ -27,15 +28,15 @@ func TestDecisionsAndVerdictByID(t *testing.T) {
 	_, err = s.VerdictByID(ctx, id+1000)
 	require.ErrorIs(t, err, pipeline.ErrVerdictNotFound)
 
-	_, err = s.AddDecision(ctx, Decision{VerdictID: id, Moderator: "mod-1", Decision: "maybe", Label: "clean", DecidedAt: ws})
+	_, err = s.AddDecision(ctx, moderation.Decision{VerdictID: id, Moderator: "mod-1", Decision: "maybe", Label: "clean", DecidedAt: ws})
 	var perm *pipeline.PermanentError
 	require.ErrorAs(t, err, &perm)
-	_, err = s.AddDecision(ctx, Decision{VerdictID: id + 1000, Moderator: "mod-1", Decision: DecisionConfirm, Label: pipeline.LabelAbusive, DecidedAt: ws})
+	_, err = s.AddDecision(ctx, moderation.Decision{VerdictID: id + 1000, Moderator: "mod-1", Decision: moderation.DecisionConfirm, Label: pipeline.LabelAbusive, DecidedAt: ws})
 	require.ErrorIs(t, err, pipeline.ErrVerdictNotFound, "the foreign key refuses a decision on no verdict")
 
-	_, err = s.AddDecision(ctx, Decision{VerdictID: id, Moderator: "mod-1", Decision: DecisionConfirm, Label: pipeline.LabelAbusive, Category: pipeline.CategorySpam, DecidedAt: ws.Add(time.Minute)})
+	_, err = s.AddDecision(ctx, moderation.Decision{VerdictID: id, Moderator: "mod-1", Decision: moderation.DecisionConfirm, Label: pipeline.LabelAbusive, Category: pipeline.CategorySpam, DecidedAt: ws.Add(time.Minute)})
 	require.NoError(t, err)
-	_, err = s.AddDecision(ctx, Decision{VerdictID: id, Moderator: "mod-2", Decision: DecisionOverturn, Label: pipeline.LabelClean, Note: "haggling", DecidedAt: ws.Add(2 * time.Minute)})
+	_, err = s.AddDecision(ctx, moderation.Decision{VerdictID: id, Moderator: "mod-2", Decision: moderation.DecisionOverturn, Label: pipeline.LabelClean, Note: "haggling", DecidedAt: ws.Add(2 * time.Minute)})
 	require.NoError(t, err)
 	ds, err := s.Decisions(ctx, id, 10)
 	require.NoError(t, err)
@@ -44,7 +45,7 @@ func TestDecisionsAndVerdictByID(t *testing.T) {
 	require.Equal(t, "haggling", ds[0].Note)
 
 	// A decided verdict leaves the default queue.
-	page, err := s.ListQueue(ctx, QueueFilter{}, "")
+	page, err := s.ListQueue(ctx, moderation.QueueFilter{}, "")
 	require.NoError(t, err)
 	require.Empty(t, page.Items)
 }

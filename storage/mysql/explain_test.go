@@ -90,7 +90,7 @@ func TestPlansUseTheIndexes(t *testing.T) {
 	})
 	for _, qc := range queueCases(end, run) {
 		t.Run(qc.name, func(t *testing.T) {
-			f, err := qc.f.normalize()
+			f, err := qc.f.Normalize()
 			require.NoError(t, err)
 			label := f.Labels[0]
 			var cur *queueCursor

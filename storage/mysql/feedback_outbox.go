@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -15,21 +16,6 @@ import (
 // event (migration 00010): feedback_sent_at is set once SQS has accepted
 // the event, and the console's sweeper resends the rows where it is still
 // NULL after a grace period.
-
-// UnsentFeedback is a decision whose moderator_feedback event SQS has not
-// accepted yet, with what of its verdict the event carries.
-type UnsentFeedback struct {
-	Decision Decision
-	// Key, VerdictLabel, VerdictCategory and Action are the verdict row's
-	// as they are now (a re-review between the decision and the resend
-	// shows in the resent event).
-	Key             pipeline.ReviewKey
-	VerdictLabel    pipeline.Label
-	VerdictCategory pipeline.Category
-	Action          pipeline.Action
-	// Attempts is how many sends of the event failed transiently so far.
-	Attempts int
-}
 
 // MarkFeedbackSent records that SQS accepted the feedback events of the
 // decisions ids at time at. A row already marked keeps its first time; an
@@ -61,32 +47,9 @@ func markFeedbackSent(ctx context.Context, db execer, at time.Time, ids []uint64
 	return err
 }
 
-// FeedbackSend is what became of one taken row's event, as the send
-// function of SweepUnsentFeedback reports it.
-type FeedbackSend struct {
-	// Sent: SQS accepted the event; the row is marked sent.
-	Sent bool
-	// Rejected, when not empty, is why SQS refused the event itself (its
-	// answer, never the event's content): the row is marked rejected with
-	// it and is not taken again.
-	Rejected string
-	// RetryAt: a row neither sent nor rejected is not taken again before
-	// it (zero: at the next sweep); its failed attempts are counted.
-	RetryAt time.Time
-}
-
-// FeedbackSweep counts what one SweepUnsentFeedback call did with the rows
-// it took.
-type FeedbackSweep struct {
-	Taken, Sent, Rejected, Deferred int
-}
-
-// maxRejectReason bounds feedback_reject_reason (VARCHAR(500)).
-const maxRejectReason = 500
-
 // SweepUnsentFeedback takes up to limit decisions decided before now-grace
 // whose feedback is unsent, not rejected and not deferred past now, oldest
-// first, and hands them to send, which returns one FeedbackSend per row
+// first, and hands them to send, which returns one moderation.FeedbackSend per row
 // (in order). Sent rows are marked sent at now, rejected rows rejected at
 // now with their reason, and the others get one more failed attempt and
 // their RetryAt. The rows stay locked (SELECT … FOR UPDATE SKIP LOCKED) in
@@ -99,8 +62,8 @@ const maxRejectReason = 500
 // callers that stop pass a context that outlives one send. It returns what
 // it did and the error of send (as is) or of the database (wrapped).
 func (s *Store) SweepUnsentFeedback(ctx context.Context, now time.Time, grace time.Duration, limit int,
-	send func(ctx context.Context, rows []UnsentFeedback) ([]FeedbackSend, error)) (FeedbackSweep, error) {
-	var out FeedbackSweep
+	send func(ctx context.Context, rows []moderation.UnsentFeedback) ([]moderation.FeedbackSend, error)) (moderation.FeedbackSweep, error) {
+	var out moderation.FeedbackSweep
 	if limit < 1 {
 		return out, pipeline.Permanent(errors.New("mysql: sweep feedback: limit must be positive"))
 	}
@@ -155,7 +118,7 @@ func (s *Store) SweepUnsentFeedback(ctx context.Context, now time.Time, grace ti
 			sent = append(sent, id)
 		case r.Rejected != "":
 			if _, err := tx.ExecContext(ctx, `UPDATE moderator_decisions SET feedback_rejected_at = ?, feedback_reject_reason = ?
-				WHERE id = ? AND feedback_sent_at IS NULL`, dbTime(now), pipeline.ClipRunes(r.Rejected, maxRejectReason), id); err != nil {
+				WHERE id = ? AND feedback_sent_at IS NULL`, dbTime(now), pipeline.ClipRunes(r.Rejected, moderation.MaxRejectReason), id); err != nil {
 				return out, errors.Join(sendErr, fmt.Errorf("mysql: sweep feedback: mark rejected: %w", err))
 			}
 			out.Rejected++
@@ -169,11 +132,11 @@ func (s *Store) SweepUnsentFeedback(ctx context.Context, now time.Time, grace ti
 	}
 	if len(sent) > 0 {
 		if err := markFeedbackSent(ctx, tx, now, sent); err != nil {
-			return FeedbackSweep{Taken: out.Taken}, errors.Join(sendErr, fmt.Errorf("mysql: sweep feedback: mark: %w", err))
+			return moderation.FeedbackSweep{Taken: out.Taken}, errors.Join(sendErr, fmt.Errorf("mysql: sweep feedback: mark: %w", err))
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return FeedbackSweep{Taken: out.Taken}, errors.Join(sendErr, fmt.Errorf("mysql: sweep feedback: commit: %w", err))
+		return moderation.FeedbackSweep{Taken: out.Taken}, errors.Join(sendErr, fmt.Errorf("mysql: sweep feedback: commit: %w", err))
 	}
 	out.Sent = len(sent)
 	return out, sendErr
@@ -181,7 +144,7 @@ func (s *Store) SweepUnsentFeedback(ctx context.Context, now time.Time, grace ti
 
 // unsentRows reads the taken rows with their verdicts. The verdict rows
 // are read, not locked: a worker saving a verdict never waits on a sweep.
-func unsentRows(ctx context.Context, tx *sql.Tx, ids []any) ([]UnsentFeedback, error) {
+func unsentRows(ctx context.Context, tx *sql.Tx, ids []any) ([]moderation.UnsentFeedback, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT d.id, d.verdict_id, d.moderator, d.decision, d.label, d.category, COALESCE(d.note, ''), d.audit, d.decided_at,
 			d.feedback_attempts, v.room_id, v.window_start, v.window_end, v.pipeline_version, v.label, v.category, v.action
 		FROM moderator_decisions d JOIN verdicts v ON v.id = d.verdict_id
@@ -190,10 +153,10 @@ func unsentRows(ctx context.Context, tx *sql.Tx, ids []any) ([]UnsentFeedback, e
 		return nil, fmt.Errorf("mysql: sweep feedback: %w", err)
 	}
 	defer rows.Close()
-	var batch []UnsentFeedback
+	var batch []moderation.UnsentFeedback
 	for rows.Next() {
 		var (
-			u                        UnsentFeedback
+			u                        moderation.UnsentFeedback
 			label, cat, vlabel, vcat string
 			action                   string
 			windowStart, windowEnd   time.Time
@@ -214,23 +177,11 @@ func unsentRows(ctx context.Context, tx *sql.Tx, ids []any) ([]UnsentFeedback, e
 	return batch, nil
 }
 
-// FeedbackBacklog is the state of the feedback outbox over every console.
-type FeedbackBacklog struct {
-	// Unsent counts decisions whose feedback SQS has not accepted yet and
-	// has not refused; Oldest is when the oldest of them was decided (zero
-	// when none).
-	Unsent int
-	Oldest time.Time
-	// Rejected counts decisions whose feedback SQS refused: marked, not
-	// resent, waiting for an operator.
-	Rejected int
-}
-
 // FeedbackBacklog reads the outbox's state. It reads only the unsent end
 // of ix_moderator_decisions_feedback_unsent.
-func (s *Store) FeedbackBacklog(ctx context.Context) (FeedbackBacklog, error) {
+func (s *Store) FeedbackBacklog(ctx context.Context) (moderation.FeedbackBacklog, error) {
 	var (
-		b        FeedbackBacklog
+		b        moderation.FeedbackBacklog
 		unsent   sql.NullInt64
 		rejected sql.NullInt64
 		oldest   sql.NullTime

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/storage/storetest"
 )
@@ -40,9 +41,9 @@ func TestMessageSpanRoundTripsAndOldVerdictsAreUnknown(t *testing.T) {
 	_, ok = got.Freshness()
 	require.False(t, ok)
 
-	page, err := s.ListQueue(ctx, QueueFilter{}, "")
+	page, err := s.ListQueue(ctx, moderation.QueueFilter{}, "")
 	require.NoError(t, err)
-	byRoom := map[string]QueueItem{}
+	byRoom := map[string]moderation.QueueItem{}
 	for _, it := range page.Items {
 		byRoom[it.Key.RoomID] = it
 	}

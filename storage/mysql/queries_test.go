@@ -3,6 +3,7 @@ package mysql
 import (
 	"time"
 
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -56,7 +57,7 @@ ORDER BY campaign DESC, category;`},
 // after the first deepPages pages).
 type queueCase struct {
 	name string
-	f    QueueFilter
+	f    moderation.QueueFilter
 	// deep starts from the cursor after that many pages.
 	deep int
 	// keys are the indexes the plan may use on verdicts.
@@ -70,16 +71,16 @@ type queueCase struct {
 // is a run id with verdicts.
 func queueCases(end time.Time, run string) []queueCase {
 	return []queueCase{
-		{name: "queue: first page", f: QueueFilter{}, keys: []string{"ix_verdicts_queue"}, sorted: true},
-		{name: "queue: page 20", f: QueueFilter{}, deep: 20, keys: []string{"ix_verdicts_queue"}, sorted: true},
-		{name: "queue: category", f: QueueFilter{Category: pipeline.CategoryPhishingLink}, keys: []string{"ix_verdicts_queue_category"}, sorted: true},
-		{name: "queue: category, page 3", f: QueueFilter{Category: pipeline.CategoryPhishingLink}, deep: 3, keys: []string{"ix_verdicts_queue_category"}, sorted: true},
-		{name: "queue: severity >= 4", f: QueueFilter{MinSeverity: 4}, keys: []string{"ix_verdicts_queue"}, sorted: true},
-		{name: "queue: last 24 h", f: QueueFilter{From: end.Add(-24 * time.Hour)}, keys: []string{"ix_verdicts_label_window", "ix_verdicts_queue"}},
-		{name: "queue: one run", f: QueueFilter{RunID: run}, keys: []string{"ix_verdicts_run_queue"}, sorted: true},
-		{name: "queue: failed", f: QueueFilter{Status: pipeline.StatusFailed}, keys: []string{"ix_verdicts_queue"}, sorted: true},
-		{name: "queue: decided too", f: QueueFilter{IncludeDecided: true}, keys: []string{"ix_verdicts_queue"}, sorted: true},
-		{name: "queue: category+severity+7 days", f: QueueFilter{Category: pipeline.CategoryExternalPayment, MinSeverity: 3, From: end.Add(-7 * 24 * time.Hour)},
+		{name: "queue: first page", f: moderation.QueueFilter{}, keys: []string{"ix_verdicts_queue"}, sorted: true},
+		{name: "queue: page 20", f: moderation.QueueFilter{}, deep: 20, keys: []string{"ix_verdicts_queue"}, sorted: true},
+		{name: "queue: category", f: moderation.QueueFilter{Category: pipeline.CategoryPhishingLink}, keys: []string{"ix_verdicts_queue_category"}, sorted: true},
+		{name: "queue: category, page 3", f: moderation.QueueFilter{Category: pipeline.CategoryPhishingLink}, deep: 3, keys: []string{"ix_verdicts_queue_category"}, sorted: true},
+		{name: "queue: severity >= 4", f: moderation.QueueFilter{MinSeverity: 4}, keys: []string{"ix_verdicts_queue"}, sorted: true},
+		{name: "queue: last 24 h", f: moderation.QueueFilter{From: end.Add(-24 * time.Hour)}, keys: []string{"ix_verdicts_label_window", "ix_verdicts_queue"}},
+		{name: "queue: one run", f: moderation.QueueFilter{RunID: run}, keys: []string{"ix_verdicts_run_queue"}, sorted: true},
+		{name: "queue: failed", f: moderation.QueueFilter{Status: pipeline.StatusFailed}, keys: []string{"ix_verdicts_queue"}, sorted: true},
+		{name: "queue: decided too", f: moderation.QueueFilter{IncludeDecided: true}, keys: []string{"ix_verdicts_queue"}, sorted: true},
+		{name: "queue: category+severity+7 days", f: moderation.QueueFilter{Category: pipeline.CategoryExternalPayment, MinSeverity: 3, From: end.Add(-7 * 24 * time.Hour)},
 			keys: []string{"ix_verdicts_queue_category", "ix_verdicts_label_window"}},
 	}
 }

@@ -6,12 +6,12 @@ import (
 	"database/sql"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -45,76 +45,6 @@ import (
 //	ORDER BY v.severity DESC, v.window_start DESC, v.id DESC
 //	LIMIT ?
 
-// QueueFilter selects the verdicts of the review queue. The zero value is
-// the default queue: done verdicts labelled abusive or suspicious that no
-// moderator has decided yet, 50 a page.
-type QueueFilter struct {
-	// Status of the verdicts (default done). Verdicts other than done carry
-	// no label, so Labels is ignored for them.
-	Status pipeline.Status
-	// Labels to show, in queue order (default abusive, then suspicious).
-	Labels []pipeline.Label
-	// Category, when set, keeps only verdicts of that category.
-	Category pipeline.Category
-	// MinSeverity, when positive, keeps verdicts of at least that severity.
-	MinSeverity int
-	// From and To, when set, keep verdicts whose window starts in
-	// [From, To).
-	From, To time.Time
-	// RunID, when set, keeps the verdicts of one batch run.
-	RunID string
-	// IncludeDecided also lists verdicts a moderator has decided on
-	// (QueueItem.Decided says which).
-	IncludeDecided bool
-	// Limit is the page size (default 50, at most MaxQueueLimit).
-	Limit int
-}
-
-// MaxQueueLimit bounds a queue page.
-const MaxQueueLimit = 500
-
-// defaultQueueLimit is the page size when the filter does not say.
-const defaultQueueLimit = 50
-
-// QueueItem is one verdict of the review queue.
-type QueueItem struct {
-	// ID is the verdicts row id; moderator_decisions refers to it.
-	ID               uint64
-	Key              pipeline.ReviewKey
-	RunID            string
-	Status           pipeline.Status
-	Label            pipeline.Label
-	Category         pipeline.Category
-	Severity         int
-	Confidence       float64
-	Action           pipeline.Action
-	Rationale        string
-	EarlyExit        bool
-	InjectionFlagged bool
-	FinishedAt       time.Time
-	// NewestMessageAt is the sent_at of the window's newest message (zero
-	// when unknown): the item's freshness is FinishedAt minus it.
-	NewestMessageAt time.Time
-	// Decided is true when a moderator has decided on the verdict (only
-	// possible with QueueFilter.IncludeDecided).
-	Decided bool
-	// TakenBy is the moderator holding the item ("" when nobody does) and
-	// TakenActiveAt their last activity on it; whether the take is stale
-	// is the console's to judge (its --take-timeout).
-	TakenBy       string
-	TakenActiveAt time.Time
-	// Audit is true for an audit item (ListAudit): a sampled clean
-	// verdict shown so that a moderator confirms or overturns it.
-	Audit bool
-}
-
-// QueuePage is one page of the review queue.
-type QueuePage struct {
-	Items []QueueItem
-	// Next is the cursor of the following page, "" on the last page.
-	Next string
-}
-
 // queueCursor is the position after the last row of a page. Filter is a
 // fingerprint of the filter the page was read with, so that a cursor is
 // not replayed against another filter (it would silently skip rows).
@@ -127,26 +57,26 @@ type queueCursor struct {
 }
 
 // ListQueue returns one page of the review queue under f, starting after
-// cursor ("" for the first page; otherwise a QueuePage.Next read with the
+// cursor ("" for the first page; otherwise a moderation.QueuePage.Next read with the
 // same filter). It returns an error naming every problem when f is invalid
 // or the cursor is malformed or belongs to another filter, and an error
 // wrapping ctx's when ctx ends. It only reads.
-func (s *Store) ListQueue(ctx context.Context, f QueueFilter, cursor string) (QueuePage, error) {
-	f, err := f.normalize()
+func (s *Store) ListQueue(ctx context.Context, f moderation.QueueFilter, cursor string) (moderation.QueuePage, error) {
+	f, err := f.Normalize()
 	if err != nil {
-		return QueuePage{}, fmt.Errorf("mysql: list queue: %w", err)
+		return moderation.QueuePage{}, fmt.Errorf("mysql: list queue: %w", err)
 	}
 	var cur *queueCursor
 	if cursor != "" {
 		c, err := decodeCursor(cursor, f)
 		if err != nil {
-			return QueuePage{}, fmt.Errorf("mysql: list queue: %w", err)
+			return moderation.QueuePage{}, fmt.Errorf("mysql: list queue: %w", err)
 		}
 		cur = &c
 	}
 	// One row more than the page tells whether a next page exists.
 	want := f.Limit + 1
-	var items []QueueItem
+	var items []moderation.QueueItem
 	for i, label := range f.Labels {
 		if cur != nil {
 			at := slices.Index(f.Labels, cur.Label)
@@ -160,30 +90,30 @@ func (s *Store) ListQueue(ctx context.Context, f QueueFilter, cursor string) (Qu
 		q, args := queueQuery(f, label, cur, want-len(items))
 		got, err := s.queueRows(ctx, q, args)
 		if err != nil {
-			return QueuePage{}, fmt.Errorf("mysql: list queue: %w", err)
+			return moderation.QueuePage{}, fmt.Errorf("mysql: list queue: %w", err)
 		}
 		items = append(items, got...)
 		if len(items) >= want {
 			break
 		}
 	}
-	page := QueuePage{Items: items}
+	page := moderation.QueuePage{Items: items}
 	if len(items) > f.Limit {
 		page.Items = items[:f.Limit]
 		last := page.Items[f.Limit-1]
-		page.Next = encodeCursor(queueCursor{Label: last.Label, Severity: last.Severity, Window: last.Key.WindowStart, ID: last.ID, Filter: f.fingerprint()})
+		page.Next = encodeCursor(queueCursor{Label: last.Label, Severity: last.Severity, Window: last.Key.WindowStart, ID: last.ID, Filter: fingerprint(f)})
 	}
 	return page, nil
 }
 
-// queueCols are the columns a queue row reads, in QueueItem's scan order.
+// queueCols are the columns a queue row reads, in moderation.QueueItem's scan order.
 const queueCols = `v.id, v.room_id, v.window_start, v.window_end, v.pipeline_version, v.run_id, v.status,
 	v.label, v.category, v.severity, v.confidence, v.action, COALESCE(v.rationale, ''), v.early_exit,
 	v.injection_flagged, v.finished_at, v.newest_message_at`
 
 // queueQuery is the statement reading up to limit rows of one label of the
 // queue after cur (nil: from the top of the label).
-func queueQuery(f QueueFilter, label pipeline.Label, cur *queueCursor, limit int) (string, []any) {
+func queueQuery(f moderation.QueueFilter, label pipeline.Label, cur *queueCursor, limit int) (string, []any) {
 	var b strings.Builder
 	args := make([]any, 0, 16)
 	b.WriteString("SELECT ")
@@ -240,16 +170,16 @@ func queueQuery(f QueueFilter, label pipeline.Label, cur *queueCursor, limit int
 	return b.String(), args
 }
 
-func (s *Store) queueRows(ctx context.Context, q string, args []any) ([]QueueItem, error) {
+func (s *Store) queueRows(ctx context.Context, q string, args []any) ([]moderation.QueueItem, error) {
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []QueueItem
+	var out []moderation.QueueItem
 	for rows.Next() {
 		var (
-			it                        QueueItem
+			it                        moderation.QueueItem
 			ws, we                    time.Time
 			status, label, cat, act   string
 			finished, newest          sql.NullTime
@@ -277,55 +207,9 @@ func (s *Store) queueRows(ctx context.Context, q string, args []any) ([]QueueIte
 	return out, rows.Err()
 }
 
-// normalize fills the defaults and reports every problem with f.
-func (f QueueFilter) normalize() (QueueFilter, error) {
-	var errs []error
-	if f.Status == "" {
-		f.Status = pipeline.StatusDone
-	}
-	if !slices.Contains(closedSets.statuses, string(f.Status)) {
-		errs = append(errs, fmt.Errorf("unknown status %q", f.Status))
-	}
-	switch {
-	case f.Status != pipeline.StatusDone:
-		f.Labels = []pipeline.Label{""}
-	case len(f.Labels) == 0:
-		f.Labels = []pipeline.Label{pipeline.LabelAbusive, pipeline.LabelSuspicious}
-	default:
-		f.Labels = slices.Clone(f.Labels)
-		for i, l := range f.Labels {
-			if l == "" || !slices.Contains(closedSets.labels, string(l)) {
-				errs = append(errs, fmt.Errorf("unknown label %q", l))
-			}
-			if slices.Contains(f.Labels[:i], l) {
-				errs = append(errs, fmt.Errorf("label %q given twice", l))
-			}
-		}
-	}
-	if f.Category != "" && !f.Category.Valid() {
-		errs = append(errs, fmt.Errorf("unknown category %q", f.Category))
-	}
-	if f.MinSeverity < 0 || f.MinSeverity > 5 {
-		errs = append(errs, fmt.Errorf("min severity %d is not in 0..5", f.MinSeverity))
-	}
-	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
-		errs = append(errs, errors.New("from must be before to"))
-	}
-	if len(f.RunID) > 128 {
-		errs = append(errs, errors.New("run id is longer than 128 bytes"))
-	}
-	if f.Limit == 0 {
-		f.Limit = defaultQueueLimit
-	}
-	if f.Limit < 1 || f.Limit > MaxQueueLimit {
-		errs = append(errs, fmt.Errorf("limit %d is not in 1..%d", f.Limit, MaxQueueLimit))
-	}
-	return f, errors.Join(errs...)
-}
-
 // fingerprint identifies the rows and order a normalized filter selects
 // (not its page size, which may change between pages).
-func (f QueueFilter) fingerprint() string {
+func fingerprint(f moderation.QueueFilter) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s|%q|%s|%d|%s|%s|%q|%t", f.Status, f.Labels, f.Category, f.MinSeverity,
 		dbTime(f.From).Format(time.RFC3339Nano), dbTime(f.To).Format(time.RFC3339Nano), f.RunID, f.IncludeDecided)
@@ -338,42 +222,23 @@ func encodeCursor(c queueCursor) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// ErrBadCursor is wrapped by every problem with a page cursor (the queue's,
-// an account's, a campaign's): the caller asked for a page that is not there.
-var ErrBadCursor = errors.New("bad cursor")
-
-func decodeCursor(s string, f QueueFilter) (queueCursor, error) {
+func decodeCursor(s string, f moderation.QueueFilter) (queueCursor, error) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
-		return queueCursor{}, fmt.Errorf("%w: %v", ErrBadCursor, err)
+		return queueCursor{}, fmt.Errorf("%w: %v", moderation.ErrBadCursor, err)
 	}
 	var c queueCursor
 	if err := json.Unmarshal(b, &c); err != nil {
-		return queueCursor{}, fmt.Errorf("%w: %v", ErrBadCursor, err)
+		return queueCursor{}, fmt.Errorf("%w: %v", moderation.ErrBadCursor, err)
 	}
-	if c.Filter != f.fingerprint() {
-		return queueCursor{}, fmt.Errorf("%w: it was read with another filter; start from the first page", ErrBadCursor)
+	if c.Filter != fingerprint(f) {
+		return queueCursor{}, fmt.Errorf("%w: it was read with another filter; start from the first page", moderation.ErrBadCursor)
 	}
 	if !slices.Contains(f.Labels, c.Label) || c.ID == 0 || c.Window.IsZero() {
-		return queueCursor{}, fmt.Errorf("%w: it names no row of this queue", ErrBadCursor)
+		return queueCursor{}, fmt.Errorf("%w: it names no row of this queue", moderation.ErrBadCursor)
 	}
 	return c, nil
 }
-
-// QueueCounts is the size of the open queue (done verdicts labelled abusive
-// or suspicious that no moderator has decided) by category and by how long
-// its items have waited, for the queue page's header.
-type QueueCounts struct {
-	// ByCategory maps each category with open items to their number.
-	ByCategory map[pipeline.Category]int
-	// Under1h, Under24h and Older count the items that entered the queue
-	// (their verdict finished) less than an hour, less than a day, and a
-	// day or more before now.
-	Under1h, Under24h, Older int
-}
-
-// Total is the number of open items.
-func (c QueueCounts) Total() int { return c.Under1h + c.Under24h + c.Older }
 
 // countQueueSQL reads the open queue's counts from the covering index
 // ix_verdicts_queue_counts alone (migration 00017): every column it needs
@@ -390,27 +255,27 @@ const countQueueSQL = `SELECT v.category, SUM(v.finished_at >= ?), SUM(v.finishe
 // the flagged, undecided rows by a covering index (countQueueSQL): it
 // costs a scan of the open queue's index entries, not of every verdict
 // nor of their rows.
-func (s *Store) CountQueue(ctx context.Context, now time.Time) (QueueCounts, error) {
+func (s *Store) CountQueue(ctx context.Context, now time.Time) (moderation.QueueCounts, error) {
 	hour, day := dbTime(now.Add(-time.Hour)), dbTime(now.Add(-24*time.Hour))
 	rows, err := s.db.QueryContext(ctx, countQueueSQL, hour, hour, day, day, string(pipeline.StatusDone), string(pipeline.LabelAbusive), string(pipeline.LabelSuspicious))
 	if err != nil {
-		return QueueCounts{}, fmt.Errorf("mysql: count queue: %w", err)
+		return moderation.QueueCounts{}, fmt.Errorf("mysql: count queue: %w", err)
 	}
 	defer rows.Close()
-	c := QueueCounts{ByCategory: map[pipeline.Category]int{}}
+	c := moderation.QueueCounts{ByCategory: map[pipeline.Category]int{}}
 	for rows.Next() {
 		var (
 			cat                string
 			fresh, today, rest int
 		)
 		if err := rows.Scan(&cat, &fresh, &today, &rest); err != nil {
-			return QueueCounts{}, fmt.Errorf("mysql: count queue: %w", err)
+			return moderation.QueueCounts{}, fmt.Errorf("mysql: count queue: %w", err)
 		}
 		c.ByCategory[pipeline.Category(cat)] = fresh + today + rest
 		c.Under1h, c.Under24h, c.Older = c.Under1h+fresh, c.Under24h+today, c.Older+rest
 	}
 	if err := rows.Err(); err != nil {
-		return QueueCounts{}, fmt.Errorf("mysql: count queue: %w", err)
+		return moderation.QueueCounts{}, fmt.Errorf("mysql: count queue: %w", err)
 	}
 	return c, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/storage/storetest"
 )
@@ -46,9 +47,9 @@ func allQueueRows(t *testing.T, db *sql.DB) []queueRow {
 
 // expectedQueue is the queue computed in Go from every row: the reference
 // ListQueue must agree with.
-func expectedQueue(t *testing.T, rows []queueRow, f QueueFilter) []uint64 {
+func expectedQueue(t *testing.T, rows []queueRow, f moderation.QueueFilter) []uint64 {
 	t.Helper()
-	f, err := f.normalize()
+	f, err := f.Normalize()
 	require.NoError(t, err)
 	var ids []uint64
 	for _, label := range f.Labels {
@@ -77,13 +78,13 @@ func expectedQueue(t *testing.T, rows []queueRow, f QueueFilter) []uint64 {
 }
 
 // walkQueue reads every page of the queue under f.
-func walkQueue(t *testing.T, s *Store, f QueueFilter) (ids []uint64, pages int) {
+func walkQueue(t *testing.T, s *Store, f moderation.QueueFilter) (ids []uint64, pages int) {
 	t.Helper()
 	cursor := ""
 	for {
 		page, err := s.ListQueue(ctxT(t), f, cursor)
 		require.NoError(t, err)
-		limit := cmp.Or(f.Limit, defaultQueueLimit)
+		limit := cmp.Or(f.Limit, moderation.DefaultQueueLimit)
 		require.LessOrEqual(t, len(page.Items), limit)
 		pages++
 		for _, it := range page.Items {
@@ -113,7 +114,7 @@ func TestListQueueAgreesWithTheReference(t *testing.T) {
 	}
 	require.NotEmpty(t, run)
 	require.Positive(t, st.Decisions)
-	filters := map[string]QueueFilter{
+	filters := map[string]moderation.QueueFilter{
 		"default":            {Limit: 7},
 		"category":           {Category: pipeline.CategoryExternalPayment, Limit: 5},
 		"min severity":       {MinSeverity: 4, Limit: 9},
@@ -140,7 +141,7 @@ func TestListQueueAgreesWithTheReference(t *testing.T) {
 	}
 
 	t.Run("items carry the row", func(t *testing.T) {
-		page, err := s.ListQueue(ctxT(t), QueueFilter{IncludeDecided: true, Limit: 500}, "")
+		page, err := s.ListQueue(ctxT(t), moderation.QueueFilter{IncludeDecided: true, Limit: 500}, "")
 		require.NoError(t, err)
 		byID := map[uint64]queueRow{}
 		for _, r := range rows {
@@ -168,7 +169,7 @@ func TestListQueuePagesDoNotShiftWhenRowsArrive(t *testing.T) {
 	t.Parallel()
 	end := time.Now().UTC()
 	db, s, _ := generated(t, 3000, end)
-	f := QueueFilter{Limit: 5}
+	f := moderation.QueueFilter{Limit: 5}
 	before := expectedQueue(t, allQueueRows(t, db), f)
 	first, err := s.ListQueue(ctxT(t), f, "")
 	require.NoError(t, err)
@@ -190,7 +191,7 @@ func TestListQueuePagesDoNotShiftWhenRowsArrive(t *testing.T) {
 	require.Equal(t, "room-new", again.Items[0].Key.RoomID)
 }
 
-func ids(items []QueueItem) []uint64 {
+func ids(items []moderation.QueueItem) []uint64 {
 	out := make([]uint64, len(items))
 	for i, it := range items {
 		out[i] = it.ID
@@ -203,30 +204,30 @@ func TestListQueueRefusesBadFiltersAndCursors(t *testing.T) {
 	_, s, _ := generated(t, 2000, time.Now().UTC())
 	ctx := ctxT(t)
 	now := time.Now()
-	_, err := s.ListQueue(ctx, QueueFilter{Labels: []pipeline.Label{"spam", pipeline.LabelAbusive, pipeline.LabelAbusive}, Category: "gossip",
+	_, err := s.ListQueue(ctx, moderation.QueueFilter{Labels: []pipeline.Label{"spam", pipeline.LabelAbusive, pipeline.LabelAbusive}, Category: "gossip",
 		MinSeverity: 9, From: now, To: now.Add(-time.Hour), Limit: 1000, Status: "pending"}, "")
 	for _, want := range []string{`unknown status "pending"`, `unknown category "gossip"`, "min severity 9", "from must be before to", "limit 1000"} {
 		require.ErrorContains(t, err, want)
 	}
-	_, err = s.ListQueue(ctx, QueueFilter{Labels: []pipeline.Label{"spam", pipeline.LabelAbusive, pipeline.LabelAbusive}}, "")
+	_, err = s.ListQueue(ctx, moderation.QueueFilter{Labels: []pipeline.Label{"spam", pipeline.LabelAbusive, pipeline.LabelAbusive}}, "")
 	require.ErrorContains(t, err, `unknown label "spam"`)
 	require.ErrorContains(t, err, `label "abusive" given twice`)
 
-	page, err := s.ListQueue(ctx, QueueFilter{Limit: 2}, "")
+	page, err := s.ListQueue(ctx, moderation.QueueFilter{Limit: 2}, "")
 	require.NoError(t, err)
 	require.NotEmpty(t, page.Next)
-	_, err = s.ListQueue(ctx, QueueFilter{Limit: 2, MinSeverity: 3}, page.Next)
-	require.ErrorIs(t, err, ErrBadCursor)
+	_, err = s.ListQueue(ctx, moderation.QueueFilter{Limit: 2, MinSeverity: 3}, page.Next)
+	require.ErrorIs(t, err, moderation.ErrBadCursor)
 	require.ErrorContains(t, err, "another filter")
-	_, err = s.ListQueue(ctx, QueueFilter{Limit: 2}, "not-a-cursor!")
-	require.ErrorIs(t, err, ErrBadCursor)
+	_, err = s.ListQueue(ctx, moderation.QueueFilter{Limit: 2}, "not-a-cursor!")
+	require.ErrorIs(t, err, moderation.ErrBadCursor)
 	// The page size may change between pages.
-	next, err := s.ListQueue(ctx, QueueFilter{Limit: 3}, page.Next)
+	next, err := s.ListQueue(ctx, moderation.QueueFilter{Limit: 3}, page.Next)
 	require.NoError(t, err)
 	require.Len(t, next.Items, 3)
 
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	_, err = s.ListQueue(cctx, QueueFilter{}, "")
+	_, err = s.ListQueue(cctx, moderation.QueueFilter{}, "")
 	require.ErrorIs(t, err, context.Canceled)
 }

@@ -62,9 +62,9 @@ func (s *Store) FinishStop(ctx context.Context, id int64, e pipeline.StopAuditEn
 
 func (s *Store) insertStop(ctx context.Context, e pipeline.StopAuditEntry) (int64, error) {
 	res, err := s.db.ExecContext(ctx, `INSERT INTO stop_signals
-		(requested_at, finished_at, identity, remote_addr, outcome, http_status, scope, room_id, run_id, window_start, window_end, ttl_seconds, reason, detail)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		e.RequestedAt.UTC(), nullTime(e.FinishedAt), pipeline.ClipRunes(e.Identity, 128), pipeline.ClipRunes(e.RemoteAddr, 64), string(e.Outcome), e.HTTPStatus,
+		(requested_at, finished_at, identity, moderator, remote_addr, outcome, http_status, scope, room_id, run_id, window_start, window_end, ttl_seconds, reason, detail)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.RequestedAt.UTC(), nullTime(e.FinishedAt), pipeline.ClipRunes(e.Identity, 128), pipeline.ClipRunes(e.Moderator, 128), pipeline.ClipRunes(e.RemoteAddr, 64), string(e.Outcome), e.HTTPStatus,
 		string(e.Scope), pipeline.ClipRunes(e.RoomID, 128), pipeline.ClipRunes(e.RunID, 128), nullTime(e.WindowStart), nullTime(e.WindowEnd),
 		int64(e.TTL/time.Second), pipeline.ClipRunes(e.Reason, 1000), pipeline.ClipRunes(e.Detail, 1000))
 	if err != nil {

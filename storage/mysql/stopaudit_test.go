@@ -94,3 +94,22 @@ func TestPendingStopTakesItsOutcomeOnce(t *testing.T) {
 	outcome, _, _ = row()
 	require.Equal(t, "accepted", outcome)
 }
+
+// TestStopRecordsTheConsoleModerator: a stop the console sends names the
+// moderator in a column of its own, which a pending row's outcome cannot
+// change.
+func TestStopRecordsTheConsoleModerator(t *testing.T) {
+	t.Parallel()
+	db, s := migrated(t)
+	ctx := ctxT(t)
+	at := time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
+	id, err := s.BeginStop(ctx, pipeline.StopAuditEntry{RequestedAt: at, Identity: "console", Moderator: "mod-0123456789abcdef",
+		RemoteAddr: "10.0.0.7:1", Scope: pipeline.StopScopeRoom, RoomID: "room-9", TTL: 10 * time.Minute, Reason: "console: stopped by mod-0123456789abcdef"})
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, `UPDATE stop_signals SET moderator = 'mod-someone-else', outcome = 'accepted', finished_at = ? WHERE id = ?`, at, id)
+	require.ErrorContains(t, err, "append-only", "the moderator cannot be rewritten with the outcome")
+	require.NoError(t, s.FinishStop(ctx, id, pipeline.StopAuditEntry{Outcome: pipeline.StopAccepted, HTTPStatus: 202, FinishedAt: at}))
+	var moderator string
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT moderator FROM stop_signals WHERE id = ?`, id).Scan(&moderator))
+	require.Equal(t, "mod-0123456789abcdef", moderator)
+}

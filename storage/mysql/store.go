@@ -1,6 +1,8 @@
 // Package mysql is the MySQL/MariaDB verdict store: one verdicts row per
 // review key and one verdict_stages row per stage that ran, written together
-// in one transaction. The schema lives in migrations/ and is applied by
+// in one transaction. The same Store implements the moderation side's ports
+// (package moderation: the queue, takes, decisions and their feedback
+// outbox, accounts and campaigns, the console's audit record). The schema lives in migrations/ and is applied by
 // `worker migrate`, never by this package.
 package mysql
 
@@ -16,10 +18,15 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/chatguard/chatguard/internal/retry"
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
-var _ pipeline.VerdictStore = (*Store)(nil)
+var (
+	_ pipeline.VerdictStore = (*Store)(nil)
+	// The moderation side's ports, every one the console needs.
+	_ moderation.Store = (*Store)(nil)
+)
 
 // Config says how to reach the database and how big the pool is.
 type Config struct {

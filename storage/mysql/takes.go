@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -16,31 +17,6 @@ import (
 // queue so that nobody else decides it meanwhile. Every change is one
 // conditional statement, so console replicas need no lock of their own:
 // the row is the one holder.
-
-// Take is who holds a queue item.
-type Take struct {
-	VerdictID uint64
-	// Moderator is the console's pseudonymous moderator id.
-	Moderator string
-	TakenAt   time.Time
-	// ActiveAt is the taker's last action on the item; a take whose
-	// ActiveAt is before the caller's stale cut-off no longer holds.
-	ActiveAt time.Time
-}
-
-// ErrTaken is wrapped by a *TakenError.
-var ErrTaken = errors.New("taken by another moderator")
-
-// TakenError says that another moderator holds the item.
-type TakenError struct{ Holder Take }
-
-func (e *TakenError) Error() string {
-	return fmt.Sprintf("verdict %d is taken by %s (active %s)", e.Holder.VerdictID, e.Holder.Moderator,
-		e.Holder.ActiveAt.UTC().Format(time.RFC3339))
-}
-
-// Is makes errors.Is(err, ErrTaken) true.
-func (e *TakenError) Is(target error) bool { return target == ErrTaken }
 
 // maxTakeTries bounds TakeItem's retries when the row changes between its
 // statements (released or taken by someone else in between).
@@ -50,25 +26,25 @@ const maxTakeTries = 3
 // take. It succeeds when nobody holds the item, when moderator already
 // does (the take's activity is renewed), when the holder's last activity
 // is before staleBefore, or when force is set (an override the caller has
-// audited). Otherwise it returns a *TakenError naming the holder. A
+// audited). Otherwise it returns a *moderation.TakenError naming the holder. A
 // verdict id no row has is a *pipeline.PermanentError wrapping
 // pipeline.ErrVerdictNotFound.
-func (s *Store) TakeItem(ctx context.Context, verdictID uint64, moderator string, now, staleBefore time.Time, force bool) (Take, error) {
+func (s *Store) TakeItem(ctx context.Context, verdictID uint64, moderator string, now, staleBefore time.Time, force bool) (moderation.Take, error) {
 	if verdictID == 0 || moderator == "" || len(moderator) > 128 || now.IsZero() {
-		return Take{}, pipeline.Permanent(errors.New("mysql: take: verdict id, a moderator of 1..128 bytes and a time are required"))
+		return moderation.Take{}, pipeline.Permanent(errors.New("mysql: take: verdict id, a moderator of 1..128 bytes and a time are required"))
 	}
 	at := dbTime(now)
 	for range maxTakeTries {
 		_, err := s.db.ExecContext(ctx, `INSERT INTO queue_takes (verdict_id, moderator, taken_at, active_at) VALUES (?, ?, ?, ?)`,
 			verdictID, moderator, at, at)
 		if err == nil {
-			return Take{VerdictID: verdictID, Moderator: moderator, TakenAt: at, ActiveAt: at}, nil
+			return moderation.Take{VerdictID: verdictID, Moderator: moderator, TakenAt: at, ActiveAt: at}, nil
 		}
 		if isForeignKey(err) {
-			return Take{}, pipeline.Permanent(fmt.Errorf("mysql: take: verdict %d: %w", verdictID, pipeline.ErrVerdictNotFound))
+			return moderation.Take{}, pipeline.Permanent(fmt.Errorf("mysql: take: verdict %d: %w", verdictID, pipeline.ErrVerdictNotFound))
 		}
 		if !isDuplicateKey(err) {
-			return Take{}, fmt.Errorf("mysql: take: %w", err)
+			return moderation.Take{}, fmt.Errorf("mysql: take: %w", err)
 		}
 		// taken_at is assigned before moderator: MySQL and MariaDB
 		// assign left to right, so the IF still sees the old holder.
@@ -76,37 +52,37 @@ func (s *Store) TakeItem(ctx context.Context, verdictID uint64, moderator string
 			WHERE verdict_id = ? AND (moderator = ? OR active_at < ? OR ?)`,
 			moderator, at, moderator, at, verdictID, moderator, dbTime(staleBefore), force)
 		if err != nil {
-			return Take{}, fmt.Errorf("mysql: take: %w", err)
+			return moderation.Take{}, fmt.Errorf("mysql: take: %w", err)
 		}
 		// Read back rather than trust the affected-row count: an update
 		// that changes nothing (the same moderator at the same instant)
 		// reports 0 rows.
 		t, ok, err := s.TakeOf(ctx, verdictID)
 		if err != nil {
-			return Take{}, fmt.Errorf("mysql: take: %w", err)
+			return moderation.Take{}, fmt.Errorf("mysql: take: %w", err)
 		}
 		if !ok {
 			continue // released in between: insert again
 		}
 		if t.Moderator != moderator {
-			return Take{}, &TakenError{Holder: t}
+			return moderation.Take{}, &moderation.TakenError{Holder: t}
 		}
 		return t, nil
 	}
-	return Take{}, fmt.Errorf("mysql: take: verdict %d changed hands %d times while taking it; try again", verdictID, maxTakeTries)
+	return moderation.Take{}, fmt.Errorf("mysql: take: verdict %d changed hands %d times while taking it; try again", verdictID, maxTakeTries)
 }
 
 // TakeOf returns the take of verdictID, stale or not, and whether there is
 // one.
-func (s *Store) TakeOf(ctx context.Context, verdictID uint64) (Take, bool, error) {
-	t := Take{VerdictID: verdictID}
+func (s *Store) TakeOf(ctx context.Context, verdictID uint64) (moderation.Take, bool, error) {
+	t := moderation.Take{VerdictID: verdictID}
 	err := s.db.QueryRowContext(ctx, `SELECT moderator, taken_at, active_at FROM queue_takes WHERE verdict_id = ?`, verdictID).
 		Scan(&t.Moderator, &t.TakenAt, &t.ActiveAt)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Take{}, false, nil
+		return moderation.Take{}, false, nil
 	}
 	if err != nil {
-		return Take{}, false, fmt.Errorf("mysql: take of %d: %w", verdictID, err)
+		return moderation.Take{}, false, fmt.Errorf("mysql: take of %d: %w", verdictID, err)
 	}
 	t.TakenAt, t.ActiveAt = t.TakenAt.UTC(), t.ActiveAt.UTC()
 	return t, true, nil
@@ -146,18 +122,6 @@ func (s *Store) ReleaseItem(ctx context.Context, verdictID uint64, moderator str
 func isDuplicateKey(err error) bool {
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && me.Number == 1062
-}
-
-// CampaignTakes is what taking a whole campaign left: how many of its open
-// rooms (verdicts carrying the mark that no moderator has decided) the
-// taker holds, and who holds the others.
-type CampaignTakes struct {
-	// Mine counts the open rooms the taker holds now (taken by this call,
-	// or theirs already).
-	Mine int
-	// Others maps each other moderator whose live take was left alone to
-	// the number of the campaign's open rooms they hold.
-	Others map[string]int
 }
 
 // takeCampaignSQL takes every open room of a mark in one statement: a
@@ -202,44 +166,44 @@ func (s *Store) CountOpenCampaignRooms(ctx context.Context, mark string) (int, e
 // campaigns or single items at once agree on one holder per room; a
 // deadlock between two such statements is retried (at most maxTakeTries
 // times). A mark no room carries takes nothing. It honours ctx.
-func (s *Store) TakeCampaign(ctx context.Context, mark, moderator string, now, staleBefore time.Time) (CampaignTakes, error) {
+func (s *Store) TakeCampaign(ctx context.Context, mark, moderator string, now, staleBefore time.Time) (moderation.CampaignTakes, error) {
 	if mark == "" || len(mark) > 40 || moderator == "" || len(moderator) > 128 || now.IsZero() {
-		return CampaignTakes{}, pipeline.Permanent(errors.New("mysql: take campaign: a mark of 1..40 bytes, a moderator of 1..128 bytes and a time are required"))
+		return moderation.CampaignTakes{}, pipeline.Permanent(errors.New("mysql: take campaign: a mark of 1..40 bytes, a moderator of 1..128 bytes and a time are required"))
 	}
 	var err error
 	for range maxTakeTries {
-		var res CampaignTakes
+		var res moderation.CampaignTakes
 		res, err = s.takeCampaignOnce(ctx, mark, moderator, dbTime(now), dbTime(staleBefore))
 		if !isDeadlock(err) {
 			return res, err
 		}
 	}
-	return CampaignTakes{}, err
+	return moderation.CampaignTakes{}, err
 }
 
-func (s *Store) takeCampaignOnce(ctx context.Context, mark, moderator string, at, stale time.Time) (CampaignTakes, error) {
+func (s *Store) takeCampaignOnce(ctx context.Context, mark, moderator string, at, stale time.Time) (moderation.CampaignTakes, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return CampaignTakes{}, fmt.Errorf("mysql: take campaign: %w", err)
+		return moderation.CampaignTakes{}, fmt.Errorf("mysql: take campaign: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
 	if _, err := tx.ExecContext(ctx, takeCampaignSQL, moderator, at, at, mark,
 		moderator, stale, at, stale, moderator, moderator, stale, at); err != nil {
-		return CampaignTakes{}, fmt.Errorf("mysql: take campaign: %w", err)
+		return moderation.CampaignTakes{}, fmt.Errorf("mysql: take campaign: %w", err)
 	}
 	rows, err := tx.QueryContext(ctx, openCampaignHoldersSQL, mark, moderator, stale)
 	if err != nil {
-		return CampaignTakes{}, fmt.Errorf("mysql: take campaign: %w", err)
+		return moderation.CampaignTakes{}, fmt.Errorf("mysql: take campaign: %w", err)
 	}
 	defer rows.Close()
-	res := CampaignTakes{Others: map[string]int{}}
+	res := moderation.CampaignTakes{Others: map[string]int{}}
 	for rows.Next() {
 		var (
 			who string
 			n   int
 		)
 		if err := rows.Scan(&who, &n); err != nil {
-			return CampaignTakes{}, fmt.Errorf("mysql: take campaign: %w", err)
+			return moderation.CampaignTakes{}, fmt.Errorf("mysql: take campaign: %w", err)
 		}
 		if who == moderator {
 			res.Mine = n
@@ -248,10 +212,10 @@ func (s *Store) takeCampaignOnce(ctx context.Context, mark, moderator string, at
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return CampaignTakes{}, fmt.Errorf("mysql: take campaign: %w", err)
+		return moderation.CampaignTakes{}, fmt.Errorf("mysql: take campaign: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
-		return CampaignTakes{}, fmt.Errorf("mysql: take campaign: %w", err)
+		return moderation.CampaignTakes{}, fmt.Errorf("mysql: take campaign: %w", err)
 	}
 	return res, nil
 }

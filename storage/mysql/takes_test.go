@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/storage/storetest"
 )
@@ -37,12 +38,12 @@ func TestTakeHoldsRenewsGoesStaleAndReleases(t *testing.T) {
 
 	got, err := s.TakeItem(ctx, id, "mod-a", t0, stale(t0), false)
 	require.NoError(t, err)
-	require.Equal(t, Take{VerdictID: id, Moderator: "mod-a", TakenAt: t0, ActiveAt: t0}, got)
+	require.Equal(t, moderation.Take{VerdictID: id, Moderator: "mod-a", TakenAt: t0, ActiveAt: t0}, got)
 
 	// Another moderator is refused and told who holds it.
 	_, err = s.TakeItem(ctx, id, "mod-b", t0.Add(time.Minute), stale(t0.Add(time.Minute)), false)
-	require.ErrorIs(t, err, ErrTaken)
-	var te *TakenError
+	require.ErrorIs(t, err, moderation.ErrTaken)
+	var te *moderation.TakenError
 	require.ErrorAs(t, err, &te)
 	require.Equal(t, "mod-a", te.Holder.Moderator)
 
@@ -54,13 +55,13 @@ func TestTakeHoldsRenewsGoesStaleAndReleases(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, held, "touching changes nothing for a moderator who does not hold it")
 	_, err = s.TakeItem(ctx, id, "mod-b", t0.Add(15*time.Minute), stale(t0.Add(15*time.Minute)), false)
-	require.ErrorIs(t, err, ErrTaken, "active 7 minutes ago: not stale yet")
+	require.ErrorIs(t, err, moderation.ErrTaken, "active 7 minutes ago: not stale yet")
 
 	// Ten minutes after the last activity the take is stale: anyone takes it.
 	now := t0.Add(18*time.Minute + time.Second)
 	got, err = s.TakeItem(ctx, id, "mod-b", now, stale(now), false)
 	require.NoError(t, err)
-	require.Equal(t, Take{VerdictID: id, Moderator: "mod-b", TakenAt: now, ActiveAt: now}, got)
+	require.Equal(t, moderation.Take{VerdictID: id, Moderator: "mod-b", TakenAt: now, ActiveAt: now}, got)
 
 	// Only the holder releases.
 	ok, err := s.ReleaseItem(ctx, id, "mod-a")
@@ -121,7 +122,7 @@ func TestTakeHasOneWinnerAcrossReplicas(t *testing.T) {
 			_, err := st.TakeItem(ctx, id, mod, t0, t0.Add(-10*time.Minute), false)
 			mu.Lock()
 			defer mu.Unlock()
-			var te *TakenError
+			var te *moderation.TakenError
 			switch {
 			case err == nil:
 				winners = append(winners, mod)
@@ -151,7 +152,7 @@ func TestQueueShowsWhoTookAnItem(t *testing.T) {
 	free := takeVerdict(t, s, "room-q2", t0.Add(-2*time.Hour))
 	_, err := s.TakeItem(ctx, taken, "mod-a", t0, t0.Add(-10*time.Minute), false)
 	require.NoError(t, err)
-	page, err := s.ListQueue(ctx, QueueFilter{}, "")
+	page, err := s.ListQueue(ctx, moderation.QueueFilter{}, "")
 	require.NoError(t, err)
 	require.Equal(t, []uint64{taken, free}, ids(page.Items))
 	require.Equal(t, "mod-a", page.Items[0].TakenBy)
@@ -179,7 +180,7 @@ func TestCountQueueByCategoryAndAge(t *testing.T) {
 	save("r3", pipeline.CategoryPhishingLink, pipeline.LabelAbusive, now.Add(-30*time.Hour))
 	save("r4", pipeline.CategoryClean, pipeline.LabelClean, now.Add(-time.Minute)) // not in the queue
 	decided := save("r5", pipeline.CategoryPhishingLink, pipeline.LabelAbusive, now.Add(-time.Minute))
-	_, err := s.AddDecision(ctx, Decision{VerdictID: decided, Moderator: "mod-a", Decision: DecisionConfirm, Label: pipeline.LabelAbusive,
+	_, err := s.AddDecision(ctx, moderation.Decision{VerdictID: decided, Moderator: "mod-a", Decision: moderation.DecisionConfirm, Label: pipeline.LabelAbusive,
 		Category: pipeline.CategoryPhishingLink, DecidedAt: now})
 	require.NoError(t, err)
 
@@ -219,7 +220,7 @@ func TestTakeCampaignLeavesLiveTakesOfOthers(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.TakeItem(ctx, ids[4], "mod-a", t0.Add(-2*time.Minute), stale(t0.Add(-2*time.Minute)), false)
 	require.NoError(t, err)
-	_, err = s.AddDecision(ctx, Decision{VerdictID: ids[3], Moderator: "mod-d", Decision: DecisionConfirm,
+	_, err = s.AddDecision(ctx, moderation.Decision{VerdictID: ids[3], Moderator: "mod-d", Decision: moderation.DecisionConfirm,
 		Label: pipeline.LabelAbusive, Category: pipeline.CategorySpam, DecidedAt: t0.Add(-time.Hour)})
 	require.NoError(t, err)
 
@@ -229,40 +230,40 @@ func TestTakeCampaignLeavesLiveTakesOfOthers(t *testing.T) {
 
 	got, err := s.TakeCampaign(ctx, mark, "mod-a", t0, stale(t0))
 	require.NoError(t, err)
-	require.Equal(t, CampaignTakes{Mine: 3, Others: map[string]int{"mod-b": 1}}, got)
-	holder := func(id uint64) Take {
+	require.Equal(t, moderation.CampaignTakes{Mine: 3, Others: map[string]int{"mod-b": 1}}, got)
+	holder := func(id uint64) moderation.Take {
 		tk, ok, err := s.TakeOf(ctx, id)
 		require.NoError(t, err)
 		if !ok {
-			return Take{}
+			return moderation.Take{}
 		}
 		return tk
 	}
-	require.Equal(t, Take{VerdictID: ids[0], Moderator: "mod-a", TakenAt: t0, ActiveAt: t0}, holder(ids[0]))
-	require.Equal(t, Take{VerdictID: ids[1], Moderator: "mod-b", TakenAt: t0.Add(-time.Minute), ActiveAt: t0.Add(-time.Minute)}, holder(ids[1]),
+	require.Equal(t, moderation.Take{VerdictID: ids[0], Moderator: "mod-a", TakenAt: t0, ActiveAt: t0}, holder(ids[0]))
+	require.Equal(t, moderation.Take{VerdictID: ids[1], Moderator: "mod-b", TakenAt: t0.Add(-time.Minute), ActiveAt: t0.Add(-time.Minute)}, holder(ids[1]),
 		"a live take of another moderator is not stolen")
-	require.Equal(t, Take{VerdictID: ids[2], Moderator: "mod-a", TakenAt: t0, ActiveAt: t0}, holder(ids[2]), "a stale take is taken over")
-	require.Equal(t, Take{}, holder(ids[3]), "a decided room is not taken")
-	require.Equal(t, Take{VerdictID: ids[4], Moderator: "mod-a", TakenAt: t0.Add(-2 * time.Minute), ActiveAt: t0}, holder(ids[4]),
+	require.Equal(t, moderation.Take{VerdictID: ids[2], Moderator: "mod-a", TakenAt: t0, ActiveAt: t0}, holder(ids[2]), "a stale take is taken over")
+	require.Equal(t, moderation.Take{}, holder(ids[3]), "a decided room is not taken")
+	require.Equal(t, moderation.Take{VerdictID: ids[4], Moderator: "mod-a", TakenAt: t0.Add(-2 * time.Minute), ActiveAt: t0}, holder(ids[4]),
 		"the taker's own take is renewed, its start kept")
-	require.Equal(t, Take{}, holder(other))
+	require.Equal(t, moderation.Take{}, holder(other))
 
 	// Bob's single take is refused on the rooms Alice holds now.
 	_, err = s.TakeItem(ctx, ids[0], "mod-b", t0.Add(time.Minute), stale(t0.Add(time.Minute)), false)
-	require.ErrorIs(t, err, ErrTaken)
+	require.ErrorIs(t, err, moderation.ErrTaken)
 
 	n, err := s.ReleaseCampaign(ctx, mark, "mod-a")
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
 	require.Equal(t, "mod-b", holder(ids[1]).Moderator, "releasing touches only the taker's takes")
-	require.Equal(t, Take{}, holder(ids[0]))
+	require.Equal(t, moderation.Take{}, holder(ids[0]))
 
 	_, err = s.TakeCampaign(ctx, "", "mod-a", t0, stale(t0))
 	var perm *pipeline.PermanentError
 	require.ErrorAs(t, err, &perm)
 	got, err = s.TakeCampaign(ctx, "hmac:nothingcarriesthismark000000", "mod-a", t0, stale(t0))
 	require.NoError(t, err)
-	require.Equal(t, CampaignTakes{Others: map[string]int{}}, got)
+	require.Equal(t, moderation.CampaignTakes{Others: map[string]int{}}, got)
 }
 
 // Two moderators take the same campaign at once, each from their own
@@ -280,7 +281,7 @@ func TestTakeCampaignConcurrently(t *testing.T) {
 	markRooms(t, db, mark, ids...)
 	var (
 		wg  sync.WaitGroup
-		res [2]CampaignTakes
+		res [2]moderation.CampaignTakes
 		err [2]error
 	)
 	for i, mod := range []string{"mod-a", "mod-b"} {

@@ -19,7 +19,7 @@ import (
 // lake tables: the envelope columns first, then the payload flattened.
 // Timestamps are stored as timestamp(millisecond) UTC because that is what
 // Athena's Hive tables read; finer precision is truncated. Low-cardinality
-// strings are dictionary-encoded. Keep them in step with deploy/athena/*.sql.
+// strings are dictionary-encoded. Keep them in step with lake/*.sql.
 
 // InferenceLogRow is one row of the inference_log table.
 type InferenceLogRow struct {

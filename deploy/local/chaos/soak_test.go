@@ -26,9 +26,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
-	"github.com/chatguard/chatguard/deploy/athena"
 	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/internal/standin"
+	"github.com/chatguard/chatguard/lake"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/batchrun"
 	athenasrc "github.com/chatguard/chatguard/storage/athena"
@@ -767,7 +767,7 @@ func newLakeQuerier(t *testing.T, lakeDir string, tables map[string]string) lake
 // and returns its rows without the header.
 func (q lakeQuerier) dedup(t *testing.T, table, sql string) [][]string {
 	t.Helper()
-	view, err := athena.ViewSelect(table)
+	view, err := lake.ViewSelect(table)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

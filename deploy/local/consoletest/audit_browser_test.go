@@ -12,6 +12,7 @@ import (
 	"github.com/chatguard/chatguard/console"
 	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/migrations"
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/storage/mysql"
 	"github.com/chatguard/chatguard/storage/storetest"
@@ -27,7 +28,7 @@ func auditVerdict(t *testing.T, ctx context.Context, store *mysql.Store) (uint64
 	share := console.DefaultConfig().AuditShare
 	for i := range 100_000 {
 		key := pipeline.ReviewKey{RoomID: fmt.Sprintf("room-audit-%d", i), WindowStart: windowStart, WindowEnd: windowEnd, PipelineVersion: "batch-v1"}
-		if !mysql.IsAuditItem(key, pipeline.StatusDone, pipeline.LabelClean, share) {
+		if !moderation.IsAuditItem(key, pipeline.StatusDone, pipeline.LabelClean, share) {
 			continue
 		}
 		v := pipeline.Verdict{Key: key, RunID: "run-1", Status: pipeline.StatusDone, Label: pipeline.LabelClean,

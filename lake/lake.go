@@ -1,10 +1,13 @@
-// Package athena holds the Athena side of the lake that cmd/consumer
+// Package lake holds the lake's schema as Athena reads what cmd/consumer
 // writes: the table DDL with partition projection (tables/), a view per
 // table that returns each event once (views/), and the analysts' queries
-// (queries/). The SQL lives in .sql files, embedded here so that tests run
-// it and tools can apply it; see README.md for applying it by hand. Queries
-// run through storage/athena (Source.Rows), the one Athena query path.
-package athena
+// (queries/). It is part of the product, beside migrations/ (MySQL's
+// schema), because production code reads it: cmd/worker runs the queries
+// for its labelled and shadow sets. The SQL lives in .sql files, embedded
+// here so that tests run it and tools can apply it; deploy/athena/README.md
+// says how to apply it by hand. Queries run through storage/athena
+// (Source.Rows), the one Athena query path.
+package lake
 
 import (
 	"embed"
@@ -29,7 +32,7 @@ const LocationPlaceholder = "{{lake_location}}"
 func read(name string) (string, error) {
 	b, err := files.ReadFile(name)
 	if err != nil {
-		return "", fmt.Errorf("athena: %w", err)
+		return "", fmt.Errorf("lake: %w", err)
 	}
 	return string(b), nil
 }
@@ -39,7 +42,7 @@ func read(name string) (string, error) {
 // must end in a slash.
 func TableDDL(table, location string) (string, error) {
 	if !strings.HasPrefix(location, "s3://") || !strings.HasSuffix(location, "/") {
-		return "", fmt.Errorf("athena: location %q must be s3://bucket/prefix/", location)
+		return "", fmt.Errorf("lake: location %q must be s3://bucket/prefix/", location)
 	}
 	s, err := read(path.Join("tables", table+".sql"))
 	if err != nil {
@@ -64,7 +67,7 @@ func ViewSelect(table string) (string, error) {
 	head := "CREATE OR REPLACE VIEW " + table + "_dedup AS\n"
 	_, body, ok := strings.Cut(s, head)
 	if !ok {
-		return "", fmt.Errorf("athena: view of %s does not start with %q", table, head)
+		return "", fmt.Errorf("lake: view of %s does not start with %q", table, head)
 	}
 	return strings.TrimSpace(body), nil
 }

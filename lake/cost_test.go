@@ -1,4 +1,4 @@
-package athena_test
+package lake_test
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ import (
 
 // testCostPer1000 checks cost_per_1000_reviews against the same sums done
 // here over the events: a review counts once, on the day of its first call.
-func testCostPer1000(t *testing.T, l *lake, logs []pipeline.LakeEvent, days []string) {
+func testCostPer1000(t *testing.T, l *testLake, logs []pipeline.LakeEvent, days []string) {
 	type review struct {
 		day                             string
 		calls, in, cached, out          int
@@ -82,7 +82,7 @@ func testCostPer1000(t *testing.T, l *lake, logs []pipeline.LakeEvent, days []st
 
 // testModeratorPrecision checks moderator_precision_category_week against
 // the same counts done here: flagged verdicts only, weeks from Monday.
-func testModeratorPrecision(t *testing.T, l *lake, feedback []pipeline.LakeEvent, days []string) {
+func testModeratorPrecision(t *testing.T, l *testLake, feedback []pipeline.LakeEvent, days []string) {
 	type agg struct{ n, kept, same int }
 	want := map[string]*agg{}
 	for _, ev := range feedback {

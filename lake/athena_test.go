@@ -1,4 +1,4 @@
-package athena_test
+package lake_test
 
 import (
 	"bytes"
@@ -22,8 +22,8 @@ import (
 	"github.com/parquet-go/parquet-go/format"
 	"github.com/stretchr/testify/require"
 
-	"github.com/chatguard/chatguard/deploy/athena"
 	"github.com/chatguard/chatguard/internal/standin"
+	"github.com/chatguard/chatguard/lake"
 	"github.com/chatguard/chatguard/pipeline"
 	athenasrc "github.com/chatguard/chatguard/storage/athena"
 	"github.com/chatguard/chatguard/storage/s3lake"
@@ -34,9 +34,9 @@ func TestMain(m *testing.M) { standin.Main(m) }
 
 func ddlColumns(t *testing.T, table string) map[string]string {
 	t.Helper()
-	ddl, err := athena.TableDDL(table, "s3://lake/events/")
+	ddl, err := lake.TableDDL(table, "s3://lake/events/")
 	require.NoError(t, err)
-	require.NotContains(t, ddl, athena.LocationPlaceholder)
+	require.NotContains(t, ddl, lake.LocationPlaceholder)
 	require.Contains(t, ddl, "'storage.location.template' = 's3://lake/events/event_type="+table+"/dt=${dt}/hour=${hour}/'")
 	require.Contains(t, ddl, "'projection.enabled' = 'true'")
 	_, body, ok := strings.Cut(ddl, "CREATE EXTERNAL TABLE IF NOT EXISTS "+table+" (\n")
@@ -92,12 +92,12 @@ func TestDDLMatchesTheParquetSchema(t *testing.T) {
 		"verdict":            s3lake.VerdictRow{},
 		"shadow_verdict":     s3lake.ShadowVerdictRow{},
 	}
-	for _, table := range athena.Tables {
+	for _, table := range lake.Tables {
 		t.Run(table, func(t *testing.T) {
 			t.Parallel()
 			ddl := ddlColumns(t, table)
 			require.Equal(t, parquetColumns(t, rows[table]), ddl)
-			sel, err := athena.ViewSelect(table)
+			sel, err := lake.ViewSelect(table)
 			require.NoError(t, err)
 			for col := range ddl {
 				require.Regexp(t, `\b`+col+`\b`, sel, "the view keeps %s", col)
@@ -105,14 +105,14 @@ func TestDDLMatchesTheParquetSchema(t *testing.T) {
 			require.Contains(t, sel, "PARTITION BY dt, hour, event_id")
 		})
 	}
-	_, err := athena.TableDDL("verdict", "lake/events")
+	_, err := lake.TableDDL("verdict", "lake/events")
 	require.Error(t, err)
 }
 
-// lake writes events as the consumer would, plus a second copy of every
+// testLake writes events as the consumer would, plus a second copy of every
 // fifth event in another object of its partition (a crash between write and
 // delete), and serves it through a private Athena stand-in process.
-type lake struct {
+type testLake struct {
 	events []pipeline.LakeEvent
 	dups   int
 	client *awsathena.Client
@@ -120,7 +120,7 @@ type lake struct {
 
 var day0 = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 
-func setup(t *testing.T) *lake {
+func setup(t *testing.T) *testLake {
 	t.Helper()
 	evs := s3laketest.Events(1200, 11, day0.Add(12*time.Hour), 30) // over three days
 	evs = append(evs, s3laketest.ShadowEvents(300, 11, day0.Add(12*time.Hour), 30)...)
@@ -128,7 +128,7 @@ func setup(t *testing.T) *lake {
 }
 
 // setupEvents is setup over the given events.
-func setupEvents(t *testing.T, evs []pipeline.LakeEvent) *lake {
+func setupEvents(t *testing.T, evs []pipeline.LakeEvent) *testLake {
 	t.Helper()
 	dir := t.TempDir()
 	first := time.Date(2026, 11, 4, 0, 0, 0, 0, time.UTC) // received after every event
@@ -139,7 +139,7 @@ func setupEvents(t *testing.T, evs []pipeline.LakeEvent) *lake {
 	}
 	parts := map[string][]pipeline.LakeRecord{}
 	dupParts := map[string][]pipeline.LakeRecord{}
-	l := &lake{events: evs}
+	l := &testLake{events: evs}
 	for i, ev := range evs {
 		d, err := pipeline.DecodeLakeEvent(s3laketest.Body(t, ev), first)
 		require.NoError(t, err)
@@ -175,7 +175,7 @@ func setupEvents(t *testing.T, evs []pipeline.LakeEvent) *lake {
 	return l
 }
 
-func (l *lake) run(t *testing.T, sql string, params ...string) [][]string {
+func (l *testLake) run(t *testing.T, sql string, params ...string) [][]string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -186,13 +186,13 @@ func (l *lake) run(t *testing.T, sql string, params ...string) [][]string {
 	return rows[1:] // header
 }
 
-func (l *lake) query(t *testing.T, name string, params ...string) [][]string {
+func (l *testLake) query(t *testing.T, name string, params ...string) [][]string {
 	t.Helper()
-	q, err := athena.Query(name)
+	q, err := lake.Query(name)
 	require.NoError(t, err)
-	q, err = athena.WithDedupViews(q)
+	q, err = lake.WithDedupViews(q)
 	require.NoError(t, err)
-	return l.run(t, athena.ForDuckDB(q), params...)
+	return l.run(t, lake.ForDuckDB(q), params...)
 }
 
 func TestDedupViewsAndAnalystQueries(t *testing.T) {
@@ -206,9 +206,9 @@ func TestDedupViewsAndAnalystQueries(t *testing.T) {
 
 	t.Run("dedup", func(t *testing.T) {
 		total := 0
-		for _, table := range athena.Tables {
+		for _, table := range lake.Tables {
 			raw := l.run(t, "SELECT count(*), count(DISTINCT event_id) FROM "+table)
-			q, err := athena.WithDedupViews("SELECT count(*), count(DISTINCT event_id) FROM " + table + "_dedup")
+			q, err := lake.WithDedupViews("SELECT count(*), count(DISTINCT event_id) FROM " + table + "_dedup")
 			require.NoError(t, err)
 			dedup := l.run(t, q)
 			n := strconv.Itoa(len(byType[pipeline.EventType(table)]))
@@ -341,8 +341,8 @@ func requireClose(t *testing.T, want float64, got string, tol float64) {
 
 func TestQueriesAreParameterisedReads(t *testing.T) {
 	t.Parallel()
-	for _, name := range athena.Queries {
-		q, err := athena.Query(name)
+	for _, name := range lake.Queries {
+		q, err := lake.Query(name)
 		require.NoError(t, err)
 		require.Equal(t, 2, strings.Count(q, "?"), "%s takes first and last day", name)
 		require.Contains(t, q, "_dedup", "%s reads the dedup views", name)
@@ -354,7 +354,7 @@ func TestQueriesAreParameterisedReads(t *testing.T) {
 // generated verdicts (some shown history lines, some a timed-out lookup,
 // most none), and that the view returns the account_history column as the
 // consumer wrote it.
-func testByAccountHistory(t *testing.T, l *lake, verdicts []pipeline.LakeEvent, days []string) {
+func testByAccountHistory(t *testing.T, l *testLake, verdicts []pipeline.LakeEvent, days []string) {
 	want := map[string]int{}
 	shown := 0
 	for _, ev := range verdicts {
@@ -377,7 +377,7 @@ func testByAccountHistory(t *testing.T, l *lake, verdicts []pipeline.LakeEvent, 
 	}
 	require.Equal(t, want, got)
 
-	q, err := athena.WithDedupViews("SELECT account_history FROM verdict_dedup WHERE account_history LIKE '%overturned%'")
+	q, err := lake.WithDedupViews("SELECT account_history FROM verdict_dedup WHERE account_history LIKE '%overturned%'")
 	require.NoError(t, err)
 	rows := l.run(t, q)
 	require.Len(t, rows, shown, "each shown history has an overturned line, once through the view")

@@ -1,4 +1,4 @@
-package athena_test
+package lake_test
 
 import (
 	"bytes"
@@ -16,8 +16,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/chatguard/chatguard/deploy/athena"
 	"github.com/chatguard/chatguard/internal/standin"
+	"github.com/chatguard/chatguard/lake"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/chatprep"
 	"github.com/chatguard/chatguard/pipeline/eval"
@@ -127,9 +127,9 @@ func TestLabelledSetFromModeratorsDecisions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 
-	q, err := athena.Query("labelled_decisions")
+	q, err := lake.Query("labelled_decisions")
 	require.NoError(t, err)
-	sql, err := athena.WithDedupViews(q)
+	sql, err := lake.WithDedupViews(q)
 	require.NoError(t, err)
 	first, last := rooms[0].FirstMessageAt.AddDate(0, 0, -1).Format(time.DateOnly), rooms[0].FirstMessageAt.AddDate(0, 0, 3).Format(time.DateOnly)
 	src, err := athenasrc.New(client, athenasrc.DefaultConfig())

@@ -1,4 +1,4 @@
-package athena_test
+package lake_test
 
 import (
 	"fmt"

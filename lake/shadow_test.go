@@ -1,4 +1,4 @@
-package athena_test
+package lake_test
 
 import (
 	"strconv"
@@ -7,13 +7,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/chatguard/chatguard/deploy/athena"
+	"github.com/chatguard/chatguard/lake"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
 // testShadowAgreement checks shadow_agreement_day against the same sums
 // done here over the events.
-func testShadowAgreement(t *testing.T, l *lake, shadows []pipeline.LakeEvent, days []string) {
+func testShadowAgreement(t *testing.T, l *testLake, shadows []pipeline.LakeEvent, days []string) {
 	type agg struct {
 		n, ok, label, both, differs int
 		latency, cost               float64
@@ -63,7 +63,7 @@ func testShadowAgreement(t *testing.T, l *lake, shadows []pipeline.LakeEvent, da
 
 // testShadowPairs checks that shadow_pairs returns every shadow event
 // once (the lake holds copies), with the live and the candidate's labels.
-func testShadowPairs(t *testing.T, l *lake, shadows []pipeline.LakeEvent, days []string) {
+func testShadowPairs(t *testing.T, l *testLake, shadows []pipeline.LakeEvent, days []string) {
 	want := map[string]pipeline.ShadowVerdict{}
 	for _, ev := range shadows {
 		want[ev.EventID] = ev.Payload.(pipeline.ShadowVerdict)
@@ -81,16 +81,16 @@ func testShadowPairs(t *testing.T, l *lake, shadows []pipeline.LakeEvent, days [
 
 func TestWithDedupViewsNamesOnlyTheViewsUsed(t *testing.T) {
 	t.Parallel()
-	q, err := athena.WithDedupViews("SELECT count(*) FROM verdict_dedup")
+	q, err := lake.WithDedupViews("SELECT count(*) FROM verdict_dedup")
 	require.NoError(t, err)
 	require.Contains(t, q, "verdict_dedup AS (")
 	require.NotContains(t, q, "shadow_verdict", "a table with no objects yet is not touched")
 	require.NotContains(t, q, "inference_log")
-	q, err = athena.WithDedupViews("SELECT count(*) FROM shadow_verdict_dedup")
+	q, err = lake.WithDedupViews("SELECT count(*) FROM shadow_verdict_dedup")
 	require.NoError(t, err)
 	require.Contains(t, q, "shadow_verdict_dedup AS (")
 	require.NotContains(t, q, "\nverdict_dedup AS (", "verdict_dedup inside shadow_verdict_dedup is no reference")
-	q, err = athena.WithDedupViews("SELECT 1")
+	q, err = lake.WithDedupViews("SELECT 1")
 	require.NoError(t, err)
 	require.Equal(t, "SELECT 1", q)
 }

@@ -1,4 +1,4 @@
-package athena_test
+package lake_test
 
 import (
 	"os"
@@ -12,7 +12,7 @@ import (
 
 // analystsGuide is the page that tells analysts which tables, views and
 // queries exist and shows how to query them.
-var analystsGuide = filepath.Join("..", "..", "docs", "analysts.md")
+var analystsGuide = filepath.Join("..", "docs", "analysts.md")
 
 // TestAnalystsGuideListsEveryQuery keeps docs/analysts.md in step with the
 // SQL the tests run through the Athena stand-in: every query and view file
@@ -38,10 +38,10 @@ func TestAnalystsGuideListsEveryQuery(t *testing.T) {
 	}
 	named := regexp.MustCompile("`((?:queries|views)/[a-z0-9_]+\\.sql)`")
 	for _, m := range named.FindAllStringSubmatch(guide, -1) {
-		require.True(t, files[m[1]], "docs/analysts.md names %s, which deploy/athena does not have", m[1])
+		require.True(t, files[m[1]], "docs/analysts.md names %s, which lake/ does not have", m[1])
 	}
 
-	quoted := regexp.MustCompile("(?s)```sql\n-- deploy/athena/((?:queries|views)/[a-z0-9_]+\\.sql)\n(.*?)```")
+	quoted := regexp.MustCompile("(?s)```sql\n-- lake/((?:queries|views)/[a-z0-9_]+\\.sql)\n(.*?)```")
 	blocks := quoted.FindAllStringSubmatch(guide, -1)
 	require.NotEmpty(t, blocks, "docs/analysts.md quotes no Athena query")
 	for _, m := range blocks {
