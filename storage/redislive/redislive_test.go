@@ -74,9 +74,16 @@ func TestBlockingReadsUseTheTailClient(t *testing.T) {
 		cfg.KeyPrefix = stacktest.Unique("live-tail") + ":"
 		// One connection per node (a cluster's pool is per node).
 		tail := r.Client(t, func(o *redis.UniversalOptions) {
-			o.PoolSize, o.PoolTimeout, o.ReadTimeout = 1, 100*time.Millisecond, 5*time.Second
+			// No retry: a cluster client retries a pool timeout on another node.
+			o.PoolSize, o.PoolTimeout, o.ReadTimeout, o.MaxRetries = 1, 100*time.Millisecond, 5*time.Second, -1
 		})
-		idle := tail.PoolStats().IdleConns
+		// The pool of the node that holds the stream.
+		pool := tail.PoolStats
+		if cc, ok := tail.(*redis.ClusterClient); ok {
+			node, err := cc.MasterForKey(ctx, cfg.KeyPrefix+"r")
+			require.NoError(t, err)
+			pool = node.PoolStats
+		}
 		l, err := New(r.Client(t, nil), cfg)
 		require.NoError(t, err)
 		l = l.WithTailClient(tail)
@@ -89,7 +96,7 @@ func TestBlockingReadsUseTheTailClient(t *testing.T) {
 			evs, _ := l.Read(ctx, "r", 1, 3*time.Second)
 			got <- evs
 		}()
-		require.Eventually(t, func() bool { return tail.PoolStats().IdleConns == idle-1 },
+		require.Eventually(t, func() bool { st := pool(); return st.TotalConns == 1 && st.IdleConns == 0 },
 			2*time.Second, time.Millisecond, "the reader holds the tail connection")
 		// A second blocking reader finds the tail pool exhausted...
 		_, err = l.Read(ctx, "r", 1, time.Second)
