@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -69,6 +70,12 @@ func (w RoomWindow) ReviewEvent(now time.Time) ReviewEvent {
 		PublishedAt: now.UTC(), SchemaVersion: ReviewSchemaVersion, Source: SourceRealtime}
 }
 
+// ErrRoomStateLost is a room's debounce state found gone while the room
+// was due or claimed: evicted by a Redis that may evict, or lost in an
+// asynchronous failover. The messages it knew and that no window covered
+// are reviewed only by the hourly sweep.
+var ErrRoomStateLost = errors.New("room state lost")
+
 // RoomActivity is the shared per-room debounce state of the real-time
 // trigger: any number of trigger replicas record chat events into it and
 // claim due rooms from it; a due room is claimed by exactly one of them.
@@ -83,13 +90,18 @@ type RoomActivity interface {
 	Shards() int
 	// Claim claims a due room and records its window as pending before
 	// anything is published; ok is false when the room is not due or
-	// another replica holds it.
+	// another replica holds it. It returns ErrRoomStateLost (wrapped) when
+	// the room was due but its state was gone; the room leaves the due
+	// set, and only the sweep covers the messages it knew.
 	Claim(ctx context.Context, roomID string) (w RoomWindow, ok bool, err error)
 	// Pending counts the rooms with unreviewed messages or a window
 	// being published, for the rooms-pending gauge.
 	Pending(ctx context.Context) (int64, error)
 	// Ack advances the room's watermark to the window's end once the
 	// review event was accepted by the queue; ok is false when the claim
-	// was lost to another replica (which publishes the same window).
+	// was lost to another replica (which publishes the same window). It
+	// returns ErrRoomStateLost (wrapped) when the room's state was gone:
+	// the published window stands, but the room starts again from nothing
+	// (its next window has no watermark to start from).
 	Ack(ctx context.Context, w RoomWindow) (ok bool, err error)
 }

@@ -199,11 +199,11 @@ func (p *parts) openMySQL(ctx context.Context) error {
 }
 
 // redisClients are the console's three Redis pools.
-type redisClients struct{ main, tail, stop *redis.Client }
+type redisClients struct{ main, tail, stop redis.UniversalClient }
 
 func (r redisClients) close() error {
 	var errs []error
-	for _, c := range []*redis.Client{r.stop, r.tail, r.main} {
+	for _, c := range []redis.UniversalClient{r.stop, r.tail, r.main} {
 		if c != nil {
 			errs = append(errs, c.Close())
 		}
@@ -222,7 +222,7 @@ func (p *parts) openRedis(context.Context) error {
 
 func (p *parts) redisClients() error {
 	var err error
-	if p.rdbs.main, err = p.cfg.RedisOptions.Client(func(o *redis.Options) {
+	if p.rdbs.main, err = p.cfg.RedisOptions.Client(func(o *redis.UniversalOptions) {
 		// Resumes block on XREAD for up to console.TailWait; streams are many.
 		o.ReadTimeout, o.PoolSize = 2*time.Second+console.TailWait, 64
 	}); err != nil {
@@ -231,7 +231,7 @@ func (p *parts) redisClients() error {
 	// Resumed clients tail the live log with blocking reads; they get a
 	// pool of their own so that they never starve the log writer's
 	// appends (redislive.WithTailClient).
-	if p.rdbs.tail, err = p.cfg.RedisOptions.Client(func(o *redis.Options) {
+	if p.rdbs.tail, err = p.cfg.RedisOptions.Client(func(o *redis.UniversalOptions) {
 		o.ReadTimeout, o.PoolSize = 2*time.Second+console.TailWait, 1024
 	}); err != nil {
 		return err

@@ -28,8 +28,13 @@ type Config struct {
 	// --visibility-timeout, --retry-base, --retry-max, --fire-interval,
 	// --fire-batch and --call-timeout.
 	Engine trigger.Config
-	// RedisOptions: --redis-* (required: the state lives there).
+	// RedisOptions: --redis-*, the deployment's shared Redis; the room
+	// state lives there unless StateRedis names a Redis of its own.
 	cli.RedisOptions
+	// StateRedis: --state-redis-*, a Redis of the room state's own
+	// (noeviction, sized by the rooms active in the last hour); empty
+	// --state-redis-addr: the shared one.
+	StateRedis cli.RedisOptions
 
 	AdminAddr string
 	LogLevel  string
@@ -70,10 +75,20 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.DurationVar(&c.Engine.FireInterval, "fire-interval", "how often due rooms are looked for")
 	fs.IntVar(&c.Engine.FireBatch, "fire-batch", "rooms claimed per shard per look")
 	fs.DurationVar(&c.Engine.CallTimeout, "call-timeout", "bound of each Redis and SQS call")
-	c.RedisOptions.Flags(fs, "Redis host:port of the room state (required)")
+	c.RedisOptions.Flags(fs, "the shared Redis: the room state lives there unless --state-redis-addr is set")
+	c.StateRedis.FlagsNamed(fs, "state-redis", "a Redis of the room state's own, that must not evict (maxmemory-policy noeviction); empty: --redis-addr")
 	fs.StringVar(&c.AdminAddr, "admin-addr", "listen address of /healthz, /readyz and /metrics")
 	fs.StringVar(&c.LogLevel, "log-level", "debug|info|warn|error")
 	return fs
+}
+
+// State is the Redis the room state lives in: --state-redis-* when
+// --state-redis-addr is set, the shared --redis-* otherwise.
+func (c Config) State() cli.RedisOptions {
+	if c.StateRedis.RedisAddr != "" {
+		return c.StateRedis
+	}
+	return c.RedisOptions
 }
 
 // Validate reports every problem at once, naming the flags.
@@ -88,8 +103,8 @@ func (c Config) Validate() error {
 	if c.Reviews.URL == "" {
 		errs = append(errs, errors.New("--review-realtime-queue-url is required"))
 	}
-	if c.RedisAddr == "" {
-		errs = append(errs, errors.New("--redis-addr is required: the room state lives there"))
+	if c.RedisAddr == "" && c.StateRedis.RedisAddr == "" {
+		errs = append(errs, errors.New("--redis-addr or --state-redis-addr is required: the room state lives there"))
 	}
 	if c.Engine.WaitTime%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("--wait-time %s must be whole seconds", c.Engine.WaitTime))
@@ -105,6 +120,6 @@ func (c Config) Validate() error {
 	if _, err := cli.ParseLevel(c.LogLevel); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, c.RedisOptions.Validate(), c.Rooms.Validate(), c.Engine.Validate())
+	errs = append(errs, c.RedisOptions.Validate(), c.StateRedis.Validate(), c.Rooms.Validate(), c.Engine.Validate())
 	return errors.Join(errs...)
 }

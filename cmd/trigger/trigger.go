@@ -18,6 +18,7 @@ import (
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/trigger"
 	"github.com/chatguard/chatguard/storage/redisdebounce"
+	"github.com/chatguard/chatguard/storage/redisinfo"
 	"github.com/chatguard/chatguard/storage/sqs"
 )
 
@@ -76,7 +77,7 @@ type parts struct {
 	aws    aws.Config
 	owned  []*sqs.Queue
 	queues Queues
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	engine *trigger.Engine
 	admin  *lifecycle.Server
 }
@@ -125,8 +126,12 @@ func (p *parts) closeQueues(ctx context.Context) error {
 }
 
 func (p *parts) startRedis(context.Context) (err error) {
-	p.rdb, err = p.cfg.RedisOptions.Client(nil)
-	return err
+	if p.rdb, err = p.cfg.State().Client(nil); err != nil {
+		return err
+	}
+	// The room state's Redis must never evict: its memory, evictions and
+	// rejected writes are exported for the alerts.
+	return redisinfo.Register(p.reg, p.rdb, "state", 2*time.Second, p.clk)
 }
 
 func (p *parts) startEngine(context.Context) error {

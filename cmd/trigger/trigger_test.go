@@ -25,29 +25,28 @@ func TestBadUsageExits2NamingEveryProblem(t *testing.T) {
 	code := run(context.Background(), nil, envOf(map[string]string{"CHATGUARD_QUIET": "10m", "CHATGUARD_KEY_PREFIX": "a{b}"}), &out, &errOut)
 	require.Equal(t, 2, code)
 	for _, w := range []string{"--chat-events-queue-url is required", "--chat-events-dlq-url is required", "--review-realtime-queue-url is required",
-		"--redis-addr is required", "max delay 5m0s must not be shorter than quiet 10m0s", "must not contain braces"} {
+		"--redis-addr or --state-redis-addr is required", "max delay 5m0s must not be shorter than quiet 10m0s", "must not contain braces"} {
 		require.Contains(t, errOut.String(), w)
 	}
 }
 
+// The room state lives in a Redis of its own (--state-redis-*), the
+// stack's Redis Cluster; the shared --redis-addr is a dead port, never
+// dialled.
 func TestMainTurnsChatEventsIntoRealtimeReviews(t *testing.T) {
-	addr := stacktest.Get(t, "CHATGUARD_REDIS_ADDR")
-	rdb := stacktest.Redis(t)
+	state := stacktest.RedisCluster(t)
+	rdb := state.Client(t, nil)
 	clk := clock.NewFake(time.Date(2026, 12, 2, 4, 10, 0, 0, time.UTC))
 	events := queuetest.NewFake(queuetest.Config{Clock: clk})
 	dlq, reviews := queuetest.NewFake(queuetest.Config{Clock: clk}), queuetest.NewFake(queuetest.Config{Clock: clk})
 
 	cfg := DefaultConfig()
 	cfg.Events.URL, cfg.EventsDLQ.URL, cfg.Reviews.URL = "http://chat-events", "http://chat-events-dlq", "http://review-realtime"
-	cfg.RedisAddr, cfg.AdminAddr = addr, "127.0.0.1:0"
+	cfg.RedisAddr, cfg.AdminAddr = "127.0.0.1:1", "127.0.0.1:0"
+	cfg.StateRedis.RedisAddr, cfg.StateRedis.RedisCluster = strings.Join(state.Addrs, ","), state.Cluster
 	cfg.Rooms.Prefix = stacktest.Unique("test:cmdtrigger") + ":"
 	cfg.Rooms.Shards = 4
-	t.Cleanup(func() {
-		iter := rdb.Scan(context.Background(), 0, cfg.Rooms.Prefix+"*", 1000).Iterator()
-		for iter.Next(context.Background()) {
-			rdb.Del(context.Background(), iter.Val())
-		}
-	})
+	t.Cleanup(func() { stacktest.DeleteKeys(rdb, cfg.Rooms.Prefix) })
 	ready := make(chan string, 1)
 	m := &Main{Config: cfg, Clock: clk, Queues: &Queues{Events: events, DLQ: dlq, Reviews: reviews}, OnReady: func(a string) { ready <- a }}
 	ctx, cancel := context.WithCancel(context.Background())

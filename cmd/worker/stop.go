@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -14,6 +15,7 @@ import (
 	"github.com/chatguard/chatguard/cmd/internal/depflags"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/stop"
+	"github.com/chatguard/chatguard/storage/redisinfo"
 	"github.com/chatguard/chatguard/storage/redisstop"
 )
 
@@ -35,7 +37,7 @@ type stopSignals struct {
 	pub    pipeline.StopPublisher
 	feed   pipeline.StopFeed
 	holder *stop.Holder
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 }
 
 // newStopSignals builds the stop signals' parts over --redis-addr.
@@ -44,6 +46,12 @@ func newStopSignals(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*s
 	// its socket waits too.
 	rdb, err := cfg.RedisOptions.Client(cli.StopProfile)
 	if err != nil {
+		return nil, err
+	}
+	// The shared Redis's memory, evictions and rejected writes, for the
+	// alerts; every worker reports the same Redis (the rules take the max).
+	if err := redisinfo.Register(reg, rdb, "shared", 2*time.Second, nil); err != nil {
+		_ = rdb.Close()
 		return nil, err
 	}
 	m := redisstop.NewMetrics(reg)

@@ -131,6 +131,29 @@ func TestFixedAlertsFireOnTheirFailure(t *testing.T) {
 		{"ChatguardOutboxStuck", "relays keeping up, through a five-minute SQS outage",
 			"load 1m\n chatguard_outbox_oldest_age_seconds{" + ns + `,pod="w1",destination="feedback"} ` + seq(20, 0, 1) + " 60 120 180 240 300 " + seq(35, 0, 1),
 			60 * time.Minute, false},
+		// Two pods report the same Redis; the max decides.
+		{"ChatguardRedisMemoryHigh", "room state at 90 % of maxmemory",
+			"load 1m\n chatguard_redis_memory_used_bytes{" + ns + `,pod="t1",role="state"} 900+0x30` +
+				"\n chatguard_redis_memory_max_bytes{" + ns + `,pod="t1",role="state"} 1000+0x30` +
+				"\n chatguard_redis_memory_used_bytes{" + ns + `,pod="t2",role="state"} 900+0x30` +
+				"\n chatguard_redis_memory_max_bytes{" + ns + `,pod="t2",role="state"} 1000+0x30`,
+			30 * time.Minute, true},
+		{"ChatguardRedisMemoryHigh", "half full",
+			"load 1m\n chatguard_redis_memory_used_bytes{" + ns + `,pod="t1",role="state"} 500+0x30` +
+				"\n chatguard_redis_memory_max_bytes{" + ns + `,pod="t1",role="state"} 1000+0x30`, 30 * time.Minute, false},
+		{"ChatguardRedisMemoryHigh", "no maxmemory set",
+			"load 1m\n chatguard_redis_memory_used_bytes{" + ns + `,pod="t1",role="shared"} 900+0x30` +
+				"\n chatguard_redis_memory_max_bytes{" + ns + `,pod="t1",role="shared"} 0+0x30`, 30 * time.Minute, false},
+		{"ChatguardRedisEvicting", "room state evicting",
+			"load 1m\n chatguard_redis_evicted_keys_total{" + ns + `,pod="t1",role="state"} 0+5x30`, 30 * time.Minute, true},
+		{"ChatguardRedisEvicting", "room state never evicts",
+			"load 1m\n chatguard_redis_evicted_keys_total{" + ns + `,pod="t1",role="state"} 3+0x30`, 30 * time.Minute, false},
+		{"ChatguardRedisEvicting", "the shared Redis evicts by design",
+			"load 1m\n chatguard_redis_evicted_keys_total{" + ns + `,pod="w1",role="shared"} 0+5x30`, 30 * time.Minute, false},
+		{"ChatguardRedisRejectingWrites", "a full noeviction Redis",
+			"load 1m\n chatguard_redis_rejected_writes_total{" + ns + `,pod="w1",role="shared"} 0+2x30`, 30 * time.Minute, true},
+		{"ChatguardRedisRejectingWrites", "writes accepted",
+			"load 1m\n chatguard_redis_rejected_writes_total{" + ns + `,pod="w1",role="shared"} 4+0x30`, 30 * time.Minute, false},
 
 		// Time 0 is the epoch: a newest window that ended at 0 is as old
 		// as the evaluation time.

@@ -18,7 +18,7 @@ import (
 // covers: the freshness SLO's burn rates and the trigger's failures.
 var realtimeAlerts = []string{
 	"ChatguardRealtimeFreshnessBurnFast", "ChatguardRealtimeFreshnessBurnSlow", "ChatguardRealtimeFreshnessBudgetLow",
-	"ChatguardTriggerDown", "ChatguardTriggerRedisErrors", "ChatguardTriggerPublishFailing", "ChatguardChatEventsInvalid",
+	"ChatguardTriggerDown", "ChatguardTriggerRedisErrors", "ChatguardTriggerStateLost", "ChatguardTriggerPublishFailing", "ChatguardChatEventsInvalid",
 }
 
 // TestRealtimeRules checks the PrometheusRule chatguard-realtime as

@@ -19,7 +19,7 @@ var requiredAlerts = []string{
 	"ChatguardReviewBacklogOld", "ChatguardReviewBacklogCritical", "ChatguardFeedbackBacklogOld",
 	"ChatguardDeadLetterQueueNotEmpty", "ChatguardWorkerDown", "ChatguardNoVerdicts",
 	"ChatguardJobFailureRateHigh", "ChatguardFallbackShareHigh", "ChatguardLLMBreakerOpen",
-	"ChatguardStopSubscriberDown", "ChatguardLakeEventsDropped", "ChatguardConsumerDown",
+	"ChatguardStopSubscriberDown", "ChatguardRedisMemoryHigh", "ChatguardRedisEvicting", "ChatguardRedisRejectingWrites", "ChatguardLakeEventsDropped", "ChatguardConsumerDown",
 	"ChatguardConsumerBufferStale", "ChatguardDependencyDown",
 	"ChatguardBatchStale", "ChatguardBatchFreshnessUnknown", "ChatguardAutoscalerErrors", "ChatguardOutboxStuck",
 }

@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 	}
 	os.Setenv(EnvFileVar, env)
 	// The env file's values lose to variables already set: clear them.
-	for _, k := range []string{"CHATGUARD_MYSQL_DSN", "CHATGUARD_REDIS_ADDR", "CHATGUARD_STACK_MYSQL", "CHATGUARD_STACK_REDIS"} {
+	for _, k := range []string{"CHATGUARD_MYSQL_DSN", "CHATGUARD_REDIS_ADDR", "CHATGUARD_STACK_MYSQL", "CHATGUARD_STACK_REDIS", RedisClusterVar, RedisClusterMarker} {
 		os.Unsetenv(k)
 	}
 	code := m.Run()
@@ -103,5 +103,28 @@ func TestRequireRealMySQLFailsOnAStandInEvenOutsideCI(t *testing.T) {
 	t.Setenv("CHATGUARD_STACK_MYSQL", "external")
 	if msg := fatalOf(t, func(tb testing.TB) { RequireRealMySQL(tb) }); msg != "" {
 		t.Fatalf("real MySQL refused: %q", msg)
+	}
+}
+
+func TestRedisClusterIsRequiredInCI(t *testing.T) {
+	t.Setenv(RedisClusterVar, "")
+	t.Setenv("CI", "true")
+	msg := fatalOf(t, func(tb testing.TB) { RedisCluster(tb) })
+	if !strings.Contains(msg, "names no Redis Cluster") || !strings.Contains(msg, "CI is set") {
+		t.Fatalf("want a CI failure for a stack without a cluster, got %q", msg)
+	}
+	t.Setenv("CI", "")
+	var got RedisTarget
+	if msg := fatalOf(t, func(tb testing.TB) { got = RedisCluster(tb) }); msg != "" {
+		t.Fatalf("outside CI the node stands in: %q", msg)
+	}
+	if got.Cluster || got.Name != "cluster" || got.Addrs[0] != "127.0.0.1:1" {
+		t.Fatalf("want the node under the cluster's name, got %+v", got)
+	}
+	t.Setenv("CI", "true")
+	t.Setenv(RedisClusterVar, "127.0.0.1:2,127.0.0.1:3")
+	t.Setenv(RedisClusterMarker, "external")
+	if msg := fatalOf(t, func(tb testing.TB) { got = RedisCluster(tb) }); msg != "" || !got.Cluster || len(got.Addrs) != 2 {
+		t.Fatalf("a stack with a cluster: %q %+v", msg, got)
 	}
 }

@@ -3,6 +3,7 @@ package trigger
 import (
 	"cmp"
 	"context"
+	"errors"
 
 	"github.com/chatguard/chatguard/pipeline"
 )
@@ -71,6 +72,10 @@ func (e *Engine) fireShard(ctx context.Context, shard int) (int, error) {
 		start := e.clk.Now()
 		err := e.call(ctx, func(ctx context.Context) (err error) { w, ok, err = e.d.Rooms.Claim(ctx, room); return err })
 		e.m.observeRedis("claim", start, e.clk.Now(), err)
+		if errors.Is(err, pipeline.ErrRoomStateLost) {
+			e.log.Warn("trigger: a due room's state is gone (evicted, or lost in a failover); the sweep covers its messages", "room_id", room)
+			continue
+		}
 		if err != nil {
 			e.log.Warn("trigger: claiming a room failed", "room_id", room, "err", err)
 			continue
@@ -125,6 +130,12 @@ func (e *Engine) ack(ctx context.Context, w pipeline.RoomWindow) bool {
 	start := e.clk.Now()
 	err := e.call(ctx, func(ctx context.Context) (err error) { ok, err = e.d.Rooms.Ack(ctx, w); return err })
 	e.m.observeRedis("ack", start, e.clk.Now(), err)
+	if errors.Is(err, pipeline.ErrRoomStateLost) {
+		// The window was published and stands; the room starts again
+		// from its next event.
+		e.log.Warn("trigger: a published room's state is gone (evicted, or lost in a failover); the sweep covers what no window did", "room_id", w.RoomID)
+		return false
+	}
 	if err != nil || !ok {
 		// Published but not acknowledged: the window is published again
 		// unchanged and the worker's idempotency key dedupes it.

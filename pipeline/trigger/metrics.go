@@ -21,6 +21,7 @@ type metrics struct {
 	redisErrors     *prometheus.CounterVec
 	receiveErrors   prometheus.Counter
 	settleErrors    *prometheus.CounterVec
+	stateLost       *prometheus.CounterVec
 }
 
 // newMetrics registers the trigger's metrics on reg (nil: none).
@@ -48,6 +49,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Failed receives from the chat-events queue."}),
 		settleErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chatguard_trigger_settle_errors_total",
 			Help: "Failed deletes, visibility changes and DLQ copies of chat events."}, []string{"op"}),
+		stateLost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chatguard_trigger_state_lost_total",
+			Help: "Rooms whose state a claim or an ack (op) found gone: evicted, or lost in a Redis failover; only the sweep covers their messages."}, []string{"op"}),
 	}
 	// Every label value exists from the start, so a rate over a counter
 	// that has not moved yet is 0, not absent.
@@ -57,20 +60,28 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, r := range []pipeline.FireReason{pipeline.FireQuiet, pipeline.FireMaxDelay} {
 		m.fires.WithLabelValues(string(r))
 	}
+	for _, op := range []string{"claim", "ack"} {
+		m.stateLost.WithLabelValues(op)
+	}
 	if reg == nil {
 		return m, nil
 	}
 	var errs []error
 	for _, c := range []prometheus.Collector{m.events, m.queueAge, m.pending, m.fires, m.republished, m.doubleCovered, m.publishFailures, m.redis,
-		m.redisErrors, m.receiveErrors, m.settleErrors} {
+		m.redisErrors, m.receiveErrors, m.settleErrors, m.stateLost} {
 		errs = append(errs, reg.Register(c))
 	}
 	return m, errors.Join(errs...)
 }
 
+// observeRedis records a room-state call; a room found gone is counted as
+// lost state, not as a failed call (Redis answered).
 func (m *metrics) observeRedis(op string, start, end time.Time, err error) {
 	m.redis.WithLabelValues(op).Observe(end.Sub(start).Seconds())
-	if err != nil {
+	switch {
+	case errors.Is(err, pipeline.ErrRoomStateLost):
+		m.stateLost.WithLabelValues(op).Inc()
+	case err != nil:
 		m.redisErrors.WithLabelValues(op).Inc()
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/internal/clock"
@@ -44,6 +45,7 @@ type harness struct {
 	events, dlq, reviews *queuetest.Fake
 	rooms                *flaky
 	reg                  *prometheus.Registry
+	rdb                  redis.UniversalClient
 }
 
 func setup(t *testing.T) *harness {
@@ -62,7 +64,7 @@ func setup(t *testing.T) *harness {
 			rdb.Del(ctx, iter.Val())
 		}
 	})
-	h := &harness{clk: clk, rooms: &flaky{Store: store}, reg: prometheus.NewRegistry(),
+	h := &harness{clk: clk, rooms: &flaky{Store: store}, reg: prometheus.NewRegistry(), rdb: rdb,
 		events: queuetest.NewFake(queuetest.Config{Clock: clk}), dlq: queuetest.NewFake(queuetest.Config{Clock: clk}),
 		reviews: queuetest.NewFake(queuetest.Config{Clock: clk})}
 	h.e, err = New(DefaultConfig(), Deps{Events: h.events, DLQ: h.dlq, Reviews: h.reviews, Rooms: h.rooms, Clock: clk, Registerer: h.reg})

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/campaign"
 	"github.com/chatguard/chatguard/pipeline/campaign/campaigntest"
@@ -34,7 +35,7 @@ func BenchmarkCampaignCorpus(b *testing.B) {
 }
 
 func corpusFigures(b *testing.B) {
-	c, _ := setup(b, func(c *Config) { c.Shards, c.MaxMarks = DefaultShards, DefaultMaxMarks })
+	c, _ := setup(b, stacktest.RedisNode(b), func(c *Config) { c.Shards, c.MaxMarks = DefaultShards, DefaultMaxMarks })
 	keys, err := pseudonym.New([]byte("bench-key-of-at-least-thirty-two-bytes"))
 	require.NoError(b, err)
 	marker := chatprep.NewCampaignMarker(keys, false)
@@ -158,7 +159,7 @@ func memoryFigures(b *testing.B, n int) {
 	// Shards scaled so that each holds as many marks as at 1 M marks with
 	// the default shards: Redis encodes small hashes and sorted sets
 	// compactly, so the density, not the total, sets the bytes per mark.
-	c, rdb := setup(b, func(c *Config) { c.Shards, c.MaxMarks = max(1, n*DefaultShards/DefaultMaxMarks), n })
+	c, rdb := setup(b, stacktest.RedisNode(b), func(c *Config) { c.Shards, c.MaxMarks = max(1, n*DefaultShards/DefaultMaxMarks), n })
 	ctx := context.Background()
 	at := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
 	const perReview = 5

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/chatguard/chatguard/internal/stacktest"
 	"syscall"
 	"testing"
 	"time"
@@ -30,7 +31,7 @@ func cpuNow(b *testing.B) time.Duration {
 func BenchmarkAbsorb(b *testing.B) {
 	for _, rooms := range []int{1000, 100000} {
 		b.Run(fmt.Sprintf("rooms=%d", rooms), func(b *testing.B) {
-			s, _, rdb := setup(b, func(c *Config) { c.Shards = DefaultShards })
+			s, _, rdb := setup(b, stacktest.RedisNode(b), func(c *Config) { c.Shards = DefaultShards })
 			bodies := make([][]byte, 10*b.N)
 			for i := range bodies {
 				body, err := json.Marshal(chat(fmt.Sprintf("room-%d", i%rooms), fmt.Sprintf("m-%d", i), t0))

@@ -236,14 +236,21 @@ func (s *Store) Claim(ctx context.Context, roomID string) (pipeline.RoomWindow, 
 	token := uuid.NewString()
 	v, err := claimScript.Run(ctx, s.rdb, s.claimKeys(roomID), roomID, ms(s.clk.Now()), token, s.cfg.Lease.Milliseconds(),
 		s.cfg.MaxWindow.Milliseconds(), s.cfg.Slack.Milliseconds(), s.cfg.Quiet.Milliseconds(), s.cfg.MaxDelay.Milliseconds(),
-		s.cfg.Retention.Milliseconds()).Slice()
+		s.cfg.Retention.Milliseconds()).Result()
 	if errors.Is(err, redis.Nil) {
 		return pipeline.RoomWindow{}, false, nil
 	}
 	if err != nil {
 		return pipeline.RoomWindow{}, false, fmt.Errorf("redisdebounce: claim %s: %w", roomID, err)
 	}
-	w, err := parseWindow(roomID, token, v)
+	if v == "gone" {
+		return pipeline.RoomWindow{}, false, fmt.Errorf("redisdebounce: claim %s: %w", roomID, pipeline.ErrRoomStateLost)
+	}
+	fields, ok := v.([]any)
+	if !ok {
+		return pipeline.RoomWindow{}, false, fmt.Errorf("redisdebounce: claim %s: script answered %v", roomID, v)
+	}
+	w, err := parseWindow(roomID, token, fields)
 	if err != nil {
 		return pipeline.RoomWindow{}, false, fmt.Errorf("redisdebounce: claim %s: %w", roomID, err)
 	}
@@ -273,6 +280,9 @@ func (s *Store) Ack(ctx context.Context, w pipeline.RoomWindow) (bool, error) {
 		s.cfg.Quiet.Milliseconds(), s.cfg.MaxDelay.Milliseconds(), s.cfg.Retention.Milliseconds()).Int64()
 	if err != nil {
 		return false, fmt.Errorf("redisdebounce: ack %s: %w", w.RoomID, err)
+	}
+	if n < 0 {
+		return false, fmt.Errorf("redisdebounce: ack %s: %w", w.RoomID, pipeline.ErrRoomStateLost)
 	}
 	return n == 1, nil
 }

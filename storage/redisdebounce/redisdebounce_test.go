@@ -20,9 +20,9 @@ var t0 = time.Date(2026, 12, 2, 4, 10, 0, 0, time.UTC)
 
 // setup returns a store on the real Redis under a key prefix of its own
 // (removed when the test ends) and the fake clock it reads.
-func setup(t testing.TB, mod func(*Config)) (*Store, *clock.Fake, redis.UniversalClient) {
+func setup(t testing.TB, r stacktest.RedisTarget, mod func(*Config)) (*Store, *clock.Fake, redis.UniversalClient) {
 	t.Helper()
-	rdb := stacktest.Redis(t)
+	rdb := r.Client(t, nil)
 	cfg := DefaultConfig()
 	cfg.Prefix = stacktest.Unique("test:rt") + ":"
 	cfg.Shards = 8
@@ -32,13 +32,7 @@ func setup(t testing.TB, mod func(*Config)) (*Store, *clock.Fake, redis.Universa
 	clk := clock.NewFake(t0)
 	s, err := New(rdb, cfg, clk)
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx := context.Background()
-		iter := rdb.Scan(ctx, 0, cfg.Prefix+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			rdb.Del(ctx, iter.Val())
-		}
-	})
+	t.Cleanup(func() { stacktest.DeleteKeys(rdb, cfg.Prefix) })
 	return s, clk, rdb
 }
 
@@ -85,251 +79,265 @@ func ack(t *testing.T, s *Store, w pipeline.RoomWindow) bool {
 }
 
 func TestQuietFiresAWindowFromTheFirstArrival(t *testing.T) {
-	s, clk, rdb := setup(t, nil)
-	// sent_at is the producer's: five seconds ahead of the trigger here,
-	// and it sets no bound.
-	require.Equal(t, []pipeline.RecordOutcome{pipeline.RecordNew}, record(t, s, chat("r1", "m1", t0.Add(5*time.Second))))
-	clk.Advance(20 * time.Second)
-	record(t, s, chat("r1", "m2", t0.Add(25*time.Second)))
-	clk.Advance(59 * time.Second)
-	require.False(t, due(t, s, "r1"), "59s after the last message the room is not quiet yet")
-	_, ok := claim(t, s, "r1")
-	require.False(t, ok, "a room that is not due cannot be claimed")
-	clk.Advance(time.Second)
-	require.True(t, due(t, s, "r1"))
-	w, ok := claim(t, s, "r1")
-	require.True(t, ok)
-	require.Equal(t, pipeline.FireQuiet, w.Reason)
-	require.Equal(t, t0.Add(-DefaultSlack), w.Start, "the window starts at the first arrival less the slack")
-	require.Equal(t, t0.Add(80*time.Second), w.End, "the window ends at the fire time of the trigger's clock")
-	require.Equal(t, 2, w.Messages)
-	require.False(t, w.Republish)
-	ev := w.ReviewEvent(clk.Now())
-	require.NoError(t, ev.Validate())
-	require.Equal(t, "rt-20261202T040000Z", ev.RunID)
-	require.Equal(t, pipeline.SourceRealtime, ev.Source)
+	stacktest.EachRedis(t, func(t *testing.T, r stacktest.RedisTarget) {
+		s, clk, rdb := setup(t, r, nil)
+		// sent_at is the producer's: five seconds ahead of the trigger here,
+		// and it sets no bound.
+		require.Equal(t, []pipeline.RecordOutcome{pipeline.RecordNew}, record(t, s, chat("r1", "m1", t0.Add(5*time.Second))))
+		clk.Advance(20 * time.Second)
+		record(t, s, chat("r1", "m2", t0.Add(25*time.Second)))
+		clk.Advance(59 * time.Second)
+		require.False(t, due(t, s, "r1"), "59s after the last message the room is not quiet yet")
+		_, ok := claim(t, s, "r1")
+		require.False(t, ok, "a room that is not due cannot be claimed")
+		clk.Advance(time.Second)
+		require.True(t, due(t, s, "r1"))
+		w, ok := claim(t, s, "r1")
+		require.True(t, ok)
+		require.Equal(t, pipeline.FireQuiet, w.Reason)
+		require.Equal(t, t0.Add(-DefaultSlack), w.Start, "the window starts at the first arrival less the slack")
+		require.Equal(t, t0.Add(80*time.Second), w.End, "the window ends at the fire time of the trigger's clock")
+		require.Equal(t, 2, w.Messages)
+		require.False(t, w.Republish)
+		ev := w.ReviewEvent(clk.Now())
+		require.NoError(t, ev.Validate())
+		require.Equal(t, "rt-20261202T040000Z", ev.RunID)
+		require.Equal(t, pipeline.SourceRealtime, ev.Source)
 
-	require.True(t, ack(t, s, w))
-	require.False(t, due(t, s, "r1"), "nothing new: the room leaves the due set")
-	wm, err := rdb.HGet(context.Background(), s.RoomKey("r1"), "wm").Int64()
-	require.NoError(t, err)
-	require.Equal(t, w.End.UnixMilli(), wm, "the watermark is the window's end")
-	ttl := rdb.PTTL(context.Background(), s.RoomKey("r1")).Val()
-	require.Greater(t, ttl, time.Duration(0), "the state expires once the room goes quiet")
-	require.LessOrEqual(t, ttl, DefaultRetention)
+		require.True(t, ack(t, s, w))
+		require.False(t, due(t, s, "r1"), "nothing new: the room leaves the due set")
+		wm, err := rdb.HGet(context.Background(), s.RoomKey("r1"), "wm").Int64()
+		require.NoError(t, err)
+		require.Equal(t, w.End.UnixMilli(), wm, "the watermark is the window's end")
+		ttl := rdb.PTTL(context.Background(), s.RoomKey("r1")).Val()
+		require.Greater(t, ttl, time.Duration(0), "the state expires once the room goes quiet")
+		require.LessOrEqual(t, ttl, DefaultRetention)
 
-	// The next message opens a window that starts at the watermark, not
-	// earlier: no overlap with the reviewed one.
-	clk.Advance(10 * time.Minute)
-	record(t, s, chat("r1", "m3", clk.Now()))
-	clk.Advance(time.Minute)
-	w2, ok := claim(t, s, "r1")
-	require.True(t, ok)
-	require.Equal(t, clk.Now().Add(-time.Minute-DefaultSlack), w2.Start)
-	clk.Advance(0)
-	record(t, s, chat("r1", "m4", clk.Now()))
-	require.True(t, ack(t, s, w2))
+		// The next message opens a window that starts at the watermark, not
+		// earlier: no overlap with the reviewed one.
+		clk.Advance(10 * time.Minute)
+		record(t, s, chat("r1", "m3", clk.Now()))
+		clk.Advance(time.Minute)
+		w2, ok := claim(t, s, "r1")
+		require.True(t, ok)
+		require.Equal(t, clk.Now().Add(-time.Minute-DefaultSlack), w2.Start)
+		clk.Advance(0)
+		record(t, s, chat("r1", "m4", clk.Now()))
+		require.True(t, ack(t, s, w2))
 
-	// Messages during a pending window re-arm the room at the ack.
-	require.False(t, due(t, s, "r1"))
-	clk.Advance(time.Minute)
-	w3, ok := claim(t, s, "r1")
-	require.True(t, ok)
-	require.Equal(t, w2.End, w3.Start, "contiguous with the window before")
+		// Messages during a pending window re-arm the room at the ack.
+		require.False(t, due(t, s, "r1"))
+		clk.Advance(time.Minute)
+		w3, ok := claim(t, s, "r1")
+		require.True(t, ok)
+		require.Equal(t, w2.End, w3.Start, "contiguous with the window before")
+	})
 }
 
 func TestBusyRoomFiresAtMaxDelayOncePerMaxDelay(t *testing.T) {
-	s, clk, rdb := setup(t, nil)
-	// A flood: 10,000 messages in one minute, then one every 10 s.
-	var evs []pipeline.ChatEvent
-	for i := range 10_000 {
-		evs = append(evs, chat("flood", fmt.Sprintf("m%05d", i), t0.Add(time.Duration(i)*6*time.Millisecond)))
-	}
-	for i := 0; i < len(evs); i += 100 {
-		record(t, s, evs[i:i+100]...)
-		clk.Advance(600 * time.Millisecond)
-	}
-	fires := 0
-	var reasons []pipeline.FireReason
-	for i := 0; i < 60; i++ { // ten more minutes, a message every 10 s
-		record(t, s, chat("flood", fmt.Sprintf("late%03d", i), clk.Now()))
-		clk.Advance(10 * time.Second)
-		if w, ok := claim(t, s, "flood"); ok {
-			fires++
-			reasons = append(reasons, w.Reason)
-			require.LessOrEqual(t, w.End.Sub(w.Start), DefaultMaxDelay+DefaultSlack+10*time.Second)
-			require.True(t, ack(t, s, w))
+	stacktest.EachRedis(t, func(t *testing.T, r stacktest.RedisTarget) {
+		s, clk, rdb := setup(t, r, nil)
+		// A flood: 10,000 messages in one minute, then one every 10 s.
+		var evs []pipeline.ChatEvent
+		for i := range 10_000 {
+			evs = append(evs, chat("flood", fmt.Sprintf("m%05d", i), t0.Add(time.Duration(i)*6*time.Millisecond)))
 		}
-	}
-	require.Equal(t, 2, fires, "eleven minutes of a busy room fire twice, once per max delay")
-	require.Equal(t, []pipeline.FireReason{pipeline.FireMaxDelay, pipeline.FireMaxDelay}, reasons)
-	n := rdb.ZCard(context.Background(), s.SeenKey("flood")).Val()
-	require.Equal(t, int64(DefaultSeenCap), n, "the seen set is capped")
-	mem := rdb.MemoryUsage(context.Background(), s.SeenKey("flood")).Val() + rdb.MemoryUsage(context.Background(), s.RoomKey("flood")).Val()
-	t.Logf("redis memory of a flooded room: %d bytes", mem)
-	require.Less(t, mem, int64(64<<10), "a room's memory stays bounded whatever its traffic")
+		for i := 0; i < len(evs); i += 100 {
+			record(t, s, evs[i:i+100]...)
+			clk.Advance(600 * time.Millisecond)
+		}
+		fires := 0
+		var reasons []pipeline.FireReason
+		for i := 0; i < 60; i++ { // ten more minutes, a message every 10 s
+			record(t, s, chat("flood", fmt.Sprintf("late%03d", i), clk.Now()))
+			clk.Advance(10 * time.Second)
+			if w, ok := claim(t, s, "flood"); ok {
+				fires++
+				reasons = append(reasons, w.Reason)
+				require.LessOrEqual(t, w.End.Sub(w.Start), DefaultMaxDelay+DefaultSlack+10*time.Second)
+				require.True(t, ack(t, s, w))
+			}
+		}
+		require.Equal(t, 2, fires, "eleven minutes of a busy room fire twice, once per max delay")
+		require.Equal(t, []pipeline.FireReason{pipeline.FireMaxDelay, pipeline.FireMaxDelay}, reasons)
+		n := rdb.ZCard(context.Background(), s.SeenKey("flood")).Val()
+		require.Equal(t, int64(DefaultSeenCap), n, "the seen set is capped")
+		mem := rdb.MemoryUsage(context.Background(), s.SeenKey("flood")).Val() + rdb.MemoryUsage(context.Background(), s.RoomKey("flood")).Val()
+		t.Logf("redis memory of a flooded room: %d bytes", mem)
+		require.Less(t, mem, int64(64<<10), "a room's memory stays bounded whatever its traffic")
+	})
 }
 
 func TestDuplicatesAndReorderingChangeNothing(t *testing.T) {
-	s, clk, _ := setup(t, nil)
-	var evs []pipeline.ChatEvent
-	for i := range 20 {
-		evs = append(evs, chat("r-dup", fmt.Sprintf("m%02d", i), t0.Add(time.Duration(i)*time.Second)))
-	}
-	// Three copies of every event, shuffled, in batches of ten.
-	var all []pipeline.ChatEvent
-	for range 3 {
-		all = append(all, evs...)
-	}
-	r := rand.New(rand.NewPCG(1, 2))
-	r.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
-	counts := map[pipeline.RecordOutcome]int{}
-	for i := 0; i < len(all); i += 10 {
-		for _, o := range record(t, s, all[i:i+10]...) {
-			counts[o]++
+	stacktest.EachRedis(t, func(t *testing.T, r stacktest.RedisTarget) {
+		s, clk, _ := setup(t, r, nil)
+		var evs []pipeline.ChatEvent
+		for i := range 20 {
+			evs = append(evs, chat("r-dup", fmt.Sprintf("m%02d", i), t0.Add(time.Duration(i)*time.Second)))
 		}
-		clk.Advance(time.Second)
-	}
-	require.Equal(t, map[pipeline.RecordOutcome]int{pipeline.RecordNew: 20, pipeline.RecordDuplicate: 40}, counts)
-	clk.Advance(time.Minute)
-	w, ok := claim(t, s, "r-dup")
-	require.True(t, ok)
-	require.Equal(t, 20, w.Messages)
-	require.Equal(t, t0.Add(-DefaultSlack), w.Start)
-	require.True(t, ack(t, s, w))
-	// A redelivery after the fire changes nothing either.
-	require.Equal(t, []pipeline.RecordOutcome{pipeline.RecordDuplicate}, record(t, s, evs[3]))
-	require.False(t, due(t, s, "r-dup"))
+		// Three copies of every event, shuffled, in batches of ten.
+		var all []pipeline.ChatEvent
+		for range 3 {
+			all = append(all, evs...)
+		}
+		rng := rand.New(rand.NewPCG(1, 2))
+		rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+		counts := map[pipeline.RecordOutcome]int{}
+		for i := 0; i < len(all); i += 10 {
+			for _, o := range record(t, s, all[i:i+10]...) {
+				counts[o]++
+			}
+			clk.Advance(time.Second)
+		}
+		require.Equal(t, map[pipeline.RecordOutcome]int{pipeline.RecordNew: 20, pipeline.RecordDuplicate: 40}, counts)
+		clk.Advance(time.Minute)
+		w, ok := claim(t, s, "r-dup")
+		require.True(t, ok)
+		require.Equal(t, 20, w.Messages)
+		require.Equal(t, t0.Add(-DefaultSlack), w.Start)
+		require.True(t, ack(t, s, w))
+		// A redelivery after the fire changes nothing either.
+		require.Equal(t, []pipeline.RecordOutcome{pipeline.RecordDuplicate}, record(t, s, evs[3]))
+		require.False(t, due(t, s, "r-dup"))
+	})
 }
 
 func TestTwoConcurrentClaimersClaimEachRoomOnce(t *testing.T) {
-	a, clk, rdb := setup(t, nil)
-	b, err := New(rdb, a.cfg, clk) // a second replica on the same Redis
-	require.NoError(t, err)
-	const rooms = 200
-	for i := range rooms {
-		record(t, a, chat(fmt.Sprintf("room-%03d", i), "m1", t0))
-	}
-	clk.Advance(time.Minute)
-	var mu sync.Mutex
-	claimed := map[string]int{}
-	var wg sync.WaitGroup
-	for _, s := range []*Store{a, b, a, b} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for shard := range s.Shards() {
-				rooms, err := s.Due(context.Background(), shard, 1000)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				for _, room := range rooms {
-					if _, ok, err := s.Claim(context.Background(), room); err != nil {
+	stacktest.EachRedis(t, func(t *testing.T, r stacktest.RedisTarget) {
+		a, clk, rdb := setup(t, r, nil)
+		b, err := New(rdb, a.cfg, clk) // a second replica on the same Redis
+		require.NoError(t, err)
+		const rooms = 200
+		for i := range rooms {
+			record(t, a, chat(fmt.Sprintf("room-%03d", i), "m1", t0))
+		}
+		clk.Advance(time.Minute)
+		var mu sync.Mutex
+		claimed := map[string]int{}
+		var wg sync.WaitGroup
+		for _, s := range []*Store{a, b, a, b} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for shard := range s.Shards() {
+					rooms, err := s.Due(context.Background(), shard, 1000)
+					if err != nil {
 						t.Error(err)
-					} else if ok {
-						mu.Lock()
-						claimed[room]++
-						mu.Unlock()
+						return
+					}
+					for _, room := range rooms {
+						if _, ok, err := s.Claim(context.Background(), room); err != nil {
+							t.Error(err)
+						} else if ok {
+							mu.Lock()
+							claimed[room]++
+							mu.Unlock()
+						}
 					}
 				}
-			}
-		}()
-	}
-	wg.Wait()
-	require.Len(t, claimed, rooms, "every due room is claimed")
-	for room, n := range claimed {
-		require.Equal(t, 1, n, "room %s claimed by exactly one replica", room)
-	}
+			}()
+		}
+		wg.Wait()
+		require.Len(t, claimed, rooms, "every due room is claimed")
+		for room, n := range claimed {
+			require.Equal(t, 1, n, "room %s claimed by exactly one replica", room)
+		}
+	})
 }
 
 func TestACrashedClaimIsRepublishedUnchanged(t *testing.T) {
-	s, clk, _ := setup(t, nil)
-	record(t, s, chat("r-crash", "m1", t0))
-	clk.Advance(time.Minute)
-	w1, ok := claim(t, s, "r-crash")
-	require.True(t, ok)
-	// The claimer dies before publishing. Meanwhile a message arrives.
-	clk.Advance(5 * time.Second)
-	record(t, s, chat("r-crash", "m2", clk.Now()))
-	_, ok = claim(t, s, "r-crash")
-	require.False(t, ok, "the lease holds the room")
-	clk.Advance(DefaultLease)
-	w2, ok := claim(t, s, "r-crash")
-	require.True(t, ok, "another replica takes the pending window over once the lease ran out")
-	require.True(t, w2.Republish)
-	require.Equal(t, w1.Start, w2.Start)
-	require.Equal(t, w1.End, w2.End, "unchanged: the worker's idempotency key dedupes it")
-	require.Equal(t, w1.Reason, w2.Reason)
-	require.False(t, ack(t, s, w1), "the first claim was lost")
-	require.True(t, ack(t, s, w2))
-	// The message that arrived meanwhile fires in the next window.
-	clk.Advance(time.Minute)
-	w3, ok := claim(t, s, "r-crash")
-	require.True(t, ok)
-	require.Equal(t, w1.End, w3.Start)
-	require.Equal(t, 1, w3.Messages)
+	stacktest.EachRedis(t, func(t *testing.T, r stacktest.RedisTarget) {
+		s, clk, _ := setup(t, r, nil)
+		record(t, s, chat("r-crash", "m1", t0))
+		clk.Advance(time.Minute)
+		w1, ok := claim(t, s, "r-crash")
+		require.True(t, ok)
+		// The claimer dies before publishing. Meanwhile a message arrives.
+		clk.Advance(5 * time.Second)
+		record(t, s, chat("r-crash", "m2", clk.Now()))
+		_, ok = claim(t, s, "r-crash")
+		require.False(t, ok, "the lease holds the room")
+		clk.Advance(DefaultLease)
+		w2, ok := claim(t, s, "r-crash")
+		require.True(t, ok, "another replica takes the pending window over once the lease ran out")
+		require.True(t, w2.Republish)
+		require.Equal(t, w1.Start, w2.Start)
+		require.Equal(t, w1.End, w2.End, "unchanged: the worker's idempotency key dedupes it")
+		require.Equal(t, w1.Reason, w2.Reason)
+		require.False(t, ack(t, s, w1), "the first claim was lost")
+		require.True(t, ack(t, s, w2))
+		// The message that arrived meanwhile fires in the next window.
+		clk.Advance(time.Minute)
+		w3, ok := claim(t, s, "r-crash")
+		require.True(t, ok)
+		require.Equal(t, w1.End, w3.Start)
+		require.Equal(t, 1, w3.Messages)
+	})
 }
 
 func TestLatePendingAndAheadMessagesAreCovered(t *testing.T) {
-	s, clk, _ := setup(t, nil)
-	record(t, s, chat("r", "m1", t0))
-	clk.Advance(time.Minute)
-	w, ok := claim(t, s, "r")
-	require.True(t, ok)
-	// A message sent inside the pending window is that window's.
-	require.Equal(t, []pipeline.RecordOutcome{pipeline.RecordPending}, record(t, s, chat("r", "m2", t0.Add(30*time.Second))))
-	require.True(t, ack(t, s, w))
-	require.False(t, due(t, s, "r"), "a pending message needs no window of its own")
+	stacktest.EachRedis(t, func(t *testing.T, r stacktest.RedisTarget) {
+		s, clk, _ := setup(t, r, nil)
+		record(t, s, chat("r", "m1", t0))
+		clk.Advance(time.Minute)
+		w, ok := claim(t, s, "r")
+		require.True(t, ok)
+		// A message sent inside the pending window is that window's.
+		require.Equal(t, []pipeline.RecordOutcome{pipeline.RecordPending}, record(t, s, chat("r", "m2", t0.Add(30*time.Second))))
+		require.True(t, ack(t, s, w))
+		require.False(t, due(t, s, "r"), "a pending message needs no window of its own")
 
-	// A message sent long before the watermark (a producer clock behind)
-	// pulls the next window back to its sent_at.
-	clk.Advance(10 * time.Minute)
-	sent := t0.Add(-20 * time.Minute)
-	require.Equal(t, []pipeline.RecordOutcome{pipeline.RecordLate}, record(t, s, chat("r", "m3", sent)))
-	clk.Advance(time.Minute)
-	w2, ok := claim(t, s, "r")
-	require.True(t, ok)
-	require.Equal(t, sent, w2.Start, "the late message is inside the next window")
-	require.True(t, ack(t, s, w2))
+		// A message sent long before the watermark (a producer clock behind)
+		// pulls the next window back to its sent_at.
+		clk.Advance(10 * time.Minute)
+		sent := t0.Add(-20 * time.Minute)
+		require.Equal(t, []pipeline.RecordOutcome{pipeline.RecordLate}, record(t, s, chat("r", "m3", sent)))
+		clk.Advance(time.Minute)
+		w2, ok := claim(t, s, "r")
+		require.True(t, ok)
+		require.Equal(t, sent, w2.Start, "the late message is inside the next window")
+		require.True(t, ack(t, s, w2))
 
-	// Never beyond the max window, though.
-	clk.Advance(time.Hour)
-	record(t, s, chat("r", "m4", clk.Now().Add(-48*time.Hour)))
-	clk.Advance(time.Minute)
-	w3, ok := claim(t, s, "r")
-	require.True(t, ok)
-	require.Equal(t, pipeline.DefaultMaxWindow, w3.End.Sub(w3.Start))
-	require.True(t, ack(t, s, w3))
+		// Never beyond the max window, though.
+		clk.Advance(time.Hour)
+		record(t, s, chat("r", "m4", clk.Now().Add(-48*time.Hour)))
+		clk.Advance(time.Minute)
+		w3, ok := claim(t, s, "r")
+		require.True(t, ok)
+		require.Equal(t, pipeline.DefaultMaxWindow, w3.End.Sub(w3.Start))
+		require.True(t, ack(t, s, w3))
 
-	// A producer 10 min ahead: windows end at the trigger's clock, and the
-	// room stays armed until one reaches past the message's sent_at.
-	clk.Advance(time.Hour)
-	ahead := clk.Now().Add(10 * time.Minute)
-	record(t, s, chat("r", "m5", ahead))
-	var ends []time.Time
-	for i := 0; i < 30 && (len(ends) == 0 || !ends[len(ends)-1].After(ahead)); i++ {
-		clk.Advance(30 * time.Second)
-		if w, ok := claim(t, s, "r"); ok {
-			require.LessOrEqual(t, w.End, clk.Now(), "no window ends in the trigger's future")
-			ends = append(ends, w.End)
-			require.True(t, ack(t, s, w))
+		// A producer 10 min ahead: windows end at the trigger's clock, and the
+		// room stays armed until one reaches past the message's sent_at.
+		clk.Advance(time.Hour)
+		ahead := clk.Now().Add(10 * time.Minute)
+		record(t, s, chat("r", "m5", ahead))
+		var ends []time.Time
+		for i := 0; i < 30 && (len(ends) == 0 || !ends[len(ends)-1].After(ahead)); i++ {
+			clk.Advance(30 * time.Second)
+			if w, ok := claim(t, s, "r"); ok {
+				require.LessOrEqual(t, w.End, clk.Now(), "no window ends in the trigger's future")
+				ends = append(ends, w.End)
+				require.True(t, ack(t, s, w))
+			}
 		}
-	}
-	require.NotEmpty(t, ends)
-	require.True(t, ends[len(ends)-1].After(ahead), "a window finally covers the message sent ahead")
-	require.LessOrEqual(t, len(ends), 4, "at most one extra window per max delay")
-	require.False(t, due(t, s, "r"))
+		require.NotEmpty(t, ends)
+		require.True(t, ends[len(ends)-1].After(ahead), "a window finally covers the message sent ahead")
+		require.LessOrEqual(t, len(ends), 4, "at most one extra window per max delay")
+		require.False(t, due(t, s, "r"))
+	})
 }
 
 func TestPendingCountsEveryShard(t *testing.T) {
-	s, clk, _ := setup(t, nil)
-	for i := range 30 {
-		record(t, s, chat(fmt.Sprintf("p%02d", i), "m", clk.Now()))
-	}
-	n, err := s.Pending(context.Background())
-	require.NoError(t, err)
-	require.Equal(t, int64(30), n)
+	stacktest.EachRedis(t, func(t *testing.T, r stacktest.RedisTarget) {
+		s, clk, _ := setup(t, r, nil)
+		for i := range 30 {
+			record(t, s, chat(fmt.Sprintf("p%02d", i), "m", clk.Now()))
+		}
+		n, err := s.Pending(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, int64(30), n)
+	})
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -345,62 +353,64 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestALateMessageCountsWhatItsWindowCoversTwice(t *testing.T) {
-	s, clk, _ := setup(t, nil)
-	record(t, s, chat("r2", "m1", t0), chat("r2", "m2", t0.Add(10*time.Second)), chat("r2", "m3", t0.Add(20*time.Second)))
-	clk.Advance(time.Minute)
-	w1, ok := claim(t, s, "r2")
-	require.True(t, ok)
-	require.Zero(t, w1.DoubleCovered, "the room's first window overlaps nothing")
-	require.Equal(t, []pipeline.RecordOutcome{pipeline.RecordPending}, record(t, s, chat("r2", "p1", t0.Add(30*time.Second))))
-	require.True(t, ack(t, s, w1))
+	stacktest.EachRedis(t, func(t *testing.T, r stacktest.RedisTarget) {
+		s, clk, _ := setup(t, r, nil)
+		record(t, s, chat("r2", "m1", t0), chat("r2", "m2", t0.Add(10*time.Second)), chat("r2", "m3", t0.Add(20*time.Second)))
+		clk.Advance(time.Minute)
+		w1, ok := claim(t, s, "r2")
+		require.True(t, ok)
+		require.Zero(t, w1.DoubleCovered, "the room's first window overlaps nothing")
+		require.Equal(t, []pipeline.RecordOutcome{pipeline.RecordPending}, record(t, s, chat("r2", "p1", t0.Add(30*time.Second))))
+		require.True(t, ack(t, s, w1))
 
-	// A late message sent between m1 and m2 pulls the next window back
-	// over m2, m3 and p1, which the first window covered.
-	clk.Advance(10 * time.Second)
-	late := t0.Add(5 * time.Second)
-	require.Equal(t, []pipeline.RecordOutcome{pipeline.RecordLate, pipeline.RecordNew},
-		record(t, s, chat("r2", "l1", late), chat("r2", "m4", clk.Now())))
-	clk.Advance(time.Minute)
-	w2, ok := claim(t, s, "r2")
-	require.True(t, ok)
-	require.Equal(t, late, w2.Start)
-	require.Equal(t, 3, w2.DoubleCovered, "m2, m3 and p1; not m1 (before the window), l1 (late) or m4 (after the watermark)")
+		// A late message sent between m1 and m2 pulls the next window back
+		// over m2, m3 and p1, which the first window covered.
+		clk.Advance(10 * time.Second)
+		late := t0.Add(5 * time.Second)
+		require.Equal(t, []pipeline.RecordOutcome{pipeline.RecordLate, pipeline.RecordNew},
+			record(t, s, chat("r2", "l1", late), chat("r2", "m4", clk.Now())))
+		clk.Advance(time.Minute)
+		w2, ok := claim(t, s, "r2")
+		require.True(t, ok)
+		require.Equal(t, late, w2.Start)
+		require.Equal(t, 3, w2.DoubleCovered, "m2, m3 and p1; not m1 (before the window), l1 (late) or m4 (after the watermark)")
 
-	// The claimer dies; the republished window carries the same count.
-	clk.Advance(DefaultLease)
-	w2b, ok := claim(t, s, "r2")
-	require.True(t, ok)
-	require.True(t, w2b.Republish)
-	require.Equal(t, 3, w2b.DoubleCovered)
-	require.True(t, ack(t, s, w2b))
+		// The claimer dies; the republished window carries the same count.
+		clk.Advance(DefaultLease)
+		w2b, ok := claim(t, s, "r2")
+		require.True(t, ok)
+		require.True(t, w2b.Republish)
+		require.Equal(t, 3, w2b.DoubleCovered)
+		require.True(t, ack(t, s, w2b))
 
-	// Without a late message the next window starts at the watermark.
-	clk.Advance(10 * time.Second)
-	record(t, s, chat("r2", "m5", clk.Now()))
-	clk.Advance(time.Minute)
-	w3, ok := claim(t, s, "r2")
-	require.True(t, ok)
-	require.Equal(t, w2b.End, w3.Start)
-	require.Zero(t, w3.DoubleCovered)
-	require.True(t, ack(t, s, w3))
+		// Without a late message the next window starts at the watermark.
+		clk.Advance(10 * time.Second)
+		record(t, s, chat("r2", "m5", clk.Now()))
+		clk.Advance(time.Minute)
+		w3, ok := claim(t, s, "r2")
+		require.True(t, ok)
+		require.Equal(t, w2b.End, w3.Start)
+		require.Zero(t, w3.DoubleCovered)
+		require.True(t, ack(t, s, w3))
 
-	// After a quiet spell a window starts at its first message less the
-	// slack, after the watermark. A message sent in that gap while the
-	// window is being published is late too: the next window reaches
-	// back over the whole published one.
-	clk.Advance(10 * time.Minute)
-	record(t, s, chat("r2", "m6", clk.Now()))
-	clk.Advance(time.Minute)
-	w4, ok := claim(t, s, "r2")
-	require.True(t, ok)
-	require.True(t, w4.Start.After(w3.End))
-	gap := w4.Start.Add(-10 * time.Second)
-	require.Equal(t, []pipeline.RecordOutcome{pipeline.RecordLate}, record(t, s, chat("r2", "l2", gap)))
-	require.True(t, ack(t, s, w4))
-	clk.Advance(time.Minute)
-	w5, ok := claim(t, s, "r2")
-	require.True(t, ok)
-	require.Equal(t, gap, w5.Start)
-	require.Equal(t, 1, w5.DoubleCovered, "m6, which the published window covered")
-	require.True(t, ack(t, s, w5))
+		// After a quiet spell a window starts at its first message less the
+		// slack, after the watermark. A message sent in that gap while the
+		// window is being published is late too: the next window reaches
+		// back over the whole published one.
+		clk.Advance(10 * time.Minute)
+		record(t, s, chat("r2", "m6", clk.Now()))
+		clk.Advance(time.Minute)
+		w4, ok := claim(t, s, "r2")
+		require.True(t, ok)
+		require.True(t, w4.Start.After(w3.End))
+		gap := w4.Start.Add(-10 * time.Second)
+		require.Equal(t, []pipeline.RecordOutcome{pipeline.RecordLate}, record(t, s, chat("r2", "l2", gap)))
+		require.True(t, ack(t, s, w4))
+		clk.Advance(time.Minute)
+		w5, ok := claim(t, s, "r2")
+		require.True(t, ok)
+		require.Equal(t, gap, w5.Start)
+		require.Equal(t, 1, w5.DoubleCovered, "m6, which the published window covered")
+		require.True(t, ack(t, s, w5))
+	})
 }

@@ -63,8 +63,10 @@ return out
 `)
 
 	// claimScript: KEYS room, due, seen, late; ARGV room, now, token,
-	// lease, max window, slack, quiet, max delay, ttl. Returns nil, or
-	// {start, end, reason, messages, republish, double-covered}.
+	// lease, max window, slack, quiet, max delay, ttl. Returns nil, 'gone'
+	// when the room is due but its state is not there (evicted, or lost
+	// in a failover; the room leaves the due set), or {start, end,
+	// reason, messages, republish, double-covered}.
 	//
 	// A window starts before the watermark only when a late message pulls
 	// it back; the overlap [start, watermark) was covered by earlier
@@ -78,7 +80,7 @@ local score = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[1]))
 if not score or score > now then return false end
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('ZREM', KEYS[2], ARGV[1])
-  return false
+  return 'gone'
 end
 local lease, ttl = tonumber(ARGV[4]), tonumber(ARGV[9])
 local h = redis.call('HMGET', KEYS[1], 'ps', 'pe', 'reason', 'pn', 'first', 'last', 'mins', 'maxs', 'n', 'wm', 'pd')
@@ -118,8 +120,10 @@ return {s, e, reason, n, 0, dbl}
 `)
 
 	// ackScript: KEYS room, due; ARGV room, token, start, end, now, quiet,
-	// max delay, ttl. Returns 1, or 0 when the claim was lost.
+	// max delay, ttl. Returns 1, 0 when the claim was lost, or -1 when
+	// the room's state is gone.
 	ackScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 local h = redis.call('HMGET', KEYS[1], 'owner', 'ps', 'pe', 'ahead', 'first', 'last', 'maxs')
 if h[1] ~= ARGV[2] or tonumber(h[2]) ~= tonumber(ARGV[3]) or tonumber(h[3]) ~= tonumber(ARGV[4]) then return 0 end
 local pe, now = tonumber(ARGV[4]), tonumber(ARGV[5])

@@ -15,7 +15,7 @@ import (
 //
 //	go test -run '^$' -bench LeaseOverhead -benchtime 5000x ./storage/redislimits/
 func BenchmarkLeaseOverhead(b *testing.B) {
-	l := New(stacktest.Redis(b), stacktest.Unique("bench-fleet")+":")
+	l := New(stacktest.RedisNode(b).Client(b, nil), stacktest.Unique("bench-fleet")+":")
 	ctx := b.Context()
 	var pairs []time.Duration
 	for i := 0; b.Loop(); i++ {

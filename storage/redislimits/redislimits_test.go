@@ -9,8 +9,10 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	capacitytest.Run(t, func(t *testing.T) (capacitytest.Store, clock.Clock) {
-		// Redis keeps its own time: the suite waits on the wall clock.
-		return New(stacktest.Redis(t), stacktest.Unique("fleet")+":"), clock.Real()
+	stacktest.EachRedis(t, func(t *testing.T, r stacktest.RedisTarget) {
+		capacitytest.Run(t, func(t *testing.T) (capacitytest.Store, clock.Clock) {
+			// Redis keeps its own time: the suite waits on the wall clock.
+			return New(r.Client(t, nil), stacktest.Unique("fleet")+":"), clock.Real()
+		})
 	})
 }

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/stop"
@@ -18,14 +16,12 @@ import (
 // chunksPerReview chunks that is never stopped.
 func BenchmarkStopCheckPerChunk(b *testing.B) {
 	const chunksPerReview = 200
-	addr := stacktest.Get(b, "CHATGUARD_REDIS_ADDR")
+	rdb := stacktest.RedisNode(b).Client(b, nil)
 	cfg := DefaultConfig()
 	name := stacktest.Unique("bench-stop")
 	cfg.Channel, cfg.KeyPrefix = name, name+":"
 	counter := &countHook{}
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	rdb.AddHook(counter)
-	b.Cleanup(func() { _ = rdb.Close() })
 	holder := stop.NewHolder(nil, nil)
 	now := time.Now().UTC()
 	for i := range 100 { // a realistic number of live stops elsewhere

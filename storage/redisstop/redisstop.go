@@ -1,8 +1,17 @@
 // Package redisstop carries stop signals (pipeline.StopSignal) over Redis: each
-// signal is PUBLISHed on one channel for the pods that are listening and
+// signal is published on one channel for the pods that are listening and
 // stored under a key with a TTL for those that are not (pub/sub is
-// at-most-once). Subscribers load the live keys on start and after every
+// at-most-once), and indexed by its expiry in one sorted set. Subscribers
+// load the live signals through the index on start and after every
 // resubscribe, so a pod that missed a publish still honours it.
+//
+// The layout works on one node and on a Redis Cluster alike: every key
+// carries one hash tag (Config.Layout), so a lookup's MGET, a load's
+// pages and a publish's transaction each touch one slot, and no SCAN is
+// needed (a cluster's SCAN sees one node). On a Cluster
+// (*redis.ClusterClient) the channel is a sharded one (SPUBLISH,
+// SSUBSCRIBE): a plain PUBLISH is broadcast over the cluster bus to every
+// node, a sharded one stays on the shard that owns the channel.
 package redisstop
 
 import (
@@ -11,6 +20,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -32,9 +43,10 @@ var (
 type Config struct {
 	// Channel is the pub/sub channel every pod subscribes to.
 	Channel string
-	// KeyPrefix prefixes each stored signal's key.
+	// KeyPrefix prefixes each stored signal's key. When it carries no
+	// {hash tag}, the store tags it whole (see Layout).
 	KeyPrefix string
-	// ScanCount is the COUNT hint per SCAN call.
+	// ScanCount is how many stored signals one MGET of a load reads.
 	ScanCount int64
 	// MaxScanKeys bounds how many stored signals one load reads.
 	MaxScanKeys int
@@ -88,6 +100,37 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("redisstop: check timeout must be positive"))
 	}
 	return errors.Join(errs...)
+}
+
+// Layout is where the signals live: Key(k) is the key of a signal whose
+// pipeline key is k, Index the sorted set of live keys (score: expiry in
+// Unix milliseconds). Every key shares one Redis Cluster slot: the
+// prefix's own {hash tag} when it has one, else the prefix (without its
+// last colon) tagged whole, "chatguard:stop:" giving "{chatguard:stop}:".
+type Layout struct{ prefix string }
+
+// Layout returns the key layout of the config's prefix.
+func (c Config) Layout() Layout {
+	p := c.KeyPrefix
+	if i := strings.IndexByte(p, '{'); i >= 0 {
+		if j := strings.IndexByte(p[i+1:], '}'); j > 0 {
+			return Layout{prefix: p}
+		}
+	}
+	return Layout{prefix: "{" + strings.TrimSuffix(p, ":") + "}:"}
+}
+
+// Key is the key of the stored signal whose pipeline key is k.
+func (l Layout) Key(k string) string { return l.prefix + k }
+
+// Index is the sorted set of stored signals' keys by expiry.
+func (l Layout) Index() string { return l.prefix + "index" }
+
+// sharded reports whether rdb is a Redis Cluster client, whose stop
+// channel is a sharded one.
+func sharded(rdb redis.UniversalClient) bool {
+	_, ok := rdb.(*redis.ClusterClient)
+	return ok
 }
 
 // Metrics are the stop-signal counters. Create them with NewMetrics.
@@ -165,10 +208,13 @@ func NewPublisher(rdb redis.UniversalClient, cfg Config, m *Metrics, opts ...Opt
 	return &Publisher{rdb: rdb, cfg: cfg, m: m, clk: newOptions(opts).clk}
 }
 
-// Publish validates s, stores it under its key with its TTL and broadcasts
-// it, in one MULTI/EXEC round trip. It returns the number of subscribers
-// that received the broadcast (0 is not an error: the stored key still
-// reaches pods when they next load). It honours ctx.
+// Publish validates s, stores it under its key with its TTL, indexes it
+// (dropping expired entries from the index) and broadcasts it, in one
+// MULTI/EXEC round trip on one node; on a Redis Cluster the broadcast is
+// an SPUBLISH on the channel's shard, sent in the same pipeline. It
+// returns the number of subscribers that received the broadcast (0 is not
+// an error: the stored key still reaches pods when they next load). It
+// honours ctx.
 func (p *Publisher) Publish(ctx context.Context, s pipeline.StopSignal) (int64, error) {
 	if err := s.Validate(); err != nil {
 		return 0, fmt.Errorf("redisstop: publish: %w", err)
@@ -182,9 +228,16 @@ func (p *Publisher) Publish(ctx context.Context, s pipeline.StopSignal) (int64, 
 		return 0, errors.New("redisstop: publish: signal already expired")
 	}
 	var pub *redis.IntCmd
+	l, now := p.cfg.Layout(), p.clk.Now()
 	_, err = p.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-		pipe.Set(ctx, p.cfg.KeyPrefix+s.Key(), b, ttl)
-		pub = pipe.Publish(ctx, p.cfg.Channel, b)
+		pipe.Set(ctx, l.Key(s.Key()), b, ttl)
+		pipe.ZAdd(ctx, l.Index(), redis.Z{Score: float64(s.ExpiresAt.UnixMilli()), Member: s.Key()})
+		pipe.ZRemRangeByScore(ctx, l.Index(), "-inf", strconv.FormatInt(now.UnixMilli(), 10))
+		if sharded(p.rdb) {
+			pub = pipe.SPublish(ctx, p.cfg.Channel, b)
+		} else {
+			pub = pipe.Publish(ctx, p.cfg.Channel, b)
+		}
 		return nil
 	})
 	if err != nil {
@@ -248,7 +301,13 @@ func (s *Subscriber) Run(ctx context.Context, sink pipeline.StopSink) error {
 
 // session runs one subscription until it fails or ctx ends.
 func (s *Subscriber) session(ctx context.Context, sink pipeline.StopSink, sweep <-chan time.Time, healthy func()) error {
-	ps := s.rdb.Subscribe(ctx, s.cfg.Channel)
+	subscribed := "subscribe"
+	var ps *redis.PubSub
+	if sharded(s.rdb) {
+		subscribed, ps = "ssubscribe", s.rdb.SSubscribe(ctx, s.cfg.Channel)
+	} else {
+		ps = s.rdb.Subscribe(ctx, s.cfg.Channel)
+	}
 	defer ps.Close()
 	// A blocked read does not watch ctx; closing the subscription does
 	// interrupt it, so shutdown is not held up by the receive timeout.
@@ -278,7 +337,12 @@ func (s *Subscriber) session(ctx context.Context, sink pipeline.StopSink, sweep 
 		}
 		switch m := msg.(type) {
 		case *redis.Subscription:
-			if m.Kind != "subscribe" {
+			if m.Kind == "sunsubscribe" {
+				// The channel's slot moved to another shard (a
+				// resharding or failover): subscribe there anew.
+				return errors.New("redisstop: the shard unsubscribed the channel")
+			}
+			if m.Kind != subscribed {
 				continue
 			}
 			s.m.Reconnect.Inc()
@@ -311,50 +375,47 @@ func (s *Subscriber) setUp(v bool) {
 	}
 }
 
-// Load reads every stored signal (bounded by MaxScanKeys, SCAN in pages)
-// into sink and returns how many live ones it added. It honours ctx.
+// Load reads every live stored signal (bounded by MaxScanKeys, through the
+// index, MGET in pages of ScanCount) into sink and returns how many it
+// added. It honours ctx.
 func (s *Subscriber) Load(ctx context.Context, sink pipeline.StopSink) (int, error) {
-	var (
-		cursor uint64
-		seen   int
-		added  int
-	)
-	for {
-		keys, next, err := s.rdb.Scan(ctx, cursor, s.cfg.KeyPrefix+"*", s.cfg.ScanCount).Result()
+	l := s.cfg.Layout()
+	now := strconv.FormatInt(s.clk.Now().UnixMilli(), 10)
+	names, err := s.rdb.ZRangeByScore(ctx, l.Index(), &redis.ZRangeBy{Min: "(" + now, Max: "+inf", Count: int64(s.cfg.MaxScanKeys) + 1}).Result()
+	if err != nil {
+		return 0, fmt.Errorf("redisstop: load index: %w", err)
+	}
+	if len(names) > s.cfg.MaxScanKeys {
+		s.log.Warn("stop signal load truncated", "max_keys", s.cfg.MaxScanKeys)
+		names = names[:s.cfg.MaxScanKeys]
+	}
+	added := 0
+	for page := range slices.Chunk(names, int(s.cfg.ScanCount)) {
+		keys := make([]string, len(page))
+		for i, n := range page {
+			keys[i] = l.Key(n)
+		}
+		vals, err := s.rdb.MGet(ctx, keys...).Result()
 		if err != nil {
-			return added, fmt.Errorf("redisstop: scan: %w", err)
+			return added, fmt.Errorf("redisstop: mget: %w", err)
 		}
-		if len(keys) > 0 {
-			vals, err := s.rdb.MGet(ctx, keys...).Result()
+		for _, v := range vals {
+			str, ok := v.(string)
+			if !ok {
+				continue // expired since it was indexed
+			}
+			sig, err := decode([]byte(str))
 			if err != nil {
-				return added, fmt.Errorf("redisstop: mget: %w", err)
+				s.m.Invalid.Inc()
+				continue
 			}
-			for _, v := range vals {
-				str, ok := v.(string)
-				if !ok {
-					continue // expired between SCAN and MGET
-				}
-				sig, err := decode([]byte(str))
-				if err != nil {
-					s.m.Invalid.Inc()
-					continue
-				}
-				if sink.Add(sig) {
-					added++
-					s.m.Received.WithLabelValues("scan").Inc()
-				}
+			if sink.Add(sig) {
+				added++
+				s.m.Received.WithLabelValues("scan").Inc()
 			}
-		}
-		seen += len(keys)
-		cursor = next
-		if cursor == 0 {
-			return added, nil
-		}
-		if seen >= s.cfg.MaxScanKeys {
-			s.log.Warn("stop signal load truncated", "max_keys", s.cfg.MaxScanKeys)
-			return added, nil
 		}
 	}
+	return added, nil
 }
 
 // Lookup asks Redis once (a single MGET) for the stored signals that would
@@ -362,10 +423,10 @@ func (s *Subscriber) Load(ctx context.Context, sink pipeline.StopSink) (int, err
 // before is honoured even if the broadcast was missed. Invalid stored values
 // are counted and skipped. It honours ctx.
 func (s *Subscriber) Lookup(ctx context.Context, t pipeline.StopTarget) ([]pipeline.StopSignal, error) {
-	keys := t.Keys()
+	keys, l := t.Keys(), s.cfg.Layout()
 	args := make([]string, len(keys))
 	for i, k := range keys {
-		args[i] = s.cfg.KeyPrefix + k
+		args[i] = l.Key(k)
 	}
 	vals, err := s.rdb.MGet(ctx, args...).Result()
 	if err != nil {

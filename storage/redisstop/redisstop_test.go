@@ -3,7 +3,6 @@ package redisstop
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -21,14 +20,23 @@ import (
 
 type fixture struct {
 	cfg    Config
-	rdb    *redis.Client
+	target stacktest.RedisTarget
+	rdb    redis.UniversalClient
 	pub    *Publisher
 	holder *stop.Holder
 }
 
-func setup(t *testing.T) fixture {
+// eachRedis runs a test on the stack's node and its cluster, in parallel.
+func eachRedis(t *testing.T, fn func(t *testing.T, f fixture)) {
+	t.Parallel()
+	stacktest.EachRedis(t, func(t *testing.T, r stacktest.RedisTarget) {
+		t.Parallel()
+		fn(t, setup(t, r))
+	})
+}
+
+func setup(t *testing.T, r stacktest.RedisTarget) fixture {
 	t.Helper()
-	addr := stacktest.Get(t, "CHATGUARD_REDIS_ADDR")
 	cfg := DefaultConfig()
 	name := stacktest.Unique("test-stop")
 	cfg.Channel = name
@@ -36,13 +44,12 @@ func setup(t *testing.T) fixture {
 	cfg.ReconnectMin = 20 * time.Millisecond
 	cfg.ReconnectMax = 100 * time.Millisecond
 	require.NoError(t, cfg.Validate())
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	t.Cleanup(func() { _ = rdb.Close() })
-	return fixture{cfg: cfg, rdb: rdb, pub: NewPublisher(rdb, cfg, nil), holder: stop.NewHolder(nil, nil)}
+	rdb := r.Client(t, nil)
+	return fixture{cfg: cfg, target: r, rdb: rdb, pub: NewPublisher(rdb, cfg, nil), holder: stop.NewHolder(nil, nil)}
 }
 
 // runSubscriber runs a subscriber over client until the test ends.
-func runSubscriber(t *testing.T, f fixture, client *redis.Client) *Subscriber {
+func runSubscriber(t *testing.T, f fixture, client redis.UniversalClient) *Subscriber {
 	t.Helper()
 	sub := NewSubscriber(client, f.cfg, nil, nil)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -66,102 +73,106 @@ func roomSignal(room string) pipeline.StopSignal {
 }
 
 func TestPublishCancelsWatchedJob(t *testing.T) {
-	t.Parallel()
-	f := setup(t)
-	runSubscriber(t, f, f.rdb)
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	defer f.holder.Watch(pipeline.NewStopTarget("room-a", time.Now(), time.Now().Add(time.Hour), "run"), cancel)()
+	eachRedis(t, func(t *testing.T, f fixture) {
+		runSubscriber(t, f, f.rdb)
+		ctx, cancel := context.WithCancelCause(context.Background())
+		defer cancel(nil)
+		defer f.holder.Watch(pipeline.NewStopTarget("room-a", time.Now(), time.Now().Add(time.Hour), "run"), cancel)()
 
-	n, err := f.pub.Publish(context.Background(), roomSignal("room-a"))
-	require.NoError(t, err)
-	require.EqualValues(t, 1, n, "one subscriber listening")
-	select {
-	case <-ctx.Done():
-	case <-time.After(2 * time.Second):
-		t.Fatal("job not cancelled")
-	}
-	var stopped *pipeline.StoppedError
-	require.True(t, errors.As(context.Cause(ctx), &stopped))
-	ttl, err := f.rdb.TTL(context.Background(), f.cfg.KeyPrefix+"room:room-a").Result()
-	require.NoError(t, err)
-	require.Greater(t, ttl, 50*time.Second, "the stored key carries the signal's TTL")
+		n, err := f.pub.Publish(context.Background(), roomSignal("room-a"))
+		require.NoError(t, err)
+		require.EqualValues(t, 1, n, "one subscriber listening")
+		select {
+		case <-ctx.Done():
+		case <-time.After(2 * time.Second):
+			t.Fatal("job not cancelled")
+		}
+		var stopped *pipeline.StoppedError
+		require.True(t, errors.As(context.Cause(ctx), &stopped))
+		ttl, err := f.rdb.TTL(context.Background(), f.cfg.Layout().Key("room:room-a")).Result()
+		require.NoError(t, err)
+		require.Greater(t, ttl, 50*time.Second, "the stored key carries the signal's TTL")
+	})
 }
 
 func TestLateSubscriberLoadsStoredSignals(t *testing.T) {
-	t.Parallel()
-	f := setup(t)
-	_, err := f.pub.Publish(context.Background(), roomSignal("room-late"))
-	require.NoError(t, err)
-	runSubscriber(t, f, f.rdb)
-	_, ok := f.holder.Check(pipeline.NewStopTarget("room-late", time.Now(), time.Now().Add(time.Hour), "r"))
-	require.True(t, ok, "a pod started after the publish honours it")
+	eachRedis(t, func(t *testing.T, f fixture) {
+		_, err := f.pub.Publish(context.Background(), roomSignal("room-late"))
+		require.NoError(t, err)
+		runSubscriber(t, f, f.rdb)
+		_, ok := f.holder.Check(pipeline.NewStopTarget("room-late", time.Now(), time.Now().Add(time.Hour), "r"))
+		require.True(t, ok, "a pod started after the publish honours it")
+	})
 }
 
 func TestResubscribeAfterOutageLoadsMissedSignals(t *testing.T) {
-	t.Parallel()
-	f := setup(t)
-	proxy := newProxy(t, f.rdb.Options().Addr)
-	cut := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
-	t.Cleanup(func() { _ = cut.Close() })
-	sub := runSubscriber(t, f, cut)
+	eachRedis(t, func(t *testing.T, f fixture) {
+		proxy := newCutter(t)
+		cut := f.target.Client(t, func(o *redis.UniversalOptions) {
+			o.MaxRetries, o.DialTimeout, o.Dialer = -1, 200*time.Millisecond, proxy.Dial
+		})
+		sub := runSubscriber(t, f, cut)
 
-	proxy.SetDown(true)
-	require.Eventually(t, func() bool { return !sub.Up() }, 15*time.Second, 10*time.Millisecond, "subscriber notices the outage")
-	n, err := f.pub.Publish(context.Background(), roomSignal("room-missed"))
-	require.NoError(t, err)
-	require.Zero(t, n, "nobody hears the broadcast while cut off")
-	target := pipeline.NewStopTarget("room-missed", time.Now(), time.Now().Add(time.Hour), "r")
-	_, ok := f.holder.Check(target)
-	require.False(t, ok)
+		proxy.SetDown(true)
+		require.Eventually(t, func() bool { return !sub.Up() }, 15*time.Second, 10*time.Millisecond, "subscriber notices the outage")
+		n, err := f.pub.Publish(context.Background(), roomSignal("room-missed"))
+		require.NoError(t, err)
+		require.Zero(t, n, "nobody hears the broadcast while cut off")
+		target := pipeline.NewStopTarget("room-missed", time.Now(), time.Now().Add(time.Hour), "r")
+		_, ok := f.holder.Check(target)
+		require.False(t, ok)
 
-	proxy.SetDown(false)
-	require.Eventually(t, func() bool { _, ok := f.holder.Check(target); return ok }, 10*time.Second, 10*time.Millisecond,
-		"the missed stop is honoured after reconnecting")
+		proxy.SetDown(false)
+		require.Eventually(t, func() bool { _, ok := f.holder.Check(target); return ok }, 10*time.Second, 10*time.Millisecond,
+			"the missed stop is honoured after reconnecting")
+	})
 }
 
 func TestLookupCostsOneCommand(t *testing.T) {
-	t.Parallel()
-	f := setup(t)
-	counter := &countHook{}
-	client := redis.NewClient(&redis.Options{Addr: f.rdb.Options().Addr})
-	client.AddHook(counter)
-	t.Cleanup(func() { _ = client.Close() })
-	sub := NewSubscriber(client, f.cfg, nil, nil)
-	target := pipeline.NewStopTarget("room-c", time.Now().UTC().Truncate(time.Hour), time.Now().UTC().Truncate(time.Hour).Add(time.Hour), "run-c")
+	eachRedis(t, func(t *testing.T, f fixture) {
+		counter := &countHook{}
+		client := f.target.Client(t, nil)
+		client.AddHook(counter)
+		sub := NewSubscriber(client, f.cfg, nil, nil)
+		target := pipeline.NewStopTarget("room-c", time.Now().UTC().Truncate(time.Hour), time.Now().UTC().Truncate(time.Hour).Add(time.Hour), "run-c")
 
-	found, err := sub.Lookup(context.Background(), target)
-	require.NoError(t, err)
-	require.Empty(t, found)
-	require.EqualValues(t, 1, counter.n.Load(), "a review that is not stopped costs one Redis command")
+		found, err := sub.Lookup(context.Background(), target)
+		require.NoError(t, err)
+		require.Empty(t, found)
+		require.EqualValues(t, 1, counter.n.Load(), "a review that is not stopped costs one Redis command")
 
-	now := time.Now().UTC()
-	_, err = f.pub.Publish(context.Background(), pipeline.StopSignal{Scope: pipeline.StopScopeRun, RunID: "run-c", Reason: "bad window", PublishedAt: now, ExpiresAt: now.Add(time.Minute)})
-	require.NoError(t, err)
-	require.NoError(t, f.rdb.Set(context.Background(), f.cfg.KeyPrefix+"room:room-c", "not a signal", time.Minute).Err())
-	found, err = sub.Lookup(context.Background(), target)
-	require.NoError(t, err)
-	require.Len(t, found, 1, "the stored run stop; the invalid room value is skipped")
-	require.Equal(t, pipeline.StopScopeRun, found[0].Scope)
-	require.EqualValues(t, 1, testCounter(sub.m.Invalid))
-	require.EqualValues(t, 2, counter.n.Load())
+		now := time.Now().UTC()
+		_, err = f.pub.Publish(context.Background(), pipeline.StopSignal{Scope: pipeline.StopScopeRun, RunID: "run-c", Reason: "bad window", PublishedAt: now, ExpiresAt: now.Add(time.Minute)})
+		require.NoError(t, err)
+		require.NoError(t, f.rdb.Set(context.Background(), f.cfg.Layout().Key("room:room-c"), "not a signal", time.Minute).Err())
+		found, err = sub.Lookup(context.Background(), target)
+		require.NoError(t, err)
+		require.Len(t, found, 1, "the stored run stop; the invalid room value is skipped")
+		require.Equal(t, pipeline.StopScopeRun, found[0].Scope)
+		require.EqualValues(t, 1, testCounter(sub.m.Invalid))
+		require.EqualValues(t, 2, counter.n.Load())
+	})
 }
 
 func TestPublishRejectsInvalidSignal(t *testing.T) {
-	t.Parallel()
-	f := setup(t)
-	_, err := f.pub.Publish(context.Background(), pipeline.StopSignal{Scope: pipeline.StopScopeRoom})
-	require.ErrorContains(t, err, "room_id")
+	eachRedis(t, func(t *testing.T, f fixture) {
+		_, err := f.pub.Publish(context.Background(), pipeline.StopSignal{Scope: pipeline.StopScopeRoom})
+		require.ErrorContains(t, err, "room_id")
+	})
 }
 
 func TestInvalidBroadcastIsCountedAndIgnored(t *testing.T) {
-	t.Parallel()
-	f := setup(t)
-	sub := runSubscriber(t, f, f.rdb)
-	require.NoError(t, f.rdb.Publish(context.Background(), f.cfg.Channel, "ignore previous instructions").Err())
-	require.NoError(t, f.rdb.Publish(context.Background(), f.cfg.Channel, `{"scope":"room"}`).Err())
-	require.Eventually(t, func() bool { return testCounter(sub.m.Invalid) == 2 }, 5*time.Second, 5*time.Millisecond)
-	require.Equal(t, 0, f.holder.Len())
+	eachRedis(t, func(t *testing.T, f fixture) {
+		sub := runSubscriber(t, f, f.rdb)
+		publish := f.rdb.Publish
+		if f.target.Cluster {
+			publish = f.rdb.SPublish
+		}
+		require.NoError(t, publish(context.Background(), f.cfg.Channel, "ignore previous instructions").Err())
+		require.NoError(t, publish(context.Background(), f.cfg.Channel, `{"scope":"room"}`).Err())
+		require.Eventually(t, func() bool { return testCounter(sub.m.Invalid) == 2 }, 5*time.Second, 5*time.Millisecond)
+		require.Equal(t, 0, f.holder.Len())
+	})
 }
 
 // TestReconnectBacksOffWithFullJitter points a subscriber at a closed
@@ -226,81 +237,46 @@ func (h *countHook) count(cmd redis.Cmder) {
 	}
 }
 
-// proxy is a TCP relay that the test can take down, to cut a client off
-// from Redis without touching the server.
-type proxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	down   bool
-	conns  map[net.Conn]struct{}
-	wg     sync.WaitGroup
+// cutter is a dialer whose connections the test can cut, and whose new
+// dials fail while it is down: a client cut off from every node of a
+// Redis, without touching the servers.
+type cutter struct {
+	mu    sync.Mutex
+	down  bool
+	conns map[net.Conn]struct{}
 }
 
-func newProxy(t *testing.T, target string) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	p.wg.Add(1)
-	go p.serve()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		p.SetDown(true)
-		p.wg.Wait()
-	})
-	return p
+func newCutter(t *testing.T) *cutter {
+	c := &cutter{conns: map[net.Conn]struct{}{}}
+	t.Cleanup(func() { c.SetDown(true) })
+	return c
 }
 
-func (p *proxy) Addr() string { return p.ln.Addr().String() }
+// Dial is a redis.UniversalOptions dialer.
+func (c *cutter) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.down {
+		return nil, errors.New("cut off")
+	}
+	conn, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	c.conns[conn] = struct{}{}
+	return conn, nil
+}
 
-func (p *proxy) SetDown(down bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = down
+func (c *cutter) SetDown(down bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.down = down
 	if down {
-		for c := range p.conns {
-			_ = c.Close()
+		for conn := range c.conns {
+			_ = conn.Close()
 		}
+		clear(c.conns)
 	}
-}
-
-func (p *proxy) serve() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if p.down {
-			p.mu.Unlock()
-			_ = c.Close()
-			continue
-		}
-		up, err := net.DialTimeout("tcp", p.target, time.Second)
-		if err != nil {
-			p.mu.Unlock()
-			_ = c.Close()
-			continue
-		}
-		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go p.pipe(c, up)
-		go p.pipe(up, c)
-	}
-}
-
-func (p *proxy) pipe(dst, src net.Conn) {
-	defer p.wg.Done()
-	_, _ = io.Copy(dst, src)
-	_ = dst.Close()
-	_ = src.Close()
-	p.mu.Lock()
-	delete(p.conns, dst)
-	delete(p.conns, src)
-	p.mu.Unlock()
 }
 
 // reconnectLog is a fake clock whose timers, the subscriber's reconnect

@@ -6,17 +6,26 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // RedisOptions is how every Redis client of the chatguard binaries
-// connects: address, ACL user and password, database, and TLS (ElastiCache
-// in-transit encryption, optionally with a client certificate). The worker
-// and the console embed it, so their flags are the same.
+// connects: the address (one node, or the seed nodes of a Redis Cluster),
+// ACL user and password, database, and TLS (ElastiCache in-transit
+// encryption, optionally with a client certificate). The worker, the
+// console and the trigger embed it, so their flags are the same.
+//
+// One node is a single-node client; a comma-separated list of addresses,
+// or --redis-cluster with one address (ElastiCache's configuration
+// endpoint in cluster mode), is a Redis Cluster client that follows the
+// cluster's slot map (MOVED, ASK) by itself. Every store takes the
+// redis.UniversalClient either way.
 type RedisOptions struct {
 	RedisAddr       string
+	RedisCluster    bool
 	RedisUsername   string
 	RedisPassword   string
 	RedisDB         int
@@ -25,33 +34,72 @@ type RedisOptions struct {
 	RedisCertFile   string
 	RedisKeyFile    string
 	RedisServerName string
+
+	// name is the flags' stem ("redis" unless FlagsNamed set another), so
+	// that Validate names the flags the operator set.
+	name string
 }
 
 // Flags declares the --redis-* flags; addrUsage says what the address is
 // for in this binary.
-func (o *RedisOptions) Flags(fs *FlagSet, addrUsage string) {
-	fs.StringVar(&o.RedisAddr, "redis-addr", addrUsage)
-	fs.StringVar(&o.RedisUsername, "redis-username", "Redis ACL user (empty: the default user)")
-	fs.StringVar(&o.RedisPassword, "redis-password", "Redis password (prefer the environment variable; never logged)")
-	fs.IntVar(&o.RedisDB, "redis-db", "Redis database number")
-	fs.BoolVar(&o.RedisTLS, "redis-tls", "connect to Redis over TLS (implied by --redis-ca-file or --redis-cert-file)")
-	fs.StringVar(&o.RedisCAFile, "redis-ca-file", "PEM CA bundle that signed the Redis server certificate (empty: the system roots)")
-	fs.StringVar(&o.RedisCertFile, "redis-cert-file", "PEM client certificate for Redis (with --redis-key-file)")
-	fs.StringVar(&o.RedisKeyFile, "redis-key-file", "PEM private key of --redis-cert-file")
-	fs.StringVar(&o.RedisServerName, "redis-server-name", "name the Redis server certificate must carry (empty: the host of --redis-addr)")
+func (o *RedisOptions) Flags(fs *FlagSet, addrUsage string) { o.FlagsNamed(fs, "redis", addrUsage) }
+
+// FlagsNamed declares the same flags under another stem: --<name>-addr,
+// --<name>-cluster, … (the trigger's --state-redis-* for a Redis of the
+// room state's own).
+func (o *RedisOptions) FlagsNamed(fs *FlagSet, name, addrUsage string) {
+	o.name = name
+	fs.StringVar(&o.RedisAddr, name+"-addr", addrUsage+"; host:port, or a comma-separated list of a Redis Cluster's nodes")
+	fs.BoolVar(&o.RedisCluster, name+"-cluster", "the address is a Redis Cluster (ElastiCache cluster mode's configuration endpoint); implied by a list of addresses")
+	fs.StringVar(&o.RedisUsername, name+"-username", "Redis ACL user (empty: the default user)")
+	fs.StringVar(&o.RedisPassword, name+"-password", "Redis password (prefer the environment variable; never logged)")
+	fs.IntVar(&o.RedisDB, name+"-db", "Redis database number (0 on a Redis Cluster)")
+	fs.BoolVar(&o.RedisTLS, name+"-tls", "connect to Redis over TLS (implied by --"+name+"-ca-file or --"+name+"-cert-file)")
+	fs.StringVar(&o.RedisCAFile, name+"-ca-file", "PEM CA bundle that signed the Redis server certificate (empty: the system roots)")
+	fs.StringVar(&o.RedisCertFile, name+"-cert-file", "PEM client certificate for Redis (with --"+name+"-key-file)")
+	fs.StringVar(&o.RedisKeyFile, name+"-key-file", "PEM private key of --"+name+"-cert-file")
+	fs.StringVar(&o.RedisServerName, name+"-server-name", "name the Redis server certificate must carry (empty: the host of --"+name+"-addr)")
 }
+
+func (o RedisOptions) flag(suffix string) string {
+	if o.name == "" {
+		return "--redis-" + suffix
+	}
+	return "--" + o.name + "-" + suffix
+}
+
+// Addrs is the address list: one node, or a cluster's seed nodes (blanks
+// trimmed, empty items dropped).
+func (o RedisOptions) Addrs() []string {
+	var out []string
+	for _, a := range strings.Split(o.RedisAddr, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// IsCluster reports whether the options make a Redis Cluster client.
+func (o RedisOptions) IsCluster() bool { return o.RedisCluster || len(o.Addrs()) > 1 }
 
 // Validate reports every problem of the options at once, naming the flags.
 func (o RedisOptions) Validate() error {
 	var errs []error
 	if o.RedisDB < 0 {
-		errs = append(errs, errors.New("--redis-db must not be negative"))
+		errs = append(errs, fmt.Errorf("%s must not be negative", o.flag("db")))
+	}
+	if o.IsCluster() && o.RedisDB != 0 {
+		errs = append(errs, fmt.Errorf("%s must be 0 on a Redis Cluster (a cluster has database 0 only)", o.flag("db")))
+	}
+	if o.RedisCluster && o.RedisAddr == "" {
+		errs = append(errs, fmt.Errorf("%s needs %s", o.flag("cluster"), o.flag("addr")))
 	}
 	if (o.RedisCertFile == "") != (o.RedisKeyFile == "") {
-		errs = append(errs, errors.New("--redis-cert-file and --redis-key-file go together"))
+		errs = append(errs, fmt.Errorf("%s and %s go together", o.flag("cert-file"), o.flag("key-file")))
 	}
 	if o.RedisUsername != "" && o.RedisPassword == "" {
-		errs = append(errs, errors.New("--redis-username needs --redis-password"))
+		errs = append(errs, fmt.Errorf("%s needs %s", o.flag("username"), o.flag("password")))
 	}
 	return errors.Join(errs...)
 }
@@ -84,25 +132,39 @@ func (o RedisOptions) TLSConfig() (*tls.Config, error) {
 	return tc, nil
 }
 
-// Client returns a client whose every wait is bounded (2 s per dial, read,
-// write and pool wait), so a Redis outage costs a caller seconds, not
-// minutes; tune, when set, adjusts the options before the client is made
-// (a larger pool, a longer read for blocking reads). It fails only on
+// ClientOptions returns the options Client makes its client from, tune
+// applied: every wait bounded (2 s per dial, read, write and pool wait),
+// one retry, a pool of 16 (per node on a cluster). It fails only on
 // unreadable TLS files.
-func (o RedisOptions) Client(tune func(*redis.Options)) (*redis.Client, error) {
+func (o RedisOptions) ClientOptions(tune func(*redis.UniversalOptions)) (*redis.UniversalOptions, error) {
 	tc, err := o.TLSConfig()
 	if err != nil {
 		return nil, err
 	}
-	ro := &redis.Options{
-		Addr: o.RedisAddr, Username: o.RedisUsername, Password: o.RedisPassword, DB: o.RedisDB, TLSConfig: tc,
+	ro := &redis.UniversalOptions{
+		Addrs: o.Addrs(), IsClusterMode: o.RedisCluster,
+		Username: o.RedisUsername, Password: o.RedisPassword, DB: o.RedisDB, TLSConfig: tc,
 		DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second,
 		PoolTimeout: 2 * time.Second, MaxRetries: 1, PoolSize: 16,
 	}
 	if tune != nil {
 		tune(ro)
 	}
-	return redis.NewClient(ro), nil
+	return ro, nil
+}
+
+// Client returns a client whose every wait is bounded (2 s per dial, read,
+// write and pool wait), so a Redis outage costs a caller seconds, not
+// minutes; tune, when set, adjusts the options before the client is made
+// (a larger pool, a longer read for blocking reads). The client is a
+// *redis.ClusterClient when the options name a Redis Cluster (IsCluster),
+// a *redis.Client otherwise. It fails only on unreadable TLS files.
+func (o RedisOptions) Client(tune func(*redis.UniversalOptions)) (redis.UniversalClient, error) {
+	ro, err := o.ClientOptions(tune)
+	if err != nil {
+		return nil, err
+	}
+	return redis.NewUniversalClient(ro), nil
 }
 
 // FleetProfile tunes a client for the fleet limits (the primary's leases
@@ -112,7 +174,7 @@ func (o RedisOptions) Client(tune func(*redis.Options)) (*redis.Client, error) {
 // capped at a second, a failed call is not retried (the retry would outlive
 // the deadline; the router falls back to its static share instead), and the
 // pool is large enough for every slot of a pod at once.
-func FleetProfile(o *redis.Options) {
+func FleetProfile(o *redis.UniversalOptions) {
 	o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = time.Second, time.Second, time.Second, time.Second
 	// -1: go-redis reads 0 as its default of three retries.
 	o.MaxRetries, o.PoolSize, o.ContextTimeoutEnabled = -1, 64, true
@@ -123,7 +185,7 @@ func FleetProfile(o *redis.Options) {
 // context's deadline bounds the socket waits (ContextTimeoutEnabled), a
 // failed call is not retried (the review goes on without campaign
 // signals), and the pool is large enough for every slot of a pod.
-func CampaignProfile(o *redis.Options) {
+func CampaignProfile(o *redis.UniversalOptions) {
 	o.MaxRetries, o.PoolSize, o.ContextTimeoutEnabled = -1, 64, true
 }
 
@@ -136,7 +198,7 @@ func CampaignProfile(o *redis.Options) {
 // for the same reason; a failed lookup only makes the stop best effort.
 // The subscription's blocking receive has its own timeout and is not
 // affected.
-func StopProfile(o *redis.Options) {
+func StopProfile(o *redis.UniversalOptions) {
 	o.MaxRetries, o.ContextTimeoutEnabled = -1, true
 }
 

@@ -77,15 +77,15 @@ func TestRedisProfilesAreBoundedByTheContext(t *testing.T) {
 	o := RedisOptions{RedisAddr: addr}
 	for _, tc := range []struct {
 		name    string
-		profile func(*redis.Options)
-		call    func(context.Context, *redis.Client) error
+		profile func(*redis.UniversalOptions)
+		call    func(context.Context, redis.UniversalClient) error
 	}{
 		// The lease: redislimits' acquire is one EVALSHA.
-		{"fleet lease", FleetProfile, func(ctx context.Context, c *redis.Client) error {
+		{"fleet lease", FleetProfile, func(ctx context.Context, c redis.UniversalClient) error {
 			return c.EvalSha(ctx, "0123456789abcdef0123456789abcdef01234567", []string{"chatguard:fleet:lease:p"}, "id", 16, 15000).Err()
 		}},
 		// The stop lookup: redisstop's Lookup is one MGET.
-		{"stop lookup", StopProfile, func(ctx context.Context, c *redis.Client) error {
+		{"stop lookup", StopProfile, func(ctx context.Context, c redis.UniversalClient) error {
 			return c.MGet(ctx, "chatguard:stop:room:r1", "chatguard:stop:run:x").Err()
 		}},
 	} {
@@ -93,7 +93,7 @@ func TestRedisProfilesAreBoundedByTheContext(t *testing.T) {
 			t.Parallel()
 			var mu sync.Mutex
 			var reads []time.Time
-			c, err := o.Client(func(ro *redis.Options) {
+			tune := func(ro *redis.UniversalOptions) {
 				tc.profile(ro)
 				ro.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
 					conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
@@ -102,15 +102,19 @@ func TestRedisProfilesAreBoundedByTheContext(t *testing.T) {
 					}
 					return deadlineConn{Conn: conn, mu: &mu, reads: &reads}, nil
 				}
-			})
+			}
+			ro, err := o.ClientOptions(tune)
+			require.NoError(t, err)
+			c, err := o.Client(tune)
 			require.NoError(t, err)
 			defer c.Close()
-			require.Zero(t, c.Options().MaxRetries, "a call is never retried")
-			require.True(t, c.Options().ContextTimeoutEnabled)
+			require.IsType(t, &redis.Client{}, c, "one address is one node")
+			require.Zero(t, c.(*redis.Client).Options().MaxRetries, "a call is never retried")
+			require.True(t, ro.ContextTimeoutEnabled)
 
 			// Below the profile's read timeout, so the two differ, and long
 			// enough for the dial on a loaded machine.
-			ctx, cancel := context.WithTimeout(context.Background(), c.Options().ReadTimeout/2)
+			ctx, cancel := context.WithTimeout(context.Background(), ro.ReadTimeout/2)
 			defer cancel()
 			deadline, _ := ctx.Deadline()
 			err = tc.call(ctx, c)

@@ -17,10 +17,12 @@
 package stack
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -35,6 +37,9 @@ const (
 	DefaultFallbackPort = 18415
 	DefaultMySQLPort    = 18416 // embedded server, only when the machine's is absent
 	DefaultRedisPort    = 18417 // miniredis, only when the machine's is absent
+	// DefaultRedisClusterPort is the first of the Redis Cluster's three
+	// nodes (18420-18422; their buses take 28420-28422).
+	DefaultRedisClusterPort = 18420
 )
 
 // Fixed names of the local resources.
@@ -77,6 +82,9 @@ type Config struct {
 	// MySQLPort and RedisPort are the embedded servers' ports, used only
 	// when ExternalMySQL / ExternalRedis do not answer.
 	MySQLPort, RedisPort int
+	// RedisClusterPort is the first port of the three-master Redis
+	// Cluster (each node's bus is its port + 10000); 0 runs no cluster.
+	RedisClusterPort int
 	// ExternalMySQL is a MySQL server to use when it accepts root with an
 	// empty password ("" disables the probe).
 	ExternalMySQL string
@@ -114,6 +122,7 @@ func Defaults(root string) Config {
 		FallbackPort:      DefaultFallbackPort,
 		MySQLPort:         DefaultMySQLPort,
 		RedisPort:         DefaultRedisPort,
+		RedisClusterPort:  DefaultRedisClusterPort,
 		ExternalMySQL:     "127.0.0.1:3306",
 		ExternalRedis:     "127.0.0.1:6379",
 		MaxReceiveCount:   5,
@@ -175,6 +184,27 @@ func (c Config) ports() []namedPort {
 		{"chat-api", c.ChatAPIPort}, {"primary", c.PrimaryPort}, {"fallback", c.FallbackPort},
 		{"mysql", c.MySQLPort}, {"redis", c.RedisPort},
 	}
+}
+
+// RedisClusterDir holds the cluster nodes' data and logs.
+func (c Config) RedisClusterDir() string { return filepath.Join(c.StateDir, "redis-cluster") }
+
+// startRedisClusterOf starts the configured cluster and returns the env
+// variables that name it: its nodes and "external", or "absent" when the
+// port is 0 or the machine has no redis-server.
+func startRedisClusterOf(ctx context.Context, cfg Config) (*redisCluster, []string, error) {
+	if cfg.RedisClusterPort == 0 {
+		return nil, []string{"CHATGUARD_STACK_REDIS_CLUSTER", "absent"}, nil
+	}
+	rc, err := startRedisCluster(ctx, cfg.RedisClusterPort, cfg.RedisClusterDir(), cfg.ReadyTimeout)
+	if errors.Is(err, errNoRedisServer) {
+		cfg.logger().Info("redis-cluster: not started", "why", err)
+		return nil, []string{"CHATGUARD_STACK_REDIS_CLUSTER", "absent"}, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return rc, []string{"CHATGUARD_REDIS_CLUSTER_ADDRS", strings.Join(rc.addrs, ","), "CHATGUARD_STACK_REDIS_CLUSTER", "external"}, nil
 }
 
 // EnvFile is the env file the stack writes once every service is ready.

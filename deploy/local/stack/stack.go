@@ -145,6 +145,17 @@ func (s *Stack) start(ctx context.Context) error {
 		s.set("CHATGUARD_REDIS_ADDR", rd.addr, "CHATGUARD_STACK_REDIS", rd.kind())
 		return nil
 	})
+	g.Go(func() error {
+		rc, env, err := startRedisClusterOf(gctx, cfg)
+		if err != nil {
+			return err
+		}
+		if rc != nil {
+			s.onStop("redis-cluster", func(context.Context) error { rc.stop(); return nil })
+		}
+		s.set(env...)
+		return nil
+	})
 	if err := g.Wait(); err != nil {
 		return err
 	}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -85,6 +87,7 @@ func setup(t *testing.T) Config {
 	cfg.SQSPort, cfg.S3Port, cfg.AthenaPort, cfg.ChatAPIPort = p[0], p[1], p[2], p[3]
 	cfg.PrimaryPort, cfg.FallbackPort, cfg.MySQLPort, cfg.RedisPort = p[4], p[5], p[6], p[7]
 	cfg.ExternalMySQL, cfg.ExternalRedis = "", ""
+	cfg.RedisClusterPort = 0 // TestRedisClusterStarts starts one
 	cfg.Rooms = 40
 	cfg.MaxReceiveCount = 3
 	return cfg
@@ -155,6 +158,7 @@ func TestStackStartsCleansUpAfterKilledRunAndStopsEverything(t *testing.T) {
 	// The env file says the stand-ins are in use, so CI can refuse them.
 	require.Equal(t, "embedded", env["CHATGUARD_STACK_MYSQL"])
 	require.Equal(t, "embedded", env["CHATGUARD_STACK_REDIS"])
+	require.Equal(t, "absent", env["CHATGUARD_STACK_REDIS_CLUSTER"], "no cluster asked for: the env file says so")
 
 	// The embedded MySQL takes the upsert the verdict store uses.
 	db, err := sql.Open("mysql", env["CHATGUARD_MYSQL_DSN"])
@@ -315,5 +319,44 @@ func TestBusiestHour(t *testing.T) {
 			require.Equal(t, tt.n, n)
 			require.True(t, tt.want.Equal(got), "got %s", got)
 		})
+	}
+}
+
+// TestRedisClusterStarts starts the stack's three-master Redis Cluster on
+// free ports and writes and reads a key of every master's slots through a
+// cluster client; a machine without redis-server fails it under CI.
+func TestRedisClusterStarts(t *testing.T) {
+	base := 0
+	for p := 20100; p < 30000 && base == 0; p += ClusterNodes {
+		free := true
+		for i := range ClusterNodes {
+			for _, q := range []int{p + i, p + i + clusterBusOffset} {
+				ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", q))
+				if err != nil {
+					free = false
+					continue
+				}
+				ln.Close()
+			}
+		}
+		if free {
+			base = p
+		}
+	}
+	require.NotZero(t, base, "no free block of ports")
+	ctx := context.Background()
+	rc, err := startRedisCluster(ctx, base, t.TempDir(), time.Minute)
+	require.NoError(t, err)
+	defer rc.stop()
+	require.Len(t, rc.addrs, ClusterNodes)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.addrs})
+	defer c.Close()
+	var masters atomic.Int32 // ForEachMaster calls concurrently
+	require.NoError(t, c.ForEachMaster(ctx, func(context.Context, *redis.Client) error { masters.Add(1); return nil }))
+	require.EqualValues(t, ClusterNodes, masters.Load())
+	for i := range 30 {
+		k := fmt.Sprintf("k%d", i)
+		require.NoError(t, c.Set(ctx, k, i, time.Minute).Err(), "keys of every slot are served")
+		require.Equal(t, strconv.Itoa(i), c.Get(ctx, k).Val())
 	}
 }

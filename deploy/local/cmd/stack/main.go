@@ -79,6 +79,7 @@ func parse(args []string, out io.Writer, log *slog.Logger) (*Main, error) {
 	fs.IntVar(&cfg.FallbackPort, "fallback-port", cfg.FallbackPort, "fallback LLM simulator port")
 	fs.IntVar(&cfg.MySQLPort, "mysql-port", cfg.MySQLPort, "embedded MySQL port (when the machine's does not answer)")
 	fs.IntVar(&cfg.RedisPort, "redis-port", cfg.RedisPort, "miniredis port (when the machine's Redis does not answer)")
+	fs.IntVar(&cfg.RedisClusterPort, "redis-cluster-port", cfg.RedisClusterPort, "first port of the three-master Redis Cluster (each bus: port+10000); 0: no cluster")
 	fs.StringVar(&cfg.ExternalMySQL, "external-mysql", cfg.ExternalMySQL, "MySQL to use when it accepts root with an empty password; empty: always embedded")
 	fs.StringVar(&cfg.ExternalRedis, "external-redis", cfg.ExternalRedis, "Redis to use when it answers; empty: always miniredis")
 	fs.IntVar(&cfg.MaxReceiveCount, "max-receive-count", cfg.MaxReceiveCount, "redrive maxReceiveCount of review and feedback")
