@@ -112,6 +112,9 @@ func (m *Memory) AccountVerdicts(ctx context.Context, senderID, cursor string, l
 	defer m.mu.Unlock()
 	var items []moderation.AccountVerdict
 	for id, v := range m.verdicts {
+		if !v.SupersededAt.IsZero() {
+			continue // a superseded revision: only current ones are listed, as in MySQL
+		}
 		i := slices.IndexFunc(participants(v), func(a pipeline.HistoryAccount) bool { return a.SenderID == senderID })
 		if i < 0 || !after(cur, decidedAt(v), id) {
 			continue
@@ -141,6 +144,9 @@ func (m *Memory) AccountCampaigns(ctx context.Context, senderID string) ([]moder
 	byMark := map[[2]string]*moderation.CampaignMark{}
 	rooms := map[[2]string]map[string]bool{}
 	for _, v := range m.verdicts {
+		if !v.SupersededAt.IsZero() {
+			continue // a superseded revision: only current ones are listed, as in MySQL
+		}
 		if !slices.Contains(v.Subjects, senderID) {
 			continue
 		}
@@ -207,6 +213,9 @@ func (m *Memory) CampaignRooms(ctx context.Context, mark, cursor string, limit i
 	defer m.mu.Unlock()
 	var items []moderation.CampaignRoom
 	for id, v := range m.verdicts {
+		if !v.SupersededAt.IsZero() {
+			continue // a superseded revision: only current ones are listed, as in MySQL
+		}
 		for _, c := range v.Campaigns {
 			if c.Mark != mark || !after(cur, decidedAt(v), id) {
 				continue
@@ -246,6 +255,9 @@ func (m *Memory) AccountHistory(ctx context.Context, q pipeline.HistoryQuery) ([
 	defer m.mu.Unlock()
 	rooms := map[pipeline.HistoryCount]map[string]bool{}
 	for id, v := range m.verdicts {
+		if !v.SupersededAt.IsZero() {
+			continue // a superseded revision: only current ones are listed, as in MySQL
+		}
 		if v.Key.RoomID == q.ExcludeRoom || decidedAt(v).Before(us(q.Since)) {
 			continue
 		}

@@ -71,10 +71,7 @@ func (m *Memory) Save(ctx context.Context, v pipeline.Verdict) (bool, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	v.Key = normKey(v.Key)
-	v.PublishedAt, v.StartedAt, v.FinishedAt = us(v.PublishedAt), us(v.StartedAt), us(v.FinishedAt)
-	v.OldestMessageAt, v.NewestMessageAt = us(v.OldestMessageAt), us(v.NewestMessageAt)
-	v.Campaigns = slices.Clone(v.Campaigns)
+	v = stored(v)
 	id, ok := m.ids[v.Key]
 	if ok && m.verdicts[id].Status == pipeline.StatusDone && v.Status != pipeline.StatusDone {
 		return false, nil
@@ -96,9 +93,7 @@ func (m *Memory) Revise(ctx context.Context, v pipeline.Verdict) (int, bool, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	v.Key = normKey(v.Key)
-	v.FinishedAt = us(v.FinishedAt)
-	v.Campaigns = slices.Clone(v.Campaigns)
+	v = stored(v)
 	v.Revision = 1
 	if id, ok := m.ids[v.Key]; ok {
 		cur := m.verdicts[id]
@@ -113,6 +108,16 @@ func (m *Memory) Revise(ctx context.Context, v pipeline.Verdict) (int, bool, err
 	m.ids[v.Key] = id
 	m.verdicts[id] = v
 	return v.Revision, true, nil
+}
+
+// stored is v as MariaDB keeps it: times in UTC at microseconds, the key
+// normalised, its own copy of the campaign signals.
+func stored(v pipeline.Verdict) pipeline.Verdict {
+	v.Key = normKey(v.Key)
+	v.PublishedAt, v.StartedAt, v.FinishedAt = us(v.PublishedAt), us(v.StartedAt), us(v.FinishedAt)
+	v.OldestMessageAt, v.NewestMessageAt = us(v.OldestMessageAt), us(v.NewestMessageAt)
+	v.Campaigns = slices.Clone(v.Campaigns)
+	return v
 }
 
 // nextVerdictID is the id of a new verdict row: one above the largest.

@@ -90,6 +90,9 @@ func (m *Memory) ListQueue(ctx context.Context, f moderation.QueueFilter, cursor
 	order := queueOrder(f.Labels)
 	var items []moderation.QueueItem
 	for id, v := range m.verdicts {
+		if !v.SupersededAt.IsZero() {
+			continue // a superseded revision: only current ones are listed, as in MySQL
+		}
 		if !slices.Contains(f.Labels, v.Label) || !matches(f, v, decided[id]) {
 			continue
 		}
@@ -139,6 +142,9 @@ func (m *Memory) ListAudit(ctx context.Context, share float64, limit int) ([]mod
 	decided := m.decidedSet()
 	var items []moderation.QueueItem
 	for id, v := range m.verdicts {
+		if !v.SupersededAt.IsZero() {
+			continue // a superseded revision: only current ones are listed, as in MySQL
+		}
 		if !decided[id] && moderation.IsAuditItem(v.Key, v.Status, v.Label, share) {
 			it := m.queueItem(id, decided)
 			it.Audit = true
@@ -162,6 +168,9 @@ func (m *Memory) CountQueue(ctx context.Context, now time.Time) (moderation.Queu
 	hour, day := us(now.Add(-time.Hour)), us(now.Add(-24*time.Hour))
 	c := moderation.QueueCounts{ByCategory: map[pipeline.Category]int{}}
 	for id, v := range m.verdicts {
+		if !v.SupersededAt.IsZero() {
+			continue // a superseded revision: only current ones are listed, as in MySQL
+		}
 		if decided[id] || v.Status != pipeline.StatusDone || (v.Label != pipeline.LabelAbusive && v.Label != pipeline.LabelSuspicious) {
 			continue
 		}

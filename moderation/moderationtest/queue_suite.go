@@ -64,6 +64,25 @@ func RunQueueConformance(t *testing.T, newStore func(t *testing.T) QueueStore) {
 	t.Run("bad filter and cursor", func(t *testing.T) { t.Parallel(); runQueueBad(t, newStore(t)) })
 	t.Run("counts", func(t *testing.T) { t.Parallel(); runQueueCounts(t, newStore(t)) })
 	t.Run("audit sample", func(t *testing.T) { t.Parallel(); runQueueAudit(t, newStore(t)) })
+	t.Run("current revisions only", func(t *testing.T) { t.Parallel(); runQueueRevisions(t, newStore(t)) })
+}
+
+// runQueueRevisions: a re-reviewed window is listed and counted once, as
+// its current revision.
+func runQueueRevisions(t *testing.T, s QueueStore) {
+	ctx := testCtx(t)
+	v := queued("room-q-rev", pipeline.LabelAbusive, 3, pipeline.CategoryExternalPayment, 0, time.Hour)
+	first := Seed(t, s, v)
+	v.Severity = 5
+	second := Seed(t, s, v)
+	require.NotEqual(t, first, second)
+	page, err := s.ListQueue(ctx, moderation.QueueFilter{IncludeDecided: true}, "")
+	require.NoError(t, err)
+	require.Equal(t, []uint64{second}, ids(page.Items), "the superseded revision is not listed")
+	require.Equal(t, 5, page.Items[0].Severity)
+	counts, err := s.CountQueue(ctx, T0.Add(2*time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, 1, counts.Total(), "nor counted")
 }
 
 func runQueuePages(t *testing.T, s QueueStore) {

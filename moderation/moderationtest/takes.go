@@ -91,6 +91,9 @@ func (m *Memory) openRooms(mark string) []uint64 {
 	}
 	var out []uint64
 	for id, v := range m.verdicts {
+		if !v.SupersededAt.IsZero() {
+			continue // a superseded revision: only current ones are listed, as in MySQL
+		}
 		if decided[id] {
 			continue
 		}

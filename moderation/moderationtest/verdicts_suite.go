@@ -11,12 +11,14 @@ import (
 	"github.com/chatguard/chatguard/pipeline"
 )
 
-// RunVerdictsConformance checks moderation.Verdicts: a saved verdict is
+// RunVerdictsConformance checks moderation.Verdicts: a revised verdict is
 // found by its key (whatever its times' zone and sub-microsecond part)
-// and read back by id in UTC at microsecond precision; an id is stable
-// across saves of its key and distinct across keys; a done verdict is not
-// replaced by a non-done one (nothing committed); an unknown id or key
-// wraps pipeline.ErrVerdictNotFound; Ping answers, and fails once ctx has
+// and read back by id in UTC at microsecond precision; a later revision of
+// the key gets an id of its own and becomes the key's current one, while
+// the earlier one stays readable by its id, unchanged and superseded; a
+// done revision is not replaced by a non-done one (nothing committed);
+// ids are distinct across keys; an unknown id or key wraps
+// pipeline.ErrVerdictNotFound; Ping answers, and fails once ctx has
 // ended. newStore returns a store over empty, isolated storage.
 func RunVerdictsConformance(t *testing.T, newStore func(t *testing.T) moderation.Verdicts) {
 	t.Helper()
@@ -27,9 +29,10 @@ func RunVerdictsConformance(t *testing.T, newStore func(t *testing.T) moderation
 		v := Verdict("room-v-1")
 		v.Key.WindowStart, v.Key.WindowEnd = T0.Add(1500*time.Nanosecond).In(seoul), T0.Add(time.Hour).In(seoul)
 		v.FinishedAt, v.NewestMessageAt = T0.Add(time.Hour+2500*time.Nanosecond).In(seoul), T0.Add(50*time.Minute).In(seoul)
-		committed, err := s.Save(ctx, v)
+		rev, committed, err := s.Revise(ctx, v)
 		require.NoError(t, err)
 		require.True(t, committed)
+		require.Equal(t, 1, rev, "a new key's first revision")
 		id, err := s.VerdictID(ctx, v.Key)
 		require.NoError(t, err)
 		require.NotZero(t, id)
@@ -44,23 +47,9 @@ func RunVerdictsConformance(t *testing.T, newStore func(t *testing.T) moderation
 		again, err := s.VerdictID(ctx, want)
 		require.NoError(t, err)
 		require.Equal(t, id, again, "the stored key finds the same id")
-		other := Verdict("room-v-2")
-		otherID := Seed(t, s, other)
+		otherID := Seed(t, s, Verdict("room-v-2"))
 		require.NotEqual(t, id, otherID)
-		v.Severity = 5
-		committed, err = s.Save(ctx, v)
-		require.NoError(t, err)
-		require.True(t, committed)
-		require.Equal(t, id, Seed(t, s, v), "a save of the same key keeps its id")
-		failed := v
-		failed.Status, failed.Label, failed.Category, failed.Error = pipeline.StatusFailed, "", "", "boom"
-		committed, err = s.Save(ctx, failed)
-		require.NoError(t, err)
-		require.False(t, committed, "a done verdict is not replaced by a failed one")
-		got, err = s.VerdictByID(ctx, id)
-		require.NoError(t, err)
-		require.Equal(t, pipeline.StatusDone, got.Status)
-		require.Equal(t, 5, got.Severity)
+		checkRevisions(t, s, v, id)
 	})
 	t.Run("not found and ping", func(t *testing.T) {
 		t.Parallel()
@@ -74,4 +63,36 @@ func RunVerdictsConformance(t *testing.T, newStore func(t *testing.T) moderation
 		cancel()
 		require.ErrorIs(t, s.Ping(ended), context.Canceled)
 	})
+}
+
+// checkRevisions revises v (stored as row first) twice: a done re-review
+// becomes the current revision under an id of its own, first stays as it
+// was and is marked superseded; a failed one is not committed.
+func checkRevisions(t *testing.T, s moderation.Verdicts, v pipeline.Verdict, first uint64) {
+	t.Helper()
+	ctx := testCtx(t)
+	v.Severity = 5
+	rev, committed, err := s.Revise(ctx, v)
+	require.NoError(t, err)
+	require.True(t, committed)
+	require.Equal(t, 2, rev)
+	second, err := s.VerdictID(ctx, v.Key)
+	require.NoError(t, err)
+	require.NotEqual(t, first, second, "a new revision is a row of its own")
+	old, err := s.VerdictByID(ctx, first)
+	require.NoError(t, err)
+	require.Equal(t, 4, old.Severity, "the first revision is kept as it was")
+	require.False(t, old.SupersededAt.IsZero(), "and marked superseded")
+	failed := v
+	failed.Status, failed.Label, failed.Category, failed.Error = pipeline.StatusFailed, "", "", "boom"
+	_, committed, err = s.Revise(ctx, failed)
+	require.NoError(t, err)
+	require.False(t, committed, "a done revision is not replaced by a failed one")
+	cur, err := s.VerdictID(ctx, v.Key)
+	require.NoError(t, err)
+	require.Equal(t, second, cur)
+	got, err := s.VerdictByID(ctx, cur)
+	require.NoError(t, err)
+	require.Equal(t, pipeline.StatusDone, got.Status)
+	require.Equal(t, 5, got.Severity)
 }

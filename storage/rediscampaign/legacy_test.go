@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/internal/clock"
+	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/campaign"
 	"github.com/chatguard/chatguard/pipeline/chatprep"
@@ -23,7 +24,7 @@ import (
 // current marks; with the legacy forms off it starts from one room.
 func TestLegacyCountsKeepMatchingOnRedis(t *testing.T) {
 	t.Parallel()
-	c, _ := setup(t, nil)
+	c, _ := setup(t, stacktest.RedisNode(t), nil)
 	keys, err := pseudonym.New([]byte("key-a-of-at-least-thirty-two-bytes-long"))
 	require.NoError(t, err)
 	msgs := []pipeline.ChatMessage{{MessageID: "m1", SenderID: "seller-9", SenderRole: pipeline.RoleSeller, Kind: pipeline.KindText,
