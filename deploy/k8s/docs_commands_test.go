@@ -24,7 +24,7 @@ var (
 	// waitCmdRe is `kubectl -n NS wait … kind/name` and `kubectl -n NS
 	// delete job NAME`.
 	waitCmdRe   = regexp.MustCompile(`kubectl -n (\S+) wait [^\n]*?\b(job)/([a-z0-9-]+)`)
-	deleteCmdRe = regexp.MustCompile("kubectl -n (\\S+) delete (job) ([a-z0-9-]+)")
+	deleteCmdRe = regexp.MustCompile(`kubectl -n (\S+) delete (job) ([a-z0-9-]+)`)
 )
 
 // documentedApply is one `kubectl apply -k` of a document, at offset at.
