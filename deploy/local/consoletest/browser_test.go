@@ -223,7 +223,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	require.Contains(t, saved, "confirm")
 	var moderator string
 	require.NoError(t, db.QueryRowContext(ctx, "SELECT moderator FROM moderator_decisions WHERE verdict_id = ?", id).Scan(&moderator))
-	require.True(t, strings.HasPrefix(moderator, "mod-"), "a pseudonymous moderator id: %q", moderator)
+	require.True(t, strings.HasPrefix(moderator, "mod2-"), "a keyed pseudonymous moderator id: %q", moderator)
 
 	// A first re-review through axe while it streams (axe takes seconds on
 	// a loaded machine, so this one runs to its end); the stop below needs
