@@ -87,7 +87,7 @@ test-integration: ## run only the integration suite against the running stack
 	$(GO) test $(TEST_FLAGS) ./internal/integration/...
 
 .PHONY: docs
-docs: ## regenerate the flag tables of docs/configuration.md from every binary's and subcommand's --help=markdown
+docs: ## regenerate the flag tables of docs/configuration/ (a page per binary) from every binary's and subcommand's --help=markdown
 	@$(GO) run ./cmd/internal/cli/cmd/flagdocs
 
 .PHONY: vet
