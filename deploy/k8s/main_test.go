@@ -121,7 +121,7 @@ var sampleValues = map[string]string{"prod": "testdata/prod-values.env"}
 // render builds an overlay once (prod with its sample values) and returns
 // its objects. "ENV/migrate" is the environment's migration, which reads
 // the environment's values. "ENV+realtime" is the overlay with
-// components/realtime added last to its components, as docs/operations.md
+// components/realtime added last to its components, as docs/realtime.md
 // says to turn real time on.
 func render(t *testing.T, overlay string) *manifest.Set {
 	t.Helper()
