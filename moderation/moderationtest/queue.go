@@ -42,11 +42,14 @@ func (m *Memory) queueItem(id uint64, decided map[uint64]bool) moderation.QueueI
 	return it
 }
 
-// decidedSet is the verdicts with a decision. The caller holds m.mu.
+// decidedSet is the verdicts with a decision in force (moderation.InForce:
+// an undone decision returns its item to the queue). The caller holds m.mu.
 func (m *Memory) decidedSet() map[uint64]bool {
 	decided := map[uint64]bool{}
 	for _, d := range m.decisions {
-		decided[d.VerdictID] = true
+		if d.Decision.Decision != moderation.DecisionUndo && d.ReversedAt.IsZero() {
+			decided[d.VerdictID] = true
+		}
 	}
 	return decided
 }

@@ -33,11 +33,19 @@ func queued(room string, label pipeline.Label, severity int, cat pipeline.Catego
 	return v
 }
 
-func decide(t *testing.T, s moderation.Decisions, id uint64) {
+// decide confirms verdict id (as it is labelled) as mod-x at T0 and
+// returns the decision's id.
+func decide(t *testing.T, s interface {
+	moderation.Verdicts
+	moderation.Decisions
+}, id uint64) uint64 {
 	t.Helper()
-	_, err := s.AddDecision(testCtx(t), moderation.Decision{VerdictID: id, Moderator: "mod-x", Decision: moderation.DecisionConfirm,
-		Label: pipeline.LabelAbusive, Category: pipeline.CategoryExternalPayment, DecidedAt: T0})
+	v, err := s.VerdictByID(testCtx(t), id)
 	require.NoError(t, err)
+	did, err := s.AddDecision(testCtx(t), moderation.Decision{VerdictID: id, Moderator: "mod-x", Decision: moderation.DecisionConfirm,
+		Label: v.Label, Category: v.Category, DecidedAt: T0})
+	require.NoError(t, err)
+	return did
 }
 
 func ids(items []moderation.QueueItem) []uint64 {
@@ -179,6 +187,16 @@ func runQueueDecided(t *testing.T, s QueueStore) {
 	require.False(t, page.Items[1].Decided)
 	require.Empty(t, page.Items[0].TakenBy)
 	require.True(t, page.Items[0].TakenActiveAt.IsZero())
+	// An undone decision returns its item to the queue (and the counts).
+	did := decide(t, s, open)
+	_, err = s.AddDecision(ctx, moderation.Decision{VerdictID: open, Moderator: "mod-x", Decision: moderation.DecisionUndo, Reverses: did, DecidedAt: T0.Add(time.Second)})
+	require.NoError(t, err)
+	page, err = s.ListQueue(ctx, moderation.QueueFilter{}, "")
+	require.NoError(t, err)
+	require.Equal(t, []uint64{open}, ids(page.Items), "an undone decision returns its item")
+	counts, err := s.CountQueue(ctx, T0.Add(2*time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, 1, counts.Total())
 }
 
 func runQueueBad(t *testing.T, s QueueStore) {

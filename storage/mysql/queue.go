@@ -35,7 +35,7 @@ import (
 //
 //	SELECT v.id, v.room_id, …, v.finished_at, t.moderator, t.active_at
 //	FROM verdicts v LEFT JOIN queue_takes t ON t.verdict_id = v.id
-//	  [LEFT JOIN moderator_decisions d ON d.verdict_id = v.id]
+//	  [LEFT JOIN moderator_decisions d ON d.verdict_id = v.id AND d.reversed_at IS NULL AND d.decision <> 'undo']
 //	WHERE v.status = ? AND v.label = ? AND v.revision_slot = 0
 //	  [AND v.category = ?] [AND v.run_id = ?] [AND v.severity >= ?]
 //	  [AND v.window_start >= ?] [AND v.window_start < ?]
@@ -119,7 +119,7 @@ func queueQuery(f moderation.QueueFilter, label pipeline.Label, cur *queueCursor
 	b.WriteString("SELECT ")
 	b.WriteString(queueCols)
 	if f.IncludeDecided {
-		b.WriteString(", EXISTS (SELECT 1 FROM moderator_decisions d WHERE d.verdict_id = v.id)")
+		b.WriteString(", EXISTS (SELECT 1 FROM moderator_decisions d WHERE d.verdict_id = v.id AND d.reversed_at IS NULL AND d.decision <> 'undo')")
 	} else {
 		b.WriteString(", FALSE")
 	}
@@ -130,7 +130,7 @@ func queueQuery(f moderation.QueueFilter, label pipeline.Label, cur *queueCursor
 	if !f.IncludeDecided {
 		// The anti-join (a lookup per row on the decisions index; a NOT
 		// EXISTS may be planned as a scan of every decision ever made).
-		b.WriteString(" LEFT JOIN moderator_decisions d ON d.verdict_id = v.id")
+		b.WriteString(" LEFT JOIN moderator_decisions d ON d.verdict_id = v.id AND d.reversed_at IS NULL AND d.decision <> 'undo'")
 	}
 	// Current revisions only (revision_slot 0): a superseded one is
 	// history, filtered on the row read for the page (superseded rows are
@@ -251,7 +251,7 @@ func decodeCursor(s string, f moderation.QueueFilter) (queueCursor, error) {
 // ix_verdicts_queue_category (same prefix, already grouped by category),
 // which is not covering and costs a row lookup per open item.
 const countQueueSQL = `SELECT v.category, SUM(v.finished_at >= ?), SUM(v.finished_at < ? AND v.finished_at >= ?), SUM(v.finished_at IS NULL OR v.finished_at < ?)
-		FROM verdicts v FORCE INDEX (ix_verdicts_queue_counts) LEFT JOIN moderator_decisions d ON d.verdict_id = v.id
+		FROM verdicts v FORCE INDEX (ix_verdicts_queue_counts) LEFT JOIN moderator_decisions d ON d.verdict_id = v.id AND d.reversed_at IS NULL AND d.decision <> 'undo'
 		WHERE v.status = ? AND v.label IN (?, ?) AND v.revision_slot = 0 AND d.verdict_id IS NULL
 		GROUP BY v.category`
 
