@@ -169,7 +169,10 @@ func runQueueFilters(t *testing.T, s QueueStore) {
 
 func runQueueDecided(t *testing.T, s QueueStore) {
 	ctx, cat := testCtx(t), pipeline.CategoryExternalPayment
-	open := Seed(t, s, queued("room-d-open", pipeline.LabelAbusive, 4, cat, 0, time.Hour))
+	ov := queued("room-d-open", pipeline.LabelAbusive, 4, cat, 0, time.Hour)
+	ov.Stages = []pipeline.StageResult{{Stage: pipeline.StageExtract, Pool: pipeline.PoolPrimary, Model: "m", Attempts: 1,
+		Output: []byte(`{"evidence":[{"message_id":"m1","category":"external_payment","quote":"선입금 [전화번호]"},{"message_id":"m2","category":"external_payment","quote":"b"}]}`)}}
+	open := Seed(t, s, ov)
 	done := Seed(t, s, queued("room-d-done", pipeline.LabelAbusive, 5, cat, 0, time.Hour))
 	decide(t, s, done)
 	_, err := s.TakeItem(ctx, open, "mod-a", T0.Add(time.Minute), T0, false)
@@ -180,6 +183,13 @@ func runQueueDecided(t *testing.T, s QueueStore) {
 	require.False(t, page.Items[0].Decided)
 	require.Equal(t, "mod-a", page.Items[0].TakenBy)
 	require.Equal(t, T0.Add(time.Minute), page.Items[0].TakenActiveAt)
+	require.Equal(t, "선입금 [전화번호]", page.Items[0].Snippet, "the first evidence quote, as stored")
+	mine, err := s.ListQueue(ctx, moderation.QueueFilter{TakenBy: "mod-a"}, "")
+	require.NoError(t, err)
+	require.Equal(t, []uint64{open}, ids(mine.Items), "my items")
+	mine, err = s.ListQueue(ctx, moderation.QueueFilter{TakenBy: "mod-b", IncludeDecided: true}, "")
+	require.NoError(t, err)
+	require.Empty(t, mine.Items, "another moderator's items are not mine")
 	page, err = s.ListQueue(ctx, moderation.QueueFilter{IncludeDecided: true}, "")
 	require.NoError(t, err)
 	require.Equal(t, []uint64{done, open}, ids(page.Items))

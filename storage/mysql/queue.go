@@ -33,11 +33,12 @@ import (
 // The statements, for a console or a DBA (? are the filter's values; the
 // bracketed parts only when the filter or cursor sets them):
 //
-//	SELECT v.id, v.room_id, …, v.finished_at, t.moderator, t.active_at
+//	SELECT v.id, v.room_id, …, v.finished_at, (the extract stage's first
+//	       quote: a primary-key lookup), t.moderator, t.active_at
 //	FROM verdicts v LEFT JOIN queue_takes t ON t.verdict_id = v.id
 //	  [LEFT JOIN moderator_decisions d ON d.verdict_id = v.id AND d.reversed_at IS NULL AND d.decision <> 'undo']
 //	WHERE v.status = ? AND v.label = ? AND v.revision_slot = 0
-//	  [AND v.category = ?] [AND v.run_id = ?] [AND v.severity >= ?]
+//	  [AND v.category = ?] [AND v.run_id = ?] [AND t.moderator = ?] [AND v.severity >= ?]
 //	  [AND v.window_start >= ?] [AND v.window_start < ?]
 //	  [AND d.verdict_id IS NULL]
 //	  [AND (v.severity < ? OR (v.severity = ? AND (v.window_start < ?
@@ -109,7 +110,9 @@ func (s *Store) ListQueue(ctx context.Context, f moderation.QueueFilter, cursor 
 // queueCols are the columns a queue row reads, in moderation.QueueItem's scan order.
 const queueCols = `v.id, v.room_id, v.window_start, v.window_end, v.pipeline_version, v.run_id, v.status,
 	v.label, v.category, v.severity, v.confidence, v.action, COALESCE(v.rationale, ''), v.early_exit,
-	v.injection_flagged, v.finished_at, v.newest_message_at`
+	v.injection_flagged, v.finished_at, v.newest_message_at,
+	COALESCE((SELECT JSON_UNQUOTE(JSON_EXTRACT(s.output, '$.evidence[0].quote')) FROM verdict_stages s
+	  WHERE s.verdict_id = v.id AND s.stage = 'extract'), '')`
 
 // queueQuery is the statement reading up to limit rows of one label of the
 // queue after cur (nil: from the top of the label).
@@ -144,6 +147,10 @@ func queueQuery(f moderation.QueueFilter, label pipeline.Label, cur *queueCursor
 	if f.RunID != "" {
 		b.WriteString(" AND v.run_id = ?")
 		args = append(args, f.RunID)
+	}
+	if f.TakenBy != "" {
+		b.WriteString(" AND t.moderator = ?")
+		args = append(args, f.TakenBy)
 	}
 	if f.MinSeverity > 0 {
 		b.WriteString(" AND v.severity >= ?")
@@ -191,7 +198,7 @@ func (s *Store) queueRows(ctx context.Context, q string, args []any) ([]moderati
 			takenAt                   sql.NullTime
 		)
 		if err := rows.Scan(&it.ID, &room, &ws, &we, &version, &run, &status, &label, &cat, &it.Severity,
-			&it.Confidence, &act, &it.Rationale, &earlyExit, &injected, &finished, &newest, &decd, &it.TakenBy, &takenAt); err != nil {
+			&it.Confidence, &act, &it.Rationale, &earlyExit, &injected, &finished, &newest, &it.Snippet, &decd, &it.TakenBy, &takenAt); err != nil {
 			return nil, err
 		}
 		it.Key = pipeline.ReviewKey{RoomID: room, WindowStart: ws.UTC(), WindowEnd: we.UTC(), PipelineVersion: version}
