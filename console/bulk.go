@@ -154,7 +154,8 @@ func (s *server) bulkForm(r *http.Request) (string, int, error) {
 		return "", http.StatusConflict, errors.New("a confirm keeps each verdict's label and category; clear the label and category chosen, or overturn")
 	case decision == moderation.DecisionOverturn && label != pipeline.LabelAbusive && label != pipeline.LabelSuspicious && label != pipeline.LabelClean:
 		return "", http.StatusBadRequest, errors.New("an overturn needs a label: abusive, suspicious or clean")
-	case decision == moderation.DecisionOverturn && label != pipeline.LabelClean && !pipeline.Category(category).Valid():
+	case decision == moderation.DecisionOverturn && label != pipeline.LabelClean &&
+		(!pipeline.Category(category).Valid() || pipeline.Category(category) == pipeline.CategoryClean):
 		return "", http.StatusBadRequest, errChooseCategory
 	}
 	note, err := s.noteOf(r)

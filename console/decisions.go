@@ -52,7 +52,7 @@ func (s *server) decisionForm(r *http.Request, who Who, verdictID uint64, label 
 	if d.Decision == moderation.DecisionUndo {
 		return d, http.StatusBadRequest, errors.New("an undo is asked for with the undo button")
 	}
-	if d.Decision == moderation.DecisionOverturn && d.Label != pipeline.LabelClean && d.Category == "" {
+	if d.Decision == moderation.DecisionOverturn && d.Label != pipeline.LabelClean && (d.Category == "" || d.Category == pipeline.CategoryClean) {
 		return d, http.StatusBadRequest, errChooseCategory
 	}
 	if d.Label == pipeline.LabelClean {
