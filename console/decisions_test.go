@@ -180,3 +180,23 @@ func TestQueueListShowsMaskedEvidenceAndMyItems(t *testing.T) {
 	require.NotContains(t, mine, verdictPath(e.ids[0], ""))
 	require.Equal(t, 1, strings.Count(mine, `class="pick"`))
 }
+
+func TestUndoWindowAndReasonsAreValidated(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.DevLogin = true
+	require.NoError(t, cfg.Validate())
+	for _, bad := range []func(c *Config){
+		func(c *Config) { c.UndoWindow = -time.Second },
+		func(c *Config) { c.UndoWindow = 2 * time.Hour },
+		func(c *Config) { c.DecisionReasons = []string{"same", "same"} },
+		func(c *Config) { c.DecisionReasons = []string{" padded"} },
+		func(c *Config) { c.DecisionReasons = []string{strings.Repeat("x", 101)} },
+	} {
+		c := cfg
+		bad(&c)
+		require.Error(t, c.Validate())
+	}
+	require.Equal(t, "선입금 먼저 ***-****-**78 로 연락", snippet("선입금 먼저\n010-1234-5678 로 연락"), "masked as the worker masks, on one line")
+	require.Equal(t, "first", firstLine("\n  \nfirst\nsecond"))
+	require.Len(t, []rune(snippet(strings.Repeat("가", 500))), snippetRunes)
+}
