@@ -67,15 +67,15 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04 UTC")
 	},
-	"rfc3339":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-	"age":      queueAge,
-	"fresh":    freshness,
-	"account":  accountHref,
-	"campaign": campaignHref,
-	"pct":      func(f float64) string { return strconv.Itoa(int(f*100+0.5)) + "%" },
+	"rfc3339":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"age":       queueAge,
+	"fresh":     freshness,
+	"account":   accountHref,
+	"campaign":  campaignHref,
+	"pct":       func(f float64) string { return strconv.Itoa(int(f*100+0.5)) + "%" },
 	"snippet":   snippet,
 	"firstLine": firstLine,
-	"ms":       func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) + " ms" },
+	"ms":        func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) + " ms" },
 	"pretty": func(b json.RawMessage) string {
 		var v any
 		if json.Unmarshal(b, &v) != nil {
