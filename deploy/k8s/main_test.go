@@ -157,6 +157,24 @@ const realtimeSuffix = "+realtime"
 // realtimeOverlays are the deployable overlays with real time on.
 var realtimeOverlays = []string{"dev" + realtimeSuffix, "prod" + realtimeSuffix}
 
+// allOverlays are the deployable overlays with real time off and on.
+var allOverlays = append(overlays[:len(overlays):len(overlays)], realtimeOverlays...)
+
+// running returns names less the trigger's objects where overlay o does
+// not list components/realtime, which alone runs the trigger.
+func running(o string, names ...string) []string {
+	if strings.HasSuffix(o, realtimeSuffix) {
+		return names
+	}
+	var out []string
+	for _, n := range names {
+		if !strings.Contains(n, "trigger") && !strings.Contains(n, "realtime") {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // addComponent appends component to the components list of a
 // kustomization.yaml, after every component already there.
 func addComponent(t *testing.T, kustomization []byte, component string) []byte {

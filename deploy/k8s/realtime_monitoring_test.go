@@ -30,6 +30,10 @@ func TestRealtimeRules(t *testing.T) {
 	inv := exported(t)
 	heads := anchors(t, runbookDoc)
 	for _, o := range overlays {
+		_, ok := render(t, o).PrometheusRules["chatguard-realtime"]
+		require.False(t, ok, "%s: real time's alerts come with components/realtime", o)
+	}
+	for _, o := range realtimeOverlays {
 		pr, ok := render(t, o).PrometheusRules["chatguard-realtime"]
 		require.True(t, ok, "%s: PrometheusRule chatguard-realtime", o)
 		y, err := yaml.Marshal(pr.Spec)
