@@ -67,15 +67,13 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04 UTC")
 	},
-	"rfc3339":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-	"age":       queueAge,
-	"fresh":     freshness,
-	"account":   accountHref,
-	"campaign":  campaignHref,
-	"pct":       func(f float64) string { return strconv.Itoa(int(f*100+0.5)) + "%" },
-	"snippet":   snippet,
-	"firstLine": firstLine,
-	"ms":        func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) + " ms" },
+	"rfc3339":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"age":      queueAge,
+	"fresh":    freshness,
+	"account":  accountHref,
+	"campaign": campaignHref,
+	"pct":      func(f float64) string { return strconv.Itoa(int(f*100+0.5)) + "%" },
+	"ms":       func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) + " ms" },
 	"pretty": func(b json.RawMessage) string {
 		var v any
 		if json.Unmarshal(b, &v) != nil {
@@ -84,6 +82,10 @@ var funcs = template.FuncMap{
 		out, _ := json.MarshalIndent(v, "", "  ")
 		return string(out)
 	},
+	// The queue list's evidence snippet and rationale line, masked
+	// (decisions.go).
+	"snippet":   snippet,
+	"firstLine": firstLine,
 }
 
 // queueAge is how long an item has waited at now since it entered the
