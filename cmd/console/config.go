@@ -108,6 +108,7 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.StringVar(&c.OperatorTokenFile, "operator-token-file", "file holding the operator API's bearer token (sent as Authorization: Bearer)")
 	fs.DurationVar(&c.StopTTL, "stop-ttl", "how long the stop button's room stop lasts")
 	fs.DurationVar(&c.TakeTimeout, "take-timeout", "how long a taken queue item stays its moderator's after their last action on it; then anyone may take it")
+	shiftFlags(fs, &c.Shift)
 	fs.Float64Var(&c.AuditShare, "audit-share", "share (0..1) of clean verdicts sampled, by a hash of the review key, as audit items: mixed into the queue, marked audit, their decisions the labelled sets' clean stratum (0: no audit)")
 	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "comma-separated CIDRs of the auth proxy; --identity-header is trusted only from them")
 	fs.StringVar(&c.IdentityHeader, "identity-header", "the one request header naming the signed-in moderator's e-mail, set by the auth proxy (oauth2-proxy: X-Forwarded-Email; nginx auth_request: X-Auth-Request-Email); no other header is read")
@@ -161,6 +162,13 @@ func liveFlags(fs *cli.FlagSet, c *redislive.Config) {
 	fs.StringVar(&c.KeyPrefix, "live-key-prefix", "prefix of the Redis Streams keeping on-demand reviews' events")
 	fs.Int64Var(&c.MaxLen, "live-max-len", "events kept per on-demand review (approximate MAXLEN)")
 	fs.DurationVar(&c.TTL, "live-ttl", "how long an on-demand review's events are kept for resume after its last event")
+}
+
+// shiftFlags binds the shift's settings (console.ShiftConfig).
+func shiftFlags(fs *cli.FlagSet, c *console.ShiftConfig) {
+	fs.StringVar(&c.TimeZone, "time-zone", "IANA time zone the pages show times in (Asia/Seoul for a Korean team)")
+	fs.StringVar(&c.Deadlines, "deadlines", "how long an item may wait in the queue before it is overdue, by category: comma-separated category=duration, * for the rest")
+	fs.IntVar(&c.ShiftHours, "shift-hours", "the shift page's default window, in hours ending now")
 }
 
 // outboxFlags binds the feedback outbox's settings (console.OutboxConfig).
