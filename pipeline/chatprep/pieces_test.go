@@ -44,3 +44,11 @@ func TestRedactPiecesKeepLinkHosts(t *testing.T) {
 	require.Contains(t, got, "bunjang-pay.safe24.xyz")
 	require.NotContains(t, got, "12345678901234")
 }
+
+// A number split by slashes is a number like one split by dashes; a date
+// written with slashes stays a date.
+func TestRedactSlashSeparatedNumbers(t *testing.T) {
+	require.Equal(t, "***/****/**32 로 연락", Redact("010/9876/5432 로 연락"))
+	require.Equal(t, "계좌 ****/****/****/34", Redact("계좌 1234/5678/9012/34"))
+	require.Equal(t, "2026/11/30 14:00 에 만나요", Redact("2026/11/30 14:00 에 만나요"))
+}

@@ -314,10 +314,11 @@ var hangulDigits = map[rune]byte{
 
 func isHangulSyllable(r rune) bool { return r >= 0xAC00 && r <= 0xD7A3 }
 
-// isNumSep reports the characters a number may be split with.
+// isNumSep reports the characters a number may be split with (a slash
+// too: 010/9876/5432 is a phone number).
 func isNumSep(r rune) bool {
 	switch r {
-	case ' ', '.', '-', '_', '(', ')', '*', '~', '\t', '\n', '\r', '|', '^',
+	case ' ', '.', '-', '_', '(', ')', '*', '~', '\t', '\n', '\r', '|', '^', '/',
 		'ㅡ': // the Hangul vowel, typed as a dash
 		return true
 	}
