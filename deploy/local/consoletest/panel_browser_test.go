@@ -40,13 +40,14 @@ const measurePanel = `(() => {
 // as fields; the new verdict is shown beside the page's revision; the
 // panel fits a 1440×813 window and the layout holds (no sideways scroll,
 // the chat column keeps its width) at 900, 1440 and 1920 px. The room's
-// messenger id stays masked in the page.
+// messenger id stays masked in the page until a reveal, which is audited;
+// the reveal form and the shift page pass axe-core.
 func TestReviewPanelReadsInBrowser(t *testing.T) {
 	requireChromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	axe := axeSource(t)
-	url, _, ids := queueConsole(t, ctx, "room-panel-1")
+	url, db, ids := queueConsole(t, ctx, "room-panel-1")
 	alice := signIn(t, browser(t), url, "alice@example.com")
 	room := fmt.Sprintf("%s/verdicts/%d", url, ids[0])
 	measure := func(w int64) panelLayout {
@@ -88,4 +89,21 @@ func TestReviewPanelReadsInBrowser(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, strings.Contains(text, "this page") && strings.Contains(text, "re-review"), "%q", text)
 	requireAccessible(t, alice, axe, "room (review finished)")
+
+	// A masked value is revealed by following it and giving a reason: the
+	// audit row is there once the value shows.
+	require.NoError(t, chromedp.Do(alice, chromedp.Navigate(room), chromedp.WaitVisible(chromedp.ID("chat")),
+		chromedp.Click(chromedp.CSS(`#msg-m3 a.masked`)), chromedp.WaitVisible(chromedp.ID("reveal"))))
+	requireAccessible(t, alice, axe, "reveal form")
+	require.NoError(t, chromedp.Do(alice, chromedp.SetValue(chromedp.CSS(`select[name="reason"]`), "compare with a user report"),
+		chromedp.Click(chromedp.ID("reveal-button")), chromedp.WaitVisible(chromedp.ID("revealed-value"))))
+	value, err := chromedp.Run(alice, chromedp.Text(chromedp.ID("revealed-value")))
+	require.NoError(t, err)
+	require.Equal(t, "safe_deal77", value)
+	var reveals int
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT COUNT(*) FROM moderation_actions WHERE action = 'reveal' AND room_id = 'room-panel-1'
+		AND detail = 'message m3 value 0: compare with a user report'`).Scan(&reveals))
+	require.Equal(t, 1, reveals)
+	require.NoError(t, chromedp.Do(alice, chromedp.Navigate(url+"/shift"), chromedp.WaitVisible(chromedp.ID("shift"))))
+	requireAccessible(t, alice, axe, "shift")
 }
