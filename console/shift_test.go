@@ -88,3 +88,33 @@ func TestScriptedShiftReportsHandleTime(t *testing.T) {
 	require.Equal(t, 200, n)
 	require.Equal(t, 200, total)
 }
+
+// The shift settings refuse an unknown zone, a deadline list without a
+// default or with an unknown category; an item is due by its category
+// (the default for the rest) and overdue after; times show in the zone.
+func TestShiftDeadlinesAndZone(t *testing.T) {
+	c := DefaultShiftConfig()
+	require.NoError(t, c.Validate())
+	for _, bad := range []ShiftConfig{
+		{TimeZone: "Mars/Olympus", Deadlines: c.Deadlines, ShiftHours: 12},
+		{TimeZone: "UTC", Deadlines: "phishing_link=1h", ShiftHours: 12},
+		{TimeZone: "UTC", Deadlines: "phishing=1h,*=4h", ShiftHours: 12},
+		{TimeZone: "UTC", Deadlines: "phishing_link=-1h,*=4h", ShiftHours: 12},
+		{TimeZone: "UTC", Deadlines: c.Deadlines, ShiftHours: 0},
+	} {
+		require.Error(t, bad.Validate(), "%+v", bad)
+	}
+	c.TimeZone = "Asia/Seoul"
+	sh := newShift(c)
+	queued := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	require.Equal(t, queued.Add(time.Hour), sh.due("phishing_link", queued))
+	require.Equal(t, queued.Add(4*time.Hour), sh.due("harassment", queued), "the default")
+	v := sh.dueOf(queued.Add(30*time.Minute), "phishing_link", queued, false)
+	require.False(t, v.Overdue)
+	require.Equal(t, "30m", v.Left)
+	v = sh.dueOf(queued.Add(90*time.Minute), "phishing_link", queued, false)
+	require.True(t, v.Overdue)
+	require.Equal(t, "30m", v.Left)
+	require.Empty(t, sh.dueOf(queued.Add(90*time.Minute), "phishing_link", queued, true).Left, "a decided item is due no more")
+	require.Equal(t, "2026-11-30 19:00 KST", sh.fmtTime(queued))
+}
