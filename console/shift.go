@@ -36,6 +36,11 @@ type ShiftConfig struct {
 	Deadlines string
 	// ShiftHours is the shift page's default window, ending now.
 	ShiftHours int
+	// Teams groups moderators for the shift page's team rows:
+	// semicolon-separated name=id,id,… with the console's pseudonymous
+	// moderator ids (each shown beside the e-mail in the page header).
+	// Empty: the whole console is one team.
+	Teams string
 }
 
 // DefaultShiftConfig returns the defaults: UTC, the categories that take
@@ -52,6 +57,9 @@ func (c ShiftConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("--time-zone %q is not an IANA time zone", c.TimeZone))
 	}
 	if _, err := c.deadlines(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := c.teams(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.ShiftHours < 1 || c.ShiftHours > 24*31 {
@@ -82,11 +90,38 @@ func (c ShiftConfig) deadlines() (map[string]time.Duration, error) {
 	return out, nil
 }
 
+// teams parses Teams into each moderator's team.
+func (c ShiftConfig) teams() (map[string]string, error) {
+	out := map[string]string{}
+	for _, t := range strings.Split(c.Teams, ";") {
+		if strings.TrimSpace(t) == "" {
+			continue
+		}
+		name, ids, ok := strings.Cut(t, "=")
+		name = strings.TrimSpace(name)
+		if !ok || name == "" || len(name) > 64 {
+			return nil, fmt.Errorf("--teams: %q is not name=moderator id,…", t)
+		}
+		for _, id := range strings.Split(ids, ",") {
+			id = strings.TrimSpace(id)
+			if id == "" || len(id) > 128 {
+				return nil, fmt.Errorf("--teams: team %q names an empty or over-long moderator id", name)
+			}
+			if other, dup := out[id]; dup {
+				return nil, fmt.Errorf("--teams: %s is in both %q and %q", id, other, name)
+			}
+			out[id] = name
+		}
+	}
+	return out, nil
+}
+
 // shift is the server's parsed shift settings.
 type shift struct {
 	loc       *time.Location
 	deadlines map[string]time.Duration
 	hours     int
+	teams     map[string]string // moderator id → team
 }
 
 func newShift(c ShiftConfig) shift {
@@ -98,7 +133,8 @@ func newShift(c ShiftConfig) shift {
 	if d == nil {
 		d = map[string]time.Duration{"*": 4 * time.Hour}
 	}
-	return shift{loc: loc, deadlines: d, hours: c.ShiftHours}
+	teams, _ := c.teams()
+	return shift{loc: loc, deadlines: d, hours: c.ShiftHours, teams: teams}
 }
 
 // due is when an item of category that entered the queue at queued is
@@ -211,10 +247,38 @@ func (s *server) roomShift(data map[string]any, v pipeline.Verdict, decided bool
 	}
 }
 
-// shiftRow is one moderator's line of the shift page.
+// shiftRow is one line of the shift page: a moderator's (Name empty), a
+// team's, or the whole console's (All).
 type shiftRow struct {
 	moderation.ShiftNumbers
-	Team bool
+	Name string
+	All  bool
+}
+
+// shiftRows are the moderators' rows, most decisions first, then each
+// team's (by name) and the console's total.
+func (sh shift) shiftRows(rep moderation.ShiftReport) []shiftRow {
+	rows := make([]shiftRow, 0, len(rep.Moderators)+1)
+	teams := map[string]*moderation.ShiftNumbers{}
+	for _, m := range rep.Moderators {
+		rows = append(rows, shiftRow{ShiftNumbers: m})
+		if name, ok := sh.teams[m.Moderator]; ok {
+			if teams[name] == nil {
+				teams[name] = &moderation.ShiftNumbers{}
+			}
+			teams[name].Merge(m)
+		}
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Decisions > rows[j].Decisions })
+	names := make([]string, 0, len(teams))
+	for n := range teams {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		rows = append(rows, shiftRow{ShiftNumbers: *teams[n], Name: n})
+	}
+	return append(rows, shiftRow{ShiftNumbers: rep.Team, All: true})
 }
 
 // shiftPage shows the shift's numbers: per moderator and for the team,
@@ -241,13 +305,6 @@ func (s *server) shiftPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusServiceUnavailable, "could not read the take history", err)
 		return
 	}
-	rep := moderation.Summarize(items)
-	rows := make([]shiftRow, 0, len(rep.Moderators)+1)
-	for _, m := range rep.Moderators {
-		rows = append(rows, shiftRow{ShiftNumbers: m})
-	}
-	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Decisions > rows[j].Decisions })
-	rows = append(rows, shiftRow{ShiftNumbers: rep.Team, Team: true})
-	data["Rows"] = rows
+	data["Rows"] = s.shift.shiftRows(moderation.Summarize(items))
 	s.render(w, "shift.html", http.StatusOK, data)
 }

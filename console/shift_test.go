@@ -29,6 +29,7 @@ func TestScriptedShiftReportsHandleTime(t *testing.T) {
 		ids = append(ids, moderationtest.Seed(t, st, moderationtest.Verdict(fmt.Sprintf("room-shift-%03d", i))))
 	}
 	emails := []string{"alice@example.com", "bob@example.com"}
+	c.srv.shift.teams = map[string]string{moderatorID(emails[0]): "day", moderatorID(emails[1]): "day"}
 	clients := map[string]*http.Client{}
 	for _, e := range emails {
 		clients[e] = c.client(t, e)
@@ -61,9 +62,9 @@ func TestScriptedShiftReportsHandleTime(t *testing.T) {
 	code, page := get(t, clients[emails[0]], c.ts.URL+"/shift?hours=24")
 	require.Equal(t, http.StatusOK, code)
 	requireNoCorpusValue(t, "shift", page)
-	rowRe := regexp.MustCompile(`<tr(?: class="team")? data-moderator="([^"]*)" data-handle-ms="(\d+)" data-pickup-ms="(\d+)">\s*<th scope="row">[^<]*</th><td>(\d+)</td>`)
+	rowRe := regexp.MustCompile(`<tr(?: class="[^"]*")? data-moderator="([^"]*)" data-team="([^"]*)" data-handle-ms="(\d+)" data-pickup-ms="(\d+)">\s*<th scope="row">[^<]*</th><td>(\d+)</td>`)
 	rows := rowRe.FindAllStringSubmatch(page, -1)
-	require.Len(t, rows, 3, "two moderators and the team: %s", page)
+	require.Len(t, rows, 4, "two moderators, their team and everyone: %s", page)
 	total := 0
 	for _, e := range emails {
 		id := moderatorID(e)
@@ -73,8 +74,8 @@ func TestScriptedShiftReportsHandleTime(t *testing.T) {
 				continue
 			}
 			found = true
-			ms, _ := strconv.Atoi(r[2])
-			n, _ := strconv.Atoi(r[4])
+			ms, _ := strconv.Atoi(r[3])
+			n, _ := strconv.Atoi(r[5])
 			want := handled[e] / time.Duration(count[e])
 			require.Equal(t, count[e], n, "%s's decisions", e)
 			require.InDelta(t, want.Seconds(), float64(ms)/1000, 1, "%s's mean handle time: measured %s", e, want)
@@ -83,10 +84,19 @@ func TestScriptedShiftReportsHandleTime(t *testing.T) {
 		}
 		require.True(t, found, "a row for %s", e)
 	}
-	require.Equal(t, "", rows[2][1], "the team's row comes last")
-	n, _ := strconv.Atoi(rows[2][4])
-	require.Equal(t, 200, n)
 	require.Equal(t, 200, total)
+	var all time.Duration
+	for _, e := range emails {
+		all += handled[e]
+	}
+	for i, name := range []string{"day", ""} {
+		r := rows[2+i]
+		require.Equal(t, name, r[2], "the team's row, then everyone's")
+		n, _ := strconv.Atoi(r[5])
+		ms, _ := strconv.Atoi(r[3])
+		require.Equal(t, 200, n)
+		require.InDelta(t, (all / 200).Seconds(), float64(ms)/1000, 1, "the team's mean handle time")
+	}
 }
 
 // The shift settings refuse an unknown zone, a deadline list without a
@@ -101,6 +111,8 @@ func TestShiftDeadlinesAndZone(t *testing.T) {
 		{TimeZone: "UTC", Deadlines: "phishing=1h,*=4h", ShiftHours: 12},
 		{TimeZone: "UTC", Deadlines: "phishing_link=-1h,*=4h", ShiftHours: 12},
 		{TimeZone: "UTC", Deadlines: c.Deadlines, ShiftHours: 0},
+		{TimeZone: "UTC", Deadlines: c.Deadlines, ShiftHours: 12, Teams: "day=mod2-a;night=mod2-a"},
+		{TimeZone: "UTC", Deadlines: c.Deadlines, ShiftHours: 12, Teams: "day"},
 	} {
 		require.Error(t, bad.Validate(), "%+v", bad)
 	}

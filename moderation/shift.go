@@ -125,6 +125,17 @@ func (n *ShiftNumbers) add(it HandledItem) {
 	}
 }
 
+// Merge adds o's counts and totals to n (a team's numbers from its
+// moderators').
+func (n *ShiftNumbers) Merge(o ShiftNumbers) {
+	n.Decisions += o.Decisions
+	n.Overturns += o.Overturns
+	n.Handled += o.Handled
+	n.HandleTotal += o.HandleTotal
+	n.PickedUp += o.PickedUp
+	n.PickupTotal += o.PickupTotal
+}
+
 // ShiftReport is a shift's numbers per moderator (by id) and the team's.
 type ShiftReport struct {
 	Moderators []ShiftNumbers

@@ -169,6 +169,7 @@ func shiftFlags(fs *cli.FlagSet, c *console.ShiftConfig) {
 	fs.StringVar(&c.TimeZone, "time-zone", "IANA time zone the pages show times in (Asia/Seoul for a Korean team)")
 	fs.StringVar(&c.Deadlines, "deadlines", "how long an item may wait in the queue before it is overdue, by category: comma-separated category=duration, * for the rest")
 	fs.IntVar(&c.ShiftHours, "shift-hours", "the shift page's default window, in hours ending now")
+	fs.StringVar(&c.Teams, "teams", "the shift page's teams: semicolon-separated name=moderator id,… (the pseudonymous ids the page header shows); empty: one team")
 }
 
 // outboxFlags binds the feedback outbox's settings (console.OutboxConfig).
