@@ -37,6 +37,31 @@ type CampaignCount struct {
 	MessageID string       `json:"message_id"`
 	Rooms     int          `json:"rooms"`
 	Senders   int          `json:"senders"`
+	// RepeatSender says the mark is one account repeating its own
+	// greeting or contact (a shop's auto-greeting, a seller's saved
+	// phrase), not a campaign: fewer senders than a campaign needs, from
+	// an account that is verified or has an established clean history.
+	// The judge is told so, and no campaign view, bulk action or
+	// campaign query counts it.
+	RepeatSender bool `json:"repeat_sender,omitempty"`
+}
+
+// SenderStanding is what a review knows of the one account behind a
+// mark: whether the operator verified it as a business, and its account
+// history (earlier rooms, other than the one under review, within the
+// history window) as the account-history lookup gave it.
+type SenderStanding struct {
+	// Verified says the account is on the operator's list of verified
+	// business accounts.
+	Verified bool
+	// CleanRooms counts earlier rooms judged clean.
+	CleanRooms int
+	// OverturnedRooms counts earlier rooms whose flag a moderator
+	// overturned.
+	OverturnedRooms int
+	// FlaggedRooms counts earlier rooms judged suspicious or abusive whose
+	// flag stands.
+	FlaggedRooms int
 }
 
 // MaxCampaigns bounds the campaign signals a verdict records.
@@ -50,4 +75,24 @@ const MaxCampaigns = 16
 // the adapter's prefix.
 type CampaignCounter interface {
 	Observe(ctx context.Context, room string, sightings []CampaignSighting, at time.Time) ([]CampaignCount, error)
+}
+
+// Standing sums the history lines of one role (a room's participants in
+// that role, usually the one account behind a mark) into a standing;
+// Verified is left to the caller.
+func (h HistorySeen) Standing(role SenderRole) SenderStanding {
+	var s SenderStanding
+	for _, l := range h.Lines {
+		switch {
+		case l.Role != role:
+		case l.Overturned && l.Label != LabelClean:
+			s.OverturnedRooms += l.Rooms
+		case l.Label == LabelClean && !l.Overturned:
+			s.CleanRooms += l.Rooms
+		default:
+			// A standing flag, or a clean verdict a moderator overturned.
+			s.FlaggedRooms += l.Rooms
+		}
+	}
+	return s
 }
