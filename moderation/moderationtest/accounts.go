@@ -154,9 +154,10 @@ func (m *Memory) AccountCampaigns(ctx context.Context, senderID string) ([]moder
 			k := [2]string{string(c.Kind), c.Mark}
 			cm := byMark[k]
 			if cm == nil {
-				cm = &moderation.CampaignMark{Kind: string(c.Kind), Mark: c.Mark}
+				cm = &moderation.CampaignMark{Kind: string(c.Kind), Mark: c.Mark, RepeatSender: true}
 				byMark[k], rooms[k] = cm, map[string]bool{}
 			}
+			cm.RepeatSender = cm.RepeatSender && c.RepeatSender
 			cm.Rooms, cm.Senders = max(cm.Rooms, c.Rooms), max(cm.Senders, c.Senders)
 			if at := decidedAt(v); at.After(cm.LastAt) {
 				cm.LastAt = at
@@ -188,7 +189,7 @@ func (m *Memory) VerdictCampaigns(ctx context.Context, verdictID uint64) ([]mode
 	}
 	var out []moderation.CampaignMark
 	for _, c := range v.Campaigns {
-		out = append(out, moderation.CampaignMark{Kind: string(c.Kind), Mark: c.Mark, Rooms: c.Rooms, Senders: c.Senders, Here: 1, LastAt: decidedAt(v)})
+		out = append(out, moderation.CampaignMark{Kind: string(c.Kind), Mark: c.Mark, Rooms: c.Rooms, Senders: c.Senders, Here: 1, LastAt: decidedAt(v), RepeatSender: c.RepeatSender})
 	}
 	slices.SortFunc(out, func(a, b moderation.CampaignMark) int {
 		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Mark, b.Mark))
@@ -217,7 +218,7 @@ func (m *Memory) CampaignRooms(ctx context.Context, mark, cursor string, limit i
 			continue // a superseded revision: only current ones are listed, as in MySQL
 		}
 		for _, c := range v.Campaigns {
-			if c.Mark != mark || !after(cur, decidedAt(v), id) {
+			if c.Mark != mark || c.RepeatSender || !after(cur, decidedAt(v), id) {
 				continue
 			}
 			r := moderation.CampaignRoom{VerdictID: id, Key: v.Key, Kind: string(c.Kind), MessageID: c.MessageID, Label: v.Label,

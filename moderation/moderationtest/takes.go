@@ -98,7 +98,7 @@ func (m *Memory) openRooms(mark string) []uint64 {
 			continue
 		}
 		for _, c := range v.Campaigns {
-			if c.Mark == mark {
+			if c.Mark == mark && !c.RepeatSender {
 				out = append(out, id)
 				break
 			}

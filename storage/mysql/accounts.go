@@ -141,10 +141,11 @@ FROM verdict_participants p JOIN verdicts v ON v.id = p.verdict_id WHERE p.sende
 }
 
 // AccountCampaigns returns the campaign marks the verdicts about senderID
-// carried, the most recent first, at most 100. Empty until the pipeline
+// carried, the most recent first, at most 100; a mark is a repeat sender's
+// when every verdict carrying it said so. Empty until the pipeline
 // writes campaign signals. It honours ctx.
 func (s *Store) AccountCampaigns(ctx context.Context, senderID string) ([]moderation.CampaignMark, error) {
-	return s.marks(ctx, "mysql: account campaigns", `SELECT c.kind, c.mark, MAX(c.rooms), MAX(c.senders), COUNT(DISTINCT c.room_id), MAX(c.decided_at)
+	return s.marks(ctx, "mysql: account campaigns", `SELECT c.kind, c.mark, MAX(c.rooms), MAX(c.senders), COUNT(DISTINCT c.room_id), MAX(c.decided_at), MIN(c.repeat_sender)
 FROM verdict_subjects s JOIN verdicts v ON v.id = s.verdict_id JOIN verdict_campaigns c ON c.verdict_id = s.verdict_id
 WHERE s.sender_id = ? AND v.revision_slot = 0 GROUP BY c.kind, c.mark ORDER BY MAX(c.decided_at) DESC, c.mark LIMIT ?`, senderID, moderation.MaxMarks)
 }
@@ -152,7 +153,7 @@ WHERE s.sender_id = ? AND v.revision_slot = 0 GROUP BY c.kind, c.mark ORDER BY M
 // VerdictCampaigns returns the campaign marks verdict id carried (Here is
 // 1 for each). It honours ctx.
 func (s *Store) VerdictCampaigns(ctx context.Context, verdictID uint64) ([]moderation.CampaignMark, error) {
-	return s.marks(ctx, "mysql: verdict campaigns", `SELECT kind, mark, rooms, senders, 1, decided_at
+	return s.marks(ctx, "mysql: verdict campaigns", `SELECT kind, mark, rooms, senders, 1, decided_at, repeat_sender
 FROM verdict_campaigns WHERE verdict_id = ? ORDER BY kind, mark LIMIT ?`, verdictID, moderation.MaxMarks)
 }
 
@@ -165,7 +166,7 @@ func (s *Store) marks(ctx context.Context, prefix, q string, args ...any) ([]mod
 	var out []moderation.CampaignMark
 	for rows.Next() {
 		var m moderation.CampaignMark
-		if err := rows.Scan(&m.Kind, &m.Mark, &m.Rooms, &m.Senders, &m.Here, &m.LastAt); err != nil {
+		if err := rows.Scan(&m.Kind, &m.Mark, &m.Rooms, &m.Senders, &m.Here, &m.LastAt, &m.RepeatSender); err != nil {
 			return nil, fmt.Errorf("%s: %w", prefix, err)
 		}
 		m.LastAt = m.LastAt.UTC()
@@ -196,7 +197,7 @@ func (s *Store) CampaignRooms(ctx context.Context, mark, cursor string, limit in
 	q := `SELECT c.verdict_id, v.room_id, v.window_start, v.window_end, v.pipeline_version, c.kind, c.message_id, c.label, c.category,
     v.action, c.decided_at, COALESCE(t.moderator, ''), t.active_at, ` + fmt.Sprintf(newestDecisionSQL, "c.verdict_id") + `
 FROM verdict_campaigns c JOIN verdicts v ON v.id = c.verdict_id LEFT JOIN queue_takes t ON t.verdict_id = c.verdict_id
-WHERE c.mark = ? AND v.revision_slot = 0`
+WHERE c.mark = ? AND c.repeat_sender = 0 AND v.revision_slot = 0`
 	args := []any{mark}
 	if cur != nil {
 		q += " AND (c.decided_at < ? OR (c.decided_at = ? AND c.verdict_id < ?))"

@@ -55,14 +55,14 @@ func replaceCampaigns(ctx context.Context, tx *sql.Tx, id int64, v pipeline.Verd
 		decided = v.Key.WindowEnd
 	}
 	var b strings.Builder
-	b.WriteString("INSERT INTO verdict_campaigns (verdict_id, kind, mark, message_id, rooms, senders, room_id, label, category, decided_at) VALUES ")
-	args := make([]any, 0, 10*len(v.Campaigns))
+	b.WriteString("INSERT INTO verdict_campaigns (verdict_id, kind, mark, message_id, rooms, senders, repeat_sender, room_id, label, category, decided_at) VALUES ")
+	args := make([]any, 0, 11*len(v.Campaigns))
 	for i, c := range v.Campaigns {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-		args = append(args, id, string(c.Kind), c.Mark, c.MessageID, c.Rooms, c.Senders, v.Key.RoomID, string(v.Label), string(v.Category), dbTime(decided))
+		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		args = append(args, id, string(c.Kind), c.Mark, c.MessageID, c.Rooms, c.Senders, c.RepeatSender, v.Key.RoomID, string(v.Label), string(v.Category), dbTime(decided))
 	}
 	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
 		return fmt.Errorf("mysql: save campaigns: %w", err)
@@ -73,7 +73,7 @@ func replaceCampaigns(ctx context.Context, tx *sql.Tx, id int64, v pipeline.Verd
 // readCampaigns reads verdict id's campaign signals back, most rooms
 // first, as the reviewer ordered them.
 func readCampaigns(ctx context.Context, tx *sql.Tx, id uint64) ([]pipeline.CampaignCount, error) {
-	rows, err := tx.QueryContext(ctx, "SELECT kind, mark, message_id, rooms, senders FROM verdict_campaigns WHERE verdict_id = ? ORDER BY rooms DESC, kind DESC, mark", id)
+	rows, err := tx.QueryContext(ctx, "SELECT kind, mark, message_id, rooms, senders, repeat_sender FROM verdict_campaigns WHERE verdict_id = ? ORDER BY rooms DESC, kind DESC, mark", id)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: get campaigns: %w", err)
 	}
@@ -84,7 +84,7 @@ func readCampaigns(ctx context.Context, tx *sql.Tx, id uint64) ([]pipeline.Campa
 			c    pipeline.CampaignCount
 			kind string
 		)
-		if err := rows.Scan(&kind, &c.Mark, &c.MessageID, &c.Rooms, &c.Senders); err != nil {
+		if err := rows.Scan(&kind, &c.Mark, &c.MessageID, &c.Rooms, &c.Senders, &c.RepeatSender); err != nil {
 			return nil, fmt.Errorf("mysql: get campaigns: %w", err)
 		}
 		c.Kind = pipeline.CampaignKind(kind)
