@@ -117,6 +117,7 @@ func stored(v pipeline.Verdict) pipeline.Verdict {
 	v.PublishedAt, v.StartedAt, v.FinishedAt = us(v.PublishedAt), us(v.StartedAt), us(v.FinishedAt)
 	v.OldestMessageAt, v.NewestMessageAt = us(v.OldestMessageAt), us(v.NewestMessageAt)
 	v.Campaigns = slices.Clone(v.Campaigns)
+	v.Sightings = slices.Clone(v.Sightings)
 	return v
 }
 

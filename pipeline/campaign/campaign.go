@@ -230,9 +230,18 @@ func (d *Detector) Detect(ctx context.Context, room string, sightings []pipeline
 // Both calls share Config.Timeout. The signals carry the current marks.
 // A failed legacy call leaves the current counts alone.
 func (d *Detector) DetectWithLegacy(ctx context.Context, room string, sightings []pipeline.CampaignSighting, legacyRoom string, legacy []pipeline.CampaignSighting) []pipeline.CampaignCount {
+	hits, _ := d.Observe(ctx, room, sightings, legacyRoom, legacy)
+	return hits
+}
+
+// Observe is DetectWithLegacy (legacy nil: Detect) that also returns the
+// counted marks that are not campaigns, in the order given, at most
+// pipeline.MaxSightings: the review records them so that a campaign found
+// later can link this room (retro-linking).
+func (d *Detector) Observe(ctx context.Context, room string, sightings []pipeline.CampaignSighting, legacyRoom string, legacy []pipeline.CampaignSighting) (hits, below []pipeline.CampaignCount) {
 	if len(sightings) == 0 {
 		d.m.lookups.WithLabelValues("no_marks").Inc()
-		return nil
+		return nil, nil
 	}
 	ctx, cancel := clock.WithTimeout(ctx, d.clk, d.cfg.Timeout)
 	defer cancel()
@@ -250,24 +259,35 @@ func (d *Detector) DetectWithLegacy(ctx context.Context, room string, sightings 
 	switch {
 	case err != nil && ctx.Err() != nil:
 		d.m.lookups.WithLabelValues("timeout").Inc()
-		return nil
+		return nil, nil
 	case err != nil:
 		d.m.lookups.WithLabelValues("unavailable").Inc()
-		return nil
+		return nil, nil
 	}
-	var hits []pipeline.CampaignCount
+	seen := map[string]bool{}
 	for _, n := range counts {
-		if d.cfg.IsCampaign(n) {
+		key := string(n.Kind) + n.Mark
+		switch {
+		case seen[key]:
+			// One mark in two messages: recorded once.
+		case d.cfg.IsCampaign(n):
 			hits = append(hits, n)
+		case len(below) < pipeline.MaxSightings:
+			below = append(below, n)
 		}
+		seen[key] = true
 	}
+	// Most rooms first, then by kind and mark, as storage reads them back.
+	slices.SortFunc(below, func(a, b pipeline.CampaignCount) int {
+		return cmp.Or(cmp.Compare(b.Rooms, a.Rooms), cmp.Compare(b.Kind, a.Kind), cmp.Compare(a.Mark, b.Mark))
+	})
 	if len(hits) == 0 {
 		d.m.lookups.WithLabelValues("none").Inc()
-		return nil
+		return nil, below
 	}
 	d.m.lookups.WithLabelValues("campaign").Inc()
 	slices.SortStableFunc(hits, func(a, b pipeline.CampaignCount) int { return cmp.Compare(b.Rooms, a.Rooms) })
-	return hits[:min(len(hits), pipeline.MaxCampaigns)]
+	return hits[:min(len(hits), pipeline.MaxCampaigns)], below
 }
 
 type metrics struct {

@@ -9,12 +9,14 @@ import (
 )
 
 // Campaigns is what the reviewer needs to find campaign signals: a
-// *campaign.Detector satisfies it. DetectWithLegacy is Detect with each
-// sighting counted in its legacy form too (legacy, one for one, under the
-// room's legacy pseudonym), and the larger of the two counts kept.
+// *campaign.Detector satisfies it. Legacy sightings are counted in their
+// legacy form too (legacy, one for one, under the room's legacy
+// pseudonym), and the larger of the two counts kept.
 type Campaigns interface {
-	Detect(ctx context.Context, room string, sightings []pipeline.CampaignSighting) []pipeline.CampaignCount
-	DetectWithLegacy(ctx context.Context, room string, sightings []pipeline.CampaignSighting, legacyRoom string, legacy []pipeline.CampaignSighting) []pipeline.CampaignCount
+	// Observe counts the sightings (and their legacy twins when legacy is
+	// not nil) and returns the campaign signals and the counted marks
+	// below the threshold.
+	Observe(ctx context.Context, room string, sightings []pipeline.CampaignSighting, legacyRoom string, legacy []pipeline.CampaignSighting) (hits, below []pipeline.CampaignCount)
 	// Classify marks the signals that are one account repeating itself
 	// as repeat senders, given the standing of the account behind each
 	// signal's message.
@@ -45,13 +47,15 @@ func (rn *run) campaigns(ctx context.Context) {
 	}
 	sightings, legacy := rn.r.marker.SightingsWithLegacy(msgs)
 	room := rn.r.marker.Party("room", rn.ev.RoomID)
+	legacyRoom := ""
+	if legacy != nil {
+		legacyRoom = rn.r.marker.LegacyParty("room", rn.ev.RoomID)
+	}
+	rn.v.Campaigns, rn.v.Sightings = d.Observe(ctx, room, sightings, legacyRoom, legacy)
+	d.Classify(rn.v.Campaigns, rn.standing)
 	if legacy == nil {
-		rn.v.Campaigns = d.Detect(ctx, room, sightings)
-		d.Classify(rn.v.Campaigns, rn.standing)
 		return
 	}
-	rn.v.Campaigns = d.DetectWithLegacy(ctx, room, sightings, rn.r.marker.LegacyParty("room", rn.ev.RoomID), legacy)
-	d.Classify(rn.v.Campaigns, rn.standing)
 	was := make(map[string]string, len(sightings))
 	for i, s := range sightings {
 		was[s.Mark] = legacy[i].Mark
