@@ -46,6 +46,7 @@ func TestCampaignSignalReachesTriageAndIsRecorded(t *testing.T) {
 		require.NoError(t, err)
 		if i < cfg.MinRooms-1 {
 			require.Empty(t, v.Campaigns, "room %d", i)
+			require.Len(t, v.Sightings, 5, "room %d: its marks are recorded below the threshold, for a campaign found later", i)
 		}
 	}
 	require.False(t, v.EarlyExit, "a campaign signal forbids the early clean exit")
