@@ -21,4 +21,8 @@ ALTER TABLE verdict_campaigns
     ADD KEY ix_verdict_campaigns_decided (decided_at);
 
 -- +goose Down
+-- Without the class, code before this migration would read sightings as
+-- campaign signals: they go (a repeat sender's row stays, as the campaign
+-- signal it was before).
+DELETE FROM verdict_campaigns WHERE class IN ('sighting', 'linked');
 ALTER TABLE verdict_campaigns DROP KEY ix_verdict_campaigns_decided, DROP COLUMN class;
