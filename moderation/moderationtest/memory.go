@@ -34,6 +34,10 @@ type Memory struct {
 	decisions []decisionRow
 	actions   []moderation.AuditRecord
 	ActionErr func(moderation.AuditRecord) error
+	// members is the last campaign join's memberships, linked the
+	// sightings it linked, by verdict (joins.go).
+	members map[string]string
+	linked  map[uint64]map[string]bool
 }
 
 // decisionRow is a decision with its outbox state.
@@ -81,6 +85,7 @@ func (m *Memory) Save(ctx context.Context, v pipeline.Verdict) (bool, error) {
 		m.ids[v.Key] = id
 	}
 	m.verdicts[id] = v
+	delete(m.linked, id) // its rows are written again, sightings unlinked
 	return true, nil
 }
 
