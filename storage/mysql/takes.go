@@ -136,7 +136,7 @@ func isDuplicateKey(err error) bool {
 // are named with their table: moderator_decisions has a moderator too.
 const takeCampaignSQL = `INSERT INTO queue_takes (verdict_id, moderator, taken_at, active_at)
 SELECT DISTINCT c.verdict_id, ?, ?, ? FROM verdict_campaigns c JOIN verdicts v ON v.id = c.verdict_id
-LEFT JOIN moderator_decisions d ON d.verdict_id = c.verdict_id
+LEFT JOIN moderator_decisions d ON d.verdict_id = c.verdict_id AND d.reversed_at IS NULL AND d.decision <> 'undo'
 WHERE c.mark IN (%s) AND c.class IN ('campaign', 'linked') AND v.revision_slot = 0 AND d.verdict_id IS NULL
 ON DUPLICATE KEY UPDATE
     taken_at = IF(queue_takes.moderator <> ? AND queue_takes.active_at < ?, ?, queue_takes.taken_at),
@@ -147,7 +147,7 @@ ON DUPLICATE KEY UPDATE
 // rooms (its marks fill the %s).
 const openCampaignHoldersSQL = `SELECT t.moderator, COUNT(DISTINCT t.verdict_id) FROM verdict_campaigns c
 JOIN queue_takes t ON t.verdict_id = c.verdict_id JOIN verdicts v ON v.id = c.verdict_id
-LEFT JOIN moderator_decisions d ON d.verdict_id = c.verdict_id
+LEFT JOIN moderator_decisions d ON d.verdict_id = c.verdict_id AND d.reversed_at IS NULL AND d.decision <> 'undo'
 WHERE c.mark IN (%s) AND c.class IN ('campaign', 'linked') AND v.revision_slot = 0 AND d.verdict_id IS NULL AND (t.moderator = ? OR t.active_at >= ?) GROUP BY t.moderator`
 
 // CountOpenCampaignRooms returns the number of rooms of mark's campaign
@@ -160,8 +160,8 @@ func (s *Store) CountOpenCampaignRooms(ctx context.Context, mark string) (int, e
 	}
 	var n int
 	err = s.db.QueryRowContext(ctx, `SELECT COUNT(DISTINCT c.verdict_id) FROM verdict_campaigns c JOIN verdicts v ON v.id = c.verdict_id
-		LEFT JOIN moderator_decisions d ON d.verdict_id = c.verdict_id WHERE c.mark IN (`+placeholders(len(marks))+`) AND c.class IN ('campaign', 'linked')
-		AND v.revision_slot = 0 AND d.verdict_id IS NULL`, markArgs(marks)...).Scan(&n)
+		LEFT JOIN moderator_decisions d ON d.verdict_id = c.verdict_id AND d.reversed_at IS NULL AND d.decision <> 'undo'
+		WHERE c.mark IN (`+placeholders(len(marks))+`) AND c.class IN ('campaign', 'linked') AND v.revision_slot = 0 AND d.verdict_id IS NULL`, markArgs(marks)...).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("mysql: count open campaign rooms: %w", err)
 	}

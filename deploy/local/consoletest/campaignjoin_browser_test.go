@@ -51,7 +51,8 @@ func TestCampaignPageCoversTheWholeJoinedCampaignInBrowser(t *testing.T) {
 	result, err := chromedp.Run(alice, chromedp.Text(chromedp.ID("take-result")))
 	require.NoError(t, err)
 	require.Contains(t, result, "You hold 4 open room(s) of the campaign.")
-	require.NoError(t, chromedp.Do(alice, chromedp.Click(chromedp.ID("confirm-all")), chromedp.WaitVisible(chromedp.ID("bulk-result"))))
+	require.NoError(t, chromedp.Do(alice, chromedp.Click(chromedp.ID("confirm-all")), chromedp.WaitVisible(chromedp.ID("bulk-yes")),
+		chromedp.Click(chromedp.ID("bulk-yes")), chromedp.WaitVisible(chromedp.ID("bulk-result"))))
 	result, err = chromedp.Run(alice, chromedp.Text(chromedp.ID("bulk-result")))
 	require.NoError(t, err)
 	require.Contains(t, result, "4 room(s) decided")
