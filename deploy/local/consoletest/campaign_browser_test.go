@@ -85,7 +85,14 @@ func TestAccountAndCampaignInBrowser(t *testing.T) {
 	screenshot(t, alice, "campaign.png")
 	requireAccessible(t, alice, axe, "campaign")
 
-	follow(t, alice, "bulk-result", chromedp.Click(chromedp.ID("confirm-all")))
+	// The bulk form first shows what it applies (a confirm: each
+	// verdict's own label and category), then acts on "Yes".
+	follow(t, alice, "bulk-yes", chromedp.Click(chromedp.ID("confirm-all")))
+	applied, err := chromedp.Run(alice, chromedp.Text(chromedp.ID("apply-label")))
+	require.NoError(t, err)
+	require.Equal(t, "each verdict's own, unchanged", applied)
+	requireAccessible(t, alice, axe, "bulk decision (confirmation step)")
+	follow(t, alice, "bulk-result", chromedp.Click(chromedp.ID("bulk-yes")))
 	result, err := chromedp.Run(alice, chromedp.Text(chromedp.ID("bulk-result")))
 	require.NoError(t, err)
 	require.Contains(t, result, "2 room(s) decided")
@@ -142,7 +149,8 @@ func TestTakeAllOfACampaignInBrowser(t *testing.T) {
 	requireAccessible(t, alice, axe, "campaign (after taking it all)")
 
 	// Her bulk decision skips Bob's room...
-	follow(t, alice, "bulk-result", chromedp.Click(chromedp.ID("confirm-all")))
+	follow(t, alice, "bulk-yes", chromedp.Click(chromedp.ID("confirm-all")))
+	follow(t, alice, "bulk-result", chromedp.Click(chromedp.ID("bulk-yes")))
 	result, err = chromedp.Run(alice, chromedp.Text(chromedp.ID("bulk-result")))
 	require.NoError(t, err)
 	require.Contains(t, result, "2 room(s) decided")
@@ -150,7 +158,8 @@ func TestTakeAllOfACampaignInBrowser(t *testing.T) {
 	require.Empty(t, decisionsOn(t, ctx, db, ids[1]))
 	// ...until she overrides, explicitly.
 	require.NoError(t, chromedp.Do(alice, chromedp.Click(chromedp.CSS(`input[name="override"]`))))
-	follow(t, alice, "bulk-result", chromedp.Click(chromedp.ID("confirm-all")))
+	follow(t, alice, "bulk-yes", chromedp.Click(chromedp.ID("confirm-all")))
+	follow(t, alice, "bulk-result", chromedp.Click(chromedp.ID("bulk-yes")))
 	result, err = chromedp.Run(alice, chromedp.Text(chromedp.ID("bulk-result")))
 	require.NoError(t, err)
 	require.Contains(t, result, "1 room(s) decided")
