@@ -96,8 +96,8 @@ const navTimeout = 90 * time.Second
 // posts without htmx, a shortcut that clicks one), waits until that page
 // has loaded, and then until it shows the element with id waitID.
 // Waiting for the element alone is not enough: when the old page has it
-// too (a second bulk decision over a first one's result), the wait ends
-// on the old page, and the next query runs in a document being replaced
+// too (a form that posts back to its own page, like the campaign's, with
+// the previous result still shown), the wait ends on the old page, and the next query runs in a document being replaced
 // ("Cannot find context with specified id") or reads the old text.
 // Actions that htmx answers in place do not navigate; they must not use it.
 func follow(t *testing.T, b context.Context, waitID string, trigger ...chromedp.Action[chromedp.Void]) {
