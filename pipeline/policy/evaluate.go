@@ -56,7 +56,9 @@ func EvidenceOf(v pipeline.Verdict, src pipeline.ActionSource) Evidence {
 type State = pipeline.ActionState
 
 // SuppressKey names a notice for suppression in State.
-func SuppressKey(room, account, rule string) string { return pipeline.ActionSuppressKey(room, account, rule) }
+func SuppressKey(room, account, rule string) string {
+	return pipeline.ActionSuppressKey(room, account, rule)
+}
 
 // ClearedKey names a cleared state in State.
 func ClearedKey(account, rule string) string { return pipeline.ActionClearedKey(account, rule) }
