@@ -153,3 +153,48 @@ func TestAKeptVerdictWritesNoAction(t *testing.T) {
 	var perm *pipeline.PermanentError
 	require.ErrorAs(t, err, &perm)
 }
+
+func TestBacktestCasesListFlaggedVerdictsWithTheirLastDecision(t *testing.T) {
+	t.Parallel()
+	db, s := setupDB(t)
+	ctx := context.Background()
+	base := storetest.SampleVerdict("room-bt-1")
+	var ids []uint64
+	for i, room := range []string{"room-bt-1", "room-bt-2", "room-bt-3"} {
+		v := base
+		v.Key.RoomID = room
+		v.FinishedAt = base.FinishedAt.Add(time.Duration(i) * time.Minute)
+		if i == 0 {
+			v.RunID = "rt-20261103T040000Z"
+		}
+		if i == 2 {
+			v.Label, v.Category, v.Severity, v.Confidence = pipeline.LabelClean, pipeline.CategoryClean, 0, 0.9
+		}
+		storetest.MustSave(t, ctx, s, v)
+		id, err := s.VerdictID(ctx, v.Key)
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	for _, d := range []struct {
+		id       uint64
+		decision string
+		at       time.Duration
+	}{{ids[0], "confirm", 0}, {ids[0], "overturn", time.Minute}, {ids[1], "confirm", 0}} {
+		_, err := db.ExecContext(ctx, `INSERT INTO moderator_decisions (verdict_id, moderator, decision, label, category, decided_at) VALUES (?, 'mod-1', ?, 'abusive', '', ?)`,
+			d.id, d.decision, base.FinishedAt.Add(time.Hour+d.at))
+		require.NoError(t, err)
+	}
+	cases, more, err := s.BacktestCases(ctx, base.FinishedAt.Add(-time.Minute), base.FinishedAt.Add(time.Hour), 10)
+	require.NoError(t, err)
+	require.False(t, more)
+	require.Len(t, cases, 2, "the clean verdict is not a case")
+	require.Equal(t, "room-bt-1", cases[0].Verdict.Key.RoomID)
+	require.Equal(t, "overturn", cases[0].Decision, "the last decision")
+	require.Equal(t, pipeline.ActionSourceRealtime, cases[0].Source)
+	require.Equal(t, "confirm", cases[1].Decision)
+	require.Equal(t, pipeline.ActionSourceBatch, cases[1].Source)
+	cases, more, err = s.BacktestCases(ctx, base.FinishedAt.Add(-time.Minute), base.FinishedAt.Add(time.Hour), 1)
+	require.NoError(t, err)
+	require.True(t, more)
+	require.Len(t, cases, 1)
+}
