@@ -44,6 +44,9 @@ type server struct {
 	cfg      Config
 	auth     *auth
 	store    moderation.Store
+	// actions reverses an overturned verdict's protective actions; nil:
+	// none (actions.go).
+	actions moderation.ProtectiveActions
 	chat     pipeline.ChatSource
 	feedback FeedbackSender
 	fbm      *feedbackMetrics // nil: counted nowhere
