@@ -50,6 +50,10 @@ type Config struct {
 	OperatorTokenFile string
 	// StopTTL is how long the stop button's room stop lasts.
 	StopTTL time.Duration
+	// ActionsClearedFor is how long an overturn clears the verdict's
+	// accounts for the policy rules that acted on them (the policy's
+	// cleared_for; docs/actions.md).
+	ActionsClearedFor time.Duration
 	// TakeTimeout is how long a taken queue item stays its taker's after
 	// their last action on it; then it shows as free and anyone may take it.
 	TakeTimeout time.Duration
@@ -82,19 +86,20 @@ type Config struct {
 // DefaultConfig returns the web app's defaults (the console's --help).
 func DefaultConfig() Config {
 	return Config{
-		Outbox:        DefaultOutboxConfig(),
-		Shift:         DefaultShiftConfig(),
-		MaxReviews:    8,
-		ReviewTimeout: 5 * time.Minute,
-		MaxWindow:     pipeline.DefaultMaxWindow,
-		Context:       chatcontext.DefaultConfig(),
-		ClientBuffer:  live.DefaultConfig().SubscriberBuffer,
-		DrainTimeout:  25 * time.Second,
-		RetryAfter:    5 * time.Second,
-		StopTTL:       10 * time.Minute,
-		TakeTimeout:   10 * time.Minute,
-		AuditShare:    0.02,
-		UndoWindow:    2 * time.Minute,
+		Outbox:            DefaultOutboxConfig(),
+		Shift:             DefaultShiftConfig(),
+		MaxReviews:        8,
+		ReviewTimeout:     5 * time.Minute,
+		MaxWindow:         pipeline.DefaultMaxWindow,
+		Context:           chatcontext.DefaultConfig(),
+		ClientBuffer:      live.DefaultConfig().SubscriberBuffer,
+		DrainTimeout:      25 * time.Second,
+		RetryAfter:        5 * time.Second,
+		StopTTL:           10 * time.Minute,
+		ActionsClearedFor: 720 * time.Hour,
+		TakeTimeout:       10 * time.Minute,
+		AuditShare:        0.02,
+		UndoWindow:        2 * time.Minute,
 		DecisionReasons: []string{"known scam script", "contact or payment outside the app", "evidence does not support the label",
 			"ordinary trade talk", "not enough context"},
 		// oauth2-proxy's header in reverse-proxy mode.
@@ -120,6 +125,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxReviews < 1 || c.MaxReviews > 10000 {
 		errs = append(errs, errors.New("--max-reviews must be in 1..10000"))
+	}
+	if c.ActionsClearedFor <= 0 {
+		errs = append(errs, errors.New("--actions-cleared-for must be positive"))
 	}
 	if c.MaxWindow <= 0 || c.DrainTimeout <= 0 || c.RetryAfter < time.Second || c.StopTTL <= 0 {
 		errs = append(errs, errors.New("--max-window, --drain-timeout and --stop-ttl must be positive, --retry-after at least 1s"))

@@ -87,6 +87,9 @@ func (s *server) record(ctx context.Context, who Who, items []pendingDecision) (
 		}
 		d.ID = id
 		v := it.Verdict
+		if d.Decision == moderation.DecisionOverturn {
+			s.reverseActions(ctx, v.Key, d)
+		}
 		s.log.Info("console: decided", "moderator", who.ID, "decision", d.Decision, "verdict_id", v.ID,
 			"decision_id", id, "room_id", v.Key.RoomID, "label", d.Label, "category", d.Category, "audit", d.Audit)
 		// Decided, the item leaves the queue: its take ends with it.

@@ -114,6 +114,7 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.StringVar(&c.OperatorURL, "operator-url", "base URL of the worker's operator API (POST /v1/stop); empty hides the stop button")
 	fs.StringVar(&c.OperatorTokenFile, "operator-token-file", "file holding the operator API's bearer token (sent as Authorization: Bearer)")
 	fs.DurationVar(&c.StopTTL, "stop-ttl", "how long the stop button's room stop lasts")
+	fs.DurationVar(&c.ActionsClearedFor, "actions-cleared-for", "how long an overturn clears the verdict's accounts for the policy rules that acted on them (the workers' policy's cleared_for)")
 	fs.DurationVar(&c.TakeTimeout, "take-timeout", "how long a taken queue item stays its moderator's after their last action on it; then anyone may take it")
 	shiftFlags(fs, &c.Shift)
 	fs.Float64Var(&c.AuditShare, "audit-share", "share (0..1) of clean verdicts sampled, by a hash of the review key, as audit items: mixed into the queue, marked audit, their decisions the labelled sets' clean stratum (0: no audit)")

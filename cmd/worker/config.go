@@ -42,6 +42,9 @@ type Config struct {
 	// Outbox is the outbox relay's (relay.go): the --outbox-* flags. It
 	// sends the outbox's lake events to --feedback-queue-url.
 	Outbox outbox.Config
+	// Actions are the protective actions': --actions-queue-url and
+	// --actions-policy (actions.go).
+	Actions ActionsConfig
 
 	// Review is the review job's: --max-age, --busy-retry, --max-window,
 	// --max-clock-skew, --claim-ttl, --claim-poll, --context-lookback and
@@ -97,6 +100,7 @@ func DefaultConfig() Config {
 		ReviewDLQ:   reviewDLQ(review),
 		Events:      sqs.DefaultLakeConfig(),
 		Outbox:      outbox.DefaultConfig(),
+		Actions:     defaultActions(),
 		Options:     reviewers.DefaultOptions(),
 		Review:      reviewjob.DefaultConfig(),
 		Health:      health.DefaultConfig(),
@@ -115,7 +119,8 @@ func DefaultConfig() Config {
 func (c *Config) flags() *cli.FlagSet {
 	fs := cli.NewFlagSet("worker", "Reviews chat rooms from the SQS review queue with the LLM stages and stores verdicts in MySQL.\n"+
 		"Subcommands: 'worker migrate --mysql-dsn DSN' applies the schema migrations and exits;\n"+
-		"'worker stop --room R | --run ID | --review ROOM,START,END' stops reviews on every worker through a worker's operator API, with a token (see 'worker stop --help').")
+		"'worker stop --room R | --run ID | --review ROOM,START,END' stops reviews on every worker through a worker's operator API, with a token (see 'worker stop --help');\n"+
+		"'worker actions report --from T --to T' replays the protective-action policy over stored verdicts (see 'worker actions report --help').")
 	fs.StringVar(&c.ReviewQueue.URL, "review-queue-url", "SQS review queue URL")
 	fs.StringVar(&c.RealtimeQueue.URL, "realtime-queue-url", "SQS review-realtime queue URL, polled before the review queue so a batch backlog never delays real time; empty: the review queue only")
 	fs.StringVar(&c.ReviewDLQ.URL, "review-dlq-url", "SQS dead-letter queue of the review queue (poison messages are copied there)")
@@ -132,6 +137,7 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.IntVar(&c.Events.Buffer, "event-buffer", "lake events buffered for the feedback queue before drops")
 	fs.DurationVar(&c.Events.FlushAge, "event-flush-age", "longest a lake event waits for its batch")
 	outboxFlags(fs, &c.Outbox)
+	c.actionsFlags(fs)
 	c.Options.Flags(fs, &c.Pools)
 	c.stopFlags(fs)
 	c.faultFlags(fs)
@@ -182,7 +188,7 @@ func (c Config) Validate() error {
 	if _, err := cli.ParseLevel(c.LogLevel); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, c.validateCapacity(), c.validateStops(), c.validateOperator(), c.Options.Validate(), c.Options.ValidateCampaign(c.RedisAddr), c.validateShadow())
+	errs = append(errs, c.validateCapacity(), c.validateStops(), c.validateOperator(), c.Options.Validate(), c.Options.ValidateCampaign(c.RedisAddr), c.validateShadow(), c.validateActions())
 	return errors.Join(append(errs, c.validateParts())...)
 }
 

@@ -54,12 +54,15 @@ const (
 	// review-realtime (workers read it only when given its URL).
 	RealtimeQueue   = "review-realtime"
 	ChatEventsQueue = "chat-events"
-	DLQSuffix       = "-dlq"
-	AccessKeyID     = "local"
-	SecretKey       = "local-secret"
-	FallbackAPIKey  = "local-fallback-key"
-	PrimaryModel    = "chatguard-sim-primary"
-	FallbackModel   = "chatguard-sim-fallback"
+	// ActionsQueue carries protective actions to the chat API stand-in
+	// (docs/actions.md); a worker publishes there only when given its URL.
+	ActionsQueue   = "actions"
+	DLQSuffix      = "-dlq"
+	AccessKeyID    = "local"
+	SecretKey      = "local-secret"
+	FallbackAPIKey = "local-fallback-key"
+	PrimaryModel   = "chatguard-sim-primary"
+	FallbackModel  = "chatguard-sim-fallback"
 
 	AthenaDatabase       = "chatguard"
 	AthenaWorkgroup      = "primary"

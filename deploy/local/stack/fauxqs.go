@@ -144,9 +144,11 @@ func (f *fauxqs) ready(ctx context.Context, timeout time.Duration) error {
 type QueueURLs struct {
 	Review, ReviewDLQ, Feedback, FeedbackDLQ         string
 	Realtime, RealtimeDLQ, ChatEvents, ChatEventsDLQ string
+	Actions, ActionsDLQ                              string
 }
 
-// createQueues creates review, feedback, review-realtime and chat-events,
+// createQueues creates review, feedback, review-realtime, chat-events and
+// actions,
 // each with a DLQ and a redrive
 // policy. CreateQueue is idempotent for equal attributes.
 func (f *fauxqs) createQueues(ctx context.Context) (QueueURLs, error) {
@@ -180,11 +182,12 @@ func (f *fauxqs) createQueues(ctx context.Context) (QueueURLs, error) {
 		return *q.QueueUrl, *dlq.QueueUrl, nil
 	}
 	var u QueueURLs
-	errs := make([]error, 4)
+	errs := make([]error, 5)
 	u.Review, u.ReviewDLQ, errs[0] = mk(ReviewQueue)
 	u.Feedback, u.FeedbackDLQ, errs[1] = mk(FeedbackQueue)
 	u.Realtime, u.RealtimeDLQ, errs[2] = mk(RealtimeQueue)
 	u.ChatEvents, u.ChatEventsDLQ, errs[3] = mk(ChatEventsQueue)
+	u.Actions, u.ActionsDLQ, errs[4] = mk(ActionsQueue)
 	return u, errors.Join(errs...)
 }
 

@@ -1,0 +1,52 @@
+package moderation
+
+import (
+	"context"
+	"time"
+
+	"github.com/chatguard/chatguard/pipeline"
+)
+
+// Reversal is what an overturn asks of the protective actions written
+// about its verdict (docs/actions.md): their reversal, and a cleared
+// state for each account and rule they acted under.
+type Reversal struct {
+	// Key is the overturned verdict's review key.
+	Key pipeline.ReviewKey
+	// DecisionID is the overturning decision (recorded with the cleared
+	// states).
+	DecisionID uint64
+	// At is when the overturn was decided; the reversals' issued_at.
+	At time.Time
+	// ClearedUntil ends the cleared states (the policy's cleared_for
+	// after At); ExpiresAt the reversals' expires_at.
+	ClearedUntil, ExpiresAt time.Time
+}
+
+// ProtectiveActions is the moderation core's port onto the protective
+// actions. The console calls it after the overturn's decision is
+// recorded, and so after its audit record (ActionDecide) is.
+type ProtectiveActions interface {
+	// ReverseActions, in one transaction: every written action about
+	// r.Key that is not reversed is marked reversed; each `on` one that
+	// can be undone gets its reversal (retract_notice,
+	// release_transaction or lift_restriction under
+	// pipeline.ReversalActionKey, source moderator) with its outbox
+	// message, and its own outbox message, when not sent yet, is
+	// cancelled so that no stale action leaves after its reversal; and
+	// each account and rule acted on is cleared until r.ClearedUntil. It
+	// returns the reversals written (none when nothing was written about
+	// the verdict, or everything is reversed already: a second call is a
+	// no-op). Safe for concurrent use; an error means nothing was
+	// written.
+	ReverseActions(ctx context.Context, r Reversal) ([]pipeline.ProtectiveAction, error)
+	// ReapplyActions undoes ReverseActions when the overturn r.DecisionID
+	// is undone, in one transaction: every action about r.Key that a
+	// reversal marked is written again; each `on` one that was reversed
+	// is re-applied under pipeline.ReapplyActionKey (reverses: the
+	// original key; issued at r.At, with the original's time to live
+	// and restriction length) with its outbox message, and the cleared
+	// states the overturn recorded are deleted. It returns the
+	// re-applications written; a second call is a no-op.
+	ReapplyActions(ctx context.Context, r Reversal) ([]pipeline.ProtectiveAction, error)
+}
