@@ -27,6 +27,9 @@ type OutboxDestination string
 const (
 	// OutboxFeedback is the lake's queue ("feedback"): lake events.
 	OutboxFeedback OutboxDestination = "feedback"
+	// OutboxActions is the protective actions' queue ("actions"): the
+	// bodies of ProtectiveAction, for the chat and payment services.
+	OutboxActions OutboxDestination = "actions"
 )
 
 // MaxOutboxEventID bounds an outbox message's EventID (the column's
