@@ -1,12 +1,8 @@
 package chatapi
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/chatguard/chatguard/pipeline"
@@ -22,101 +18,22 @@ import (
 // restriction expires. An action it cannot apply is rejected with a reason:
 // the consumer dead-letters it and counts it.
 
-// ActionSchemaVersion is the action contract version the stand-in reads.
-const ActionSchemaVersion = 1
-
-// The action ids the chat service acts on. Escalations are chatguard's own
-// (the moderators' queue): the stand-in ignores them if one reaches it.
-const (
-	ActWarnCounterpart    = "warn_counterpart"
-	ActWarnSender         = "warn_sender"
-	ActHoldTransaction    = "hold_transaction"
-	ActRestrictSender     = "restrict_sender"
-	ActEscalate           = "escalate"
-	ActRetractNotice      = "retract_notice"
-	ActReleaseTransaction = "release_transaction"
-	ActLiftRestriction    = "lift_restriction"
-)
-
 // NoticeSender is the sender id of every notice the stand-in shows.
 const NoticeSender = "chatguard"
 
-// Action is one protective action as the chat service reads it: the
-// envelope of the contract (docs/actions.md) around the fields named as
-// Coop's action requests name them. Unknown fields are ignored.
-type Action struct {
-	SchemaVersion   int       `json:"schema_version"`
-	IdempotencyKey  string    `json:"idempotency_key"`
-	PolicyVersion   string    `json:"policy_version"`
-	VerdictRevision int       `json:"verdict_revision"`
-	Source          string    `json:"source"`
-	Mode            string    `json:"mode"`
-	ExpiresAt       time.Time `json:"expires_at"`
-	Reverses        string    `json:"reverses,omitempty"`
-	Item            ItemRef   `json:"item"`
-	Creator         ItemRef   `json:"creator"`
-	Action          struct {
-		ID string `json:"id"`
-	} `json:"action"`
-	Custom ActionCustom `json:"custom"`
-}
-
-// ItemRef is Coop's {id, typeId} reference to a room or an account.
-type ItemRef struct {
-	ID     string `json:"id"`
-	TypeID string `json:"typeId"`
-}
-
-// ActionCustom holds what the chat service needs beyond Coop's fields.
-type ActionCustom struct {
-	Template    string    `json:"template,omitempty"`
-	Locale      string    `json:"locale,omitempty"`
-	Counterpart string    `json:"counterpart,omitempty"`
-	Transaction string    `json:"transaction,omitempty"`
-	Until       time.Time `json:"until,omitzero"`
-}
-
-// maxActionBytes bounds an action body; a real one is well under 2 KiB.
-const maxActionBytes = 64 << 10
-
-// DecodeAction parses and checks one action body. Every failure names
-// every problem at once; it is a *RejectError.
-func DecodeAction(body []byte) (Action, error) {
-	var a Action
-	if len(body) > maxActionBytes {
-		return a, reject("body of %d bytes is over %d", len(body), maxActionBytes)
+// DecodeAction reads one action body with chatguard's tolerant reader
+// (pipeline.DecodeProtectiveAction); a body it cannot apply is a
+// *RejectError with the reader's reason.
+func DecodeAction(body []byte) (pipeline.ProtectiveAction, error) {
+	a, err := pipeline.DecodeProtectiveAction(body)
+	var inv *pipeline.InvalidActionError
+	if errors.As(err, &inv) {
+		return a, reject("%s", inv.Reason)
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&a); err != nil {
-		return a, reject("not an action: %v", err)
-	}
-	var p []string
-	if a.SchemaVersion != ActionSchemaVersion {
-		p = append(p, fmt.Sprintf("schema_version %d is not %d", a.SchemaVersion, ActionSchemaVersion))
-	}
-	if a.IdempotencyKey == "" || len(a.IdempotencyKey) > 128 {
-		p = append(p, "idempotency_key must be 1 to 128 bytes")
-	}
-	if a.Action.ID == "" {
-		p = append(p, "action.id is missing")
-	}
-	if a.Item.ID == "" {
-		p = append(p, "item.id (the room) is missing")
-	}
-	if a.ExpiresAt.IsZero() {
-		p = append(p, "expires_at is missing")
-	}
-	if reversal(a.Action.ID) != (a.Reverses != "") {
-		p = append(p, fmt.Sprintf("reverses must be set on a reversal and only on one (action %q)", a.Action.ID))
-	}
-	if len(p) > 0 {
-		return a, reject("%s", strings.Join(p, "; "))
+	if err != nil {
+		return a, reject("%v", err)
 	}
 	return a, nil
-}
-
-func reversal(id string) bool {
-	return slices.Contains([]string{ActRetractNotice, ActReleaseTransaction, ActLiftRestriction}, id)
 }
 
 // RejectError is an action the chat service refuses: it is dead-lettered
@@ -143,12 +60,15 @@ const (
 	OutcomeSuperseded Outcome = "superseded"
 	// OutcomeIgnored: not the chat service's to act on (an escalation).
 	OutcomeIgnored Outcome = "ignored"
+	// OutcomeDropped: not in mode on, or delivered past its expiry; it
+	// is acknowledged and never applied, as the contract says.
+	OutcomeDropped Outcome = "dropped"
 	// OutcomeRejected: refused with a reason; dead-lettered.
 	OutcomeRejected Outcome = "rejected"
 )
 
 // Outcomes lists every outcome, for counters.
-var Outcomes = []Outcome{OutcomeApplied, OutcomeDuplicate, OutcomeSuperseded, OutcomeIgnored, OutcomeRejected}
+var Outcomes = []Outcome{OutcomeApplied, OutcomeDuplicate, OutcomeSuperseded, OutcomeIgnored, OutcomeDropped, OutcomeRejected}
 
 // Restriction is a sender's messaging restriction.
 type Restriction struct {
@@ -158,6 +78,7 @@ type Restriction struct {
 
 // Transaction is a fake safe-payment transaction's settlement state.
 type Transaction struct {
+	ID    string `json:"id"`
 	State string `json:"state"` // held | released
 	Key   string `json:"key"`   // the key of the hold
 }
@@ -173,7 +94,7 @@ type ActionStats struct {
 	// Outcomes counts deliveries by outcome.
 	Outcomes map[Outcome]int64 `json:"outcomes"`
 	// Applied counts applied actions by action id.
-	Applied map[string]int64 `json:"applied"`
+	Applied map[pipeline.ActionKind]int64 `json:"applied"`
 	// Refused counts messages refused at intake from restricted senders.
 	Refused int64 `json:"refused"`
 }

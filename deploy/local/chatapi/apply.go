@@ -22,6 +22,7 @@ type actionState struct {
 	// action whose reversal overtook it in the queue never takes effect.
 	reversedBy   map[string]string
 	restrictions map[string]Restriction
+	// transactions are keyed by room.
 	transactions map[string]Transaction
 	stats        ActionStats
 	journal      *os.File
@@ -31,7 +32,7 @@ func newActionState() actionState {
 	return actionState{
 		applied: map[string]Outcome{}, reversedBy: map[string]string{},
 		restrictions: map[string]Restriction{}, transactions: map[string]Transaction{},
-		stats: ActionStats{Outcomes: map[Outcome]int64{}, Applied: map[string]int64{}},
+		stats: ActionStats{Outcomes: map[Outcome]int64{}, Applied: map[pipeline.ActionKind]int64{}},
 	}
 }
 
@@ -61,12 +62,15 @@ func (s *Server) Apply(body []byte) (Outcome, error) {
 	if out == OutcomeApplied {
 		s.act.stats.Applied[a.Action.ID]++
 	}
+	if out == OutcomeRejected && err == nil {
+		err = reject("rejected")
+	}
 	return out, err
 }
 
 // applyLocked applies a at now. live is false while the journal is read
 // back: the action was checked and recorded then.
-func (s *Server) applyLocked(a Action, body []byte, now time.Time, live bool) (Outcome, error) {
+func (s *Server) applyLocked(a pipeline.ProtectiveAction, body []byte, now time.Time, live bool) (Outcome, error) {
 	key := a.IdempotencyKey
 	if _, done := s.act.applied[key]; done {
 		return OutcomeDuplicate, nil
@@ -74,13 +78,13 @@ func (s *Server) applyLocked(a Action, body []byte, now time.Time, live bool) (O
 	out := OutcomeApplied
 	effect := func() {}
 	switch {
-	case a.Mode != "on":
-		return OutcomeRejected, reject("mode %q: only actions in mode on reach the chat service", a.Mode)
+	case a.Mode != pipeline.ModeOn, live && !a.ExpiresAt.After(now):
+		// Acknowledged and never applied (the contract's rule 2); the
+		// key is kept, so a later copy is a duplicate.
+		out = OutcomeDropped
 	case s.act.reversedBy[key] != "":
 		out = OutcomeSuperseded
-	case live && !a.ExpiresAt.After(now):
-		return OutcomeRejected, reject("expired at %s", a.ExpiresAt.UTC().Format(time.RFC3339))
-	case a.Action.ID == ActEscalate:
+	case a.Action.ID == pipeline.ActionEscalate:
 		out = OutcomeIgnored
 	default:
 		var err error
@@ -102,58 +106,63 @@ func (s *Server) applyLocked(a Action, body []byte, now time.Time, live bool) (O
 }
 
 // effectOf checks a and returns what applying it changes.
-func (s *Server) effectOf(a Action, now time.Time) (func(), error) {
+func (s *Server) effectOf(a pipeline.ProtectiveAction, now time.Time) (func(), error) {
 	room, key := a.Item.ID, a.IdempotencyKey
+	if !s.hasRoom(room) {
+		return nil, reject("unknown room")
+	}
 	switch a.Action.ID {
-	case ActWarnCounterpart, ActWarnSender:
-		text, ok := noticeText(a.Custom.Template, a.Custom.Locale)
-		if !ok {
-			return nil, reject("no notice template %q in locale %q", a.Custom.Template, a.Custom.Locale)
-		}
-		if !s.hasRoom(room) {
-			return nil, reject("unknown room")
-		}
+	case pipeline.ActionWarnCounterpart, pipeline.ActionWarnSender:
 		m := pipeline.ChatMessage{MessageID: pipeline.ActionNoticeID(key), SenderID: NoticeSender,
-			SenderRole: pipeline.RoleSystem, Kind: pipeline.KindSystem, SentAt: now, Text: text}
+			SenderRole: pipeline.RoleSystem, Kind: pipeline.KindSystem, SentAt: now,
+			Text: noticeText(a.Action.ID, a.Custom.Template, a.Custom.Locale)}
 		return func() { s.Add(room, m) }, nil
-	case ActRetractNotice:
+	case pipeline.ActionRetractNotice:
 		return func() { s.remove(room, pipeline.ActionNoticeID(a.Reverses)) }, nil
-	case ActHoldTransaction, ActReleaseTransaction:
-		tx := a.Custom.Transaction
-		if tx == "" {
-			return nil, reject("%s needs custom.transaction", a.Action.ID)
-		}
-		if a.Action.ID == ActHoldTransaction {
-			return func() { s.act.transactions[tx] = Transaction{State: TxHeld, Key: key} }, nil
-		}
-		return func() {
-			if t := s.act.transactions[tx]; t.Key == a.Reverses {
-				s.act.transactions[tx] = Transaction{State: TxReleased, Key: t.Key}
-			}
-		}, nil
-	case ActRestrictSender, ActLiftRestriction:
+	case pipeline.ActionHoldTransaction, pipeline.ActionReleaseTransaction:
+		return s.transactionEffect(a)
+	case pipeline.ActionRestrictSender, pipeline.ActionLiftRestriction:
 		return s.restrictionEffect(a, now)
 	}
 	return nil, reject("unknown action %q", a.Action.ID)
 }
 
-// restrictionEffect restricts or lifts the restriction of a's creator.
-func (s *Server) restrictionEffect(a Action, now time.Time) (func(), error) {
-	who := a.Creator.ID
-	if who == "" {
-		return nil, reject("%s needs creator.id", a.Action.ID)
+// RoomTransaction is the id of a room's current fake safe-payment
+// transaction: every room of the stand-in has one.
+func RoomTransaction(roomID string) string { return "safepay-" + roomID }
+
+// transactionEffect holds or releases the room's transaction. A named
+// transaction must be the room's: the payment service refuses to hold a
+// transaction the room does not have.
+func (s *Server) transactionEffect(a pipeline.ProtectiveAction) (func(), error) {
+	room, tx := a.Item.ID, a.Custom.Transaction
+	if tx == "" {
+		tx = RoomTransaction(room)
 	}
-	if a.Action.ID == ActLiftRestriction {
+	if tx != RoomTransaction(room) {
+		return nil, reject("no transaction %q in the room", tx)
+	}
+	if a.Action.ID == pipeline.ActionHoldTransaction {
+		return func() { s.act.transactions[room] = Transaction{ID: tx, State: TxHeld, Key: a.IdempotencyKey} }, nil
+	}
+	return func() {
+		if t := s.act.transactions[room]; t.Key == a.Reverses {
+			s.act.transactions[room] = Transaction{ID: tx, State: TxReleased, Key: t.Key}
+		}
+	}, nil
+}
+
+// restrictionEffect restricts or lifts the restriction of a's creator.
+func (s *Server) restrictionEffect(a pipeline.ProtectiveAction, now time.Time) (func(), error) {
+	who := a.Creator.ID
+	if a.Action.ID == pipeline.ActionLiftRestriction {
 		return func() {
 			if r := s.act.restrictions[who]; r.Key == a.Reverses {
 				delete(s.act.restrictions, who)
 			}
 		}, nil
 	}
-	until := a.Custom.Until
-	if until.IsZero() {
-		until = a.ExpiresAt
-	}
+	until := *a.Custom.Until // the reader refuses a restriction without one
 	if !until.After(now) {
 		return nil, reject("restriction until %s is not in the future", until.UTC().Format(time.RFC3339))
 	}
@@ -189,7 +198,7 @@ func (s *Server) openJournal(path string) error {
 		return fmt.Errorf("%w: %v", errJournal, err)
 	}
 	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), 2*maxActionBytes)
+	sc.Buffer(make([]byte, 0, 64<<10), 4*pipeline.MaxActionBytes)
 	for n := 1; sc.Scan(); n++ {
 		var l journalLine
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
@@ -256,6 +265,7 @@ func (s *Server) Post(roomID string, m pipeline.ChatMessage) error {
 type ActionState struct {
 	Stats        ActionStats            `json:"stats"`
 	Restrictions map[string]Restriction `json:"restrictions"`
+	// Transactions are keyed by room.
 	Transactions map[string]Transaction `json:"transactions"`
 }
 

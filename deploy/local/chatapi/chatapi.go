@@ -314,7 +314,7 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) {
 // post is the message intake (Post) over HTTP.
 func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 	var m pipeline.ChatMessage
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxActionBytes)).Decode(&m); err != nil {
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&m); err != nil {
 		writeError(w, http.StatusBadRequest, "not a chat message")
 		return
 	}
