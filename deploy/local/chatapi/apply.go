@@ -88,8 +88,14 @@ func (s *Server) applyLocked(a pipeline.ProtectiveAction, body []byte, now time.
 		out = OutcomeIgnored
 	default:
 		var err error
-		if effect, err = s.effectOf(a, now); err != nil {
+		if effect, err = s.effectOf(a, now); err != nil && live {
 			return OutcomeRejected, err
+		}
+		if err != nil {
+			// Read back from the journal, the key stays applied even
+			// where its effect no longer fits (a room the restarted
+			// stand-in does not serve).
+			effect = func() {}
 		}
 	}
 	if live {

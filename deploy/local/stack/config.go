@@ -54,6 +54,9 @@ const (
 	// review-realtime (workers read it only when given its URL).
 	RealtimeQueue   = "review-realtime"
 	ChatEventsQueue = "chat-events"
+	// ActionsQueue carries chatguard's protective actions to the chat
+	// service; the stack's chat API stand-in consumes it.
+	ActionsQueue = "actions"
 	DLQSuffix       = "-dlq"
 	AccessKeyID     = "local"
 	SecretKey       = "local-secret"
@@ -238,3 +241,7 @@ func (c Config) nodeBin() string { return filepath.Join(c.CacheDir, "node", "bin
 func (c Config) fauxqsEntry() string {
 	return filepath.Join(c.CacheDir, "fauxqs", "node_modules", "fauxqs", "dist", "app.js")
 }
+
+// ActionsJournal is the chat API stand-in's journal of the action keys it
+// applied: a restarted stack applies each key once still.
+func (c Config) ActionsJournal() string { return filepath.Join(c.StateDir, "chatapi-actions.jsonl") }

@@ -108,12 +108,15 @@ func (f *fauxqs) endpoint() string { return fmt.Sprintf("http://127.0.0.1:%d", f
 
 // client returns an SQS client for the emulator, independent of the
 // environment so that a developer's AWS settings cannot leak in.
-func (f *fauxqs) client() *sqs.Client {
+func (f *fauxqs) client() *sqs.Client { return sqsClient(f.endpoint()) }
+
+// sqsClient is an SQS client for the emulator at endpoint.
+func sqsClient(endpoint string) *sqs.Client {
 	return sqs.NewFromConfig(aws.Config{
 		Region:      Region,
 		Credentials: credentials.NewStaticCredentialsProvider(AccessKeyID, SecretKey, ""),
 	}, func(o *sqs.Options) {
-		o.BaseEndpoint = aws.String(f.endpoint())
+		o.BaseEndpoint = aws.String(endpoint)
 		o.RetryMaxAttempts = 1
 	})
 }
@@ -144,10 +147,11 @@ func (f *fauxqs) ready(ctx context.Context, timeout time.Duration) error {
 type QueueURLs struct {
 	Review, ReviewDLQ, Feedback, FeedbackDLQ         string
 	Realtime, RealtimeDLQ, ChatEvents, ChatEventsDLQ string
+	Actions, ActionsDLQ                              string
 }
 
-// createQueues creates review, feedback, review-realtime and chat-events,
-// each with a DLQ and a redrive
+// createQueues creates review, feedback, review-realtime, chat-events and
+// actions, each with a DLQ and a redrive
 // policy. CreateQueue is idempotent for equal attributes.
 func (f *fauxqs) createQueues(ctx context.Context) (QueueURLs, error) {
 	c := f.client()
@@ -180,11 +184,12 @@ func (f *fauxqs) createQueues(ctx context.Context) (QueueURLs, error) {
 		return *q.QueueUrl, *dlq.QueueUrl, nil
 	}
 	var u QueueURLs
-	errs := make([]error, 4)
+	errs := make([]error, 5)
 	u.Review, u.ReviewDLQ, errs[0] = mk(ReviewQueue)
 	u.Feedback, u.FeedbackDLQ, errs[1] = mk(FeedbackQueue)
 	u.Realtime, u.RealtimeDLQ, errs[2] = mk(RealtimeQueue)
 	u.ChatEvents, u.ChatEventsDLQ, errs[3] = mk(ChatEventsQueue)
+	u.Actions, u.ActionsDLQ, errs[4] = mk(ActionsQueue)
 	return u, errors.Join(errs...)
 }
 
