@@ -56,13 +56,13 @@ const (
 	ChatEventsQueue = "chat-events"
 	// ActionsQueue carries chatguard's protective actions to the chat
 	// service; the stack's chat API stand-in consumes it.
-	ActionsQueue = "actions"
-	DLQSuffix       = "-dlq"
-	AccessKeyID     = "local"
-	SecretKey       = "local-secret"
-	FallbackAPIKey  = "local-fallback-key"
-	PrimaryModel    = "chatguard-sim-primary"
-	FallbackModel   = "chatguard-sim-fallback"
+	ActionsQueue   = "actions"
+	DLQSuffix      = "-dlq"
+	AccessKeyID    = "local"
+	SecretKey      = "local-secret"
+	FallbackAPIKey = "local-fallback-key"
+	PrimaryModel   = "chatguard-sim-primary"
+	FallbackModel  = "chatguard-sim-fallback"
 
 	AthenaDatabase       = "chatguard"
 	AthenaWorkgroup      = "primary"
