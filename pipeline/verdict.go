@@ -184,6 +184,12 @@ type Verdict struct {
 	// when the done-guard keeps the stored verdict, so that nothing
 	// tells others of a save that did not happen. Not read back by Get.
 	Outbox []OutboxMessage
+	// Actions are the protective actions the policy took about this
+	// verdict (either mode): a store that keeps them (ActionLedger)
+	// writes them in the verdict's own transaction when Save commits v,
+	// with the outbox message of each `on` one, and none when the
+	// done-guard keeps the stored verdict. Not read back by Get.
+	Actions []ActionRecord
 	// Revision is the verdict's revision of its key, as the store numbers
 	// them (1 for the first verdict of a key, 2 for the first explicit
 	// re-review, …); 0 on a verdict not read from a store. A review from a

@@ -52,28 +52,16 @@ func EvidenceOf(v pipeline.Verdict, src pipeline.ActionSource) Evidence {
 	return ev
 }
 
-// State is what the store knows that limits a decision: counts and marks
-// the evaluation reads and never writes (the caller records what it
-// writes).
-type State struct {
-	// RuleToday counts each rule's actions (dry run included) this UTC
-	// day.
-	RuleToday map[string]int
-	// HeavyToday counts heavy actions per account in the last 24 hours.
-	HeavyToday map[string]int
-	// Suppressed holds SuppressKey(room, account, rule) of the notices
-	// within the suppression period.
-	Suppressed map[string]bool
-	// Cleared holds ClearedKey(account, rule) of the accounts an overturn
-	// cleared for a rule, until their expiry.
-	Cleared map[string]bool
+// State is what the store knows that limits a decision (read only).
+type State = pipeline.ActionState
+
+// SuppressKey names a notice for suppression in State.
+func SuppressKey(room, account, rule string) string {
+	return pipeline.ActionSuppressKey(room, account, rule)
 }
 
-// SuppressKey names a notice for suppression.
-func SuppressKey(room, account, rule string) string { return room + "\x00" + account + "\x00" + rule }
-
-// ClearedKey names a cleared state.
-func ClearedKey(account, rule string) string { return account + "\x00" + rule }
+// ClearedKey names a cleared state in State.
+func ClearedKey(account, rule string) string { return pipeline.ActionClearedKey(account, rule) }
 
 // Outcome is what became of one action a matching rule named.
 type Outcome string

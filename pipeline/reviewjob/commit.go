@@ -45,6 +45,16 @@ func (h *Handler) chooseSaveDone(deps Deps) saveDoneFunc {
 func (h *Handler) commitDone(ctx context.Context, j *job, v pipeline.Verdict) (out jobloop.Outcome, released bool) {
 	v.FinishedAt = h.clk.Now().UTC()
 	v = h.withVerdictEvent(v)
+	if h.actions != nil {
+		var err error
+		if v, err = h.actions.Plan(ctx, v, h.actionSource(ctx, j)); err != nil {
+			out := h.fail(ctx, j, fmt.Errorf("review: plan actions: %w", err))
+			if out.Action == jobloop.Hold {
+				h.unsaved.put(j.m, v)
+			}
+			return out, false
+		}
+	}
 	committed, released, err := h.saveDone(ctx, j, v)
 	h.lap(j, "save")
 	if err != nil {
@@ -57,11 +67,21 @@ func (h *Handler) commitDone(ctx context.Context, j *job, v pipeline.Verdict) (o
 	h.observeStages(v)
 	if committed {
 		h.observeFreshness(j, v)
+		if h.actions != nil {
+			h.actions.Committed(v)
+		}
 		if h.mirror != nil && j.msgs != nil {
 			h.mirror.Offer(v, j.ev, j.msgs)
 		}
 	}
 	return jobloop.Outcome{Action: jobloop.Delete, Label: "done"}, released
+}
+
+// actionSource is where a job's verdict came from, for its actions: an
+// interactive review (a moderator's on-demand one) is on_demand whatever
+// its event says.
+func (h *Handler) actionSource(ctx context.Context, j *job) pipeline.ActionSource {
+	return pipeline.ActionSourceOf(j.ev.Source, pipeline.ClassFrom(ctx, j.ev.Class()) == pipeline.ClassInteractive)
 }
 
 // observeFreshness records a committed done verdict's freshness, from

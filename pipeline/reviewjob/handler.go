@@ -75,6 +75,19 @@ type Deps struct {
 	// Mirror, when set, is offered every done verdict the store committed,
 	// with the chat it was reviewed on (shadow traffic; pipeline/shadow).
 	Mirror Mirror
+	// Actions, when set, decides the protective actions of every done
+	// verdict before its save (pipeline/protect); the store writes them
+	// in the save's transaction (Verdict.Actions).
+	Actions ActionPlanner
+}
+
+// ActionPlanner decides a done verdict's protective actions. Plan returns
+// v with them attached (replacing any an earlier attempt attached); an
+// error holds the job, so that no verdict is saved without the actions
+// it owes. Committed is told of each verdict the store committed.
+type ActionPlanner interface {
+	Plan(ctx context.Context, v pipeline.Verdict, src pipeline.ActionSource) (pipeline.Verdict, error)
+	Committed(v pipeline.Verdict)
 }
 
 // Mirror takes committed live reviews for a candidate to review beside
@@ -97,6 +110,7 @@ type Handler struct {
 	events   pipeline.EventSink
 	claims   pipeline.ReviewClaims
 	mirror   Mirror
+	actions  ActionPlanner
 	m        *Metrics
 	log      *slog.Logger
 	// clk times the job, paces a duplicate waiting for another
@@ -120,7 +134,7 @@ func New(cfg Config, deps Deps, clk clock.Clock, m *Metrics, log *slog.Logger) *
 	}
 	cfg = withDefaults(cfg)
 	h := &Handler{cfg: cfg, store: deps.Store, reviewer: deps.Reviewer, events: deps.Events, claims: deps.Claims,
-		mirror: deps.Mirror, m: m, log: log, clk: clock.Or(clk), active: map[pipeline.ReviewKey]struct{}{}}
+		mirror: deps.Mirror, actions: deps.Actions, m: m, log: log, clk: clock.Or(clk), active: map[pipeline.ReviewKey]struct{}{}}
 	h.window = chatcontext.New(cfg.Context, deps.Chat, m.contextFetches, log)
 	h.saveDone = h.chooseSaveDone(deps)
 	return h

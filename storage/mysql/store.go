@@ -324,6 +324,9 @@ func (s *Store) saveReleasing(ctx context.Context, v pipeline.Verdict, owner str
 	if err := checkOutbox(v.Outbox); err != nil {
 		return false, fmt.Errorf("mysql: save: %w", err)
 	}
+	if err := checkActions(v.Actions); err != nil {
+		return false, fmt.Errorf("mysql: save: %w", err)
+	}
 	args, err := upsertArgs(v)
 	if err != nil {
 		return false, pipeline.Permanent(fmt.Errorf("mysql: save: %w", err))
@@ -425,6 +428,9 @@ func (s *Store) save(ctx context.Context, v pipeline.Verdict, args []any, owner 
 		}
 		if err := insertOutbox(ctx, tx, v.FinishedAt, v.Outbox); err != nil {
 			return false, classify(fmt.Errorf("mysql: save verdict: %w", err))
+		}
+		if err := writeActions(ctx, tx, v.Actions); err != nil {
+			return false, classify(err)
 		}
 	}
 	if owner != "" {

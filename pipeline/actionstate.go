@@ -1,0 +1,71 @@
+package pipeline
+
+import (
+	"context"
+	"time"
+)
+
+// ActionRecord is a protective action as a verdict's save writes it: the
+// body, and for a notice the end of the suppression period it claims.
+type ActionRecord struct {
+	ProtectiveAction
+	// Key is the verdict the action is about (kept with its row for the
+	// console and the report; the body carries it only inside its key).
+	Key ReviewKey
+	// SuppressUntil, on a notice, is the end of the period in which no
+	// other notice of its rule about its account in its room is written:
+	// a store that finds the period held by another notice writes neither
+	// this action nor its queue message. Zero on other actions.
+	SuppressUntil time.Time
+}
+
+// ActionStateQuery asks what limits the actions about one verdict.
+type ActionStateQuery struct {
+	RoomID string
+	// Accounts are the offenders; Rules the policy's rule ids.
+	Accounts []string
+	Rules    []string
+	// Now is the evaluation's time: rule counts start at its UTC day,
+	// heavy counts 24 hours before it, and clearances must end after it.
+	Now time.Time
+}
+
+// ActionState is what the store knows that limits a decision: counts and
+// marks the policy's evaluation reads and never writes.
+type ActionState struct {
+	// RuleToday counts each rule's actions (dry run included) this UTC
+	// day.
+	RuleToday map[string]int
+	// HeavyToday counts heavy actions per account in the last 24 hours.
+	HeavyToday map[string]int
+	// Suppressed holds ActionSuppressKey(room, account, rule) of the
+	// notices whose suppression period has not ended.
+	Suppressed map[string]bool
+	// Cleared holds ActionClearedKey(account, rule) of the accounts an
+	// overturn cleared for a rule, until their expiry.
+	Cleared map[string]bool
+}
+
+// ActionSuppressKey names a notice's suppression slot in ActionState.
+func ActionSuppressKey(room, account, rule string) string {
+	return room + "\x00" + account + "\x00" + rule
+}
+
+// ActionClearedKey names a cleared state in ActionState.
+func ActionClearedKey(account, rule string) string { return account + "\x00" + rule }
+
+// ActionClearance is a cleared state: account is not acted on under rule
+// until Until.
+type ActionClearance struct {
+	Account, Rule string
+	Until         time.Time
+}
+
+// ActionLedger is the store's record of protective actions, as the
+// worker's planner reads it. A verdict's save writes the actions
+// themselves (Verdict.Actions). Methods honour ctx and wrap their errors
+// with the adapter's prefix.
+type ActionLedger interface {
+	// ActionState reads what limits the actions of one verdict.
+	ActionState(ctx context.Context, q ActionStateQuery) (ActionState, error)
+}

@@ -1,0 +1,155 @@
+package mysql_test
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/chatguard/chatguard/internal/stacktest"
+	"github.com/chatguard/chatguard/migrations"
+	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/policy"
+	"github.com/chatguard/chatguard/storage/mysql"
+	"github.com/chatguard/chatguard/storage/storetest"
+)
+
+func setupDB(t *testing.T) (*sql.DB, *mysql.Store) {
+	t.Helper()
+	db, _ := stacktest.MySQL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := migrations.Up(ctx, db)
+	require.NoError(t, err)
+	return db, mysql.New(db)
+}
+
+// withActions returns v carrying the actions the policy decides for it
+// against the store's state at now, as the worker's planner attaches them.
+func withActions(t *testing.T, s *mysql.Store, p *policy.Policy, v pipeline.Verdict, now time.Time) pipeline.Verdict {
+	t.Helper()
+	ev := policy.EvidenceOf(v, pipeline.ActionSourceRealtime)
+	ev.Revision = 1
+	st, err := s.ActionState(context.Background(), pipeline.ActionStateQuery{RoomID: v.Key.RoomID, Accounts: v.Subjects, Rules: []string{"notice", "heavy"}, Now: now})
+	require.NoError(t, err)
+	v.Actions = nil
+	for _, d := range p.Evaluate(ev, st, now) {
+		if d.Outcome != policy.OutcomeWritten {
+			continue
+		}
+		r := pipeline.ActionRecord{ProtectiveAction: p.Action(d, ev, now), Key: v.Key}
+		if d.Kind.Notice() {
+			r.SuppressUntil = now.Add(time.Hour)
+		}
+		v.Actions = append(v.Actions, r)
+	}
+	return v
+}
+
+const ledgerPolicy = `{"version":"t","defaults":{"locale":"ko","suppress_notices":"1h","action_ttl":"1h","restrict_for":"24h","cleared_for":"720h",
+  "heavy_per_account_daily":1,"heavy_min_campaign_rooms":3,"heavy_min_history_rooms":1},
+  "rules":[{"id":"notice","name":"Notice","daily_cap":100,"match":{"labels":["abusive"]},
+     "actions":[{"action":"warn_counterpart","mode":"on"},{"action":"escalate","mode":"dry_run"}]},
+   {"id":"heavy","name":"Heavy","daily_cap":100,"single_room_heavy":true,"match":{"labels":["abusive"]},
+     "actions":[{"action":"restrict_sender","mode":"on"}]}]}`
+
+func TestActionsAreWrittenWithTheVerdictAndLimitTheNext(t *testing.T) {
+	t.Parallel()
+	db, s := setupDB(t)
+	ctx := context.Background()
+	p, err := policy.Parse([]byte(ledgerPolicy))
+	require.NoError(t, err)
+	v := storetest.SampleVerdict("room-act")
+	v.Subjects = []string{"seller-1"}
+	v.OffenderRole = pipeline.RoleSeller
+	now := v.FinishedAt
+	v = withActions(t, s, p, v, now)
+	require.Len(t, v.Actions, 3)
+	committed, err := s.Save(ctx, v)
+	require.NoError(t, err)
+	require.True(t, committed)
+	// Only the `on` actions are owed to the actions queue.
+	var queued, rows int
+	require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM outbox WHERE destination = 'actions'").Scan(&queued))
+	require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM protective_actions").Scan(&rows))
+	require.Equal(t, 2, queued)
+	require.Equal(t, 3, rows)
+
+	// A redelivered review writes the same keys: nothing doubles.
+	_, err = s.Save(ctx, v)
+	require.NoError(t, err)
+	require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM outbox WHERE destination = 'actions'").Scan(&queued))
+	require.Equal(t, 2, queued)
+
+	// The next window of the room: the notice is suppressed, the account
+	// has had its heavy action, the rule counts are read back.
+	st, err := s.ActionState(ctx, pipeline.ActionStateQuery{RoomID: "room-act", Accounts: []string{"seller-1"}, Rules: []string{"notice", "heavy"}, Now: now.Add(time.Minute)})
+	require.NoError(t, err)
+	require.True(t, st.Suppressed[pipeline.ActionSuppressKey("room-act", "seller-1", "notice")])
+	require.Equal(t, 1, st.HeavyToday["seller-1"])
+	require.Equal(t, map[string]int{"notice": 2, "heavy": 1}, st.RuleToday)
+	require.Empty(t, st.Cleared)
+
+	// An overturn's clearance is read back until it ends.
+	require.NoError(t, s.RecordClearances(ctx, now, 0, []pipeline.ActionClearance{{Account: "seller-1", Rule: "notice", Until: now.Add(time.Hour)}}))
+	st, err = s.ActionState(ctx, pipeline.ActionStateQuery{RoomID: "room-act", Accounts: []string{"seller-1"}, Now: now.Add(time.Minute)})
+	require.NoError(t, err)
+	require.True(t, st.Cleared[pipeline.ActionClearedKey("seller-1", "notice")])
+	st, err = s.ActionState(ctx, pipeline.ActionStateQuery{RoomID: "room-act", Accounts: []string{"seller-1"}, Now: now.Add(2 * time.Hour)})
+	require.NoError(t, err)
+	require.Empty(t, st.Cleared)
+	require.Empty(t, st.Suppressed)
+}
+
+func TestTwoWindowsSavedAtOnceGiveOneNotice(t *testing.T) {
+	t.Parallel()
+	db, s := setupDB(t)
+	ctx := context.Background()
+	p, err := policy.Parse([]byte(ledgerPolicy))
+	require.NoError(t, err)
+	// Both windows were evaluated before either saved: both decided a
+	// notice; the suppression slot lets one through.
+	a := storetest.SampleVerdict("room-two")
+	a.Subjects, a.OffenderRole = []string{"seller-2"}, pipeline.RoleSeller
+	b := a
+	b.Key.WindowStart = a.Key.WindowStart.Add(10 * time.Minute)
+	b.Key.WindowEnd = a.Key.WindowEnd.Add(10 * time.Minute)
+	a = withActions(t, s, p, a, a.FinishedAt)
+	b = withActions(t, s, p, b, a.FinishedAt.Add(time.Second))
+	_, err = s.Save(ctx, a)
+	require.NoError(t, err)
+	_, err = s.Save(ctx, b)
+	require.NoError(t, err)
+	var notices int
+	require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM protective_actions WHERE action = 'warn_counterpart'").Scan(&notices))
+	require.Equal(t, 1, notices)
+}
+
+func TestAKeptVerdictWritesNoAction(t *testing.T) {
+	t.Parallel()
+	db, s := setupDB(t)
+	ctx := context.Background()
+	p, err := policy.Parse([]byte(ledgerPolicy))
+	require.NoError(t, err)
+	v := storetest.SampleVerdict("room-kept")
+	v.Subjects, v.OffenderRole = []string{"seller-3"}, pipeline.RoleSeller
+	_, err = s.Save(ctx, v)
+	require.NoError(t, err)
+	failed := withActions(t, s, p, v, v.FinishedAt)
+	failed.Status = pipeline.StatusFailed
+	failed.Subjects, failed.Label, failed.Category = nil, "", pipeline.CategoryClean
+	committed, err := s.Save(ctx, failed)
+	require.NoError(t, err)
+	require.False(t, committed)
+	var rows int
+	require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM protective_actions").Scan(&rows))
+	require.Zero(t, rows)
+
+	bad := v
+	bad.Actions = []pipeline.ActionRecord{{ProtectiveAction: pipeline.ProtectiveAction{SchemaVersion: 1}}}
+	_, err = s.Save(ctx, bad)
+	var perm *pipeline.PermanentError
+	require.ErrorAs(t, err, &perm)
+}
