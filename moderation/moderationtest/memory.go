@@ -34,6 +34,8 @@ type Memory struct {
 	decisions []decisionRow
 	actions   []moderation.AuditRecord
 	ActionErr func(moderation.AuditRecord) error
+	// prot holds the protective actions (protect.go).
+	prot protectState
 }
 
 // decisionRow is a decision with its outbox state.
