@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/chatcontext"
 	"github.com/chatguard/chatguard/pipeline/live"
@@ -56,6 +57,9 @@ type Config struct {
 	// recorded as audit decisions, which make a labelled set's clean
 	// stratum. 0 turns the audit off.
 	AuditShare float64
+	// Reversal is how an overturn reverses its room's protective actions
+	// and records cleared states, and how its undo re-applies them.
+	Reversal moderation.ReversalConfig
 
 	// TrustedProxies are the comma-separated CIDRs of the auth proxy;
 	// IdentityHeader is trusted only from them.
@@ -84,6 +88,7 @@ func DefaultConfig() Config {
 		StopTTL:       10 * time.Minute,
 		TakeTimeout:   10 * time.Minute,
 		AuditShare:    0.02,
+		Reversal:      moderation.DefaultReversalConfig(),
 		// oauth2-proxy's header in reverse-proxy mode.
 		IdentityHeader: "X-Forwarded-Email",
 	}
@@ -116,6 +121,9 @@ func (c Config) Validate() error {
 	}
 	if !(c.AuditShare >= 0 && c.AuditShare <= 1) { // NaN too
 		errs = append(errs, fmt.Errorf("--audit-share %v is not in 0..1", c.AuditShare))
+	}
+	if err := c.Reversal.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--reversal-cleared-for/--reversal-restrict-for: %w", err))
 	}
 	if err := c.Context.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("--context-lookback/--context-messages: %w", err))

@@ -393,6 +393,7 @@ func (s *server) roomPage(w http.ResponseWriter, r *http.Request) {
 	}
 	data["Chat"] = lines
 	data["OpenAccount"] = openAccount(v, msgs)
+	s.roomActions(r.Context(), v.Key.RoomID, data)
 	s.render(w, "room.html", http.StatusOK, data)
 }
 
@@ -507,7 +508,9 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Header.Get("HX-Request") == "true" {
 		decisions, _ := s.store.Decisions(r.Context(), id, 20)
-		s.render(w, "decisions", http.StatusOK, map[string]any{"Decisions": decisions, "Saved": saved})
+		data := map[string]any{"Decisions": decisions, "Saved": saved, "OOB": true}
+		s.roomActions(r.Context(), v.Key.RoomID, data)
+		s.render(w, "decided", http.StatusOK, data)
 		return
 	}
 	http.Redirect(w, r, "/verdicts/"+strconv.FormatUint(id, 10), http.StatusSeeOther)

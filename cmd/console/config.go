@@ -108,6 +108,8 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.StringVar(&c.OperatorTokenFile, "operator-token-file", "file holding the operator API's bearer token (sent as Authorization: Bearer)")
 	fs.DurationVar(&c.StopTTL, "stop-ttl", "how long the stop button's room stop lasts")
 	fs.DurationVar(&c.TakeTimeout, "take-timeout", "how long a taken queue item stays its moderator's after their last action on it; then anyone may take it")
+	fs.DurationVar(&c.Reversal.ClearedFor, "reversal-cleared-for", "how long an overturn clears each account it reversed protective actions on for their rule (the policy's cleared_for): the next verdicts cannot act on it again under that rule")
+	fs.DurationVar(&c.Reversal.RestrictFor, "reversal-restrict-for", "how long a restriction lasts that undoing an overturn re-applies (the policy's restrict_for)")
 	fs.Float64Var(&c.AuditShare, "audit-share", "share (0..1) of clean verdicts sampled, by a hash of the review key, as audit items: mixed into the queue, marked audit, their decisions the labelled sets' clean stratum (0: no audit)")
 	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "comma-separated CIDRs of the auth proxy; --identity-header is trusted only from them")
 	fs.StringVar(&c.IdentityHeader, "identity-header", "the one request header naming the signed-in moderator's e-mail, set by the auth proxy (oauth2-proxy: X-Forwarded-Email; nginx auth_request: X-Auth-Request-Email); no other header is read")
