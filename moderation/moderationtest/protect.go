@@ -133,5 +133,3 @@ func (m *Memory) Cleared() map[string]time.Time {
 	}
 	return out
 }
-
-
