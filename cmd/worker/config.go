@@ -42,6 +42,9 @@ type Config struct {
 	// Outbox is the outbox relay's (relay.go): the --outbox-* flags. It
 	// sends the outbox's lake events to --feedback-queue-url.
 	Outbox outbox.Config
+	// Actions are the protective actions': --actions-queue-url and
+	// --actions-policy (actions.go).
+	Actions ActionsConfig
 
 	// Review is the review job's: --max-age, --busy-retry, --max-window,
 	// --max-clock-skew, --claim-ttl, --claim-poll, --context-lookback and
@@ -97,6 +100,7 @@ func DefaultConfig() Config {
 		ReviewDLQ:   reviewDLQ(review),
 		Events:      sqs.DefaultLakeConfig(),
 		Outbox:      outbox.DefaultConfig(),
+		Actions:     defaultActions(),
 		Options:     reviewers.DefaultOptions(),
 		Review:      reviewjob.DefaultConfig(),
 		Health:      health.DefaultConfig(),
@@ -132,6 +136,7 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.IntVar(&c.Events.Buffer, "event-buffer", "lake events buffered for the feedback queue before drops")
 	fs.DurationVar(&c.Events.FlushAge, "event-flush-age", "longest a lake event waits for its batch")
 	outboxFlags(fs, &c.Outbox)
+	c.actionsFlags(fs)
 	c.Options.Flags(fs, &c.Pools)
 	c.stopFlags(fs)
 	c.faultFlags(fs)
@@ -182,7 +187,7 @@ func (c Config) Validate() error {
 	if _, err := cli.ParseLevel(c.LogLevel); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, c.validateCapacity(), c.validateStops(), c.validateOperator(), c.Options.Validate(), c.Options.ValidateCampaign(c.RedisAddr), c.validateShadow())
+	errs = append(errs, c.validateCapacity(), c.validateStops(), c.validateOperator(), c.Options.Validate(), c.Options.ValidateCampaign(c.RedisAddr), c.validateShadow(), c.validateActions())
 	return errors.Join(append(errs, c.validateParts())...)
 }
 

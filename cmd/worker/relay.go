@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
 	"github.com/chatguard/chatguard/cmd/internal/lifecycle"
@@ -23,9 +24,9 @@ func outboxFlags(fs *cli.FlagSet, c *outbox.Config) {
 	fs.DurationVar(&c.Drain, "outbox-drain-timeout", "on SIGTERM, after the job loop's drain, how long the relay may send what is due")
 }
 
-// relayService is the outbox relay: it sends the lake events the
-// verdicts' saves wrote to the outbox (every pod's relay shares the
-// table). It starts after MySQL and stops after the job loop, so that the
+// relayService is the outbox relay: it sends the lake events and the
+// protective actions (with --actions-queue-url) the verdicts' saves wrote
+// to the outbox (every pod's relay shares the table). It starts after MySQL and stops after the job loop, so that the
 // verdicts of the loop's last jobs leave with this pod when they can.
 func (w *worker) relayService() lifecycle.Service {
 	var (
@@ -39,11 +40,14 @@ func (w *worker) relayService() lifecycle.Service {
 				return err
 			}
 			senders := map[pipeline.OutboxDestination]pipeline.Sender{pipeline.OutboxFeedback: q}
+			if err := w.actionSenders(senders); err != nil {
+				return err
+			}
 			relay, err = outbox.New(w.cfg.Outbox, w.store, senders, clock.Real(), outbox.NewMetrics(w.reg), w.log)
 			return err
 		},
 		Run:   func(ctx context.Context) error { return relay.Run(ctx) },
-		Stop:  func(ctx context.Context) error { return q.Close(ctx) },
+		Stop:  func(ctx context.Context) error { return errors.Join(q.Close(ctx), w.closeActions(ctx)) },
 		Drain: w.cfg.Outbox.Drain,
 		Grace: outbox.StoreTimeout + lifecycle.Grace,
 	}

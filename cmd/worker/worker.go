@@ -20,6 +20,7 @@ import (
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/health"
 	"github.com/chatguard/chatguard/pipeline/jobloop"
+	"github.com/chatguard/chatguard/pipeline/protect"
 	"github.com/chatguard/chatguard/pipeline/reviewjob"
 	"github.com/chatguard/chatguard/storage/chatapi"
 	"github.com/chatguard/chatguard/storage/mysql"
@@ -87,9 +88,13 @@ type worker struct {
 	shadow      *shadowTraffic    // nil without --shadow-rate and --shadow-base-url
 	db          *sql.DB
 	store       *mysql.Store
-	stops       *stopSignals
-	health      *health.Monitor
-	loop        *jobloop.Loop
+	// actMetrics and actionsQueue are the protective actions' (nil
+	// without --actions-queue-url; actions.go).
+	actMetrics   *protect.Metrics
+	actionsQueue *sqs.Queue
+	stops        *stopSignals
+	health       *health.Monitor
+	loop         *jobloop.Loop
 
 	admin, operator, prof *lifecycle.Server
 }
@@ -278,6 +283,13 @@ func (w *worker) startLoop(context.Context) error {
 		Claims: mysql.NewClaims(w.db, nil), ClaimsInStore: true}, mon)
 	if w.shadow != nil {
 		deps.Mirror = w.shadow.runner
+	}
+	planner, err := w.actionPlanner()
+	if err != nil {
+		return err
+	}
+	if planner != nil {
+		deps.Actions = planner
 	}
 	metrics := jobloop.NewMetrics(w.reg)
 	var handler jobloop.Handler = reviewjob.New(rc, deps, clock.Real(), reviewjob.NewMetrics(w.reg, metrics), w.log)

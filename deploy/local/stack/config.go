@@ -54,8 +54,9 @@ const (
 	// review-realtime (workers read it only when given its URL).
 	RealtimeQueue   = "review-realtime"
 	ChatEventsQueue = "chat-events"
-	// ActionsQueue carries chatguard's protective actions to the chat
-	// service; the stack's chat API stand-in consumes it.
+	// ActionsQueue carries protective actions to the chat API stand-in,
+	// which consumes it (docs/actions.md); a worker publishes there only
+	// when given its URL.
 	ActionsQueue   = "actions"
 	DLQSuffix      = "-dlq"
 	AccessKeyID    = "local"

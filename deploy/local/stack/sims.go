@@ -67,7 +67,8 @@ func (s *Stack) startSims(ctx context.Context, listeners map[string]*lazyListene
 }
 
 // consumeActions runs the chat API's consumer of the actions queue until
-// Stop: a worker run against the stack sees its notices in the rooms.
+// Stop: a worker run against the stack with --actions-queue-url
+// $CHATGUARD_STACK_ACTIONS_QUEUE_URL sees its notices in the rooms.
 func (s *Stack) consumeActions(chat *chatapi.Server) error {
 	env := s.Env()
 	api := sqsClient(env["AWS_ENDPOINT_URL_SQS"])
@@ -76,11 +77,11 @@ func (s *Stack) consumeActions(chat *chatapi.Server) error {
 		cfg.Name, cfg.URL = name, url
 		return sqsq.New(api, cfg)
 	}
-	q, err := open(ActionsQueue, env["CHATGUARD_ACTIONS_QUEUE_URL"])
+	q, err := open(ActionsQueue, env["CHATGUARD_STACK_ACTIONS_QUEUE_URL"])
 	if err != nil {
 		return fmt.Errorf("chat api: %w", err)
 	}
-	dlq, err := open(ActionsQueue+DLQSuffix, env["CHATGUARD_ACTIONS_DLQ_URL"])
+	dlq, err := open(ActionsQueue+DLQSuffix, env["CHATGUARD_STACK_ACTIONS_DLQ_URL"])
 	if err != nil {
 		return fmt.Errorf("chat api: %w", err)
 	}

@@ -220,10 +220,10 @@ func (s *Stack) startSQS(ctx context.Context) error {
 		"CHATGUARD_REVIEW_REALTIME_DLQ_URL", urls.RealtimeDLQ,
 		"CHATGUARD_CHAT_EVENTS_QUEUE_URL", urls.ChatEvents,
 		"CHATGUARD_CHAT_EVENTS_DLQ_URL", urls.ChatEventsDLQ,
-		// The outbox relay publishes protective actions here; the
-		// stack's chat API consumes them.
-		"CHATGUARD_ACTIONS_QUEUE_URL", urls.Actions,
-		"CHATGUARD_ACTIONS_DLQ_URL", urls.ActionsDLQ,
+		// Not the worker's flag name (CHATGUARD_ACTIONS_QUEUE_URL): a
+		// worker decides actions only when the demo or a test passes it.
+		"CHATGUARD_STACK_ACTIONS_QUEUE_URL", urls.Actions,
+		"CHATGUARD_STACK_ACTIONS_DLQ_URL", urls.ActionsDLQ,
 	)
 	cfg.logger().Info("sqs ready", "endpoint", fq.endpoint())
 	return nil

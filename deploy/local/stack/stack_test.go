@@ -39,7 +39,7 @@ var envKeys = []string{
 	"CHATGUARD_FEEDBACK_QUEUE_URL", "CHATGUARD_FEEDBACK_DLQ_URL",
 	"CHATGUARD_REVIEW_REALTIME_QUEUE_URL", "CHATGUARD_REVIEW_REALTIME_DLQ_URL",
 	"CHATGUARD_CHAT_EVENTS_QUEUE_URL", "CHATGUARD_CHAT_EVENTS_DLQ_URL",
-	"CHATGUARD_ACTIONS_QUEUE_URL", "CHATGUARD_ACTIONS_DLQ_URL",
+	"CHATGUARD_STACK_ACTIONS_QUEUE_URL", "CHATGUARD_STACK_ACTIONS_DLQ_URL",
 	"CHATGUARD_MAX_RECEIVE_COUNT", "CHATGUARD_MYSQL_DSN", "CHATGUARD_REDIS_ADDR",
 	"CHATGUARD_CHAT_API_URL", "CHATGUARD_LAKE_BUCKET", "CHATGUARD_LAKE_DIR", "CHATGUARD_TRUTH_DIR",
 	"CHATGUARD_PRIMARY_BASE_URL", "CHATGUARD_PRIMARY_MODEL", "CHATGUARD_PRIMARY_ADMIN_URL",
@@ -387,7 +387,7 @@ func requireActionsApplied(ctx context.Context, t *testing.T, env Env, room stri
 	require.NoError(t, err)
 	c := sqsClient(env["AWS_ENDPOINT_URL_SQS"])
 	for range 2 {
-		_, err = c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(env["CHATGUARD_ACTIONS_QUEUE_URL"]), MessageBody: aws.String(string(body))})
+		_, err = c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(env["CHATGUARD_STACK_ACTIONS_QUEUE_URL"]), MessageBody: aws.String(string(body))})
 		require.NoError(t, err)
 	}
 	url := fmt.Sprintf("%s/rooms/%s/messages?from=%s&to=%s", env["CHATGUARD_CHAT_API_URL"], room,
