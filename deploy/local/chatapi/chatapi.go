@@ -243,6 +243,15 @@ func (s *Server) Add(roomID string, msgs ...pipeline.ChatMessage) {
 	}
 }
 
+// Messages returns the messages of a room (notices included), oldest
+// first; ok is false for a room not served.
+func (s *Server) Messages(roomID string) ([]pipeline.ChatMessage, bool) {
+	s.roomsMu.RLock()
+	defer s.roomsMu.RUnlock()
+	ms, ok := s.rooms[roomID]
+	return slices.Clone(ms), ok
+}
+
 // hasRoom reports whether the room is served.
 func (s *Server) hasRoom(roomID string) bool {
 	s.roomsMu.RLock()
