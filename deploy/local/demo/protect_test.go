@@ -28,7 +28,9 @@ func TestTheDemoPolicyTurnsOnlyWarnCounterpartAndEscalateOn(t *testing.T) {
 
 func TestTheProtectionTableSaysWhetherLatencyIsWithinFreshness(t *testing.T) {
 	var lines []string
-	pr := func(f string, a ...any) { lines = append(lines, strings.Join(strings.Fields(fmt.Sprintf(f, a...)), " ")) }
+	pr := func(f string, a ...any) {
+		lines = append(lines, strings.Join(strings.Fields(fmt.Sprintf(f, a...)), " "))
+	}
 	rep := &ProtectionReport{ScamRooms: 12, Protected: 11, Reversed: 1, Latency: Percentiles{N: 11, P50: 40 * time.Second, P95: 70 * time.Second}}
 	rep.print(pr, 63*time.Second)
 	out := strings.Join(lines, "\n")
