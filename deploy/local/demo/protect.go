@@ -29,8 +29,10 @@ var demoPolicy []byte
 type ProtectionReport struct {
 	// ScamRooms are the announced rooms the ground truth calls abusive;
 	// Protected those of them with a notice shown; CleanNoticed the rooms
-	// the truth calls clean with a notice.
-	ScamRooms, Protected, CleanNoticed int
+	// the truth calls clean with a notice. Flagged are the rooms a
+	// verdict put under a warn_counterpart rule in mode on: each should
+	// show one notice.
+	ScamRooms, Protected, CleanNoticed, Flagged int
 	// Doubled counts rooms with more than one notice about one offender
 	// under one rule.
 	Doubled int
@@ -163,20 +165,45 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// truth is the ground truth of the replayed rooms.
+func (r *runner) truth() (map[string]sampledata.Truth, error) {
+	dir := r.env["CHATGUARD_TRUTH_DIR"]
+	if r.cfg.DayRooms > 0 {
+		dir = filepath.Join(r.cfg.LogDir, "day-truth")
+	}
+	return sampledata.LoadTruth(dir)
+}
+
+// countReversed adds the chat service's counts, once the overturn is
+// applied.
+func (p *ProtectionReport) countReversed(rt *realtimeRun) {
+	if p == nil {
+		return
+	}
+	st := rt.chat.Actions().Stats
+	p.Applied, p.Duplicates, p.Rejected = st.Outcomes[chatapi.OutcomeApplied], st.Outcomes[chatapi.OutcomeDuplicate], st.Outcomes[chatapi.OutcomeRejected]
+	p.Reversed = st.Applied[pipeline.ActionRetractNotice] + st.Applied[pipeline.ActionReleaseTransaction] + st.Applied[pipeline.ActionLiftRestriction]
+}
+
 // protectionFigures reads what the chat service shows and the actions'
 // rows into the report.
-func (r *runner) protectionFigures(ctx context.Context, rt *realtimeRun, truth map[string]sampledata.Truth) (*ProtectionReport, error) {
+func (r *runner) protectionFigures(ctx context.Context, rt *realtimeRun) (*ProtectionReport, error) {
 	if rt.actions == nil {
 		return nil, nil
+	}
+	truth, err := r.truth()
+	if err != nil {
+		return nil, err
 	}
 	msgAt, err := noticeMessageTimes(ctx, r.db)
 	if err != nil {
 		return nil, err
 	}
-	st := rt.chat.Actions().Stats
-	rep := &ProtectionReport{Applied: st.Outcomes[chatapi.OutcomeApplied], Duplicates: st.Outcomes[chatapi.OutcomeDuplicate],
-		Rejected: st.Outcomes[chatapi.OutcomeRejected], Reversed: st.Applied[pipeline.ActionRetractNotice] +
-			st.Applied[pipeline.ActionReleaseTransaction] + st.Applied[pipeline.ActionLiftRestriction]}
+	rep := &ProtectionReport{}
+	if err := r.db.QueryRowContext(ctx, `SELECT COUNT(DISTINCT room_id) FROM protective_actions
+		WHERE action = 'warn_counterpart' AND mode = 'on' AND reverses IS NULL`).Scan(&rep.Flagged); err != nil {
+		return nil, fmt.Errorf("mysql: actions: %w", err)
+	}
 	announced := map[string]bool{}
 	for _, a := range rt.plan {
 		announced[a.RoomID] = true
@@ -263,6 +290,7 @@ func (p *ProtectionReport) print(pr func(string, ...any), freshnessP95 time.Dura
 	pr("")
 	pr("Protective actions (demo policy: warn_counterpart and escalate on; the chat API stand-in applies them):")
 	pr("  %-44s %d", "scams announced (rooms the truth calls abusive)", p.ScamRooms)
+	pr("  %-44s %d", "flagged under a warn_counterpart rule (on)", p.Flagged)
 	pr("  %-44s %d", "protected (a notice shown in the room)", p.Protected)
 	pr("  %-44s %d", "clean rooms with a notice", p.CleanNoticed)
 	pr("  %-44s %d", "rooms with two notices for one offender", p.Doubled)

@@ -188,13 +188,23 @@ func (r *runner) runRealtime(ctx context.Context) error {
 	if err := r.watchRealtime(ctx, rt); err != nil {
 		return err
 	}
+	// The figures are read before the overturn, which retracts a notice.
+	prot, err := r.protectionFigures(ctx, rt)
+	if err != nil {
+		return err
+	}
 	if err := r.overturnOne(ctx, rt); err != nil {
 		return err
 	}
+	prot.countReversed(rt)
 	if err := r.stopServices(); err != nil {
 		return err
 	}
-	return r.finishRealtime(ctx, rt)
+	if err := r.finishRealtime(ctx, rt); err != nil {
+		return err
+	}
+	r.rep.Realtime.Protection = prot
+	return nil
 }
 
 func (r *runner) realtimeQueues(ctx context.Context, rt *realtimeRun) error {
@@ -520,17 +530,6 @@ func (r *runner) finishRealtime(ctx context.Context, rt *realtimeRun) error {
 	}
 	if rt.fault != nil {
 		r.rep.Realtime.Fault, r.rep.Realtime.FaultNote = rt.fault.name, rt.fault.note()
-	}
-	truthDir := r.env["CHATGUARD_TRUTH_DIR"]
-	if r.cfg.DayRooms > 0 {
-		truthDir = filepath.Join(r.cfg.LogDir, "day-truth")
-	}
-	truth, err := sampledata.LoadTruth(truthDir)
-	if err != nil {
-		return err
-	}
-	if r.rep.Realtime.Protection, err = r.protectionFigures(fctx, rt, truth); err != nil {
-		return err
 	}
 	if r.cfg.DayRooms > 0 {
 		n, in, out, cached, err := tokenTotals(fctx, r.db)
