@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/chatcontext"
 	"github.com/chatguard/chatguard/pipeline/live"
@@ -48,6 +47,10 @@ type Config struct {
 	OperatorTokenFile string
 	// StopTTL is how long the stop button's room stop lasts.
 	StopTTL time.Duration
+	// ActionsClearedFor is how long an overturn clears the verdict's
+	// accounts for the policy rules that acted on them (the policy's
+	// cleared_for; docs/actions.md).
+	ActionsClearedFor time.Duration
 	// TakeTimeout is how long a taken queue item stays its taker's after
 	// their last action on it; then it shows as free and anyone may take it.
 	TakeTimeout time.Duration
@@ -57,9 +60,6 @@ type Config struct {
 	// recorded as audit decisions, which make a labelled set's clean
 	// stratum. 0 turns the audit off.
 	AuditShare float64
-	// Reversal is how an overturn reverses its room's protective actions
-	// and records cleared states, and how its undo re-applies them.
-	Reversal moderation.ReversalConfig
 	// UndoWindow is how long after a decision its moderator may undo it
 	// (a reversing decision row, audited); 0 turns undo off.
 	UndoWindow time.Duration
@@ -83,19 +83,19 @@ type Config struct {
 // DefaultConfig returns the web app's defaults (the console's --help).
 func DefaultConfig() Config {
 	return Config{
-		Outbox:        DefaultOutboxConfig(),
-		MaxReviews:    8,
-		ReviewTimeout: 5 * time.Minute,
-		MaxWindow:     pipeline.DefaultMaxWindow,
-		Context:       chatcontext.DefaultConfig(),
-		ClientBuffer:  live.DefaultConfig().SubscriberBuffer,
-		DrainTimeout:  25 * time.Second,
-		RetryAfter:    5 * time.Second,
-		StopTTL:       10 * time.Minute,
-		TakeTimeout:   10 * time.Minute,
-		AuditShare:    0.02,
-		Reversal:      moderation.DefaultReversalConfig(),
-		UndoWindow:    2 * time.Minute,
+		Outbox:            DefaultOutboxConfig(),
+		MaxReviews:        8,
+		ReviewTimeout:     5 * time.Minute,
+		MaxWindow:         pipeline.DefaultMaxWindow,
+		Context:           chatcontext.DefaultConfig(),
+		ClientBuffer:      live.DefaultConfig().SubscriberBuffer,
+		DrainTimeout:      25 * time.Second,
+		RetryAfter:        5 * time.Second,
+		StopTTL:           10 * time.Minute,
+		ActionsClearedFor: 720 * time.Hour,
+		TakeTimeout:       10 * time.Minute,
+		AuditShare:        0.02,
+		UndoWindow:        2 * time.Minute,
 		DecisionReasons: []string{"known scam script", "contact or payment outside the app", "evidence does not support the label",
 			"ordinary trade talk", "not enough context"},
 		// oauth2-proxy's header in reverse-proxy mode.
@@ -122,6 +122,9 @@ func (c Config) Validate() error {
 	if c.MaxReviews < 1 || c.MaxReviews > 10000 {
 		errs = append(errs, errors.New("--max-reviews must be in 1..10000"))
 	}
+	if c.ActionsClearedFor <= 0 {
+		errs = append(errs, errors.New("--actions-cleared-for must be positive"))
+	}
 	if c.MaxWindow <= 0 || c.DrainTimeout <= 0 || c.RetryAfter < time.Second || c.StopTTL <= 0 {
 		errs = append(errs, errors.New("--max-window, --drain-timeout and --stop-ttl must be positive, --retry-after at least 1s"))
 	}
@@ -130,9 +133,6 @@ func (c Config) Validate() error {
 	}
 	if !(c.AuditShare >= 0 && c.AuditShare <= 1) { // NaN too
 		errs = append(errs, fmt.Errorf("--audit-share %v is not in 0..1", c.AuditShare))
-	}
-	if err := c.Reversal.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("--reversal-cleared-for/--reversal-restrict-for: %w", err))
 	}
 	if c.UndoWindow < 0 || c.UndoWindow > time.Hour {
 		errs = append(errs, errors.New("--undo-window must be in 0..1h (0: no undo)"))

@@ -45,6 +45,9 @@ type Deps struct {
 	LiveLog pipeline.LiveLog
 	// Guard, when set, lets stop signals reach on-demand reviews.
 	Guard *stop.Guard
+	// Actions, when set, reverses the protective actions of a verdict a
+	// moderator overturns (after the decision's audit row and its row).
+	Actions moderation.ProtectiveActions
 	// Events, when set, takes the verdict event of each on-demand review
 	// the store committed (a revision of its window), for the lake.
 	Events pipeline.EventSink
@@ -109,7 +112,7 @@ func New(cfg Config, d Deps) (*App, error) {
 	rv.chat = chatcontext.New(cfg.Context, d.Chat, registerReviewMetrics(reg, rv), log)
 	fbm := newFeedbackMetrics(reg)
 	srv := &server{cfg: cfg, auth: newAuth(cfg, key, clk, &moderatorIDs{keys: d.Keys, rekey: d.RekeyModerator, log: log}), store: d.Store, chat: d.Chat, feedback: d.Feedback, fbm: fbm,
-		reviews: rv, hub: d.Hub, log: log, tmpl: tmpl, clock: clk, historyTimeout: d.HistoryTimeout}
+		reviews: rv, hub: d.Hub, log: log, tmpl: tmpl, clock: clk, historyTimeout: d.HistoryTimeout, actions: d.Actions}
 	if cfg.OperatorURL != "" {
 		srv.stops = newOperatorClient(cfg.OperatorURL, cfg.OperatorTokenFile)
 	}

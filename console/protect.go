@@ -2,62 +2,42 @@ package console
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/chatguard/chatguard/moderation"
+	"github.com/chatguard/chatguard/pipeline"
 )
 
-// maxRoomActions bounds the actions a room page lists and an overturn
-// reads: a room acted on this often is a moderator's case anyway.
-const maxRoomActions = 500
+// reversalTTL is how long a reversal is worth applying: a late lift of a
+// restriction or release of a hold still matters, so it is long.
+const reversalTTL = 7 * 24 * time.Hour
 
-// protect follows a saved decision through to the room's protective
-// actions: an overturn reverses every action in force in the room (and
-// clears its accounts for their rules); a confirm that undoes an overturn
-// (the decision in force before it was one) re-applies what the overturn
-// reversed. The decision's audit row, written before the decision was
-// saved, is their audit. It runs detached from the request, bounded: the
-// reversals are written whether or not the moderator waits.
-func (s *server) protect(ctx context.Context, v decidedVerdict, d moderation.Decision) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+// reverseActions reverses the protective actions of the verdict key that
+// decision d overturned, once d is recorded (and so audited: its
+// "decide" row is written before it). A failure is logged: the decision
+// stands, and the reversal is asked again by the next overturn of the
+// verdict (ReverseActions is a no-op for what it already reversed).
+func (s *server) reverseActions(ctx context.Context, key pipeline.ReviewKey, d moderation.Decision) {
+	if s.actions == nil {
+		return
+	}
+	now := s.clock.Now().UTC()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	now := s.clock.Now()
-	undo := false
-	if d.Decision == moderation.DecisionConfirm {
-		ds, err := s.store.Decisions(ctx, v.ID, 2)
-		if err != nil {
-			return fmt.Errorf("reverse actions: %w", err)
-		}
-		if len(ds) < 2 || ds[1].Decision != moderation.DecisionOverturn {
-			return nil
-		}
-		undo = true
+	revs, err := s.actions.ReverseActions(rctx, moderation.Reversal{Key: key, DecisionID: d.ID, At: now,
+		ClearedUntil: now.Add(s.cfg.ActionsClearedFor), ExpiresAt: now.Add(reversalTTL)})
+	if err != nil {
+		s.log.Error("console: overturned, but its protective actions were not reversed", "decision_id", d.ID, "room_id", key.RoomID, "err", err)
+		return
 	}
-	rows, err := s.store.RoomActions(ctx, v.Key.RoomID, maxRoomActions)
-	if err != nil || len(rows) == 0 {
-		return err
+	if len(revs) > 0 {
+		s.log.Info("console: protective actions reversed", "decision_id", d.ID, "room_id", key.RoomID, "reversals", len(revs))
 	}
-	var r moderation.Reversal
-	if undo {
-		full, err := s.store.VerdictByID(ctx, v.ID)
-		if err != nil {
-			return fmt.Errorf("reapply actions: %w", err)
-		}
-		r = moderation.PlanReapply(rows, full.OffenderRole, v.Category, d.ID, now, s.cfg.Reversal)
-	} else {
-		r = moderation.PlanReversal(rows, "", d.ID, now, s.cfg.Reversal)
-	}
-	if len(r.Actions) == 0 {
-		return nil
-	}
-	if err := s.store.WriteReversal(ctx, r); err != nil {
-		return fmt.Errorf("reverse actions: %w", err)
-	}
-	s.log.Info("console: protective actions followed the decision", "decision", d.Decision, "decision_id", d.ID,
-		"verdict_id", v.ID, "room_id", v.Key.RoomID, "actions", len(r.Actions), "reapplied", undo)
-	return nil
 }
+
+// maxRoomActions bounds the actions a room page lists: a room acted on
+// this often is a moderator's case anyway.
+const maxRoomActions = 500
 
 // roomActions puts the room's protective actions (or why they could not
 // be read) into a page's data.

@@ -3,95 +3,83 @@ package console
 import (
 	"net/http"
 	"net/url"
-	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/moderation/moderationtest"
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/storage/storetest"
 )
 
-// seedActions writes, as the worker's save does, a notice in force, a
-// dry-run restriction and an escalation in room-take-1.
-func (e *takeEnv) seedActions(t *testing.T) (warn, restrict pipeline.ActionRecord) {
-	t.Helper()
-	at := e.clock.Now().Add(-time.Minute)
-	warn = moderationtest.SeedAction("room-take-1", "acct-s", "prepay_notice", pipeline.ActionWarnCounterpart, pipeline.ModeOn, at)
-	restrict = moderationtest.SeedAction("room-take-1", "acct-s", "prepay_hold", pipeline.ActionRestrictSender, pipeline.ModeDryRun, at)
-	esc := moderationtest.SeedAction("room-take-1", "", "prepay_notice", pipeline.ActionEscalate, pipeline.ModeOn, at)
-	for _, r := range []pipeline.ActionRecord{warn, restrict, esc} {
-		require.NoError(t, e.db.WriteReversal(testCtx(t), moderation.Reversal{At: at, Actions: []pipeline.ActionRecord{r}}))
-	}
-	return warn, restrict
-}
-
-func (e *takeEnv) states(t *testing.T) map[string]string {
-	t.Helper()
-	rows, err := e.db.RoomActions(testCtx(t), "room-take-1", 100)
-	require.NoError(t, err)
-	out := map[string]string{}
-	for _, r := range rows {
-		out[r.Key] = r.State
-	}
-	return out
-}
-
-func (e *takeEnv) cleared(t *testing.T, account, rule string) bool {
-	t.Helper()
-	st, err := e.db.ActionState(testCtx(t), pipeline.ActionStateQuery{Accounts: []string{account}, Now: e.clock.Now()})
-	require.NoError(t, err)
-	return st.Cleared[pipeline.ActionClearedKey(account, rule)]
-}
-
-func TestAnOverturnReversesTheRoomsActionsAndItsUndoReappliesThem(t *testing.T) {
+// An overturn reverses the verdict's protective actions after its
+// decide row is audited: the restriction's lift is owed to the actions
+// queue and the account is cleared for the rule.
+func TestAnOverturnReversesTheVerdictsActions(t *testing.T) {
 	e := newTakeEnv(t)
-	warn, restrict := e.seedActions(t)
+	e.srv.actions = e.db
+	ctx := testCtx(t)
+	ws := window.Add(-3 * time.Hour)
+	v := pipeline.Verdict{Key: pipeline.ReviewKey{RoomID: "room-act-1", WindowStart: ws, WindowEnd: ws.Add(time.Hour), PipelineVersion: "v1"},
+		RunID: "run-1", Status: pipeline.StatusDone, Label: pipeline.LabelAbusive, Category: pipeline.CategoryExternalPayment, Severity: 4,
+		Action: pipeline.ActionRestrict, Attempts: 1, PublishedAt: ws, StartedAt: ws, FinishedAt: ws.Add(time.Hour),
+		Subjects: []string{"seller-5"}, OffenderRole: pipeline.RoleSeller}
+	until := ws.Add(25 * time.Hour)
+	key := pipeline.ForwardActionKey(v.Key, 1, "heavy", pipeline.ActionRestrictSender, "seller-5")
+	v.Actions = []pipeline.ActionRecord{{Key: v.Key, ProtectiveAction: pipeline.ProtectiveAction{
+		SchemaVersion: 1, IdempotencyKey: key, PolicyVersion: "t", PolicyHash: strings.Repeat("a", 64), VerdictRevision: 1,
+		Source: pipeline.ActionSourceRealtime, Mode: pipeline.ModeOn, IssuedAt: ws.Add(time.Hour), ExpiresAt: ws.Add(2 * time.Hour),
+		Item: pipeline.ActionEntity{ID: "room-act-1", TypeID: pipeline.EntityRoom}, Creator: pipeline.ActionEntity{ID: "seller-5", TypeID: pipeline.EntityAccount},
+		Action: pipeline.ActionRef{ID: pipeline.ActionRestrictSender}, Rules: []pipeline.ActionRule{{ID: "heavy", Name: "Heavy"}},
+		Custom: pipeline.ActionCustom{Until: &until},
+	}}}
+	storetest.MustSave(t, ctx, e.db, v)
+	id, err := e.db.VerdictID(ctx, v.Key)
+	require.NoError(t, err)
+
 	alice := e.signIn(t, "alice@example.com")
-	id := e.ids[0]
+	code, _, body := alice.post(t, verdictPath(id, "/decide"), url.Values{"decision": {"overturn"}, "label": {"clean"}})
+	require.Equal(t, http.StatusOK, code, body)
+
+	var audited, lifts, cleared int
+	db := e.db.DB()
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT COUNT(*) FROM moderation_actions WHERE action = 'decide' AND verdict_id = ?", id).Scan(&audited))
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT COUNT(*) FROM outbox o JOIN protective_actions a ON a.idempotency_key = o.event_id
+		WHERE a.action = 'lift_restriction' AND a.reverses = ? AND a.source = 'moderator'`, key).Scan(&lifts))
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT COUNT(*) FROM action_clearances WHERE account_id = 'seller-5' AND rule_id = 'heavy' AND decision_id IS NOT NULL").Scan(&cleared))
+	require.Equal(t, 1, audited)
+	require.Equal(t, 1, lifts)
+	require.Equal(t, 1, cleared)
+}
+
+// The room page lists the room's actions with their state, and an
+// overturn swaps them in reversed beside the decision.
+func TestTheRoomPageShowsTheActionsAndTheirReversal(t *testing.T) {
+	e := newTakeEnv(t)
+	e.srv.actions = e.db
+	ctx := testCtx(t)
+	ws := window.Add(-3 * time.Hour)
+	v := pipeline.Verdict{Key: pipeline.ReviewKey{RoomID: "room-act-2", WindowStart: ws, WindowEnd: ws.Add(time.Hour), PipelineVersion: "v1"},
+		RunID: "run-1", Status: pipeline.StatusDone, Label: pipeline.LabelAbusive, Category: pipeline.CategoryExternalPayment, Severity: 4,
+		Action: pipeline.ActionWarn, Attempts: 1, PublishedAt: ws, StartedAt: ws, FinishedAt: ws.Add(time.Hour),
+		Subjects: []string{"seller-6"}, OffenderRole: pipeline.RoleSeller}
+	warn := moderationtest.SeedAction(v.Key.RoomID, "seller-6", "notice", pipeline.ActionWarnCounterpart, pipeline.ModeOn, ws.Add(time.Hour))
+	warn.Key = v.Key
+	v.Actions = []pipeline.ActionRecord{warn}
+	storetest.MustSave(t, ctx, e.db, v)
+	id, err := e.db.VerdictID(ctx, v.Key)
+	require.NoError(t, err)
+
+	alice := e.signIn(t, "alice@example.com")
 	page := alice.get(t, verdictPath(id, ""))
 	require.Contains(t, page, `id="room-actions"`)
 	require.Contains(t, page, `data-key="`+warn.IdempotencyKey+`" data-action="warn_counterpart" data-state="written"`)
 
-	e.clock.Advance(time.Minute)
 	code, _, body := alice.post(t, verdictPath(id, "/decide"), url.Values{"decision": {"overturn"}, "label": {"clean"}})
 	require.Equal(t, http.StatusOK, code, body)
-	require.Contains(t, body, `id="protective" aria-labelledby="protective-h" hx-swap-oob="true"`, "the page's actions are swapped in with the decision")
+	require.Contains(t, body, `id="protective" aria-labelledby="protective-h" hx-swap-oob="true"`, "swapped in with the decision")
 	require.Contains(t, body, `data-key="`+warn.IdempotencyKey+`" data-action="warn_counterpart" data-state="reversed"`)
-
-	retract := pipeline.ReversalActionKey(warn.IdempotencyKey, 1)
-	st := e.states(t)
-	require.Equal(t, moderation.ActionReversed, st[warn.IdempotencyKey])
-	require.Equal(t, moderation.ActionReversed, st[restrict.IdempotencyKey])
-	require.Equal(t, moderation.ActionWritten, st[retract])
-	require.True(t, e.cleared(t, "acct-s", "prepay_notice"), "the overturn clears the account for the rule")
-	require.True(t, e.cleared(t, "acct-s", "prepay_hold"))
-	var sent int
-	require.NoError(t, e.db.DB().QueryRowContext(testCtx(t), "SELECT COUNT(*) FROM outbox WHERE destination = 'actions' AND event_id = ?", retract).Scan(&sent))
-	require.Equal(t, 1, sent, "the retraction goes out through the outbox")
-
-	audits := e.actions(t)
-	last := audits[len(audits)-1]
-	require.Equal(t, moderation.ActionDecide, last.Action)
-	require.Equal(t, moderation.DecisionOverturn, last.Decision, "the overturn's audit row, written before it acted")
-	var auditedAt, reversedAt time.Time
-	require.NoError(t, e.db.DB().QueryRowContext(testCtx(t), "SELECT MAX(requested_at) FROM moderation_actions").Scan(&auditedAt))
-	require.NoError(t, e.db.DB().QueryRowContext(testCtx(t), "SELECT created_at FROM protective_actions WHERE idempotency_key = ?", retract).Scan(&reversedAt))
-	require.False(t, reversedAt.Before(auditedAt))
-
-	// A confirm over the overturn undoes it: the actions are re-applied
-	// under their own keys and the cleared states lifted.
-	ds, err := e.db.Decisions(testCtx(t), id, 1)
-	require.NoError(t, err)
-	e.clock.Advance(time.Minute)
-	code, _, body = alice.post(t, verdictPath(id, "/decide"), url.Values{"decision": {"confirm"}, "label": {"abusive"},
-		"category": {"external_payment"}, "seen": {strconv.FormatUint(ds[0].ID, 10)}})
-	require.Equal(t, http.StatusOK, code, body)
-	st = e.states(t)
-	require.Equal(t, moderation.ActionWritten, st[pipeline.ReapplyActionKey(warn.IdempotencyKey, 1)])
-	require.Equal(t, moderation.ActionWritten, st[pipeline.ReapplyActionKey(restrict.IdempotencyKey, 1)])
-	require.False(t, e.cleared(t, "acct-s", "prepay_notice"))
-	require.Len(t, st, 7, "three actions, two reversals, two re-applications")
+	require.Contains(t, body, `data-action="retract_notice" data-state="written"`, "the retraction is listed too")
 }

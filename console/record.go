@@ -87,11 +87,8 @@ func (s *server) record(ctx context.Context, who Who, items []pendingDecision) (
 		}
 		d.ID = id
 		v := it.Verdict
-		if err := s.protect(ctx, v, d); err != nil {
-			// The decision stands; a moderator sees the actions still in
-			// force on the room page and decides again.
-			s.log.Error("console: decided but the room's protective actions were not followed", "verdict_id", v.ID,
-				"decision_id", id, "room_id", v.Key.RoomID, "err", err)
+		if d.Decision == moderation.DecisionOverturn {
+			s.reverseActions(ctx, v.Key, d)
 		}
 		s.log.Info("console: decided", "moderator", who.ID, "decision", d.Decision, "verdict_id", v.ID,
 			"decision_id", id, "room_id", v.Key.RoomID, "label", d.Label, "category", d.Category, "audit", d.Audit)

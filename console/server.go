@@ -41,9 +41,12 @@ type stopper interface {
 
 // server is the console's HTTP side.
 type server struct {
-	cfg      Config
-	auth     *auth
-	store    moderation.Store
+	cfg   Config
+	auth  *auth
+	store moderation.Store
+	// actions reverses an overturned verdict's protective actions; nil:
+	// none (actions.go).
+	actions  moderation.ProtectiveActions
 	chat     pipeline.ChatSource
 	feedback FeedbackSender
 	fbm      *feedbackMetrics // nil: counted nowhere

@@ -35,5 +35,5 @@ type Store interface {
 	Accounts
 	FeedbackOutbox
 	ActionLog
-	ProtectiveActions
+	ActionHistory
 }

@@ -467,14 +467,21 @@ func (a ProtectiveAction) strictProblems() []string {
 func (a ProtectiveAction) customProblems() []string {
 	var probs []string
 	c := a.Custom
-	if a.Action.ID.Notice() || a.Action.ID == ActionRetractNotice {
+	switch {
+	case a.Action.ID.Notice():
 		if !KnownNoticeTemplate(c.Template) {
 			probs = append(probs, fmt.Sprintf("custom.template %q is not a known notice template", c.Template))
 		}
 		if !KnownNoticeLocale(c.Locale) {
 			probs = append(probs, fmt.Sprintf("custom.locale %q is not a known locale", c.Locale))
 		}
-	} else if c.Template != "" || c.Locale != "" {
+	case a.Action.ID == ActionRetractNotice:
+		// A retraction names its notice by reverses; a template, when
+		// given, must still be one.
+		if c.Template != "" && !KnownNoticeTemplate(c.Template) {
+			probs = append(probs, fmt.Sprintf("custom.template %q is not a known notice template", c.Template))
+		}
+	case c.Template != "" || c.Locale != "":
 		probs = append(probs, "custom.template and custom.locale are for notices only")
 	}
 	if a.Action.ID == ActionWarnCounterpart && c.Counterpart != RoleBuyer && c.Counterpart != RoleSeller {

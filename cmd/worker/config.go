@@ -119,7 +119,8 @@ func DefaultConfig() Config {
 func (c *Config) flags() *cli.FlagSet {
 	fs := cli.NewFlagSet("worker", "Reviews chat rooms from the SQS review queue with the LLM stages and stores verdicts in MySQL.\n"+
 		"Subcommands: 'worker migrate --mysql-dsn DSN' applies the schema migrations and exits;\n"+
-		"'worker stop --room R | --run ID | --review ROOM,START,END' stops reviews on every worker through a worker's operator API, with a token (see 'worker stop --help').")
+		"'worker stop --room R | --run ID | --review ROOM,START,END' stops reviews on every worker through a worker's operator API, with a token (see 'worker stop --help');\n"+
+		"'worker actions report --from T --to T' replays the protective-action policy over stored verdicts (see 'worker actions report --help').")
 	fs.StringVar(&c.ReviewQueue.URL, "review-queue-url", "SQS review queue URL")
 	fs.StringVar(&c.RealtimeQueue.URL, "realtime-queue-url", "SQS review-realtime queue URL, polled before the review queue so a batch backlog never delays real time; empty: the review queue only")
 	fs.StringVar(&c.ReviewDLQ.URL, "review-dlq-url", "SQS dead-letter queue of the review queue (poison messages are copied there)")

@@ -53,6 +53,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if len(args) > 0 && args[0] == "eval" {
 		return runEval(ctx, args[1:], getenv, stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "actions" {
+		return runActions(ctx, args[1:], getenv, stdout, stderr)
+	}
 	cfg := DefaultConfig()
 	return cli.Program{Name: "worker", Flags: cfg.flags(), Config: &cfg, LogLevel: &cfg.LogLevel,
 		Main: func(log *slog.Logger) cli.Runner { return &Main{Config: cfg, Log: log, Stdout: stdout} },

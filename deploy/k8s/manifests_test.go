@@ -181,7 +181,7 @@ func TestOverlaysRenderStrictly(t *testing.T) {
 				"NetworkPolicy/chatguard-metrics", "NetworkPolicy/chatguard-worker-operator-api",
 				"PodDisruptionBudget/chatguard-console", "PodDisruptionBudget/chatguard-consumer", "PodDisruptionBudget/chatguard-trigger", "PodDisruptionBudget/chatguard-worker",
 				"PodMonitor/chatguard-console", "PodMonitor/chatguard-consumer", "PodMonitor/chatguard-trigger", "PodMonitor/chatguard-worker",
-				"PrometheusRule/chatguard", "PrometheusRule/chatguard-console", "PrometheusRule/chatguard-realtime",
+				"PrometheusRule/chatguard", "PrometheusRule/chatguard-actions", "PrometheusRule/chatguard-console", "PrometheusRule/chatguard-realtime",
 				"Role/chatguard-airflow-pod-launcher", "RoleBinding/chatguard-airflow-pod-launcher",
 				"ScaledObject/chatguard-console", "ScaledObject/chatguard-consumer", "ScaledObject/chatguard-trigger", "ScaledObject/chatguard-worker",
 				"Service/chatguard-console", "Service/chatguard-worker",

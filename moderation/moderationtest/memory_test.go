@@ -3,10 +3,8 @@ package moderationtest
 import (
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/chatguard/chatguard/moderation"
-	"github.com/chatguard/chatguard/pipeline"
 )
 
 func TestMemoryTakesConformance(t *testing.T) {
@@ -53,23 +51,10 @@ func TestMemoryVerdictsConformance(t *testing.T) {
 	RunVerdictsConformance(t, func(t *testing.T) moderation.Verdicts { return NewMemory() })
 }
 
-func TestMemoryProtectiveActionsConformance(t *testing.T) {
+func TestMemoryActionHistoryConformance(t *testing.T) {
 	t.Parallel()
-	RunProtectiveActionsConformance(t, func(t *testing.T) ProtectHarness {
+	RunActionHistoryConformance(t, func(t *testing.T) HistoryHarness {
 		m := NewMemory()
-		return ProtectHarness{
-			Store: m, Seed: m.SeedAction,
-			Cleared: func(account, rule string, at time.Time) bool {
-				until, ok := m.Cleared()[pipeline.ActionClearedKey(account, rule)]
-				return ok && until.After(at)
-			},
-			Outbox: func() []string {
-				var ids []string
-				for _, o := range m.ActionOutbox() {
-					ids = append(ids, o.EventID)
-				}
-				return ids
-			},
-		}
+		return HistoryHarness{Store: m, Seed: m.SeedAction}
 	})
 }

@@ -70,37 +70,10 @@ func TestVerdictsConformance(t *testing.T) {
 	moderationtest.RunVerdictsConformance(t, func(t *testing.T) moderation.Verdicts { return setup(t) })
 }
 
-func TestProtectiveActionsConformance(t *testing.T) {
+func TestActionHistoryConformance(t *testing.T) {
 	t.Parallel()
-	moderationtest.RunProtectiveActionsConformance(t, func(t *testing.T) moderationtest.ProtectHarness {
-		db, s := setupDB(t)
-		ctx := context.Background()
-		return moderationtest.ProtectHarness{
-			Store: s,
-			// A verdict's save writes a row and its outbox message as a
-			// reversal's write does.
-			Seed: func(r pipeline.ActionRecord) error {
-				return s.WriteReversal(ctx, moderation.Reversal{At: r.IssuedAt, Actions: []pipeline.ActionRecord{r}})
-			},
-			Cleared: func(account, rule string, at time.Time) bool {
-				st, err := s.ActionState(ctx, pipeline.ActionStateQuery{Accounts: []string{account}, Now: at})
-				return err == nil && st.Cleared[pipeline.ActionClearedKey(account, rule)]
-			},
-			Outbox: func() []string {
-				rows, err := db.QueryContext(ctx, "SELECT event_id FROM outbox WHERE destination = 'actions' ORDER BY id")
-				if err != nil {
-					return nil
-				}
-				defer rows.Close()
-				var ids []string
-				for rows.Next() {
-					var id string
-					if rows.Scan(&id) == nil {
-						ids = append(ids, id)
-					}
-				}
-				return ids
-			},
-		}
+	moderationtest.RunActionHistoryConformance(t, func(t *testing.T) moderationtest.HistoryHarness {
+		_, s := setupDB(t)
+		return moderationtest.HistoryHarness{Store: s, Seed: func(r pipeline.ActionRecord) error { return s.SeedAction(context.Background(), r) }}
 	})
 }

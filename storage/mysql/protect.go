@@ -133,23 +133,10 @@ func (s *Store) ActionState(ctx context.Context, q pipeline.ActionStateQuery) (p
 	return st, err
 }
 
-// RecordClearances writes cleared states (an overturn's), each replacing
-// an earlier one of its account and rule, at now.
+// RecordClearances writes cleared states (an overturn's, or a retracted
+// rule's), each replacing an earlier one of its account and rule, at now.
 func (s *Store) RecordClearances(ctx context.Context, now time.Time, decisionID int64, cs []pipeline.ActionClearance) error {
-	if len(cs) == 0 {
-		return nil
-	}
-	args := make([]any, 0, len(cs)*5)
-	for _, c := range cs {
-		args = append(args, c.Account, c.Rule, dbTime(c.Until), dbTime(now), nullID(decisionID))
-	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO action_clearances (account_id, rule_id, until, cleared_at, decision_id) VALUES `+
-		strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?), ", len(cs)), ", ")+
-		` ON DUPLICATE KEY UPDATE until = VALUES(until), cleared_at = VALUES(cleared_at), decision_id = VALUES(decision_id)`, args...)
-	if err != nil {
-		return classify(fmt.Errorf("mysql: record clearances: %w", err))
-	}
-	return nil
+	return insertClearances(ctx, s.db, now, uint64(max(decisionID, 0)), cs)
 }
 
 func nullID(id int64) any {

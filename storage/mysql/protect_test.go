@@ -10,6 +10,7 @@ import (
 
 	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/migrations"
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/policy"
 	"github.com/chatguard/chatguard/storage/mysql"
@@ -152,4 +153,115 @@ func TestAKeptVerdictWritesNoAction(t *testing.T) {
 	_, err = s.Save(ctx, bad)
 	var perm *pipeline.PermanentError
 	require.ErrorAs(t, err, &perm)
+}
+
+func TestBacktestCasesListFlaggedVerdictsWithTheirLastDecision(t *testing.T) {
+	t.Parallel()
+	db, s := setupDB(t)
+	ctx := context.Background()
+	base := storetest.SampleVerdict("room-bt-1")
+	var ids []uint64
+	for i, room := range []string{"room-bt-1", "room-bt-2", "room-bt-3"} {
+		v := base
+		v.Key.RoomID = room
+		v.FinishedAt = base.FinishedAt.Add(time.Duration(i) * time.Minute)
+		if i == 0 {
+			v.RunID = "rt-20261103T040000Z"
+		}
+		if i == 2 {
+			v.Label, v.Category, v.Severity, v.Confidence = pipeline.LabelClean, pipeline.CategoryClean, 0, 0.9
+		}
+		storetest.MustSave(t, ctx, s, v)
+		id, err := s.VerdictID(ctx, v.Key)
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	for _, d := range []struct {
+		id       uint64
+		decision string
+		at       time.Duration
+	}{{ids[0], "confirm", 0}, {ids[0], "overturn", time.Minute}, {ids[1], "confirm", 0}} {
+		_, err := db.ExecContext(ctx, `INSERT INTO moderator_decisions (verdict_id, moderator, decision, label, category, decided_at) VALUES (?, 'mod-1', ?, 'abusive', '', ?)`,
+			d.id, d.decision, base.FinishedAt.Add(time.Hour+d.at))
+		require.NoError(t, err)
+	}
+	cases, more, err := s.BacktestCases(ctx, base.FinishedAt.Add(-time.Minute), base.FinishedAt.Add(time.Hour), 10)
+	require.NoError(t, err)
+	require.False(t, more)
+	require.Len(t, cases, 2, "the clean verdict is not a case")
+	require.Equal(t, "room-bt-1", cases[0].Verdict.Key.RoomID)
+	require.Equal(t, "overturn", cases[0].Decision, "the last decision")
+	require.Equal(t, pipeline.ActionSourceRealtime, cases[0].Source)
+	require.Equal(t, "confirm", cases[1].Decision)
+	require.Equal(t, pipeline.ActionSourceBatch, cases[1].Source)
+	cases, more, err = s.BacktestCases(ctx, base.FinishedAt.Add(-time.Minute), base.FinishedAt.Add(time.Hour), 1)
+	require.NoError(t, err)
+	require.True(t, more)
+	require.Len(t, cases, 1)
+}
+
+const heavyPolicy = `{"version":"t","defaults":{"locale":"ko","suppress_notices":"1h","action_ttl":"1h","restrict_for":"24h","cleared_for":"720h",
+  "heavy_per_account_daily":5,"heavy_min_campaign_rooms":3,"heavy_min_history_rooms":1},
+  "rules":[{"id":"heavy","name":"Heavy","daily_cap":100,"single_room_heavy":true,"match":{"labels":["abusive"]},
+     "actions":[{"action":"hold_transaction","mode":"on"},{"action":"restrict_sender","mode":"on"},{"action":"warn_sender","mode":"dry_run"},
+       {"action":"escalate","mode":"on"}]}]}`
+
+func TestAnOverturnReversesTheVerdictsActions(t *testing.T) {
+	t.Parallel()
+	db, s := setupDB(t)
+	ctx := context.Background()
+	p, err := policy.Parse([]byte(heavyPolicy))
+	require.NoError(t, err)
+	v := storetest.SampleVerdict("room-rev")
+	v.Subjects, v.OffenderRole = []string{"seller-9"}, pipeline.RoleSeller
+	now := v.FinishedAt
+	ev := policy.EvidenceOf(v, pipeline.ActionSourceRealtime)
+	ev.Revision = 1
+	for _, d := range p.Evaluate(ev, pipeline.ActionState{}, now) {
+		require.Equal(t, policy.OutcomeWritten, d.Outcome, "%s", d.Kind)
+		v.Actions = append(v.Actions, pipeline.ActionRecord{ProtectiveAction: p.Action(d, ev, now), Key: v.Key})
+	}
+	storetest.MustSave(t, ctx, s, v)
+	// The hold left already; the restriction has not.
+	var holdKey string
+	for _, a := range v.Actions {
+		if a.Action.ID == pipeline.ActionHoldTransaction {
+			holdKey = a.IdempotencyKey
+		}
+	}
+	_, err = db.ExecContext(ctx, "UPDATE outbox SET sent_at = ? WHERE event_id = ?", now, holdKey)
+	require.NoError(t, err)
+
+	at := now.Add(time.Hour)
+	r := moderation.Reversal{Key: v.Key, DecisionID: 0, At: at, ClearedUntil: at.Add(720 * time.Hour), ExpiresAt: at.Add(7 * 24 * time.Hour)}
+	revs, err := s.ReverseActions(ctx, r)
+	require.NoError(t, err)
+	got := map[pipeline.ActionKind]string{}
+	for _, rv := range revs {
+		require.NoError(t, rv.Validate())
+		require.Equal(t, pipeline.ActionSourceModerator, rv.Source)
+		got[rv.Action.ID] = rv.Reverses
+	}
+	// Escalate has no undo, the dry-run notice was never shown.
+	require.Len(t, got, 2)
+	require.Equal(t, holdKey, got[pipeline.ActionReleaseTransaction])
+	require.Contains(t, got, pipeline.ActionLiftRestriction)
+
+	var pendingForward, queuedReversals, reversed int
+	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM outbox o JOIN protective_actions a ON a.idempotency_key = o.event_id
+		WHERE a.reverses IS NULL AND o.sent_at IS NULL AND a.action <> 'escalate'`).Scan(&pendingForward))
+	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM outbox o JOIN protective_actions a ON a.idempotency_key = o.event_id
+		WHERE a.reverses IS NOT NULL`).Scan(&queuedReversals))
+	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM protective_actions WHERE state = 'reversed'`).Scan(&reversed))
+	require.Zero(t, pendingForward, "the unsent restriction is cancelled: no stale action after its reversal")
+	require.Equal(t, 2, queuedReversals)
+	require.Equal(t, 4, reversed)
+
+	st, err := s.ActionState(ctx, pipeline.ActionStateQuery{RoomID: "room-rev", Accounts: []string{"seller-9"}, Now: at.Add(time.Hour)})
+	require.NoError(t, err)
+	require.True(t, st.Cleared[pipeline.ActionClearedKey("seller-9", "heavy")], "the next window cannot act again")
+
+	again, err := s.ReverseActions(ctx, r)
+	require.NoError(t, err)
+	require.Empty(t, again, "a second overturn call is a no-op")
 }

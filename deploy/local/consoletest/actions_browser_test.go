@@ -15,12 +15,12 @@ import (
 	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/internal/stacktest"
 	"github.com/chatguard/chatguard/migrations"
-	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/moderation/moderationtest"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/outbox"
 	"github.com/chatguard/chatguard/storage/mysql"
 	"github.com/chatguard/chatguard/storage/sqs"
+	"github.com/chatguard/chatguard/storage/storetest"
 )
 
 // chatService is the chat API stand-in with its side of protective
@@ -74,17 +74,26 @@ func TestAnOverturnReversesTheRoomsActionsInBrowser(t *testing.T) {
 	require.NoError(t, err)
 	store := mysql.New(db)
 	roomID := "room-protect-1"
-	id := flaggedVerdicts(t, ctx, store, roomID)[0]
 	chat, chatURL := chatService(t, store, roomID)
 
-	// The worker's save of the verdict wrote three actions in force.
+	// The worker's save of the verdict writes three actions in force.
+	v := pipeline.Verdict{Key: pipeline.ReviewKey{RoomID: roomID, WindowStart: windowStart, WindowEnd: windowEnd, PipelineVersion: "batch-v1"},
+		RunID: "run-1", Status: pipeline.StatusDone, Label: pipeline.LabelAbusive, Category: pipeline.CategoryExternalPayment, Severity: 4,
+		Confidence: 0.9, Action: pipeline.ActionRestrict, Rationale: "Prepayment by bank transfer off the platform.",
+		EvidenceIDs: []string{"m3", "m4"}, Attempts: 1, PublishedAt: windowEnd, StartedAt: windowEnd, FinishedAt: windowEnd,
+		Subjects: []string{"s1"}, OffenderRole: pipeline.RoleSeller}
 	at := time.Now().UTC()
 	var seeded []pipeline.ActionRecord
 	for _, k := range []pipeline.ActionKind{pipeline.ActionWarnCounterpart, pipeline.ActionHoldTransaction, pipeline.ActionRestrictSender} {
-		r := moderationtest.SeedAction(roomID, "s1", "prepay", k, pipeline.ModeOn, at)
+		r := moderationtest.SeedAction(roomID, "s1", "prepay_"+string(k), k, pipeline.ModeOn, at)
+		r.Key = v.Key
+		r.IdempotencyKey = pipeline.ForwardActionKey(v.Key, 1, "prepay_"+string(k), k, "s1")
 		seeded = append(seeded, r)
-		require.NoError(t, store.WriteReversal(ctx, moderation.Reversal{At: at, Actions: []pipeline.ActionRecord{r}}))
 	}
+	v.Actions = seeded
+	storetest.MustSave(t, ctx, store, v)
+	id, err := store.VerdictID(ctx, v.Key)
+	require.NoError(t, err)
 	require.Eventually(t, func() bool { return chat.Actions().Stats.Outcomes[chatapi.OutcomeApplied] == 3 }, 30*time.Second, 20*time.Millisecond,
 		"the chat service applied the actions")
 	require.True(t, chat.Restricted("s1"))

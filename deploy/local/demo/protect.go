@@ -131,11 +131,13 @@ func (r *runner) overturnOne(ctx context.Context, rt *realtimeRun) error {
 		if err != nil {
 			return err
 		}
-		rev := moderation.PlanReversal(rows, "", 0, time.Now(), moderation.DefaultReversalConfig())
-		if !slices.ContainsFunc(rev.Actions, func(a pipeline.ActionRecord) bool { return a.Mode == pipeline.ModeOn }) {
+		i := slices.IndexFunc(rows, func(a moderation.RoomAction) bool { return a.InForce() && a.Mode == pipeline.ModeOn })
+		if i < 0 {
 			continue
 		}
-		if err := store.WriteReversal(ctx, rev); err != nil {
+		now := time.Now()
+		if _, err := store.ReverseActions(ctx, moderation.Reversal{Key: rows[i].Verdict, At: now,
+			ClearedUntil: now.Add(720 * time.Hour), ExpiresAt: now.Add(time.Hour)}); err != nil {
 			return err
 		}
 		deadline := time.Now().Add(time.Minute)
