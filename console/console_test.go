@@ -87,7 +87,6 @@ func (f *fakeStore) RoomActions(context.Context, string, int) ([]moderation.Room
 	return nil, nil
 }
 
-
 func (f *fakeStore) RecordAction(_ context.Context, r moderation.AuditRecord) (uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -89,7 +89,9 @@ func TestActionsSurviveKillsAndAnSQSCut(t *testing.T) {
 		time.Sleep(time.Second) // the cut's length: real processes retry against it
 	}
 	e.sqsProxy.SetDown(false)
-	pending := func() int { return e.count("SELECT COUNT(*) FROM outbox WHERE destination = 'actions' AND sent_at IS NULL") }
+	pending := func() int {
+		return e.count("SELECT COUNT(*) FROM outbox WHERE destination = 'actions' AND sent_at IS NULL")
+	}
 	deadline := time.Now().Add(time.Minute)
 	for pending() == written {
 		require.True(t, time.Now().Before(deadline), "the relay sends after the cut")
