@@ -170,6 +170,9 @@ func (s *server) undo(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Info("console: undone", "moderator", who.ID, "verdict_id", id, "decision_id", uid, "reverses", target, "room_id", v.Key.RoomID)
+	if in.Decision == moderation.DecisionOverturn {
+		s.reapplyActions(r.Context(), v.Key, target)
+	}
 	s.decided(w, r, id, "undo of "+in.Decision)
 }
 

@@ -50,3 +50,22 @@ func (s *server) roomActions(ctx context.Context, roomID string, data map[string
 	}
 	data["Actions"] = rows
 }
+
+// reapplyActions re-applies what the overturn overturnID reversed, once
+// its undo is recorded (and audited before). A failure is logged: the
+// undo stands.
+func (s *server) reapplyActions(ctx context.Context, key pipeline.ReviewKey, overturnID uint64) {
+	if s.actions == nil {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	re, err := s.actions.ReapplyActions(rctx, moderation.Reversal{Key: key, DecisionID: overturnID, At: s.clock.Now().UTC()})
+	if err != nil {
+		s.log.Error("console: overturn undone, but its reversed protective actions were not re-applied", "decision_id", overturnID, "room_id", key.RoomID, "err", err)
+		return
+	}
+	if len(re) > 0 {
+		s.log.Info("console: protective actions re-applied", "decision_id", overturnID, "room_id", key.RoomID, "actions", len(re))
+	}
+}

@@ -3,6 +3,7 @@ package console
 import (
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +53,19 @@ func TestAnOverturnReversesTheVerdictsActions(t *testing.T) {
 	require.Equal(t, 1, audited)
 	require.Equal(t, 1, lifts)
 	require.Equal(t, 1, cleared)
+
+	// Undone, the overturn's reversal is undone: the restriction is
+	// applied again under a key of its own, the clearance is gone.
+	ds, err := e.db.Decisions(ctx, id, 5)
+	require.NoError(t, err)
+	code, _, body = alice.post(t, verdictPath(id, "/undo"), url.Values{"decision_id": {strconv.FormatUint(ds[0].ID, 10)}})
+	require.Equal(t, http.StatusOK, code, body)
+	var reapplied int
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT COUNT(*) FROM outbox o JOIN protective_actions a ON a.idempotency_key = o.event_id
+		WHERE a.action = 'restrict_sender' AND a.reverses = ?`, key).Scan(&reapplied))
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT COUNT(*) FROM action_clearances").Scan(&cleared))
+	require.Equal(t, 1, reapplied)
+	require.Zero(t, cleared)
 }
 
 // The room page lists the room's actions with their state, and an

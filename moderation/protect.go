@@ -40,6 +40,15 @@ type ProtectiveActions interface {
 	// no-op). Safe for concurrent use; an error means nothing was
 	// written.
 	ReverseActions(ctx context.Context, r Reversal) ([]pipeline.ProtectiveAction, error)
+	// ReapplyActions undoes ReverseActions when the overturn r.DecisionID
+	// is undone, in one transaction: every action about r.Key that a
+	// reversal marked is written again; each `on` one that was reversed
+	// is re-applied under pipeline.ReapplyActionKey (reverses: the
+	// original key; issued at r.At, with the original's time to live
+	// and restriction length) with its outbox message, and the cleared
+	// states the overturn recorded are deleted. It returns the
+	// re-applications written; a second call is a no-op.
+	ReapplyActions(ctx context.Context, r Reversal) ([]pipeline.ProtectiveAction, error)
 }
 
 // The states of a protective action's row.

@@ -21,6 +21,8 @@
 --   message_at       the newest message of the reviewed window (NULL when
 --                    unknown): protection latency is measured from it
 --   created_at, expires_at  when decided; when the action is stale
+--   body             the action's body as the queue receives it (ids and
+--                    enumerations only): what an undone overturn re-applies
 --
 -- No chat text, no model text, no moderator e-mail.
 CREATE TABLE IF NOT EXISTS protective_actions (
@@ -43,6 +45,7 @@ CREATE TABLE IF NOT EXISTS protective_actions (
     message_at       DATETIME(6)     NULL,
     created_at       DATETIME(6)     NOT NULL,
     expires_at       DATETIME(6)     NOT NULL,
+    body             MEDIUMBLOB      NULL,
     PRIMARY KEY (id),
     UNIQUE KEY ux_protective_actions_key (idempotency_key),
     KEY ix_protective_actions_room (room_id, created_at),

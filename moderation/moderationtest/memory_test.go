@@ -58,3 +58,7 @@ func TestMemoryActionHistoryConformance(t *testing.T) {
 		return HistoryHarness{Store: m, Seed: m.SeedAction}
 	})
 }
+
+func TestMemoryTakeHistory(t *testing.T) {
+	RunTakeHistoryConformance(t, func(t *testing.T) HistoryStore { return NewMemory() })
+}

@@ -77,3 +77,8 @@ func TestActionHistoryConformance(t *testing.T) {
 		return moderationtest.HistoryHarness{Store: s, Seed: func(r pipeline.ActionRecord) error { return s.SeedAction(context.Background(), r) }}
 	})
 }
+
+func TestTakeHistoryConformance(t *testing.T) {
+	t.Parallel()
+	moderationtest.RunTakeHistoryConformance(t, func(t *testing.T) moderationtest.HistoryStore { return setup(t) })
+}

@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -86,12 +87,16 @@ func insertAction(ctx context.Context, db execer, r pipeline.ActionRecord) error
 	if a.MessageAt != nil {
 		msgAt = dbTime(*a.MessageAt)
 	}
-	_, err := db.ExecContext(ctx, `INSERT INTO protective_actions (idempotency_key, room_id, account_id, rule_id, action, mode, source,
-		reverses, window_start, window_end, pipeline_version, verdict_revision, policy_version, policy_hash, message_at, created_at, expires_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE id = id`,
+	body, err := json.Marshal(a)
+	if err != nil {
+		return fmt.Errorf("mysql: save actions: encode: %w", err)
+	}
+	_, err = db.ExecContext(ctx, `INSERT INTO protective_actions (idempotency_key, room_id, account_id, rule_id, action, mode, source,
+		reverses, window_start, window_end, pipeline_version, verdict_revision, policy_version, policy_hash, message_at, created_at, expires_at, body)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE id = id`,
 		a.IdempotencyKey, a.Item.ID, a.Creator.ID, ruleOf(a), string(a.Action.ID), string(a.Mode), string(a.Source),
 		nullString(a.Reverses), nullTime(r.Key.WindowStart), nullTime(r.Key.WindowEnd), r.Key.PipelineVersion, a.VerdictRevision,
-		a.PolicyVersion, a.PolicyHash, msgAt, dbTime(a.IssuedAt), dbTime(a.ExpiresAt))
+		a.PolicyVersion, a.PolicyHash, msgAt, dbTime(a.IssuedAt), dbTime(a.ExpiresAt), body)
 	if err != nil {
 		return fmt.Errorf("mysql: save actions: insert: %w", err)
 	}

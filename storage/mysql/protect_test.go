@@ -233,7 +233,7 @@ func TestAnOverturnReversesTheVerdictsActions(t *testing.T) {
 	require.NoError(t, err)
 
 	at := now.Add(time.Hour)
-	r := moderation.Reversal{Key: v.Key, DecisionID: 0, At: at, ClearedUntil: at.Add(720 * time.Hour), ExpiresAt: at.Add(7 * 24 * time.Hour)}
+	r := moderation.Reversal{Key: v.Key, DecisionID: 7, At: at, ClearedUntil: at.Add(720 * time.Hour), ExpiresAt: at.Add(7 * 24 * time.Hour)}
 	revs, err := s.ReverseActions(ctx, r)
 	require.NoError(t, err)
 	got := map[pipeline.ActionKind]string{}
@@ -264,4 +264,38 @@ func TestAnOverturnReversesTheVerdictsActions(t *testing.T) {
 	again, err := s.ReverseActions(ctx, r)
 	require.NoError(t, err)
 	require.Empty(t, again, "a second overturn call is a no-op")
+
+	// The overturn undone: the reversed `on` actions that can be undone
+	// are applied again under keys of their own, the clearance is gone.
+	undoAt := at.Add(time.Minute)
+	r.At = undoAt
+	re, err := s.ReapplyActions(ctx, r)
+	require.NoError(t, err)
+	kinds := map[pipeline.ActionKind]pipeline.ProtectiveAction{}
+	for _, a := range re {
+		require.NoError(t, a.Validate())
+		require.NotEmpty(t, a.Reverses)
+		kinds[a.Action.ID] = a
+	}
+	require.Len(t, kinds, 2)
+	require.Equal(t, holdKey, kinds[pipeline.ActionHoldTransaction].Reverses)
+	require.Equal(t, undoAt.Add(24*time.Hour), *kinds[pipeline.ActionRestrictSender].Custom.Until, "the restriction's length, from the undo")
+	st, err = s.ActionState(ctx, pipeline.ActionStateQuery{RoomID: "room-rev", Accounts: []string{"seller-9"}, Now: undoAt.Add(time.Hour)})
+	require.NoError(t, err)
+	require.Empty(t, st.Cleared)
+	var written int
+	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM protective_actions WHERE reverses IS NULL AND state = 'written'`).Scan(&written))
+	require.Equal(t, 4, written)
+	none, err := s.ReapplyActions(ctx, r)
+	require.NoError(t, err)
+	require.Empty(t, none, "a second undo is a no-op")
+
+	// A second overturn reverses again, under new keys.
+	r.At = undoAt.Add(time.Minute)
+	revs2, err := s.ReverseActions(ctx, r)
+	require.NoError(t, err)
+	require.Len(t, revs2, 2)
+	for _, rv := range revs2 {
+		require.NotContains(t, []string{revs[0].IdempotencyKey, revs[1].IdempotencyKey}, rv.IdempotencyKey)
+	}
 }

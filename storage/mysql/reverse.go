@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -127,4 +128,79 @@ func insertClearances(ctx context.Context, db execer, now time.Time, decisionID 
 		}
 	}
 	return nil
+}
+
+// ReapplyActions implements moderation.ProtectiveActions.
+func (s *Store) ReapplyActions(ctx context.Context, r moderation.Reversal) ([]pipeline.ProtectiveAction, error) {
+	tx, err := s.db.BeginTx(ctx, saveTx)
+	if err != nil {
+		return nil, classify(fmt.Errorf("mysql: reapply actions: begin: %w", err))
+	}
+	defer func() { _ = tx.Rollback() }()
+	bodies, err := lockReversedActions(ctx, tx, r.Key)
+	if err != nil {
+		return nil, err
+	}
+	var out []pipeline.ProtectiveAction
+	for _, a := range bodies {
+		if _, err := tx.ExecContext(ctx, "UPDATE protective_actions SET state = 'written' WHERE idempotency_key = ?", a.IdempotencyKey); err != nil {
+			return nil, classify(fmt.Errorf("mysql: reapply actions: mark: %w", err))
+		}
+		if a.Mode != pipeline.ModeOn || a.Action.ID.ReversedBy() == "" {
+			continue
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM protective_actions WHERE reverses = ? AND action = ?",
+			a.IdempotencyKey, string(a.Action.ID)).Scan(&n); err != nil {
+			return nil, classify(fmt.Errorf("mysql: reapply actions: generation: %w", err))
+		}
+		again := a
+		again.IdempotencyKey, again.Reverses = pipeline.ReapplyActionKey(a.IdempotencyKey, n+1), a.IdempotencyKey
+		again.IssuedAt, again.ExpiresAt = r.At.UTC(), r.At.UTC().Add(a.ExpiresAt.Sub(a.IssuedAt))
+		if a.Custom.Until != nil {
+			until := r.At.UTC().Add(a.Custom.Until.Sub(a.IssuedAt))
+			again.Custom.Until = &until
+		}
+		if err := writeActions(ctx, tx, []pipeline.ActionRecord{{ProtectiveAction: again, Key: r.Key}}); err != nil {
+			return nil, classify(err)
+		}
+		out = append(out, again)
+	}
+	if len(bodies) > 0 {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM action_clearances WHERE decision_id = ?", r.DecisionID); err != nil {
+			return nil, classify(fmt.Errorf("mysql: reapply actions: clearances: %w", err))
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, classify(fmt.Errorf("mysql: reapply actions: commit: %w", err))
+	}
+	return out, nil
+}
+
+// lockReversedActions reads and locks the bodies of the forward actions
+// about key that a reversal marked.
+func lockReversedActions(ctx context.Context, tx *sql.Tx, key pipeline.ReviewKey) ([]pipeline.ProtectiveAction, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT body FROM protective_actions WHERE room_id = ? AND window_start = ? AND window_end = ?
+		  AND pipeline_version = ? AND reverses IS NULL AND state = 'reversed' AND body IS NOT NULL ORDER BY id FOR UPDATE`,
+		key.RoomID, dbTime(key.WindowStart), dbTime(key.WindowEnd), key.PipelineVersion)
+	if err != nil {
+		return nil, classify(fmt.Errorf("mysql: reapply actions: read: %w", err))
+	}
+	defer rows.Close()
+	var out []pipeline.ProtectiveAction
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return nil, classify(fmt.Errorf("mysql: reapply actions: read: %w", err))
+		}
+		var a pipeline.ProtectiveAction
+		if err := json.Unmarshal(b, &a); err != nil {
+			return nil, pipeline.Permanent(fmt.Errorf("mysql: reapply actions: stored body: %w", err))
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, classify(fmt.Errorf("mysql: reapply actions: read: %w", err))
+	}
+	return out, nil
 }
