@@ -64,7 +64,8 @@ func chatService(t *testing.T, store *mysql.Store, rooms ...string) (*chatapi.Se
 // An overturn in the browser reverses the room's protective actions: the
 // page shows them reversed with the decision, and the chat service has
 // retracted the notice, released the hold and lifted the restriction
-// within 5 s; the decision's audit row was written before any of it.
+// within 5 s; undoing the overturn re-applies them within 5 s; the
+// decision's audit row was written before any of it.
 func TestAnOverturnReversesTheRoomsActionsInBrowser(t *testing.T) {
 	requireChromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -137,6 +138,22 @@ func TestAnOverturnReversesTheRoomsActionsInBrowser(t *testing.T) {
 	}
 	require.Eventually(t, reversed, 5*time.Second-time.Since(overturned), 20*time.Millisecond,
 		"the chat service retracted, released and lifted within 5 s of the overturn")
+
+	// Undoing the overturn re-applies them under keys of their own.
+	require.NoError(t, chromedp.Do(alice, chromedp.WaitVisible(chromedp.ID("undo")), chromedp.Click(chromedp.ID("undo"))))
+	undone := time.Now()
+	reapplied := func() bool {
+		ms, _ := chat.Messages(roomID)
+		notices := 0
+		for _, m := range ms {
+			if pipeline.IsActionNotice(m) {
+				notices++
+			}
+		}
+		return notices == 1 && chat.Actions().Transactions[roomID].State == chatapi.TxHeld && chat.Restricted("s1")
+	}
+	require.Eventually(t, reapplied, 5*time.Second-time.Since(undone), 20*time.Millisecond,
+		"the chat service showed the notice again, held and restricted within 5 s of the undo")
 
 	var auditedAt, firstReversal time.Time
 	require.NoError(t, db.QueryRowContext(ctx, `SELECT requested_at FROM moderation_actions WHERE action = 'decide' AND decision = 'overturn' AND verdict_id = ?`, id).Scan(&auditedAt))
