@@ -245,13 +245,17 @@ bench-realtime: deps $(STACK_BIN) ## a generated day (BENCH_RT_ROOMS rooms, diur
 bench-console-keys: deps $(STACK_BIN) ## the console's 50 queue items decided by keyboard and by mouse in the real browser, timed (a figure for docs/performance.md; not part of make test)
 	$(GO) test -tags consolebench -run '^TestDecideFiftyItemsKeyboardVersusMouse$$' -count=1 -timeout 20m -v ./deploy/local/consoletest/ | grep -v -e '^=== RUN' -e '^--- PASS' -e '^PASS'
 
+.PHONY: chaos-actions
+chaos-actions: deps $(STACK_BIN) ## protective actions' faults on the running stack: a worker SIGKILLed between commit and publish, SQS cut 60 s, the relay SIGKILLed mid-batch; every action published at least once and applied once by key at the chat API stand-in (not part of make test)
+	set -o pipefail; $(GO) test -tags chaosactions -run '^TestActionsSurviveKillsAndAnSQSCut$$' -count=1 -timeout 20m -v ./deploy/local/chaos/ | grep -v -e '^=== RUN' -e '^\s*{'
+
 .PHONY: chaos-realtime
 chaos-realtime: deps $(STACK_BIN) ## real time's fault rows (trigger SIGKILLed x5, its Redis down 60 s, its Redis keys flushed then the sweep, events x3 reordered, a flooded room, a producer clock 10 min ahead), each a real-time demo run over the sample hour; prints one table (not part of make test)
 	@$(GO) build -o bin/demo ./deploy/local/demo/cmd/demo
 	@bin/demo --realtime --faults all --speedup 30 --database chatguard_rtfaults --stack-flags "$(STACK_FLAGS)" $(DEMO_FLAGS)
 
 .PHONY: demo-realtime
-demo-realtime: deps $(STACK_BIN) ## real time instead of the batch: the sample hour replayed as live chats (12x) through the trigger, two workers and the consumer; prints freshness beside the hourly batch's
+demo-realtime: deps $(STACK_BIN) ## real time instead of the batch: the sample hour replayed as live chats (12x) through the trigger, two workers and the consumer; prints freshness beside the hourly batch's, and what protective actions did (a demo policy with warn_counterpart and escalate on; the chat API stand-in applies them)
 	@$(GO) build -o bin/demo ./deploy/local/demo/cmd/demo
 	@bin/demo --realtime --stack-flags "$(STACK_FLAGS)" $(DEMO_FLAGS)
 

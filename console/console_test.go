@@ -83,6 +83,10 @@ func (f *fakeStore) Revise(_ context.Context, v pipeline.Verdict) (int, bool, er
 }
 func (f *fakeStore) Ping(context.Context) error { return nil }
 
+func (f *fakeStore) RoomActions(context.Context, string, int) ([]moderation.RoomAction, error) {
+	return nil, nil
+}
+
 func (f *fakeStore) RecordAction(_ context.Context, r moderation.AuditRecord) (uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

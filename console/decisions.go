@@ -186,7 +186,13 @@ func (s *server) decided(w http.ResponseWriter, r *http.Request, id uint64, save
 		}
 		data := s.decisionsData(r, id, decisions)
 		data["Saved"] = saved
-		s.render(w, "decisions", http.StatusOK, data)
+		// The room's protective actions are swapped in beside: an
+		// overturn has just reversed them.
+		if v, err := s.store.VerdictByID(r.Context(), id); err == nil {
+			data["OOB"] = true
+			s.roomActions(r.Context(), v.Key.RoomID, data)
+		}
+		s.render(w, "decided", http.StatusOK, data)
 		return
 	}
 	http.Redirect(w, r, "/verdicts/"+strconv.FormatUint(id, 10), http.StatusSeeOther)

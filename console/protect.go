@@ -35,6 +35,22 @@ func (s *server) reverseActions(ctx context.Context, key pipeline.ReviewKey, d m
 	}
 }
 
+// maxRoomActions bounds the actions a room page lists: a room acted on
+// this often is a moderator's case anyway.
+const maxRoomActions = 500
+
+// roomActions puts the room's protective actions (or why they could not
+// be read) into a page's data.
+func (s *server) roomActions(ctx context.Context, roomID string, data map[string]any) {
+	rows, err := s.store.RoomActions(ctx, roomID, maxRoomActions)
+	if err != nil {
+		s.log.Warn("console: room actions", "room_id", roomID, "err", err)
+		data["ActionsError"] = "the room's protective actions could not be read"
+		return
+	}
+	data["Actions"] = rows
+}
+
 // reapplyActions re-applies what the overturn overturnID reversed, once
 // its undo is recorded (and audited before). A failure is logged: the
 // undo stands.

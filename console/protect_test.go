@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/moderation/moderationtest"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/storage/storetest"
 )
@@ -65,4 +66,34 @@ func TestAnOverturnReversesTheVerdictsActions(t *testing.T) {
 	require.NoError(t, db.QueryRowContext(ctx, "SELECT COUNT(*) FROM action_clearances").Scan(&cleared))
 	require.Equal(t, 1, reapplied)
 	require.Zero(t, cleared)
+}
+
+// The room page lists the room's actions with their state, and an
+// overturn swaps them in reversed beside the decision.
+func TestTheRoomPageShowsTheActionsAndTheirReversal(t *testing.T) {
+	e := newTakeEnv(t)
+	e.srv.actions = e.db
+	ctx := testCtx(t)
+	ws := window.Add(-3 * time.Hour)
+	v := pipeline.Verdict{Key: pipeline.ReviewKey{RoomID: "room-act-2", WindowStart: ws, WindowEnd: ws.Add(time.Hour), PipelineVersion: "v1"},
+		RunID: "run-1", Status: pipeline.StatusDone, Label: pipeline.LabelAbusive, Category: pipeline.CategoryExternalPayment, Severity: 4,
+		Action: pipeline.ActionWarn, Attempts: 1, PublishedAt: ws, StartedAt: ws, FinishedAt: ws.Add(time.Hour),
+		Subjects: []string{"seller-6"}, OffenderRole: pipeline.RoleSeller}
+	warn := moderationtest.SeedAction(v.Key.RoomID, "seller-6", "notice", pipeline.ActionWarnCounterpart, pipeline.ModeOn, ws.Add(time.Hour))
+	warn.Key = v.Key
+	v.Actions = []pipeline.ActionRecord{warn}
+	storetest.MustSave(t, ctx, e.db, v)
+	id, err := e.db.VerdictID(ctx, v.Key)
+	require.NoError(t, err)
+
+	alice := e.signIn(t, "alice@example.com")
+	page := alice.get(t, verdictPath(id, ""))
+	require.Contains(t, page, `id="room-actions"`)
+	require.Contains(t, page, `data-key="`+warn.IdempotencyKey+`" data-action="warn_counterpart" data-state="written"`)
+
+	code, _, body := alice.post(t, verdictPath(id, "/decide"), url.Values{"decision": {"overturn"}, "label": {"clean"}})
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, `id="protective" aria-labelledby="protective-h" hx-swap-oob="true"`, "swapped in with the decision")
+	require.Contains(t, body, `data-key="`+warn.IdempotencyKey+`" data-action="warn_counterpart" data-state="reversed"`)
+	require.Contains(t, body, `data-action="retract_notice" data-state="written"`, "the retraction is listed too")
 }

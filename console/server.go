@@ -419,6 +419,7 @@ func (s *server) roomPage(w http.ResponseWriter, r *http.Request) {
 	}
 	data["Chat"] = chatLines(msgs, data["Evidence"].(map[string]bool))
 	data["OpenAccount"] = openAccount(v, msgs)
+	s.roomActions(r.Context(), v.Key.RoomID, data)
 	s.render(w, "room.html", http.StatusOK, data)
 }
 

@@ -50,3 +50,51 @@ type ProtectiveActions interface {
 	// re-applications written; a second call is a no-op.
 	ReapplyActions(ctx context.Context, r Reversal) ([]pipeline.ProtectiveAction, error)
 }
+
+// The states of a protective action's row.
+const (
+	// ActionWritten: taken (and, in mode on, sent or about to be).
+	ActionWritten = "written"
+	// ActionReversed: a reversal (an overturn's) undid it.
+	ActionReversed = "reversed"
+)
+
+// RoomAction is one protective action of a room as its row keeps it, for
+// the console's room page: no chat text, no model text, no moderator
+// e-mail.
+type RoomAction struct {
+	Key    string
+	Action pipeline.ActionKind
+	Mode   pipeline.ActionMode
+	Source pipeline.ActionSource
+	// Rule is the policy rule that decided it; Account the account acted
+	// on ("" for an escalation).
+	Rule, Account string
+	// Reverses is, on a reversal, the key it undoes.
+	Reverses string
+	// State is ActionWritten or ActionReversed.
+	State string
+	// Verdict is the key of the verdict that decided it and
+	// VerdictRevision its revision.
+	Verdict         pipeline.ReviewKey
+	VerdictRevision int
+	PolicyVersion   string
+	PolicyHash      string
+	CreatedAt       time.Time
+	ExpiresAt       time.Time
+}
+
+// InForce reports whether a is a forward action that is not reversed and
+// has an undo.
+func (a RoomAction) InForce() bool {
+	return a.State == ActionWritten && a.Reverses == "" && a.Action.ReversedBy() != ""
+}
+
+// ActionHistory lists a room's protective actions for the console. Safe
+// for concurrent use; it returns an error wrapping ctx's when ctx ends
+// first.
+type ActionHistory interface {
+	// RoomActions returns the room's actions (reversals included), newest
+	// first, at most limit.
+	RoomActions(ctx context.Context, roomID string, limit int) ([]RoomAction, error)
+}

@@ -35,4 +35,5 @@ type Store interface {
 	Accounts
 	FeedbackOutbox
 	ActionLog
+	ActionHistory
 }

@@ -39,6 +39,8 @@ type Memory struct {
 	// sightings it linked, by verdict (joins.go).
 	members map[string]string
 	linked  map[uint64]map[string]bool
+	// prot holds the protective actions (protect.go).
+	prot protectState
 }
 
 // decisionRow is a decision with its outbox state.

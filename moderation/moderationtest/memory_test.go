@@ -56,6 +56,14 @@ func TestMemoryVerdictsConformance(t *testing.T) {
 	RunVerdictsConformance(t, func(t *testing.T) moderation.Verdicts { return NewMemory() })
 }
 
+func TestMemoryActionHistoryConformance(t *testing.T) {
+	t.Parallel()
+	RunActionHistoryConformance(t, func(t *testing.T) HistoryHarness {
+		m := NewMemory()
+		return HistoryHarness{Store: m, Seed: m.SeedAction}
+	})
+}
+
 func TestMemoryTakeHistory(t *testing.T) {
 	RunTakeHistoryConformance(t, func(t *testing.T) HistoryStore { return NewMemory() })
 }

@@ -126,6 +126,10 @@ type Window struct {
 	Context       []pipeline.ChatMessage
 	ContextCut    int
 	ContextTokens int
+	// Notices counts the window's protective-action notices
+	// (pipeline.IsActionNotice) that were moved to its context: what
+	// chatguard said in the room is read, never judged.
+	Notices int
 
 	ids    map[string]struct{}
 	ctxIDs map[string]struct{}
@@ -163,8 +167,9 @@ func (w Window) HasImage(id string) bool {
 // context.go).
 func Prepare(msgs []pipeline.ChatMessage, cfg Config) Window {
 	cfg = cfg.WithDefaults()
-	msgs, before := splitContext(msgs)
 	w := Window{}
+	msgs, w.Notices = noticesAsContext(msgs)
+	msgs, before := splitContext(msgs)
 	kept := w.dropNoise(msgs)
 	sortChronologically(kept)
 	// Signals of each kept message, by index, so a budget cut can mark them.

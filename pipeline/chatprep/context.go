@@ -1,6 +1,8 @@
 package chatprep
 
 import (
+	"slices"
+
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -16,7 +18,32 @@ import (
 // image URLs are removed (only the window's images are vetted and sent),
 // a trim notice among them is ignored (the window's trim is what the
 // models are told about), and a context message that has a window
-// message's id is dropped.
+// message's id is dropped. A protective action's notice is always
+// context, even inside the window, and never dropped as system noise.
+
+// noticesAsContext returns msgs with every protective-action notice of
+// the window marked Context (a copy, when there is one) and how many there
+// were. A notice is chatguard's own words in the room: the models read it
+// with the window, so that they know the parties were warned, but it is
+// never evidence, feeds no signal and cannot be cited.
+func noticesAsContext(msgs []pipeline.ChatMessage) ([]pipeline.ChatMessage, int) {
+	n := 0
+	for _, m := range msgs {
+		if !m.Context && pipeline.IsActionNotice(m) {
+			n++
+		}
+	}
+	if n == 0 {
+		return msgs, 0
+	}
+	out := slices.Clone(msgs)
+	for i := range out {
+		if pipeline.IsActionNotice(out[i]) {
+			out[i].Context = true
+		}
+	}
+	return out, n
+}
 
 // splitContext returns the window's messages and the context's; msgs
 // itself when it holds no context.
@@ -65,7 +92,7 @@ func (w *Window) addContext(before, window []pipeline.ChatMessage, cfg Config) {
 	}
 	usable := make([]pipeline.ChatMessage, 0, len(before))
 	for _, m := range before {
-		if _, dup := taken[m.MessageID]; dup || m.MessageID == "" || m.MessageID == pipeline.TrimNoticeID || isNoise(m) {
+		if _, dup := taken[m.MessageID]; dup || m.MessageID == "" || m.MessageID == pipeline.TrimNoticeID || (isNoise(m) && !pipeline.IsActionNotice(m)) {
 			continue
 		}
 		taken[m.MessageID] = struct{}{}

@@ -8,6 +8,11 @@ import (
 	"github.com/chatguard/chatguard/pipeline"
 )
 
+// outcomeNotice counts chat events of protective-action notices: a chat
+// service should not announce them, and when one does they are deleted
+// unrecorded, so that chatguard's own words never arm a review window.
+const outcomeNotice = "notice"
+
 // DLQ message attributes of a malformed chat event, the same names the
 // worker's poison messages carry.
 const (
@@ -39,7 +44,7 @@ func (e *Engine) receiveLoop(ctx context.Context) {
 func (e *Engine) intake(ctx context.Context, msgs []pipeline.Message) {
 	now := e.clk.Now()
 	var evs []pipeline.ChatEvent
-	var receipts []string
+	var receipts, notices []string
 	for _, m := range msgs {
 		if !m.SentAt.IsZero() {
 			e.m.queueAge.Observe(max(now.Sub(m.SentAt), 0).Seconds())
@@ -49,18 +54,26 @@ func (e *Engine) intake(ctx context.Context, msgs []pipeline.Message) {
 			e.poison(ctx, m, err)
 			continue
 		}
+		if pipeline.IsActionNoticeEvent(ev) {
+			notices = append(notices, m.ReceiptHandle)
+			continue
+		}
 		evs = append(evs, ev)
 		receipts = append(receipts, m.ReceiptHandle)
 	}
-	if len(evs) == 0 {
-		return
+	if len(evs) > 0 {
+		outs, ok := e.recordHeld(ctx, evs, receipts)
+		if !ok {
+			return
+		}
+		for _, o := range outs {
+			e.m.events.WithLabelValues(string(o)).Inc()
+		}
 	}
-	outs, ok := e.recordHeld(ctx, evs, receipts)
-	if !ok {
+	e.m.events.WithLabelValues(outcomeNotice).Add(float64(len(notices)))
+	receipts = append(receipts, notices...)
+	if len(receipts) == 0 {
 		return
-	}
-	for _, o := range outs {
-		e.m.events.WithLabelValues(string(o)).Inc()
 	}
 	if err := e.call(ctx, func(ctx context.Context) error { return e.d.Events.Delete(ctx, receipts) }); err != nil {
 		// Recorded: a redelivery is a duplicate and changes nothing.

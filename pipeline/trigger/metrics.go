@@ -28,7 +28,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chatguard_trigger_chat_events_total",
-			Help: "Chat events by outcome: new, duplicate, pending (inside a window being published), late (sent before the watermark; its window reaches back), invalid (dead-lettered)."}, []string{"outcome"}),
+			Help: "Chat events by outcome: new, duplicate, pending (inside a window being published), late (sent before the watermark; its window reaches back), invalid (dead-lettered), notice (a protective action's notice, which never opens a window)."}, []string{"outcome"}),
 		queueAge: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "chatguard_trigger_chat_event_age_seconds",
 			Help: "Time chat events spent in the chat-events queue before they were received.", Buckets: prometheus.ExponentialBuckets(0.05, 2, 14)}),
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "chatguard_trigger_rooms_pending",
@@ -54,7 +54,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	// Every label value exists from the start, so a rate over a counter
 	// that has not moved yet is 0, not absent.
-	for _, o := range []pipeline.RecordOutcome{pipeline.RecordNew, pipeline.RecordDuplicate, pipeline.RecordPending, pipeline.RecordLate, "invalid"} {
+	for _, o := range []pipeline.RecordOutcome{pipeline.RecordNew, pipeline.RecordDuplicate, pipeline.RecordPending, pipeline.RecordLate, "invalid", outcomeNotice} {
 		m.events.WithLabelValues(string(o))
 	}
 	for _, r := range []pipeline.FireReason{pipeline.FireQuiet, pipeline.FireMaxDelay} {

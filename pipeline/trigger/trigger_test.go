@@ -283,3 +283,21 @@ func TestALateEventCountsTheMessagesCoveredTwiceOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, t0.Add(5*time.Second), ev.WindowStart, "the window reaches back to the late message")
 }
+
+func TestAnActionNoticeNeverOpensAWindow(t *testing.T) {
+	h := setup(t)
+	notice := fmt.Appendf(nil, `{"schema_version":1,"room_id":"room-n","message_id":%q,"sender_id":"chatguard","sender_role":"system","kind":"system","sent_at":%q}`,
+		pipeline.ActionNoticeID("k1"), t0.Format(time.RFC3339Nano))
+	h.events.Enqueue(notice, notice, chatBody("room-m", "m1", t0))
+	h.drain(t)
+
+	require.Zero(t, h.events.Stats().Held, "notices are deleted, not left to redeliver")
+	require.Empty(t, h.dlq.Messages(), "a notice is not malformed")
+	require.Equal(t, 2.0, h.count(h.e.m.events, outcomeNotice))
+	require.Equal(t, 1.0, h.count(h.e.m.events, "new"))
+	h.clk.Advance(time.Minute)
+	require.Equal(t, 1, h.e.FireDue(context.Background()), "only the buyer's or seller's message opens a window")
+	ev, err := pipeline.DecodeReviewEvent(h.reviews.Messages()[0].Body)
+	require.NoError(t, err)
+	require.Equal(t, "room-m", ev.RoomID)
+}

@@ -75,6 +75,14 @@ func TestVerdictsConformance(t *testing.T) {
 	moderationtest.RunVerdictsConformance(t, func(t *testing.T) moderation.Verdicts { return setup(t) })
 }
 
+func TestActionHistoryConformance(t *testing.T) {
+	t.Parallel()
+	moderationtest.RunActionHistoryConformance(t, func(t *testing.T) moderationtest.HistoryHarness {
+		_, s := setupDB(t)
+		return moderationtest.HistoryHarness{Store: s, Seed: func(r pipeline.ActionRecord) error { return s.SeedAction(context.Background(), r) }}
+	})
+}
+
 func TestTakeHistoryConformance(t *testing.T) {
 	t.Parallel()
 	moderationtest.RunTakeHistoryConformance(t, func(t *testing.T) moderationtest.HistoryStore { return setup(t) })

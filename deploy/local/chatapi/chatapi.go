@@ -7,6 +7,8 @@
 // Endpoints:
 //
 //	GET /rooms/{room_id}/messages?from=RFC3339&to=RFC3339  → 200 pipeline.ChatHistory
+//	POST /rooms/{room_id}/messages  (pipeline.ChatMessage)  → 201, 403 when the sender is restricted
+//	GET /actions                                           → 200 ActionState
 //	GET /healthz                                           → 200 {"status":"ok"}
 //
 // Messages are returned when from <= sent_at < to, oldest first. An unknown
@@ -16,6 +18,9 @@
 // Faults: a request header X-Chatapi-Fault with one of 500, 503, 429, timeout
 // or reset forces that failure for that request only; Config.FaultRate (or
 // SetFault at run time) fails that fraction of requests with Config.FaultKind.
+//
+// Protective actions: Apply (and a Consumer on the actions queue) applies
+// chatguard's actions as the chat service would; see actions.go.
 package chatapi
 
 import (
@@ -33,6 +38,7 @@ import (
 	"time"
 
 	"github.com/chatguard/chatguard/deploy/local/sampledata"
+	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -68,6 +74,13 @@ type Config struct {
 	// TimeoutStall bounds how long a timeout fault stalls before answering
 	// 504; default 30s. The stall also ends when the client goes away.
 	TimeoutStall time.Duration
+	// ActionsJournal, when set, is a file that records every action key
+	// applied and is read back on New, so that a restarted stand-in still
+	// applies each key once.
+	ActionsJournal string
+	// Clock is the stand-in's clock for notices, expiries and
+	// restrictions (nil: the wall clock).
+	Clock clock.Clock
 }
 
 func (c Config) withDefaults() Config {
@@ -127,6 +140,11 @@ type Server struct {
 	faultKind string
 
 	requests, served, faults atomic.Int64
+
+	clk clock.Clock
+	// actMu guards act; it is taken before roomsMu, never after.
+	actMu sync.Mutex
+	act   actionState
 }
 
 // New loads the messages and returns a server. It fails on an invalid
@@ -158,13 +176,21 @@ func New(cfg Config) (*Server, error) {
 			return cmp.Or(a.SentAt.Compare(b.SentAt), cmp.Compare(a.MessageID, b.MessageID))
 		})
 	}
-	return &Server{
+	s := &Server{
 		rooms:     rooms,
 		stall:     cfg.TimeoutStall,
 		rng:       rand.New(rand.NewPCG(uint64(cfg.FaultSeed), 0x6368617461706921)),
 		faultRate: cfg.FaultRate,
 		faultKind: cfg.FaultKind,
-	}, nil
+		clk:       clock.Or(cfg.Clock),
+		act:       newActionState(),
+	}
+	if cfg.ActionsJournal != "" {
+		if err := s.openJournal(cfg.ActionsJournal); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
 }
 
 // SetFault changes the random fault rate and kind at run time; kind "" keeps
@@ -217,6 +243,32 @@ func (s *Server) Add(roomID string, msgs ...pipeline.ChatMessage) {
 	}
 }
 
+// Messages returns the messages of a room (notices included), oldest
+// first; ok is false for a room not served.
+func (s *Server) Messages(roomID string) ([]pipeline.ChatMessage, bool) {
+	s.roomsMu.RLock()
+	defer s.roomsMu.RUnlock()
+	ms, ok := s.rooms[roomID]
+	return slices.Clone(ms), ok
+}
+
+// hasRoom reports whether the room is served.
+func (s *Server) hasRoom(roomID string) bool {
+	s.roomsMu.RLock()
+	defer s.roomsMu.RUnlock()
+	_, ok := s.rooms[roomID]
+	return ok
+}
+
+// remove takes the message with this id out of a room.
+func (s *Server) remove(roomID, messageID string) {
+	s.roomsMu.Lock()
+	defer s.roomsMu.Unlock()
+	if room, ok := s.rooms[roomID]; ok {
+		s.rooms[roomID] = slices.DeleteFunc(slices.Clone(room), func(m pipeline.ChatMessage) bool { return m.MessageID == messageID })
+	}
+}
+
 // Handler returns the HTTP handler of the API.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -224,8 +276,10 @@ func (s *Server) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /rooms/{room_id}/messages", s.history)
+	mux.HandleFunc("POST /rooms/{room_id}/messages", s.post)
+	mux.HandleFunc("GET /actions", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, s.Actions()) })
 	mux.HandleFunc("/rooms/{room_id}/messages", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Allow", "GET, HEAD")
+		w.Header().Set("Allow", "GET, HEAD, POST")
 		writeError(w, http.StatusMethodNotAllowed, "method not allowed")
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
@@ -264,6 +318,27 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) {
 	}
 	s.served.Add(1)
 	writeJSON(w, http.StatusOK, out)
+}
+
+// post is the message intake (Post) over HTTP.
+func (s *Server) post(w http.ResponseWriter, r *http.Request) {
+	var m pipeline.ChatMessage
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&m); err != nil {
+		writeError(w, http.StatusBadRequest, "not a chat message")
+		return
+	}
+	if m.MessageID == "" || m.SenderID == "" || m.SentAt.IsZero() {
+		writeError(w, http.StatusBadRequest, "message_id, sender_id and sent_at are required")
+		return
+	}
+	switch err := s.Post(r.PathValue("room_id"), m); {
+	case errors.Is(err, ErrRestricted):
+		writeError(w, http.StatusForbidden, err.Error())
+	case err != nil:
+		writeError(w, http.StatusBadRequest, err.Error())
+	default:
+		writeJSON(w, http.StatusCreated, map[string]string{"message_id": m.MessageID})
+	}
 }
 
 // faultFor decides whether this request fails: the header wins, then the

@@ -182,7 +182,7 @@ func TestHistoryErrors(t *testing.T) {
 		})
 	}
 
-	req, err := http.NewRequest(http.MethodPost, ts.URL+historyPath(room, t0, t0.Add(time.Hour)), nil)
+	req, err := http.NewRequest(http.MethodPut, ts.URL+historyPath(room, t0, t0.Add(time.Hour)), nil)
 	require.NoError(t, err)
 	resp, err := ts.Client().Do(req)
 	require.NoError(t, err)

@@ -53,6 +53,8 @@ type RealtimeReport struct {
 	Peak, Trough [2]Percentiles
 	// Bench holds the benchmark's cost figures (a generated day only).
 	Bench *BenchFigures
+	// Protection is what protective actions did (nil when none ran).
+	Protection *ProtectionReport
 }
 
 // Percentiles are p50, p95 and p99 of a sample.
@@ -91,6 +93,8 @@ type realtimeRun struct {
 
 	// fault is the injected fault (nil for none).
 	fault *faultRun
+	// actions is the chat service's side of protective actions.
+	actions *actionsRun
 
 	// The benchmark's probes (a generated day).
 	trigger      *proc
@@ -114,6 +118,7 @@ func (rt *realtimeRun) close() {
 		rt.cancel()
 		<-rt.done
 	}
+	rt.actions.close()
 	if rt.http != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -166,7 +171,12 @@ func (r *runner) runRealtime(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := r.startServices(map[string]string{"CHATGUARD_CHAT_API_URL": chatURL, "CHATGUARD_REALTIME_QUEUE_URL": rt.reviews.URL}); err != nil {
+	env, err := r.startActions(ctx, rt)
+	if err != nil {
+		return err
+	}
+	env["CHATGUARD_CHAT_API_URL"], env["CHATGUARD_REALTIME_QUEUE_URL"] = chatURL, rt.reviews.URL
+	if err := r.startServices(env); err != nil {
 		return err
 	}
 	if err := r.startTrigger(rt); err != nil {
@@ -178,10 +188,23 @@ func (r *runner) runRealtime(ctx context.Context) error {
 	if err := r.watchRealtime(ctx, rt); err != nil {
 		return err
 	}
+	// The figures are read before the overturn, which retracts a notice.
+	prot, err := r.protectionFigures(ctx, rt)
+	if err != nil {
+		return err
+	}
+	if err := r.overturnOne(ctx, rt); err != nil {
+		return err
+	}
+	prot.countReversed(rt)
 	if err := r.stopServices(); err != nil {
 		return err
 	}
-	return r.finishRealtime(ctx, rt)
+	if err := r.finishRealtime(ctx, rt); err != nil {
+		return err
+	}
+	r.rep.Realtime.Protection = prot
+	return nil
 }
 
 func (r *runner) realtimeQueues(ctx context.Context, rt *realtimeRun) error {
@@ -381,6 +404,14 @@ func (r *runner) watchRealtime(ctx context.Context, rt *realtimeRun) error {
 		fmt.Fprintf(r.out, "[%4ds] replayed %d/%d messages | chat-events: %s | review-realtime: %s | verdicts %d | messages covered %d/%d\n",
 			int(time.Since(began).Seconds()), released, rt.messages(), events, reviews, len(vs), released-cov.uncovered, released)
 		settled := rt.replayed() && events.Total() == 0 && reviews.Total() == 0
+		if settled {
+			actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			settled, err = r.actionsSettled(actx, rt)
+			cancel()
+			if err != nil {
+				return err
+			}
+		}
 		waitFlush := false
 		if rt.fault != nil {
 			if waitFlush, err = r.flushStep(ctx, rt, settled, cov.uncovered); err != nil {
@@ -719,5 +750,10 @@ func (r *Report) printRealtime(p func(string, ...any)) {
 		p("  cost of freshness: %.2f reviews and %.0f model tokens per active room-hour in real time (the hourly batch: 1 review);"+
 			" %.0f %% of prompt tokens from the prefix cache", b.ReviewsPerRoomHour, b.TokensPerRoomHour, 100*b.CachedShare)
 	}
+	fresh := rt.Freshness.P95
+	if rt.Bench != nil {
+		fresh = rt.Peak[0].P95
+	}
+	rt.Protection.print(p, fresh)
 	p("  Logs: %s", r.LogDir)
 }

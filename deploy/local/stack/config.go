@@ -54,8 +54,9 @@ const (
 	// review-realtime (workers read it only when given its URL).
 	RealtimeQueue   = "review-realtime"
 	ChatEventsQueue = "chat-events"
-	// ActionsQueue carries protective actions to the chat API stand-in
-	// (docs/actions.md); a worker publishes there only when given its URL.
+	// ActionsQueue carries protective actions to the chat API stand-in,
+	// which consumes it (docs/actions.md); a worker publishes there only
+	// when given its URL.
 	ActionsQueue   = "actions"
 	DLQSuffix      = "-dlq"
 	AccessKeyID    = "local"
@@ -241,3 +242,7 @@ func (c Config) nodeBin() string { return filepath.Join(c.CacheDir, "node", "bin
 func (c Config) fauxqsEntry() string {
 	return filepath.Join(c.CacheDir, "fauxqs", "node_modules", "fauxqs", "dist", "app.js")
 }
+
+// ActionsJournal is the chat API stand-in's journal of the action keys it
+// applied: a restarted stack applies each key once still.
+func (c Config) ActionsJournal() string { return filepath.Join(c.StateDir, "chatapi-actions.jsonl") }

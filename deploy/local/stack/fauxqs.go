@@ -108,12 +108,15 @@ func (f *fauxqs) endpoint() string { return fmt.Sprintf("http://127.0.0.1:%d", f
 
 // client returns an SQS client for the emulator, independent of the
 // environment so that a developer's AWS settings cannot leak in.
-func (f *fauxqs) client() *sqs.Client {
+func (f *fauxqs) client() *sqs.Client { return sqsClient(f.endpoint()) }
+
+// sqsClient is an SQS client for the emulator at endpoint.
+func sqsClient(endpoint string) *sqs.Client {
 	return sqs.NewFromConfig(aws.Config{
 		Region:      Region,
 		Credentials: credentials.NewStaticCredentialsProvider(AccessKeyID, SecretKey, ""),
 	}, func(o *sqs.Options) {
-		o.BaseEndpoint = aws.String(f.endpoint())
+		o.BaseEndpoint = aws.String(endpoint)
 		o.RetryMaxAttempts = 1
 	})
 }
@@ -148,8 +151,7 @@ type QueueURLs struct {
 }
 
 // createQueues creates review, feedback, review-realtime, chat-events and
-// actions,
-// each with a DLQ and a redrive
+// actions, each with a DLQ and a redrive
 // policy. CreateQueue is idempotent for equal attributes.
 func (f *fauxqs) createQueues(ctx context.Context) (QueueURLs, error) {
 	c := f.client()

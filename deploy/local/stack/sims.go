@@ -2,12 +2,14 @@ package stack
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/chatguard/chatguard/deploy/local/athenasim"
 	"github.com/chatguard/chatguard/deploy/local/chatapi"
 	"github.com/chatguard/chatguard/deploy/local/llmsim"
+	sqsq "github.com/chatguard/chatguard/storage/sqs"
 )
 
 // startSims starts the in-process stand-ins on their bound listeners: the
@@ -18,15 +20,19 @@ func (s *Stack) startSims(ctx context.Context, listeners map[string]*lazyListene
 	if err := s.startAthena(ctx, listeners["athena"]); err != nil {
 		return err
 	}
-	chat, err := chatapi.New(chatapi.Config{LakeDir: s.cfg.LakeDir()})
+	chat, err := chatapi.New(chatapi.Config{LakeDir: s.cfg.LakeDir(), ActionsJournal: s.cfg.ActionsJournal()})
 	if err != nil {
 		return fmt.Errorf("chat api: %w", err)
 	}
+	s.onStop("chat api journal", func(context.Context) error { return chat.Close() })
 	url, err := s.serve(ctx, "chat-api", listeners["chat-api"].take(), chat.Handler())
 	if err != nil {
 		return err
 	}
 	s.set("CHATGUARD_CHAT_API_URL", url)
+	if err := s.consumeActions(chat); err != nil {
+		return err
+	}
 
 	for _, sim := range []struct {
 		name, prefix string
@@ -57,6 +63,40 @@ func (s *Stack) startSims(ctx context.Context, listeners map[string]*lazyListene
 		}
 	}
 	s.cfg.logger().Info("stand-ins ready")
+	return nil
+}
+
+// consumeActions runs the chat API's consumer of the actions queue until
+// Stop: a worker run against the stack with --actions-queue-url
+// $CHATGUARD_STACK_ACTIONS_QUEUE_URL sees its notices in the rooms.
+func (s *Stack) consumeActions(chat *chatapi.Server) error {
+	env := s.Env()
+	api := sqsClient(env["AWS_ENDPOINT_URL_SQS"])
+	open := func(name, url string) (*sqsq.Queue, error) {
+		cfg := sqsq.DefaultConfig()
+		cfg.Name, cfg.URL = name, url
+		return sqsq.New(api, cfg)
+	}
+	q, err := open(ActionsQueue, env["CHATGUARD_STACK_ACTIONS_QUEUE_URL"])
+	if err != nil {
+		return fmt.Errorf("chat api: %w", err)
+	}
+	dlq, err := open(ActionsQueue+DLQSuffix, env["CHATGUARD_STACK_ACTIONS_DLQ_URL"])
+	if err != nil {
+		return fmt.Errorf("chat api: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	c := &chatapi.Consumer{Server: chat, Inbox: q, DLQ: dlq, Log: s.cfg.logger()}
+	go func() {
+		defer close(done)
+		_ = c.Run(ctx)
+	}()
+	s.onStop("actions consumer", func(ctx context.Context) error {
+		cancel()
+		<-done
+		return errors.Join(q.Close(ctx), dlq.Close(ctx))
+	})
 	return nil
 }
 

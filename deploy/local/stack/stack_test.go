@@ -3,23 +3,29 @@ package stack
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/chatguard/chatguard/deploy/local/sampledata"
+	"github.com/chatguard/chatguard/pipeline"
 )
 
 // envKeys are the variables every binary or test may rely on
@@ -188,6 +194,8 @@ func TestStackStartsCleansUpAfterKilledRunAndStopsEverything(t *testing.T) {
 	require.Equal(t, "x", msg.Payload)
 	require.NoError(t, sub.Close())
 	require.NoError(t, rc.Close())
+
+	requireActionsApplied(ctx, t, env, rooms[0].RoomID)
 
 	pidData, err := os.ReadFile(cfg.FauxqsPIDFile())
 	require.NoError(t, err)
@@ -360,4 +368,64 @@ func TestRedisClusterStarts(t *testing.T) {
 		require.NoError(t, c.Set(ctx, k, i, time.Minute).Err(), "keys of every slot are served")
 		require.Equal(t, strconv.Itoa(i), c.Get(ctx, k).Val())
 	}
+}
+
+// requireActionsApplied sends one protective action to the stack's
+// actions queue, twice, and waits until the chat API shows its notice
+// once.
+func requireActionsApplied(ctx context.Context, t *testing.T, env Env, room string) {
+	t.Helper()
+	now := time.Now().UTC()
+	a := pipeline.ProtectiveAction{
+		SchemaVersion: 1, IdempotencyKey: "a1-stack-test", PolicyVersion: "test", PolicyHash: strings.Repeat("0", 64),
+		VerdictRevision: 1, Source: pipeline.ActionSourceRealtime, Mode: pipeline.ModeOn, IssuedAt: now, ExpiresAt: now.Add(time.Hour),
+		Item: pipeline.ActionEntity{ID: room, TypeID: pipeline.EntityRoom}, Creator: pipeline.ActionEntity{ID: "u1", TypeID: pipeline.EntityAccount},
+		Action: pipeline.ActionRef{ID: pipeline.ActionWarnCounterpart}, Rules: []pipeline.ActionRule{{ID: "r", Name: "r"}},
+		Custom: pipeline.ActionCustom{Template: "counterpart_external_payment", Locale: "ko", Counterpart: pipeline.RoleBuyer},
+	}
+	body, err := pipeline.EncodeProtectiveAction(a)
+	require.NoError(t, err)
+	c := sqsClient(env["AWS_ENDPOINT_URL_SQS"])
+	for range 2 {
+		_, err = c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(env["CHATGUARD_STACK_ACTIONS_QUEUE_URL"]), MessageBody: aws.String(string(body))})
+		require.NoError(t, err)
+	}
+	url := fmt.Sprintf("%s/rooms/%s/messages?from=%s&to=%s", env["CHATGUARD_CHAT_API_URL"], room,
+		now.Add(-time.Minute).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339))
+	notices := func() int {
+		resp, err := http.Get(url)
+		if err != nil {
+			return -1
+		}
+		defer resp.Body.Close()
+		var h pipeline.ChatHistory
+		if json.NewDecoder(resp.Body).Decode(&h) != nil {
+			return -1
+		}
+		n := 0
+		for _, m := range h.Messages {
+			if pipeline.IsActionNotice(m) {
+				n++
+			}
+		}
+		return n
+	}
+	outcomes := func() map[string]int {
+		var st struct {
+			Stats struct {
+				Outcomes map[string]int `json:"outcomes"`
+			} `json:"stats"`
+		}
+		resp, err := http.Get(env["CHATGUARD_CHAT_API_URL"] + "/actions")
+		if err != nil {
+			return nil
+		}
+		defer resp.Body.Close()
+		_ = json.NewDecoder(resp.Body).Decode(&st)
+		return st.Stats.Outcomes
+	}
+	require.Eventually(t, func() bool { o := outcomes(); return o["applied"]+o["duplicate"] == 2 }, 30*time.Second, 50*time.Millisecond,
+		"the chat API consumes both copies")
+	require.Equal(t, 1, outcomes()["applied"], "applied once by key")
+	require.Equal(t, 1, notices(), "one notice for two copies")
 }

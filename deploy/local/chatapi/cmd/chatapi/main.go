@@ -6,6 +6,8 @@
 //	chatapi --messages rooms.json          # {"room-1": [pipeline.ChatMessage, ...], ...}
 //	chatapi --lake-dir /tmp/lake --replay-from 2026-11-01T10:00:00Z \
 //	    --speedup 60 --chat-events-queue-url URL  # the chat service, replayed
+//	chatapi ... --actions-queue-url URL --actions-dlq-url URL \
+//	    --actions-journal FILE                     # and its side of protective actions
 //
 // With --replay-from it stands in for the chat service of real time
 // (package chatreplay): it starts with no rooms and releases the lake's
@@ -14,6 +16,10 @@
 // announced on the chat-events queue (AWS_ENDPOINT_URL_SQS and the AWS_*
 // credentials of the environment). It logs one line when the replay is
 // done and serves on until stopped.
+//
+// With --actions-queue-url it consumes chatguard's protective actions as
+// the chat service would (package chatapi: each key applied once, notices
+// as system messages, rejects dead-lettered with their reason).
 //
 // It prints its base URL (http://127.0.0.1:PORT) on stdout once listening,
 // logs JSON to stderr (never chat text), and stops on SIGINT or SIGTERM.
@@ -31,6 +37,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -66,10 +73,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Int64Var(&cfg.FaultSeed, "fault-seed", 0, "seed of the random fault draws")
 	var rp replayFlags
 	rp.bind(fs)
+	var af actionFlags
+	af.bind(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
+		return 2
+	}
+	if err := af.take(&cfg); err != nil {
+		fmt.Fprintf(stderr, "chatapi: %v\n", err)
 		return 2
 	}
 	var lake map[string][]pipeline.ChatMessage
@@ -99,6 +112,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "chatapi: %v\n", err)
 		return 2
 	}
+	defer srv.Close()
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
@@ -115,6 +129,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	replayed := make(chan error, 1)
 	if rp.on() {
 		go func() { replayed <- rp.run(ctx, log, srv, lake) }()
+	}
+	// The consumer is stopped and waited for before the journal closes.
+	cctx, stopConsumer := context.WithCancel(ctx)
+	var consumer sync.WaitGroup
+	defer func() { stopConsumer(); consumer.Wait() }()
+	if af.on() {
+		consumer.Go(func() {
+			if err := af.run(cctx, log, srv); err != nil {
+				log.Error("chatapi: actions consumer", "err", err.Error())
+			}
+		})
 	}
 	select {
 	case err := <-replayed:
