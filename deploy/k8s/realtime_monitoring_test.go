@@ -15,11 +15,21 @@ import (
 )
 
 // realtimeAlerts are the real-time conditions docs/operations.md's runbook
-// covers: the freshness SLO's burn rates and the trigger's failures.
+// covers (the freshness SLO's burn rates and the trigger's failures) and
+// those docs/realtime-runbooks.md covers (computed from what was
+// announced: coverage, queue ages, clocks).
 var realtimeAlerts = []string{
 	"ChatguardRealtimeFreshnessBurnFast", "ChatguardRealtimeFreshnessBurnSlow", "ChatguardRealtimeFreshnessBudgetLow",
 	"ChatguardTriggerDown", "ChatguardTriggerRedisErrors", "ChatguardTriggerStateLost", "ChatguardTriggerPublishFailing", "ChatguardChatEventsInvalid",
+	"ChatguardRealtimeCoverageLag", "ChatguardRealtimeQueueOld", "ChatguardChatEventsQueueOld", "ChatguardChatEventsClockSkew", "ChatguardChatEventsStale",
 }
+
+// realtimeRunbookDoc is the page of the alerts computed from what real
+// time announced, and realtimeRunbookBase its address on GitHub.
+const (
+	realtimeRunbookDoc  = "../../docs/realtime-runbooks.md"
+	realtimeRunbookBase = "https://github.com/chatguard/chatguard/blob/main/docs/realtime-runbooks.md#"
+)
 
 // TestRealtimeRules checks the PrometheusRule chatguard-realtime as
 // TestAlertRules checks the workers': Prometheus' own rule loader, every
@@ -29,6 +39,7 @@ func TestRealtimeRules(t *testing.T) {
 	t.Parallel()
 	inv := exported(t)
 	heads := anchors(t, runbookDoc)
+	rtHeads := anchors(t, realtimeRunbookDoc)
 	for _, o := range overlays {
 		pr, ok := render(t, o).PrometheusRules["chatguard-realtime"]
 		require.True(t, ok, "%s: PrometheusRule chatguard-realtime", o)
@@ -48,9 +59,13 @@ func TestRealtimeRules(t *testing.T) {
 				for _, a := range []string{"summary", "description", "runbook_url"} {
 					require.NotEmpty(t, r.Annotations[a], "%s: annotation %s", where, a)
 				}
-				anchor := strings.TrimPrefix(r.Annotations["runbook_url"], runbookBase)
+				url, doc, page := r.Annotations["runbook_url"], heads, "docs/operations.md"
+				if strings.HasPrefix(url, realtimeRunbookBase) {
+					doc, page = rtHeads, "docs/realtime-runbooks.md"
+				}
+				anchor := strings.TrimPrefix(strings.TrimPrefix(url, realtimeRunbookBase), runbookBase)
 				require.Equal(t, strings.ToLower(r.Alert), anchor, where)
-				require.True(t, heads[anchor], "%s: docs/operations.md has no runbook heading for #%s", where, anchor)
+				require.True(t, doc[anchor], "%s: %s has no runbook heading for #%s", where, page, anchor)
 			}
 		}
 		for _, a := range realtimeAlerts {

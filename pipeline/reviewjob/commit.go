@@ -69,12 +69,19 @@ func (h *Handler) commitDone(ctx context.Context, j *job, v pipeline.Verdict) (o
 // event's source; an event without one came from a batch publisher that
 // predates the field. A window without messages has no freshness.
 func (h *Handler) observeFreshness(j *job, v pipeline.Verdict) {
-	if v.NewestMessageAt.IsZero() {
-		return
-	}
 	source := j.ev.Source
 	if source == "" {
 		source = pipeline.SourceBatch
+	}
+	covered := 0
+	for _, m := range j.msgs {
+		if !m.Context {
+			covered++
+		}
+	}
+	h.m.covered.WithLabelValues(string(source)).Add(float64(covered))
+	if v.NewestMessageAt.IsZero() {
+		return
 	}
 	now := h.clk.Now()
 	h.m.freshness.WithLabelValues(string(source)).Observe(max(now.Sub(v.NewestMessageAt), 0).Seconds())
