@@ -64,7 +64,8 @@ func (h *Handler) commitDone(ctx context.Context, j *job, v pipeline.Verdict) (o
 	return jobloop.Outcome{Action: jobloop.Delete, Label: "done"}, released
 }
 
-// observeFreshness records a committed done verdict's freshness, from
+// observeFreshness counts a committed done verdict's window messages
+// (chatguard_review_messages_covered_total) and records its freshness, from
 // its window's newest and oldest message to now (the commit), under the
 // event's source; an event without one came from a batch publisher that
 // predates the field. A window without messages has no freshness.
@@ -75,7 +76,9 @@ func (h *Handler) observeFreshness(j *job, v pipeline.Verdict) {
 	}
 	covered := 0
 	for _, m := range j.msgs {
-		if !m.Context {
+		// As MessageSpan reads the window: its messages, not the context
+		// before it nor the trim notice.
+		if !m.Context && m.MessageID != pipeline.TrimNoticeID && !m.SentAt.Before(j.ev.WindowStart) && m.SentAt.Before(j.ev.WindowEnd) {
 			covered++
 		}
 	}
