@@ -135,9 +135,9 @@ func TestRealtimeFailureAlertsFireOnTheirCause(t *testing.T) {
 		{"ChatguardDeadLetterQueueNotEmpty", "malformed chat events dead-lettered",
 			replay(`aws_sqs_approximate_number_of_messages_visible_maximum{dimension_QueueName="chatguard-chat-events-dlq"} 3+0x30`), 30 * time.Minute, true},
 		{"ChatguardChatEventsClockSkew", "a producer clock an hour ahead",
-			replay(`chatguard_trigger_clock_skew_clamped_total{`+trigLabels+`} 0+5x30`), 30 * time.Minute, true},
+			replay(`chatguard_trigger_clock_skew_clamped_total{` + trigLabels + `} 0+5x30`), 30 * time.Minute, true},
 		{"ChatguardChatEventsStale", "a day-old backlog drained",
-			replay(`chatguard_trigger_chat_events_total{`+trigLabels+`,outcome="stale"} 0+0x10 5+0x20`), 30 * time.Minute, true},
+			replay(`chatguard_trigger_chat_events_total{` + trigLabels + `,outcome="stale"} 0+0x10 5+0x20`), 30 * time.Minute, true},
 	}
 	for _, c := range cases {
 		t.Run(c.alert+"/"+c.name, func(t *testing.T) {
