@@ -103,7 +103,12 @@ func TestPrioritizedQueueFailingForTenMinutesKeepsTheOtherFlowing(t *testing.T) 
 		want += 3
 		eventually(t, func() bool { return done.Load() == want && batch.Stats().Deleted == int(want) },
 			"minute %d: batch reviews flow while review-realtime fails (%d done)", minute, done.Load())
-		// Each minute moves the failing pollers' backoff on.
+		eventually(t, func() bool { return rtErrors() >= float64(minute+1) }, "minute %d: the failed receives of review-realtime are counted", minute)
+		// The heartbeat and the failing poller's backoff wait on the clock;
+		// each minute moves the backoff on.
+		wctx, cancelWait := context.WithTimeout(context.Background(), 10*time.Second)
+		require.NoError(t, clk.BlockUntilContext(wctx, 2))
+		cancelWait()
 		clk.Advance(time.Minute)
 	}
 	require.GreaterOrEqual(t, rtErrors(), 10.0, "every failed receive of review-realtime is counted")
@@ -111,8 +116,9 @@ func TestPrioritizedQueueFailingForTenMinutesKeepsTheOtherFlowing(t *testing.T) 
 
 	failing.Store(false)
 	rt.Enqueue([]byte("rt"))
-	clk.Advance(10 * time.Second) // past the longest backoff
-	eventually(t, func() bool { return rt.Stats().Deleted == 1 }, "review-realtime flows again once it answers")
+	// Its poller may be asleep in a backoff (10 s at most) or already
+	// receiving: move the clock on until the message is done.
+	eventually(t, func() bool { clk.Advance(10 * time.Second); return rt.Stats().Deleted == 1 }, "review-realtime flows again once it answers")
 }
 
 // A freed slot goes to a waiting poller of the first queue before the
