@@ -76,7 +76,7 @@ func healthyDay() string {
 func realtimeRuleNames(t *testing.T) []string {
 	t.Helper()
 	var out []string
-	for _, g := range render(t, "prod").PrometheusRules["chatguard-realtime"].Spec.Groups {
+	for _, g := range render(t, "prod"+realtimeSuffix).PrometheusRules["chatguard-realtime"].Spec.Groups {
 		for _, r := range g.Rules {
 			out = append(out, r.Alert)
 		}

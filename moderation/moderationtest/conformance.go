@@ -75,61 +75,20 @@ type TakesStore interface {
 // over empty, isolated storage.
 func RunTakesConformance(t *testing.T, newStore func(t *testing.T) TakesStore) {
 	t.Helper()
-	stale := func(now time.Time) time.Time { return now.Add(-10 * time.Minute) }
 	t.Run("hold renew stale force release", func(t *testing.T) {
 		t.Parallel()
-		s, ctx := newStore(t), testCtx(t)
-		id := Seed(t, s, Verdict("room-take-1"))
-		got, err := s.TakeItem(ctx, id, "mod-a", T0, stale(T0), false)
-		require.NoError(t, err)
-		require.Equal(t, moderation.Take{VerdictID: id, Moderator: "mod-a", TakenAt: T0, ActiveAt: T0}, got)
-		at := T0.Add(time.Minute + 1500*time.Nanosecond)
-		got, err = s.TakeItem(ctx, id, "mod-a", at, stale(at), false)
-		require.NoError(t, err)
-		require.Equal(t, T0, got.TakenAt, "a renewal keeps TakenAt")
-		require.Equal(t, at.Truncate(time.Microsecond), got.ActiveAt, "microseconds, UTC")
-		_, err = s.TakeItem(ctx, id, "mod-b", at, stale(at), false)
-		var te *moderation.TakenError
-		require.ErrorAs(t, err, &te)
-		require.ErrorIs(t, err, moderation.ErrTaken)
-		require.Equal(t, "mod-a", te.Holder.Moderator)
-		later := at.Add(11 * time.Minute)
-		got, err = s.TakeItem(ctx, id, "mod-b", later, stale(later), false)
-		require.NoError(t, err, "a stale take is anyone's")
-		require.Equal(t, moderation.Take{VerdictID: id, Moderator: "mod-b", TakenAt: later.Truncate(time.Microsecond), ActiveAt: later.Truncate(time.Microsecond)}, got)
-		got, err = s.TakeItem(ctx, id, "mod-c", later, stale(later), true)
-		require.NoError(t, err, "force overrides a live take")
-		require.Equal(t, "mod-c", got.Moderator)
-		ok, err := s.ReleaseItem(ctx, id, "mod-b")
-		require.NoError(t, err)
-		require.False(t, ok, "nobody releases another moderator's take")
-		ok, err = s.TouchTake(ctx, id, "mod-b", later)
-		require.NoError(t, err)
-		require.False(t, ok)
-		ok, err = s.TouchTake(ctx, id, "mod-c", later.Add(-time.Minute))
-		require.NoError(t, err)
-		require.True(t, ok)
-		tk, held, err := s.TakeOf(ctx, id)
-		require.NoError(t, err)
-		require.True(t, held)
-		require.Equal(t, later.Truncate(time.Microsecond), tk.ActiveAt, "a touch never moves the activity back")
-		ok, err = s.ReleaseItem(ctx, id, "mod-c")
-		require.NoError(t, err)
-		require.True(t, ok)
-		_, held, err = s.TakeOf(ctx, id)
-		require.NoError(t, err)
-		require.False(t, held)
+		runTakeLifecycle(t, newStore(t))
 	})
 	t.Run("bad input is permanent", func(t *testing.T) {
 		t.Parallel()
 		s, ctx := newStore(t), testCtx(t)
-		_, err := s.TakeItem(ctx, 987654321, "mod-a", T0, stale(T0), false)
+		_, err := s.TakeItem(ctx, 987654321, "mod-a", T0, staleAt(T0), false)
 		requirePermanent(t, err)
 		require.ErrorIs(t, err, pipeline.ErrVerdictNotFound)
 		id := Seed(t, s, Verdict("room-take-bad"))
-		_, err = s.TakeItem(ctx, id, "", T0, stale(T0), false)
+		_, err = s.TakeItem(ctx, id, "", T0, staleAt(T0), false)
 		requirePermanent(t, err)
-		_, err = s.TakeCampaign(ctx, "", "mod-a", T0, stale(T0))
+		_, err = s.TakeCampaign(ctx, "", "mod-a", T0, staleAt(T0))
 		requirePermanent(t, err)
 	})
 	t.Run("concurrent takes have one winner", func(t *testing.T) {
@@ -147,7 +106,7 @@ func RunTakesConformance(t *testing.T, newStore func(t *testing.T) TakesStore) {
 			go func() {
 				defer wg.Done()
 				who := fmt.Sprintf("mod-%d", i)
-				_, err := s.TakeItem(ctx, id, who, T0, stale(T0), false)
+				_, err := s.TakeItem(ctx, id, who, T0, staleAt(T0), false)
 				if err == nil {
 					mu.Lock()
 					wins = append(wins, who)
@@ -167,6 +126,55 @@ func RunTakesConformance(t *testing.T, newStore func(t *testing.T) TakesStore) {
 	})
 	t.Run("campaign", func(t *testing.T) { runCampaignTakes(t, newStore(t)) })
 }
+
+// runTakeLifecycle holds, renews, refuses, takes over a stale take, forces,
+// touches and releases one item.
+func runTakeLifecycle(t *testing.T, s TakesStore) {
+	ctx := testCtx(t)
+	id := Seed(t, s, Verdict("room-take-1"))
+	got, err := s.TakeItem(ctx, id, "mod-a", T0, staleAt(T0), false)
+	require.NoError(t, err)
+	require.Equal(t, moderation.Take{VerdictID: id, Moderator: "mod-a", TakenAt: T0, ActiveAt: T0}, got)
+	at := T0.Add(time.Minute + 1500*time.Nanosecond)
+	got, err = s.TakeItem(ctx, id, "mod-a", at, staleAt(at), false)
+	require.NoError(t, err)
+	require.Equal(t, T0, got.TakenAt, "a renewal keeps TakenAt")
+	require.Equal(t, at.Truncate(time.Microsecond), got.ActiveAt, "microseconds, UTC")
+	_, err = s.TakeItem(ctx, id, "mod-b", at, staleAt(at), false)
+	var te *moderation.TakenError
+	require.ErrorAs(t, err, &te)
+	require.ErrorIs(t, err, moderation.ErrTaken)
+	require.Equal(t, "mod-a", te.Holder.Moderator)
+	later := at.Add(11 * time.Minute)
+	got, err = s.TakeItem(ctx, id, "mod-b", later, staleAt(later), false)
+	require.NoError(t, err, "a stale take is anyone's")
+	require.Equal(t, moderation.Take{VerdictID: id, Moderator: "mod-b", TakenAt: later.Truncate(time.Microsecond), ActiveAt: later.Truncate(time.Microsecond)}, got)
+	got, err = s.TakeItem(ctx, id, "mod-c", later, staleAt(later), true)
+	require.NoError(t, err, "force overrides a live take")
+	require.Equal(t, "mod-c", got.Moderator)
+	ok, err := s.ReleaseItem(ctx, id, "mod-b")
+	require.NoError(t, err)
+	require.False(t, ok, "nobody releases another moderator's take")
+	ok, err = s.TouchTake(ctx, id, "mod-b", later)
+	require.NoError(t, err)
+	require.False(t, ok)
+	ok, err = s.TouchTake(ctx, id, "mod-c", later.Add(-time.Minute))
+	require.NoError(t, err)
+	require.True(t, ok)
+	tk, held, err := s.TakeOf(ctx, id)
+	require.NoError(t, err)
+	require.True(t, held)
+	require.Equal(t, later.Truncate(time.Microsecond), tk.ActiveAt, "a touch never moves the activity back")
+	ok, err = s.ReleaseItem(ctx, id, "mod-c")
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, held, err = s.TakeOf(ctx, id)
+	require.NoError(t, err)
+	require.False(t, held)
+}
+
+// staleAt is the stale-before time of a take at now: ten minutes idle.
+func staleAt(now time.Time) time.Time { return now.Add(-10 * time.Minute) }
 
 func runCampaignTakes(t *testing.T, s TakesStore) {
 	ctx, mark := testCtx(t), Mark(1)
@@ -218,37 +226,7 @@ func RunDecisionsConformance(t *testing.T, newStore func(t *testing.T) Decisions
 	t.Helper()
 	t.Run("order limit and marks", func(t *testing.T) {
 		t.Parallel()
-		s, ctx := newStore(t), testCtx(t)
-		id := Seed(t, s, Verdict("room-dec-1"))
-		d := moderation.Decision{VerdictID: id, Moderator: "mod-a", Decision: moderation.DecisionConfirm, Label: pipeline.LabelAbusive,
-			Category: pipeline.CategoryExternalPayment, DecidedAt: T0.Add(time.Minute)}
-		first, err := s.AddDecision(ctx, d)
-		require.NoError(t, err)
-		d.Moderator, d.Decision, d.Label, d.Category, d.DecidedAt = "mod-b", moderation.DecisionOverturn, pipeline.LabelClean, "", T0
-		second, err := s.AddDecision(ctx, d)
-		require.NoError(t, err)
-		d.Moderator, d.DecidedAt = "mod-c", T0
-		third, err := s.AddDecision(ctx, d)
-		require.NoError(t, err)
-		require.Less(t, first, second)
-		require.Less(t, second, third)
-		got, err := s.Decisions(ctx, id, 10)
-		require.NoError(t, err)
-		require.Len(t, got, 3)
-		require.Equal(t, []uint64{first, third, second}, []uint64{got[0].ID, got[1].ID, got[2].ID}, "latest time first, then highest id")
-		require.Equal(t, "mod-a", got[0].Moderator)
-		require.True(t, got[0].FeedbackSentAt.IsZero())
-		got, err = s.Decisions(ctx, id, 1)
-		require.NoError(t, err)
-		require.Len(t, got, 1)
-		require.NoError(t, s.MarkFeedbackSent(ctx, T0.Add(time.Hour), first, 987654321))
-		require.NoError(t, s.MarkFeedbackSent(ctx, T0.Add(2*time.Hour), first))
-		got, err = s.Decisions(ctx, id, 1)
-		require.NoError(t, err)
-		require.Equal(t, T0.Add(time.Hour), got[0].FeedbackSentAt, "the first mark stays")
-		none, err := s.Decisions(ctx, 987654321, 10)
-		require.NoError(t, err)
-		require.Empty(t, none)
+		runDecisionOrder(t, newStore(t))
 	})
 	t.Run("invalid is permanent", func(t *testing.T) {
 		t.Parallel()
@@ -298,6 +276,42 @@ func RunDecisionsConformance(t *testing.T, newStore func(t *testing.T) Decisions
 		require.Len(t, got, 6)
 		require.Len(t, []rune(got[0].Note), moderation.MaxNoteRunes, "a long note is stored cut")
 	})
+}
+
+// runDecisionOrder checks ids grow, the newest comes first, limit holds,
+// and a sent mark keeps its first time.
+func runDecisionOrder(t *testing.T, s DecisionsStore) {
+	ctx := testCtx(t)
+	id := Seed(t, s, Verdict("room-dec-1"))
+	d := moderation.Decision{VerdictID: id, Moderator: "mod-a", Decision: moderation.DecisionConfirm, Label: pipeline.LabelAbusive,
+		Category: pipeline.CategoryExternalPayment, DecidedAt: T0.Add(time.Minute)}
+	first, err := s.AddDecision(ctx, d)
+	require.NoError(t, err)
+	d.Moderator, d.Decision, d.Label, d.Category, d.DecidedAt = "mod-b", moderation.DecisionOverturn, pipeline.LabelClean, "", T0
+	second, err := s.AddDecision(ctx, d)
+	require.NoError(t, err)
+	d.Moderator, d.DecidedAt = "mod-c", T0
+	third, err := s.AddDecision(ctx, d)
+	require.NoError(t, err)
+	require.Less(t, first, second)
+	require.Less(t, second, third)
+	got, err := s.Decisions(ctx, id, 10)
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	require.Equal(t, []uint64{first, third, second}, []uint64{got[0].ID, got[1].ID, got[2].ID}, "latest time first, then highest id")
+	require.Equal(t, "mod-a", got[0].Moderator)
+	require.True(t, got[0].FeedbackSentAt.IsZero())
+	got, err = s.Decisions(ctx, id, 1)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.NoError(t, s.MarkFeedbackSent(ctx, T0.Add(time.Hour), first, 987654321))
+	require.NoError(t, s.MarkFeedbackSent(ctx, T0.Add(2*time.Hour), first))
+	got, err = s.Decisions(ctx, id, 1)
+	require.NoError(t, err)
+	require.Equal(t, T0.Add(time.Hour), got[0].FeedbackSentAt, "the first mark stays")
+	none, err := s.Decisions(ctx, 987654321, 10)
+	require.NoError(t, err)
+	require.Empty(t, none)
 }
 
 // RunActionLogConformance checks moderation.ActionLog: every valid record

@@ -99,7 +99,7 @@ func readSubjects(ctx context.Context, tx *sql.Tx, id uint64) ([]string, pipelin
 // stay, no longer about or with anyone. It returns how many rows it
 // deleted. The lake keeps only keyed pseudonyms,
 // which erasing the key's use for that id cannot undo: see
-// docs/operations.md.
+// docs/privacy.md.
 func (s *Store) EraseSender(ctx context.Context, senderID string) (int64, error) {
 	if senderID == "" || len(senderID) > 128 {
 		return 0, errors.New("mysql: erase sender: the sender id must be 1 to 128 bytes")
