@@ -28,7 +28,7 @@ const accountHistoryWindow = 30 * 24 * time.Hour
 // campaign page fetches one message per room from the chat API.
 const (
 	accountPageSize  = 50
-	campaignPageSize = 20
+	campaignPageSize = 50
 )
 
 // maxChatFetches bounds the chat API calls a campaign page makes at once.
@@ -139,7 +139,8 @@ func (s *server) renderCampaign(w http.ResponseWriter, r *http.Request, code int
 		outcome = &campaignOutcome{}
 	}
 	data := s.page(r, map[string]any{"Mark": mark, "Lines": lines, "Open": open, "Mine": mine, "Cursor": cursor,
-		"Result": outcome.Bulk, "TakeResult": outcome.Take, "Categories": pipeline.AbuseCategories})
+		"Result": outcome.Bulk, "TakeResult": outcome.Take, "Categories": pipeline.AbuseCategories,
+		"Reasons": s.cfg.DecisionReasons})
 	if page.Next != "" {
 		data["NextURL"] = campaignHref(mark) + "?cursor=" + url.QueryEscape(page.Next)
 	}
@@ -175,7 +176,9 @@ func (s *server) campaignLines(ctx context.Context, who Who, rooms []moderation.
 			}
 			for _, m := range msgs {
 				if m.MessageID == room.MessageID {
-					l.Message = &m
+					// A list never reveals: the message is shown masked.
+					mm := maskedMessage(m)
+					l.Message = &mm
 					return nil
 				}
 			}

@@ -20,6 +20,9 @@ import (
 type Config struct {
 	// Outbox: the resend of unsent moderator feedback (feedback.go).
 	Outbox OutboxConfig
+	// Shift: the time zone, the items' deadlines, the shift page
+	// (shift.go).
+	Shift ShiftConfig
 
 	// MaxReviews is the admission gate: on-demand reviews running at once
 	// on this pod; one more is refused with 429 and Retry-After.
@@ -56,6 +59,12 @@ type Config struct {
 	// recorded as audit decisions, which make a labelled set's clean
 	// stratum. 0 turns the audit off.
 	AuditShare float64
+	// UndoWindow is how long after a decision its moderator may undo it
+	// (a reversing decision row, audited); 0 turns undo off.
+	UndoWindow time.Duration
+	// DecisionReasons are the canned reasons a decision form offers
+	// beside the free note; the one chosen leads the stored note.
+	DecisionReasons []string
 
 	// TrustedProxies are the comma-separated CIDRs of the auth proxy;
 	// IdentityHeader is trusted only from them.
@@ -74,6 +83,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Outbox:        DefaultOutboxConfig(),
+		Shift:         DefaultShiftConfig(),
 		MaxReviews:    8,
 		ReviewTimeout: 5 * time.Minute,
 		MaxWindow:     pipeline.DefaultMaxWindow,
@@ -84,6 +94,9 @@ func DefaultConfig() Config {
 		StopTTL:       10 * time.Minute,
 		TakeTimeout:   10 * time.Minute,
 		AuditShare:    0.02,
+		UndoWindow:    2 * time.Minute,
+		DecisionReasons: []string{"known scam script", "contact or payment outside the app", "evidence does not support the label",
+			"ordinary trade talk", "not enough context"},
 		// oauth2-proxy's header in reverse-proxy mode.
 		IdentityHeader: "X-Forwarded-Email",
 	}
@@ -117,10 +130,16 @@ func (c Config) Validate() error {
 	if !(c.AuditShare >= 0 && c.AuditShare <= 1) { // NaN too
 		errs = append(errs, fmt.Errorf("--audit-share %v is not in 0..1", c.AuditShare))
 	}
+	if c.UndoWindow < 0 || c.UndoWindow > time.Hour {
+		errs = append(errs, errors.New("--undo-window must be in 0..1h (0: no undo)"))
+	}
+	if err := validReasons(c.DecisionReasons); err != nil {
+		errs = append(errs, err)
+	}
 	if err := c.Context.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("--context-lookback/--context-messages: %w", err))
 	}
-	errs = append(errs, c.Hub().Validate(), c.Outbox.Validate())
+	errs = append(errs, c.Hub().Validate(), c.Outbox.Validate(), c.Shift.Validate())
 	return errors.Join(errs...)
 }
 
@@ -146,4 +165,23 @@ func (c Config) proxies() ([]netip.Prefix, error) {
 		out = append(out, p.Masked())
 	}
 	return out, nil
+}
+
+// validReasons checks the canned reasons: at most 30, each 1..100
+// characters and named once.
+func validReasons(rs []string) error {
+	if len(rs) > 30 {
+		return errors.New("--decision-reasons: at most 30 reasons")
+	}
+	for i, r := range rs {
+		if n := len([]rune(r)); n == 0 || n > 100 || strings.TrimSpace(r) != r {
+			return fmt.Errorf("--decision-reasons: %q must be 1..100 characters, without surrounding spaces", r)
+		}
+		for _, o := range rs[:i] {
+			if o == r {
+				return fmt.Errorf("--decision-reasons: %q is given twice", r)
+			}
+		}
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/chatguard/chatguard/cmd/internal/depflags"
 	"github.com/chatguard/chatguard/cmd/internal/reviewers"
 	"github.com/chatguard/chatguard/console"
+	"github.com/chatguard/chatguard/pipeline/campaign"
 	"github.com/chatguard/chatguard/storage/chatapi"
 	"github.com/chatguard/chatguard/storage/mysql"
 	"github.com/chatguard/chatguard/storage/redislive"
@@ -50,6 +51,10 @@ type Config struct {
 	// same values, so that on-demand verdicts share the workers' pipeline
 	// version and chat data is kept in the same bounds.
 	reviewers.Options
+	// CampaignJoin is the campaign join's (--campaign-join-*): the
+	// periodic job that joins a script's marks into one campaign and
+	// links its first rooms.
+	CampaignJoin campaign.JoinConfig
 
 	LogLevel string
 }
@@ -66,17 +71,18 @@ func consoleMySQL() mysql.Config {
 func DefaultConfig() Config {
 	pools := depflags.DefaultPools(8, 8)
 	return Config{
-		Config:     console.DefaultConfig(),
-		Options:    reviewers.DefaultOptions(),
-		ListenAddr: ":8080",
-		AdminAddr:  ":9091",
-		MySQL:      consoleMySQL(),
-		Chat:       chatapi.DefaultConfig(),
-		Feedback:   feedbackQueue(),
-		Stop:       redisstop.DefaultConfig(),
-		Live:       redislive.DefaultConfig(),
-		Pools:      pools,
-		LogLevel:   "info",
+		Config:       console.DefaultConfig(),
+		Options:      reviewers.DefaultOptions(),
+		ListenAddr:   ":8080",
+		AdminAddr:    ":9091",
+		MySQL:        consoleMySQL(),
+		Chat:         chatapi.DefaultConfig(),
+		Feedback:     feedbackQueue(),
+		Stop:         redisstop.DefaultConfig(),
+		Live:         redislive.DefaultConfig(),
+		Pools:        pools,
+		CampaignJoin: campaign.DefaultJoinConfig(),
+		LogLevel:     "info",
 	}
 }
 
@@ -90,6 +96,7 @@ func (c *Config) flags() *cli.FlagSet {
 	depflags.BindChatHistory(fs, &c.Chat, "chat-history API base URL (the room page fetches history live; the console stores no chat text)")
 	fs.StringVar(&c.Feedback.URL, "feedback-queue-url", "SQS feedback queue URL for moderator_feedback and inference-log events")
 	outboxFlags(fs, &c.Outbox)
+	joinFlags(fs, &c.CampaignJoin)
 	c.RedisOptions.Flags(fs, "Redis host:port: stop signals and the live event streams (resume)")
 	depflags.BindStops(fs, &c.Stop)
 	liveFlags(fs, &c.Live)
@@ -108,7 +115,10 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.StringVar(&c.OperatorTokenFile, "operator-token-file", "file holding the operator API's bearer token (sent as Authorization: Bearer)")
 	fs.DurationVar(&c.StopTTL, "stop-ttl", "how long the stop button's room stop lasts")
 	fs.DurationVar(&c.TakeTimeout, "take-timeout", "how long a taken queue item stays its moderator's after their last action on it; then anyone may take it")
+	shiftFlags(fs, &c.Shift)
 	fs.Float64Var(&c.AuditShare, "audit-share", "share (0..1) of clean verdicts sampled, by a hash of the review key, as audit items: mixed into the queue, marked audit, their decisions the labelled sets' clean stratum (0: no audit)")
+	fs.DurationVar(&c.UndoWindow, "undo-window", "how long after a decision its moderator may undo it (recorded as a reversing decision, audited; never a delete); 0: no undo")
+	fs.ListVar(&c.DecisionReasons, "decision-reasons", "comma-separated canned reasons the decision forms offer beside the free note (the one chosen leads the stored note)")
 	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "comma-separated CIDRs of the auth proxy; --identity-header is trusted only from them")
 	fs.StringVar(&c.IdentityHeader, "identity-header", "the one request header naming the signed-in moderator's e-mail, set by the auth proxy (oauth2-proxy: X-Forwarded-Email; nginx auth_request: X-Auth-Request-Email); no other header is read")
 	fs.BoolVar(&c.DevLogin, "dev-login", "allow a password-less development login at /login (never in production)")
@@ -144,7 +154,8 @@ func (c Config) Validate() error {
 	if c.MySQL.MaxOpenConns < 1 {
 		errs = append(errs, errors.New("--mysql-max-open-conns must be positive"))
 	}
-	errs = append(errs, c.Config.Validate(), c.Feedback.Validate(), c.RedisOptions.Validate(), c.Live.Validate(), c.Stop.Validate(), c.Options.Validate(), c.Options.ValidateCampaign(c.RedisAddr))
+	errs = append(errs, c.Config.Validate(), c.Feedback.Validate(), c.RedisOptions.Validate(), c.Live.Validate(), c.Stop.Validate(), c.Options.Validate(), c.Options.ValidateCampaign(c.RedisAddr),
+		c.CampaignJoin.Validate())
 	return errors.Join(errs...)
 }
 
@@ -156,11 +167,29 @@ func feedbackQueue() sqs.Config {
 	return q
 }
 
+// joinFlags binds the campaign join's settings (campaign.JoinConfig).
+func joinFlags(fs *cli.FlagSet, c *campaign.JoinConfig) {
+	fs.DurationVar(&c.Every, "campaign-join-every", "time between runs of the campaign join, which joins marks sharing a room or an account into one campaign and links the rooms reviewed before their mark became one (0: off); every replica may run it, the runs are idempotent")
+	fs.DurationVar(&c.Window, "campaign-join-window", "how far back the campaign join reads recorded marks")
+	fs.IntVar(&c.MaxRows, "campaign-join-max-rows", "recorded marks one run of the campaign join reads at most (the newest)")
+	fs.IntVar(&c.MaxMarks, "campaign-join-max-marks", "most marks one campaign holds; a join past it is refused (counted)")
+	fs.IntVar(&c.MaxLinks, "campaign-join-max-links", "earlier rooms one run links to one campaign at most")
+	fs.IntVar(&c.MaxSenders, "campaign-join-max-senders", "most fleet-wide senders a mark may have and still join others (above it, a phrase many people write)")
+}
+
 // liveFlags binds the live event streams' settings (redislive.Config).
 func liveFlags(fs *cli.FlagSet, c *redislive.Config) {
 	fs.StringVar(&c.KeyPrefix, "live-key-prefix", "prefix of the Redis Streams keeping on-demand reviews' events")
 	fs.Int64Var(&c.MaxLen, "live-max-len", "events kept per on-demand review (approximate MAXLEN)")
 	fs.DurationVar(&c.TTL, "live-ttl", "how long an on-demand review's events are kept for resume after its last event")
+}
+
+// shiftFlags binds the shift's settings (console.ShiftConfig).
+func shiftFlags(fs *cli.FlagSet, c *console.ShiftConfig) {
+	fs.StringVar(&c.TimeZone, "time-zone", "IANA time zone the pages show times in (Asia/Seoul for a Korean team)")
+	fs.StringVar(&c.Deadlines, "deadlines", "how long an item may wait in the queue before it is overdue, by category: comma-separated category=duration, * for the rest")
+	fs.IntVar(&c.ShiftHours, "shift-hours", "the shift page's default window, in hours ending now")
+	fs.StringVar(&c.Teams, "teams", "the shift page's teams: semicolon-separated name=moderator id,… (the pseudonymous ids the page header shows); empty: one team")
 }
 
 // outboxFlags binds the feedback outbox's settings (console.OutboxConfig).

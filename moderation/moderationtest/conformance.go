@@ -232,13 +232,16 @@ func RunDecisionsConformance(t *testing.T, newStore func(t *testing.T) Decisions
 		t.Parallel()
 		s, ctx := newStore(t), testCtx(t)
 		id := Seed(t, s, Verdict("room-dec-bad"))
-		good := moderation.Decision{VerdictID: id, Moderator: "mod-a", Decision: moderation.DecisionConfirm, Label: pipeline.LabelAbusive, DecidedAt: T0}
+		good := moderation.Decision{VerdictID: id, Moderator: "mod-a", Decision: moderation.DecisionConfirm, Label: pipeline.LabelAbusive,
+			Category: pipeline.CategoryExternalPayment, DecidedAt: T0}
 		for _, bad := range []func(d *moderation.Decision){
 			func(d *moderation.Decision) { d.Decision = "maybe" },
 			func(d *moderation.Decision) { d.Label = "" },
 			func(d *moderation.Decision) { d.Category = "nonsense" },
 			func(d *moderation.Decision) { d.Moderator = "" },
 			func(d *moderation.Decision) { d.DecidedAt = time.Time{} },
+			func(d *moderation.Decision) { d.Reverses = 1 },
+			func(d *moderation.Decision) { d.Decision = moderation.DecisionUndo },
 		} {
 			d := good
 			bad(&d)
@@ -264,7 +267,7 @@ func RunDecisionsConformance(t *testing.T, newStore func(t *testing.T) Decisions
 			go func() {
 				defer wg.Done()
 				_, err := s.AddDecision(ctx, moderation.Decision{VerdictID: id, Moderator: fmt.Sprintf("mod-%d", i), Decision: moderation.DecisionConfirm,
-					Label: pipeline.LabelAbusive, DecidedAt: T0, Note: string(make([]rune, moderation.MaxNoteRunes+5))})
+					Label: pipeline.LabelAbusive, Category: pipeline.CategoryExternalPayment, DecidedAt: T0, Note: string(make([]rune, moderation.MaxNoteRunes+5))})
 				if err != nil {
 					t.Errorf("add: %v", err)
 				}
@@ -276,6 +279,109 @@ func RunDecisionsConformance(t *testing.T, newStore func(t *testing.T) Decisions
 		require.Len(t, got, 6)
 		require.Len(t, []rune(got[0].Note), moderation.MaxNoteRunes, "a long note is stored cut")
 	})
+	t.Run("refuses what does not mean what it says", func(t *testing.T) { t.Parallel(); runDecisionRefusals(t, newStore(t)) })
+	t.Run("undo reverses", func(t *testing.T) { t.Parallel(); runDecisionUndo(t, newStore(t)) })
+}
+
+// runDecisionRefusals: an overturn to the verdict's own label and category,
+// and a confirm carrying another label or category, are refused as
+// permanent with their sentinel, and nothing is recorded.
+func runDecisionRefusals(t *testing.T, s DecisionsStore) {
+	ctx := testCtx(t)
+	id := Seed(t, s, Verdict("room-dec-mean"))
+	base := moderation.Decision{VerdictID: id, Moderator: "mod-a", Label: pipeline.LabelAbusive, Category: pipeline.CategoryExternalPayment, DecidedAt: T0}
+	for _, tc := range []struct {
+		decision string
+		label    pipeline.Label
+		category pipeline.Category
+		want     error
+	}{
+		{moderation.DecisionOverturn, pipeline.LabelAbusive, pipeline.CategoryExternalPayment, moderation.ErrNoChange},
+		{moderation.DecisionConfirm, pipeline.LabelSuspicious, pipeline.CategoryExternalPayment, moderation.ErrConfirmChanged},
+		{moderation.DecisionConfirm, pipeline.LabelAbusive, pipeline.CategoryPhishingLink, moderation.ErrConfirmChanged},
+		{moderation.DecisionConfirm, pipeline.LabelAbusive, "", moderation.ErrConfirmChanged},
+	} {
+		d := base
+		d.Decision, d.Label, d.Category = tc.decision, tc.label, tc.category
+		_, err := s.AddDecision(ctx, d)
+		requirePermanent(t, err)
+		require.ErrorIs(t, err, tc.want, "%s to %s/%s", tc.decision, tc.label, tc.category)
+	}
+	got, err := s.Decisions(ctx, id, 10)
+	require.NoError(t, err)
+	require.Empty(t, got, "nothing was recorded")
+	for _, ok := range []struct {
+		decision string
+		label    pipeline.Label
+		category pipeline.Category
+	}{{moderation.DecisionOverturn, pipeline.LabelAbusive, pipeline.CategoryPhishingLink}, {moderation.DecisionOverturn, pipeline.LabelSuspicious,
+		pipeline.CategoryExternalPayment}, {moderation.DecisionOverturn, pipeline.LabelClean, ""}, {moderation.DecisionConfirm, pipeline.LabelAbusive,
+		pipeline.CategoryExternalPayment}} {
+		d := base
+		d.Decision, d.Label, d.Category = ok.decision, ok.label, ok.category
+		_, err := s.AddDecision(ctx, d)
+		require.NoError(t, err, "%s to %s/%s", ok.decision, ok.label, ok.category)
+	}
+}
+
+// runDecisionUndo: an undo of one's own decision in force is recorded as
+// a row of its own with that decision's label and category, its feedback
+// owed nothing; the decision stays, marked reversed, and the one before it
+// is in force again. An undo of a decision not in force (reversed
+// already, or older), of another moderator's, of an undo, or on an unknown
+// verdict is refused as permanent.
+func runDecisionUndo(t *testing.T, s DecisionsStore) {
+	ctx := testCtx(t)
+	id := Seed(t, s, Verdict("room-dec-undo"))
+	add := func(d moderation.Decision) (uint64, error) {
+		d.VerdictID = id
+		return s.AddDecision(ctx, d)
+	}
+	first, err := add(moderation.Decision{Moderator: "mod-a", Decision: moderation.DecisionConfirm, Label: pipeline.LabelAbusive,
+		Category: pipeline.CategoryExternalPayment, DecidedAt: T0})
+	require.NoError(t, err)
+	second, err := add(moderation.Decision{Moderator: "mod-b", Decision: moderation.DecisionOverturn, Label: pipeline.LabelClean, DecidedAt: T0.Add(time.Minute)})
+	require.NoError(t, err)
+	undo := moderation.Decision{Moderator: "mod-b", Decision: moderation.DecisionUndo, DecidedAt: T0.Add(2 * time.Minute), Note: "wrong key"}
+	for _, bad := range []moderation.Decision{
+		{Moderator: "mod-a", Decision: moderation.DecisionUndo, Reverses: second, DecidedAt: T0.Add(2 * time.Minute)},
+		{Moderator: "mod-a", Decision: moderation.DecisionUndo, Reverses: first, DecidedAt: T0.Add(2 * time.Minute)},
+	} {
+		_, err := add(bad)
+		requirePermanent(t, err)
+		require.ErrorIs(t, err, moderation.ErrCannotUndo)
+	}
+	undo.Reverses = second
+	uid, err := add(undo)
+	require.NoError(t, err)
+	require.Greater(t, uid, second)
+	got, err := s.Decisions(ctx, id, 10)
+	require.NoError(t, err)
+	require.Len(t, got, 3, "the undone decision stays recorded")
+	require.Equal(t, []uint64{uid, second, first}, []uint64{got[0].ID, got[1].ID, got[2].ID})
+	require.Equal(t, moderation.DecisionUndo, got[0].Decision)
+	require.Equal(t, second, got[0].Reverses)
+	require.Equal(t, pipeline.LabelClean, got[0].Label, "an undo carries what it reverses")
+	require.Equal(t, T0.Add(2*time.Minute), got[0].FeedbackSentAt, "an undo owes no feedback")
+	require.Equal(t, T0.Add(2*time.Minute), got[1].ReversedAt)
+	require.True(t, got[2].ReversedAt.IsZero())
+	in, ok := moderation.InForce(got)
+	require.True(t, ok)
+	require.Equal(t, first, in.ID, "the decision before is in force again")
+	for _, bad := range []moderation.Decision{undo, {Moderator: "mod-b", Decision: moderation.DecisionUndo, Reverses: uid, DecidedAt: T0.Add(3 * time.Minute)}} {
+		_, err := add(bad)
+		requirePermanent(t, err)
+		require.ErrorIs(t, err, moderation.ErrCannotUndo)
+	}
+	_, err = add(moderation.Decision{Moderator: "mod-a", Decision: moderation.DecisionUndo, Reverses: first, DecidedAt: T0.Add(4 * time.Minute)})
+	require.NoError(t, err)
+	got, err = s.Decisions(ctx, id, 10)
+	require.NoError(t, err)
+	_, ok = moderation.InForce(got)
+	require.False(t, ok, "every decision undone: none in force")
+	_, err = s.AddDecision(ctx, moderation.Decision{VerdictID: 987654321, Moderator: "mod-a", Decision: moderation.DecisionUndo, Reverses: first, DecidedAt: T0})
+	requirePermanent(t, err)
+	require.ErrorIs(t, err, pipeline.ErrVerdictNotFound)
 }
 
 // runDecisionOrder checks ids grow, the newest comes first, limit holds,

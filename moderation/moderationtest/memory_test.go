@@ -46,7 +46,16 @@ func TestMemoryAccountsConformance(t *testing.T) {
 	RunAccountsConformance(t, func(t *testing.T) AccountsStore { return NewMemory() })
 }
 
+func TestMemoryCampaignJoinConformance(t *testing.T) {
+	t.Parallel()
+	RunCampaignJoinConformance(t, func(t *testing.T) JoinsStore { return NewMemory() })
+}
+
 func TestMemoryVerdictsConformance(t *testing.T) {
 	t.Parallel()
 	RunVerdictsConformance(t, func(t *testing.T) moderation.Verdicts { return NewMemory() })
+}
+
+func TestMemoryTakeHistory(t *testing.T) {
+	RunTakeHistoryConformance(t, func(t *testing.T) HistoryStore { return NewMemory() })
 }

@@ -65,7 +65,17 @@ func TestAccountsConformance(t *testing.T) {
 	moderationtest.RunAccountsConformance(t, func(t *testing.T) moderationtest.AccountsStore { return setup(t) })
 }
 
+func TestCampaignJoinConformance(t *testing.T) {
+	t.Parallel()
+	moderationtest.RunCampaignJoinConformance(t, func(t *testing.T) moderationtest.JoinsStore { return setup(t) })
+}
+
 func TestVerdictsConformance(t *testing.T) {
 	t.Parallel()
 	moderationtest.RunVerdictsConformance(t, func(t *testing.T) moderation.Verdicts { return setup(t) })
+}
+
+func TestTakeHistoryConformance(t *testing.T) {
+	t.Parallel()
+	moderationtest.RunTakeHistoryConformance(t, func(t *testing.T) moderationtest.HistoryStore { return setup(t) })
 }

@@ -153,7 +153,7 @@ func (s *Store) CountSenderSubjects(ctx context.Context, senderID string) (int64
 // first %s is the CASE's WHEN pairs, the second the IN list.
 const historySQL = `SELECT CASE s.sender_id %s END AS who, s.label, s.category,
     COALESCE((SELECT d.decision = 'overturn' FROM moderator_decisions d FORCE INDEX (ix_moderator_decisions_verdict)
-              WHERE d.verdict_id = s.verdict_id ORDER BY d.decided_at DESC, d.id DESC LIMIT 1), FALSE) AS overturned,
+              WHERE d.verdict_id = s.verdict_id AND d.reversed_at IS NULL AND d.decision <> 'undo' ORDER BY d.decided_at DESC, d.id DESC LIMIT 1), FALSE) AS overturned,
     COUNT(DISTINCT s.room_id) AS rooms
 FROM verdict_subjects s STRAIGHT_JOIN verdicts v ON v.id = s.verdict_id
 WHERE s.sender_id IN (%s) AND s.decided_at >= ? AND s.room_id <> ? AND v.revision_slot = 0
