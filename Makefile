@@ -235,11 +235,13 @@ demo: deps $(STACK_BIN) ## run batch, two workers and the consumer over the samp
 # make bench-realtime: a generated day through real time (not part of make test).
 BENCH_RT_ROOMS   ?= 2000
 BENCH_RT_MINUTES ?= 20
+# The share of chat events announced 15 s to 2 min late (e.g. 0.01).
+BENCH_RT_LATE_SHARE ?= 0
 
 .PHONY: bench-realtime
 bench-realtime: deps $(STACK_BIN) ## a generated day (BENCH_RT_ROOMS rooms, diurnal, spam bursts) compressed into BENCH_RT_MINUTES through trigger, workers and the LLM simulator; prints freshness at peak and trough beside the hourly batch's, and the trigger's and Redis's cost
 	@$(GO) build -o bin/demo ./deploy/local/demo/cmd/demo
-	@bin/demo --realtime --day-rooms $(BENCH_RT_ROOMS) --day-minutes $(BENCH_RT_MINUTES) --database chatguard_bench_rt --timeout $$(( $(BENCH_RT_MINUTES) + 30 ))m --stack-flags "$(STACK_FLAGS)" $(DEMO_FLAGS)
+	@bin/demo --realtime --day-rooms $(BENCH_RT_ROOMS) --day-minutes $(BENCH_RT_MINUTES) --late-share $(BENCH_RT_LATE_SHARE) --database chatguard_bench_rt --timeout $$(( $(BENCH_RT_MINUTES) + 30 ))m --stack-flags "$(STACK_FLAGS)" $(DEMO_FLAGS)
 
 .PHONY: bench-console-keys
 bench-console-keys: deps $(STACK_BIN) ## the console's 50 queue items decided by keyboard and by mouse in the real browser, timed (a figure for docs/performance.md; not part of make test)

@@ -19,9 +19,12 @@ const (
 	// right now; that window's review fetches it, so nothing changes.
 	RecordPending RecordOutcome = "pending"
 	// RecordLate: sent before the room's watermark, or before the window
-	// being published (a late delivery or a producer clock behind); the
-	// room's next window reaches back to its sent_at, re-reviewing what
-	// lies between (RoomWindow.DoubleCovered), so it is covered.
+	// being published (a late delivery or a producer clock behind): what
+	// the room's windows cover is behind its sent_at, so the trigger
+	// publishes a window of its own for it, and the room's next window
+	// does not reach back over what is covered. A redelivery of a late
+	// event is late again (its own window is published again, the same
+	// window), not a duplicate.
 	RecordLate RecordOutcome = "late"
 )
 

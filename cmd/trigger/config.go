@@ -26,7 +26,8 @@ type Config struct {
 	Rooms redisdebounce.Config
 	// Engine is the engine's: --pollers, --wait-time,
 	// --visibility-timeout, --retry-base, --retry-max, --fire-interval,
-	// --fire-batch and --call-timeout.
+	// --fire-batch, --call-timeout and --max-clock-skew; its StaleAfter
+	// follows from Rooms (see engineConfig).
 	Engine trigger.Config
 	// RedisOptions: --redis-*, the deployment's shared Redis; the room
 	// state lives there unless StateRedis names a Redis of its own.
@@ -75,6 +76,7 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.DurationVar(&c.Engine.FireInterval, "fire-interval", "how often due rooms are looked for")
 	fs.IntVar(&c.Engine.FireBatch, "fire-batch", "rooms claimed per shard per look")
 	fs.DurationVar(&c.Engine.CallTimeout, "call-timeout", "bound of each Redis and SQS call")
+	fs.DurationVar(&c.Engine.MaxClockSkew, "max-clock-skew", "an event's sent_at further than this after its arrival in chat-events is taken as its arrival (counted); 0: never")
 	c.RedisOptions.Flags(fs, "the shared Redis: the room state lives there unless --state-redis-addr is set")
 	c.StateRedis.FlagsNamed(fs, "state-redis", "a Redis of the room state's own, that must not evict (maxmemory-policy noeviction); empty: --redis-addr")
 	fs.StringVar(&c.AdminAddr, "admin-addr", "listen address of /healthz, /readyz and /metrics")
@@ -122,4 +124,13 @@ func (c Config) Validate() error {
 	}
 	errs = append(errs, c.RedisOptions.Validate(), c.StateRedis.Validate(), c.Rooms.Validate(), c.Engine.Validate())
 	return errors.Join(errs...)
+}
+
+// engineConfig is the engine's configuration with StaleAfter set from the
+// room state's limits: an event older than the max window less the max
+// delay and the arrival slack is out of reach of its room's next window.
+func (c Config) engineConfig() trigger.Config {
+	e := c.Engine
+	e.StaleAfter = max(c.Rooms.MaxWindow-c.Rooms.MaxDelay-c.Rooms.Slack, time.Millisecond)
+	return e
 }

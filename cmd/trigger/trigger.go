@@ -139,13 +139,14 @@ func (p *parts) startEngine(context.Context) error {
 	if err != nil {
 		return err
 	}
-	p.engine, err = trigger.New(p.cfg.Engine, trigger.Deps{Events: p.queues.Events, DLQ: p.queues.DLQ, Reviews: p.queues.Reviews,
+	p.engine, err = trigger.New(p.cfg.engineConfig(), trigger.Deps{Events: p.queues.Events, DLQ: p.queues.DLQ, Reviews: p.queues.Reviews,
 		Rooms: rooms, Clock: p.clk, Log: p.log, Registerer: p.reg})
 	return err
 }
 
 // listenAdmin opens /healthz, /readyz and /metrics; /readyz is 503 while
-// the engine holds events for Redis and while it stops.
+// the engine holds events for Redis and while it stops; /healthz is 503
+// once a receive loop has not advanced for the engine's LiveAfter.
 func (p *parts) listenAdmin() (*lifecycle.Server, error) {
 	return lifecycle.Listen("admin", p.cfg.AdminAddr, &http.Server{Handler: lifecycle.AdminHandler(p.reg, p.engine, "not receiving"), ReadHeaderTimeout: 5 * time.Second})
 }

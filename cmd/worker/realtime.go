@@ -19,5 +19,5 @@ func (w *worker) inbox() pipeline.Inbox {
 	if w.realtime == nil {
 		return w.review
 	}
-	return jobloop.NewPrioritized(w.realtime, w.review, jobloop.DefaultFirstWait)
+	return jobloop.NewPrioritized(jobloop.Queue{Name: "review-realtime", Inbox: w.realtime}, jobloop.Queue{Name: "review", Inbox: w.review})
 }

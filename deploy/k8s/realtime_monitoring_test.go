@@ -14,10 +14,14 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// realtimeAlerts are the real-time conditions the runbooks cover: the freshness SLO's burn rates and the trigger's failures.
+// realtimeAlerts are the real-time conditions the runbooks cover: the
+// freshness SLO's burn rates and the trigger's failures (docs/runbooks.md),
+// and those computed from what was announced: coverage, queue ages,
+// clocks (docs/realtime-runbooks.md).
 var realtimeAlerts = []string{
 	"ChatguardRealtimeFreshnessBurnFast", "ChatguardRealtimeFreshnessBurnSlow", "ChatguardRealtimeFreshnessBudgetLow",
 	"ChatguardTriggerDown", "ChatguardTriggerRedisErrors", "ChatguardTriggerStateLost", "ChatguardTriggerPublishFailing", "ChatguardChatEventsInvalid",
+	"ChatguardRealtimeCoverageLag", "ChatguardRealtimeQueueOld", "ChatguardChatEventsQueueOld", "ChatguardChatEventsClockSkew", "ChatguardChatEventsStale",
 }
 
 // TestRealtimeRules checks the PrometheusRule chatguard-realtime as

@@ -246,7 +246,7 @@ type Loop struct {
 	h    Handler
 	m    *Metrics
 	log  *slog.Logger
-	sem  *semaphore.Weighted
+	sem  *slotPool           // message slots of every queue's pollers (slots.go)
 	run  *semaphore.Weighted // job slots when Prefetch > 0 (sem then also counts held messages)
 	jobs sync.WaitGroup
 	hb   *heartbeat
@@ -277,7 +277,7 @@ func New(cfg Config, q pipeline.Inbox, dlq pipeline.Sender, h Handler, clk clock
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	l := &Loop{cfg: cfg, q: q, dlq: dlq, h: h, clk: clock.Or(clk), m: m, log: log, sem: semaphore.NewWeighted(int64(cfg.Concurrency + cfg.Prefetch))}
+	l := &Loop{cfg: cfg, q: q, dlq: dlq, h: h, clk: clock.Or(clk), m: m, log: log, sem: newSlotPool(int64(cfg.Concurrency + cfg.Prefetch))}
 	if cfg.Prefetch > 0 {
 		l.run = semaphore.NewWeighted(int64(cfg.Concurrency))
 	}
@@ -321,9 +321,13 @@ func (l *Loop) Run(ctx context.Context) error {
 		pollers = min(max(l.cfg.Concurrency/10, 1), 8)
 	}
 	var pollWG sync.WaitGroup
-	for range pollers {
-		pollWG.Add(1)
-		go func() { defer pollWG.Done(); l.poll(ctx, pollCtx, jobBase) }()
+	lanes := l.lanes()
+	for _, ln := range lanes {
+		l.m.initQueue(ln.name)
+		for range lanePollers(ln, len(lanes), pollers) {
+			pollWG.Add(1)
+			go func() { defer pollWG.Done(); l.poll(ctx, pollCtx, jobBase, ln) }()
+		}
 	}
 	pollDone := make(chan struct{})
 	go func() { pollWG.Wait(); close(pollDone) }()
@@ -352,22 +356,24 @@ func (l *Loop) Run(ctx context.Context) error {
 	return nil
 }
 
-// poll receives until stop ends, only ever holding as many messages as
-// there are free slots. Calls run under callCtx, which outlives stop.
-func (l *Loop) poll(stop, callCtx, jobBase context.Context) {
+// poll receives from ln's queue until stop ends, only ever holding as
+// many messages as there are free slots. Calls run under callCtx, which
+// outlives stop. A failed receive backs off this poller alone: the other
+// queue's pollers keep receiving.
+func (l *Loop) poll(stop, callCtx, jobBase context.Context, ln lane) {
 	failures := 0
 	for stop.Err() == nil {
 		if l.health != nil && l.health.WaitNotOpen(stop) != nil {
 			return
 		}
-		if err := l.sem.Acquire(stop, 1); err != nil {
+		if err := l.sem.Acquire(stop, ln.first); err != nil {
 			return
 		}
 		n := 1
-		for n < 10 && l.sem.TryAcquire(1) {
+		for n < 10 && l.sem.TryAcquire() {
 			n++
 		}
-		msgs, err := l.receive(callCtx, n)
+		msgs, err := l.receive(callCtx, ln, n)
 		// SQS hid the messages for the visibility timeout as it handed
 		// them out: their lease runs from here, not from when a slot
 		// frees for them. Not from the call's start: a long poll may
@@ -387,7 +393,7 @@ func (l *Loop) poll(stop, callCtx, jobBase context.Context) {
 			}
 			failures++
 			wait := receiveBackoff.Delay(failures)
-			l.log.Warn("jobloop: receive failed", "err", err, "retry_in", wait.String())
+			l.log.Warn("jobloop: receive failed", "queue", ln.name, "err", err, "retry_in", wait.String())
 			if clock.Sleep(stop, l.clk, wait) != nil {
 				return
 			}
@@ -426,15 +432,26 @@ func (l *Loop) handBack(msgs []pipeline.Message) {
 	}
 }
 
-func (l *Loop) receive(ctx context.Context, n int) ([]pipeline.Message, error) {
+// receive long-polls ln's queue for up to n messages, marking a first
+// queue's receipts for settling.
+func (l *Loop) receive(ctx context.Context, ln lane, n int) ([]pipeline.Message, error) {
 	start := l.clk.Now()
 	defer func() { l.m.callTime.WithLabelValues("receive").Observe(l.clk.Since(start).Seconds()) }()
-	msgs, err := l.q.Receive(ctx, pipeline.ReceiveRequest{Max: n, Wait: l.cfg.WaitTime, Visibility: l.cfg.VisibilityTimeout})
+	msgs, err := ln.q.Receive(ctx, pipeline.ReceiveRequest{Max: n, Wait: l.cfg.WaitTime, Visibility: l.cfg.VisibilityTimeout})
 	if err != nil {
 		if ctx.Err() == nil {
 			l.m.calls.WithLabelValues("receive", "error").Inc()
+			l.m.receives.WithLabelValues(ln.name, "error").Inc()
 		}
-		return nil, fmt.Errorf("jobloop: %w", err)
+		return nil, fmt.Errorf("jobloop: %s: %w", ln.name, err)
+	}
+	if ln.first {
+		markFirst(msgs)
+	}
+	if len(msgs) == 0 {
+		l.m.receives.WithLabelValues(ln.name, "empty").Inc()
+	} else {
+		l.m.receives.WithLabelValues(ln.name, "messages").Inc()
 	}
 	l.m.calls.WithLabelValues("receive", "ok").Inc()
 	l.m.received.Add(float64(len(msgs)))

@@ -14,6 +14,7 @@ type Metrics struct {
 	jobs        *prometheus.CounterVec
 	inflight    prometheus.Gauge
 	calls       *prometheus.CounterVec
+	receives    *prometheus.CounterVec
 	callTime    *prometheus.HistogramVec
 	received    prometheus.Counter
 	deleted     prometheus.Counter
@@ -54,7 +55,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.jobs.WithLabelValues(o)
 	}
 	if reg != nil {
-		reg.MustRegister(m.jobs, m.inflight, m.calls, m.callTime, m.received, m.deleted, m.extended, m.poison, m.panics, m.leaseLost, m.held, m.holdRetries,
+		reg.MustRegister(m.jobs, m.inflight, m.calls, m.receives, m.callTime, m.received, m.deleted, m.extended, m.poison, m.panics, m.leaseLost, m.held, m.holdRetries,
 			m.messageAge, m.duration, m.phase)
 	}
 	return m
@@ -71,6 +72,10 @@ func (m *Metrics) newQueueMetrics() {
 		Help:    "Duration of queue operations by operation (receive, delete, heartbeat), the adapter's batching and retries included; receive includes the long-poll wait.",
 		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 20},
 	}, []string{"op"})
+	m.receives = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "chatguard_worker_receives_total",
+		Help: "Receive calls by queue (review, review-realtime) and outcome (messages, empty, error). A queue's errors back off its own pollers only; empty receives per second are what an idle worker bills.",
+	}, []string{"queue", "outcome"})
 	m.received = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "chatguard_worker_messages_received_total", Help: "Review messages received.",
 	})
@@ -133,3 +138,11 @@ func (m *Metrics) CountPanic() { m.panics.Inc() }
 // CountLeaseLost counts a job cancelled because a lease it needs (its
 // visibility, its review claim) could not be kept.
 func (m *Metrics) CountLeaseLost() { m.leaseLost.Inc() }
+
+// initQueue creates a queue's receive series at zero, so that a rate of
+// its errors is 0, not absent, before the first one.
+func (m *Metrics) initQueue(name string) {
+	for _, o := range []string{"messages", "empty", "error"} {
+		m.receives.WithLabelValues(name, o)
+	}
+}

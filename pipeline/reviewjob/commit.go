@@ -84,17 +84,27 @@ func (h *Handler) actionSource(ctx context.Context, j *job) pipeline.ActionSourc
 	return pipeline.ActionSourceOf(j.ev.Source, pipeline.ClassFrom(ctx, j.ev.Class()) == pipeline.ClassInteractive)
 }
 
-// observeFreshness records a committed done verdict's freshness, from
+// observeFreshness counts a committed done verdict's window messages
+// (chatguard_review_messages_covered_total) and records its freshness, from
 // its window's newest and oldest message to now (the commit), under the
 // event's source; an event without one came from a batch publisher that
 // predates the field. A window without messages has no freshness.
 func (h *Handler) observeFreshness(j *job, v pipeline.Verdict) {
-	if v.NewestMessageAt.IsZero() {
-		return
-	}
 	source := j.ev.Source
 	if source == "" {
 		source = pipeline.SourceBatch
+	}
+	covered := 0
+	for _, m := range j.msgs {
+		// As MessageSpan reads the window: its messages, not the context
+		// before it nor the trim notice.
+		if !m.Context && m.MessageID != pipeline.TrimNoticeID && !m.SentAt.Before(j.ev.WindowStart) && m.SentAt.Before(j.ev.WindowEnd) {
+			covered++
+		}
+	}
+	h.m.covered.WithLabelValues(string(source)).Add(float64(covered))
+	if v.NewestMessageAt.IsZero() {
+		return
 	}
 	now := h.clk.Now()
 	h.m.freshness.WithLabelValues(string(source)).Observe(max(now.Sub(v.NewestMessageAt), 0).Seconds())

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
@@ -72,6 +73,7 @@ func TestFreshnessIsMeasuredFromTheWindowsMessagesToTheCommit(t *testing.T) {
 		n, sum = freshnessOf(t, r.m.freshnessOldest, tc.label)
 		require.Equal(t, uint64(1), n)
 		require.InDelta(t, (time.Hour + 20*time.Second).Seconds(), sum, 1e-9)
+		require.Equal(t, 2.0, testutil.ToFloat64(r.m.covered.WithLabelValues(tc.label)), "m0 and m1: not the message before the window, nor the trim notice")
 	}
 }
 
@@ -87,6 +89,7 @@ func TestFreshnessCountsOnlyCommittedDoneVerdicts(t *testing.T) {
 	require.NotEqual(t, "done", out.Label)
 	n, _ := freshnessOf(t, r.m.freshness, "batch")
 	require.Zero(t, n)
+	require.Zero(t, testutil.ToFloat64(r.m.covered.WithLabelValues("batch")), "a failed review covers nothing")
 
 	r.rev.review = nil
 	require.Equal(t, "done", r.h.Handle(context.Background(), msg(r.body(t, func(ev *pipeline.ReviewEvent) { ev.RunID = "run-2" }), 1, 5)).Label)

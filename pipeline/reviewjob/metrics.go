@@ -3,6 +3,7 @@ package reviewjob
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/jobloop"
 )
 
@@ -22,6 +23,9 @@ type Metrics struct {
 	// chatguard_review_* because they measure the review service end to
 	// end (publisher, queue and worker), not the worker alone.
 	freshness, freshnessOldest *prometheus.HistogramVec
+	// covered counts the window messages of committed done verdicts: what
+	// the coverage-lag alert sets against the messages the trigger took.
+	covered *prometheus.CounterVec
 }
 
 // FreshnessBuckets are the freshness histograms' buckets (seconds): fine
@@ -69,9 +73,16 @@ func NewMetrics(reg prometheus.Registerer, loop *jobloop.Metrics) *Metrics {
 			Buckets: FreshnessBuckets(),
 		}, []string{"source"}),
 	}
+	m.covered = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "chatguard_review_messages_covered_total",
+		Help: "Window messages (not the context before the window) of committed done verdicts, by the review's source (batch, sweep, realtime): set against chatguard_trigger_messages_accepted_total, the messages real time owes a review.",
+	}, []string{"source"})
+	for _, s := range []pipeline.ReviewSource{pipeline.SourceBatch, pipeline.SourceSweep, pipeline.SourceRealtime} {
+		m.covered.WithLabelValues(string(s)) // 0, not absent, before the first
+	}
 	m.contextFetches = newContextFetches(reg)
 	if reg != nil {
-		reg.MustRegister(m.eventAge, m.stageLatency, m.stageTTFT, m.tokens, m.admissions, m.freshness, m.freshnessOldest)
+		reg.MustRegister(m.eventAge, m.stageLatency, m.stageTTFT, m.tokens, m.admissions, m.freshness, m.freshnessOldest, m.covered)
 	}
 	return m
 }

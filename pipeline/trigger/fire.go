@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"time"
 
 	"github.com/chatguard/chatguard/pipeline"
 )
@@ -94,23 +95,10 @@ func (e *Engine) fireShard(ctx context.Context, shard int) (int, error) {
 // queue accepted. A window not sent stays pending under its claim, and is
 // published again, unchanged, once the claim lapses.
 func (e *Engine) publish(ctx context.Context, windows []pipeline.RoomWindow) int {
-	now := e.clk.Now()
-	msgs := make([]pipeline.OutMessage, 0, len(windows))
-	for _, w := range windows {
-		ev := w.ReviewEvent(now)
-		body, err := ev.Encode()
-		if err != nil { // a window built by the store always encodes
-			e.log.Error("trigger: encoding a review event failed", "room_id", w.RoomID, "err", err)
-			return 0
-		}
-		msgs = append(msgs, pipeline.OutMessage{Body: body, Attributes: map[string]pipeline.Attribute{
-			attrRunID:         pipeline.StringAttribute(ev.RunID),
-			attrSchemaVersion: pipeline.NumberAttribute(int64(ev.SchemaVersion)),
-			attrSource:        pipeline.StringAttribute(string(ev.Source)),
-		}})
+	errs, ok := e.send(ctx, windows)
+	if !ok {
+		return 0
 	}
-	err := e.call(ctx, func(ctx context.Context) error { return e.d.Reviews.Send(ctx, msgs) })
-	errs := pipeline.EntryErrors(err, len(msgs))
 	acked := 0
 	for i, w := range windows {
 		if errs[i] != nil {
@@ -123,6 +111,65 @@ func (e *Engine) publish(ctx context.Context, windows []pipeline.RoomWindow) int
 		}
 	}
 	return acked
+}
+
+// send publishes the windows' review events and returns each one's error
+// in order; false when one could not even be encoded.
+func (e *Engine) send(ctx context.Context, windows []pipeline.RoomWindow) ([]error, bool) {
+	now := e.clk.Now()
+	msgs := make([]pipeline.OutMessage, 0, len(windows))
+	for _, w := range windows {
+		ev := w.ReviewEvent(now)
+		body, err := ev.Encode()
+		if err != nil { // a window built by the store or from a valid event always encodes
+			e.log.Error("trigger: encoding a review event failed", "room_id", w.RoomID, "err", err)
+			return nil, false
+		}
+		msgs = append(msgs, pipeline.OutMessage{Body: body, Attributes: map[string]pipeline.Attribute{
+			attrRunID:         pipeline.StringAttribute(ev.RunID),
+			attrSchemaVersion: pipeline.NumberAttribute(int64(ev.SchemaVersion)),
+			attrSource:        pipeline.StringAttribute(string(ev.Source)),
+		}})
+	}
+	err := e.call(ctx, func(ctx context.Context) error { return e.d.Reviews.Send(ctx, msgs) })
+	e.m.publishes.Add(float64(len(msgs)))
+	return pipeline.EntryErrors(err, len(msgs)), true
+}
+
+// OwnWindowWidth is the width of an event's window of its own: the
+// instant it was sent. The worker reads every window with the context
+// before it (pipeline/chatcontext), so the message is judged within its
+// conversation while nothing an earlier window covered is reviewed again.
+const OwnWindowWidth = time.Millisecond
+
+// publishOwn publishes a window of its own for each event (a late or a
+// stale one) and returns the receipts of those the queue accepted; the
+// others are not deleted, and come back to be published again. The window
+// follows from the event alone, so a republish is the same review and the
+// worker's idempotency key dedupes it.
+func (e *Engine) publishOwn(ctx context.Context, evs []pipeline.ChatEvent, receipts []string) []string {
+	if len(evs) == 0 {
+		return nil
+	}
+	windows := make([]pipeline.RoomWindow, len(evs))
+	for i, ev := range evs {
+		windows[i] = pipeline.RoomWindow{RoomID: ev.RoomID, Start: ev.SentAt, End: ev.SentAt.Add(OwnWindowWidth), Messages: 1}
+	}
+	errs, ok := e.send(ctx, windows)
+	if !ok {
+		return nil
+	}
+	var accepted []string
+	for i, w := range windows {
+		if errs[i] != nil {
+			e.m.publishFailures.Inc()
+			e.log.Warn("trigger: publishing an event's own window failed; the event comes back", "room_id", w.RoomID, "err", errs[i])
+			continue
+		}
+		e.m.ownWindows.Inc()
+		accepted = append(accepted, receipts[i])
+	}
+	return accepted
 }
 
 func (e *Engine) ack(ctx context.Context, w pipeline.RoomWindow) bool {

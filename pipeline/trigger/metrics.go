@@ -17,6 +17,9 @@ type metrics struct {
 	republished     prometheus.Counter
 	doubleCovered   prometheus.Counter
 	publishFailures prometheus.Counter
+	publishes       prometheus.Counter
+	ownWindows      prometheus.Counter
+	skewClamped     prometheus.Counter
 	redis           *prometheus.HistogramVec
 	redisErrors     *prometheus.CounterVec
 	receiveErrors   prometheus.Counter
@@ -28,7 +31,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chatguard_trigger_chat_events_total",
-			Help: "Chat events by outcome: new, duplicate, pending (inside a window being published), late (sent before the watermark; its window reaches back), invalid (dead-lettered), notice (a protective action's notice, which never opens a window)."}, []string{"outcome"}),
+			Help: "Chat events by outcome: new, duplicate, pending (inside a window being published), late (sent before what its room's windows covered; a window of its own), stale (too old for its room's window; a window of its own), invalid (dead-lettered), notice (a protective action's notice, which never opens a window)."}, []string{"outcome"}),
 		queueAge: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "chatguard_trigger_chat_event_age_seconds",
 			Help: "Time chat events spent in the chat-events queue before they were received.", Buckets: prometheus.ExponentialBuckets(0.05, 2, 14)}),
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "chatguard_trigger_rooms_pending",
@@ -41,6 +44,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Messages an earlier window covered that a published window covers again, because a late message pulled it back over them; counted from the messages the room state remembers, once per window."}),
 		publishFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "chatguard_trigger_publish_failures_total",
 			Help: "Review events the review-realtime queue did not accept; they are published again."}),
+		publishes: prometheus.NewCounter(prometheus.CounterOpts{Name: "chatguard_trigger_publishes_total",
+			Help: "Review events sent to the review-realtime queue, accepted or not: the denominator of the publish failure ratio."}),
+		ownWindows: prometheus.NewCounter(prometheus.CounterOpts{Name: "chatguard_trigger_own_windows_total",
+			Help: "Windows of their own published for a late or a stale chat event (one instant wide, read with the context before it), so that no earlier window is reviewed again."}),
+		skewClamped: prometheus.NewCounter(prometheus.CounterOpts{Name: "chatguard_trigger_clock_skew_clamped_total",
+			Help: "Chat events whose sent_at lay more than --max-clock-skew after their arrival in the chat-events queue; taken as sent at their arrival."}),
 		redis: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "chatguard_trigger_redis_seconds",
 			Help: "Latency of room-state calls by operation.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}, []string{"op"}),
 		redisErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "chatguard_trigger_redis_errors_total",
@@ -54,7 +63,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	// Every label value exists from the start, so a rate over a counter
 	// that has not moved yet is 0, not absent.
-	for _, o := range []pipeline.RecordOutcome{pipeline.RecordNew, pipeline.RecordDuplicate, pipeline.RecordPending, pipeline.RecordLate, "invalid", outcomeNotice} {
+	for _, o := range []pipeline.RecordOutcome{pipeline.RecordNew, pipeline.RecordDuplicate, pipeline.RecordPending, pipeline.RecordLate, outcomeStale, "invalid", outcomeNotice} {
 		m.events.WithLabelValues(string(o))
 	}
 	for _, r := range []pipeline.FireReason{pipeline.FireQuiet, pipeline.FireMaxDelay} {
@@ -67,7 +76,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.events, m.queueAge, m.pending, m.fires, m.republished, m.doubleCovered, m.publishFailures, m.redis,
+	for _, c := range []prometheus.Collector{m.events, m.queueAge, m.pending, m.fires, m.republished, m.doubleCovered, m.publishFailures, m.publishes, m.ownWindows, m.skewClamped, m.redis,
 		m.redisErrors, m.receiveErrors, m.settleErrors, m.stateLost} {
 		errs = append(errs, reg.Register(c))
 	}

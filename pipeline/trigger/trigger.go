@@ -48,13 +48,26 @@ type Config struct {
 	FireBatch int
 	// CallTimeout bounds each call to the state store and the queues.
 	CallTimeout time.Duration
+	// MaxClockSkew is how far after its arrival in the chat-events queue
+	// an event's sent_at may lie: one further ahead (a producer clock
+	// running ahead) is taken as sent at its arrival, and counted, so
+	// that it cannot keep its room's window re-arming. Zero: no clamp. A
+	// sent_at long before arrival is kept: it is a delivery delay, and
+	// the chat API files the message at that time.
+	MaxClockSkew time.Duration
+	// StaleAfter is the age of sent_at past which a room's window could
+	// no longer reach the message (the room state's max window less its
+	// max delay and slack; the binary sets it from them). Such an event
+	// is not recorded in its room, which would pull a whole max window
+	// in: it gets a window of its own, and is counted. Zero: never stale.
+	StaleAfter time.Duration
 }
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{Pollers: 2, WaitTime: 20 * time.Second, Visibility: 60 * time.Second,
 		Retry:        retry.Policy{Initial: 200 * time.Millisecond, Max: 10 * time.Second},
-		FireInterval: time.Second, FireBatch: 100, CallTimeout: 10 * time.Second}
+		FireInterval: time.Second, FireBatch: 100, CallTimeout: 10 * time.Second, MaxClockSkew: 5 * time.Minute}
 }
 
 // Validate reports every problem at once.
@@ -80,6 +93,12 @@ func (c Config) Validate() error {
 	}
 	if c.CallTimeout <= 0 {
 		errs = append(errs, errors.New("call timeout must be positive"))
+	}
+	if c.MaxClockSkew < 0 {
+		errs = append(errs, fmt.Errorf("max clock skew %s must not be negative", c.MaxClockSkew))
+	}
+	if c.StaleAfter < 0 {
+		errs = append(errs, fmt.Errorf("stale after %s must not be negative", c.StaleAfter))
 	}
 	return errors.Join(errs...)
 }
@@ -111,6 +130,9 @@ type Engine struct {
 	m       *metrics
 	holding atomic.Int32 // receive loops holding a batch for the state store
 	running atomic.Bool
+	// beats holds, per receive loop, when it last advanced (unix ns on
+	// clk), for Live.
+	beats []atomic.Int64
 }
 
 // New returns an engine, or the configuration's problems.
@@ -129,7 +151,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("trigger: %w", err)
 	}
-	return &Engine{cfg: cfg, d: d, clk: clock.Or(d.Clock), log: log, m: m}, nil
+	return &Engine{cfg: cfg, d: d, clk: clock.Or(d.Clock), log: log, m: m, beats: make([]atomic.Int64, cfg.Pollers)}, nil
 }
 
 // Ready reports whether the engine is receiving and its state store
@@ -141,16 +163,45 @@ func (e *Engine) Ready() bool { return e.running.Load() && e.holding.Load() == 0
 // when ctx ends is handed back to the queue (visibility 0). It returns nil
 // after a stop by ctx.
 func (e *Engine) Run(ctx context.Context) error {
+	for i := range e.beats {
+		e.beats[i].Store(e.clk.Now().UnixNano())
+	}
 	e.running.Store(true)
 	defer e.running.Store(false)
 	var wg sync.WaitGroup
-	for range e.cfg.Pollers {
+	for i := range e.cfg.Pollers {
 		wg.Add(1)
-		go func() { defer wg.Done(); e.receiveLoop(ctx) }()
+		go func() { defer wg.Done(); e.receiveLoop(ctx, &e.beats[i]) }()
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); e.fireLoop(ctx) }()
 	wg.Wait()
+	return nil
+}
+
+// LiveAfter is how long a receive loop may go without advancing before
+// Live fails: a long poll, the longest backoff, and three calls (record,
+// publish, delete) of one batch.
+func (c Config) LiveAfter() time.Duration {
+	return c.WaitTime + c.Retry.Max + 3*c.CallTimeout
+}
+
+// Live reports a receive loop that has not advanced (a receive answered,
+// a record attempted, a batch settled) for Config.LiveAfter: a stuck loop
+// the trigger's liveness probe (/healthz) restarts. A loop holding a
+// batch through a state-store outage advances with every attempt, so an
+// outage is not a restart (it is /readyz's). Before Run and after it,
+// nil.
+func (e *Engine) Live() error {
+	if !e.running.Load() {
+		return nil
+	}
+	now, bound := e.clk.Now(), e.cfg.LiveAfter()
+	for i := range e.beats {
+		if last := time.Unix(0, e.beats[i].Load()); now.Sub(last) > bound {
+			return fmt.Errorf("trigger: receive loop %d has not advanced for %s (more than %s)", i, now.Sub(last).Round(time.Second), bound)
+		}
+	}
 	return nil
 }
 

@@ -67,7 +67,9 @@ func setup(t *testing.T) *harness {
 	h := &harness{clk: clk, rooms: &flaky{Store: store}, reg: prometheus.NewRegistry(), rdb: rdb,
 		events: queuetest.NewFake(queuetest.Config{Clock: clk}), dlq: queuetest.NewFake(queuetest.Config{Clock: clk}),
 		reviews: queuetest.NewFake(queuetest.Config{Clock: clk})}
-	h.e, err = New(DefaultConfig(), Deps{Events: h.events, DLQ: h.dlq, Reviews: h.reviews, Rooms: h.rooms, Clock: clk, Registerer: h.reg})
+	cfg := DefaultConfig()
+	cfg.StaleAfter = scfg.MaxWindow - scfg.MaxDelay - scfg.Slack
+	h.e, err = New(cfg, Deps{Events: h.events, DLQ: h.dlq, Reviews: h.reviews, Rooms: h.rooms, Clock: clk, Registerer: h.reg})
 	require.NoError(t, err)
 	return h
 }
@@ -250,38 +252,135 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-func TestALateEventCountsTheMessagesCoveredTwiceOnce(t *testing.T) {
-	h := setup(t)
-	h.events.Enqueue(chatBody("room-l", "m1", t0), chatBody("room-l", "m2", t0.Add(10*time.Second)))
-	h.drain(t)
-	h.clk.Advance(time.Minute)
-	require.Equal(t, 1, h.e.FireDue(context.Background()))
-	require.Zero(t, testutil.ToFloat64(h.e.m.doubleCovered))
+// reviewWindows decodes the review events published so far.
+func (h *harness) reviewWindows(t *testing.T) []pipeline.ReviewEvent {
+	t.Helper()
+	var out []pipeline.ReviewEvent
+	for _, m := range h.reviews.Messages() {
+		ev, err := pipeline.DecodeReviewEvent(m.Body)
+		require.NoError(t, err)
+		out = append(out, ev)
+	}
+	return out
+}
 
-	// A late event pulls the next window back over m2; its first publish
-	// fails and its republish is the same window, counted once.
-	h.events.Enqueue(chatBody("room-l", "m0", t0.Add(5*time.Second)))
-	h.drain(t)
-	require.Equal(t, 1.0, h.count(h.e.m.events, "late"))
-	h.clk.Advance(time.Minute)
-	h.reviews.SetFault(func(op queuetest.Op, _ queuetest.Entry) error {
+func failSends(q *queuetest.Fake) {
+	q.SetFault(func(op queuetest.Op, _ queuetest.Entry) error {
 		if op == queuetest.OpSend {
 			return errors.New("ServiceUnavailable")
 		}
 		return nil
 	})
-	require.Zero(t, h.e.FireDue(context.Background()))
-	require.Zero(t, testutil.ToFloat64(h.e.m.doubleCovered), "nothing is covered twice before it is published")
-	h.reviews.SetFault(nil)
-	h.clk.Advance(redisdebounce.DefaultLease)
+}
+
+func TestALateEventGetsAWindowOfItsOwnAndNothingIsCoveredTwice(t *testing.T) {
+	h := setup(t)
+	h.events.Enqueue(chatBody("room-l", "m1", t0), chatBody("room-l", "m2", t0.Add(10*time.Second)))
+	h.drain(t)
+	h.clk.Advance(time.Minute)
 	require.Equal(t, 1, h.e.FireDue(context.Background()))
-	require.Equal(t, 1.0, testutil.ToFloat64(h.e.m.republished))
-	require.Equal(t, 1.0, testutil.ToFloat64(h.e.m.doubleCovered), "m2; not m1, before the window, nor m0, the late one")
-	out := h.reviews.Messages()
-	require.Len(t, out, 2)
-	ev, err := pipeline.DecodeReviewEvent(out[1].Body)
+	first := h.reviewWindows(t)[0]
+
+	// A late event whose own window fails to publish is not deleted: it
+	// comes back, is late again, and its window (the same) is published.
+	late := t0.Add(5 * time.Second)
+	failSends(h.reviews)
+	h.events.Enqueue(chatBody("room-l", "m0", late))
+	h.drain(t)
+	require.Equal(t, 1.0, testutil.ToFloat64(h.e.m.publishFailures))
+	require.Equal(t, 1, h.events.Stats().Held, "not settled while its window is not published")
+	h.reviews.SetFault(nil)
+	h.clk.Advance(time.Minute) // its visibility ends
+	h.events.Advance(0)
+	h.drain(t)
+	require.Zero(t, h.events.Stats().Held)
+	require.Equal(t, 2.0, h.count(h.e.m.events, "late"), "the redelivery is late again, not a duplicate")
+	require.Equal(t, 1.0, testutil.ToFloat64(h.e.m.ownWindows))
+	got := h.reviewWindows(t)
+	require.Len(t, got, 2)
+	require.Equal(t, late, got[1].WindowStart, "a window of its own at the late message")
+	require.Equal(t, late.Add(OwnWindowWidth), got[1].WindowEnd)
+	require.NoError(t, pipeline.DefaultEventLimits().Check(got[1], h.clk.Now()), "the worker accepts it")
+
+	// The room's next window starts where the first ended: nothing it
+	// covered is reviewed again.
+	h.events.Enqueue(chatBody("room-l", "m3", h.clk.Now()))
+	h.drain(t)
+	h.clk.Advance(time.Minute)
+	require.Equal(t, 1, h.e.FireDue(context.Background()))
+	got = h.reviewWindows(t)
+	require.Len(t, got, 3)
+	require.Equal(t, first.WindowEnd, got[2].WindowStart)
+	require.Zero(t, testutil.ToFloat64(h.e.m.doubleCovered))
+	require.Equal(t, 4.0, testutil.ToFloat64(h.e.m.publishes), "every review event sent counts, refused or not: two room windows, the own window twice")
+}
+
+func TestAFarFutureSentAtIsClampedAndItsRoomFiresOnce(t *testing.T) {
+	h := setup(t)
+	h.events.Enqueue(chatBody("room-f", "m1", t0.Add(3*time.Hour)))
+	h.drain(t)
+	require.Equal(t, 1.0, testutil.ToFloat64(h.e.m.skewClamped))
+	require.Equal(t, 1.0, h.count(h.e.m.events, "new"))
+	for range 60 { // half an hour of fire passes
+		h.clk.Advance(30 * time.Second)
+		h.e.FireDue(context.Background())
+	}
+	got := h.reviewWindows(t)
+	require.Len(t, got, 1, "one window, not one per max delay until the clock reaches 3h ahead")
+	require.Equal(t, 1.0, h.count(h.e.m.fires, "quiet"))
+	ttl, err := h.rdb.PTTL(context.Background(), h.rooms.RoomKey("room-f")).Result()
 	require.NoError(t, err)
-	require.Equal(t, t0.Add(5*time.Second), ev.WindowStart, "the window reaches back to the late message")
+	require.Positive(t, ttl, "the room's state expires")
+	require.LessOrEqual(t, ttl, redisdebounce.DefaultRetention)
+
+	// Within the skew, and any time before arrival (a delivery delay), the
+	// sent_at is kept.
+	h.events.Enqueue(chatBody("room-g", "m1", h.clk.Now().Add(time.Minute)), chatBody("room-g", "m2", h.clk.Now().Add(-2*time.Hour)))
+	h.drain(t)
+	require.Equal(t, 1.0, testutil.ToFloat64(h.e.m.skewClamped))
+}
+
+func TestAStaleEventGetsAWindowOfItsOwnAndIsCounted(t *testing.T) {
+	h := setup(t)
+	sent := t0.Add(-25 * time.Hour)
+	h.events.Enqueue(chatBody("room-s", "m1", sent))
+	h.drain(t)
+	require.Zero(t, h.events.Stats().Held, "settled")
+	require.Equal(t, 1.0, h.count(h.e.m.events, outcomeStale))
+	require.Zero(t, h.count(h.e.m.events, "new"), "not recorded in its room, whose window would reach a whole max window back")
+	got := h.reviewWindows(t)
+	require.Len(t, got, 1)
+	require.Equal(t, sent, got[0].WindowStart)
+	require.Equal(t, sent.Add(OwnWindowWidth), got[0].WindowEnd)
+	h.e.refreshPending(context.Background())
+	require.Zero(t, testutil.ToFloat64(h.e.m.pending))
+}
+
+func TestLiveFailsWhenAReceiveLoopStopsAdvancing(t *testing.T) {
+	h := setup(t)
+	stuck := make(chan struct{})
+	var blocking atomic.Bool
+	blocking.Store(true)
+	h.events.SetFault(func(op queuetest.Op, _ queuetest.Entry) error {
+		if op == queuetest.OpReceive && blocking.Load() {
+			<-stuck // a receive that never answers
+		}
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.e.Run(ctx) }()
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer wcancel()
+	require.NoError(t, h.clk.BlockUntilContext(wctx, 1)) // the fire loop's ticker: Run is up
+	require.NoError(t, h.e.Live())
+	h.clk.Advance(h.e.cfg.LiveAfter() + time.Second)
+	require.ErrorContains(t, h.e.Live(), "has not advanced")
+	blocking.Store(false)
+	close(stuck)
+	require.Eventually(t, func() bool { return h.e.Live() == nil }, 10*time.Second, 5*time.Millisecond, "live again once the loop advances")
+	cancel()
+	require.NoError(t, <-done)
 }
 
 func TestAnActionNoticeNeverOpensAWindow(t *testing.T) {

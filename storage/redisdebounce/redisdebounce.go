@@ -22,10 +22,11 @@
 // earliest sent go first; a duplicate of one is taken as new and at worst
 // reviewed again).
 //
-// Double coverage: a late message pulls its room's next window back over
-// earlier ones. The claim counts the messages the seen set knows in that
-// overlap (pipeline.RoomWindow.DoubleCovered); see claimScript for what
-// the count leaves out.
+// Late messages: a message sent before what its room's windows covered
+// is recorded as late and leaves the room's next window alone (the
+// trigger gives it a window of its own), so no window reaches back over
+// an earlier one; the claim would still count such an overlap
+// (pipeline.RoomWindow.DoubleCovered).
 // A room's keys expire Config.Retention after its last write, so a room
 // that fired and went quiet leaves nothing behind.
 package redisdebounce

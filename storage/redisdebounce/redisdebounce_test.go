@@ -288,24 +288,15 @@ func TestLatePendingAndAheadMessagesAreCovered(t *testing.T) {
 		require.False(t, due(t, s, "r"), "a pending message needs no window of its own")
 
 		// A message sent long before the watermark (a producer clock behind)
-		// pulls the next window back to its sent_at.
+		// is late: the trigger gives it a window of its own, and the room is
+		// not armed by it. A redelivery answers late again, so its own window
+		// is published again rather than lost.
 		clk.Advance(10 * time.Minute)
 		sent := t0.Add(-20 * time.Minute)
 		require.Equal(t, []pipeline.RecordOutcome{pipeline.RecordLate}, record(t, s, chat("r", "m3", sent)))
+		require.Equal(t, []pipeline.RecordOutcome{pipeline.RecordLate}, record(t, s, chat("r", "m3", sent)))
 		clk.Advance(time.Minute)
-		w2, ok := claim(t, s, "r")
-		require.True(t, ok)
-		require.Equal(t, sent, w2.Start, "the late message is inside the next window")
-		require.True(t, ack(t, s, w2))
-
-		// Never beyond the max window, though.
-		clk.Advance(time.Hour)
-		record(t, s, chat("r", "m4", clk.Now().Add(-48*time.Hour)))
-		clk.Advance(time.Minute)
-		w3, ok := claim(t, s, "r")
-		require.True(t, ok)
-		require.Equal(t, pipeline.DefaultMaxWindow, w3.End.Sub(w3.Start))
-		require.True(t, ack(t, s, w3))
+		require.False(t, due(t, s, "r"), "a late message does not pull the room's next window back")
 
 		// A producer 10 min ahead: windows end at the trigger's clock, and the
 		// room stays armed until one reaches past the message's sent_at.
@@ -352,7 +343,7 @@ func TestConfigValidate(t *testing.T) {
 	require.ErrorContains(t, short.Validate(), "max window 5m0s must be at least max delay + slack")
 }
 
-func TestALateMessageCountsWhatItsWindowCoversTwice(t *testing.T) {
+func TestALateMessageLeavesTheNextWindowAlone(t *testing.T) {
 	stacktest.EachRedis(t, func(t *testing.T, r stacktest.RedisTarget) {
 		s, clk, _ := setup(t, r, nil)
 		record(t, s, chat("r2", "m1", t0), chat("r2", "m2", t0.Add(10*time.Second)), chat("r2", "m3", t0.Add(20*time.Second)))
@@ -363,54 +354,45 @@ func TestALateMessageCountsWhatItsWindowCoversTwice(t *testing.T) {
 		require.Equal(t, []pipeline.RecordOutcome{pipeline.RecordPending}, record(t, s, chat("r2", "p1", t0.Add(30*time.Second))))
 		require.True(t, ack(t, s, w1))
 
-		// A late message sent between m1 and m2 pulls the next window back
-		// over m2, m3 and p1, which the first window covered.
+		// A late message sent between m1 and m2 is late (a window of its
+		// own); the next window starts at the watermark all the same, so
+		// m2, m3 and p1 are not covered again.
 		clk.Advance(10 * time.Second)
 		late := t0.Add(5 * time.Second)
 		require.Equal(t, []pipeline.RecordOutcome{pipeline.RecordLate, pipeline.RecordNew},
 			record(t, s, chat("r2", "l1", late), chat("r2", "m4", clk.Now())))
+		require.Equal(t, []pipeline.RecordOutcome{pipeline.RecordLate, pipeline.RecordDuplicate},
+			record(t, s, chat("r2", "l1", late), chat("r2", "m4", clk.Now())), "a redelivered late event is late again")
 		clk.Advance(time.Minute)
 		w2, ok := claim(t, s, "r2")
 		require.True(t, ok)
-		require.Equal(t, late, w2.Start)
-		require.Equal(t, 3, w2.DoubleCovered, "m2, m3 and p1; not m1 (before the window), l1 (late) or m4 (after the watermark)")
-
-		// The claimer dies; the republished window carries the same count.
-		clk.Advance(DefaultLease)
-		w2b, ok := claim(t, s, "r2")
-		require.True(t, ok)
-		require.True(t, w2b.Republish)
-		require.Equal(t, 3, w2b.DoubleCovered)
-		require.True(t, ack(t, s, w2b))
-
-		// Without a late message the next window starts at the watermark.
-		clk.Advance(10 * time.Second)
-		record(t, s, chat("r2", "m5", clk.Now()))
-		clk.Advance(time.Minute)
-		w3, ok := claim(t, s, "r2")
-		require.True(t, ok)
-		require.Equal(t, w2b.End, w3.Start)
-		require.Zero(t, w3.DoubleCovered)
-		require.True(t, ack(t, s, w3))
+		require.Equal(t, w1.End, w2.Start)
+		require.Equal(t, 1, w2.Messages, "m4 alone")
+		require.Zero(t, w2.DoubleCovered)
+		require.True(t, ack(t, s, w2))
 
 		// After a quiet spell a window starts at its first message less the
 		// slack, after the watermark. A message sent in that gap while the
-		// window is being published is late too: the next window reaches
-		// back over the whole published one.
+		// window is being published is late too, and leaves the next window
+		// alone.
 		clk.Advance(10 * time.Minute)
 		record(t, s, chat("r2", "m6", clk.Now()))
 		clk.Advance(time.Minute)
 		w4, ok := claim(t, s, "r2")
 		require.True(t, ok)
-		require.True(t, w4.Start.After(w3.End))
+		require.True(t, w4.Start.After(w2.End))
 		gap := w4.Start.Add(-10 * time.Second)
 		require.Equal(t, []pipeline.RecordOutcome{pipeline.RecordLate}, record(t, s, chat("r2", "l2", gap)))
 		require.True(t, ack(t, s, w4))
 		clk.Advance(time.Minute)
+		_, ok = claim(t, s, "r2")
+		require.False(t, ok, "nothing new: no window")
+		record(t, s, chat("r2", "m7", clk.Now()))
+		clk.Advance(time.Minute)
 		w5, ok := claim(t, s, "r2")
 		require.True(t, ok)
-		require.Equal(t, gap, w5.Start)
-		require.Equal(t, 1, w5.DoubleCovered, "m6, which the published window covered")
+		require.Equal(t, w4.End, w5.Start)
+		require.Zero(t, w5.DoubleCovered)
 		require.True(t, ack(t, s, w5))
 	})
 }

@@ -9,10 +9,12 @@ import "github.com/redis/go-redis/v9"
 // window bounds come from the trigger, never from a producer's sent_at.
 //
 // The seen set scores each message id by its sent_at, so that a window
-// reaching back over an earlier one can count the messages it knows in the
-// overlap; the late set holds the late messages not yet in a window (they
-// are what pulls the next window back, and are not counted as covered
-// before: no earlier window is known to have seen them).
+// reaching back over an earlier one could count the messages it knows in
+// the overlap. The late set holds the late messages: each gets a window
+// of its own from the trigger instead of pulling the room's next window
+// back over what is covered, and a redelivery of one answers late again,
+// so that its own window is published again (the same window) until the
+// trigger settles it.
 //
 // Room hash fields:
 //
@@ -28,10 +30,13 @@ import "github.com/redis/go-redis/v9"
 var (
 	// recordScript: KEYS room, seen, due, late; ARGV room, message id,
 	// now, sent, quiet, max delay, seen cap, ttl. A message sent before
-	// the watermark, or before the window being published, is late: the
-	// next window reaches back to it, over what earlier windows covered.
+	// the watermark, or before the window being published, is late: it
+	// goes to the late set and leaves the room's next window alone.
 	recordScript = redis.NewScript(`
-if redis.call('ZSCORE', KEYS[2], ARGV[2]) then return 'duplicate' end
+if redis.call('ZSCORE', KEYS[2], ARGV[2]) then
+  if redis.call('ZSCORE', KEYS[4], ARGV[2]) then return 'late' end
+  return 'duplicate'
+end
 local now, sent, ttl = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[8])
 local cap = tonumber(ARGV[7])
 redis.call('ZADD', KEYS[2], sent, ARGV[2])
@@ -43,12 +48,12 @@ if ps and sent >= ps and sent < pe then
   redis.call('PEXPIRE', KEYS[1], ttl)
   return 'pending'
 end
-local out = 'new'
 if (wm and sent < wm) or (ps and sent < ps) then
-  out = 'late'
   redis.call('ZADD', KEYS[4], sent, ARGV[2])
   if redis.call('ZCARD', KEYS[4]) > cap then redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -(cap + 1)) end
   redis.call('PEXPIRE', KEYS[4], ttl)
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  return 'late'
 end
 local first, mins, maxs = tonumber(h[4]), tonumber(h[5]), tonumber(h[6])
 if not first then first, mins, maxs = now, sent, sent end
@@ -59,7 +64,7 @@ redis.call('PEXPIRE', KEYS[1], ttl)
 if not ps then
   redis.call('ZADD', KEYS[3], math.min(now + tonumber(ARGV[5]), first + tonumber(ARGV[6])), ARGV[1])
 end
-return out
+return 'new'
 `)
 
 	// claimScript: KEYS room, due, seen, late; ARGV room, now, token,
@@ -68,12 +73,12 @@ return out
 	// in a failover; the room leaves the due set), or {start, end,
 	// reason, messages, republish, double-covered}.
 	//
-	// A window starts before the watermark only when a late message pulls
-	// it back; the overlap [start, watermark) was covered by earlier
-	// windows. Double-covered counts the messages of the seen set sent in
-	// the overlap, less the late ones of this window (no earlier window is
-	// known to have seen them). It is fixed at the first claim, so a
-	// republish answers the same count.
+	// A window never starts before the watermark: a late message has a
+	// window of its own and does not pull the room's next one back. Should
+	// one start before it all the same, double-covered counts the
+	// messages of the seen set sent in the overlap [start, watermark),
+	// less the late ones; it is fixed at the first claim, so a republish
+	// answers the same count.
 	claimScript = redis.NewScript(`
 local now = tonumber(ARGV[2])
 local score = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[1]))
@@ -110,7 +115,6 @@ if wm and s < wm then
   dbl = redis.call('ZCOUNT', KEYS[3], s, upto) - redis.call('ZCOUNT', KEYS[4], s, upto)
   if dbl < 0 then dbl = 0 end
 end
-redis.call('DEL', KEYS[4])
 redis.call('HDEL', KEYS[1], 'first', 'last', 'mins', 'maxs', 'n')
 redis.call('HSET', KEYS[1], 'ps', s, 'pe', e, 'reason', reason, 'pn', n, 'owner', ARGV[3], 'pd', dbl)
 if maxs and maxs >= e then redis.call('HSET', KEYS[1], 'ahead', maxs) end

@@ -145,6 +145,25 @@ type Server struct {
 	// actMu guards act; it is taken before roomsMu, never after.
 	actMu sync.Mutex
 	act   actionState
+
+	fetchMu sync.Mutex
+	fetches []Fetch
+}
+
+// Fetch is one answered history request: the room, its window and the ids
+// of the messages answered.
+type Fetch struct {
+	RoomID   string
+	From, To time.Time
+	IDs      []string
+}
+
+// Fetches returns the history requests answered so far, in order: the
+// fetch log a benchmark counts coverage from.
+func (s *Server) Fetches() []Fetch {
+	s.fetchMu.Lock()
+	defer s.fetchMu.Unlock()
+	return slices.Clone(s.fetches)
 }
 
 // New loads the messages and returns a server. It fails on an invalid
@@ -317,6 +336,13 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) {
 		out.Messages = []pipeline.ChatMessage{}
 	}
 	s.served.Add(1)
+	f := Fetch{RoomID: roomID, From: from, To: to, IDs: make([]string, len(out.Messages))}
+	for i, m := range out.Messages {
+		f.IDs[i] = m.MessageID
+	}
+	s.fetchMu.Lock()
+	s.fetches = append(s.fetches, f)
+	s.fetchMu.Unlock()
 	writeJSON(w, http.StatusOK, out)
 }
 

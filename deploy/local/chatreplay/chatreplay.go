@@ -39,6 +39,9 @@ type Arrival struct {
 	// Repeat marks a duplicate delivery: only its event is published (see
 	// Duplicate).
 	Repeat bool
+	// Unannounced: the message is stored but its event is not published
+	// here; a Repeat later publishes it (see Late).
+	Unannounced bool
 }
 
 // Plan maps the messages of rooms sent in [from, to) onto wall time from
@@ -127,7 +130,9 @@ func (r *Replayer) Run(ctx context.Context, plan []Arrival) (Stats, error) {
 				st.Messages++
 			}
 			for range r.Duplicates + 1 {
-				events = append(events, plan[j].Event())
+				if !plan[j].Unannounced {
+					events = append(events, plan[j].Event())
+				}
 			}
 		}
 		if err := r.Publisher.Publish(ctx, events); err != nil {

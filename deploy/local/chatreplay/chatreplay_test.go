@@ -178,3 +178,50 @@ func TestRetimeShapesADayKeepingEachConversationsPace(t *testing.T) {
 	require.Greater(t, perHour[21], 10*perHour[3], "peak %d against trough %d", perHour[21], perHour[3])
 	require.Equal(t, hour, src["room-0000"][0].SentAt, "the input is not changed")
 }
+
+// Late stores a picked message when it is sent and publishes its event
+// between min and max later; the rest are untouched.
+func TestLateStoresOnTimeAndAnnouncesLate(t *testing.T) {
+	start := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	plan, err := chatreplay.Plan(rooms(), hour, hour.Add(time.Hour), start, 60)
+	require.NoError(t, err)
+	late := chatreplay.Late(plan, 1, 15*time.Second, 2*time.Minute, 1)
+	require.Len(t, late, 2*len(plan), "every message: stored, and announced by a copy")
+	var stored, announced int
+	for _, a := range late {
+		if a.Repeat {
+			announced++
+			d := a.At.Sub(a.Message.SentAt)
+			require.True(t, d >= 15*time.Second && d <= 2*time.Minute, "announced %s after it was sent", d)
+			continue
+		}
+		stored++
+		require.True(t, a.Unannounced)
+		require.Equal(t, a.Message.SentAt, a.At, "stored when sent")
+	}
+	require.Equal(t, len(plan), stored)
+	require.Equal(t, len(plan), announced)
+	require.Equal(t, plan, chatreplay.Late(plan, 0, 15*time.Second, 2*time.Minute, 1), "a share of 0 changes nothing")
+
+	// Replayed: the message is stored on time and its event published later.
+	clk := clock.NewFake(start)
+	rec := &recorder{stored: map[string]bool{}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var onlyB []chatreplay.Arrival
+	for _, a := range late {
+		if a.Message.MessageID == "b" {
+			onlyB = append(onlyB, a)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := (&chatreplay.Replayer{Store: rec, Publisher: rec, Clock: clk}).Run(ctx, onlyB)
+		done <- err
+	}()
+	require.NoError(t, clk.BlockUntilContext(ctx, 1))
+	require.Equal(t, []string{"store b"}, rec.snapshot(), "stored, not announced yet")
+	clk.Advance(2 * time.Minute)
+	require.NoError(t, <-done)
+	require.Equal(t, []string{"store b", "event b"}, rec.snapshot())
+}

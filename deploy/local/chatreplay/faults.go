@@ -64,3 +64,24 @@ func Skew(plan []Arrival, every int, d time.Duration) []Arrival {
 	}
 	return out
 }
+
+// Late announces a share of the messages late: each picked message is
+// stored when it is sent, as the chat service does, but its event is
+// published a random delay of min to max later (a delivery delay), so
+// the trigger may have fired the room's window past its sent_at already.
+func Late(plan []Arrival, share float64, minDelay, maxDelay time.Duration, seed uint64) []Arrival {
+	r := rand.New(rand.NewPCG(seed, 0x6c617465))
+	out := slices.Clone(plan)
+	for i, a := range plan {
+		if a.Repeat || r.Float64() >= share {
+			continue
+		}
+		out[i].Unannounced = true
+		c := a
+		c.Repeat = true
+		c.At = a.At.Add(minDelay + time.Duration(r.Int64N(int64(maxDelay-minDelay)+1)))
+		out = append(out, c)
+	}
+	sortPlan(out)
+	return out
+}

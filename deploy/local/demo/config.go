@@ -91,6 +91,10 @@ type Config struct {
 	DayMinutes float64
 	// Fault injects one of RealtimeFaults into a real-time run.
 	Fault string
+	// LateShare is the share of messages whose chat event is announced
+	// late (chatreplay.Late: 15 s to 2 min after the message is stored)
+	// in a real-time run.
+	LateShare float64
 
 	// Out receives the progress lines and the summary (default io.Discard).
 	Out io.Writer
@@ -194,6 +198,9 @@ func (c Config) Validate() error {
 	}
 	if c.Fault != "" && (!c.Realtime || !slices.Contains(RealtimeFaults, c.Fault)) {
 		errs = append(errs, fmt.Errorf("fault %q needs --realtime and one of %v", c.Fault, RealtimeFaults))
+	}
+	if c.LateShare < 0 || c.LateShare > 1 || (c.LateShare > 0 && !c.Realtime) {
+		errs = append(errs, fmt.Errorf("late share %v must be within 0..1, and needs --realtime", c.LateShare))
 	}
 	if !(c.Speedup > 0) {
 		errs = append(errs, fmt.Errorf("speed-up %v must be positive", c.Speedup))

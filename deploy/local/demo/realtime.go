@@ -19,6 +19,7 @@ import (
 	"github.com/chatguard/chatguard/deploy/local/chatreplay"
 	"github.com/chatguard/chatguard/deploy/local/sampledata"
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/chatcontext"
 )
 
 // RealtimeReport is what a real-time run measured.
@@ -31,6 +32,10 @@ type RealtimeReport struct {
 	// messages no done verdict's window covers; CoveredTwice those more
 	// than one covers.
 	Verdicts, Uncovered, CoveredTwice int
+	// Fetched and FetchedTwice count, from the chat stand-in's fetch log,
+	// the messages some window fetch answered and those two or more
+	// distinct windows answered (see fetchCoverage).
+	Fetched, FetchedTwice int
 	// ExtraCalls are the model calls of windows that covered nothing new;
 	// DeadLettered the messages in the chat-events and review-realtime DLQs
 	// at the end.
@@ -287,6 +292,10 @@ func (r *runner) startReplay(ctx context.Context, rt *realtimeRun) error {
 		rt.plan = rt.fault.shapePlan(rt.plan, begin, time.Duration(float64(end.Sub(start))/r.cfg.Speedup))
 		r.step("fault %s scheduled", rt.fault.name)
 	}
+	if r.cfg.LateShare > 0 {
+		rt.plan = chatreplay.Late(rt.plan, r.cfg.LateShare, 15*time.Second, 2*time.Minute, 43)
+		r.step("%g of the chat events announced 15 s to 2 min late", r.cfg.LateShare)
+	}
 	pub := chatreplay.SQSPublisher{API: r.sqs, QueueURL: rt.events.URL}
 	rctx, cancel := context.WithCancel(ctx)
 	rt.cancel, rt.done = cancel, make(chan struct{})
@@ -507,6 +516,37 @@ func coverage(plan []chatreplay.Arrival, ws []windowRow) coverageCount {
 	return c
 }
 
+// fetchCoverage counts, from the chat stand-in's fetch log, the messages
+// a window fetch answered and those that two or more distinct windows of
+// their room answered (a retried fetch of one window counts once). The
+// worker reads each window with its context, a fetch exactly lookback wide
+// ending at the window's start: fetches that wide are taken as context
+// (a real-time window is never an hour wide; the flush fault's sweep
+// windows are, and are not counted then).
+func fetchCoverage(fetches []chatapi.Fetch, lookback time.Duration) (fetched, twice int) {
+	type window struct{ from, to time.Time }
+	seen := map[string]map[window]bool{}
+	for _, f := range fetches {
+		if f.To.Sub(f.From) == lookback {
+			continue
+		}
+		for _, id := range f.IDs {
+			k := f.RoomID + "\x00" + id
+			if seen[k] == nil {
+				seen[k] = map[window]bool{}
+			}
+			seen[k][window{f.From, f.To}] = true
+		}
+	}
+	for _, ws := range seen {
+		fetched++
+		if len(ws) > 1 {
+			twice++
+		}
+	}
+	return fetched, twice
+}
+
 // finishRealtime reads the final verdicts and computes the figures.
 func (r *runner) finishRealtime(ctx context.Context, rt *realtimeRun) error {
 	fctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -521,6 +561,7 @@ func (r *runner) finishRealtime(ctx context.Context, rt *realtimeRun) error {
 	}
 	r.rep.Realtime = realtimeFigures(rt.plan, ws, r.cfg.Speedup, peak, trough)
 	r.rep.Realtime.Events = rt.stats.Events
+	r.rep.Realtime.Fetched, r.rep.Realtime.FetchedTwice = fetchCoverage(rt.chat.Fetches(), chatcontext.DefaultLookback)
 	for _, u := range []string{rt.events.DLQURL, rt.reviews.DLQURL} {
 		d, err := depth(fctx, r.sqs, u)
 		if err != nil {
@@ -717,6 +758,8 @@ func (r *Report) printRealtime(p func(string, ...any)) {
 	p("  %d messages in %d rooms, %d chat events; %d done verdicts (one per reviewed window: fired by the trigger, or the sweep's after a flush)", rt.Messages, rt.Rooms, rt.Events, rt.Verdicts)
 	p("  messages never covered: %d; covered by two or more windows: %d; model calls of windows that covered nothing new: %d; dead-lettered: %d",
 		rt.Uncovered, rt.CoveredTwice, rt.ExtraCalls, rt.DeadLettered)
+	p("  from the chat stand-in's fetch log: %d messages fetched by a window, %d (%.1f %%) by two or more distinct windows",
+		rt.Fetched, rt.FetchedTwice, 100*float64(rt.FetchedTwice)/float64(max(rt.Fetched, 1)))
 	if rt.Fault != "" {
 		p("  fault: %s", rt.FaultNote)
 	}

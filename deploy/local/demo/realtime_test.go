@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/chatguard/chatguard/deploy/local/chatapi"
 	"github.com/chatguard/chatguard/deploy/local/chatreplay"
 	"github.com/chatguard/chatguard/pipeline"
 )
@@ -92,4 +93,21 @@ func TestReleasedCountsMessagesNotRepeats(t *testing.T) {
 	out, msgs = rt.released()
 	require.Len(t, out, 4)
 	require.Equal(t, 2, msgs)
+}
+
+func TestFetchCoverageCountsDistinctWindowsNotContextOrRetries(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
+	w := func(room string, from, to time.Duration, ids ...string) chatapi.Fetch {
+		return chatapi.Fetch{RoomID: room, From: t0.Add(from), To: t0.Add(to), IDs: ids}
+	}
+	fetches := []chatapi.Fetch{
+		w("r1", -time.Hour, 0, "z"),                                 // context: not a window
+		w("r1", 0, 5*time.Minute, "a", "b"),                         // a window
+		w("r1", 0, 5*time.Minute, "a", "b"),                         // its retry
+		w("r1", 2*time.Minute, 2*time.Minute+time.Millisecond, "b"), // b's own window
+		w("r2", 0, 5*time.Minute, "a"),                              // another room's a
+	}
+	fetched, twice := fetchCoverage(fetches, time.Hour)
+	require.Equal(t, 3, fetched, "r1/a, r1/b, r2/a")
+	require.Equal(t, 1, twice, "r1/b, in two distinct windows")
 }

@@ -70,6 +70,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.BoolVar(&cfg.Realtime, "realtime", false, "real time instead of the batch: replay the window as live chats through the trigger and report freshness")
 	fs.IntVar(&cfg.DayRooms, "day-rooms", 0, "with --realtime, replay a generated day of this many rooms (diurnal, peak 20x the trough, spam bursts) instead of the sample window, and report the benchmark's figures")
 	fs.Float64Var(&cfg.DayMinutes, "day-minutes", 20, "with --day-rooms, the wall-clock minutes the day is compressed into")
+	fs.Float64Var(&cfg.LateShare, "late-share", 0, "with --realtime, the share of messages whose chat event arrives 15 s to 2 min late (e.g. 0.01)")
 	var faults string
 	fs.StringVar(&faults, "faults", "", "with --realtime, run once per fault ("+strings.Join(demo.RealtimeFaults, ",")+", or all) and print the fault rows")
 	fs.Float64Var(&cfg.Speedup, "speedup", 12, "with --realtime, replay the window this many times faster (12: an hour in five minutes)")
