@@ -151,6 +151,9 @@ func (r *Router) account(p *pool, req *Request, a *Attempt, resp *Response) {
 		r.m.tokens.WithLabelValues(st, pl, "cached").Add(float64(a.TokensCached))
 	}
 	a.CostUSD = p.cfg.Price.Cost(a.TokensIn, a.TokensCached, a.TokensOut, a.Latency)
+	if a.CostUSD > 0 {
+		r.m.cost.WithLabelValues(st, pl, req.Class.String()).Add(a.CostUSD)
+	}
 	resp.TokensIn += a.TokensIn
 	resp.TokensOut += a.TokensOut
 	resp.TokensCached += a.TokensCached
