@@ -22,6 +22,7 @@ var requiredAlerts = []string{
 	"ChatguardStopSubscriberDown", "ChatguardRedisMemoryHigh", "ChatguardRedisEvicting", "ChatguardRedisRejectingWrites", "ChatguardLakeEventsDropped", "ChatguardConsumerDown",
 	"ChatguardConsumerBufferStale", "ChatguardDependencyDown",
 	"ChatguardBatchStale", "ChatguardBatchFreshnessUnknown", "ChatguardAutoscalerErrors", "ChatguardOutboxStuck",
+	"ChatguardSpendBurnFast", "ChatguardSpendBurnSlow",
 }
 
 // runbookDoc is the page every alert's runbook_url points into, and
