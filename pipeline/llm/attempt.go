@@ -58,6 +58,8 @@ func answerCap(req *Request) int {
 func (r *Router) attempt(ctx context.Context, l lease, req *Request, msgs []Message, n int, repair bool, resp *Response) Attempt {
 	p := l.p
 	a := Attempt{N: n, Pool: p.cfg.Name, Model: p.cfg.Model, Repair: repair}
+	ctx, span := startAttemptSpan(ctx, p, req, n, repair)
+	defer endAttemptSpan(span, &a)
 	meta := &attemptMeta{}
 	actx, cancel := context.WithTimeout(context.WithValue(ctx, metaKey{}, meta), p.cfg.AttemptTimeout)
 	defer cancel()
@@ -214,6 +216,9 @@ func (r *Router) stream(ctx context.Context, p *pool, req *Request, msgs []Messa
 		// the check is an in-process lookup.
 		if serr := pipeline.CheckStop(ctx); serr != nil {
 			return buf.Bytes(), "", &stopError{serr}
+		}
+		if chunk.Model != "" {
+			a.responseModel = chunk.Model
 		}
 		if chunk.Usage != nil {
 			a.TokensIn, a.TokensOut = chunk.Usage.PromptTokens, chunk.Usage.CompletionTokens

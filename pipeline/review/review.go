@@ -653,13 +653,19 @@ func runStage[T any](ctx context.Context, rn *run, stage pipeline.StageName, in 
 		return out, fmt.Errorf("%s: %w", stage, err)
 	}
 	res := pipeline.StageResult{Stage: stage}
+	ctx, span := startStageSpan(ctx, stage)
+	var err error
+	defer func() { endStageSpan(span, &res, err) }()
 	for try := 0; ; try++ {
-		msgs, prompt, err := rn.stagePrompt(stage, in)
+		var msgs []llm.Message
+		var prompt promptFacts
+		msgs, prompt, err = rn.stagePrompt(stage, in)
 		if err != nil {
 			return out, pipeline.Permanent(err)
 		}
 		req := stageRequest(rn, stage, msgs, prompt, parse, compromised, &out)
-		resp, err := rn.r.router.Complete(ctx, req)
+		var resp llm.Response
+		resp, err = rn.r.router.Complete(ctx, req)
 		addUsage(&res, resp)
 		var cl *llm.ContextLengthError
 		if err != nil && try == 0 && errors.As(err, &cl) && rn.shrink(cl) {
