@@ -85,7 +85,7 @@ func simConfig(faults string, retryAfter time.Duration) string {
 	return c + "}"
 }
 
-func setup(t *testing.T, o envOpts) *env {
+func setup(t testing.TB, o envOpts) *env {
 	t.Helper()
 	prim := standin.StartLLM(t, standin.LLMOptions{Name: "primary", Model: "sim-primary", Config: simConfig(o.primFaults, o.retryAfter)})
 	fb := standin.StartLLM(t, standin.LLMOptions{Name: "fallback", Model: "sim-fallback", Config: simConfig("", 0)})
