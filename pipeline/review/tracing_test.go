@@ -66,9 +66,9 @@ func TestReviewSpansCarryGenAIAttributesAndNoChatText(t *testing.T) {
 	for _, s := range spans {
 		attrs := map[string]string{}
 		for _, kv := range s.Attributes() {
-			attrs[string(kv.Key)] = kv.Value.Emit()
+			attrs[string(kv.Key)] = kv.Value.String()
 			for _, secret := range []string{"123456-12-123456", "9876-5432", "010-9876", "선입금", "수수료는 제가", "김민수", "국민은행", "t1"} {
-				require.NotContains(t, kv.Value.Emit(), secret, "%s: attribute %s", s.Name(), kv.Key)
+				require.NotContains(t, kv.Value.String(), secret, "%s: attribute %s", s.Name(), kv.Key)
 			}
 		}
 		switch {
