@@ -10,6 +10,11 @@ STACK_FLAGS ?=
 # How long stack-up waits for every service to answer.
 STACK_WAIT  ?= 3m
 TEST_FLAGS  ?= -race -count=1 -p 2 -timeout 20m
+# The tests' output as plain go test prints it, then a table of each
+# package's time and tests run (TEST_SUMMARY_FLAGS=-v: every test's output);
+# it fails when a package failed, as go test would.
+TEST_SUMMARY_FLAGS ?=
+TEST_SUMMARY = $(GO) run ./deploy/local/cmd/testsummary $(TEST_SUMMARY_FLAGS)
 BINARIES    := batch worker consumer console trigger
 
 # Every module of the workspace (go.work): the production module and
@@ -72,12 +77,12 @@ stack-status: $(STACK_BIN) ## say whether a stack is running and ready
 	@$(STACK_BIN) status
 
 .PHONY: test
-test: deps $(STACK_BIN) ## run every test of every workspace module; uses the running stack, or starts one for the run and stops it after
+test: deps $(STACK_BIN) ## run every test of every workspace module, then print each package's time and count of tests run (deploy/local/cmd/testsummary); uses the running stack, or starts one for the run and stops it after
 	@if $(STACK_BIN) status >/dev/null 2>&1; then \
-		$(GO) test $(TEST_FLAGS) $(TEST_PKGS); \
+		$(GO) test -json $(TEST_FLAGS) $(TEST_PKGS) | $(TEST_SUMMARY); \
 	else \
 		$(MAKE) --no-print-directory stack-up || exit 1; \
-		rc=0; $(GO) test $(TEST_FLAGS) $(TEST_PKGS) || rc=$$?; \
+		rc=0; $(GO) test -json $(TEST_FLAGS) $(TEST_PKGS) | $(TEST_SUMMARY) || rc=$$?; \
 		$(MAKE) --no-print-directory stack-down || rc=1; \
 		exit $$rc; \
 	fi
@@ -87,7 +92,7 @@ test-integration: ## run only the integration suite against the running stack
 	$(GO) test $(TEST_FLAGS) ./internal/integration/...
 
 .PHONY: docs
-docs: ## regenerate the flag tables of docs/configuration.md from every binary's and subcommand's --help=markdown
+docs: ## regenerate the flag tables of docs/configuration/ (a page per binary) from every binary's and subcommand's --help=markdown
 	@$(GO) run ./cmd/internal/cli/cmd/flagdocs
 
 .PHONY: vet

@@ -18,18 +18,29 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// configurationDoc is where the flag tables of every binary live.
-var configurationDoc = filepath.Join("..", "docs", "configuration.md")
+// configurationDocs are the pages holding the flag tables, one per binary.
+var configurationDocs = filepath.Join("..", "docs", "configuration", "*.md")
 
 // TestConfigurationTablesAreGenerated keeps the configuration tables
-// honest: docs/configuration.md must be, byte for byte, what `make docs`
-// (cmd/internal/cli/cmd/flagdocs) renders from every binary's and
-// subcommand's --help, so a new, renamed or re-defaulted flag, or a new
-// subcommand, fails here until the page is regenerated.
+// honest: every page of docs/configuration/ must be, byte for byte, what
+// `make docs` (cmd/internal/cli/cmd/flagdocs) renders from every binary's
+// and subcommand's --help, so a new, renamed or re-defaulted flag, or a
+// new subcommand, fails here until the pages are regenerated.
 func TestConfigurationTablesAreGenerated(t *testing.T) {
 	t.Parallel()
-	page, err := os.ReadFile(configurationDoc)
+	paths, err := filepath.Glob(configurationDocs)
 	require.NoError(t, err)
+	require.NotEmpty(t, paths, "docs/configuration/ has its pages")
+	slices.Sort(paths)
+	var pages bytes.Buffer
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		rel, err := filepath.Rel(repoRoot, p)
+		require.NoError(t, err)
+		pages.WriteString("==> " + filepath.ToSlash(rel) + " <==\n")
+		pages.Write(b)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var stderr bytes.Buffer
@@ -37,10 +48,10 @@ func TestConfigurationTablesAreGenerated(t *testing.T) {
 	gen.Stderr = &stderr
 	rendered, err := gen.Output()
 	require.NoError(t, err, "flagdocs: %s", stderr.String())
-	require.Contains(t, string(page), "<!-- flags:worker stop -->", "the page keeps its sections")
-	if !bytes.Equal(rendered, page) {
-		t.Fatalf("docs/configuration.md's flag tables are not the binaries' --help: run make docs\n%s",
-			strings.Join(lineDifferences(string(page), string(rendered), 10), "\n"))
+	require.Contains(t, pages.String(), "<!-- flags:worker stop -->", "the pages keep their sections")
+	if !bytes.Equal(rendered, pages.Bytes()) {
+		t.Fatalf("docs/configuration/'s flag tables are not the binaries' --help: run make docs\n%s",
+			strings.Join(lineDifferences(pages.String(), string(rendered), 10), "\n"))
 	}
 }
 
@@ -182,7 +193,7 @@ func TestReadmeIsADoorway(t *testing.T) {
 	require.NoError(t, err)
 	lines := strings.Count(string(readme), "\n")
 	require.LessOrEqual(t, lines, 200, "README.md has %d lines; move detail into docs/", lines)
-	for _, doc := range []string{"docs/architecture.md", "docs/configuration.md", "docs/operations.md", "docs/analysts.md", "docs/console.md", "docs/performance.md", "CHANGELOG.md"} {
+	for _, doc := range []string{"docs/README.md", "docs/architecture.md", "docs/configuration.md", "docs/operations.md", "docs/analysts.md", "docs/console.md", "docs/performance.md", "CHANGELOG.md"} {
 		require.Contains(t, string(readme), "("+doc+")", "README.md links to %s", doc)
 	}
 }
@@ -367,4 +378,108 @@ func TestLinkCheckCatchesBrokenLinks(t *testing.T) {
 		"docs/index.md: console/room.png (no such file)",
 		"docs/index.md: a.md#sizing (no such heading)",
 	}, brokenLinks("docs/index.md", page, read))
+}
+
+// maxDocLines bounds a page under docs/: a reader looking for one task or
+// one figure should not have to page through a lab notebook.
+const maxDocLines = 400
+
+// longPages returns the pages of files (path to content) with maxDocLines
+// lines or more, with their length.
+func longPages(files map[string]string) []string {
+	var out []string
+	for rel, content := range files {
+		if n := strings.Count(content, "\n"); n >= maxDocLines {
+			out = append(out, rel+" ("+itoa(n)+" lines)")
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestDocsPagesAreShort keeps every Markdown page under docs/ (its
+// folders included) under maxDocLines lines: split a long page into task
+// or reference pages and link them from docs/README.md.
+func TestDocsPagesAreShort(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{}
+	for _, rel := range docPages(t) {
+		if !strings.HasPrefix(rel, "docs/") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(repoRoot, filepath.FromSlash(rel)))
+		require.NoError(t, err)
+		files[rel] = string(b)
+	}
+	require.Contains(t, files, "docs/operations.md")
+	require.Empty(t, longPages(files), "docs pages of %d lines or more (split them):", maxDocLines)
+}
+
+// TestLongPageCheckCatchesALongPage proves the length check can fail, and
+// that a page just under the limit passes.
+func TestLongPageCheckCatchesALongPage(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{
+		"docs/a.md": strings.Repeat("x\n", maxDocLines-1),
+		"docs/b.md": strings.Repeat("x\n", maxDocLines),
+	}
+	require.Equal(t, []string{"docs/b.md (400 lines)"}, longPages(files))
+}
+
+// figureDate is a recording date as the performance page writes it.
+var figureDate = regexp.MustCompile(`\b20[0-9]{2}-[01][0-9]-[0-3][0-9]\b`)
+
+// badFigureRows returns the rows of the current-figures tables of a
+// performance page that lack a value, a command (in backticks), a date or
+// a machine, and "no figures" when the page has none.
+func badFigureRows(page string) []string {
+	_, current, _ := strings.Cut(page, "\n## Current figures\n")
+	current, _, _ = strings.Cut(current, "\n## History\n")
+	var bad []string
+	rows := 0
+	inTable := false
+	for _, line := range strings.Split(current, "\n") {
+		if strings.HasPrefix(line, "| figure | value | command | recorded | machine |") {
+			inTable = true
+			continue
+		}
+		if !strings.HasPrefix(line, "|") {
+			inTable = false
+			continue
+		}
+		if !inTable || strings.HasPrefix(line, "| ---") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), " | ")
+		rows++
+		if len(cells) != 5 || strings.TrimSpace(cells[1]) == "" || !strings.Contains(cells[2], "`") ||
+			!figureDate.MatchString(cells[3]) || strings.TrimSpace(cells[4]) == "" {
+			bad = append(bad, line)
+		}
+	}
+	if rows == 0 {
+		bad = append(bad, "no figures")
+	}
+	return bad
+}
+
+// TestPerformanceFiguresSayHowWhenAndWhere keeps docs/performance.md a
+// page of figures a reader can reproduce: every row of its current-figures
+// tables has a value, the command, the date and the machine.
+func TestPerformanceFiguresSayHowWhenAndWhere(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join(repoRoot, "docs", "performance.md"))
+	require.NoError(t, err)
+	require.Empty(t, badFigureRows(string(b)), "figures without a command, a date or a machine")
+}
+
+// TestFigureRowCheckCatchesAGap proves the figure check can fail: a row
+// without a date and one without a command are reported, a page without
+// figures too.
+func TestFigureRowCheckCatchesAGap(t *testing.T) {
+	t.Parallel()
+	page := "# P\n\n## Current figures\n\n| figure | value | command | recorded | machine |\n| --- | --- | --- | --- | --- |\n" +
+		"| a | 1 | `make a` | 2026-12-01 | dev VM |\n| b | 2 | `make b` | last week | dev VM |\n| c | 3 | by hand | 2026-12-01 | dev VM |\n\n## History\n"
+	require.Equal(t, []string{"| b | 2 | `make b` | last week | dev VM |", "| c | 3 | by hand | 2026-12-01 | dev VM |"}, badFigureRows(page))
+	require.Equal(t, []string{"no figures"}, badFigureRows("# P\n"))
 }

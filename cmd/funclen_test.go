@@ -5,16 +5,18 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 )
 
-// maxFuncLines bounds a function in pipeline/, from its declaration line
-// to its closing brace: the engine's paths are read by people checking
-// privacy and injection rules, and a function that does not fit on one
-// screen hides which rule runs when.
+// maxFuncLines bounds a function of the root module, from its declaration
+// line to its closing brace: the engine's paths are read by people
+// checking privacy and injection rules, the binaries' by people checking
+// what a flag does, and a function that does not fit on one screen hides
+// which rule runs when.
 const maxFuncLines = 80
 
 // funcLenExceptions are the "file:function" entries allowed over
@@ -23,18 +25,25 @@ const maxFuncLines = 80
 // goes with the split.
 var funcLenExceptions = map[string]string{}
 
-// TestPipelineFunctionsAreShort fails on a function over maxFuncLines in a
-// non-test file under pipeline/ (test helper packages included), and on an
-// exception that no longer names a long function.
-func TestPipelineFunctionsAreShort(t *testing.T) {
+// TestFuncLenRootModule fails on a function over maxFuncLines in a
+// non-test file of the root module (test helper packages included; the
+// deploy/k8s and deploy/local modules and testdata are not the root
+// module), and on an exception that no longer names a long function.
+func TestFuncLenRootModule(t *testing.T) {
 	var long []string
 	stale := make(map[string]bool, len(funcLenExceptions))
 	for k := range funcLenExceptions {
 		stale[k] = true
 	}
-	err := filepath.WalkDir(filepath.Join("..", "pipeline"), func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
 			return err
+		}
+		if d.IsDir() {
+			return skipOutsideRootModule(path, d)
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
 		}
 		rel, _ := filepath.Rel("..", path)
 		rel = filepath.ToSlash(rel)
@@ -65,6 +74,42 @@ func TestPipelineFunctionsAreShort(t *testing.T) {
 		}
 		slices.Sort(keys)
 		t.Errorf("funcLenExceptions entries that name no long function (remove them):\n%s", strings.Join(keys, "\n"))
+	}
+}
+
+// skipOutsideRootModule is filepath.SkipDir for a directory whose files
+// are not the root module's: another module (its own go.mod), testdata,
+// and hidden or underscore directories the go tool ignores.
+func skipOutsideRootModule(path string, d fs.DirEntry) error {
+	if path == ".." {
+		return nil
+	}
+	name := d.Name()
+	if name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
+		return filepath.SkipDir
+	}
+	if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+		return filepath.SkipDir
+	}
+	return nil
+}
+
+// TestFuncLenSkipsOtherModules shows the walk covers the binaries and the
+// test helper packages but not the deployment and local-stack modules.
+func TestFuncLenSkipsOtherModules(t *testing.T) {
+	dirs := map[string]error{}
+	for _, p := range []string{"../cmd", "../storage/storetest", "../deploy", "../deploy/k8s", "../deploy/local", "../cmd/worker/testdata"} {
+		info, err := os.Stat(p)
+		if err != nil {
+			continue // a directory this checkout lacks says nothing
+		}
+		dirs[p] = skipOutsideRootModule(p, fs.FileInfoToDirEntry(info))
+	}
+	for p, want := range map[string]error{"../cmd": nil, "../storage/storetest": nil, "../deploy": nil,
+		"../deploy/k8s": filepath.SkipDir, "../deploy/local": filepath.SkipDir, "../cmd/worker/testdata": filepath.SkipDir} {
+		if got, ok := dirs[p]; ok && got != want {
+			t.Errorf("skipOutsideRootModule(%s) = %v, want %v", p, got, want)
+		}
 	}
 }
 

@@ -139,7 +139,8 @@ func (s *server) renderCampaign(w http.ResponseWriter, r *http.Request, code int
 		outcome = &campaignOutcome{}
 	}
 	data := s.page(r, map[string]any{"Mark": mark, "Lines": lines, "Open": open, "Mine": mine, "Cursor": cursor,
-		"Result": outcome.Bulk, "TakeResult": outcome.Take, "Categories": pipeline.AbuseCategories})
+		"Result": outcome.Bulk, "TakeResult": outcome.Take, "Categories": pipeline.AbuseCategories,
+		"Reasons": s.cfg.DecisionReasons})
 	if page.Next != "" {
 		data["NextURL"] = campaignHref(mark) + "?cursor=" + url.QueryEscape(page.Next)
 	}

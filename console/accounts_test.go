@@ -103,7 +103,7 @@ func TestBulkDecisionRespectsTakesAndIsAuditedFirst(t *testing.T) {
 	fb := e.srv.feedback.(*fakeFeedback)
 	before := len(fb.msgs)
 
-	all := url.Values{"decision": {"confirm"}}
+	all := url.Values{"decision": {"confirm"}, "confirmed": {"1"}}
 	for _, id := range ids {
 		all.Add("id", strconv.FormatUint(id, 10))
 	}

@@ -80,7 +80,7 @@ func TestBulkDecisionSkipsARoomDecidedAfterThePageRead(t *testing.T) {
 	e.srv.store = race
 	alice, bob := e.signIn(t, "alice@example.com"), e.signIn(t, "bob@example.com")
 	ids := e.campaignRooms(t, "seller-9", "room-r-1", "room-r-2")
-	all := url.Values{"decision": {"confirm"}, "id": {strconv.FormatUint(ids[0], 10), strconv.FormatUint(ids[1], 10)}}
+	all := url.Values{"decision": {"confirm"}, "confirmed": {"1"}, "id": {strconv.FormatUint(ids[0], 10), strconv.FormatUint(ids[1], 10)}}
 	race.arm(func() {
 		code, _, _ := bob.post(t, verdictPath(ids[1], "/take"), nil)
 		require.Equal(t, http.StatusSeeOther, code)
@@ -149,7 +149,7 @@ func TestBulkOverrideNamesTheHolderOfARoomTakenAfterThePageRead(t *testing.T) {
 		require.Equal(t, http.StatusSeeOther, code)
 	})
 	code, _, body := alice.post(t, "/campaigns/"+url.PathEscape(testMark)+"/decide",
-		url.Values{"decision": {"confirm"}, "override": {"1"}, "id": {strconv.FormatUint(ids[0], 10)}})
+		url.Values{"decision": {"confirm"}, "confirmed": {"1"}, "override": {"1"}, "id": {strconv.FormatUint(ids[0], 10)}})
 	require.Equal(t, http.StatusOK, code, body)
 	require.Contains(t, body, "Decided over the take of: "+bob.who.ID)
 	rows := e.actions(t)
@@ -219,7 +219,7 @@ func TestEveryActionIsRecordedBeforeItActs(t *testing.T) {
 	code, _, _ = alice.post(t, "/campaigns/"+url.PathEscape(testMark)+"/release", nil)
 	require.Equal(t, http.StatusOK, code)
 	code, _, _ = alice.post(t, "/campaigns/"+url.PathEscape(testMark)+"/decide",
-		url.Values{"decision": {"confirm"}, "id": {strconv.FormatUint(ids[0], 10), strconv.FormatUint(ids[1], 10)}})
+		url.Values{"decision": {"confirm"}, "confirmed": {"1"}, "id": {strconv.FormatUint(ids[0], 10), strconv.FormatUint(ids[1], 10)}})
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, []moderation.ActionKind{moderation.ActionTake, moderation.ActionDecide, moderation.ActionBulkDecide, moderation.ActionBulkDecide}, af.saw,
 		"each take happened after its action's row")
@@ -254,7 +254,7 @@ func TestAnActionWhoseAuditRowFailsIsRefusedAndChangesNothing(t *testing.T) {
 		{verdictPath(e.ids[1], "/release"), nil},
 		{camp + "/take", nil},
 		{camp + "/release", nil},
-		{camp + "/decide", url.Values{"decision": {"confirm"}, "id": {strconv.FormatUint(ids[0], 10)}}},
+		{camp + "/decide", url.Values{"decision": {"confirm"}, "confirmed": {"1"}, "id": {strconv.FormatUint(ids[0], 10)}}},
 	} {
 		code, _, body := alice.post(t, c.path, c.form)
 		require.Equal(t, http.StatusServiceUnavailable, code, "%s: %s", c.path, body)

@@ -57,7 +57,7 @@ func TestAuditJoinsOnlyTheDefaultQueuesFirstPage(t *testing.T) {
 	} {
 		q, err := url.ParseQuery(tc.q)
 		require.NoError(t, err)
-		f, err := queueFilter(q)
+		f, err := queueFilter(q, Who{})
 		require.NoError(t, err)
 		require.Equal(t, tc.want, defaultQueue(f, q), tc.q)
 	}

@@ -56,6 +56,12 @@ type Config struct {
 	// recorded as audit decisions, which make a labelled set's clean
 	// stratum. 0 turns the audit off.
 	AuditShare float64
+	// UndoWindow is how long after a decision its moderator may undo it
+	// (a reversing decision row, audited); 0 turns undo off.
+	UndoWindow time.Duration
+	// DecisionReasons are the canned reasons a decision form offers
+	// beside the free note; the one chosen leads the stored note.
+	DecisionReasons []string
 
 	// TrustedProxies are the comma-separated CIDRs of the auth proxy;
 	// IdentityHeader is trusted only from them.
@@ -84,6 +90,9 @@ func DefaultConfig() Config {
 		StopTTL:       10 * time.Minute,
 		TakeTimeout:   10 * time.Minute,
 		AuditShare:    0.02,
+		UndoWindow:    2 * time.Minute,
+		DecisionReasons: []string{"known scam script", "contact or payment outside the app", "evidence does not support the label",
+			"ordinary trade talk", "not enough context"},
 		// oauth2-proxy's header in reverse-proxy mode.
 		IdentityHeader: "X-Forwarded-Email",
 	}
@@ -117,6 +126,12 @@ func (c Config) Validate() error {
 	if !(c.AuditShare >= 0 && c.AuditShare <= 1) { // NaN too
 		errs = append(errs, fmt.Errorf("--audit-share %v is not in 0..1", c.AuditShare))
 	}
+	if c.UndoWindow < 0 || c.UndoWindow > time.Hour {
+		errs = append(errs, errors.New("--undo-window must be in 0..1h (0: no undo)"))
+	}
+	if err := validReasons(c.DecisionReasons); err != nil {
+		errs = append(errs, err)
+	}
 	if err := c.Context.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("--context-lookback/--context-messages: %w", err))
 	}
@@ -146,4 +161,23 @@ func (c Config) proxies() ([]netip.Prefix, error) {
 		out = append(out, p.Masked())
 	}
 	return out, nil
+}
+
+// validReasons checks the canned reasons: at most 30, each 1..100
+// characters and named once.
+func validReasons(rs []string) error {
+	if len(rs) > 30 {
+		return errors.New("--decision-reasons: at most 30 reasons")
+	}
+	for i, r := range rs {
+		if n := len([]rune(r)); n == 0 || n > 100 || strings.TrimSpace(r) != r {
+			return fmt.Errorf("--decision-reasons: %q must be 1..100 characters, without surrounding spaces", r)
+		}
+		for _, o := range rs[:i] {
+			if o == r {
+				return fmt.Errorf("--decision-reasons: %q is given twice", r)
+			}
+		}
+	}
+	return nil
 }

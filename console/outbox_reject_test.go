@@ -177,12 +177,13 @@ func TestOutboxBacksOffTransientFailuresPerRow(t *testing.T) {
 	otherID, err := e.store.VerdictID(ctx, other.Key)
 	require.NoError(t, err)
 	for i := range 13 {
-		vid := e.verdict
+		vid, decision, cat := e.verdict, moderation.DecisionConfirm, pipeline.CategoryExternalPayment
 		if i >= 10 {
-			vid = otherID
+			// The other verdict is clean: abusive/spam overturns it.
+			vid, decision, cat = otherID, moderation.DecisionOverturn, pipeline.CategorySpam
 		}
-		_, err := e.store.AddDecision(ctx, moderation.Decision{VerdictID: vid, Moderator: "mod-1", Decision: moderation.DecisionConfirm,
-			Label: pipeline.LabelAbusive, Category: pipeline.CategorySpam, DecidedAt: e.t0.Add(time.Duration(i) * time.Second)})
+		_, err := e.store.AddDecision(ctx, moderation.Decision{VerdictID: vid, Moderator: "mod-1", Decision: decision,
+			Label: pipeline.LabelAbusive, Category: cat, DecidedAt: e.t0.Add(time.Duration(i) * time.Second)})
 		require.NoError(t, err)
 	}
 	o := e.sweeper(e.store, e.t0.Add(time.Hour))

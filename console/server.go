@@ -82,6 +82,10 @@ var funcs = template.FuncMap{
 		out, _ := json.MarshalIndent(v, "", "  ")
 		return string(out)
 	},
+	// The queue list's evidence snippet and rationale line, masked
+	// (decisions.go).
+	"snippet":   snippet,
+	"firstLine": firstLine,
 }
 
 // queueAge is how long an item has waited at now since it entered the
@@ -138,6 +142,8 @@ func (s *server) routes() http.Handler {
 	app.HandleFunc("GET /queue/counts", s.queueCounts)
 	app.HandleFunc("GET /verdicts/{id}", s.roomPage)
 	app.HandleFunc("POST /verdicts/{id}/decide", s.decide)
+	app.HandleFunc("POST /verdicts/{id}/undo", s.undo)
+	app.HandleFunc("POST /queue/decide", s.queueBulkDecide)
 	app.HandleFunc("POST /verdicts/{id}/take", s.take)
 	app.HandleFunc("POST /verdicts/{id}/release", s.release)
 	app.HandleFunc("POST /verdicts/{id}/stop", s.stop)
@@ -234,7 +240,8 @@ func safeNext(n string) string {
 func urlQueryEscape(s string) string { return url.QueryEscape(s) }
 
 // queueFilter reads the queue's filter from the query string.
-func queueFilter(q url.Values) (moderation.QueueFilter, error) {
+// "mine" keeps the items who holds.
+func queueFilter(q url.Values, who Who) (moderation.QueueFilter, error) {
 	var (
 		f    moderation.QueueFilter
 		errs []error
@@ -265,6 +272,9 @@ func queueFilter(q url.Values) (moderation.QueueFilter, error) {
 	}
 	f.RunID = q.Get("run")
 	f.IncludeDecided = q.Get("decided") == "1"
+	if q.Get("mine") == "1" {
+		f.TakenBy = who.ID
+	}
 	return f, errors.Join(errs...)
 }
 
@@ -280,8 +290,10 @@ func parseFormTime(v string) (time.Time, error) {
 
 func (s *server) queuePage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f, ferr := queueFilter(q)
-	data := s.page(r, map[string]any{"Q": q, "Now": s.clock.Now(), "Categories": pipeline.AbuseCategories, "Statuses": []pipeline.Status{pipeline.StatusDone, pipeline.StatusFailed, pipeline.StatusExpired, pipeline.StatusStopped}})
+	who, _ := whoFrom(r.Context())
+	f, ferr := queueFilter(q, who)
+	data := s.page(r, map[string]any{"Q": q, "Now": s.clock.Now(), "Categories": pipeline.AbuseCategories, "Reasons": s.cfg.DecisionReasons,
+		"Statuses": []pipeline.Status{pipeline.StatusDone, pipeline.StatusFailed, pipeline.StatusExpired, pipeline.StatusStopped}})
 	if ferr != nil {
 		data["Error"] = ferr.Error()
 		s.render(w, "queue.html", http.StatusBadRequest, data)
@@ -365,11 +377,11 @@ func (s *server) roomPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusServiceUnavailable, "could not read the verdict's campaigns", err)
 		return
 	}
-	data := s.page(r, map[string]any{"ID": id, "V": v, "Decisions": decisions, "Categories": pipeline.AbuseCategories,
+	data := s.decisionsData(r, id, decisions)
+	for k, val := range map[string]any{"V": v, "Categories": pipeline.AbuseCategories, "Reasons": s.cfg.DecisionReasons,
 		"Evidence": evidenceIDs(v), "CanStop": s.stops != nil, "Take": take, "TakeRefused": r.URL.Query().Get("take") == "refused",
-		"Campaigns": campaigns, "Audit": moderation.IsAuditItem(v.Key, v.Status, v.Label, s.cfg.AuditShare)})
-	if len(decisions) > 0 {
-		data["Seen"] = decisions[0].ID
+		"Campaigns": campaigns, "Audit": moderation.IsAuditItem(v.Key, v.Status, v.Label, s.cfg.AuditShare)} {
+		data[k] = val
 	}
 	if !v.SupersededAt.IsZero() {
 		// A re-review replaced this revision: the page says so and links
@@ -452,21 +464,11 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	}
 	// Microseconds, as the row keeps it: a resend built from the row
 	// carries the same occurred_at (and so the same lake partition).
-	d := moderation.Decision{VerdictID: id, Moderator: who.ID, Decision: r.PostFormValue("decision"), Note: r.PostFormValue("note"),
-		DecidedAt: s.clock.Now().UTC().Truncate(time.Microsecond)}
-	switch d.Decision {
-	case moderation.DecisionConfirm:
-		d.Label, d.Category = v.Label, v.Category
-	case moderation.DecisionOverturn:
-		d.Label, d.Category = pipeline.Label(r.PostFormValue("label")), pipeline.Category(r.PostFormValue("category"))
-	}
-	if d.Label == pipeline.LabelClean {
-		d.Category = "" // the row keeps '' for clean (its schema)
-	}
-	if err := d.Validate(); err != nil {
+	d, code, err := s.decisionForm(r, who, id, v.Label, v.Category, s.clock.Now().UTC().Truncate(time.Microsecond))
+	if err != nil {
 		// Refused before the audit row: a form that can only fail must not
 		// be recorded as about to decide.
-		s.fail(w, r, http.StatusBadRequest, err.Error(), nil)
+		s.refuse(w, r, id, code, "Not decided: "+err.Error()+".")
 		return
 	}
 	// The decision is audited before its first effect, the take.
@@ -489,15 +491,18 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.record(r.Context(), who, []pendingDecision{{Verdict: decidedVerdict{ID: id, Key: v.Key, Label: v.Label, Category: v.Category, Action: v.Action}, D: d, Audited: true}})
 	var perm *pipeline.PermanentError
-	if errors.As(err, &perm) {
+	switch {
+	case errors.Is(err, moderation.ErrNoChange), errors.Is(err, moderation.ErrConfirmChanged):
+		// The store's word on it (the page was checked above).
+		s.refuse(w, r, id, http.StatusConflict, "Not decided: "+refusalOf(err)+".")
+		return
+	case errors.As(err, &perm):
 		s.fail(w, r, http.StatusBadRequest, err.Error(), nil)
 		return
-	}
-	if errors.Is(err, errAudit) {
+	case errors.Is(err, errAudit):
 		s.refuseUnaudited(w, r, err)
 		return
-	}
-	if err != nil {
+	case err != nil:
 		s.fail(w, r, http.StatusServiceUnavailable, "could not save the decision", err)
 		return
 	}
@@ -505,12 +510,7 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	if res.Queued > 0 {
 		saved += " (feedback queued)"
 	}
-	if r.Header.Get("HX-Request") == "true" {
-		decisions, _ := s.store.Decisions(r.Context(), id, 20)
-		s.render(w, "decisions", http.StatusOK, map[string]any{"Decisions": decisions, "Saved": saved})
-		return
-	}
-	http.Redirect(w, r, "/verdicts/"+strconv.FormatUint(id, 10), http.StatusSeeOther)
+	s.decided(w, r, id, saved)
 }
 
 // stop publishes a room stop through the operator API, audited before it

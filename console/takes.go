@@ -145,11 +145,17 @@ func (s *server) claimForDecision(r *http.Request, who Who, id uint64, roomID st
 	}
 	// Held now, the newest decision cannot change under us but by an
 	// override; one made since the page was drawn is news to the moderator.
-	newest, err := s.store.Decisions(ctx, id, 1)
+	ds, err := s.store.Decisions(ctx, id, 50)
 	if err != nil {
 		return nil, err
 	}
+	// The page's seen mark is its newest row (an undo included); the one
+	// to report is the decision in force, when the rows changed since.
 	seen, _ := strconv.ParseUint(r.PostFormValue("seen"), 10, 64)
+	var newest []moderation.Decision
+	if in, ok := moderation.InForce(ds); ok && ds[0].ID != seen {
+		newest = []moderation.Decision{in}
+	}
 	if len(newest) == 1 && newest[0].ID != seen && newest[0].Moderator != who.ID {
 		if !override {
 			return s.conflictOf(r, "Decided meanwhile by "+newest[0].Moderator+" ("+newest[0].Decision+" → "+string(newest[0].Label)+"): not decided."), nil
@@ -164,7 +170,7 @@ func (s *server) claimForDecision(r *http.Request, who Who, id uint64, roomID st
 
 func (s *server) conflictOf(r *http.Request, msg string) *conflict {
 	form := map[string]string{}
-	for _, k := range []string{"decision", "label", "category", "note"} {
+	for _, k := range []string{"decision", "label", "category", "reason", "note"} {
 		form[k] = r.PostFormValue(k)
 	}
 	return &conflict{Message: msg, Form: form}
@@ -177,10 +183,8 @@ func (s *server) renderConflict(w http.ResponseWriter, r *http.Request, id uint6
 	if err != nil {
 		s.log.Warn("console: decisions", "verdict_id", id, "err", err)
 	}
-	data := s.page(r, map[string]any{"ID": id, "Decisions": decisions, "Conflict": c})
-	if len(decisions) > 0 {
-		data["Seen"] = decisions[0].ID
-	}
+	data := s.decisionsData(r, id, decisions)
+	data["Conflict"] = c
 	name := "decisions"
 	if r.Header.Get("HX-Request") != "true" {
 		name = "conflict.html"

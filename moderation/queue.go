@@ -32,6 +32,10 @@ type QueueFilter struct {
 	// IncludeDecided also lists verdicts a moderator has decided on
 	// (QueueItem.Decided says which).
 	IncludeDecided bool
+	// TakenBy, when set, keeps only the items that moderator holds (a
+	// moderator's "my items"; whether a take is stale is the console's to
+	// judge).
+	TakenBy string
 	// Limit is the page size (default DefaultQueueLimit, at most
 	// MaxQueueLimit).
 	Limit int
@@ -46,16 +50,19 @@ const DefaultQueueLimit = 50
 // QueueItem is one verdict of the review queue.
 type QueueItem struct {
 	// ID is the verdict's row id; decisions and takes refer to it.
-	ID               uint64
-	Key              pipeline.ReviewKey
-	RunID            string
-	Status           pipeline.Status
-	Label            pipeline.Label
-	Category         pipeline.Category
-	Severity         int
-	Confidence       float64
-	Action           pipeline.Action
-	Rationale        string
+	ID         uint64
+	Key        pipeline.ReviewKey
+	RunID      string
+	Status     pipeline.Status
+	Label      pipeline.Label
+	Category   pipeline.Category
+	Severity   int
+	Confidence float64
+	Action     pipeline.Action
+	Rationale  string
+	// Snippet is the first evidence quote the extract stage found, as
+	// stored (masked by the worker); "" when there is none.
+	Snippet          string
 	EarlyExit        bool
 	InjectionFlagged bool
 	FinishedAt       time.Time
@@ -165,8 +172,8 @@ func (f QueueFilter) Normalize() (QueueFilter, error) {
 	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
 		errs = append(errs, errors.New("from must be before to"))
 	}
-	if len(f.RunID) > 128 {
-		errs = append(errs, errors.New("run id is longer than 128 bytes"))
+	if len(f.RunID) > 128 || len(f.TakenBy) > 128 {
+		errs = append(errs, errors.New("run id or taker is longer than 128 bytes"))
 	}
 	if f.Limit == 0 {
 		f.Limit = DefaultQueueLimit

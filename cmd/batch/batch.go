@@ -45,11 +45,11 @@ type Main struct {
 	Clock clock.Clock
 }
 
-// ErrSweepTooEarly is wrapped by the error of a sweep started before its
-// window's end plus --sweep-grace: real time's last windows of the hour
-// may not have fired or been reviewed yet, and the sweep would publish
-// them a second time. The run fails (exit 1) without starting, so that
-// Airflow's retry runs it later.
+// ErrSweepTooEarly is wrapped by the error of a sweep started more than
+// --sweep-wait before its window's end plus --sweep-grace: real time's last
+// windows of the hour may not have fired or been reviewed yet, and the
+// sweep would publish them a second time. The run fails (exit 1) without
+// starting, so that Airflow's retry runs it later.
 var ErrSweepTooEarly = errors.New("too early to sweep the window")
 
 // Summary is the JSON line printed on stdout when a run ends.
@@ -63,7 +63,7 @@ func (m *Main) Run(ctx context.Context) error {
 	clk := clock.Or(m.Clock)
 	p := &parts{m: m, cfg: m.Config, now: func() time.Time { return clk.Now().UTC() }, result: make(chan error, 1)}
 	p.began = p.now()
-	if err := p.sweepDue(); err != nil {
+	if err := p.sweepDue(ctx, clk); err != nil {
 		m.report(batchrun.Failed(p.cfg.runConfig(), err, 0))
 		return err
 	}
@@ -87,17 +87,30 @@ func (m *Main) Run(ctx context.Context) error {
 	return cmp.Or(err, errors.New("the run did not end"))
 }
 
-// sweepDue refuses a sweep whose window's grace has not passed.
-func (p *parts) sweepDue() error {
+// sweepDue waits, on clk, for a sweep whose window's grace passes within
+// --sweep-wait, and refuses one whose grace is further off. It returns
+// ctx's error if ctx ends while waiting.
+func (p *parts) sweepDue(ctx context.Context, clk clock.Clock) error {
 	if !p.cfg.Sweep {
 		return nil
 	}
 	due := p.cfg.WindowEnd.Add(p.cfg.SweepGrace)
-	if p.began.Before(due) {
+	early := due.Sub(p.began)
+	if early <= 0 {
+		return nil
+	}
+	if early > p.cfg.SweepWait {
 		return fmt.Errorf("%w [%s, %s) before %s (window end + --sweep-grace %s); it is %s, rerun then",
 			ErrSweepTooEarly, p.cfg.WindowStart.Format(time.RFC3339), p.cfg.WindowEnd.Format(time.RFC3339),
 			due.Format(time.RFC3339), p.cfg.SweepGrace, p.began.Format(time.RFC3339))
 	}
+	if p.m.Log != nil {
+		p.m.Log.Info("batch: sweep waits for its window's grace", "due", due.Format(time.RFC3339), "wait", early.String())
+	}
+	if err := clock.Sleep(ctx, clk, early); err != nil {
+		return fmt.Errorf("batch: wait for the sweep's grace: %w", err)
+	}
+	p.began = p.now()
 	return nil
 }
 

@@ -41,6 +41,11 @@ type Config struct {
 	// reviewed (the trigger's --max-delay plus review time). Sweep and
 	// PipelineVersion are in batchrun.Config.
 	SweepGrace time.Duration
+	// SweepWait is how long a sweep started before its due time (window
+	// end + SweepGrace) waits for it rather than refusing: with the mode
+	// set in the batch's ConfigMap (the overlay's values), the DAG starts
+	// the pod at the hour and has no sensor of its own. 0 refuses at once.
+	SweepWait time.Duration
 	// PrimaryModel and FallbackModel are the workers' model names, which
 	// with the prompts built into this binary make the workers' pipeline
 	// version (the only coverage with --sweep-rereview).
@@ -53,6 +58,11 @@ type Config struct {
 // --max-delay (5 min) plus 10 minutes for the last windows' reviews. The
 // batch cannot read the trigger's setting; raise this with it.
 const DefaultSweepGrace = 15 * time.Minute
+
+// DefaultSweepWait is --sweep-wait's default: a run Airflow starts at the
+// hour waits out the default grace, with room to spare, and still ends well
+// inside the DAG's 45-minute execution timeout.
+const DefaultSweepWait = 30 * time.Minute
 
 // maxSweepGrace bounds --sweep-grace: a sweep a day late covers nothing
 // real time could still cover, and a mistyped unit would be silent.
@@ -67,6 +77,7 @@ func DefaultConfig() Config {
 		Athena:     athena.DefaultConfig(),
 		MySQL:      mysql.DefaultConfig(),
 		SweepGrace: DefaultSweepGrace,
+		SweepWait:  DefaultSweepWait,
 		LogLevel:   "info",
 	}
 }
@@ -89,7 +100,8 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.StringVar(&c.MySQL.DSN, "mysql-dsn", "MySQL DSN for the batch_runs record and, with --sweep, the verdicts' coverage (go-sql-driver format)")
 	fs.BoolVar(&c.Sweep, "sweep", "real time's sweeper: per room, publish only the parts of the window (1h at most) with messages no done verdict covers, whatever its pipeline version")
 	fs.BoolVar(&c.RereviewOtherVersions, "sweep-rereview", "with --sweep: re-review time that only done verdicts of another pipeline version (before a model or prompt rollout) cover; counted in the summary's sweep.other_version_rereviews")
-	fs.DurationVar(&c.SweepGrace, "sweep-grace", "with --sweep: refuse to run before window end + this (>= the trigger's --max-delay + review time)")
+	fs.DurationVar(&c.SweepGrace, "sweep-grace", "with --sweep: do not run before window end + this (>= the trigger's --max-delay + review time)")
+	fs.DurationVar(&c.SweepWait, "sweep-wait", "with --sweep: a run started at most this long before window end + --sweep-grace waits until then; earlier, or with 0, it refuses (exit 1)")
 	fs.StringVar(&c.PrimaryModel, "primary-model", "with --sweep: the workers' --primary-model, part of their pipeline version")
 	fs.StringVar(&c.FallbackModel, "fallback-model", "with --sweep: the workers' --fallback-model when they have a fallback pool, else empty")
 	fs.DurationVar(&c.ProgressInterval, "progress-interval", "how often progress is printed on stderr")
@@ -192,6 +204,9 @@ func (c Config) validateSweep() []error {
 	var errs []error
 	if c.SweepGrace < 0 || c.SweepGrace > maxSweepGrace {
 		errs = append(errs, fmt.Errorf("sweep grace %s must be within 0..%s", c.SweepGrace, maxSweepGrace))
+	}
+	if c.SweepWait < 0 || c.SweepWait > maxSweepGrace {
+		errs = append(errs, fmt.Errorf("sweep wait %s must be within 0..%s", c.SweepWait, maxSweepGrace))
 	}
 	if !c.WindowStart.IsZero() && !c.WindowEnd.IsZero() {
 		if c.WindowEnd.Sub(c.WindowStart) > athena.MaxSweepWindow || !c.WindowStart.Equal(c.WindowStart.Truncate(time.Second)) {

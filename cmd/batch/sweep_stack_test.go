@@ -224,9 +224,10 @@ func TestSweepPublishesWhatRealTimeDidNotCover(t *testing.T) {
 }
 
 // TestSweepRefusesToRunBeforeTheGrace runs a sweep one instant before its
-// window's end plus the grace, on an injected clock: it fails without
-// starting anything (no Athena, SQS or MySQL is configured), with a summary
-// and an error that says when to rerun, and Airflow's retry exit code.
+// window's end plus the grace less --sweep-wait, on an injected clock: it
+// fails without starting anything (no Athena, SQS or MySQL is configured),
+// with a summary and an error that says when to rerun, and Airflow's retry
+// exit code.
 func TestSweepRefusesToRunBeforeTheGrace(t *testing.T) {
 	t.Parallel()
 	cfg := DefaultConfig()
@@ -235,22 +236,22 @@ func TestSweepRefusesToRunBeforeTheGrace(t *testing.T) {
 	cfg = cfg.WithDefaultWindow(sweepHour)
 	due := sweepHour.Add(time.Hour + 20*time.Minute)
 	var out, errb bytes.Buffer
-	m := &Main{Config: cfg, Stdout: &out, Stderr: &errb, Clock: clock.NewFake(due.Add(-time.Nanosecond))}
+	m := &Main{Config: cfg, Stdout: &out, Stderr: &errb, Clock: clock.NewFake(due.Add(-cfg.SweepWait - time.Nanosecond))}
 	err := m.Run(context.Background())
 	require.ErrorIs(t, err, ErrSweepTooEarly)
 	require.ErrorContains(t, err, "before 2026-11-01T01:20:00Z (window end + --sweep-grace 20m0s)")
 	require.Contains(t, out.String(), `"status":"failed"`)
 	require.Contains(t, out.String(), "too early to sweep")
 
-	p := &parts{cfg: cfg, began: due}
-	require.NoError(t, p.sweepDue(), "at the due time the sweep runs")
+	p := &parts{m: &Main{}, cfg: cfg, began: due}
+	require.NoError(t, p.sweepDue(context.Background(), clock.NewFake(due)), "at the due time the sweep runs")
 	p.cfg.Sweep = false
 	p.began = sweepHour
-	require.NoError(t, p.sweepDue(), "without --sweep there is no grace")
+	require.NoError(t, p.sweepDue(context.Background(), clock.NewFake(sweepHour)), "without --sweep there is no grace")
 
-	// Through the command: a window that has not even ended exits 1, the
-	// failed-run status Airflow retries.
-	start := time.Now().UTC().Truncate(time.Hour)
+	// Through the command: a window that has not even begun, further off
+	// than --sweep-wait, exits 1, the failed-run status Airflow retries.
+	start := time.Now().UTC().Truncate(time.Hour).Add(time.Hour)
 	var out2, errb2 bytes.Buffer
 	code := run(context.Background(), []string{"--sweep", "--window-start", start.Format(time.RFC3339)},
 		func(k string) string {
@@ -259,4 +260,41 @@ func TestSweepRefusesToRunBeforeTheGrace(t *testing.T) {
 		}, &out2, &errb2)
 	require.Equal(t, 1, code, errb2.String())
 	require.True(t, strings.Contains(errb2.String(), "too early to sweep the window"), errb2.String())
+}
+
+// TestSweepStartedAtTheHourWaitsForItsGrace is the pod Airflow starts at
+// the hour when the overlay's values set sweep mode (no DAG sensor): it
+// waits on the clock until window end + grace, then runs; cancelled while
+// waiting, it returns the cancellation.
+func TestSweepStartedAtTheHourWaitsForItsGrace(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig()
+	hourEnd := sweepHour.Add(time.Hour)
+	cfg.Sweep, cfg.PrimaryModel, cfg.WindowStart, cfg.WindowEnd = true, sweepModel, sweepHour, hourEnd
+	// A bound on each wait for the goroutine to reach its timer, so that a
+	// sweep that does not wait fails the test instead of hanging it.
+	bounded, stop := context.WithTimeout(context.Background(), time.Minute)
+	defer stop()
+	clk := clock.NewFake(hourEnd)
+	p := &parts{m: &Main{}, cfg: cfg, began: hourEnd, now: clk.Now}
+	done := make(chan error, 1)
+	go func() { done <- p.sweepDue(context.Background(), clk) }()
+	require.NoError(t, clk.BlockUntilContext(bounded, 1), "the sweep waits on the clock")
+	clk.Advance(DefaultSweepGrace - time.Second)
+	select {
+	case err := <-done:
+		t.Fatalf("the sweep ran %s before its grace: %v", time.Second, err)
+	default:
+	}
+	clk.Advance(time.Second)
+	require.NoError(t, <-done)
+	require.Equal(t, hourEnd.Add(DefaultSweepGrace), p.began, "the run's start is when it stopped waiting")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	p = &parts{m: &Main{}, cfg: cfg, began: hourEnd, now: clk.Now}
+	clk2 := clock.NewFake(hourEnd)
+	go func() { done <- p.sweepDue(ctx, clk2) }()
+	require.NoError(t, clk2.BlockUntilContext(bounded, 1))
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
 }

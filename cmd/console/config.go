@@ -109,6 +109,8 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.DurationVar(&c.StopTTL, "stop-ttl", "how long the stop button's room stop lasts")
 	fs.DurationVar(&c.TakeTimeout, "take-timeout", "how long a taken queue item stays its moderator's after their last action on it; then anyone may take it")
 	fs.Float64Var(&c.AuditShare, "audit-share", "share (0..1) of clean verdicts sampled, by a hash of the review key, as audit items: mixed into the queue, marked audit, their decisions the labelled sets' clean stratum (0: no audit)")
+	fs.DurationVar(&c.UndoWindow, "undo-window", "how long after a decision its moderator may undo it (recorded as a reversing decision, audited; never a delete); 0: no undo")
+	fs.ListVar(&c.DecisionReasons, "decision-reasons", "comma-separated canned reasons the decision forms offer beside the free note (the one chosen leads the stored note)")
 	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "comma-separated CIDRs of the auth proxy; --identity-header is trusted only from them")
 	fs.StringVar(&c.IdentityHeader, "identity-header", "the one request header naming the signed-in moderator's e-mail, set by the auth proxy (oauth2-proxy: X-Forwarded-Email; nginx auth_request: X-Auth-Request-Email); no other header is read")
 	fs.BoolVar(&c.DevLogin, "dev-login", "allow a password-less development login at /login (never in production)")

@@ -53,21 +53,47 @@ func runEval(ctx context.Context, args []string, getenv func(string) string, std
 	if len(args) > 0 && args[0] == "plan" {
 		return runEvalPlan(ctx, args[1:], getenv, stdout, stderr)
 	}
-	var (
-		endpoints, cases, suites, prices listFlag
-		conc                             = "1,4,16"
-		out                              = "eval-report"
-		format                           = "svg"
-		title, note, feedback            string
-		notes                            listFlag
-		maxLoss                          = "1"
-		maxFlag                          = 2.0
-		seed                             = 1
-		img                              = reviewers.DefaultOptions()
+	f := newEvalFlags()
+	if err := f.fs.Parse(args, getenv); errors.Is(err, cli.ErrHelp) {
+		f.fs.Usage(stdout)
+		return 0
+	} else if err != nil {
+		return cli.Fail(stderr, "worker eval", err)
+	}
+	mods, err := f.configure(getenv)
+	if err != nil {
+		return cli.Fail(stderr, "worker eval", err)
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	ctx, stop := cli.SignalContext(ctx, log, "worker eval")
+	defer stop()
+	return f.run(ctx, log, commandLine(args), mods, stdout, stderr)
+}
+
+// evalFlags are `worker eval`'s flags and the configuration they fill.
+type evalFlags struct {
+	fs                               *cli.FlagSet
+	endpoints, cases, suites, prices listFlag
+	conc, out, format                string
+	title, note, feedback            string
+	notes                            listFlag
+	maxLoss                          string
+	maxFlag                          float64
+	seed                             int
+	img                              reviewers.Options
+	cfg                              eval.Config
+}
+
+// newEvalFlags declares `worker eval`'s flags with their defaults.
+func newEvalFlags() *evalFlags {
+	f := &evalFlags{
+		conc: "1,4,16", out: "eval-report", format: "svg", maxLoss: "1", maxFlag: 2.0, seed: 1,
+		img: reviewers.DefaultOptions(),
 		// The run's own settings are bound to its configuration; what
-		// needs parsing (endpoints, prices, the sweep) is added below.
-		cfg = eval.Config{Repetitions: 1, TTFTSLO: 2 * time.Second, ReviewTimeout: 3 * time.Minute, Power: eval.DefaultPower}
-	)
+		// needs parsing (endpoints, prices, the sweep) is added by
+		// configure.
+		cfg: eval.Config{Repetitions: 1, TTFTSLO: 2 * time.Second, ReviewTimeout: 3 * time.Minute, Power: eval.DefaultPower},
+	}
 	fs := cli.NewFlagSet("worker eval", "Runs a labelled set (case files, the injection suite) through OpenAI-compatible endpoints with the\n"+
 		"production stages and prompts, and writes DIR/report.md with plots: latency, tokens, goodput, quality, injection\n"+
 		"robustness, agreement, cost, and with --reference a paired comparison and decision lines per candidate (recall,\n"+
@@ -75,41 +101,44 @@ func runEval(ctx context.Context, args []string, getenv func(string) string, std
 		"them), with the set size the next run needs. `worker eval plan` sizes a set from a pilot's figures. With\n"+
 		"--image-hosts images pass the worker's gate; --image-inline reviews the image cases once more inline, to compare.\n"+
 		"API keys come from CHATGUARD_EVAL_<NAME>_API_KEY, never from flags.")
-	fs.Var(&endpoints, "endpoint", "an endpoint under test, name=base_url,model (repeat the flag; ';' separates several in the environment)")
-	fs.Var(&cases, "cases", "a labelled case file, JSONL of pipeline/eval.Case (repeatable)")
-	fs.Var(&suites, "injection-suite", "an injection suite file (pipeline/review/testdata/injection_suite.jsonl format; repeatable)")
-	fs.Var(&prices, "price", "an endpoint's price, NAME=prompt=..,cached=..,completion=.. (USD per 1M tokens) and/or gpu_hour=..,shared_by=.. (repeatable)")
+	fs.Var(&f.endpoints, "endpoint", "an endpoint under test, name=base_url,model (repeat the flag; ';' separates several in the environment)")
+	fs.Var(&f.cases, "cases", "a labelled case file, JSONL of pipeline/eval.Case (repeatable)")
+	fs.Var(&f.suites, "injection-suite", "an injection suite file (pipeline/review/testdata/injection_suite.jsonl format; repeatable)")
+	fs.Var(&f.prices, "price", "an endpoint's price, NAME=prompt=..,cached=..,completion=.. (USD per 1M tokens) and/or gpu_hour=..,shared_by=.. (repeatable)")
 	// Not --concurrency: CHATGUARD_CONCURRENCY is the worker's own setting
 	// and is set in the pods where this runs.
-	fs.StringVar(&conc, "sweep", "the concurrency sweep: reviews in flight per step, comma-separated")
-	fs.IntVar(&cfg.Repetitions, "repetitions", "passes over the cases per concurrency step")
-	fs.DurationVar(&cfg.TTFTSLO, "ttft-slo", "time-to-first-token objective of goodput (every stage of a review within it)")
-	fs.DurationVar(&cfg.ReviewTimeout, "review-timeout", "deadline of one review")
-	fs.StringVar(&out, "out", "report directory (report.md and plots)")
-	fs.StringVar(&format, "plot-format", "plot format: svg or png")
-	fs.StringVar(&title, "title", "report title")
-	fs.StringVar(&note, "note", "a paragraph printed under the title (say what the endpoints are)")
-	fs.StringVar(&feedback, "moderator-feedback", "lake events as JSONL; its moderator_feedback events add the agreement with moderators")
-	fs.Var(&notes, "endpoint-note", "how an endpoint is served, printed in the report: NAME=dtype=fp8,kv-cache-dtype=fp8,tp=2,spec-decode=off (free text after NAME=; repeatable)")
-	fs.StringVar(&cfg.Reference, "reference", "the endpoint the others are compared with pair by pair (clustered intervals, flips, decision lines); empty: none")
-	fs.Float64Var(&cfg.Power, "power", "power at which the report states the smallest recall loss the set can detect")
-	fs.StringVar(&maxLoss, "max-recall-loss", "the recall loss (points) a candidate may have against --reference: N for overall and every category, then CATEGORY=N,... (e.g. 1,phishing_link=0.5)")
-	fs.Float64Var(&maxFlag, "max-flag-rate-increase", "the flag-rate increase (points of the labelled cases flagged; the moderators' load) a candidate may have against --reference")
-	img.ImageFlags(fs)
-	fs.IntVar(&seed, "seed", "seed of the paired bootstrap (the same seed gives the same intervals)")
-	if err := fs.Parse(args, getenv); errors.Is(err, cli.ErrHelp) {
-		fs.Usage(stdout)
-		return 0
-	} else if err != nil {
-		return cli.Fail(stderr, "worker eval", err)
-	}
-	cfg.Seed = uint64(seed) // a flag of int, as the help has always shown it
+	fs.StringVar(&f.conc, "sweep", "the concurrency sweep: reviews in flight per step, comma-separated")
+	fs.IntVar(&f.cfg.Repetitions, "repetitions", "passes over the cases per concurrency step")
+	fs.DurationVar(&f.cfg.TTFTSLO, "ttft-slo", "time-to-first-token objective of goodput (every stage of a review within it)")
+	fs.DurationVar(&f.cfg.ReviewTimeout, "review-timeout", "deadline of one review")
+	fs.StringVar(&f.out, "out", "report directory (report.md and plots)")
+	fs.StringVar(&f.format, "plot-format", "plot format: svg or png")
+	fs.StringVar(&f.title, "title", "report title")
+	fs.StringVar(&f.note, "note", "a paragraph printed under the title (say what the endpoints are)")
+	fs.StringVar(&f.feedback, "moderator-feedback", "lake events as JSONL; its moderator_feedback events add the agreement with moderators")
+	fs.Var(&f.notes, "endpoint-note", "how an endpoint is served, printed in the report: NAME=dtype=fp8,kv-cache-dtype=fp8,tp=2,spec-decode=off (free text after NAME=; repeatable)")
+	fs.StringVar(&f.cfg.Reference, "reference", "the endpoint the others are compared with pair by pair (clustered intervals, flips, decision lines); empty: none")
+	fs.Float64Var(&f.cfg.Power, "power", "power at which the report states the smallest recall loss the set can detect")
+	fs.StringVar(&f.maxLoss, "max-recall-loss", "the recall loss (points) a candidate may have against --reference: N for overall and every category, then CATEGORY=N,... (e.g. 1,phishing_link=0.5)")
+	fs.Float64Var(&f.maxFlag, "max-flag-rate-increase", "the flag-rate increase (points of the labelled cases flagged; the moderators' load) a candidate may have against --reference")
+	f.img.ImageFlags(fs)
+	fs.IntVar(&f.seed, "seed", "seed of the paired bootstrap (the same seed gives the same intervals)")
+	f.fs = fs
+	return f
+}
+
+// configure completes f.cfg from the parsed flags (endpoints with their
+// keys and prices, the sweep, the cases) and reads the moderators'
+// feedback; it reports every bad flag at once.
+func (f *evalFlags) configure(getenv func(string) string) ([]eval.ModeratorPrecision, error) {
+	cfg := &f.cfg
+	cfg.Seed = uint64(f.seed) // a flag of int, as the help has always shown it
 	var errs []error
-	margins, err := parseMargins(maxLoss)
+	margins, err := parseMargins(f.maxLoss)
 	errs = append(errs, err)
 	cfg.MaxRecallLoss = margins
-	cfg.MaxFlagRateIncrease = maxFlag / 100
-	for _, s := range endpoints {
+	cfg.MaxFlagRateIncrease = f.maxFlag / 100
+	for _, s := range f.endpoints {
 		ep, err := eval.ParseEndpoint(s)
 		if err != nil {
 			errs = append(errs, err)
@@ -118,6 +147,41 @@ func runEval(ctx context.Context, args []string, getenv func(string) string, std
 		ep.APIKey = getenv(evalKeyEnv(ep.Name))
 		cfg.Endpoints = append(cfg.Endpoints, ep)
 	}
+	errs = append(errs, applyPrices(cfg.Endpoints, f.prices)...)
+	errs = append(errs, applyNotes(cfg.Endpoints, f.notes), imageGates(cfg, f.img))
+	for _, c := range strings.Split(f.conc, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(c))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--sweep %q is not a comma-separated list of numbers", f.conc))
+			break
+		}
+		cfg.Concurrency = append(cfg.Concurrency, n)
+	}
+	errs = append(errs, f.readCases()...)
+	var mods []eval.ModeratorPrecision
+	if f.feedback != "" {
+		fh, err := os.Open(f.feedback)
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			mods, err = eval.ReadModeratorFeedback(fh)
+			fh.Close()
+			errs = append(errs, err)
+		}
+	}
+	if f.format != "svg" && f.format != "png" {
+		errs = append(errs, fmt.Errorf("--plot-format %q is neither svg nor png", f.format))
+	}
+	if len(f.fs.Args()) > 0 {
+		errs = append(errs, fmt.Errorf("unexpected arguments %q", f.fs.Args()))
+	}
+	errs = append(errs, cfg.Validate())
+	return mods, errors.Join(errs...)
+}
+
+// applyPrices sets each --price NAME=... on the endpoint of that name.
+func applyPrices(eps []eval.Endpoint, prices []string) []error {
+	var errs []error
 	for _, s := range prices {
 		name, text, _ := strings.Cut(s, "=")
 		p, err := llm.ParsePrice(text)
@@ -126,68 +190,50 @@ func runEval(ctx context.Context, args []string, getenv func(string) string, std
 			continue
 		}
 		found := false
-		for i := range cfg.Endpoints {
-			if cfg.Endpoints[i].Name == name {
-				cfg.Endpoints[i].Price, found = p, true
+		for i := range eps {
+			if eps[i].Name == name {
+				eps[i].Price, found = p, true
 			}
 		}
 		if !found {
 			errs = append(errs, fmt.Errorf("--price %s: no endpoint of that name", name))
 		}
 	}
-	errs = append(errs, applyNotes(cfg.Endpoints, notes), imageGates(&cfg, img))
-	for _, c := range strings.Split(conc, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(c))
-		if err != nil {
-			errs = append(errs, fmt.Errorf("--sweep %q is not a comma-separated list of numbers", conc))
-			break
-		}
-		cfg.Concurrency = append(cfg.Concurrency, n)
-	}
+	return errs
+}
+
+// readCases adds the cases of every --cases and --injection-suite file to
+// f.cfg.
+func (f *evalFlags) readCases() []error {
+	var errs []error
 	read := func(path string, fn func(io.Reader) ([]eval.Case, error)) {
-		f, err := os.Open(path)
+		fh, err := os.Open(path)
 		if err != nil {
 			errs = append(errs, err)
 			return
 		}
-		defer f.Close()
-		cs, err := fn(f)
+		defer fh.Close()
+		cs, err := fn(fh)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", path, err))
 		}
-		cfg.Cases = append(cfg.Cases, cs...)
+		f.cfg.Cases = append(f.cfg.Cases, cs...)
 	}
-	for _, p := range cases {
+	for _, p := range f.cases {
 		read(p, eval.ReadCases)
 	}
-	for _, p := range suites {
+	for _, p := range f.suites {
 		read(p, eval.ReadInjectionSuite)
 	}
-	var mods []eval.ModeratorPrecision
-	if feedback != "" {
-		f, err := os.Open(feedback)
-		if err != nil {
-			errs = append(errs, err)
-		} else {
-			mods, err = eval.ReadModeratorFeedback(f)
-			f.Close()
-			errs = append(errs, err)
-		}
-	}
-	if format != "svg" && format != "png" {
-		errs = append(errs, fmt.Errorf("--plot-format %q is neither svg nor png", format))
-	}
-	if len(fs.Args()) > 0 {
-		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
-	}
-	errs = append(errs, cfg.Validate())
-	if err := errors.Join(errs...); err != nil {
-		return cli.Fail(stderr, "worker eval", err)
-	}
-	log := slog.New(slog.NewJSONHandler(stderr, nil))
-	ctx, stop := cli.SignalContext(ctx, log, "worker eval")
-	defer stop()
-	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+	return errs
+}
+
+// run runs the configured evaluation, with a progress bar on a terminal,
+// and writes its report; a run that failed part-way still reports the
+// reviews it has, and exits 1.
+func (f *evalFlags) run(ctx context.Context, log *slog.Logger, cmd string, mods []eval.ModeratorPrecision, stdout, stderr io.Writer) int {
+	cfg := f.cfg
+	if fh, ok := stderr.(*os.File); ok && term.IsTerminal(int(fh.Fd())) {
 		bar := progressbar.NewOptions(cfg.Total(), progressbar.OptionSetWriter(stderr), progressbar.OptionSetDescription("reviews"),
 			progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionThrottle(100*time.Millisecond))
 		cfg.Progress = func() { _ = bar.Add(1) }
@@ -200,12 +246,12 @@ func runEval(ctx context.Context, args []string, getenv func(string) string, std
 			return 1
 		}
 	}
-	cmd := commandLine(args)
-	if err := eval.WriteReport(out, res, eval.Summarise(res), eval.ReportOptions{Title: title, Note: note, Command: cmd, Moderators: mods, Format: format}); err != nil {
+	opts := eval.ReportOptions{Title: f.title, Note: f.note, Command: cmd, Moderators: mods, Format: f.format}
+	if err := eval.WriteReport(f.out, res, eval.Summarise(res), opts); err != nil {
 		log.Error("worker eval: report", "err", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s/report.md\n", out)
+	fmt.Fprintf(stdout, "%s/report.md\n", f.out)
 	if err != nil {
 		return 1
 	}

@@ -54,6 +54,36 @@ func runStop(ctx context.Context, args []string, getenv func(string) string, std
 		return cli.Fail(stderr, "worker stop", err)
 	}
 	req := pipeline.StopRequest{RoomID: room, RunID: run, TTL: ttl, Reason: reason}
+	errs := []error{stopTarget(&req, room, run, review)}
+	if apiURL == "" {
+		errs = append(errs, errors.New("--operator-url is required"))
+	}
+	token, err := operatorToken(tokenFile, getenv)
+	errs = append(errs, err)
+	if (certFile == "") != (keyFile == "") {
+		errs = append(errs, errors.New("--cert-file and --key-file go together"))
+	}
+	if len(fs.Args()) > 0 {
+		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return cli.Fail(stderr, "worker stop", err)
+	}
+	if _, err := req.Signal(time.Now()); err != nil {
+		return cli.Fail(stderr, "worker stop", err)
+	}
+	client, err := operatorClient(caFile, certFile, keyFile, timeout)
+	if err != nil {
+		return cli.Fail(stderr, "worker stop", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return postStop(ctx, client, apiURL, token, req, stdout, stderr)
+}
+
+// stopTarget checks that exactly one of --room, --run and --review is
+// given, and sets a --review's room and window on req.
+func stopTarget(req *pipeline.StopRequest, room, run, review string) error {
 	var errs []error
 	given := 0
 	for _, v := range []string{room, run, review} {
@@ -78,44 +108,34 @@ func runStop(ctx context.Context, args []string, getenv func(string) string, std
 			}
 		}
 	}
-	if apiURL == "" {
-		errs = append(errs, errors.New("--operator-url is required"))
-	}
-	var token string
+	return errors.Join(errs...)
+}
+
+// operatorToken reads the bearer token from --token-file, else from
+// $CHATGUARD_OPERATOR_TOKEN, checking its form either way.
+func operatorToken(tokenFile string, getenv func(string) string) (string, error) {
 	switch {
 	case tokenFile != "":
 		t, err := bearer.ReadFile(tokenFile)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("--token-file: %w", err))
+			return t, fmt.Errorf("--token-file: %w", err)
 		}
-		token = t
+		return t, nil
 	case getenv(operatorTokenEnv) != "":
-		token = strings.TrimSpace(getenv(operatorTokenEnv))
+		token := strings.TrimSpace(getenv(operatorTokenEnv))
 		if err := bearer.Check(token); err != nil {
-			errs = append(errs, fmt.Errorf("$%s: %w", operatorTokenEnv, err))
+			return token, fmt.Errorf("$%s: %w", operatorTokenEnv, err)
 		}
+		return token, nil
 	default:
-		errs = append(errs, fmt.Errorf("give --token-file or $%s", operatorTokenEnv))
+		return "", fmt.Errorf("give --token-file or $%s", operatorTokenEnv)
 	}
-	if (certFile == "") != (keyFile == "") {
-		errs = append(errs, errors.New("--cert-file and --key-file go together"))
-	}
-	if len(fs.Args()) > 0 {
-		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return cli.Fail(stderr, "worker stop", err)
-	}
-	if _, err := req.Signal(time.Now()); err != nil {
-		return cli.Fail(stderr, "worker stop", err)
-	}
-	client, err := operatorClient(caFile, certFile, keyFile, timeout)
-	if err != nil {
-		return cli.Fail(stderr, "worker stop", err)
-	}
+}
+
+// postStop posts req to the operator API at apiURL and prints the answer;
+// anything but 202 Accepted is a failure (exit status 1).
+func postStop(ctx context.Context, client *http.Client, apiURL, token string, req pipeline.StopRequest, stdout, stderr io.Writer) int {
 	body, _ := json.Marshal(req)
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(apiURL, "/")+"/v1/stop", bytes.NewReader(body))
 	if err != nil {
 		return cli.Fail(stderr, "worker stop", fmt.Errorf("--operator-url: %w", err))

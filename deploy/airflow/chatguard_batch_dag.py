@@ -8,8 +8,10 @@ attempt of the same run in MySQL (batch_runs), and every event it publishes
 carries that run id. Exit status: 0 success, 1 failed run (retried), 2 bad
 usage (also retried, but will fail again: fix the configuration).
 
-With real-time reviews on, CHATGUARD_BATCH_MODE=sweep makes the same DAG
-real time's sweeper: a TimeDeltaSensor first waits until the hour's end plus
+With real-time reviews on, the overlay's components/realtime sets
+CHATGUARD_SWEEP=true in the batch's ConfigMap and the binary waits for the
+hour's grace itself. An Airflow environment with CHATGUARD_BATCH_MODE=sweep
+(the older way) makes the DAG pass the mode instead: a TimeDeltaSensor first waits until the hour's end plus
 CHATGUARD_SWEEP_GRACE_MINUTES (default 15: the trigger's --max-delay of 5
 min plus 10 for the last windows' reviews), then the pod runs `batch --sweep
 --sweep-grace <the same minutes>`, which publishes only what real time did

@@ -21,7 +21,7 @@ import (
 // console's.
 func ruleOf(t *testing.T, name string) manifest.Rule {
 	t.Helper()
-	for _, pr := range render(t, "prod").PrometheusRules {
+	for _, pr := range render(t, "prod"+realtimeSuffix).PrometheusRules {
 		for _, g := range pr.Spec.Groups {
 			for _, r := range g.Rules {
 				if r.Alert == name {

@@ -15,8 +15,15 @@ import (
 )
 
 // operatorDocs are the documents that give operators kubectl commands to
-// copy, relative to this directory.
-var operatorDocs = []string{repoRoot + "/docs/operations.md", "../README.md"}
+// copy, relative to this directory: every page of docs/ (the operations
+// pages among them) and the deploy README.
+func operatorDocs(t *testing.T) []string {
+	t.Helper()
+	pages, err := filepath.Glob(repoRoot + "/docs/*.md")
+	require.NoError(t, err)
+	require.Contains(t, pages, repoRoot+"/docs/install.md", "the install page gives the upgrade's commands")
+	return append(pages, "../README.md")
+}
 
 var (
 	// applyCmdRe is `kubectl apply -k PATH [-l key=value]`.
@@ -46,7 +53,7 @@ type documentedApply struct {
 func TestDocumentedKubectlCommandsMatchTheManifests(t *testing.T) {
 	t.Parallel()
 	checked := 0
-	for _, doc := range operatorDocs {
+	for _, doc := range operatorDocs(t) {
 		b, err := os.ReadFile(doc)
 		require.NoError(t, err)
 		text := string(b)

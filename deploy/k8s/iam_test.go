@@ -85,7 +85,7 @@ func sqsARN(t *testing.T, url string) string {
 // and to exactly the calls each binary makes.
 func TestIAMPoliciesAreLeastPrivilegeForProd(t *testing.T) {
 	t.Parallel()
-	s := render(t, "prod")
+	s := render(t, "prod"+realtimeSuffix)
 	worker := envOf(t, s, container(t, s, "chatguard-worker"))
 	consumer := envOf(t, s, container(t, s, "chatguard-consumer"))
 	batch := s.ConfigMaps["chatguard-batch"].Data
@@ -165,7 +165,7 @@ const kedaOperator = "system:serviceaccount:keda:keda-operator"
 // KEDA.
 func TestIAMTrustPolicies(t *testing.T) {
 	t.Parallel()
-	s := render(t, "prod")
+	s := render(t, "prod"+realtimeSuffix)
 	// The ServiceAccounts KEDA assumes the role of: those of the
 	// Deployments a ScaledObject scales with workload identity.
 	viaKEDA := map[string]bool{}

@@ -121,7 +121,7 @@ var sampleValues = map[string]string{"prod": "testdata/prod-values.env"}
 // render builds an overlay once (prod with its sample values) and returns
 // its objects. "ENV/migrate" is the environment's migration, which reads
 // the environment's values. "ENV+realtime" is the overlay with
-// components/realtime added last to its components, as docs/operations.md
+// components/realtime added last to its components, as docs/realtime.md
 // says to turn real time on.
 func render(t *testing.T, overlay string) *manifest.Set {
 	t.Helper()
@@ -156,6 +156,24 @@ const realtimeSuffix = "+realtime"
 
 // realtimeOverlays are the deployable overlays with real time on.
 var realtimeOverlays = []string{"dev" + realtimeSuffix, "prod" + realtimeSuffix}
+
+// allOverlays are the deployable overlays with real time off and on.
+var allOverlays = append(overlays[:len(overlays):len(overlays)], realtimeOverlays...)
+
+// running returns names less the trigger's objects where overlay o does
+// not list components/realtime, which alone runs the trigger.
+func running(o string, names ...string) []string {
+	if strings.HasSuffix(o, realtimeSuffix) {
+		return names
+	}
+	var out []string
+	for _, n := range names {
+		if !strings.Contains(n, "trigger") && !strings.Contains(n, "realtime") {
+			out = append(out, n)
+		}
+	}
+	return out
+}
 
 // addComponent appends component to the components list of a
 // kustomization.yaml, after every component already there.

@@ -83,7 +83,8 @@ func checkExpr(t *testing.T, where, expr string, inv map[string]inventory.Metric
 
 // queueNames returns every SQS queue name of every overlay: the worker's
 // three queues and the feedback queue's DLQ (named <feedback>-dlq, see
-// deploy/README.md), and the trigger's three.
+// deploy/README.md), and the trigger's three (from the overlay with
+// components/realtime, which runs the trigger).
 func queueNames(t *testing.T) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
@@ -94,7 +95,8 @@ func queueNames(t *testing.T) map[string][]string {
 			out[o] = append(out[o], w[k].value[strings.LastIndex(w[k].value, "/")+1:])
 		}
 		out[o] = append(out[o], out[o][2]+"-dlq")
-		tr := envOf(t, s, container(t, s, "chatguard-trigger"))
+		rt := render(t, o+realtimeSuffix)
+		tr := envOf(t, rt, container(t, rt, "chatguard-trigger"))
 		for _, k := range []string{"CHATGUARD_CHAT_EVENTS_QUEUE_URL", "CHATGUARD_CHAT_EVENTS_DLQ_URL", "CHATGUARD_REVIEW_REALTIME_QUEUE_URL"} {
 			out[o] = append(out[o], tr[k].value[strings.LastIndex(tr[k].value, "/")+1:])
 		}
@@ -120,7 +122,7 @@ func checkQueueMatchers(t *testing.T, where string, sels []selector) {
 					require.True(t, hit, "%s: %s matches no queue of %s (%v)", where, lm, o, names)
 				}
 			case lm.Name == "job":
-				for _, o := range overlays {
+				for _, o := range realtimeOverlays {
 					s := render(t, o)
 					hit := false
 					for name, pm := range s.PodMonitors {

@@ -11,15 +11,23 @@ import (
 	"github.com/chatguard/chatguard/deploy/k8s/manifest"
 )
 
-// The workers poll review-realtime only where an overlay lists
-// components/realtime, and then the very queue the trigger publishes to;
-// KEDA scales them on it too (TestKEDAScalesOnTheQueuesTheBinariesRead).
+// The trigger runs and the workers poll review-realtime only where an
+// overlay lists components/realtime, and then the very queue the trigger
+// publishes to; KEDA scales them on it too
+// (TestKEDAScalesOnTheQueuesTheBinariesRead). Turning it off is removing
+// the component: nothing of real time is left (KEDA's minimum of two
+// triggers would undo scaling the Deployment to zero).
 func TestRealtimeIsOffUntilTheComponentTurnsItOn(t *testing.T) {
 	t.Parallel()
 	for _, o := range overlays {
 		s := render(t, o)
 		require.Empty(t, envOf(t, s, container(t, s, "chatguard-worker"))["CHATGUARD_REALTIME_QUEUE_URL"].value, "%s: real time is off by default", o)
 		require.Len(t, s.ScaledObjects["chatguard-worker"].Spec.Triggers, 2, "%s: the workers scale on review alone", o)
+		for _, id := range s.Order {
+			require.NotContains(t, id, "trigger", "%s: %s without components/realtime", o, id)
+			require.NotContains(t, id, "realtime", "%s: %s without components/realtime", o, id)
+		}
+		require.Equal(t, "false", s.ConfigMaps["chatguard-batch"].Data["CHATGUARD_SWEEP"], "%s: the batch reviews every room", o)
 	}
 	for _, o := range realtimeOverlays {
 		s := render(t, o)
@@ -36,7 +44,7 @@ func TestRealtimeIsOffUntilTheComponentTurnsItOn(t *testing.T) {
 // chat API, no model pool, no internet.
 func TestTriggerEgressIsRedisAndSQSOnly(t *testing.T) {
 	t.Parallel()
-	for _, o := range overlays {
+	for _, o := range realtimeOverlays {
 		s := render(t, o)
 		podLabels := labels.Set(s.Deployments["chatguard-trigger"].Spec.Template.Labels)
 		var egress []string

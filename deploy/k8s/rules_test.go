@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// requiredAlerts are the conditions docs/operations.md's runbook covers,
-// by alert name.
+// requiredAlerts are the conditions docs/runbooks.md covers, by alert
+// name.
 var requiredAlerts = []string{
 	"ChatguardReviewBacklogOld", "ChatguardReviewBacklogCritical", "ChatguardFeedbackBacklogOld",
 	"ChatguardDeadLetterQueueNotEmpty", "ChatguardWorkerDown", "ChatguardNoVerdicts",
@@ -25,12 +25,29 @@ var requiredAlerts = []string{
 	"ChatguardSpendBurnFast", "ChatguardSpendBurnSlow",
 }
 
-// runbookDoc is the page every alert's runbook_url points into, and
-// runbookBase its address on GitHub.
-const (
-	runbookDoc  = "../../docs/operations.md"
-	runbookBase = "https://github.com/chatguard/chatguard/blob/main/docs/operations.md#"
-)
+// docsBase is the address on GitHub of docs/, which every alert's
+// runbook_url points into: docsBase + PAGE.md#alertname.
+const docsBase = "https://github.com/chatguard/chatguard/blob/main/docs/"
+
+// docsDir is docs/ relative to this directory.
+const docsDir = "../../docs/"
+
+// checkRunbook fails unless url is a runbook section of a docs page: the
+// page exists, the anchor is the alert's name in lower case (anchors stay
+// stable when a runbook moves between pages) and the page has a heading
+// of that anchor. heads caches each page's anchors.
+func checkRunbook(t *testing.T, where, alert, url string, heads map[string]map[string]bool) {
+	t.Helper()
+	rest, ok := strings.CutPrefix(url, docsBase)
+	require.True(t, ok, "%s: runbook_url %q must point into docs/ (%s…)", where, url, docsBase)
+	page, anchor, _ := strings.Cut(rest, "#")
+	require.True(t, strings.HasSuffix(page, ".md") && !strings.Contains(page, ".."), "%s: runbook_url %q names no docs page", where, url)
+	require.Equal(t, strings.ToLower(alert), anchor, "%s: the anchor is the alert's name in lower case", where)
+	if heads[page] == nil {
+		heads[page] = anchors(t, docsDir+page)
+	}
+	require.True(t, heads[page][anchor], "%s: docs/%s has no runbook heading for #%s", where, page, anchor)
+}
 
 // anchors returns the GitHub anchors of the headings of a Markdown file.
 func anchors(t *testing.T, path string) map[string]bool {
@@ -55,9 +72,9 @@ func anchors(t *testing.T, path string) map[string]bool {
 func TestAlertRules(t *testing.T) {
 	t.Parallel()
 	inv := exported(t)
-	heads := anchors(t, runbookDoc)
 	for _, o := range overlays {
 		t.Run(o, func(t *testing.T) {
+			heads := map[string]map[string]bool{}
 			s := render(t, o)
 			pr, ok := s.PrometheusRules["chatguard"]
 			require.True(t, ok)
@@ -79,10 +96,7 @@ func TestAlertRules(t *testing.T) {
 					for _, a := range []string{"summary", "description", "runbook_url"} {
 						require.NotEmpty(t, r.Annotations[a], "%s: annotation %s", where, a)
 					}
-					anchor := strings.TrimPrefix(r.Annotations["runbook_url"], runbookBase)
-					require.NotEqual(t, r.Annotations["runbook_url"], anchor, "%s: runbook_url must point into docs/operations.md", where)
-					require.Equal(t, strings.ToLower(r.Alert), anchor, where)
-					require.True(t, heads[anchor], "%s: docs/operations.md has no runbook heading for #%s", where, anchor)
+					checkRunbook(t, where, r.Alert, r.Annotations["runbook_url"], heads)
 				}
 			}
 			for _, a := range requiredAlerts {

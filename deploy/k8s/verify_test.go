@@ -37,6 +37,14 @@ func TestDeployVerifyRefusesTheTemplate(t *testing.T) {
 	require.NoError(t, err)
 	r := verify.Check(s, verify.Options{Prod: true, Docs: readme(t)})
 	got := problemsOf(r)
+	// The values only real time reads (the trigger's role and queues, the
+	// realtime reserve) are named once components/realtime is listed.
+	k := filepath.Join("overlays", "prod", "kustomization.yaml")
+	kb, err := os.ReadFile(k)
+	require.NoError(t, err)
+	rs, err := manifest.RenderWith(filepath.Join("overlays", "prod"), map[string][]byte{k: addComponent(t, kb, "../../components/realtime")})
+	require.NoError(t, err)
+	got += problemsOf(verify.Check(rs, verify.Options{Prod: true, Docs: readme(t)}))
 	for _, want := range []string{
 		`placeholder: ConfigMap/chatguard-worker-`, `data.CHATGUARD_REDIS_ADDR: "REPLACE_ME.cache.amazonaws.com:6379"`,
 		`placeholder: ServiceAccount/chatguard-worker metadata.annotations.eks.amazonaws.com/role-arn: "arn:aws:iam::000000000000:role/chatguard-prod-worker"`,
@@ -64,12 +72,70 @@ func TestDeployVerifyRefusesTheTemplate(t *testing.T) {
 // the workers run the same pipeline version.
 func TestDeployVerifyPassesTheFilledSample(t *testing.T) {
 	t.Parallel()
-	s := render(t, "prod")
-	r := verify.Check(s, verify.Options{Prod: true, Docs: readme(t)})
-	require.Empty(t, r.Problems, problemsOf(r))
-	require.Len(t, r.PipelineVersions, 2)
-	require.Equal(t, r.PipelineVersions[verify.Worker], r.PipelineVersions[verify.Console])
-	require.Regexp(t, `^[0-9a-f]{12}$`, r.PipelineVersions[verify.Worker])
+	for _, o := range []string{"prod", "prod" + realtimeSuffix} {
+		s := render(t, o)
+		r := verify.Check(s, verify.Options{Prod: true, Docs: readme(t)})
+		require.Empty(t, r.Problems, "%s: %s", o, problemsOf(r))
+		require.Len(t, r.PipelineVersions, 2)
+		require.Equal(t, r.PipelineVersions[verify.Worker], r.PipelineVersions[verify.Console])
+		require.Regexp(t, `^[0-9a-f]{12}$`, r.PipelineVersions[verify.Worker])
+	}
+}
+
+// TestDeployVerifyKeepsRealTimeAndTheBatchInStep: turning real time on
+// switches the batch to sweep mode and keeps vLLM slots for real time, and
+// deploy-verify refuses every render where the two disagree: the trigger
+// with a full hourly batch (every room reviewed twice), the trigger with no
+// realtime reserve under a fleet limit (the hourly run takes every slot),
+// and sweep mode with no trigger (rooms reviewed by neither).
+func TestDeployVerifyKeepsRealTimeAndTheBatchInStep(t *testing.T) {
+	t.Parallel()
+	on := render(t, "prod"+realtimeSuffix)
+	require.Equal(t, "true", on.ConfigMaps[verify.Batch].Data["CHATGUARD_SWEEP"], "the component sets sweep mode")
+	require.Equal(t, "48", envOf(t, on, container(t, on, "chatguard-worker"))["CHATGUARD_FLEET_PRIMARY_RESERVED_REALTIME"].value, "the reserve of values.env")
+	require.Equal(t, "48", envOf(t, on, container(t, on, "chatguard-console"))["CHATGUARD_FLEET_PRIMARY_RESERVED_REALTIME"].value, "the console shares the fleet")
+	off := render(t, "prod")
+	require.Equal(t, "false", off.ConfigMaps[verify.Batch].Data["CHATGUARD_SWEEP"])
+	_, trigger := off.Deployments[verify.Trigger]
+	require.False(t, trigger, "no trigger without the component")
+
+	sample, err := os.ReadFile(sampleValues["prod"])
+	require.NoError(t, err)
+	k := filepath.Join("overlays", "prod", "kustomization.yaml")
+	kb, err := os.ReadFile(k)
+	require.NoError(t, err)
+	fresh := func(t *testing.T, realtime bool) *manifest.Set {
+		replace := map[string][]byte{filepath.Join("overlays", "prod", "values", "values.env"): sample}
+		if realtime {
+			replace[k] = addComponent(t, kb, "../../components/realtime")
+		}
+		s, err := manifest.RenderWith(filepath.Join("overlays", "prod"), replace)
+		require.NoError(t, err)
+		return s
+	}
+	for _, c := range []struct {
+		name     string
+		realtime bool
+		break_   func(t *testing.T, s *manifest.Set)
+		want     string
+	}{
+		{"trigger with a full batch", true, func(t *testing.T, s *manifest.Set) {
+			s.ConfigMaps[verify.Batch].Data["CHATGUARD_SWEEP"] = "false"
+		}, "realtime: ConfigMap/chatguard-batch CHATGUARD_SWEEP: the trigger runs but the batch does not sweep"},
+		{"trigger without a reserve", true, func(t *testing.T, s *manifest.Set) {
+			configMapOf(t, s, "chatguard-worker").Data["CHATGUARD_FLEET_PRIMARY_RESERVED_REALTIME"] = "0"
+		}, `realtime: Deployment/chatguard-worker CHATGUARD_FLEET_PRIMARY_RESERVED_REALTIME: "0" with a fleet limit of 384`},
+		{"sweep without a trigger", false, func(t *testing.T, s *manifest.Set) {
+			s.ConfigMaps[verify.Batch].Data["CHATGUARD_SWEEP"] = "true"
+		}, "realtime: ConfigMap/chatguard-batch CHATGUARD_SWEEP: the batch sweeps but no trigger runs"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := fresh(t, c.realtime)
+			require.Empty(t, verify.Check(s, verify.Options{Prod: true, Docs: readme(t)}).Problems, "the unbroken render passes")
+			c.break_(t, s)
+			require.Contains(t, problemsOf(verify.Check(s, verify.Options{Prod: true, Docs: readme(t)})), c.want)
+		})
+	}
 }
 
 // TestDeployVerifyNamesEachProblem breaks the filled sample one way at a

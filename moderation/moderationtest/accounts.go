@@ -29,7 +29,7 @@ func (m *Memory) newest(verdictID uint64) (moderation.Decision, bool) {
 		found bool
 	)
 	for _, d := range m.decisions {
-		if d.VerdictID == verdictID && (!found || d.DecidedAt.After(best.DecidedAt) || (d.DecidedAt.Equal(best.DecidedAt) && d.ID > best.ID)) {
+		if d.VerdictID == verdictID && d.Decision.Decision != moderation.DecisionUndo && d.ReversedAt.IsZero() && (!found || d.DecidedAt.After(best.DecidedAt) || (d.DecidedAt.Equal(best.DecidedAt) && d.ID > best.ID)) {
 			best, found = d.Decision, true
 		}
 	}

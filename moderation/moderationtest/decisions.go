@@ -21,14 +21,63 @@ func (m *Memory) AddDecision(ctx context.Context, d moderation.Decision) (uint64
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.verdicts[d.VerdictID]; !ok {
+	v, ok := m.verdicts[d.VerdictID]
+	if !ok {
 		return 0, pipeline.Permanent(fmt.Errorf("memory: add decision: verdict %d: %w", d.VerdictID, pipeline.ErrVerdictNotFound))
 	}
+	d.DecidedAt, d.FeedbackSentAt, d.ReversedAt = us(d.DecidedAt), time.Time{}, time.Time{}
+	if d.Decision == moderation.DecisionUndo {
+		undone, err := m.undoable(d)
+		if err != nil {
+			return 0, pipeline.Permanent(fmt.Errorf("memory: add decision: %w", err))
+		}
+		d.Label, d.Category, d.FeedbackSentAt = undone.Label, undone.Category, d.DecidedAt
+		undone.ReversedAt = d.DecidedAt
+	} else if err := d.CheckAgainst(v.Label, v.Category); err != nil {
+		return 0, pipeline.Permanent(fmt.Errorf("memory: add decision: %w", err))
+	}
 	d.ID = uint64(len(m.decisions) + 1)
-	d.DecidedAt, d.FeedbackSentAt = us(d.DecidedAt), time.Time{}
 	d.Note = pipeline.ClipRunes(d.Note, moderation.MaxNoteRunes)
 	m.decisions = append(m.decisions, decisionRow{Decision: d})
 	return d.ID, nil
+}
+
+// undoable returns the row undo d reverses: the decision in force on its
+// verdict, made by d's moderator. The caller holds m.mu.
+func (m *Memory) undoable(d moderation.Decision) (*decisionRow, error) {
+	var (
+		in  *decisionRow
+		ids []uint64
+	)
+	for i := range m.decisions {
+		if m.decisions[i].VerdictID == d.VerdictID {
+			ids = append(ids, m.decisions[i].ID)
+		}
+	}
+	// Newest first, as Decisions orders them.
+	ds := m.sorted(ids)
+	if cur, ok := moderation.InForce(ds); ok {
+		in = &m.decisions[cur.ID-1]
+	}
+	if in == nil || in.ID != d.Reverses || in.Moderator != d.Moderator {
+		return nil, fmt.Errorf("undo of decision %d: %w", d.Reverses, moderation.ErrCannotUndo)
+	}
+	return in, nil
+}
+
+// sorted returns the decisions ids newest first. The caller holds m.mu.
+func (m *Memory) sorted(ids []uint64) []moderation.Decision {
+	out := make([]moderation.Decision, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, m.decisions[id-1].Decision)
+	}
+	slices.SortFunc(out, func(a, b moderation.Decision) int {
+		if c := b.DecidedAt.Compare(a.DecidedAt); c != 0 {
+			return c
+		}
+		return int(b.ID) - int(a.ID)
+	})
+	return out
 }
 
 // Decisions implements moderation.Decisions.
@@ -38,18 +87,13 @@ func (m *Memory) Decisions(ctx context.Context, verdictID uint64, limit int) ([]
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []moderation.Decision
+	var ids []uint64
 	for _, d := range m.decisions {
 		if d.VerdictID == verdictID {
-			out = append(out, d.Decision)
+			ids = append(ids, d.ID)
 		}
 	}
-	slices.SortFunc(out, func(a, b moderation.Decision) int {
-		if c := b.DecidedAt.Compare(a.DecidedAt); c != 0 {
-			return c
-		}
-		return int(b.ID) - int(a.ID)
-	})
+	out := m.sorted(ids)
 	return out[:min(len(out), max(limit, 0))], nil
 }
 

@@ -36,17 +36,21 @@ func (m *Memory) queueItem(id uint64, decided map[uint64]bool) moderation.QueueI
 	it := moderation.QueueItem{ID: id, Key: v.Key, RunID: v.RunID, Status: v.Status, Label: v.Label, Category: v.Category,
 		Severity: v.Severity, Confidence: v.Confidence, Action: v.Action, Rationale: v.Rationale, EarlyExit: v.EarlyExit,
 		InjectionFlagged: v.InjectionFlagged, FinishedAt: v.FinishedAt, NewestMessageAt: us(v.NewestMessageAt), Decided: decided[id]}
+	it.Snippet = firstQuote(v)
 	if t, ok := m.takes[id]; ok {
 		it.TakenBy, it.TakenActiveAt = t.Moderator, t.ActiveAt
 	}
 	return it
 }
 
-// decidedSet is the verdicts with a decision. The caller holds m.mu.
+// decidedSet is the verdicts with a decision in force (moderation.InForce:
+// an undone decision returns its item to the queue). The caller holds m.mu.
 func (m *Memory) decidedSet() map[uint64]bool {
 	decided := map[uint64]bool{}
 	for _, d := range m.decisions {
-		decided[d.VerdictID] = true
+		if d.Decision.Decision != moderation.DecisionUndo && d.ReversedAt.IsZero() {
+			decided[d.VerdictID] = true
+		}
 	}
 	return decided
 }
@@ -97,6 +101,9 @@ func (m *Memory) ListQueue(ctx context.Context, f moderation.QueueFilter, cursor
 			continue
 		}
 		it := m.queueItem(id, decided)
+		if f.TakenBy != "" && it.TakenBy != f.TakenBy {
+			continue
+		}
 		if cur != nil && order(it, *cur) <= 0 {
 			continue
 		}
@@ -185,4 +192,23 @@ func (m *Memory) CountQueue(ctx context.Context, now time.Time) (moderation.Queu
 		}
 	}
 	return c, nil
+}
+
+// firstQuote is the first evidence quote of v's extract stage, as MySQL's
+// queue reads it.
+func firstQuote(v pipeline.Verdict) string {
+	for _, st := range v.Stages {
+		if st.Stage != pipeline.StageExtract {
+			continue
+		}
+		var ex struct {
+			Evidence []struct {
+				Quote string `json:"quote"`
+			} `json:"evidence"`
+		}
+		if json.Unmarshal(st.Output, &ex) == nil && len(ex.Evidence) > 0 {
+			return ex.Evidence[0].Quote
+		}
+	}
+	return ""
 }

@@ -33,11 +33,19 @@ func queued(room string, label pipeline.Label, severity int, cat pipeline.Catego
 	return v
 }
 
-func decide(t *testing.T, s moderation.Decisions, id uint64) {
+// decide confirms verdict id (as it is labelled) as mod-x at T0 and
+// returns the decision's id.
+func decide(t *testing.T, s interface {
+	moderation.Verdicts
+	moderation.Decisions
+}, id uint64) uint64 {
 	t.Helper()
-	_, err := s.AddDecision(testCtx(t), moderation.Decision{VerdictID: id, Moderator: "mod-x", Decision: moderation.DecisionConfirm,
-		Label: pipeline.LabelAbusive, Category: pipeline.CategoryExternalPayment, DecidedAt: T0})
+	v, err := s.VerdictByID(testCtx(t), id)
 	require.NoError(t, err)
+	did, err := s.AddDecision(testCtx(t), moderation.Decision{VerdictID: id, Moderator: "mod-x", Decision: moderation.DecisionConfirm,
+		Label: v.Label, Category: v.Category, DecidedAt: T0})
+	require.NoError(t, err)
+	return did
 }
 
 func ids(items []moderation.QueueItem) []uint64 {
@@ -161,7 +169,10 @@ func runQueueFilters(t *testing.T, s QueueStore) {
 
 func runQueueDecided(t *testing.T, s QueueStore) {
 	ctx, cat := testCtx(t), pipeline.CategoryExternalPayment
-	open := Seed(t, s, queued("room-d-open", pipeline.LabelAbusive, 4, cat, 0, time.Hour))
+	ov := queued("room-d-open", pipeline.LabelAbusive, 4, cat, 0, time.Hour)
+	ov.Stages = []pipeline.StageResult{{Stage: pipeline.StageExtract, Pool: pipeline.PoolPrimary, Model: "m", Attempts: 1,
+		Output: []byte(`{"evidence":[{"message_id":"m1","category":"external_payment","quote":"선입금 [전화번호]"},{"message_id":"m2","category":"external_payment","quote":"b"}]}`)}}
+	open := Seed(t, s, ov)
 	done := Seed(t, s, queued("room-d-done", pipeline.LabelAbusive, 5, cat, 0, time.Hour))
 	decide(t, s, done)
 	_, err := s.TakeItem(ctx, open, "mod-a", T0.Add(time.Minute), T0, false)
@@ -172,6 +183,13 @@ func runQueueDecided(t *testing.T, s QueueStore) {
 	require.False(t, page.Items[0].Decided)
 	require.Equal(t, "mod-a", page.Items[0].TakenBy)
 	require.Equal(t, T0.Add(time.Minute), page.Items[0].TakenActiveAt)
+	require.Equal(t, "선입금 [전화번호]", page.Items[0].Snippet, "the first evidence quote, as stored")
+	mine, err := s.ListQueue(ctx, moderation.QueueFilter{TakenBy: "mod-a"}, "")
+	require.NoError(t, err)
+	require.Equal(t, []uint64{open}, ids(mine.Items), "my items")
+	mine, err = s.ListQueue(ctx, moderation.QueueFilter{TakenBy: "mod-b", IncludeDecided: true}, "")
+	require.NoError(t, err)
+	require.Empty(t, mine.Items, "another moderator's items are not mine")
 	page, err = s.ListQueue(ctx, moderation.QueueFilter{IncludeDecided: true}, "")
 	require.NoError(t, err)
 	require.Equal(t, []uint64{done, open}, ids(page.Items))
@@ -179,6 +197,16 @@ func runQueueDecided(t *testing.T, s QueueStore) {
 	require.False(t, page.Items[1].Decided)
 	require.Empty(t, page.Items[0].TakenBy)
 	require.True(t, page.Items[0].TakenActiveAt.IsZero())
+	// An undone decision returns its item to the queue (and the counts).
+	did := decide(t, s, open)
+	_, err = s.AddDecision(ctx, moderation.Decision{VerdictID: open, Moderator: "mod-x", Decision: moderation.DecisionUndo, Reverses: did, DecidedAt: T0.Add(time.Second)})
+	require.NoError(t, err)
+	page, err = s.ListQueue(ctx, moderation.QueueFilter{}, "")
+	require.NoError(t, err)
+	require.Equal(t, []uint64{open}, ids(page.Items), "an undone decision returns its item")
+	counts, err := s.CountQueue(ctx, T0.Add(2*time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, 1, counts.Total())
 }
 
 func runQueueBad(t *testing.T, s QueueStore) {

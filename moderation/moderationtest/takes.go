@@ -85,10 +85,7 @@ func (m *Memory) ReleaseItem(ctx context.Context, verdictID uint64, moderator st
 // openRooms returns the undecided verdicts carrying mark. The caller holds
 // m.mu.
 func (m *Memory) openRooms(mark string) []uint64 {
-	decided := map[uint64]bool{}
-	for _, d := range m.decisions {
-		decided[d.VerdictID] = true
-	}
+	decided := m.decidedSet()
 	var out []uint64
 	for id, v := range m.verdicts {
 		if !v.SupersededAt.IsZero() {

@@ -55,7 +55,7 @@ func writeDecisions(b *strings.Builder, res Result, s Summary, _ ReportOptions) 
 		"the per-category lines are secondary, under Holm's procedure at familywise α %.2f (each interval stated at its Holm step's level). "+
 		"The flag-rate line decides the moderators' load: the share of labelled cases the candidate flags, minus the reference's, "+
 		"against `--max-flag-rate-increase` (%s points), so a candidate that buys recall with false flags is seen. "+
-		"How to read them, and what each cannot conclude: docs/operations.md, *Reading the decision lines*. "+
+		"How to read them, and what each cannot conclude: docs/evaluation.md, *Reading the decision lines*. "+
 		"Latency, goodput and cost are in the tables below.\n\n",
 		ref, clustering, power(res.Config), Alpha, pts(res.Config.MaxRecallLoss.Default), Alpha, pts(res.Config.MaxFlagRateIncrease))
 	for _, p := range s.Paired {

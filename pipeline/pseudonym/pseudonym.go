@@ -12,7 +12,7 @@
 // made before per-purpose keys ("hmac:"/"hmac-dev:", and the unkeyed
 // "mod-" moderator ids) are the Legacy ones; they are computed only so
 // that values already stored keep matching during the transition
-// (docs/operations.md, "Pseudonym keys").
+// (docs/privacy.md, "Pseudonym keys").
 package pseudonym
 
 import (

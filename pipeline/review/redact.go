@@ -159,7 +159,7 @@ func (w *stringRewriter) before() (key string, isKey bool) {
 // keyed pseudonym under the subject key (pseudonym.Subject), never equal
 // to a quote digest or a campaign mark of any text. Rotating the secret
 // gives every id a new pseudonym: counts across the rotation do not join
-// (docs/operations.md).
+// (docs/privacy.md).
 func (r *Reviewer) SubjectPseudonyms(senderIDs []string) []string {
 	if len(senderIDs) == 0 {
 		return nil

@@ -63,7 +63,7 @@ type Config struct {
 	// secret unless --dev-insecure-keys says so.
 	Keys *pseudonym.Keys
 	// LegacyPseudonyms also computes the pre-HKDF forms during the
-	// transition (docs/operations.md, "Pseudonym keys"): campaign marks are
+	// transition (docs/privacy.md, "Pseudonym keys"): campaign marks are
 	// counted under both, and the verdict records each legacy value beside
 	// its current one (pipeline.PseudonymAlias) so that stored legacy
 	// values keep matching.

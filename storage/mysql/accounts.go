@@ -27,7 +27,7 @@ import (
 // alias s, as "decision label" (” when none): one probe of
 // ix_moderator_decisions_verdict per row (forced, as historySQL explains).
 const newestDecisionSQL = `COALESCE((SELECT CONCAT(d.decision, ' ', d.label) FROM moderator_decisions d FORCE INDEX (ix_moderator_decisions_verdict)
-      WHERE d.verdict_id = %s ORDER BY d.decided_at DESC, d.id DESC LIMIT 1), '')`
+      WHERE d.verdict_id = %s AND d.reversed_at IS NULL AND d.decision <> 'undo' ORDER BY d.decided_at DESC, d.id DESC LIMIT 1), '')`
 
 func parseNewest(s string) moderation.Newest {
 	d, l, _ := strings.Cut(s, " ")

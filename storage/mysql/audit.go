@@ -18,7 +18,7 @@ import (
 //
 //	SELECT v.id, …, t.moderator, t.active_at
 //	FROM verdicts v LEFT JOIN queue_takes t ON t.verdict_id = v.id
-//	  LEFT JOIN moderator_decisions d ON d.verdict_id = v.id
+//	  LEFT JOIN moderator_decisions d ON d.verdict_id = v.id AND d.reversed_at IS NULL AND d.decision <> 'undo'
 //	WHERE v.status = 'done' AND v.label = 'clean' AND v.audit_bucket < ?
 //	  AND v.revision_slot = 0 AND d.verdict_id IS NULL
 //	ORDER BY v.audit_bucket, v.id
@@ -27,7 +27,7 @@ import (
 // auditSQL reads up to ? undecided audit items below a bucket threshold.
 var auditSQL = `SELECT ` + queueCols + `, FALSE, COALESCE(t.moderator, ''), t.active_at
 FROM verdicts v LEFT JOIN queue_takes t ON t.verdict_id = v.id
-  LEFT JOIN moderator_decisions d ON d.verdict_id = v.id
+  LEFT JOIN moderator_decisions d ON d.verdict_id = v.id AND d.reversed_at IS NULL AND d.decision <> 'undo'
 WHERE v.status = ? AND v.label = ? AND v.audit_bucket < ? AND v.revision_slot = 0 AND d.verdict_id IS NULL
 ORDER BY v.audit_bucket, v.id
 LIMIT ?`

@@ -33,11 +33,12 @@ import (
 // The statements, for a console or a DBA (? are the filter's values; the
 // bracketed parts only when the filter or cursor sets them):
 //
-//	SELECT v.id, v.room_id, …, v.finished_at, t.moderator, t.active_at
+//	SELECT v.id, v.room_id, …, v.finished_at, (the extract stage's first
+//	       quote: a primary-key lookup), t.moderator, t.active_at
 //	FROM verdicts v LEFT JOIN queue_takes t ON t.verdict_id = v.id
-//	  [LEFT JOIN moderator_decisions d ON d.verdict_id = v.id]
+//	  [LEFT JOIN moderator_decisions d ON d.verdict_id = v.id AND d.reversed_at IS NULL AND d.decision <> 'undo']
 //	WHERE v.status = ? AND v.label = ? AND v.revision_slot = 0
-//	  [AND v.category = ?] [AND v.run_id = ?] [AND v.severity >= ?]
+//	  [AND v.category = ?] [AND v.run_id = ?] [AND t.moderator = ?] [AND v.severity >= ?]
 //	  [AND v.window_start >= ?] [AND v.window_start < ?]
 //	  [AND d.verdict_id IS NULL]
 //	  [AND (v.severity < ? OR (v.severity = ? AND (v.window_start < ?
@@ -109,7 +110,9 @@ func (s *Store) ListQueue(ctx context.Context, f moderation.QueueFilter, cursor 
 // queueCols are the columns a queue row reads, in moderation.QueueItem's scan order.
 const queueCols = `v.id, v.room_id, v.window_start, v.window_end, v.pipeline_version, v.run_id, v.status,
 	v.label, v.category, v.severity, v.confidence, v.action, COALESCE(v.rationale, ''), v.early_exit,
-	v.injection_flagged, v.finished_at, v.newest_message_at`
+	v.injection_flagged, v.finished_at, v.newest_message_at,
+	COALESCE((SELECT JSON_UNQUOTE(JSON_EXTRACT(s.output, '$.evidence[0].quote')) FROM verdict_stages s
+	  WHERE s.verdict_id = v.id AND s.stage = 'extract'), '')`
 
 // queueQuery is the statement reading up to limit rows of one label of the
 // queue after cur (nil: from the top of the label).
@@ -119,7 +122,7 @@ func queueQuery(f moderation.QueueFilter, label pipeline.Label, cur *queueCursor
 	b.WriteString("SELECT ")
 	b.WriteString(queueCols)
 	if f.IncludeDecided {
-		b.WriteString(", EXISTS (SELECT 1 FROM moderator_decisions d WHERE d.verdict_id = v.id)")
+		b.WriteString(", EXISTS (SELECT 1 FROM moderator_decisions d WHERE d.verdict_id = v.id AND d.reversed_at IS NULL AND d.decision <> 'undo')")
 	} else {
 		b.WriteString(", FALSE")
 	}
@@ -130,7 +133,7 @@ func queueQuery(f moderation.QueueFilter, label pipeline.Label, cur *queueCursor
 	if !f.IncludeDecided {
 		// The anti-join (a lookup per row on the decisions index; a NOT
 		// EXISTS may be planned as a scan of every decision ever made).
-		b.WriteString(" LEFT JOIN moderator_decisions d ON d.verdict_id = v.id")
+		b.WriteString(" LEFT JOIN moderator_decisions d ON d.verdict_id = v.id AND d.reversed_at IS NULL AND d.decision <> 'undo'")
 	}
 	// Current revisions only (revision_slot 0): a superseded one is
 	// history, filtered on the row read for the page (superseded rows are
@@ -144,6 +147,10 @@ func queueQuery(f moderation.QueueFilter, label pipeline.Label, cur *queueCursor
 	if f.RunID != "" {
 		b.WriteString(" AND v.run_id = ?")
 		args = append(args, f.RunID)
+	}
+	if f.TakenBy != "" {
+		b.WriteString(" AND t.moderator = ?")
+		args = append(args, f.TakenBy)
 	}
 	if f.MinSeverity > 0 {
 		b.WriteString(" AND v.severity >= ?")
@@ -191,7 +198,7 @@ func (s *Store) queueRows(ctx context.Context, q string, args []any) ([]moderati
 			takenAt                   sql.NullTime
 		)
 		if err := rows.Scan(&it.ID, &room, &ws, &we, &version, &run, &status, &label, &cat, &it.Severity,
-			&it.Confidence, &act, &it.Rationale, &earlyExit, &injected, &finished, &newest, &decd, &it.TakenBy, &takenAt); err != nil {
+			&it.Confidence, &act, &it.Rationale, &earlyExit, &injected, &finished, &newest, &it.Snippet, &decd, &it.TakenBy, &takenAt); err != nil {
 			return nil, err
 		}
 		it.Key = pipeline.ReviewKey{RoomID: room, WindowStart: ws.UTC(), WindowEnd: we.UTC(), PipelineVersion: version}
@@ -251,7 +258,7 @@ func decodeCursor(s string, f moderation.QueueFilter) (queueCursor, error) {
 // ix_verdicts_queue_category (same prefix, already grouped by category),
 // which is not covering and costs a row lookup per open item.
 const countQueueSQL = `SELECT v.category, SUM(v.finished_at >= ?), SUM(v.finished_at < ? AND v.finished_at >= ?), SUM(v.finished_at IS NULL OR v.finished_at < ?)
-		FROM verdicts v FORCE INDEX (ix_verdicts_queue_counts) LEFT JOIN moderator_decisions d ON d.verdict_id = v.id
+		FROM verdicts v FORCE INDEX (ix_verdicts_queue_counts) LEFT JOIN moderator_decisions d ON d.verdict_id = v.id AND d.reversed_at IS NULL AND d.decision <> 'undo'
 		WHERE v.status = ? AND v.label IN (?, ?) AND v.revision_slot = 0 AND d.verdict_id IS NULL
 		GROUP BY v.category`
 

@@ -99,7 +99,7 @@ func readSubjects(ctx context.Context, tx *sql.Tx, id uint64) ([]string, pipelin
 // stay, no longer about or with anyone. It returns how many rows it
 // deleted. The lake keeps only keyed pseudonyms,
 // which erasing the key's use for that id cannot undo: see
-// docs/operations.md.
+// docs/privacy.md.
 func (s *Store) EraseSender(ctx context.Context, senderID string) (int64, error) {
 	if senderID == "" || len(senderID) > 128 {
 		return 0, errors.New("mysql: erase sender: the sender id must be 1 to 128 bytes")
@@ -153,7 +153,7 @@ func (s *Store) CountSenderSubjects(ctx context.Context, senderID string) (int64
 // first %s is the CASE's WHEN pairs, the second the IN list.
 const historySQL = `SELECT CASE s.sender_id %s END AS who, s.label, s.category,
     COALESCE((SELECT d.decision = 'overturn' FROM moderator_decisions d FORCE INDEX (ix_moderator_decisions_verdict)
-              WHERE d.verdict_id = s.verdict_id ORDER BY d.decided_at DESC, d.id DESC LIMIT 1), FALSE) AS overturned,
+              WHERE d.verdict_id = s.verdict_id AND d.reversed_at IS NULL AND d.decision <> 'undo' ORDER BY d.decided_at DESC, d.id DESC LIMIT 1), FALSE) AS overturned,
     COUNT(DISTINCT s.room_id) AS rooms
 FROM verdict_subjects s STRAIGHT_JOIN verdicts v ON v.id = s.verdict_id
 WHERE s.sender_id IN (%s) AND s.decided_at >= ? AND s.room_id <> ? AND v.revision_slot = 0

@@ -134,7 +134,7 @@ func isDuplicateKey(err error) bool {
 // are named with their table: moderator_decisions has a moderator too.
 const takeCampaignSQL = `INSERT INTO queue_takes (verdict_id, moderator, taken_at, active_at)
 SELECT DISTINCT c.verdict_id, ?, ?, ? FROM verdict_campaigns c JOIN verdicts v ON v.id = c.verdict_id
-LEFT JOIN moderator_decisions d ON d.verdict_id = c.verdict_id
+LEFT JOIN moderator_decisions d ON d.verdict_id = c.verdict_id AND d.reversed_at IS NULL AND d.decision <> 'undo'
 WHERE c.mark = ? AND v.revision_slot = 0 AND d.verdict_id IS NULL
 ON DUPLICATE KEY UPDATE
     taken_at = IF(queue_takes.moderator <> ? AND queue_takes.active_at < ?, ?, queue_takes.taken_at),
@@ -144,7 +144,7 @@ ON DUPLICATE KEY UPDATE
 // openCampaignHoldersSQL counts the live holders of a mark's open rooms.
 const openCampaignHoldersSQL = `SELECT t.moderator, COUNT(DISTINCT t.verdict_id) FROM verdict_campaigns c
 JOIN queue_takes t ON t.verdict_id = c.verdict_id JOIN verdicts v ON v.id = c.verdict_id
-LEFT JOIN moderator_decisions d ON d.verdict_id = c.verdict_id
+LEFT JOIN moderator_decisions d ON d.verdict_id = c.verdict_id AND d.reversed_at IS NULL AND d.decision <> 'undo'
 WHERE c.mark = ? AND v.revision_slot = 0 AND d.verdict_id IS NULL AND (t.moderator = ? OR t.active_at >= ?) GROUP BY t.moderator`
 
 // CountOpenCampaignRooms returns the number of rooms carrying mark that no
@@ -153,7 +153,7 @@ WHERE c.mark = ? AND v.revision_slot = 0 AND d.verdict_id IS NULL AND (t.moderat
 func (s *Store) CountOpenCampaignRooms(ctx context.Context, mark string) (int, error) {
 	var n int
 	err := s.db.QueryRowContext(ctx, `SELECT COUNT(DISTINCT c.verdict_id) FROM verdict_campaigns c JOIN verdicts v ON v.id = c.verdict_id
-		LEFT JOIN moderator_decisions d ON d.verdict_id = c.verdict_id WHERE c.mark = ? AND v.revision_slot = 0 AND d.verdict_id IS NULL`, mark).Scan(&n)
+		LEFT JOIN moderator_decisions d ON d.verdict_id = c.verdict_id AND d.reversed_at IS NULL AND d.decision <> 'undo' WHERE c.mark = ? AND v.revision_slot = 0 AND d.verdict_id IS NULL`, mark).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("mysql: count open campaign rooms: %w", err)
 	}

@@ -20,39 +20,50 @@ import (
 // winner among concurrent claimers.
 func RunReviewClaimsConformance(t *testing.T, newClaims func(t *testing.T, c clock.Clock) pipeline.ReviewClaims) {
 	t.Helper()
-	ws := time.Date(2026, 11, 3, 4, 0, 0, 0, time.UTC)
-	key := func(room string) pipeline.ReviewKey {
-		return pipeline.ReviewKey{RoomID: room, WindowStart: ws, WindowEnd: ws.Add(time.Hour), PipelineVersion: "pv-claims"}
-	}
-	start := time.Date(2026, 11, 3, 5, 0, 0, 0, time.UTC)
+	claimsHolder(t, newClaims)
+	claimsConcurrent(t, newClaims)
+}
 
+// claimsStart is the fake clock's start in the claims conformance suite.
+var claimsStart = time.Date(2026, 11, 3, 5, 0, 0, 0, time.UTC)
+
+// claimKey is the review key of room in the claims conformance suite.
+func claimKey(room string) pipeline.ReviewKey {
+	ws := time.Date(2026, 11, 3, 4, 0, 0, 0, time.UTC)
+	return pipeline.ReviewKey{RoomID: room, WindowStart: ws, WindowEnd: ws.Add(time.Hour), PipelineVersion: "pv-claims"}
+}
+
+// claimsHolder checks one holder until expiry, renewal, takeover,
+// release by the holder only, and independent keys.
+func claimsHolder(t *testing.T, newClaims func(t *testing.T, c clock.Clock) pipeline.ReviewClaims) {
+	t.Helper()
 	t.Run("one holder until expiry, then takeover", func(t *testing.T) {
 		t.Parallel()
-		clk := clock.NewFake(start)
+		clk := clock.NewFake(claimsStart)
 		c := newClaims(t, clk)
 		ctx := context.Background()
-		k := key("room-1")
+		k := claimKey("room-1")
 		got, err := c.Claim(ctx, k, "pod-a/1", time.Minute)
 		require.NoError(t, err)
-		require.Equal(t, pipeline.Claim{Held: true, Owner: "pod-a/1", Expires: start.Add(time.Minute)}, got)
+		require.Equal(t, pipeline.Claim{Held: true, Owner: "pod-a/1", Expires: claimsStart.Add(time.Minute)}, got)
 
 		got, err = c.Claim(ctx, k, "pod-b/1", time.Minute)
 		require.NoError(t, err)
 		require.False(t, got.Held, "a live claim is not taken")
 		require.Equal(t, "pod-a/1", got.Owner)
-		require.Equal(t, start.Add(time.Minute), got.Expires)
+		require.Equal(t, claimsStart.Add(time.Minute), got.Expires)
 
 		// A renewal at the very same instant changes nothing and is held.
 		got, err = c.Claim(ctx, k, "pod-a/1", time.Minute)
 		require.NoError(t, err)
-		require.Equal(t, pipeline.Claim{Held: true, Owner: "pod-a/1", Expires: start.Add(time.Minute)}, got)
+		require.Equal(t, pipeline.Claim{Held: true, Owner: "pod-a/1", Expires: claimsStart.Add(time.Minute)}, got)
 
 		// The holder renews; the other still waits.
 		clk.Advance(40 * time.Second)
 		got, err = c.Claim(ctx, k, "pod-a/1", time.Minute)
 		require.NoError(t, err)
 		require.True(t, got.Held)
-		require.Equal(t, start.Add(100*time.Second), got.Expires)
+		require.Equal(t, claimsStart.Add(100*time.Second), got.Expires)
 		clk.Advance(40 * time.Second)
 		got, err = c.Claim(ctx, k, "pod-b/1", time.Minute)
 		require.NoError(t, err)
@@ -79,7 +90,7 @@ func RunReviewClaimsConformance(t *testing.T, newClaims func(t *testing.T, c clo
 		require.True(t, got.Held)
 
 		// Keys are independent.
-		got, err = c.Claim(ctx, key("room-2"), "pod-b/2", time.Minute)
+		got, err = c.Claim(ctx, claimKey("room-2"), "pod-b/2", time.Minute)
 		require.NoError(t, err)
 		require.True(t, got.Held)
 		other := k
@@ -88,13 +99,18 @@ func RunReviewClaimsConformance(t *testing.T, newClaims func(t *testing.T, c clo
 		require.NoError(t, err)
 		require.True(t, got.Held, "another pipeline version is another review")
 	})
+}
 
+// claimsConcurrent checks one winner among concurrent claimers and a
+// cancelled context.
+func claimsConcurrent(t *testing.T, newClaims func(t *testing.T, c clock.Clock) pipeline.ReviewClaims) {
+	t.Helper()
 	t.Run("one winner among concurrent claimers", func(t *testing.T) {
 		t.Parallel()
-		clk := clock.NewFake(start)
+		clk := clock.NewFake(claimsStart)
 		c := newClaims(t, clk)
 		for round := range 5 {
-			k := key(fmt.Sprintf("race-%d", round))
+			k := claimKey(fmt.Sprintf("race-%d", round))
 			var wg sync.WaitGroup
 			var held, failed atomic.Int32
 			for i := range 8 {
@@ -113,7 +129,7 @@ func RunReviewClaimsConformance(t *testing.T, newClaims func(t *testing.T, c clo
 			require.Equal(t, int32(1), held.Load(), "round %d", round)
 		}
 		// Racing to take over one expired claim: one winner too.
-		k := key("race-expired")
+		k := claimKey("race-expired")
 		_, err := c.Claim(context.Background(), k, "pod-dead", time.Minute)
 		require.NoError(t, err)
 		clk.Advance(2 * time.Minute)
@@ -133,10 +149,10 @@ func RunReviewClaimsConformance(t *testing.T, newClaims func(t *testing.T, c clo
 
 	t.Run("cancelled context", func(t *testing.T) {
 		t.Parallel()
-		c := newClaims(t, clock.NewFake(start))
+		c := newClaims(t, clock.NewFake(claimsStart))
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		_, err := c.Claim(ctx, key("room-3"), "pod-a", time.Minute)
+		_, err := c.Claim(ctx, claimKey("room-3"), "pod-a", time.Minute)
 		require.ErrorIs(t, err, context.Canceled)
 	})
 }

@@ -60,23 +60,36 @@ func SampleVerdict(room string) pipeline.Verdict {
 // newStore must return a store over empty, isolated storage.
 func RunVerdictStoreConformance(t *testing.T, newStore func(t *testing.T) pipeline.VerdictStore) {
 	t.Helper()
-	ctx := func(t *testing.T) context.Context {
-		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		t.Cleanup(cancel)
-		return c
-	}
-	// save saves v, which must succeed, and reports whether it committed.
-	save := func(t *testing.T, s pipeline.VerdictStore, v pipeline.Verdict) bool {
-		t.Helper()
-		committed, err := s.Save(ctx(t), v)
-		require.NoError(t, err)
-		return committed
-	}
+	verdictReads(t, newStore)
+	verdictReplaces(t, newStore)
+	verdictDoneGuard(t, newStore)
+	verdictConcurrent(t, newStore)
+}
 
+// verdictCtx is a subtest's deadline.
+func verdictCtx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// saveVerdict saves v, which must succeed, and reports whether it
+// committed.
+func saveVerdict(t *testing.T, s pipeline.VerdictStore, v pipeline.Verdict) bool {
+	t.Helper()
+	committed, err := s.Save(verdictCtx(t), v)
+	require.NoError(t, err)
+	return committed
+}
+
+// verdictReads checks not-found, the round trip and a key given in
+// another zone.
+func verdictReads(t *testing.T, newStore func(t *testing.T) pipeline.VerdictStore) {
+	t.Helper()
 	t.Run("not found", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
-		_, err := s.Get(ctx(t), SampleVerdict("room-none").Key)
+		_, err := s.Get(verdictCtx(t), SampleVerdict("room-none").Key)
 		require.ErrorIs(t, err, pipeline.ErrVerdictNotFound)
 	})
 
@@ -84,8 +97,8 @@ func RunVerdictStoreConformance(t *testing.T, newStore func(t *testing.T) pipeli
 		t.Parallel()
 		s := newStore(t)
 		v := SampleVerdict("room-rt")
-		require.True(t, save(t, s, v), "a new verdict is committed")
-		got, err := s.Get(ctx(t), v.Key)
+		require.True(t, saveVerdict(t, s, v), "a new verdict is committed")
+		got, err := s.Get(verdictCtx(t), v.Key)
 		require.NoError(t, err)
 		requireSame(t, v, got)
 	})
@@ -94,21 +107,26 @@ func RunVerdictStoreConformance(t *testing.T, newStore func(t *testing.T) pipeli
 		t.Parallel()
 		s := newStore(t)
 		v := SampleVerdict("room-tz")
-		save(t, s, v)
+		saveVerdict(t, s, v)
 		kst := time.FixedZone("KST", 9*3600)
 		k := v.Key
 		k.WindowStart, k.WindowEnd = k.WindowStart.In(kst), k.WindowEnd.In(kst)
-		got, err := s.Get(ctx(t), k)
+		got, err := s.Get(verdictCtx(t), k)
 		require.NoError(t, err)
 		require.Equal(t, time.UTC, got.Key.WindowStart.Location())
 		require.True(t, got.Key.WindowStart.Equal(v.Key.WindowStart))
 	})
+}
 
+// verdictReplaces checks that a save replaces the row and its stage set,
+// and that keys differing in any part are distinct.
+func verdictReplaces(t *testing.T, newStore func(t *testing.T) pipeline.VerdictStore) {
+	t.Helper()
 	t.Run("upsert replaces row and stage set", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
 		v := SampleVerdict("room-up")
-		save(t, s, v)
+		saveVerdict(t, s, v)
 		v2 := v
 		v2.Stages = v.Stages[:1]
 		v2.Stages[0].Output = []byte(`{"risk":"none"}`)
@@ -116,8 +134,8 @@ func RunVerdictStoreConformance(t *testing.T, newStore func(t *testing.T) pipeli
 		v2.Severity, v2.Confidence, v2.Attempts, v2.EvidenceIDs, v2.Rationale = 1, 0.5, 3, nil, ""
 		// A window with no message has no span: unknown, not the old one.
 		v2.OldestMessageAt, v2.NewestMessageAt = time.Time{}, time.Time{}
-		require.True(t, save(t, s, v2), "done replacing done is committed")
-		got, err := s.Get(ctx(t), v.Key)
+		require.True(t, saveVerdict(t, s, v2), "done replacing done is committed")
+		got, err := s.Get(verdictCtx(t), v.Key)
 		require.NoError(t, err)
 		requireSame(t, v2, got)
 	})
@@ -138,25 +156,31 @@ func RunVerdictStoreConformance(t *testing.T, newStore func(t *testing.T) pipeli
 			v := base
 			f(&v)
 			v.Attempts = i + 1
-			require.True(t, save(t, s, v))
+			require.True(t, saveVerdict(t, s, v))
 			saved = append(saved, v)
 		}
 		for _, v := range saved {
-			got, err := s.Get(ctx(t), v.Key)
+			got, err := s.Get(verdictCtx(t), v.Key)
 			require.NoError(t, err)
 			require.Equal(t, v.Attempts, got.Attempts, "key %s", v.Key)
 		}
 	})
+}
 
+// verdictDoneGuard checks that a done verdict survives later non-done
+// saves, and that a non-done one is replaced by its status again or by
+// done.
+func verdictDoneGuard(t *testing.T, newStore func(t *testing.T) pipeline.VerdictStore) {
+	t.Helper()
 	for _, st := range []pipeline.Status{pipeline.StatusFailed, pipeline.StatusExpired, pipeline.StatusStopped} {
 		t.Run("done survives a later "+string(st), func(t *testing.T) {
 			t.Parallel()
 			s := newStore(t)
 			v := SampleVerdict("room-guard-" + string(st))
-			save(t, s, v)
+			saveVerdict(t, s, v)
 			late := pipeline.Verdict{Key: v.Key, RunID: "run-late", Status: st, Error: "late attempt", Attempts: 5, PublishedAt: v.PublishedAt}
-			require.False(t, save(t, s, late), "the done-guard kept the stored verdict: nothing committed")
-			got, err := s.Get(ctx(t), v.Key)
+			require.False(t, saveVerdict(t, s, late), "the done-guard kept the stored verdict: nothing committed")
+			got, err := s.Get(verdictCtx(t), v.Key)
 			require.NoError(t, err)
 			requireSame(t, v, got)
 		})
@@ -165,11 +189,11 @@ func RunVerdictStoreConformance(t *testing.T, newStore func(t *testing.T) pipeli
 			s := newStore(t)
 			v := SampleVerdict("room-again-" + string(st))
 			first := pipeline.Verdict{Key: v.Key, RunID: v.RunID, Status: st, Error: "first", Attempts: 1, PublishedAt: v.PublishedAt}
-			require.True(t, save(t, s, first))
+			require.True(t, saveVerdict(t, s, first))
 			again := first
 			again.Error, again.Attempts = "again", 2
-			require.True(t, save(t, s, again), "only the done-guard keeps a row")
-			got, err := s.Get(ctx(t), v.Key)
+			require.True(t, saveVerdict(t, s, again), "only the done-guard keeps a row")
+			got, err := s.Get(verdictCtx(t), v.Key)
 			require.NoError(t, err)
 			require.Equal(t, "again", got.Error)
 			require.Equal(t, 2, got.Attempts)
@@ -180,20 +204,25 @@ func RunVerdictStoreConformance(t *testing.T, newStore func(t *testing.T) pipeli
 			v := SampleVerdict("room-redo-" + string(st))
 			early := pipeline.Verdict{Key: v.Key, RunID: v.RunID, Status: st, Error: "model unavailable", Attempts: 1, PublishedAt: v.PublishedAt,
 				Stages: []pipeline.StageResult{{Stage: pipeline.StageTriage, Pool: pipeline.PoolPrimary, Error: "timeout", Attempts: 3}}}
-			require.True(t, save(t, s, early))
-			got, err := s.Get(ctx(t), v.Key)
+			require.True(t, saveVerdict(t, s, early))
+			got, err := s.Get(verdictCtx(t), v.Key)
 			require.NoError(t, err)
 			require.Equal(t, st, got.Status)
 			require.Equal(t, "model unavailable", got.Error)
 			require.Len(t, got.Stages, 1)
 			require.Equal(t, "timeout", got.Stages[0].Error)
-			require.True(t, save(t, s, v), "done replacing "+string(st)+" is committed")
-			got, err = s.Get(ctx(t), v.Key)
+			require.True(t, saveVerdict(t, s, v), "done replacing "+string(st)+" is committed")
+			got, err = s.Get(verdictCtx(t), v.Key)
 			require.NoError(t, err)
 			requireSame(t, v, got)
 		})
 	}
+}
 
+// verdictConcurrent checks concurrent saves of one key and a cancelled
+// context.
+func verdictConcurrent(t *testing.T, newStore func(t *testing.T) pipeline.VerdictStore) {
+	t.Helper()
 	t.Run("concurrent saves of one key", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
@@ -208,12 +237,12 @@ func RunVerdictStoreConformance(t *testing.T, newStore func(t *testing.T) pipeli
 				v := base
 				v.Attempts = i + 1
 				v.Stages = base.Stages[:1+i%len(base.Stages)]
-				_, errs[i] = s.Save(ctx(t), v)
+				_, errs[i] = s.Save(verdictCtx(t), v)
 			}()
 		}
 		wg.Wait()
 		require.NoError(t, errors.Join(errs...))
-		got, err := s.Get(ctx(t), base.Key)
+		got, err := s.Get(verdictCtx(t), base.Key)
 		require.NoError(t, err)
 		// Whichever save won, its row and its stage set must agree.
 		i := got.Attempts - 1
@@ -229,7 +258,7 @@ func RunVerdictStoreConformance(t *testing.T, newStore func(t *testing.T) pipeli
 		committed, err := s.Save(c, SampleVerdict("room-cancel"))
 		require.Error(t, err)
 		require.False(t, committed)
-		_, err = s.Get(ctx(t), SampleVerdict("room-cancel").Key)
+		_, err = s.Get(verdictCtx(t), SampleVerdict("room-cancel").Key)
 		require.ErrorIs(t, err, pipeline.ErrVerdictNotFound)
 	})
 }

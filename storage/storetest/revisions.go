@@ -22,43 +22,50 @@ import (
 // newStore must return a store over empty, isolated storage.
 func RunVerdictReviserConformance(t *testing.T, newStore func(t *testing.T) pipeline.VerdictReviser) {
 	t.Helper()
-	ctx := func(t *testing.T) context.Context {
-		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		t.Cleanup(cancel)
-		return c
-	}
-	revise := func(t *testing.T, s pipeline.VerdictReviser, v pipeline.Verdict) (int, bool) {
-		t.Helper()
-		rev, committed, err := s.Revise(ctx(t), v)
-		require.NoError(t, err)
-		return rev, committed
-	}
-	// reReview is v as an on-demand review of the same window answers it.
-	reReview := func(v pipeline.Verdict) pipeline.Verdict {
-		r := v
-		r.RunID = "ondemand:mod-1:review-1"
-		r.Label, r.Category, r.Severity, r.Action = pipeline.LabelSuspicious, pipeline.CategoryOffPlatform, 2, pipeline.ActionWarn
-		r.Stages = v.Stages[:2]
-		r.FinishedAt = v.FinishedAt.Add(time.Hour)
-		return r
-	}
+	reviserRevisions(t, newStore)
+	reviserQueue(t, newStore)
+	reviserConcurrent(t, newStore)
+}
 
+// reviseVerdict revises with v, which must succeed, and returns the
+// revision and whether it committed.
+func reviseVerdict(t *testing.T, s pipeline.VerdictReviser, v pipeline.Verdict) (int, bool) {
+	t.Helper()
+	rev, committed, err := s.Revise(verdictCtx(t), v)
+	require.NoError(t, err)
+	return rev, committed
+}
+
+// reReview is v as an on-demand review of the same window answers it.
+func reReview(v pipeline.Verdict) pipeline.Verdict {
+	r := v
+	r.RunID = "ondemand:mod-1:review-1"
+	r.Label, r.Category, r.Severity, r.Action = pipeline.LabelSuspicious, pipeline.CategoryOffPlatform, 2, pipeline.ActionWarn
+	r.Stages = v.Stages[:2]
+	r.FinishedAt = v.FinishedAt.Add(time.Hour)
+	return r
+}
+
+// reviserRevisions checks that the first verdict is revision 1 and that a
+// re-review is a new current revision, the earlier kept.
+func reviserRevisions(t *testing.T, newStore func(t *testing.T) pipeline.VerdictReviser) {
+	t.Helper()
 	t.Run("a key's first verdict is revision 1", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
 		saved, revised := SampleVerdict("room-rev-first-save"), SampleVerdict("room-rev-first-revise")
-		MustSave(t, ctx(t), s, saved)
-		rev, committed := revise(t, s, revised)
+		MustSave(t, verdictCtx(t), s, saved)
+		rev, committed := reviseVerdict(t, s, revised)
 		require.True(t, committed)
 		require.Equal(t, 1, rev)
 		for _, v := range []pipeline.Verdict{saved, revised} {
-			got, err := s.Get(ctx(t), v.Key)
+			got, err := s.Get(verdictCtx(t), v.Key)
 			require.NoError(t, err)
 			requireSame(t, v, got)
 			require.Equal(t, 1, got.Revision)
 			require.True(t, got.SupersededAt.IsZero(), "the only revision is current")
 		}
-		_, err := s.Revisions(ctx(t), SampleVerdict("room-rev-none").Key)
+		_, err := s.Revisions(verdictCtx(t), SampleVerdict("room-rev-none").Key)
 		require.ErrorIs(t, err, pipeline.ErrVerdictNotFound)
 	})
 
@@ -66,16 +73,16 @@ func RunVerdictReviserConformance(t *testing.T, newStore func(t *testing.T) pipe
 		t.Parallel()
 		s := newStore(t)
 		v := SampleVerdict("room-rev-two")
-		MustSave(t, ctx(t), s, v)
+		MustSave(t, verdictCtx(t), s, v)
 		r := reReview(v)
-		rev, committed := revise(t, s, r)
+		rev, committed := reviseVerdict(t, s, r)
 		require.True(t, committed)
 		require.Equal(t, 2, rev)
-		got, err := s.Get(ctx(t), v.Key)
+		got, err := s.Get(verdictCtx(t), v.Key)
 		require.NoError(t, err)
 		requireSame(t, r, got)
 		require.Equal(t, 2, got.Revision)
-		revs, err := s.Revisions(ctx(t), v.Key)
+		revs, err := s.Revisions(verdictCtx(t), v.Key)
 		require.NoError(t, err)
 		require.Len(t, revs, 2)
 		requireSame(t, v, revs[0])
@@ -86,30 +93,35 @@ func RunVerdictReviserConformance(t *testing.T, newStore func(t *testing.T) pipe
 
 		third := reReview(v)
 		third.Label, third.Category = pipeline.LabelClean, pipeline.CategoryClean
-		rev, _ = revise(t, s, third)
+		rev, _ = reviseVerdict(t, s, third)
 		require.Equal(t, 3, rev)
-		revs, err = s.Revisions(ctx(t), v.Key)
+		revs, err = s.Revisions(verdictCtx(t), v.Key)
 		require.NoError(t, err)
 		require.Len(t, revs, 3)
 		require.Equal(t, []int{1, 2, 3}, []int{revs[0].Revision, revs[1].Revision, revs[2].Revision})
 		require.Equal(t, pipeline.LabelSuspicious, revs[1].Label, "revision 2 unchanged")
 		require.False(t, revs[1].SupersededAt.IsZero())
 	})
+}
 
+// reviserQueue checks how a review from a queue (Save) and a failed
+// re-review meet the revisions.
+func reviserQueue(t *testing.T, newStore func(t *testing.T) pipeline.VerdictReviser) {
+	t.Helper()
 	t.Run("a review from a queue does not overwrite a done re-review", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
 		v := SampleVerdict("room-rev-late")
-		MustSave(t, ctx(t), s, v)
+		MustSave(t, verdictCtx(t), s, v)
 		r := reReview(v)
-		revise(t, s, r)
-		require.False(t, MustSave(t, ctx(t), s, v), "a redelivered batch review is kept out")
+		reviseVerdict(t, s, r)
+		require.False(t, MustSave(t, verdictCtx(t), s, v), "a redelivered batch review is kept out")
 		late := pipeline.Verdict{Key: v.Key, RunID: "run-late", Status: pipeline.StatusFailed, Error: "late", Attempts: 5, PublishedAt: v.PublishedAt}
-		require.False(t, MustSave(t, ctx(t), s, late))
-		got, err := s.Get(ctx(t), v.Key)
+		require.False(t, MustSave(t, verdictCtx(t), s, late))
+		got, err := s.Get(verdictCtx(t), v.Key)
 		require.NoError(t, err)
 		requireSame(t, r, got)
-		revs, err := s.Revisions(ctx(t), v.Key)
+		revs, err := s.Revisions(verdictCtx(t), v.Key)
 		require.NoError(t, err)
 		require.Len(t, revs, 2)
 		requireSame(t, v, revs[0])
@@ -120,9 +132,9 @@ func RunVerdictReviserConformance(t *testing.T, newStore func(t *testing.T) pipe
 		s := newStore(t)
 		v := SampleVerdict("room-rev-retry")
 		failed := pipeline.Verdict{Key: v.Key, RunID: v.RunID, Status: pipeline.StatusFailed, Error: "timeout", Attempts: 1, PublishedAt: v.PublishedAt}
-		MustSave(t, ctx(t), s, failed)
-		require.True(t, MustSave(t, ctx(t), s, v), "the retry's done verdict replaces the failed one")
-		revs, err := s.Revisions(ctx(t), v.Key)
+		MustSave(t, verdictCtx(t), s, failed)
+		require.True(t, MustSave(t, verdictCtx(t), s, v), "the retry's done verdict replaces the failed one")
+		revs, err := s.Revisions(verdictCtx(t), v.Key)
 		require.NoError(t, err)
 		require.Len(t, revs, 1, "a retry from the queue is no new revision")
 		requireSame(t, v, revs[0])
@@ -133,22 +145,26 @@ func RunVerdictReviserConformance(t *testing.T, newStore func(t *testing.T) pipe
 		t.Parallel()
 		s := newStore(t)
 		v := SampleVerdict("room-rev-guard")
-		MustSave(t, ctx(t), s, v)
+		MustSave(t, verdictCtx(t), s, v)
 		failed := pipeline.Verdict{Key: v.Key, RunID: "ondemand:mod-1:r", Status: pipeline.StatusFailed, Error: "model down", PublishedAt: v.PublishedAt}
-		rev, committed := revise(t, s, failed)
+		rev, committed := reviseVerdict(t, s, failed)
 		require.False(t, committed)
 		require.Equal(t, 1, rev, "the current revision stays")
-		revs, err := s.Revisions(ctx(t), v.Key)
+		revs, err := s.Revisions(verdictCtx(t), v.Key)
 		require.NoError(t, err)
 		require.Len(t, revs, 1)
 		requireSame(t, v, revs[0])
 	})
+}
 
+// reviserConcurrent checks concurrent re-reviews and a cancelled context.
+func reviserConcurrent(t *testing.T, newStore func(t *testing.T) pipeline.VerdictReviser) {
+	t.Helper()
 	t.Run("concurrent re-reviews get distinct revisions", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
 		v := SampleVerdict("room-rev-race")
-		MustSave(t, ctx(t), s, v)
+		MustSave(t, verdictCtx(t), s, v)
 		const n = 6
 		var wg sync.WaitGroup
 		revs := make([]int, n)
@@ -159,7 +175,7 @@ func RunVerdictReviserConformance(t *testing.T, newStore func(t *testing.T) pipe
 				defer wg.Done()
 				r := reReview(v)
 				r.Attempts = 10 + i
-				revs[i], _, errs[i] = s.Revise(ctx(t), r)
+				revs[i], _, errs[i] = s.Revise(verdictCtx(t), r)
 			}()
 		}
 		wg.Wait()
@@ -167,7 +183,7 @@ func RunVerdictReviserConformance(t *testing.T, newStore func(t *testing.T) pipe
 			require.NoError(t, err)
 		}
 		require.ElementsMatch(t, []int{2, 3, 4, 5, 6, 7}, revs)
-		all, err := s.Revisions(ctx(t), v.Key)
+		all, err := s.Revisions(verdictCtx(t), v.Key)
 		require.NoError(t, err)
 		require.Len(t, all, n+1)
 		current := 0
@@ -178,7 +194,7 @@ func RunVerdictReviserConformance(t *testing.T, newStore func(t *testing.T) pipe
 			}
 		}
 		require.Equal(t, 1, current, "exactly one revision is current")
-		got, err := s.Get(ctx(t), v.Key)
+		got, err := s.Get(verdictCtx(t), v.Key)
 		require.NoError(t, err)
 		require.Equal(t, n+1, got.Revision)
 		require.Equal(t, all[n].Attempts, got.Attempts)
@@ -192,7 +208,7 @@ func RunVerdictReviserConformance(t *testing.T, newStore func(t *testing.T) pipe
 		_, committed, err := s.Revise(c, SampleVerdict("room-rev-cancel"))
 		require.Error(t, err)
 		require.False(t, committed)
-		_, err = s.Revisions(ctx(t), SampleVerdict("room-rev-cancel").Key)
+		_, err = s.Revisions(verdictCtx(t), SampleVerdict("room-rev-cancel").Key)
 		require.ErrorIs(t, err, pipeline.ErrVerdictNotFound)
 	})
 }

@@ -45,7 +45,7 @@ type Options struct {
 	// keys, so that values stored in them keep matching (campaign counts
 	// in both forms, legacy-to-current pairs recorded, stored marks and
 	// moderator ids re-keyed); turn it off once the transition is over
-	// (docs/operations.md, "Pseudonym keys").
+	// (docs/privacy.md, "Pseudonym keys").
 	LegacyPseudonyms bool
 	// History is the account-history lookup's own configuration
 	// (--account-history, --account-history-ttl,

@@ -32,7 +32,7 @@ import (
 
 // Problem is one thing wrong with a render.
 type Problem struct {
-	Check string // placeholder, image, disagree, pipeline-version, secret, spending, trust, egress
+	Check string // placeholder, image, disagree, pipeline-version, secret, spending, trust, egress, realtime
 	Where string // Kind/name and the field
 	What  string
 }
@@ -104,10 +104,64 @@ func Check(s *manifest.Set, o Options) Report {
 	if o.Prod {
 		r.Problems = append(r.Problems, spending(s)...)
 	}
+	r.Problems = append(r.Problems, realtime(s)...)
 	r.Problems = append(r.Problems, trust(s)...)
 	r.Problems = append(r.Problems, egress(s)...)
 	r.Problems = append(r.Problems, reachable(s)...)
 	return r
+}
+
+// Trigger is the real-time trigger's Deployment, present where an overlay
+// lists components/realtime.
+const Trigger = "chatguard-trigger"
+
+// Batch is the ConfigMap the Airflow DAG's batch pods read.
+const Batch = "chatguard-batch"
+
+// realtime checks that real time and the hourly batch agree: with the
+// trigger running, the batch must sweep (else every room is reviewed twice,
+// by real time and in full by the batch) and the workers must keep vLLM
+// slots for real-time calls wherever a fleet limit is set (else the hourly
+// run takes every slot and real time waits behind it); without the
+// trigger, the batch must not sweep (nothing would review the rooms).
+func realtime(s *manifest.Set) []Problem {
+	batch, ok := s.ConfigMaps[Batch]
+	if !ok {
+		return nil
+	}
+	sweep, _ := strconv.ParseBool(batch.Data["CHATGUARD_SWEEP"])
+	_, on := s.Deployments[Trigger]
+	where := "ConfigMap/" + Batch + " CHATGUARD_SWEEP"
+	switch {
+	case on && !sweep:
+		return []Problem{{"realtime", where, "the trigger runs but the batch does not sweep: every room would be reviewed twice (list components/realtime last; do not override CHATGUARD_SWEEP)"}}
+	case !on && sweep:
+		return []Problem{{"realtime", where, "the batch sweeps but no trigger runs: rooms would be reviewed by neither (list components/realtime, or set it false)"}}
+	case !on:
+		return nil
+	}
+	w := workerEnv(s)
+	limit, _ := strconv.Atoi(w["CHATGUARD_FLEET_PRIMARY_LIMIT"].value)
+	reserved, err := strconv.Atoi(w["CHATGUARD_FLEET_PRIMARY_RESERVED_REALTIME"].value)
+	if limit > 0 && (err != nil || reserved <= 0) {
+		return []Problem{{"realtime", "Deployment/" + Worker + " CHATGUARD_FLEET_PRIMARY_RESERVED_REALTIME",
+			fmt.Sprintf("%q with a fleet limit of %d: real time needs slots the hourly sweep cannot take (FLEET_PRIMARY_RESERVED_REALTIME in values.env)", w["CHATGUARD_FLEET_PRIMARY_RESERVED_REALTIME"].value, limit)}}
+	}
+	return nil
+}
+
+// workerEnv is the worker container's environment, empty without one.
+func workerEnv(s *manifest.Set) map[string]setting {
+	d, ok := s.Deployments[Worker]
+	if !ok {
+		return map[string]setting{}
+	}
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if c.Name == "worker" {
+			return Env(s, c)
+		}
+	}
+	return map[string]setting{}
 }
 
 // placeholders walks every rendered object.

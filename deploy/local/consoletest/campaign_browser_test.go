@@ -88,7 +88,14 @@ func TestAccountAndCampaignInBrowser(t *testing.T) {
 	screenshot(t, alice, "campaign.png")
 	requireAccessible(t, alice, axe, "campaign")
 
-	require.NoError(t, chromedp.Do(alice, chromedp.Click(chromedp.ID("confirm-all")), chromedp.WaitVisible(chromedp.ID("bulk-result"))))
+	// The bulk form first shows what it applies (a confirm: each
+	// verdict's own label and category), then acts on "Yes".
+	require.NoError(t, chromedp.Do(alice, chromedp.Click(chromedp.ID("confirm-all")), chromedp.WaitVisible(chromedp.ID("bulk-yes"))))
+	applied, err := chromedp.Run(alice, chromedp.Text(chromedp.ID("apply-label")))
+	require.NoError(t, err)
+	require.Equal(t, "each verdict's own, unchanged", applied)
+	requireAccessible(t, alice, axe, "bulk decision (confirmation step)")
+	require.NoError(t, chromedp.Do(alice, chromedp.Click(chromedp.ID("bulk-yes")), chromedp.WaitVisible(chromedp.ID("bulk-result"))))
 	result, err := chromedp.Run(alice, chromedp.Text(chromedp.ID("bulk-result")))
 	require.NoError(t, err)
 	require.Contains(t, result, "2 room(s) decided")
@@ -148,7 +155,8 @@ func TestTakeAllOfACampaignInBrowser(t *testing.T) {
 	requireAccessible(t, alice, axe, "campaign (after taking it all)")
 
 	// Her bulk decision skips Bob's room...
-	require.NoError(t, chromedp.Do(alice, chromedp.Click(chromedp.ID("confirm-all")), chromedp.WaitVisible(chromedp.ID("bulk-result"))))
+	require.NoError(t, chromedp.Do(alice, chromedp.Click(chromedp.ID("confirm-all")), chromedp.WaitVisible(chromedp.ID("bulk-yes")),
+		chromedp.Click(chromedp.ID("bulk-yes")), chromedp.WaitVisible(chromedp.ID("bulk-result"))))
 	result, err = chromedp.Run(alice, chromedp.Text(chromedp.ID("bulk-result")))
 	require.NoError(t, err)
 	require.Contains(t, result, "2 room(s) decided")
@@ -156,7 +164,8 @@ func TestTakeAllOfACampaignInBrowser(t *testing.T) {
 	require.Empty(t, decisionsOn(t, ctx, db, ids[1]))
 	// ...until she overrides, explicitly.
 	require.NoError(t, chromedp.Do(alice, chromedp.Click(chromedp.CSS(`input[name="override"]`)),
-		chromedp.Click(chromedp.ID("confirm-all")), chromedp.WaitVisible(chromedp.ID("bulk-result"))))
+		chromedp.Click(chromedp.ID("confirm-all")), chromedp.WaitVisible(chromedp.ID("bulk-yes")),
+		chromedp.Click(chromedp.ID("bulk-yes")), chromedp.WaitVisible(chromedp.ID("bulk-result"))))
 	result, err = chromedp.Run(alice, chromedp.Text(chromedp.ID("bulk-result")))
 	require.NoError(t, err)
 	require.Contains(t, result, "1 room(s) decided")

@@ -44,29 +44,7 @@ func Events(n int, seed uint64, start time.Time, hours int) []pipeline.LakeEvent
 		switch i % 3 {
 		case 0:
 			ev.EventType = pipeline.EventInferenceLog
-			stage := pipeline.Stages[r.IntN(len(pipeline.Stages))]
-			pool := pipeline.PoolPrimary
-			if r.IntN(10) == 0 {
-				pool = pipeline.PoolFallback
-			}
-			outcome, errKind, output := "ok", "", fmt.Sprintf(`{"risk":"%s","categories":["%s"]}`, []string{"none", "low", "high"}[r.IntN(3)], cats[r.IntN(len(cats))])
-			if r.IntN(20) == 0 {
-				outcome, errKind, output = "error", "timeout", ""
-			}
-			ev.Payload = pipeline.InferenceLog{
-				RoomID: room, WindowStart: ws, WindowEnd: we, PipelineVersion: "v1.2.0", RunID: "run-" + ws.Format("2006010215"),
-				Stage: stage, Pool: pool, Model: "qwen2.5-32b-instruct", Attempt: 1 + r.IntN(3), Outcome: outcome, ErrorKind: errKind,
-				TTFTMillis: float64(r.IntN(2000)) + 0.5, LatencyMs: float64(r.IntN(20000)) + 0.25, TokensIn: r.IntN(8000), TokensOut: r.IntN(500),
-				PromptSHA256: fmt.Sprintf("%064x", r.Uint64()), PromptChars: r.IntN(30000), Messages: r.IntN(80), Images: r.IntN(3), Output: output,
-			}
-			// Token accounting, derived (not drawn) so the stream of
-			// random values, and every other field, stays as it was.
-			p := ev.Payload.(pipeline.InferenceLog)
-			if p.Stage != pipeline.StageTriage {
-				p.TokensCached = p.TokensIn * 9 / 10
-			}
-			p.CostUSD = float64(p.TokensIn-p.TokensCached)*0.15/1e6 + float64(p.TokensCached)*0.075/1e6 + float64(p.TokensOut)*0.6/1e6
-			ev.Payload = p
+			ev.Payload = inferenceLog(r, room, ws, we, cats)
 		case 1:
 			ev.EventType = pipeline.EventModeratorFeedback
 			ev.Payload = pipeline.ModeratorFeedback{
@@ -76,42 +54,69 @@ func Events(n int, seed uint64, start time.Time, hours int) []pipeline.LakeEvent
 			}
 		default:
 			ev.EventType = pipeline.EventVerdict
-			ev.Payload = pipeline.VerdictEvent{
+			v := pipeline.VerdictEvent{
 				RoomID: room, WindowStart: ws, WindowEnd: we, PipelineVersion: "v1.2.0", RunID: "run-" + ws.Format("2006010215"),
 				Status: pipeline.StatusDone, Label: labels[r.IntN(3)], Category: cats[r.IntN(len(cats))], Severity: r.IntN(6),
 				Confidence: float64(r.IntN(1001)) / 1000, Action: actions[r.IntN(4)], EarlyExit: r.IntN(2) == 0,
 				FallbackUsed: r.IntN(8) == 0, Attempts: 1 + r.IntN(4), LatencyMs: float64(r.IntN(60000)),
 			}
-			if (i/3)%2 == 0 {
-				// Every other verdict has subjects, as keyed pseudonyms;
-				// derived from i, not r, so the other fields stay as they were.
-				v := ev.Payload.(pipeline.VerdictEvent)
-				v.Subjects = []string{fmt.Sprintf("hmac:%024x", i), fmt.Sprintf("hmac:%024x", i+1)}
-				ev.Payload = v
-			}
-			if i%5 == 2 {
-				// Some verdicts carry campaign signals, likewise from i.
-				v := ev.Payload.(pipeline.VerdictEvent)
-				v.Campaigns = []pipeline.VerdictCampaign{{Kind: pipeline.CampaignScript, Mark: fmt.Sprintf("hmac:%024x", i*7), Rooms: 5 + i%40, Senders: 1 + i%3}}
-				ev.Payload = v
-			}
-			if h := i % 7; h == 2 || h == 5 {
-				// Some verdicts record the account history their review
-				// was shown (one with lines, one that timed out), from i.
-				v := ev.Payload.(pipeline.VerdictEvent)
-				v.AccountHistory = &pipeline.HistorySeen{Status: pipeline.HistoryTimeout, Days: 30}
-				if h == 2 {
-					v.AccountHistory = &pipeline.HistorySeen{Status: pipeline.HistoryOK, Days: 30, Lines: []pipeline.HistoryCount{
-						{Role: pipeline.RoleSeller, Label: pipeline.LabelAbusive, Category: pipeline.CategoryExternalPayment, Rooms: 1 + i%9},
-						{Role: pipeline.RoleSeller, Label: pipeline.LabelAbusive, Category: pipeline.CategoryExternalPayment, Overturned: true, Rooms: 1},
-					}}
-				}
-				ev.Payload = v
-			}
+			ev.Payload = verdictExtras(v, i)
 		}
 		out[i] = ev
 	}
 	return out
+}
+
+// inferenceLog draws an inference_log payload of room's window from r.
+func inferenceLog(r *rand.Rand, room string, ws, we time.Time, cats []pipeline.Category) pipeline.InferenceLog {
+	stage := pipeline.Stages[r.IntN(len(pipeline.Stages))]
+	pool := pipeline.PoolPrimary
+	if r.IntN(10) == 0 {
+		pool = pipeline.PoolFallback
+	}
+	outcome, errKind, output := "ok", "", fmt.Sprintf(`{"risk":"%s","categories":["%s"]}`, []string{"none", "low", "high"}[r.IntN(3)], cats[r.IntN(len(cats))])
+	if r.IntN(20) == 0 {
+		outcome, errKind, output = "error", "timeout", ""
+	}
+	p := pipeline.InferenceLog{
+		RoomID: room, WindowStart: ws, WindowEnd: we, PipelineVersion: "v1.2.0", RunID: "run-" + ws.Format("2006010215"),
+		Stage: stage, Pool: pool, Model: "qwen2.5-32b-instruct", Attempt: 1 + r.IntN(3), Outcome: outcome, ErrorKind: errKind,
+		TTFTMillis: float64(r.IntN(2000)) + 0.5, LatencyMs: float64(r.IntN(20000)) + 0.25, TokensIn: r.IntN(8000), TokensOut: r.IntN(500),
+		PromptSHA256: fmt.Sprintf("%064x", r.Uint64()), PromptChars: r.IntN(30000), Messages: r.IntN(80), Images: r.IntN(3), Output: output,
+	}
+	// Token accounting, derived (not drawn) so the stream of random
+	// values, and every other field, stays as it was.
+	if p.Stage != pipeline.StageTriage {
+		p.TokensCached = p.TokensIn * 9 / 10
+	}
+	p.CostUSD = float64(p.TokensIn-p.TokensCached)*0.15/1e6 + float64(p.TokensCached)*0.075/1e6 + float64(p.TokensOut)*0.6/1e6
+	return p
+}
+
+// verdictExtras adds to the i-th event's verdict its subjects, campaign
+// signals and account history, derived from i, not drawn, so the other
+// fields stay as they were.
+func verdictExtras(v pipeline.VerdictEvent, i int) pipeline.VerdictEvent {
+	if (i/3)%2 == 0 {
+		// Every other verdict has subjects, as keyed pseudonyms.
+		v.Subjects = []string{fmt.Sprintf("hmac:%024x", i), fmt.Sprintf("hmac:%024x", i+1)}
+	}
+	if i%5 == 2 {
+		// Some verdicts carry campaign signals.
+		v.Campaigns = []pipeline.VerdictCampaign{{Kind: pipeline.CampaignScript, Mark: fmt.Sprintf("hmac:%024x", i*7), Rooms: 5 + i%40, Senders: 1 + i%3}}
+	}
+	if h := i % 7; h == 2 || h == 5 {
+		// Some verdicts record the account history their review was
+		// shown (one with lines, one that timed out).
+		v.AccountHistory = &pipeline.HistorySeen{Status: pipeline.HistoryTimeout, Days: 30}
+		if h == 2 {
+			v.AccountHistory = &pipeline.HistorySeen{Status: pipeline.HistoryOK, Days: 30, Lines: []pipeline.HistoryCount{
+				{Role: pipeline.RoleSeller, Label: pipeline.LabelAbusive, Category: pipeline.CategoryExternalPayment, Rooms: 1 + i%9},
+				{Role: pipeline.RoleSeller, Label: pipeline.LabelAbusive, Category: pipeline.CategoryExternalPayment, Overturned: true, Rooms: 1},
+			}}
+		}
+	}
+	return v
 }
 
 // ShadowEvents returns n shadow_verdict events spread over hours hours

@@ -1,4 +1,4 @@
-// Command classbench measures the traffic classes (docs/operations.md,
+// Command classbench measures the traffic classes (docs/scaling.md,
 // "Traffic classes"): with a sweep backlog saturating the primary pool,
 // how long a real-time review and a moderator's on-demand review wait,
 // against the same calls on an idle pool, and what share of the pool the

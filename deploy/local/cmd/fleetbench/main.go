@@ -1,5 +1,5 @@
 // Command fleetbench measures the fleet-wide capacity limits
-// (docs/architecture.md, "Fleet capacity"): several worker-like processes, each with many
+// (docs/state-machines.md, "Fleet capacity"): several worker-like processes, each with many
 // concurrent stage calls through its own llm.Router, against one simulated
 // vLLM pool limited to a few running sequences and one simulated managed
 // API with a requests-per-minute limit, with static per-process limits and

@@ -21,24 +21,26 @@ import (
 	"github.com/chatguard/chatguard/cmd/internal/cli"
 )
 
-// Main renders the page's flag tables.
+// Main renders the pages' flag tables.
 type Main struct {
 	// Root is the repository root; the binaries are its cmd/<name>.
 	Root string
-	// Doc is the page, relative to Root.
-	Doc string
-	// Print writes the rendered page to Stdout instead of the file.
+	// Docs are the pages, as glob patterns relative to Root: every
+	// command's table has its section in exactly one of them.
+	Docs []string
+	// Print writes the rendered pages to Stdout instead of the files,
+	// each after a "==> PATH <==" line (see Printed).
 	Print bool
 	// Timeout bounds the builds and the --help calls together.
 	Timeout time.Duration
-	// Stdout receives the page when Print is set.
+	// Stdout receives the pages when Print is set.
 	Stdout io.Writer
 }
 
 // Run finds the commands, asks each for its table and splices the tables
-// into the page. It writes the file only when something changed. A
-// cancelled ctx stops the build or the --help call in progress; the page
-// is then left as it was.
+// into the pages. It writes only the files whose content changed. A
+// cancelled ctx stops the build or the --help call in progress; the pages
+// are then left as they were.
 func (m *Main) Run(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, m.Timeout)
 	defer cancel()
@@ -46,8 +48,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(m.Root, filepath.FromSlash(m.Doc))
-	page, err := os.ReadFile(path)
+	pages, err := readPages(m.Root, m.Docs)
 	if err != nil {
 		return err
 	}
@@ -55,18 +56,77 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	out, err := splice(page, tables)
+	out, err := spliceAll(pages, tables)
 	if err != nil {
-		return fmt.Errorf("%s: %w", m.Doc, err)
-	}
-	if m.Print {
-		_, err := m.Stdout.Write(out)
 		return err
 	}
-	if bytes.Equal(out, page) {
-		return nil
+	if m.Print {
+		_, err := m.Stdout.Write(Printed(out))
+		return err
 	}
-	return os.WriteFile(path, out, 0o644)
+	for i, p := range out {
+		if bytes.Equal(p.content, pages[i].content) {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(m.Root, filepath.FromSlash(p.rel)), p.content, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// page is one Markdown page holding flag sections: its path relative to
+// the root, slash-separated, and its content.
+type page struct {
+	rel     string
+	content []byte
+}
+
+// readPages reads the pages matching the patterns under root, sorted by
+// path; a pattern that matches nothing is an error (a moved page would
+// otherwise leave its tables unchecked).
+func readPages(root string, patterns []string) ([]page, error) {
+	seen := map[string]bool{}
+	var out []page
+	for _, pat := range patterns {
+		matches, err := filepath.Glob(filepath.Join(root, filepath.FromSlash(pat)))
+		if err != nil {
+			return nil, err
+		}
+		if len(matches) == 0 {
+			return nil, fmt.Errorf("%s: no such page", pat)
+		}
+		for _, m := range matches {
+			rel, err := filepath.Rel(root, m)
+			if err != nil {
+				return nil, err
+			}
+			rel = filepath.ToSlash(rel)
+			if seen[rel] {
+				continue
+			}
+			seen[rel] = true
+			b, err := os.ReadFile(m)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, page{rel: rel, content: b})
+		}
+	}
+	slices.SortFunc(out, func(a, b page) int { return strings.Compare(a.rel, b.rel) })
+	return out, nil
+}
+
+// Printed is the --print form of pages: each page after a line
+// "==> PATH <==", in the order given, so that a test can compare what
+// is on disk with what would be written.
+func Printed(pages []page) []byte {
+	var b bytes.Buffer
+	for _, p := range pages {
+		fmt.Fprintf(&b, "==> %s <==\n", p.rel)
+		b.Write(p.content)
+	}
+	return b.Bytes()
 }
 
 // command is one binary or subcommand with a flag set of its own.
@@ -209,16 +269,55 @@ var (
 )
 
 // splice returns page with the content of every flags section replaced by
-// its command's table, set off by blank lines (so that the end marker can
-// never be read as a row of the table). Every command needs exactly one
-// section and every section a command; the problems are joined.
-func splice(page []byte, tables map[string][]byte) ([]byte, error) {
-	var out bytes.Buffer
+// its command's table; see spliceAll.
+func splice(content []byte, tables map[string][]byte) ([]byte, error) {
+	out, err := spliceAll([]page{{content: content}}, tables)
+	if err != nil {
+		return nil, err
+	}
+	return out[0].content, nil
+}
+
+// spliceAll returns the pages with the content of every flags section
+// replaced by its command's table, set off by blank lines (so that the end
+// marker can never be read as a row of the table). Every command needs
+// exactly one section among all the pages and every section a command;
+// the problems are joined, each prefixed with its page.
+func spliceAll(pages []page, tables map[string][]byte) ([]page, error) {
 	var errs []error
 	seen := map[string]bool{}
+	out := make([]page, len(pages))
+	for i, p := range pages {
+		content, err := splicePage(p.content, tables, seen)
+		if err != nil && p.rel != "" {
+			err = fmt.Errorf("%s: %w", p.rel, err)
+		}
+		errs = append(errs, err)
+		out[i] = page{rel: p.rel, content: content}
+	}
+	var missing []string
+	for name := range tables {
+		if !seen[name] {
+			missing = append(missing, name)
+		}
+	}
+	slices.Sort(missing)
+	for _, name := range missing {
+		errs = append(errs, fmt.Errorf("no section for %q: add <!-- flags:%s --> and %s where its table belongs", name, name, endMarker))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// splicePage splices the tables into one page, marking in seen the
+// sections it has.
+func splicePage(content []byte, tables map[string][]byte, seen map[string]bool) ([]byte, error) {
+	var out bytes.Buffer
+	var errs []error
 	open := ""
-	lines := strings.SplitAfter(string(page), "\n")
-	for i, line := range lines {
+	for i, line := range strings.SplitAfter(string(content), "\n") {
 		text := strings.TrimRight(line, "\r\n")
 		if m := beginMarker.FindStringSubmatch(text); m != nil {
 			if open != "" {
@@ -255,18 +354,5 @@ func splice(page []byte, tables map[string][]byte) ([]byte, error) {
 	if open != "" {
 		errs = append(errs, fmt.Errorf("section %q has no %s", open, endMarker))
 	}
-	var missing []string
-	for name := range tables {
-		if !seen[name] {
-			missing = append(missing, name)
-		}
-	}
-	slices.Sort(missing)
-	for _, name := range missing {
-		errs = append(errs, fmt.Errorf("no section for %q: add <!-- flags:%s --> and %s where its table belongs", name, name, endMarker))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return out.Bytes(), nil
+	return out.Bytes(), errors.Join(errs...)
 }

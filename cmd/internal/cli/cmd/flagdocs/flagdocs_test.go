@@ -102,3 +102,40 @@ func TestCommandsOfThisRepository(t *testing.T) {
 	require.Subset(t, names, []string{"batch", "console", "consumer", "consumer compact", "worker", "worker eval", "worker migrate", "worker purge", "worker stop"})
 	require.NotContains(t, names, "flagdocs", "cmd/internal is not a binary")
 }
+
+// TestSpliceAllSpreadsSectionsOverPages: each command's section may sit in
+// any one page; a section repeated in another page, and a command with no
+// section in any page, are reported with their page.
+func TestSpliceAllSpreadsSectionsOverPages(t *testing.T) {
+	t.Parallel()
+	tables := map[string][]byte{"worker": []byte(table), "worker stop": []byte(table), "batch": []byte(table)}
+	pages := []page{
+		{rel: "docs/configuration/batch.md", content: []byte("# batch\n<!-- flags:batch -->\n<!-- end -->\n")},
+		{rel: "docs/configuration/worker.md", content: []byte("<!-- flags:worker -->\n<!-- end -->\n<!-- flags:worker stop -->\n<!-- end -->\n")},
+	}
+	out, err := spliceAll(pages, tables)
+	require.NoError(t, err)
+	require.Equal(t, "# batch\n<!-- flags:batch -->\n\n"+table+"\n<!-- end -->\n", string(out[0].content))
+	require.Equal(t, "docs/configuration/worker.md", out[1].rel)
+	require.Equal(t, "==> a.md <==\nA\n==> b.md <==\nB\n", string(Printed([]page{{rel: "a.md", content: []byte("A\n")}, {rel: "b.md", content: []byte("B\n")}})))
+
+	pages[0].content = []byte("<!-- flags:batch -->\n<!-- end -->\n<!-- flags:worker -->\n<!-- end -->\n")
+	pages[1].content = []byte("<!-- flags:worker -->\n<!-- end -->\n")
+	_, err = spliceAll(pages, tables)
+	require.ErrorContains(t, err, `docs/configuration/worker.md: line 1: a second section "worker"`)
+	require.ErrorContains(t, err, `no section for "worker stop"`)
+}
+
+// TestReadPagesRefusesAPatternMatchingNothing: a page moved away must not
+// leave its tables unchecked.
+func TestReadPagesRefusesAPatternMatchingNothing(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	writeFile(t, root, "docs/configuration/b.md", "B\n")
+	writeFile(t, root, "docs/configuration/a.md", "A\n")
+	pages, err := readPages(root, []string{"docs/configuration/*.md"})
+	require.NoError(t, err)
+	require.Equal(t, []page{{rel: "docs/configuration/a.md", content: []byte("A\n")}, {rel: "docs/configuration/b.md", content: []byte("B\n")}}, pages)
+	_, err = readPages(root, []string{"docs/configuration.md"})
+	require.ErrorContains(t, err, "docs/configuration.md: no such page")
+}
