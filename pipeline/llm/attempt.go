@@ -217,15 +217,7 @@ func (r *Router) stream(ctx context.Context, p *pool, req *Request, msgs []Messa
 		if serr := pipeline.CheckStop(ctx); serr != nil {
 			return buf.Bytes(), "", &stopError{serr}
 		}
-		if chunk.Model != "" {
-			a.responseModel = chunk.Model
-		}
-		if chunk.Usage != nil {
-			a.TokensIn, a.TokensOut = chunk.Usage.PromptTokens, chunk.Usage.CompletionTokens
-			if d := chunk.Usage.PromptTokensDetails; d != nil {
-				a.TokensCached = d.CachedTokens
-			}
-		}
+		a.noteChunk(chunk)
 		for _, c := range chunk.Choices {
 			if c.Index != 0 {
 				continue
@@ -323,4 +315,18 @@ func cooldownFor(retryAfter, retryAfterMS string, cfg PoolConfig, now time.Time)
 		return d
 	}
 	return min(cfg.DefaultCooldown, cfg.MaxCooldown)
+}
+
+// noteChunk records what a streamed chunk says of the call: the model that
+// answered and, on the last chunk, the token usage.
+func (a *Attempt) noteChunk(chunk openai.ChatCompletionStreamResponse) {
+	if chunk.Model != "" {
+		a.responseModel = chunk.Model
+	}
+	if chunk.Usage != nil {
+		a.TokensIn, a.TokensOut = chunk.Usage.PromptTokens, chunk.Usage.CompletionTokens
+		if d := chunk.Usage.PromptTokensDetails; d != nil {
+			a.TokensCached = d.CachedTokens
+		}
+	}
 }
