@@ -73,3 +73,25 @@ func TestCostMetricMatchesInferenceLogs(t *testing.T) {
 	require.Positive(t, byPool[pipeline.PoolPrimary], "the primary's GPU time is priced")
 	require.Positive(t, byPool[pipeline.PoolFallback], "the fallback's tokens are priced")
 }
+
+// TestStoredStageOutputIsTheLoggedOutput: a stage's stored output is the
+// answer its answering attempt's inference-log event carries, redacted
+// once for both.
+func TestStoredStageOutputIsTheLoggedOutput(t *testing.T) {
+	t.Parallel()
+	e := setup(t, envOpts{})
+	v, err := e.rev.Review(t.Context(), event("o1"), externalPaymentChat, 1)
+	require.NoError(t, err)
+	logged := map[pipeline.StageName]string{}
+	for _, ev := range e.sink.all() {
+		p := ev.Payload.(pipeline.InferenceLog)
+		if p.Outcome == "ok" {
+			logged[p.Stage] = p.Output
+		}
+	}
+	require.Len(t, v.Stages, 3)
+	for _, st := range v.Stages {
+		require.NotEmpty(t, st.Output)
+		require.JSONEq(t, logged[st.Stage], string(st.Output), "%s", st.Stage)
+	}
+}
