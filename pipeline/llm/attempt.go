@@ -80,7 +80,7 @@ func (r *Router) attempt(ctx context.Context, l lease, req *Request, msgs []Mess
 	a.Content = content
 	neutral, failed := r.classify(ctx, actx, l, req, &a, meta, finish, err)
 	p.breaker.done(r.now(), l.probe, failed, neutral && !failed)
-	r.account(p, req, &a, resp)
+	r.account(ctx, p, req, &a, resp)
 	return a
 }
 
@@ -134,13 +134,14 @@ func (r *Router) classify(ctx, actx context.Context, l lease, req *Request, a *A
 }
 
 // account records a's metrics and cost, adds its tokens and cost to resp
-// and tells req.OnAttempt.
-func (r *Router) account(p *pool, req *Request, a *Attempt, resp *Response) {
+// and tells req.OnAttempt. The latency histograms carry the attempt's
+// trace as an exemplar when it is sampled (ctx holds its span).
+func (r *Router) account(ctx context.Context, p *pool, req *Request, a *Attempt, resp *Response) {
 	st, pl := string(req.Stage), string(p.cfg.Name)
 	r.m.attempts.WithLabelValues(st, pl, a.Outcome).Inc()
-	r.m.latency.WithLabelValues(st, pl).Observe(a.Latency.Seconds())
+	observeTraced(ctx, r.m.latency.WithLabelValues(st, pl), a.Latency.Seconds())
 	if a.TTFT > 0 {
-		r.m.ttft.WithLabelValues(st, pl).Observe(a.TTFT.Seconds())
+		observeTraced(ctx, r.m.ttft.WithLabelValues(st, pl), a.TTFT.Seconds())
 		r.m.class.ttft.WithLabelValues(req.Class.String(), pl).Observe(a.TTFT.Seconds())
 	}
 	if a.TokensIn > 0 {

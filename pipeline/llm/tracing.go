@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -79,4 +80,17 @@ func cmpOr(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// observeTraced observes v on h with the trace of ctx's span as an
+// exemplar when that trace is sampled, so a latency bucket leads to a
+// trace; otherwise (tracing off, unsampled) it is a plain Observe.
+func observeTraced(ctx context.Context, h prometheus.Observer, v float64) {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsSampled() {
+		if eo, ok := h.(prometheus.ExemplarObserver); ok {
+			eo.ObserveWithExemplar(v, prometheus.Labels{"trace_id": sc.TraceID().String()})
+			return
+		}
+	}
+	h.Observe(v)
 }

@@ -95,6 +95,26 @@ func TestReviewSpansCarryGenAIAttributesAndNoChatText(t *testing.T) {
 		}
 	}
 	require.Equal(t, 3, stagesSeen, "triage, extract and judge")
+
+	// The router's latency histogram leads to the trace.
+	exemplars := 0
+	mfs, err := e.reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "chatguard_llm_latency_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, b := range m.GetHistogram().GetBucket() {
+				for _, l := range b.GetExemplar().GetLabel() {
+					if l.GetName() == "trace_id" && l.GetValue() == job.SpanContext().TraceID().String() {
+						exemplars++
+					}
+				}
+			}
+		}
+	}
+	require.Positive(t, exemplars, "a latency bucket carries the review's trace as its exemplar")
 	require.Positive(t, models["primary"], "the failing primary's attempts are spans too")
 	require.Positive(t, models["fallback"])
 }
