@@ -6,6 +6,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/chatguard/chatguard/pipeline"
@@ -47,4 +49,25 @@ func TestSendCarriesTheTraceContext(t *testing.T) {
 	require.Equal(t, sc.SpanID(), got.SpanID())
 	require.True(t, got.IsRemote())
 	require.False(t, pipeline.TraceContext(map[string]pipeline.Attribute{pipeline.TraceParentAttribute: pipeline.StringAttribute("00-garbage")}).IsValid())
+}
+
+// TestReviewPublisherStartsATracePerEvent publishes review events with
+// every trace sampled: each message carries the traceparent of a root
+// span of its own. (The only test here that installs a global tracer
+// provider.)
+func TestReviewPublisherStartsATracePerEvent(t *testing.T) {
+	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample())))
+	api := newScriptAPI()
+	p := reviewPublisher(t, api, nil)
+	require.NoError(t, p.Run(context.Background(), reviewEvents(12)))
+	require.Len(t, api.accepted, 12)
+	traces := map[trace.TraceID]bool{}
+	for body := range api.accepted {
+		tp := aws.ToString(api.attrs[body][pipeline.TraceParentAttribute].StringValue)
+		sc := pipeline.TraceContext(map[string]pipeline.Attribute{pipeline.TraceParentAttribute: pipeline.StringAttribute(tp)})
+		require.True(t, sc.IsValid(), "every review event carries a traceparent")
+		require.True(t, sc.IsSampled())
+		traces[sc.TraceID()] = true
+	}
+	require.Len(t, traces, 12, "one trace per review event")
 }
