@@ -304,6 +304,8 @@ image: ## build the image without a daemon into bin/image (OCI layout) and its S
 # .stack/console.log and stops with `make console-down`.
 CONSOLE_ADDR ?= 127.0.0.1:8088
 CONSOLE_DB   ?= chatguard_demo
+# The demo's sample is Korean marketplace chat: its team works in KST.
+CONSOLE_TZ   ?= Asia/Seoul
 
 .PHONY: console
 console: $(STACK_BIN) ## run the moderators' console on the running stack over the demo's verdicts and print its URL (dev login)
@@ -312,7 +314,7 @@ console: $(STACK_BIN) ## run the moderators' console on the running stack over t
 	@$(MAKE) --no-print-directory console-down >/dev/null 2>&1 || true
 	@set -a; . $(STATE_DIR)/env; set +a; \
 	dsn=$$(printf '%s' "$$CHATGUARD_MYSQL_DSN" | sed 's#/[^/?]*\(?\|$$\)#/$(CONSOLE_DB)\1#'); \
-	CHATGUARD_MYSQL_DSN="$$dsn" setsid bin/console --listen-addr $(CONSOLE_ADDR) --admin-addr 127.0.0.1:0 --dev-login \
+	CHATGUARD_MYSQL_DSN="$$dsn" setsid bin/console --listen-addr $(CONSOLE_ADDR) --admin-addr 127.0.0.1:0 --dev-login --time-zone $(CONSOLE_TZ) \
 		>$(STATE_DIR)/console.log 2>&1 </dev/null & echo $$! >$(STATE_DIR)/console.pid; \
 	for i in $$(seq 1 100); do \
 		url=$$(sed -n 's/.*"msg":"console: serving","url":"\([^"]*\)".*/\1/p' $(STATE_DIR)/console.log); \

@@ -176,7 +176,9 @@ func (s *server) campaignLines(ctx context.Context, who Who, rooms []moderation.
 			}
 			for _, m := range msgs {
 				if m.MessageID == room.MessageID {
-					l.Message = &m
+					// A list never reveals: the message is shown masked.
+					mm := maskedMessage(m)
+					l.Message = &mm
 					return nil
 				}
 			}

@@ -20,6 +20,9 @@ import (
 type Config struct {
 	// Outbox: the resend of unsent moderator feedback (feedback.go).
 	Outbox OutboxConfig
+	// Shift: the time zone, the items' deadlines, the shift page
+	// (shift.go).
+	Shift ShiftConfig
 
 	// MaxReviews is the admission gate: on-demand reviews running at once
 	// on this pod; one more is refused with 429 and Retry-After.
@@ -80,6 +83,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Outbox:        DefaultOutboxConfig(),
+		Shift:         DefaultShiftConfig(),
 		MaxReviews:    8,
 		ReviewTimeout: 5 * time.Minute,
 		MaxWindow:     pipeline.DefaultMaxWindow,
@@ -135,7 +139,7 @@ func (c Config) Validate() error {
 	if err := c.Context.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("--context-lookback/--context-messages: %w", err))
 	}
-	errs = append(errs, c.Hub().Validate(), c.Outbox.Validate())
+	errs = append(errs, c.Hub().Validate(), c.Outbox.Validate(), c.Shift.Validate())
 	return errors.Join(errs...)
 }
 

@@ -62,6 +62,9 @@ type Deps struct {
 	// holds under a signing-in moderator's legacy id to their current one,
 	// once per moderator and process (mysql.Store.RekeyModerator).
 	RekeyModerator func(ctx context.Context, legacy, current string, at time.Time) (int64, error)
+	// History, when set, keeps the take history the shift page reads
+	// (storage/mysql's Store in production); nil keeps none.
+	History moderation.TakeHistory
 }
 
 // App is the console's web app. Its parts run as the caller's services:
@@ -110,6 +113,7 @@ func New(cfg Config, d Deps) (*App, error) {
 	fbm := newFeedbackMetrics(reg)
 	srv := &server{cfg: cfg, auth: newAuth(cfg, key, clk, &moderatorIDs{keys: d.Keys, rekey: d.RekeyModerator, log: log}), store: d.Store, chat: d.Chat, feedback: d.Feedback, fbm: fbm,
 		reviews: rv, hub: d.Hub, log: log, tmpl: tmpl, clock: clk, historyTimeout: d.HistoryTimeout}
+	srv.withShift(cfg.Shift, d.History)
 	if cfg.OperatorURL != "" {
 		srv.stops = newOperatorClient(cfg.OperatorURL, cfg.OperatorTokenFile)
 	}

@@ -538,7 +538,7 @@ func (rv *reviews) finish(st *live.Stream, ev pipeline.ReviewEvent, v pipeline.V
 		st.Emit(pipeline.LiveError, mustJSON(map[string]any{"error": pipeline.ClipRunes(chatprep.Redact(err.Error()), 300)}))
 	default:
 		out := map[string]any{"label": v.Label, "category": v.Category, "severity": v.Severity, "confidence": v.Confidence,
-			"action": v.Action, "rationale": v.Rationale, "evidence_ids": v.EvidenceIDs, "run_id": v.RunID}
+			"action": v.Action, "rationale": chatprep.Redact(v.Rationale), "evidence_ids": v.EvidenceIDs, "run_id": v.RunID}
 		if v.Revision > 0 {
 			out["revision"] = v.Revision
 		}

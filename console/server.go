@@ -18,6 +18,7 @@ import (
 	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/chatprep"
 	"github.com/chatguard/chatguard/pipeline/live"
 )
 
@@ -57,6 +58,10 @@ type server struct {
 	historyTimeout time.Duration
 	// counts caches the queue header's counts (counts.go).
 	counts countsCache
+	// shift is the time zone and deadlines; history the take history the
+	// shift page reads (nil: none kept) (shift.go).
+	shift   shift
+	history moderation.TakeHistory
 }
 
 var funcs = template.FuncMap{
@@ -67,7 +72,11 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04 UTC")
 	},
-	"rfc3339":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"rfc3339": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"mask":    chatprep.Redact,
+	"dur":     func(d time.Duration) string { return d.Round(time.Second).String() },
+	// due is replaced per server (withShift): an item's deadline.
+	"due":      func(time.Time, pipeline.Category, time.Time, bool) dueView { return dueView{} },
 	"age":      queueAge,
 	"fresh":    freshness,
 	"account":  accountHref,
@@ -140,6 +149,7 @@ func (s *server) routes() http.Handler {
 	app.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/queue", http.StatusSeeOther) })
 	app.HandleFunc("GET /queue", s.queuePage)
 	app.HandleFunc("GET /queue/counts", s.queueCounts)
+	app.HandleFunc("GET /shift", s.shiftPage)
 	app.HandleFunc("GET /verdicts/{id}", s.roomPage)
 	app.HandleFunc("POST /verdicts/{id}/decide", s.decide)
 	app.HandleFunc("POST /verdicts/{id}/undo", s.undo)
@@ -147,6 +157,8 @@ func (s *server) routes() http.Handler {
 	app.HandleFunc("POST /verdicts/{id}/take", s.take)
 	app.HandleFunc("POST /verdicts/{id}/release", s.release)
 	app.HandleFunc("POST /verdicts/{id}/stop", s.stop)
+	app.HandleFunc("GET /verdicts/{id}/reveal", s.revealPage)
+	app.HandleFunc("POST /verdicts/{id}/reveal", s.reveal)
 	app.HandleFunc("GET /accounts/{sender}", s.accountPage)
 	app.HandleFunc("GET /campaigns/{mark}", s.campaignPage)
 	app.HandleFunc("POST /campaigns/{mark}/decide", s.bulkDecide)
@@ -328,6 +340,9 @@ func (s *server) queuePage(w http.ResponseWriter, r *http.Request) {
 type chatLine struct {
 	pipeline.ChatMessage
 	Evidence bool
+	// Pieces is the text, masked, with each contact value a piece of its
+	// own (reveal.go).
+	Pieces []shownPiece
 }
 
 func verdictIDParam(r *http.Request) (uint64, bool) {
@@ -383,6 +398,7 @@ func (s *server) roomPage(w http.ResponseWriter, r *http.Request) {
 		"Campaigns": campaigns, "Audit": moderation.IsAuditItem(v.Key, v.Status, v.Label, s.cfg.AuditShare)} {
 		data[k] = val
 	}
+	s.roomShift(data, v, len(decisions) > 0)
 	if !v.SupersededAt.IsZero() {
 		// A re-review replaced this revision: the page says so and links
 		// the current one (decisions here stay on this revision).
@@ -398,12 +414,7 @@ func (s *server) roomPage(w http.ResponseWriter, r *http.Request) {
 		s.log.Warn("console: chat history", "room_id", v.Key.RoomID, "err", err)
 		data["ChatError"] = "the chat history could not be fetched: " + err.Error()
 	}
-	ev := data["Evidence"].(map[string]bool)
-	lines := make([]chatLine, 0, len(msgs))
-	for _, m := range msgs {
-		lines = append(lines, chatLine{ChatMessage: m, Evidence: ev[m.MessageID]})
-	}
-	data["Chat"] = lines
+	data["Chat"] = chatLines(msgs, data["Evidence"].(map[string]bool))
 	data["OpenAccount"] = openAccount(v, msgs)
 	s.render(w, "room.html", http.StatusOK, data)
 }

@@ -40,11 +40,35 @@ const (
 	// ActionStop: a moderator stops a room's reviews through the operator
 	// API (whose own record, stop_signals, names the moderator too).
 	ActionStop ActionKind = "stop"
+	// ActionReveal: a moderator reveals one masked contact value of a
+	// room's chat; Detail names the message, the value's index and the
+	// reason chosen (RevealReasons), never the value.
+	ActionReveal ActionKind = "reveal"
 )
+
+// RevealReasons are the reasons a moderator may give for revealing a
+// masked contact value: a fixed list, so the audit record's detail holds
+// no free text.
+var RevealReasons = []string{
+	"compare with a user report",
+	"match an account or phone across rooms",
+	"legal or law-enforcement request",
+	"check the masked text is a contact value",
+}
+
+// IsRevealReason reports whether reason is one of RevealReasons.
+func IsRevealReason(reason string) bool {
+	for _, r := range RevealReasons {
+		if r == reason {
+			return true
+		}
+	}
+	return false
+}
 
 // ActionKinds lists every ActionKind, in the order above.
 var ActionKinds = []ActionKind{ActionTake, ActionRelease, ActionOverrideTake, ActionOverrideDecided, ActionDecide,
-	ActionBulkDecide, ActionTakeCampaign, ActionReleaseCampaign, ActionStop}
+	ActionBulkDecide, ActionTakeCampaign, ActionReleaseCampaign, ActionStop, ActionReveal}
 
 // AuditRecord is one console action as the audit record keeps it: who
 // asked for what, on which item or campaign, at what time. It carries

@@ -108,6 +108,7 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.StringVar(&c.OperatorTokenFile, "operator-token-file", "file holding the operator API's bearer token (sent as Authorization: Bearer)")
 	fs.DurationVar(&c.StopTTL, "stop-ttl", "how long the stop button's room stop lasts")
 	fs.DurationVar(&c.TakeTimeout, "take-timeout", "how long a taken queue item stays its moderator's after their last action on it; then anyone may take it")
+	shiftFlags(fs, &c.Shift)
 	fs.Float64Var(&c.AuditShare, "audit-share", "share (0..1) of clean verdicts sampled, by a hash of the review key, as audit items: mixed into the queue, marked audit, their decisions the labelled sets' clean stratum (0: no audit)")
 	fs.DurationVar(&c.UndoWindow, "undo-window", "how long after a decision its moderator may undo it (recorded as a reversing decision, audited; never a delete); 0: no undo")
 	fs.ListVar(&c.DecisionReasons, "decision-reasons", "comma-separated canned reasons the decision forms offer beside the free note (the one chosen leads the stored note)")
@@ -163,6 +164,14 @@ func liveFlags(fs *cli.FlagSet, c *redislive.Config) {
 	fs.StringVar(&c.KeyPrefix, "live-key-prefix", "prefix of the Redis Streams keeping on-demand reviews' events")
 	fs.Int64Var(&c.MaxLen, "live-max-len", "events kept per on-demand review (approximate MAXLEN)")
 	fs.DurationVar(&c.TTL, "live-ttl", "how long an on-demand review's events are kept for resume after its last event")
+}
+
+// shiftFlags binds the shift's settings (console.ShiftConfig).
+func shiftFlags(fs *cli.FlagSet, c *console.ShiftConfig) {
+	fs.StringVar(&c.TimeZone, "time-zone", "IANA time zone the pages show times in (Asia/Seoul for a Korean team)")
+	fs.StringVar(&c.Deadlines, "deadlines", "how long an item may wait in the queue before it is overdue, by category: comma-separated category=duration, * for the rest")
+	fs.IntVar(&c.ShiftHours, "shift-hours", "the shift page's default window, in hours ending now")
+	fs.StringVar(&c.Teams, "teams", "the shift page's teams: semicolon-separated name=moderator id,… (the pseudonymous ids the page header shows); empty: one team")
 }
 
 // outboxFlags binds the feedback outbox's settings (console.OutboxConfig).

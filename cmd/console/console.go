@@ -283,7 +283,7 @@ func (p *parts) buildApp(context.Context) error {
 	d := console.Deps{Store: p.store, Feedback: p.feedback, Chat: chat,
 		HistoryTimeout: p.cfg.Chat.Timeout + 2*time.Second, Reviewer: p.reviewer, Hub: p.hub, LiveLog: p.liveLog,
 		Guard:  &stop.Guard{Holder: p.holder, Store: p.stops, CheckTimeout: p.cfg.Stop.CheckTimeout},
-		Events: p.events, Registerer: p.reg, Log: p.log, Clock: p.clock, Keys: keys}
+		Events: p.events, Registerer: p.reg, Log: p.log, Clock: p.clock, Keys: keys, History: p.store}
 	if p.cfg.Options.LegacyPseudonyms {
 		d.RekeyModerator = p.store.RekeyModerator
 	}

@@ -28,6 +28,7 @@ func runPurge(ctx context.Context, args []string, getenv func(string) string, st
 	depflags.BindMySQLDSN(fs, &dbc)
 	fs.DurationVar(&cfg.StageRetention, "stage-retention", "delete the stage rows of verdicts created longer ago than this")
 	fs.DurationVar(&cfg.VerdictRetention, "verdict-retention", "delete verdicts created longer ago than this (at least --stage-retention)")
+	fs.DurationVar(&cfg.TakeHistoryRetention, "take-history-retention", "delete take history rows (moderators' takes and releases) recorded longer ago than this")
 	fs.IntVar(&cfg.BatchSize, "batch-size", "rows one DELETE removes at most")
 	fs.DurationVar(&cfg.Pause, "pause", "wait after each batch that deleted rows (lets replicas keep up)")
 	fs.BoolVar(&cfg.DryRun, "dry-run", "count what would be deleted, delete nothing")

@@ -69,7 +69,7 @@ func TestPurgeSubcommand(t *testing.T) {
 
 	code, out, errb = purge("--verdict-retention=720h", "--pause=0s", "--batch-size=10")
 	require.Equal(t, 0, code, errb)
-	require.Regexp(t, `^purge: deleted 4 stage rows \(verdicts created before \S+\) and 1 verdicts \(created before \S+\) in \d+ batches, \S+, \d+ rows/s; 0 expired review claims\n$`, out)
+	require.Regexp(t, `^purge: deleted 4 stage rows \(verdicts created before \S+\) and 1 verdicts \(created before \S+\) in \d+ batches, \S+, \d+ rows/s; 0 expired review claims; 0 take history rows\n$`, out)
 	require.Equal(t, 0, count(t, db, "SELECT COUNT(*) FROM verdicts WHERE room_id = 'room-ancient'"))
 	require.Equal(t, 2, count(t, db, "SELECT COUNT(*) FROM verdict_stages s JOIN verdicts v ON v.id = s.verdict_id WHERE v.room_id = 'room-decided'"))
 	require.Equal(t, 0, count(t, db, "SELECT COUNT(*) FROM verdict_stages s JOIN verdicts v ON v.id = s.verdict_id WHERE v.room_id = 'room-old'"))

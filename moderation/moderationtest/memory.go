@@ -33,6 +33,7 @@ type Memory struct {
 	takes     map[uint64]moderation.Take
 	decisions []decisionRow
 	actions   []moderation.AuditRecord
+	history   []moderation.TakeRecord
 	ActionErr func(moderation.AuditRecord) error
 }
 

@@ -50,3 +50,7 @@ func TestMemoryVerdictsConformance(t *testing.T) {
 	t.Parallel()
 	RunVerdictsConformance(t, func(t *testing.T) moderation.Verdicts { return NewMemory() })
 }
+
+func TestMemoryTakeHistory(t *testing.T) {
+	RunTakeHistoryConformance(t, func(t *testing.T) HistoryStore { return NewMemory() })
+}

@@ -118,31 +118,14 @@ func Redact(s string) string {
 }
 
 func redactContacts(s string) string {
-	if s == "" {
-		return s
-	}
-	n := Normalize(s)
-	var spans []maskSpan
-	for _, m := range scan(n) {
-		if m.maskTo > m.maskFrom {
-			f, t := n.OrigSpan(m.maskFrom, m.maskTo)
-			spans = append(spans, maskSpan{f, t, m.digits, m.keep})
-		}
-	}
+	spans := contactSpans(s)
 	if len(spans) == 0 {
 		return s
 	}
-	slices.SortFunc(spans, func(a, b maskSpan) int { return a.from - b.from })
 	var b strings.Builder
 	b.Grow(len(s))
 	last := 0
 	for _, sp := range spans {
-		if sp.from < last {
-			sp.from = last
-		}
-		if sp.to <= sp.from {
-			continue
-		}
 		b.WriteString(s[last:sp.from])
 		sp.writeMasked(&b, s[sp.from:sp.to])
 		last = sp.to
@@ -331,10 +314,11 @@ var hangulDigits = map[rune]byte{
 
 func isHangulSyllable(r rune) bool { return r >= 0xAC00 && r <= 0xD7A3 }
 
-// isNumSep reports the characters a number may be split with.
+// isNumSep reports the characters a number may be split with (a slash
+// too: 010/9876/5432 is a phone number).
 func isNumSep(r rune) bool {
 	switch r {
-	case ' ', '.', '-', '_', '(', ')', '*', '~', '\t', '\n', '\r', '|', '^',
+	case ' ', '.', '-', '_', '(', ')', '*', '~', '\t', '\n', '\r', '|', '^', '/',
 		'ㅡ': // the Hangul vowel, typed as a dash
 		return true
 	}
@@ -976,4 +960,79 @@ func containsAny(s string, subs ...string) bool {
 		}
 	}
 	return false
+}
+
+// Piece is one stretch of a text as RedactPieces splits it: a contact
+// value (Contact set; Text masked as Redact masks it) or the text between
+// two (Text with names masked). Start and End are the stretch's byte span
+// in the original text.
+type Piece struct {
+	Text       string
+	Contact    bool
+	Start, End int
+}
+
+// RedactPieces splits s into its contact values and the text around them,
+// every piece masked: joined, the pieces read as Redact(s) does, except
+// where a name cue and its name fall on either side of a contact value.
+// The console draws each contact piece as a value a moderator may reveal,
+// by its index among the contact pieces (ContactValue).
+func RedactPieces(s string) []Piece {
+	spans := contactSpans(s)
+	out := make([]Piece, 0, 2*len(spans)+1)
+	last := 0
+	for _, sp := range spans {
+		if sp.from > last {
+			out = append(out, Piece{Text: maskNames(s[last:sp.from]), Start: last, End: sp.from})
+		}
+		var b strings.Builder
+		sp.writeMasked(&b, s[sp.from:sp.to])
+		out = append(out, Piece{Text: b.String(), Contact: true, Start: sp.from, End: sp.to})
+		last = sp.to
+	}
+	if last < len(s) || len(out) == 0 {
+		out = append(out, Piece{Text: maskNames(s[last:]), Start: last, End: len(s)})
+	}
+	return out
+}
+
+// ContactValue is the n-th contact value of s (counted from 0, as
+// RedactPieces numbers its contact pieces), as written, and whether there
+// is one.
+func ContactValue(s string, n int) (string, bool) {
+	spans := contactSpans(s)
+	if n < 0 || n >= len(spans) {
+		return "", false
+	}
+	return s[spans[n].from:spans[n].to], true
+}
+
+// contactSpans are the byte spans of s that redactContacts masks, in
+// order and without overlaps.
+func contactSpans(s string) []maskSpan {
+	if s == "" {
+		return nil
+	}
+	n := Normalize(s)
+	var spans []maskSpan
+	for _, m := range scan(n) {
+		if m.maskTo > m.maskFrom {
+			f, t := n.OrigSpan(m.maskFrom, m.maskTo)
+			spans = append(spans, maskSpan{f, t, m.digits, m.keep})
+		}
+	}
+	slices.SortFunc(spans, func(a, b maskSpan) int { return a.from - b.from })
+	out := spans[:0]
+	last := 0
+	for _, sp := range spans {
+		if sp.from < last {
+			sp.from = last
+		}
+		if sp.to <= sp.from {
+			continue
+		}
+		out = append(out, sp)
+		last = sp.to
+	}
+	return out
 }

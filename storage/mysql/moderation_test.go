@@ -69,3 +69,8 @@ func TestVerdictsConformance(t *testing.T) {
 	t.Parallel()
 	moderationtest.RunVerdictsConformance(t, func(t *testing.T) moderation.Verdicts { return setup(t) })
 }
+
+func TestTakeHistoryConformance(t *testing.T) {
+	t.Parallel()
+	moderationtest.RunTakeHistoryConformance(t, func(t *testing.T) moderationtest.HistoryStore { return setup(t) })
+}

@@ -34,6 +34,10 @@ type PurgeConfig struct {
 	// that died, or whose release failed, expires and would stay forever.
 	// Zero takes an hour.
 	ClaimGrace time.Duration
+	// TakeHistoryRetention keeps the take history (take_history: when
+	// moderators took and released items) recorded within it. Zero takes
+	// DefaultTakeHistoryRetention.
+	TakeHistoryRetention time.Duration
 	// DryRun counts what would be deleted and deletes nothing.
 	DryRun bool
 	// OnBatch, when set, is called after every batch, from Purge's
@@ -42,16 +46,23 @@ type PurgeConfig struct {
 }
 
 // DefaultPurgeConfig returns the retention `worker purge` applies unless
-// told otherwise: stage rows for 30 days, verdicts for 180 days, 1000 rows a
-// batch, 100 ms between batches.
+// told otherwise: stage rows for 30 days, verdicts for 180 days, the take
+// history for 90 days, 1000 rows a batch, 100 ms between batches.
 func DefaultPurgeConfig() PurgeConfig {
 	return PurgeConfig{
 		StageRetention:   30 * 24 * time.Hour,
 		VerdictRetention: 180 * 24 * time.Hour,
 		BatchSize:        1000,
 		Pause:            100 * time.Millisecond,
+		// The take history is small (a few rows a decision).
+		TakeHistoryRetention: DefaultTakeHistoryRetention,
 	}
 }
+
+// DefaultTakeHistoryRetention is how long the take history is kept when
+// PurgeConfig.TakeHistoryRetention is zero: a quarter's shifts, for the
+// analysts' pick-up and handle times.
+const DefaultTakeHistoryRetention = 90 * 24 * time.Hour
 
 // MaxPurgeBatch bounds PurgeConfig.BatchSize.
 const MaxPurgeBatch = 50000
@@ -71,6 +82,9 @@ func (c PurgeConfig) Validate() error {
 	// make progress inside one verdict.
 	if c.BatchSize < 10 || c.BatchSize > MaxPurgeBatch {
 		errs = append(errs, fmt.Errorf("batch size %d is not in 10..%d", c.BatchSize, MaxPurgeBatch))
+	}
+	if c.TakeHistoryRetention < 0 {
+		errs = append(errs, errors.New("take history retention must not be negative"))
 	}
 	if c.Pause < 0 {
 		errs = append(errs, errors.New("pause must not be negative"))
@@ -93,10 +107,12 @@ type PurgeReport struct {
 	// StageRows and Verdicts deleted (would be deleted, in a dry run).
 	StageRows, Verdicts int64
 	// Claims is the expired review claims deleted (would be deleted).
-	Claims  int64
-	Batches int
-	Elapsed time.Duration
-	DryRun  bool
+	Claims int64
+	// TakeHistory is the take history rows deleted (would be deleted).
+	TakeHistory int64
+	Batches     int
+	Elapsed     time.Duration
+	DryRun      bool
 }
 
 // RowsPerSecond is the purge's rate over its whole run, pauses included.
@@ -113,9 +129,9 @@ func (r PurgeReport) String() string {
 	if r.DryRun {
 		verb = "would delete"
 	}
-	return fmt.Sprintf("purge: %s %d stage rows (verdicts created before %s) and %d verdicts (created before %s) in %d batches, %s, %.0f rows/s; %d expired review claims",
+	return fmt.Sprintf("purge: %s %d stage rows (verdicts created before %s) and %d verdicts (created before %s) in %d batches, %s, %.0f rows/s; %d expired review claims; %d take history rows",
 		verb, r.StageRows, r.StageCutoff.Format(time.RFC3339), r.Verdicts, r.VerdictCutoff.Format(time.RFC3339),
-		r.Batches, r.Elapsed.Round(time.Millisecond), r.RowsPerSecond(), r.Claims)
+		r.Batches, r.Elapsed.Round(time.Millisecond), r.RowsPerSecond(), r.Claims, r.TakeHistory)
 }
 
 // Purge applies retention: it deletes the stage rows of verdicts created
@@ -162,9 +178,18 @@ func (s *Store) Purge(ctx context.Context, cfg PurgeConfig, clk clock.Clock) (Pu
 		grace = time.Hour
 	}
 	r.Claims, err = p.purgeClaims(ctx, dbTime(t.Add(-grace)))
+	if err != nil {
+		r.Elapsed = clk.Since(started)
+		return r, fmt.Errorf("mysql: purge review claims: %w", err)
+	}
+	keep := cfg.TakeHistoryRetention
+	if keep == 0 {
+		keep = DefaultTakeHistoryRetention
+	}
+	r.TakeHistory, err = p.purgeTakeHistory(ctx, dbTime(t.Add(-keep)))
 	r.Elapsed = clk.Since(started)
 	if err != nil {
-		return r, fmt.Errorf("mysql: purge review claims: %w", err)
+		return r, fmt.Errorf("mysql: purge take history: %w", err)
 	}
 	return r, nil
 }
@@ -202,6 +227,30 @@ func (p *purge) purgeClaims(ctx context.Context, cutoff time.Time) (int64, error
 		}
 		if cfg.Pause > 0 {
 			if err := clock.Sleep(ctx, p.clk, cfg.Pause); err != nil {
+				return total, err
+			}
+		}
+	}
+}
+
+// purgeTakeHistory deletes the take history recorded before cutoff,
+// BatchSize rows at a time, pausing between batches as the other tables'
+// purges do.
+func (p *purge) purgeTakeHistory(ctx context.Context, cutoff time.Time) (int64, error) {
+	if p.cfg.DryRun {
+		var n int64
+		err := p.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM take_history WHERE at < ?", cutoff).Scan(&n)
+		return n, err
+	}
+	var total int64
+	for {
+		n, err := p.PurgeTakeHistory(ctx, cutoff, p.cfg.BatchSize)
+		total += int64(n)
+		if err != nil || n < p.cfg.BatchSize {
+			return total, err
+		}
+		if p.cfg.Pause > 0 {
+			if err := clock.Sleep(ctx, p.clk, p.cfg.Pause); err != nil {
 				return total, err
 			}
 		}

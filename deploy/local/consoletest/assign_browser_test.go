@@ -246,7 +246,8 @@ func TestShortcutsWorkTheQueue(t *testing.T) {
 	first, second := ids[1], ids[0] // the queue's order
 	age, err := chromedp.Run(alice, chromedp.Text(chromedp.CSS(fmt.Sprintf(`tr[data-id="%d"] td.age`, first))))
 	require.NoError(t, err)
-	require.Regexp(t, `^\d+ (min|h \d+ min|d \d+ h)$`, age)
+	// The age, then the item's deadline by category (due in / overdue).
+	require.Regexp(t, `^\d+ (min|h \d+ min|d \d+ h)( (due in|overdue) \d+ (min|h \d+ min|d \d+ h))?$`, age)
 
 	require.NoError(t, chromedp.Do(alice, chromedp.KeyEvent("j"), chromedp.KeyEvent("j"), chromedp.KeyEvent("k")))
 	focused, err := chromedp.Run(alice, chromedp.Evaluate[string](`document.activeElement.closest("tr").dataset.id + "/" + getComputedStyle(document.activeElement).outlineStyle`))
