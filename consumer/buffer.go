@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/pipeline"
@@ -20,6 +22,9 @@ type item struct {
 	bytes int64
 	ev    pipeline.LakeRecord
 	bad   *pipeline.LakeErrorLine
+	// trace is the trace context the message carried (not valid: none);
+	// its object's write joins it (flushSpan).
+	trace trace.SpanContext
 }
 
 // batch is the open buffer of one partition; taken out of the buffer, it
@@ -233,7 +238,7 @@ func (c *Consumer) waitRoom(ctx context.Context) error {
 // add decodes one received message and buffers it, unless it is a
 // redelivery of a message still held.
 func (c *Consumer) add(m pipeline.Message, now time.Time) {
-	it := item{msgID: m.ID, bytes: int64(len(m.Body))}
+	it := item{msgID: m.ID, bytes: int64(len(m.Body)), trace: pipeline.TraceContext(m.Attributes)}
 	var key pipeline.LakePartition
 	ev, err := pipeline.DecodeLakeEvent(m.Body, now)
 	if err != nil {

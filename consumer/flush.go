@@ -48,6 +48,8 @@ func (c *Consumer) isDraining() bool {
 // flush writes one batch, retrying with backoff until it is written or ctx
 // ends, then deletes its messages.
 func (c *Consumer) flush(ctx context.Context, b *batch) {
+	ctx, span := startFlushSpan(ctx, b)
+	defer span.End()
 	start := c.clk.Now()
 	obj, err := c.encode(b)
 	if err != nil {

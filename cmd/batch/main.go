@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/chatguard/chatguard/cmd/internal/cli"
+	"github.com/chatguard/chatguard/cmd/internal/telemetry"
 )
 
 func main() {
@@ -38,7 +39,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	level, _ := cli.ParseLevel(cfg.LogLevel)
 	stderr = &lockedWriter{w: stderr}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(telemetry.LogHandler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})))
+	shutdown, err := telemetry.Setup(ctx, "chatguard-batch", getenv)
+	if err != nil {
+		return cli.Fail(stderr, "batch", err)
+	}
+	defer shutdown()
 
 	ctx, stop := cli.SignalContext(ctx, log, "batch")
 	defer stop()

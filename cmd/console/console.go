@@ -395,6 +395,8 @@ func adminRoutes(reg *prometheus.Registry, db interface{ Ping(context.Context) e
 		}
 		_, _ = w.Write([]byte("ready\n"))
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	// OpenMetrics when asked for: the only format that carries the latency
+	// histograms' exemplars (a sampled trace's id).
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, EnableOpenMetrics: true}))
 	return mux
 }

@@ -37,6 +37,8 @@ func adminHandler(reg *prometheus.Registry, loop interface{ Draining() bool }, d
 		}
 		_, _ = w.Write([]byte("ready\n"))
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	// OpenMetrics when asked for: the only format that carries the latency
+	// histograms' exemplars (a sampled trace's id).
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, EnableOpenMetrics: true}))
 	return mux
 }

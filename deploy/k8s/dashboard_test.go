@@ -104,6 +104,8 @@ func TestDashboard(t *testing.T) {
 		"calls waiting by class":   "chatguard_llm_class_waiting",
 		"calls refused by class":   "chatguard_llm_class_refused_total",
 		"ttft by class":            "chatguard_llm_class_ttft_seconds_bucket",
+		"spend":                    "chatguard_llm_cost_dollars_total",
+		"daily budget":             "chatguard_llm_daily_budget_dollars",
 	} {
 		require.True(t, used[metric], "no panel shows %s (%s)", topic, metric)
 	}

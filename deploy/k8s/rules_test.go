@@ -22,6 +22,7 @@ var requiredAlerts = []string{
 	"ChatguardStopSubscriberDown", "ChatguardRedisMemoryHigh", "ChatguardRedisEvicting", "ChatguardRedisRejectingWrites", "ChatguardLakeEventsDropped", "ChatguardConsumerDown",
 	"ChatguardConsumerBufferStale", "ChatguardDependencyDown",
 	"ChatguardBatchStale", "ChatguardBatchFreshnessUnknown", "ChatguardAutoscalerErrors", "ChatguardOutboxStuck",
+	"ChatguardSpendBurnFast", "ChatguardSpendBurnSlow",
 }
 
 // docsBase is the address on GitHub of docs/, which every alert's

@@ -20,6 +20,10 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/chatguard/chatguard/internal/clock"
@@ -499,7 +503,13 @@ func (l *Loop) start(stop, jobBase context.Context, pm pipeline.Message, leaseEn
 	if !m.SentAt.IsZero() {
 		l.m.messageAge.Observe(max(l.clk.Now().Sub(m.SentAt), 0).Seconds())
 	}
-	leaseCtx, lose := context.WithCancelCause(jobBase)
+	// The job continues the trace of the span that sent the message
+	// (pipeline.TraceParentAttribute); the handler's spans are its
+	// children.
+	spanCtx, span := tracer.Start(pipeline.ContextWithTrace(jobBase, pm.Attributes), "job", trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attribute.String("messaging.system", "aws_sqs"), attribute.String("messaging.operation.type", "process"),
+			attribute.Int("messaging.message.delivery_count", m.ReceiveCount)))
+	leaseCtx, lose := context.WithCancelCause(spanCtx)
 	j.lose = lose
 	l.hb.add(j)
 	l.m.inflight.Inc()
@@ -528,6 +538,7 @@ func (l *Loop) start(stop, jobBase context.Context, pm pipeline.Message, leaseEn
 		}
 		l.m.jobs.WithLabelValues(out.Label).Inc()
 		l.m.duration.Observe(l.clk.Now().Sub(start).Seconds())
+		endJobSpan(span, out)
 		attrs := []any{"message_id", m.ID, "receive_count", m.ReceiveCount, "outcome", out.Label, "duration_ms", l.clk.Now().Sub(start).Milliseconds()}
 		if out.Err != nil {
 			attrs = append(attrs, "err", out.Err.Error())
@@ -668,6 +679,21 @@ func (l *Loop) toDLQ(ctx context.Context, m Message, reason string) error {
 		return fmt.Errorf("jobloop: send to dlq: %w", err)
 	}
 	return nil
+}
+
+// tracer names the loop's spans.
+var tracer = otel.Tracer("github.com/chatguard/chatguard/pipeline/jobloop")
+
+// endJobSpan records how the job was settled and ends its span. A failed
+// attempt's error.type is its outcome label, one of a fixed set: an
+// error's text may quote a chat or name a room.
+func endJobSpan(span trace.Span, out Outcome) {
+	span.SetAttributes(attribute.String("chatguard.job.outcome", out.Label))
+	if out.Err != nil && out.Action != Delete {
+		span.SetStatus(codes.Error, out.Label)
+		span.SetAttributes(attribute.String("error.type", out.Label))
+	}
+	span.End()
 }
 
 func toMessage(pm pipeline.Message, maxReceive int) Message {

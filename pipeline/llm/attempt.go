@@ -58,6 +58,8 @@ func answerCap(req *Request) int {
 func (r *Router) attempt(ctx context.Context, l lease, req *Request, msgs []Message, n int, repair bool, resp *Response) Attempt {
 	p := l.p
 	a := Attempt{N: n, Pool: p.cfg.Name, Model: p.cfg.Model, Repair: repair}
+	ctx, span := startAttemptSpan(ctx, p, req, n, repair)
+	defer endAttemptSpan(span, &a)
 	meta := &attemptMeta{}
 	actx, cancel := context.WithTimeout(context.WithValue(ctx, metaKey{}, meta), p.cfg.AttemptTimeout)
 	defer cancel()
@@ -78,7 +80,7 @@ func (r *Router) attempt(ctx context.Context, l lease, req *Request, msgs []Mess
 	a.Content = content
 	neutral, failed := r.classify(ctx, actx, l, req, &a, meta, finish, err)
 	p.breaker.done(r.now(), l.probe, failed, neutral && !failed)
-	r.account(p, req, &a, resp)
+	r.account(ctx, p, req, &a, resp)
 	return a
 }
 
@@ -132,13 +134,14 @@ func (r *Router) classify(ctx, actx context.Context, l lease, req *Request, a *A
 }
 
 // account records a's metrics and cost, adds its tokens and cost to resp
-// and tells req.OnAttempt.
-func (r *Router) account(p *pool, req *Request, a *Attempt, resp *Response) {
+// and tells req.OnAttempt. The latency histograms carry the attempt's
+// trace as an exemplar when it is sampled (ctx holds its span).
+func (r *Router) account(ctx context.Context, p *pool, req *Request, a *Attempt, resp *Response) {
 	st, pl := string(req.Stage), string(p.cfg.Name)
 	r.m.attempts.WithLabelValues(st, pl, a.Outcome).Inc()
-	r.m.latency.WithLabelValues(st, pl).Observe(a.Latency.Seconds())
+	observeTraced(ctx, r.m.latency.WithLabelValues(st, pl), a.Latency.Seconds())
 	if a.TTFT > 0 {
-		r.m.ttft.WithLabelValues(st, pl).Observe(a.TTFT.Seconds())
+		observeTraced(ctx, r.m.ttft.WithLabelValues(st, pl), a.TTFT.Seconds())
 		r.m.class.ttft.WithLabelValues(req.Class.String(), pl).Observe(a.TTFT.Seconds())
 	}
 	if a.TokensIn > 0 {
@@ -151,6 +154,9 @@ func (r *Router) account(p *pool, req *Request, a *Attempt, resp *Response) {
 		r.m.tokens.WithLabelValues(st, pl, "cached").Add(float64(a.TokensCached))
 	}
 	a.CostUSD = p.cfg.Price.Cost(a.TokensIn, a.TokensCached, a.TokensOut, a.Latency)
+	if a.CostUSD > 0 {
+		r.m.cost.WithLabelValues(st, pl, req.Class.String()).Add(a.CostUSD)
+	}
 	resp.TokensIn += a.TokensIn
 	resp.TokensOut += a.TokensOut
 	resp.TokensCached += a.TokensCached
@@ -212,12 +218,7 @@ func (r *Router) stream(ctx context.Context, p *pool, req *Request, msgs []Messa
 		if serr := pipeline.CheckStop(ctx); serr != nil {
 			return buf.Bytes(), "", &stopError{serr}
 		}
-		if chunk.Usage != nil {
-			a.TokensIn, a.TokensOut = chunk.Usage.PromptTokens, chunk.Usage.CompletionTokens
-			if d := chunk.Usage.PromptTokensDetails; d != nil {
-				a.TokensCached = d.CachedTokens
-			}
-		}
+		a.noteChunk(chunk)
 		for _, c := range chunk.Choices {
 			if c.Index != 0 {
 				continue
@@ -315,4 +316,18 @@ func cooldownFor(retryAfter, retryAfterMS string, cfg PoolConfig, now time.Time)
 		return d
 	}
 	return min(cfg.DefaultCooldown, cfg.MaxCooldown)
+}
+
+// noteChunk records what a streamed chunk says of the call: the model that
+// answered and, on the last chunk, the token usage.
+func (a *Attempt) noteChunk(chunk openai.ChatCompletionStreamResponse) {
+	if chunk.Model != "" {
+		a.responseModel = chunk.Model
+	}
+	if chunk.Usage != nil {
+		a.TokensIn, a.TokensOut = chunk.Usage.PromptTokens, chunk.Usage.CompletionTokens
+		if d := chunk.Usage.PromptTokensDetails; d != nil {
+			a.TokensCached = d.CachedTokens
+		}
+	}
 }

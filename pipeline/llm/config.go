@@ -13,6 +13,7 @@ package llm
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"time"
@@ -181,6 +182,11 @@ type Config struct {
 	// Fleet shares the pools' limits across replicas (fleet.go); its zero
 	// value shares nothing.
 	Fleet FleetConfig
+	// DailyBudget is the USD the fleet means to spend on model calls in a
+	// day, exported as chatguard_llm_daily_budget_dollars so that the
+	// budget alerts can compare the spend's burn rate with it; the router
+	// never refuses a call over it. Zero sets no budget (no alert).
+	DailyBudget float64
 }
 
 // The router defaults applied to zero fields by WithDefaults.
@@ -239,6 +245,9 @@ func (c Config) Validate() error {
 	}
 	if c.BaseBackoff <= 0 || c.MaxBackoff < c.BaseBackoff {
 		errs = append(errs, fmt.Errorf("llm: backoff base %s / max %s: want 0 < base <= max", c.BaseBackoff, c.MaxBackoff))
+	}
+	if math.IsNaN(c.DailyBudget) || math.IsInf(c.DailyBudget, 0) || c.DailyBudget < 0 {
+		errs = append(errs, fmt.Errorf("llm: daily budget %v is not a finite amount of at least 0", c.DailyBudget))
 	}
 	return errors.Join(errs...)
 }

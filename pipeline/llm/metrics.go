@@ -18,6 +18,9 @@ type metrics struct {
 	latency   *prometheus.HistogramVec
 	tokens    *prometheus.CounterVec
 	fallbacks *prometheus.CounterVec
+	// cost is what the attempts cost at their pool's Price, by stage,
+	// pool and class: the same figure each inference-log row carries.
+	cost *prometheus.CounterVec
 	// scrapeErrors counts failed scrapes of a pool's /metrics (adaptive.go).
 	scrapeErrors *prometheus.CounterVec
 	// class are the series by traffic class (class_metrics.go).
@@ -54,6 +57,10 @@ func newMetrics(reg prometheus.Registerer, r *Router) (*metrics, error) {
 			Help: "Attempts sent to the fallback pool by why the primary was passed over (cooldown, breaker_open, gate_full, last_attempt).",
 		}, []string{"stage", "reason"}),
 	}
+	m.cost = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "chatguard_llm_cost_dollars_total",
+		Help: "USD the attempts cost at their pool's configured price (tokens at the token prices, busy time at the GPU-hour price), by stage, pool and traffic class; zero while no price is set.",
+	}, []string{"stage", "pool", "class"})
 	m.class = newClassMetrics(latencyBuckets)
 	names := make([]pipeline.Pool, 0, 2)
 	for _, p := range r.pools() {
@@ -66,9 +73,29 @@ func newMetrics(reg prometheus.Registerer, r *Router) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	cs := []prometheus.Collector{m.requests, m.attempts, m.ttft, m.latency, m.tokens, m.fallbacks, m.scrapeErrors}
+	cs := []prometheus.Collector{m.requests, m.attempts, m.ttft, m.latency, m.tokens, m.fallbacks, m.cost, m.scrapeErrors}
 	cs = append(cs, m.class.collectors()...)
 	cs = append(cs, capacityCollectors(r)...)
+	cs = append(cs, routerGauges(r)...)
+	var errs []error
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("llm: register metrics: %w", err)
+	}
+	return m, nil
+}
+
+// routerGauges are the budget's gauge and each pool's cooldown, breaker
+// and gate gauges, read when scraped.
+func routerGauges(r *Router) []prometheus.Collector {
+	budget := r.cfg.DailyBudget
+	cs := []prometheus.Collector{prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "chatguard_llm_daily_budget_dollars", Help: "The configured daily budget for model calls in USD (--daily-budget); 0: none set.",
+	}, func() float64 { return budget })}
 	for _, p := range r.pools() {
 		labels := prometheus.Labels{"pool": string(p.cfg.Name)}
 		cs = append(cs,
@@ -91,14 +118,5 @@ func newMetrics(reg prometheus.Registerer, r *Router) (*metrics, error) {
 			}, func() float64 { return float64(p.cfg.MaxConcurrency) }),
 		)
 	}
-	var errs []error
-	for _, c := range cs {
-		if err := reg.Register(c); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("llm: register metrics: %w", err)
-	}
-	return m, nil
+	return cs
 }

@@ -113,6 +113,9 @@ type Attempt struct {
 	// Content is the answer as streamed (ok, invalid and truncated
 	// outcomes); it is model output and may quote chat text.
 	Content []byte
+	// responseModel is the model the server said answered (its chunks'
+	// model field), for the attempt's span.
+	responseModel string
 }
 
 // Response is a stage's validated answer.

@@ -653,13 +653,20 @@ func runStage[T any](ctx context.Context, rn *run, stage pipeline.StageName, in 
 		return out, fmt.Errorf("%s: %w", stage, err)
 	}
 	res := pipeline.StageResult{Stage: stage}
+	ctx, span := startStageSpan(ctx, stage)
+	var err error
+	defer func() { endStageSpan(span, &res, err) }()
 	for try := 0; ; try++ {
-		msgs, prompt, err := rn.stagePrompt(stage, in)
+		var msgs []llm.Message
+		var prompt promptFacts
+		msgs, prompt, err = rn.stagePrompt(stage, in)
 		if err != nil {
 			return out, pipeline.Permanent(err)
 		}
-		req := stageRequest(rn, stage, msgs, prompt, parse, compromised, &out)
-		resp, err := rn.r.router.Complete(ctx, req)
+		var logged redactedOutput
+		req := stageRequest(rn, stage, msgs, prompt, parse, compromised, &out, &logged)
+		var resp llm.Response
+		resp, err = rn.r.router.Complete(ctx, req)
 		addUsage(&res, resp)
 		var cl *llm.ContextLengthError
 		if err != nil && try == 0 && errors.As(err, &cl) && rn.shrink(cl) {
@@ -673,7 +680,11 @@ func runStage[T any](ctx context.Context, rn *run, stage pipeline.StageName, in 
 		}
 		// out is the decoded answer (or, after a canary, its stand-in: an
 		// answer that holds the canary is never stored).
-		res.Output = []byte(rn.redactOutput(stage, out))
+		if logged.ok {
+			res.Output = []byte(logged.s)
+		} else {
+			res.Output = []byte(rn.redactOutput(stage, out))
+		}
 		rn.v.Stages = append(rn.v.Stages, res)
 		return out, nil
 	}
@@ -719,7 +730,7 @@ func newPromptFacts(sys, user string, imageURLs []string) promptFacts {
 // stores the decoded answer in *out, or, when the answer repeats the
 // canary and the floor is on, compromised()'s stand-in; every attempt is
 // published to the inference log.
-func stageRequest[T any](rn *run, stage pipeline.StageName, msgs []llm.Message, prompt promptFacts, parse func([]byte) (T, error), compromised func() T, out *T) llm.Request {
+func stageRequest[T any](rn *run, stage pipeline.StageName, msgs []llm.Message, prompt promptFacts, parse func([]byte) (T, error), compromised func() T, out *T, logged *redactedOutput) llm.Request {
 	floor := !rn.r.cfg.Defence.NoFloor
 	// last is the latest answer Validate decoded: the inference log of
 	// that attempt redacts this value, not the answer's bytes.
@@ -760,7 +771,9 @@ func stageRequest[T any](rn *run, stage pipeline.StageName, msgs []llm.Message, 
 			if a.Outcome == llm.OutcomeOK && last.ok && bytes.Equal(a.Content, last.content) {
 				decoded = last.out
 			}
-			rn.publish(stage, a, prompt, decoded)
+			if s, ok := rn.publish(stage, a, prompt, decoded); ok {
+				*logged = redactedOutput{s: s, ok: true}
+			}
 		},
 	}
 }
@@ -803,10 +816,11 @@ type promptFacts struct {
 // publish sends one inference-log event for an attempt. The event holds no
 // chat text: a prompt hash and sizes, and the answer as its parser decoded
 // it, redacted (decoded is nil when the attempt has no valid answer: then
-// no output is logged).
-func (rn *run) publish(stage pipeline.StageName, a llm.Attempt, p promptFacts, decoded any) {
+// no output is logged). It returns the redacted output, and whether it
+// redacted one.
+func (rn *run) publish(stage pipeline.StageName, a llm.Attempt, p promptFacts, decoded any) (output string, redacted bool) {
 	if rn.r.sink == nil {
-		return
+		return "", false
 	}
 	outcome := "error"
 	switch a.Outcome {
@@ -833,6 +847,7 @@ func (rn *run) publish(stage pipeline.StageName, a llm.Attempt, p promptFacts, d
 		log.ErrorKind = a.Outcome
 	case decoded != nil:
 		log.Output = rn.redactOutput(stage, decoded)
+		redacted = true
 	}
 	ev := pipeline.LakeEvent{
 		EventID: pipeline.InferenceLogEventID(rn.ev.Key(rn.r.version), stage, a.N), EventType: pipeline.EventInferenceLog, OccurredAt: rn.r.clock.Now().UTC(),
@@ -841,6 +856,16 @@ func (rn *run) publish(stage pipeline.StageName, a llm.Attempt, p promptFacts, d
 	if !rn.r.sink.Publish(ev) {
 		rn.r.m.eventsDropped.Inc()
 	}
+	return log.Output, redacted
+}
+
+// redactedOutput is the answer an attempt's inference-log event carried,
+// redacted: the stage's stored output is the same value redacted the same
+// way, so the stage reuses it rather than redact it again (redaction was
+// a third of a review's CPU, done twice).
+type redactedOutput struct {
+	s  string
+	ok bool
 }
 
 // mask hides every contact detail in model free text before it is stored

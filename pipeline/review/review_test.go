@@ -65,6 +65,8 @@ type envOpts struct {
 	attemptTimeout time.Duration
 	// clock, when set, is the router's clock.
 	clock clock.Clock
+	// primPrice and fbPrice are the pools' prices (zero: free).
+	primPrice, fbPrice llm.Price
 }
 
 // noFaults sets every fault rate of a simulator to zero.
@@ -83,7 +85,7 @@ func simConfig(faults string, retryAfter time.Duration) string {
 	return c + "}"
 }
 
-func setup(t *testing.T, o envOpts) *env {
+func setup(t testing.TB, o envOpts) *env {
 	t.Helper()
 	prim := standin.StartLLM(t, standin.LLMOptions{Name: "primary", Model: "sim-primary", Config: simConfig(o.primFaults, o.retryAfter)})
 	fb := standin.StartLLM(t, standin.LLMOptions{Name: "fallback", Model: "sim-fallback", Config: simConfig("", 0)})
@@ -93,8 +95,8 @@ func setup(t *testing.T, o envOpts) *env {
 	}
 	reg := prometheus.NewRegistry()
 	router, err := llm.New(llm.Config{
-		Primary:     llm.PoolConfig{BaseURL: prim.BaseURL, Model: "sim-primary", MaxConcurrency: 16, AttemptTimeout: at},
-		Fallback:    llm.PoolConfig{BaseURL: fb.BaseURL, APIKey: "test-key", Model: "sim-fallback", MaxConcurrency: 16, AttemptTimeout: at},
+		Primary:     llm.PoolConfig{BaseURL: prim.BaseURL, Model: "sim-primary", MaxConcurrency: 16, AttemptTimeout: at, Price: o.primPrice},
+		Fallback:    llm.PoolConfig{BaseURL: fb.BaseURL, APIKey: "test-key", Model: "sim-fallback", MaxConcurrency: 16, AttemptTimeout: at, Price: o.fbPrice},
 		BaseBackoff: 5 * time.Millisecond,
 		MaxBackoff:  50 * time.Millisecond,
 	}, reg, llm.WithClock(o.clock))

@@ -44,7 +44,7 @@ func (h *Handler) chooseSaveDone(deps Deps) saveDoneFunc {
 // (unsaved.go). released says that the save dropped the claim.
 func (h *Handler) commitDone(ctx context.Context, j *job, v pipeline.Verdict) (out jobloop.Outcome, released bool) {
 	v.FinishedAt = h.clk.Now().UTC()
-	v = h.withVerdictEvent(v)
+	v = h.withVerdictEvent(ctx, v)
 	if h.actions != nil {
 		var err error
 		if v, err = h.actions.Plan(ctx, v, h.actionSource(ctx, j)); err != nil {
@@ -123,7 +123,7 @@ func (h *Handler) save(ctx context.Context, v pipeline.Verdict) error {
 // stopped or failed verdict that the done-guard kept out of the store (the
 // review was done meanwhile) must not tell the lake otherwise.
 func (h *Handler) record(ctx context.Context, v pipeline.Verdict) error {
-	_, err := h.commit(ctx, h.withVerdictEvent(v))
+	_, err := h.commit(ctx, h.withVerdictEvent(ctx, v))
 	return err
 }
 

@@ -16,6 +16,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/chatcontext"
@@ -167,7 +170,12 @@ func (h *Handler) Handle(ctx context.Context, m jobloop.Message) jobloop.Outcome
 	if !ok {
 		return out
 	}
+	span := trace.SpanFromContext(ctx)
+	if span.IsRecording() {
+		span.SetAttributes(h.spanAttributes(ev)...)
+	}
 	out = h.review(ctx, newJob(m, ev, h.reviewer.PipelineVersion(), start))
+	span.SetAttributes(attribute.String("chatguard.review.outcome", out.Label))
 	if out.Action != jobloop.Hold {
 		h.unsaved.take(m) // a kept verdict ends with its delivery's hold
 	}
@@ -242,6 +250,22 @@ func (h *Handler) lap(j *job, phase string) {
 	now := h.clk.Now()
 	h.m.loop.ObservePhase(phase, now.Sub(j.phase))
 	j.phase = now
+}
+
+// spanAttributes describe the review on the job's span: the room by its
+// keyed pseudonym (none without a key: a raw room id never goes on a
+// span), the window, the source and the class; never chat text.
+func (h *Handler) spanAttributes(ev pipeline.ReviewEvent) []attribute.KeyValue {
+	as := []attribute.KeyValue{
+		attribute.String("chatguard.review.window_start", ev.WindowStart.UTC().Format(time.RFC3339)),
+		attribute.String("chatguard.review.window_end", ev.WindowEnd.UTC().Format(time.RFC3339)),
+		attribute.String("chatguard.review.source", string(ev.Source)),
+		attribute.String("chatguard.review.class", ev.Class().String()),
+	}
+	if ps := h.subjectPseudonyms([]string{ev.RoomID}); len(ps) == 1 {
+		as = append(as, attribute.String("chatguard.room.pseudonym", ps[0]))
+	}
+	return as
 }
 
 // logJob writes the job's one line.

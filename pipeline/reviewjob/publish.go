@@ -1,6 +1,7 @@
 package reviewjob
 
 import (
+	"context"
 	"slices"
 
 	"github.com/chatguard/chatguard/pipeline"
@@ -28,13 +29,17 @@ func (h *Handler) observeStages(v pipeline.Verdict) {
 // added: the store writes it in the verdict's own transaction when the
 // save commits v, and the outbox's relay sends it, so that no kill between
 // the commit and a send can lose it. An event that cannot be encoded is
-// logged and left out; the verdict is saved all the same.
-func (h *Handler) withVerdictEvent(v pipeline.Verdict) pipeline.Verdict {
+// logged and left out; the verdict is saved all the same. The message
+// keeps the job's trace context (pipeline.WithTraceContext), so that the
+// relay's send, whenever it happens, carries the review's trace on to the
+// consumer.
+func (h *Handler) withVerdictEvent(ctx context.Context, v pipeline.Verdict) pipeline.Verdict {
 	m, err := pipeline.LakeOutboxMessage(h.verdictEvent(v))
 	if err != nil {
 		h.log.Error("review: verdict event left out", "room_id", v.Key.RoomID, "err", err.Error())
 		return v
 	}
+	m.Attributes = pipeline.WithTraceContext(ctx, m.Attributes)
 	v.Outbox = append(slices.DeleteFunc(slices.Clone(v.Outbox), func(o pipeline.OutboxMessage) bool {
 		return o.Destination == m.Destination && o.EventID == m.EventID
 	}), m)

@@ -6,6 +6,11 @@ import (
 	"errors"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -118,6 +123,12 @@ func (e *Engine) publish(ctx context.Context, windows []pipeline.RoomWindow) int
 func (e *Engine) send(ctx context.Context, windows []pipeline.RoomWindow) ([]error, bool) {
 	now := e.clk.Now()
 	msgs := make([]pipeline.OutMessage, 0, len(windows))
+	spans := make([]trace.Span, 0, len(windows))
+	defer func() {
+		for _, s := range spans {
+			s.End()
+		}
+	}()
 	for _, w := range windows {
 		ev := w.ReviewEvent(now)
 		body, err := ev.Encode()
@@ -125,15 +136,25 @@ func (e *Engine) send(ctx context.Context, windows []pipeline.RoomWindow) ([]err
 			e.log.Error("trigger: encoding a review event failed", "room_id", w.RoomID, "err", err)
 			return nil, false
 		}
-		msgs = append(msgs, pipeline.OutMessage{Body: body, Attributes: map[string]pipeline.Attribute{
+		// Each window starts a trace of its own (sampled at the root
+		// ratio), carried by its review event to the worker and on.
+		wctx, span := startWindowSpan(ctx, w)
+		spans = append(spans, span)
+		msgs = append(msgs, pipeline.OutMessage{Body: body, Attributes: pipeline.WithTraceContext(wctx, map[string]pipeline.Attribute{
 			attrRunID:         pipeline.StringAttribute(ev.RunID),
 			attrSchemaVersion: pipeline.NumberAttribute(int64(ev.SchemaVersion)),
 			attrSource:        pipeline.StringAttribute(string(ev.Source)),
-		}})
+		})})
 	}
 	err := e.call(ctx, func(ctx context.Context) error { return e.d.Reviews.Send(ctx, msgs) })
 	e.m.publishes.Add(float64(len(msgs)))
-	return pipeline.EntryErrors(err, len(msgs)), true
+	errs := pipeline.EntryErrors(err, len(msgs))
+	for i := range errs {
+		if errs[i] != nil {
+			spans[i].SetStatus(codes.Error, "publish failed")
+		}
+	}
+	return errs, true
 }
 
 // OwnWindowWidth is the width of an event's window of its own: the
@@ -210,4 +231,19 @@ func (e *Engine) refreshPending(ctx context.Context) {
 	if err == nil {
 		e.m.pending.Set(float64(n))
 	}
+}
+
+// tracer names the trigger's spans.
+var tracer = otel.Tracer("github.com/chatguard/chatguard/pipeline/trigger")
+
+// startWindowSpan starts the span of one fired window (kind producer):
+// the root of the window's review trace. The room is not named on it.
+func startWindowSpan(ctx context.Context, w pipeline.RoomWindow) (context.Context, trace.Span) {
+	return tracer.Start(ctx, "window fire", trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(
+		attribute.String("chatguard.window.reason", string(w.Reason)),
+		attribute.String("chatguard.review.window_start", w.Start.UTC().Format(time.RFC3339)),
+		attribute.String("chatguard.review.window_end", w.End.UTC().Format(time.RFC3339)),
+		attribute.Int("chatguard.window.messages", w.Messages),
+		attribute.Bool("chatguard.window.republish", w.Republish),
+	))
 }

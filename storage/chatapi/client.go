@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/internal/retry"
@@ -176,7 +177,9 @@ func (c *Client) History(ctx context.Context, roomID string, from, to time.Time)
 	var msgs []pipeline.ChatMessage
 	policy := retry.Policy{Initial: c.cfg.RetryBase, Max: c.cfg.RetryMax, Attempts: c.cfg.MaxAttempts}
 	err := retry.Do(ctx, policy, retry.Options{Clock: c.clk}, func(ctx context.Context) error {
-		m, after, err := c.once(ctx, target, roomID)
+		sctx, span := startFetchSpan(ctx, c.base.Host)
+		m, after, err := c.once(sctx, target, roomID)
+		endFetchSpan(span, len(m), err)
 		var perm *pipeline.PermanentError
 		switch {
 		case err == nil:
@@ -218,6 +221,8 @@ func (c *Client) once(ctx context.Context, target, roomID string) ([]pipeline.Ch
 		return nil, 0, pipeline.Permanent(fmt.Errorf("chatapi: request: %w", err))
 	}
 	req.Header.Set("Accept", "application/json")
+	// The chat service can join the review's trace.
+	propagation.TraceContext{}.Inject(actx, propagation.HeaderCarrier(req.Header))
 	start := c.clk.Now()
 	resp, err := c.hc.Do(req)
 	if err != nil {

@@ -105,7 +105,11 @@ loop:
 			}
 			m, err := p.message(ev)
 			if err == nil {
-				err = st.Put(ctx, m)
+				// Each review event starts a trace of its own (sampled at
+				// the root ratio), which its message carries to the worker.
+				sctx, span := startPublishSpan(ctx, ev)
+				err = st.Put(sctx, m)
+				span.End()
 			}
 			if err != nil {
 				p.fail(err)

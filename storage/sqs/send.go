@@ -43,12 +43,14 @@ func (s *sender) tooLarge(m pipeline.OutMessage) error {
 	return nil
 }
 
-// sendAll sends msgs as one group through b; see Queue.Send.
+// sendAll sends msgs as one group through b; see Queue.Send. Each message
+// carries the trace context of ctx's span (pipeline.WithTraceContext).
 func (s *sender) sendAll(ctx context.Context, b *batcher[pipeline.OutMessage], msgs []pipeline.OutMessage) error {
 	errs := make([]error, len(msgs))
 	ok := make([]pipeline.OutMessage, 0, len(msgs))
 	idx := make([]int, 0, len(msgs))
 	for i, m := range msgs {
+		m.Attributes = pipeline.WithTraceContext(ctx, m.Attributes)
 		if errs[i] = s.tooLarge(m); errs[i] == nil {
 			ok = append(ok, m)
 			idx = append(idx, i)
@@ -127,6 +129,7 @@ func (s *sender) newStream(cfg StreamConfig, onResult func(error)) *Stream {
 // the stream is closed; otherwise the callback is told m's result later,
 // once.
 func (st *Stream) Put(ctx context.Context, m pipeline.OutMessage) error {
+	m.Attributes = pipeline.WithTraceContext(ctx, m.Attributes)
 	if err := st.s.tooLarge(m); err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/chatguard/chatguard/cmd/internal/telemetry"
 	"github.com/chatguard/chatguard/internal/buildinfo"
 )
 
@@ -117,7 +118,14 @@ func (p Program) Run(ctx context.Context, args []string, getenv func(string) str
 		return Fail(stderr, p.Name, err)
 	}
 	level, _ := ParseLevel(*p.LogLevel)
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(telemetry.LogHandler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})))
+	// Tracing is configured by the OTEL_* variables, not flags
+	// (docs/tracing.md); off unless an endpoint is set.
+	shutdown, err := telemetry.Setup(ctx, "chatguard-"+p.Name, getenv)
+	if err != nil {
+		return Fail(stderr, p.Name, err)
+	}
+	defer shutdown()
 	ctx, stop := SignalContext(ctx, log, p.Name)
 	defer stop()
 	if err := p.Main(log).Run(ctx); err != nil {

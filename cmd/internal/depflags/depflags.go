@@ -131,10 +131,12 @@ func (o *Pools) Flags(fs *cli.FlagSet, modelUsage, concurrencyUsage string) {
 }
 
 // PriceFlags declares --primary-price and --fallback-price on the pools'
-// prices; a text llm.ParsePrice refuses is refused when it is given.
+// prices, and --daily-budget the spend is compared with; a text
+// llm.ParsePrice refuses is refused when it is given.
 func (o *Pools) PriceFlags(fs *cli.FlagSet) {
 	PriceVar(fs, &o.LLM.Primary.Price, "primary-price", "what a primary call costs, recorded per stage: gpu_hour=USD,shared_by=N (self-hosted) and/or prompt=,cached=,completion= USD per 1M tokens; empty: free")
 	PriceVar(fs, &o.LLM.Fallback.Price, "fallback-price", "what a fallback call costs: prompt=,cached=,completion= USD per 1M tokens (managed API) and/or gpu_hour=,shared_by=; empty: free")
+	fs.Float64Var(&o.LLM.DailyBudget, "daily-budget", "USD the fleet means to spend on model calls a day at --primary-price and --fallback-price, exported for the spend burn-rate alerts (docs/runbooks.md); never enforced; 0: no budget")
 }
 
 // PriceVar declares a price flag (what llm.ParsePrice reads) on p: the

@@ -1,0 +1,73 @@
+package sqs
+
+import (
+	"context"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/chatguard/chatguard/pipeline"
+)
+
+// TestSendCarriesTheTraceContext checks that a message sent inside a span
+// carries its W3C traceparent as a String attribute (Send and a Stream
+// alike), that a message passed on keeps the traceparent it has, and that
+// one sent outside a trace carries none.
+func TestSendCarriesTheTraceContext(t *testing.T) {
+	t.Parallel()
+	api := newScriptAPI()
+	q, _ := testQueue(t, api, nil)
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{0xa, 1}, SpanID: trace.SpanID{0xb, 2}, TraceFlags: trace.FlagsSampled})
+	ctx := trace.ContextWithSpanContext(context.Background(), sc)
+	want := "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-01"
+	kept := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	caller := map[string]pipeline.Attribute{"run_id": pipeline.StringAttribute("r")}
+	require.NoError(t, q.Send(ctx, []pipeline.OutMessage{
+		{Body: []byte("traced"), Attributes: caller},
+		{Body: []byte("passed-on"), Attributes: map[string]pipeline.Attribute{pipeline.TraceParentAttribute: pipeline.StringAttribute(kept)}},
+	}))
+	require.NoError(t, q.Send(context.Background(), []pipeline.OutMessage{{Body: []byte("untraced")}}))
+	st := q.NewStream(StreamConfig{}, nil)
+	require.NoError(t, st.Put(ctx, pipeline.OutMessage{Body: []byte("streamed")}))
+	require.NoError(t, st.Close(context.Background()))
+
+	require.Equal(t, want, aws.ToString(api.attrs["traced"][pipeline.TraceParentAttribute].StringValue))
+	require.Equal(t, "String", aws.ToString(api.attrs["traced"][pipeline.TraceParentAttribute].DataType))
+	require.Equal(t, "r", aws.ToString(api.attrs["traced"]["run_id"].StringValue))
+	require.NotContains(t, caller, pipeline.TraceParentAttribute, "the caller's map is not changed")
+	require.Equal(t, kept, aws.ToString(api.attrs["passed-on"][pipeline.TraceParentAttribute].StringValue))
+	require.NotContains(t, api.attrs["untraced"], pipeline.TraceParentAttribute)
+	require.Equal(t, want, aws.ToString(api.attrs["streamed"][pipeline.TraceParentAttribute].StringValue))
+
+	// The receiving side continues the sender's trace.
+	got := pipeline.TraceContext(map[string]pipeline.Attribute{pipeline.TraceParentAttribute: pipeline.StringAttribute(want)})
+	require.Equal(t, sc.TraceID(), got.TraceID())
+	require.Equal(t, sc.SpanID(), got.SpanID())
+	require.True(t, got.IsRemote())
+	require.False(t, pipeline.TraceContext(map[string]pipeline.Attribute{pipeline.TraceParentAttribute: pipeline.StringAttribute("00-garbage")}).IsValid())
+}
+
+// TestReviewPublisherStartsATracePerEvent publishes review events with
+// every trace sampled: each message carries the traceparent of a root
+// span of its own. (The only test here that installs a global tracer
+// provider.)
+func TestReviewPublisherStartsATracePerEvent(t *testing.T) {
+	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample())))
+	api := newScriptAPI()
+	p := reviewPublisher(t, api, nil)
+	require.NoError(t, p.Run(context.Background(), reviewEvents(12)))
+	require.Len(t, api.accepted, 12)
+	traces := map[trace.TraceID]bool{}
+	for body := range api.accepted {
+		tp := aws.ToString(api.attrs[body][pipeline.TraceParentAttribute].StringValue)
+		sc := pipeline.TraceContext(map[string]pipeline.Attribute{pipeline.TraceParentAttribute: pipeline.StringAttribute(tp)})
+		require.True(t, sc.IsValid(), "every review event carries a traceparent")
+		require.True(t, sc.IsSampled())
+		traces[sc.TraceID()] = true
+	}
+	require.Len(t, traces, 12, "one trace per review event")
+}
