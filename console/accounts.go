@@ -28,7 +28,7 @@ const accountHistoryWindow = 30 * 24 * time.Hour
 // campaign page fetches one message per room from the chat API.
 const (
 	accountPageSize  = 50
-	campaignPageSize = 20
+	campaignPageSize = 50
 )
 
 // maxChatFetches bounds the chat API calls a campaign page makes at once.

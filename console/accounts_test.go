@@ -231,3 +231,23 @@ func TestOpenAccountIsWhoTheVerdictIsAbout(t *testing.T) {
 	require.Equal(t, "s1", openAccount(pipeline.Verdict{OffenderRole: pipeline.RoleSeller}, chat), "the offender's side, not the first sender")
 	require.Empty(t, openAccount(pipeline.Verdict{}, chat), "no guess when the verdict names no one")
 }
+
+// A shop repeating its greeting: its account page says so in one line,
+// with no link to a campaign, and the mark's campaign view has no room to
+// take or decide.
+func TestARepeatSenderIsOneLineNotACampaign(t *testing.T) {
+	e := newTakeEnv(t)
+	alice := e.signIn(t, "alice@example.com")
+	ids := e.campaignRooms(t, "shop-1", "room-shop-1", "room-shop-2")
+	_, err := e.db.DB().ExecContext(testCtx(t), "UPDATE verdict_campaigns SET class = 'repeat_sender' WHERE verdict_id IN (?, ?)", ids[0], ids[1])
+	require.NoError(t, err)
+
+	page := alice.get(t, "/accounts/shop-1")
+	require.Contains(t, page, `<li class="repeat-sender">Repeat sender: repeats its own script in 2 of this account's rooms`)
+	require.NotContains(t, page, `class="campaign"`)
+	require.NotContains(t, alice.get(t, verdictPath(ids[0], "")), `href="/campaigns/`)
+	campaign := alice.get(t, "/campaigns/"+url.PathEscape(testMark))
+	require.Contains(t, campaign, "No room carries this mark.")
+	require.NotContains(t, campaign, `id="take-button"`)
+	require.NotContains(t, campaign, `id="confirm-all"`)
+}

@@ -216,6 +216,7 @@ func TestStoreOutageDeletesNothingAndLosesNothing(t *testing.T) {
 	require.Equal(t, 200.0, metric(t, e.reg, "chatguard_consumer_buffered_events", nil))
 	require.Greater(t, metric(t, e.reg, "chatguard_consumer_oldest_buffered_age_seconds", nil), 4.0)
 	require.Greater(t, metric(t, e.reg, "chatguard_consumer_flushes_total", map[string]string{"outcome": "retry"}), 0.0)
+	require.GreaterOrEqual(t, metric(t, e.reg, "chatguard_consumer_visibility_extended_total", nil), 200.0, "every held message renewed")
 
 	e.store.failing.Store(false)
 	waitFor(t, "the queue to empty", func() bool { left, _ := queueStats(e.q); return left == 0 })
@@ -387,6 +388,7 @@ func TestRedeliveredWhileHeldIsWrittenOnce(t *testing.T) {
 	waitFor(t, "redeliveries of held messages", func() bool { return received(e.q) >= 120 })
 	require.Positive(t, metric(t, e.reg, "chatguard_consumer_events_total", map[string]string{"event_type": "verdict", "outcome": "duplicate"}))
 	require.Equal(t, 60.0, metric(t, e.reg, "chatguard_consumer_buffered_events", nil), "a redelivery is not buffered twice")
+	require.Zero(t, metric(t, e.reg, "chatguard_consumer_visibility_extended_total", nil), "refused renewals are not counted")
 	e.store.failing.Store(false)
 	waitFor(t, "the queue to empty", func() bool { left, _ := queueStats(e.q); return left == 0 })
 	require.NoError(t, e.stop())

@@ -113,8 +113,10 @@ func (c *Consumer) extendLoop(ctx context.Context) {
 		if len(receipts) == 0 {
 			continue
 		}
-		if err := c.q.ChangeVisibility(ctx, receipts, c.cfg.VisibilityTimeout); err != nil && ctx.Err() == nil {
-			failed := failedEntries(err, len(receipts))
+		err := c.q.ChangeVisibility(ctx, receipts, c.cfg.VisibilityTimeout)
+		failed := failedEntries(err, len(receipts))
+		c.m.extended.Add(float64(len(receipts) - failed))
+		if err != nil && ctx.Err() == nil {
 			c.m.queueErrors.WithLabelValues("extend").Add(float64(failed))
 			c.log.Warn("extend visibility", "messages", len(receipts), "failed", failed, "err", err)
 		}

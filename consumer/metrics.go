@@ -12,6 +12,7 @@ type metrics struct {
 	events        *prometheus.CounterVec
 	flushes       *prometheus.CounterVec
 	queueErrors   *prometheus.CounterVec
+	extended      prometheus.Counter
 	errorsWritten prometheus.Counter
 	objectBytes   prometheus.Histogram
 	flushSeconds  prometheus.Histogram
@@ -32,6 +33,10 @@ func newMetrics(buf *buffer) *metrics {
 			Name: "chatguard_consumer_queue_errors_total",
 			Help: "Failed queue operations by op: receive (calls), delete, extend and release (messages).",
 		}, []string{"op"}),
+		extended: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chatguard_consumer_visibility_extended_total",
+			Help: "Visibility renewals of held messages that the queue accepted (one per message renewed).",
+		}),
 		errorsWritten: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "chatguard_consumer_errors_written_total",
 			Help: "Invalid messages written under the errors prefix.",
@@ -60,7 +65,7 @@ func newMetrics(buf *buffer) *metrics {
 		m.queueErrors.WithLabelValues(o)
 	}
 	m.all = []prometheus.Collector{
-		m.events, m.flushes, m.queueErrors, m.errorsWritten, m.objectBytes, m.flushSeconds,
+		m.events, m.flushes, m.queueErrors, m.extended, m.errorsWritten, m.objectBytes, m.flushSeconds,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "chatguard_consumer_buffered_bytes",
 			Help: "Body bytes of messages received and not yet deleted (buffered or being written).",

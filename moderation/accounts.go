@@ -60,6 +60,11 @@ type CampaignMark struct {
 	Here int
 	// LastAt is the newest verdict time carrying it.
 	LastAt time.Time
+	// RepeatSender says the mark is one account repeating its own
+	// greeting or contact (every verdict of the list carrying it said
+	// so), shown as a line, never as a campaign: its campaign view,
+	// bulk take and bulk decision have no rooms.
+	RepeatSender bool
 }
 
 // CampaignRoom is one verdict carrying a campaign mark, with what the

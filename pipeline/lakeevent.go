@@ -186,14 +186,18 @@ type VerdictCampaign struct {
 }
 
 // LakeCampaigns are a verdict's campaign signals as its verdict event
-// carries them.
+// carries them, less those of repeat senders.
 func LakeCampaigns(cs []CampaignCount) []VerdictCampaign {
 	if len(cs) == 0 {
 		return nil
 	}
-	out := make([]VerdictCampaign, len(cs))
-	for i, c := range cs {
-		out[i] = VerdictCampaign{Kind: c.Kind, Mark: c.Mark, Rooms: c.Rooms, Senders: c.Senders}
+	var out []VerdictCampaign
+	for _, c := range cs {
+		// The analysts' campaign queries count campaigns: one account
+		// repeating itself is none.
+		if !c.RepeatSender {
+			out = append(out, VerdictCampaign{Kind: c.Kind, Mark: c.Mark, Rooms: c.Rooms, Senders: c.Senders})
+		}
 	}
 	return out
 }

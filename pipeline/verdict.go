@@ -156,6 +156,12 @@ type Verdict struct {
 	// rooms first). Keyed pseudonyms only; empty when counting was off,
 	// failed or found none, and on every verdict from before it existed.
 	Campaigns []CampaignCount
+	// Sightings are the marks the review counted that were not campaign
+	// signals (below the threshold: a script's first rooms), with their
+	// counts, at most MaxSightings: when one of them later joins a
+	// campaign, the campaign join links this room to it (retro-linking).
+	// Keyed pseudonyms only; never shown to the stages.
+	Sightings []CampaignCount
 	// Aliases pair the legacy form of each keyed pseudonym the verdict
 	// carries (its subjects' and its campaign marks') with the current
 	// one, while the reviewer computes the legacy forms

@@ -9,6 +9,7 @@ import (
 	"github.com/chatguard/chatguard/cmd/internal/depflags"
 	"github.com/chatguard/chatguard/cmd/internal/reviewers"
 	"github.com/chatguard/chatguard/console"
+	"github.com/chatguard/chatguard/pipeline/campaign"
 	"github.com/chatguard/chatguard/storage/chatapi"
 	"github.com/chatguard/chatguard/storage/mysql"
 	"github.com/chatguard/chatguard/storage/redislive"
@@ -50,6 +51,10 @@ type Config struct {
 	// same values, so that on-demand verdicts share the workers' pipeline
 	// version and chat data is kept in the same bounds.
 	reviewers.Options
+	// CampaignJoin is the campaign join's (--campaign-join-*): the
+	// periodic job that joins a script's marks into one campaign and
+	// links its first rooms.
+	CampaignJoin campaign.JoinConfig
 
 	LogLevel string
 }
@@ -66,17 +71,18 @@ func consoleMySQL() mysql.Config {
 func DefaultConfig() Config {
 	pools := depflags.DefaultPools(8, 8)
 	return Config{
-		Config:     console.DefaultConfig(),
-		Options:    reviewers.DefaultOptions(),
-		ListenAddr: ":8080",
-		AdminAddr:  ":9091",
-		MySQL:      consoleMySQL(),
-		Chat:       chatapi.DefaultConfig(),
-		Feedback:   feedbackQueue(),
-		Stop:       redisstop.DefaultConfig(),
-		Live:       redislive.DefaultConfig(),
-		Pools:      pools,
-		LogLevel:   "info",
+		Config:       console.DefaultConfig(),
+		Options:      reviewers.DefaultOptions(),
+		ListenAddr:   ":8080",
+		AdminAddr:    ":9091",
+		MySQL:        consoleMySQL(),
+		Chat:         chatapi.DefaultConfig(),
+		Feedback:     feedbackQueue(),
+		Stop:         redisstop.DefaultConfig(),
+		Live:         redislive.DefaultConfig(),
+		Pools:        pools,
+		CampaignJoin: campaign.DefaultJoinConfig(),
+		LogLevel:     "info",
 	}
 }
 
@@ -90,6 +96,7 @@ func (c *Config) flags() *cli.FlagSet {
 	depflags.BindChatHistory(fs, &c.Chat, "chat-history API base URL (the room page fetches history live; the console stores no chat text)")
 	fs.StringVar(&c.Feedback.URL, "feedback-queue-url", "SQS feedback queue URL for moderator_feedback and inference-log events")
 	outboxFlags(fs, &c.Outbox)
+	joinFlags(fs, &c.CampaignJoin)
 	c.RedisOptions.Flags(fs, "Redis host:port: stop signals and the live event streams (resume)")
 	depflags.BindStops(fs, &c.Stop)
 	liveFlags(fs, &c.Live)
@@ -147,7 +154,8 @@ func (c Config) Validate() error {
 	if c.MySQL.MaxOpenConns < 1 {
 		errs = append(errs, errors.New("--mysql-max-open-conns must be positive"))
 	}
-	errs = append(errs, c.Config.Validate(), c.Feedback.Validate(), c.RedisOptions.Validate(), c.Live.Validate(), c.Stop.Validate(), c.Options.Validate(), c.Options.ValidateCampaign(c.RedisAddr))
+	errs = append(errs, c.Config.Validate(), c.Feedback.Validate(), c.RedisOptions.Validate(), c.Live.Validate(), c.Stop.Validate(), c.Options.Validate(), c.Options.ValidateCampaign(c.RedisAddr),
+		c.CampaignJoin.Validate())
 	return errors.Join(errs...)
 }
 
@@ -157,6 +165,16 @@ func feedbackQueue() sqs.Config {
 	q := sqs.DefaultConfig()
 	q.Name = "feedback"
 	return q
+}
+
+// joinFlags binds the campaign join's settings (campaign.JoinConfig).
+func joinFlags(fs *cli.FlagSet, c *campaign.JoinConfig) {
+	fs.DurationVar(&c.Every, "campaign-join-every", "time between runs of the campaign join, which joins marks sharing a room or an account into one campaign and links the rooms reviewed before their mark became one (0: off); every replica may run it, the runs are idempotent")
+	fs.DurationVar(&c.Window, "campaign-join-window", "how far back the campaign join reads recorded marks")
+	fs.IntVar(&c.MaxRows, "campaign-join-max-rows", "recorded marks one run of the campaign join reads at most (the newest)")
+	fs.IntVar(&c.MaxMarks, "campaign-join-max-marks", "most marks one campaign holds; a join past it is refused (counted)")
+	fs.IntVar(&c.MaxLinks, "campaign-join-max-links", "earlier rooms one run links to one campaign at most")
+	fs.IntVar(&c.MaxSenders, "campaign-join-max-senders", "most fleet-wide senders a mark may have and still join others (above it, a phrase many people write)")
 }
 
 // liveFlags binds the live event streams' settings (redislive.Config).

@@ -23,6 +23,7 @@ import (
 	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/internal/drain"
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/campaign"
 	"github.com/chatguard/chatguard/pipeline/live"
 	"github.com/chatguard/chatguard/pipeline/stop"
 	"github.com/chatguard/chatguard/storage/chatapi"
@@ -90,6 +91,7 @@ type parts struct {
 	holder   *stop.Holder
 	stops    *redisstop.Subscriber
 	app      *console.App
+	joiner   *campaign.Joiner
 	web      *httpServer
 	admin    *httpServer
 }
@@ -112,10 +114,23 @@ func (p *parts) services() []lifecycle.Service {
 		{Name: "stop subscriber", Start: p.buildStops, Run: func(ctx context.Context) error { return p.stops.Run(ctx, p.holder) }},
 		{Name: "web app", Start: p.buildApp},
 		{Name: "feedback outbox", Run: func(ctx context.Context) error { return p.app.RunOutbox(ctx) }},
+		{Name: "campaign join", Start: p.buildJoiner, Run: func(ctx context.Context) error {
+			return p.joiner.Run(ctx, func(err error) { p.log.Warn("console: campaign join failed; the next run tries again", "err", err) })
+		}},
 		p.admin.service(func() http.Handler { return adminRoutes(p.reg, p.store, p.hub) }),
 		p.web.service(func() http.Handler { return p.app.Handler() }),
 		{Name: "reviews", Start: p.ready, Run: p.drain, Stop: p.waitStreams, Drain: p.cfg.DrainTimeout},
 	}
+}
+
+// buildJoiner builds the campaign join over the store.
+func (p *parts) buildJoiner(context.Context) error {
+	j, err := campaign.NewJoiner(p.cfg.CampaignJoin, p.store, p.reg, p.clock)
+	if err != nil {
+		return fmt.Errorf("campaign join: %w", err)
+	}
+	p.joiner = j
+	return nil
 }
 
 func (p *parts) openFeedback(ctx context.Context) error {

@@ -133,30 +133,36 @@ func (m *Memory) AccountVerdicts(ctx context.Context, senderID, cursor string, l
 	return page, nil
 }
 
-// AccountCampaigns implements moderation.Accounts. A mark's Rooms and
-// Senders are the largest its rows carry, as storage/mysql reads them.
+// AccountCampaigns implements moderation.Accounts: one line a campaign
+// (the join's id, else the mark), its Rooms and Senders the largest its
+// rows carry, as storage/mysql reads them.
 func (m *Memory) AccountCampaigns(ctx context.Context, senderID string) ([]moderation.CampaignMark, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	byMark := map[[2]string]*moderation.CampaignMark{}
-	rooms := map[[2]string]map[string]bool{}
-	for _, v := range m.verdicts {
+	byMark := map[string]*moderation.CampaignMark{}
+	rooms := map[string]map[string]bool{}
+	for id, v := range m.verdicts {
 		if !v.SupersededAt.IsZero() {
 			continue // a superseded revision: only current ones are listed, as in MySQL
 		}
 		if !slices.Contains(v.Subjects, senderID) {
 			continue
 		}
-		for _, c := range v.Campaigns {
-			k := [2]string{string(c.Kind), c.Mark}
+		for _, c := range m.rowsOf(id) {
+			if c.class == pipeline.ClassSighting {
+				continue
+			}
+			k := m.campaignID(c.Mark)
 			cm := byMark[k]
 			if cm == nil {
-				cm = &moderation.CampaignMark{Kind: string(c.Kind), Mark: c.Mark}
+				cm = &moderation.CampaignMark{Kind: string(c.Kind), Mark: k, RepeatSender: true}
 				byMark[k], rooms[k] = cm, map[string]bool{}
 			}
+			cm.Kind = min(cm.Kind, string(c.Kind))
+			cm.RepeatSender = cm.RepeatSender && c.class == pipeline.ClassRepeatSender
 			cm.Rooms, cm.Senders = max(cm.Rooms, c.Rooms), max(cm.Senders, c.Senders)
 			if at := decidedAt(v); at.After(cm.LastAt) {
 				cm.LastAt = at
@@ -187,8 +193,11 @@ func (m *Memory) VerdictCampaigns(ctx context.Context, verdictID uint64) ([]mode
 		return nil, nil
 	}
 	var out []moderation.CampaignMark
-	for _, c := range v.Campaigns {
-		out = append(out, moderation.CampaignMark{Kind: string(c.Kind), Mark: c.Mark, Rooms: c.Rooms, Senders: c.Senders, Here: 1, LastAt: decidedAt(v)})
+	for _, c := range m.rowsOf(verdictID) {
+		if c.class != pipeline.ClassSighting {
+			out = append(out, moderation.CampaignMark{Kind: string(c.Kind), Mark: c.Mark, Rooms: c.Rooms, Senders: c.Senders, Here: 1, LastAt: decidedAt(v),
+				RepeatSender: c.class == pipeline.ClassRepeatSender})
+		}
 	}
 	slices.SortFunc(out, func(a, b moderation.CampaignMark) int {
 		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Mark, b.Mark))
@@ -212,21 +221,23 @@ func (m *Memory) CampaignRooms(ctx context.Context, mark, cursor string, limit i
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var items []moderation.CampaignRoom
+	marks := m.campaignOf(mark)
 	for id, v := range m.verdicts {
 		if !v.SupersededAt.IsZero() {
 			continue // a superseded revision: only current ones are listed, as in MySQL
 		}
-		for _, c := range v.Campaigns {
-			if c.Mark != mark || !after(cur, decidedAt(v), id) {
-				continue
-			}
-			r := moderation.CampaignRoom{VerdictID: id, Key: v.Key, Kind: string(c.Kind), MessageID: c.MessageID, Label: v.Label,
-				Category: v.Category, Action: v.Action, DecidedAt: decidedAt(v), Newest: m.newestOf(id)}
-			if t, ok := m.takes[id]; ok {
-				r.TakenBy, r.TakenActiveAt = t.Moderator, t.ActiveAt
-			}
-			items = append(items, r)
+		rows := m.campaignRows(id, marks)
+		if len(rows) == 0 || !after(cur, decidedAt(v), id) {
+			continue
 		}
+		// One line a room: its row of the campaign's smallest mark.
+		c := rows[0]
+		r := moderation.CampaignRoom{VerdictID: id, Key: v.Key, Kind: string(c.Kind), MessageID: c.MessageID, Label: v.Label,
+			Category: v.Category, Action: v.Action, DecidedAt: decidedAt(v), Newest: m.newestOf(id)}
+		if t, ok := m.takes[id]; ok {
+			r.TakenBy, r.TakenActiveAt = t.Moderator, t.ActiveAt
+		}
+		items = append(items, r)
 	}
 	slices.SortFunc(items, func(a, b moderation.CampaignRoom) int {
 		return cmp.Or(b.DecidedAt.Compare(a.DecidedAt), cmp.Compare(b.VerdictID, a.VerdictID))

@@ -107,7 +107,7 @@ func runAccountMarks(t *testing.T, s AccountsStore) {
 	Seed(t, s, early)
 	late := about("room-mark-2", 0, 2*time.Hour, []string{who})
 	late.Campaigns = []pipeline.CampaignCount{{Kind: pipeline.CampaignScript, Mark: Mark(1), MessageID: "m4", Rooms: 5, Senders: 4},
-		{Kind: pipeline.CampaignContact, Mark: Mark(2), MessageID: "m2", Rooms: 7, Senders: 1}}
+		{Kind: pipeline.CampaignContact, Mark: Mark(2), MessageID: "m2", Rooms: 7, Senders: 1, RepeatSender: true}}
 	lateID := Seed(t, s, late)
 	elsewhere := about("room-mark-3", 0, 3*time.Hour, []string{Sender(2)}, pipeline.HistoryAccount{SenderID: who, Role: pipeline.RoleBuyer})
 	elsewhere.Campaigns = []pipeline.CampaignCount{{Kind: pipeline.CampaignScript, Mark: Mark(3), MessageID: "m1", Rooms: 1, Senders: 1}}
@@ -117,14 +117,17 @@ func runAccountMarks(t *testing.T, s AccountsStore) {
 	at := T0.Add(2 * time.Hour)
 	require.Equal(t, []moderation.CampaignMark{
 		{Kind: "script", Mark: Mark(1), Rooms: 5, Senders: 4, Here: 2, LastAt: at},
-		{Kind: "contact", Mark: Mark(2), Rooms: 7, Senders: 1, Here: 1, LastAt: at},
+		{Kind: "contact", Mark: Mark(2), Rooms: 7, Senders: 1, Here: 1, LastAt: at, RepeatSender: true},
 	}, got, "the subject's marks only, the most recent first (then by mark), Here counting its rooms")
 	got, err = s.VerdictCampaigns(ctx, lateID)
 	require.NoError(t, err)
 	require.Equal(t, []moderation.CampaignMark{
-		{Kind: "contact", Mark: Mark(2), Rooms: 7, Senders: 1, Here: 1, LastAt: at},
+		{Kind: "contact", Mark: Mark(2), Rooms: 7, Senders: 1, Here: 1, LastAt: at, RepeatSender: true},
 		{Kind: "script", Mark: Mark(1), Rooms: 5, Senders: 4, Here: 1, LastAt: at},
 	}, got, "by kind, then mark")
+	page, err := s.CampaignRooms(ctx, Mark(2), "", 10)
+	require.NoError(t, err)
+	require.Empty(t, page.Items, "a repeat sender's mark is no campaign: no rooms to take or decide in bulk")
 	got, err = s.VerdictCampaigns(ctx, 987654321)
 	require.NoError(t, err)
 	require.Empty(t, got)

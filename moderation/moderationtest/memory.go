@@ -35,6 +35,10 @@ type Memory struct {
 	actions   []moderation.AuditRecord
 	history   []moderation.TakeRecord
 	ActionErr func(moderation.AuditRecord) error
+	// members is the last campaign join's memberships, linked the
+	// sightings it linked, by verdict (joins.go).
+	members map[string]string
+	linked  map[uint64]map[string]bool
 }
 
 // decisionRow is a decision with its outbox state.
@@ -82,6 +86,7 @@ func (m *Memory) Save(ctx context.Context, v pipeline.Verdict) (bool, error) {
 		m.ids[v.Key] = id
 	}
 	m.verdicts[id] = v
+	delete(m.linked, id) // its rows are written again, sightings unlinked
 	return true, nil
 }
 
@@ -118,6 +123,7 @@ func stored(v pipeline.Verdict) pipeline.Verdict {
 	v.PublishedAt, v.StartedAt, v.FinishedAt = us(v.PublishedAt), us(v.StartedAt), us(v.FinishedAt)
 	v.OldestMessageAt, v.NewestMessageAt = us(v.OldestMessageAt), us(v.NewestMessageAt)
 	v.Campaigns = slices.Clone(v.Campaigns)
+	v.Sightings = slices.Clone(v.Sightings)
 	return v
 }
 

@@ -46,6 +46,11 @@ func TestMemoryAccountsConformance(t *testing.T) {
 	RunAccountsConformance(t, func(t *testing.T) AccountsStore { return NewMemory() })
 }
 
+func TestMemoryCampaignJoinConformance(t *testing.T) {
+	t.Parallel()
+	RunCampaignJoinConformance(t, func(t *testing.T) JoinsStore { return NewMemory() })
+}
+
 func TestMemoryVerdictsConformance(t *testing.T) {
 	t.Parallel()
 	RunVerdictsConformance(t, func(t *testing.T) moderation.Verdicts { return NewMemory() })

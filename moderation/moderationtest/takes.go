@@ -3,6 +3,7 @@ package moderationtest
 import (
 	"context"
 	"errors"
+	"slices"
 	"fmt"
 	"time"
 
@@ -82,9 +83,10 @@ func (m *Memory) ReleaseItem(ctx context.Context, verdictID uint64, moderator st
 	return false, nil
 }
 
-// openRooms returns the undecided verdicts carrying mark. The caller holds
-// m.mu.
+// openRooms returns the undecided verdicts of mark's campaign. The caller
+// holds m.mu.
 func (m *Memory) openRooms(mark string) []uint64 {
+	marks := m.campaignOf(mark)
 	decided := m.decidedSet()
 	var out []uint64
 	for id, v := range m.verdicts {
@@ -94,11 +96,8 @@ func (m *Memory) openRooms(mark string) []uint64 {
 		if decided[id] {
 			continue
 		}
-		for _, c := range v.Campaigns {
-			if c.Mark == mark {
-				out = append(out, id)
-				break
-			}
+		if len(m.campaignRows(id, marks)) > 0 {
+			out = append(out, id)
 		}
 	}
 	return out
@@ -150,17 +149,14 @@ func (m *Memory) ReleaseCampaign(ctx context.Context, mark, moderator string) (i
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := 0
+	n, marks := 0, m.campaignOf(mark)
 	for id, t := range m.takes {
 		if t.Moderator != moderator {
 			continue
 		}
-		for _, c := range m.verdicts[id].Campaigns {
-			if c.Mark == mark {
-				delete(m.takes, id)
-				n++
-				break
-			}
+		if slices.ContainsFunc(m.rowsOf(id), func(c classed) bool { return marks[c.Mark] }) {
+			delete(m.takes, id)
+			n++
 		}
 	}
 	return n, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -109,7 +110,81 @@ func TestConfigValidateJoinsEveryProblem(t *testing.T) {
 	t.Parallel()
 	require.NoError(t, DefaultConfig().Validate())
 	err := Config{MinRooms: 1, Timeout: time.Minute}.Validate()
-	for _, want := range []string{"min rooms", "rooms per sender", "max senders", "timeout"} {
+	for _, want := range []string{"min rooms", "rooms per sender", "max senders", "timeout", "min senders", "established clean rooms", "established overturned"} {
 		require.ErrorContains(t, err, want)
 	}
+}
+
+// TestRepeatSenderNeedsOneAccountWithStanding: a mark from several
+// accounts is a campaign whoever they are; one account's mark is a
+// repeat sender only when the account is verified, or established (clean
+// rooms or overturned flags) with no flag standing.
+func TestRepeatSenderNeedsOneAccountWithStanding(t *testing.T) {
+	t.Parallel()
+	c := DefaultConfig()
+	one := pipeline.CampaignCount{Rooms: 6, Senders: 1}
+	two := pipeline.CampaignCount{Rooms: 6, Senders: 2}
+	for _, tc := range []struct {
+		name string
+		n    pipeline.CampaignCount
+		s    pipeline.SenderStanding
+		want bool
+	}{
+		{"new account", one, pipeline.SenderStanding{}, false},
+		{"verified", one, pipeline.SenderStanding{Verified: true}, true},
+		{"verified but spread across accounts", two, pipeline.SenderStanding{Verified: true}, false},
+		{"established", one, pipeline.SenderStanding{CleanRooms: 3}, true},
+		{"too few clean rooms", one, pipeline.SenderStanding{CleanRooms: 2}, false},
+		{"established but a flag stands", one, pipeline.SenderStanding{CleanRooms: 30, FlaggedRooms: 1}, false},
+		{"a flag overturned", one, pipeline.SenderStanding{OverturnedRooms: 1}, true},
+	} {
+		require.Equal(t, tc.want, c.RepeatSender(tc.n, tc.s), tc.name)
+	}
+}
+
+// TestClassifyReadsTheVerifiedFile: a verified account's mark is a repeat
+// sender without history; the file's comments and blanks are skipped, a
+// line with spaces is refused, and the signals are counted by class.
+func TestClassifyReadsTheVerifiedFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := dir + "/verified.txt"
+	require.NoError(t, os.WriteFile(path, []byte("# shops\nshop-1\n\n  shop-2  \n"), 0o600))
+	cfg := DefaultConfig()
+	cfg.VerifiedFile = path
+	d, err := New(cfg, &campaigntest.Fake{}, nil, nil)
+	require.NoError(t, err)
+	sig := []pipeline.CampaignCount{{MessageID: "m1", Rooms: 5, Senders: 1}, {MessageID: "m2", Rooms: 5, Senders: 1}}
+	d.Classify(sig, func(id string) (string, pipeline.SenderStanding) {
+		if id == "m1" {
+			return "shop-2", pipeline.SenderStanding{}
+		}
+		return "stranger", pipeline.SenderStanding{}
+	})
+	require.True(t, sig[0].RepeatSender)
+	require.False(t, sig[1].RepeatSender)
+	require.Equal(t, 1.0, testutil.ToFloat64(d.m.classes.WithLabelValues("repeat_sender")))
+	require.Equal(t, 1.0, testutil.ToFloat64(d.m.classes.WithLabelValues("campaign")))
+
+	require.NoError(t, os.WriteFile(path, []byte("shop 1\n"), 0o600))
+	_, err = New(cfg, &campaigntest.Fake{}, nil, nil)
+	require.ErrorContains(t, err, "line 1")
+	cfg.VerifiedFile = dir + "/missing"
+	_, err = New(cfg, &campaigntest.Fake{}, nil, nil)
+	require.ErrorContains(t, err, "verified accounts")
+}
+
+// TestStandingSumsOneRolesLines: clean rooms, overturned flags and
+// standing flags of one role; a clean verdict a moderator overturned is
+// a flag.
+func TestStandingSumsOneRolesLines(t *testing.T) {
+	t.Parallel()
+	h := pipeline.HistorySeen{Lines: []pipeline.HistoryCount{
+		{Role: pipeline.RoleSeller, Label: pipeline.LabelClean, Rooms: 7},
+		{Role: pipeline.RoleSeller, Label: pipeline.LabelAbusive, Overturned: true, Rooms: 2},
+		{Role: pipeline.RoleSeller, Label: pipeline.LabelClean, Overturned: true, Rooms: 1},
+		{Role: pipeline.RoleSeller, Label: pipeline.LabelSuspicious, Rooms: 3},
+		{Role: pipeline.RoleBuyer, Label: pipeline.LabelClean, Rooms: 40},
+	}}
+	require.Equal(t, pipeline.SenderStanding{CleanRooms: 7, OverturnedRooms: 2, FlaggedRooms: 4}, h.Standing(pipeline.RoleSeller))
 }

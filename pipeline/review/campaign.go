@@ -9,12 +9,18 @@ import (
 )
 
 // Campaigns is what the reviewer needs to find campaign signals: a
-// *campaign.Detector satisfies it. DetectWithLegacy is Detect with each
-// sighting counted in its legacy form too (legacy, one for one, under the
-// room's legacy pseudonym), and the larger of the two counts kept.
+// *campaign.Detector satisfies it. Legacy sightings are counted in their
+// legacy form too (legacy, one for one, under the room's legacy
+// pseudonym), and the larger of the two counts kept.
 type Campaigns interface {
-	Detect(ctx context.Context, room string, sightings []pipeline.CampaignSighting) []pipeline.CampaignCount
-	DetectWithLegacy(ctx context.Context, room string, sightings []pipeline.CampaignSighting, legacyRoom string, legacy []pipeline.CampaignSighting) []pipeline.CampaignCount
+	// Observe counts the sightings (and their legacy twins when legacy is
+	// not nil) and returns the campaign signals and the counted marks
+	// below the threshold.
+	Observe(ctx context.Context, room string, sightings []pipeline.CampaignSighting, legacyRoom string, legacy []pipeline.CampaignSighting) (hits, below []pipeline.CampaignCount)
+	// Classify marks the signals that are one account repeating itself
+	// as repeat senders, given the standing of the account behind each
+	// signal's message.
+	Classify(signals []pipeline.CampaignCount, standing func(messageID string) (senderID string, s pipeline.SenderStanding))
 }
 
 // campaigns counts the window's risky messages' marks fleet-wide (one
@@ -41,11 +47,15 @@ func (rn *run) campaigns(ctx context.Context) {
 	}
 	sightings, legacy := rn.r.marker.SightingsWithLegacy(msgs)
 	room := rn.r.marker.Party("room", rn.ev.RoomID)
+	legacyRoom := ""
+	if legacy != nil {
+		legacyRoom = rn.r.marker.LegacyParty("room", rn.ev.RoomID)
+	}
+	rn.v.Campaigns, rn.v.Sightings = d.Observe(ctx, room, sightings, legacyRoom, legacy)
+	d.Classify(rn.v.Campaigns, rn.standing)
 	if legacy == nil {
-		rn.v.Campaigns = d.Detect(ctx, room, sightings)
 		return
 	}
-	rn.v.Campaigns = d.DetectWithLegacy(ctx, room, sightings, rn.r.marker.LegacyParty("room", rn.ev.RoomID), legacy)
 	was := make(map[string]string, len(sightings))
 	for i, s := range sightings {
 		was[s.Mark] = legacy[i].Mark
@@ -55,8 +65,26 @@ func (rn *run) campaigns(ctx context.Context) {
 	}
 }
 
+// standing is the standing of the account that sent message id: its
+// sender id and the account history of its role in this room (none when
+// the history is off, failed, or the message is not in the review).
+func (rn *run) standing(messageID string) (string, pipeline.SenderStanding) {
+	for _, m := range rn.msgs {
+		if m.MessageID != messageID {
+			continue
+		}
+		if rn.history == nil || rn.history.Status != pipeline.HistoryOK {
+			return m.SenderID, pipeline.SenderStanding{}
+		}
+		return m.SenderID, rn.history.Standing(m.SenderRole)
+	}
+	return "", pipeline.SenderStanding{}
+}
+
 // campaignSignals are the campaign signals as rule-signal lines: counts
-// and the message that carried the mark, never the mark's text.
+// and the message that carried the mark, never the mark's text. A repeat
+// sender's line says it is one account repeating itself, not a
+// campaign, so that the judge weighs it as such.
 func (rn *run) campaignSignals() []stages.SignalLine {
 	out := make([]stages.SignalLine, 0, len(rn.v.Campaigns))
 	for _, c := range rn.v.Campaigns {
@@ -64,8 +92,24 @@ func (rn *run) campaignSignals() []stages.SignalLine {
 		if c.Kind == pipeline.CampaignContact {
 			what = "the same contact"
 		}
+		if c.RepeatSender {
+			out = append(out, stages.SignalLine{Kind: "repeat_sender_" + string(c.Kind), MessageID: c.MessageID,
+				Value: fmt.Sprintf("repeat sender, not a campaign: %s in %d rooms in the last 24 h, all from this one account, which is verified or has an established clean history", what, c.Rooms)})
+			continue
+		}
 		out = append(out, stages.SignalLine{Kind: "campaign_" + string(c.Kind), MessageID: c.MessageID,
-			Value: fmt.Sprintf("%s in %d rooms from %d senders in the last 24 h", what, c.Rooms, c.Senders)})
+			Value: fmt.Sprintf("campaign: %s in %d rooms from %d senders in the last 24 h", what, c.Rooms, c.Senders)})
 	}
 	return out
+}
+
+// campaign reports whether the review carries a campaign signal that is
+// not a repeat sender's.
+func (rn *run) campaign() bool {
+	for _, c := range rn.v.Campaigns {
+		if !c.RepeatSender {
+			return true
+		}
+	}
+	return false
 }

@@ -1,6 +1,7 @@
 package review
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -45,6 +46,7 @@ func TestCampaignSignalReachesTriageAndIsRecorded(t *testing.T) {
 		require.NoError(t, err)
 		if i < cfg.MinRooms-1 {
 			require.Empty(t, v.Campaigns, "room %d", i)
+			require.Len(t, v.Sightings, 5, "room %d: its marks are recorded below the threshold, for a campaign found later", i)
 		}
 	}
 	require.False(t, v.EarlyExit, "a campaign signal forbids the early clean exit")
@@ -140,4 +142,46 @@ func TestCampaignCountsKeepMatchingLegacyMarks(t *testing.T) {
 		require.Contains(t, v.Aliases, pipeline.PseudonymAlias{Purpose: pipeline.AliasSubject,
 			Legacy: keys.Legacy(pseudonym.Subject, v.Subjects[0]), Current: rev.SubjectPseudonyms(v.Subjects)[0]})
 	}
+}
+
+// establishedSeller is a history lookup that says every room's seller
+// has clean rooms behind it.
+type establishedSeller struct{}
+
+func (establishedSeller) Lookup(context.Context, string, []pipeline.HistoryAccount) pipeline.HistorySeen {
+	return pipeline.HistorySeen{Status: pipeline.HistoryOK, Days: 30, Lines: []pipeline.HistoryCount{
+		{Role: pipeline.RoleSeller, Label: pipeline.LabelClean, Rooms: 12}}}
+}
+
+// TestAnEstablishedSellerRepeatingItselfIsARepeatSender: the same script
+// from one seller with a clean history reaches the judge as a repeat
+// sender, not a campaign, and the verdict records it so.
+func TestAnEstablishedSellerRepeatingItselfIsARepeatSender(t *testing.T) {
+	t.Parallel()
+	cfg := campaign.DefaultConfig()
+	cfg.Enabled = true
+	det, err := campaign.New(cfg, &campaigntest.Fake{}, prometheus.NewRegistry(), nil)
+	require.NoError(t, err)
+	answers := map[pipeline.StageName][]string{
+		pipeline.StageTriage:  {`{"risk":"low","categories":[],"reason":"x"}`},
+		pipeline.StageExtract: {`{"evidence":[]}`},
+		pipeline.StageJudge:   {`{"label":"suspicious","category":"off_platform","severity":3,"confidence":0.7,"action":"warn","rationale":"x","evidence_ids":["m2"],"offender_role":"seller"}`},
+	}
+	var v pipeline.Verdict
+	var fr *fakeRouter
+	for i := range 5 {
+		fr = &fakeRouter{answers: answers}
+		rev, err := New(Config{Campaigns: det, History: establishedSeller{}}, fr, nil, nil, nil)
+		require.NoError(t, err)
+		v, err = rev.Review(t.Context(), event(fmt.Sprint("shop-room-", i)), chat("buyer: 아직 판매중인가요?", "seller: "+campaignScript), 1)
+		require.NoError(t, err)
+	}
+	require.NotEmpty(t, v.Campaigns)
+	for _, c := range v.Campaigns {
+		require.True(t, c.RepeatSender, "one established seller")
+	}
+	prompt := fmt.Sprint(fr.calls[0].Messages)
+	require.Contains(t, prompt, "repeat_sender_")
+	require.Contains(t, prompt, "repeat sender, not a campaign")
+	require.NotContains(t, prompt, "campaign_script")
 }

@@ -438,7 +438,7 @@ func (rn *run) stages(ctx context.Context) (pipeline.Verdict, error) {
 	}
 	// An injection attempt is a rule signal, and so is a campaign: no
 	// early exit past the judge.
-	if triage.Risk == stages.RiskNone && len(rn.signals()) == 0 && len(rn.v.Campaigns) == 0 && !(floor && rn.injection.Load()) {
+	if triage.Risk == stages.RiskNone && len(rn.signals()) == 0 && !rn.campaign() && !(floor && rn.injection.Load()) {
 		rn.clean(0, "triage found no risk and no rule signal")
 		return *v, nil
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -140,20 +141,25 @@ FROM verdict_participants p JOIN verdicts v ON v.id = p.verdict_id WHERE p.sende
 	return page, nil
 }
 
-// AccountCampaigns returns the campaign marks the verdicts about senderID
-// carried, the most recent first, at most 100. Empty until the pipeline
+// AccountCampaigns returns the campaigns the verdicts about senderID
+// carried, one line a campaign (its id, a mark, when the campaign join
+// put the mark in one; the mark itself otherwise), rooms linked later
+// included, the most recent first, at most 100; a line is a repeat
+// sender's when every verdict carrying it said so. Empty until the pipeline
 // writes campaign signals. It honours ctx.
 func (s *Store) AccountCampaigns(ctx context.Context, senderID string) ([]moderation.CampaignMark, error) {
-	return s.marks(ctx, "mysql: account campaigns", `SELECT c.kind, c.mark, MAX(c.rooms), MAX(c.senders), COUNT(DISTINCT c.room_id), MAX(c.decided_at)
+	return s.marks(ctx, "mysql: account campaigns", `SELECT MIN(c.kind), COALESCE(m.campaign, c.mark), MAX(c.rooms), MAX(c.senders), COUNT(DISTINCT c.room_id), MAX(c.decided_at), MIN(c.class = 'repeat_sender')
 FROM verdict_subjects s JOIN verdicts v ON v.id = s.verdict_id JOIN verdict_campaigns c ON c.verdict_id = s.verdict_id
-WHERE s.sender_id = ? AND v.revision_slot = 0 GROUP BY c.kind, c.mark ORDER BY MAX(c.decided_at) DESC, c.mark LIMIT ?`, senderID, moderation.MaxMarks)
+LEFT JOIN campaign_members m ON m.mark = c.mark
+WHERE s.sender_id = ? AND v.revision_slot = 0 AND c.class <> 'sighting' GROUP BY COALESCE(m.campaign, c.mark)
+ORDER BY MAX(c.decided_at) DESC, COALESCE(m.campaign, c.mark) LIMIT ?`, senderID, moderation.MaxMarks)
 }
 
 // VerdictCampaigns returns the campaign marks verdict id carried (Here is
 // 1 for each). It honours ctx.
 func (s *Store) VerdictCampaigns(ctx context.Context, verdictID uint64) ([]moderation.CampaignMark, error) {
-	return s.marks(ctx, "mysql: verdict campaigns", `SELECT kind, mark, rooms, senders, 1, decided_at
-FROM verdict_campaigns WHERE verdict_id = ? ORDER BY kind, mark LIMIT ?`, verdictID, moderation.MaxMarks)
+	return s.marks(ctx, "mysql: verdict campaigns", `SELECT kind, mark, rooms, senders, 1, decided_at, class = 'repeat_sender'
+FROM verdict_campaigns WHERE verdict_id = ? AND class <> 'sighting' ORDER BY kind, mark LIMIT ?`, verdictID, moderation.MaxMarks)
 }
 
 func (s *Store) marks(ctx context.Context, prefix, q string, args ...any) ([]moderation.CampaignMark, error) {
@@ -165,7 +171,7 @@ func (s *Store) marks(ctx context.Context, prefix, q string, args ...any) ([]mod
 	var out []moderation.CampaignMark
 	for rows.Next() {
 		var m moderation.CampaignMark
-		if err := rows.Scan(&m.Kind, &m.Mark, &m.Rooms, &m.Senders, &m.Here, &m.LastAt); err != nil {
+		if err := rows.Scan(&m.Kind, &m.Mark, &m.Rooms, &m.Senders, &m.Here, &m.LastAt, &m.RepeatSender); err != nil {
 			return nil, fmt.Errorf("%s: %w", prefix, err)
 		}
 		m.LastAt = m.LastAt.UTC()
@@ -177,8 +183,9 @@ func (s *Store) marks(ctx context.Context, prefix, q string, args ...any) ([]mod
 	return out, nil
 }
 
-// CampaignRooms returns one page of the verdicts carrying mark, newest
-// first, at most limit (1..MaxAccountLimit), after cursor ("" or a
+// CampaignRooms returns one page of the verdicts of mark's campaign (every
+// mark the campaign join put with it; rooms linked later included), one
+// row a room, newest first, at most limit (1..MaxAccountLimit), after cursor ("" or a
 // moderation.CampaignPage.Next of the same mark), each with its take and the decision
 // in force. It honours ctx; a bad mark, cursor or limit is an error.
 func (s *Store) CampaignRooms(ctx context.Context, mark, cursor string, limit int) (moderation.CampaignPage, error) {
@@ -193,11 +200,18 @@ func (s *Store) CampaignRooms(ctx context.Context, mark, cursor string, limit in
 	if err != nil {
 		return moderation.CampaignPage{}, fmt.Errorf("mysql: campaign rooms: %w", err)
 	}
+	marks, err := s.campaignMarks(ctx, mark)
+	if err != nil {
+		return moderation.CampaignPage{}, fmt.Errorf("mysql: campaign rooms: %w", err)
+	}
+	// One row a room: the row of its smallest mark of the campaign.
+	in := placeholders(len(marks))
 	q := `SELECT c.verdict_id, v.room_id, v.window_start, v.window_end, v.pipeline_version, c.kind, c.message_id, c.label, c.category,
     v.action, c.decided_at, COALESCE(t.moderator, ''), t.active_at, ` + fmt.Sprintf(newestDecisionSQL, "c.verdict_id") + `
 FROM verdict_campaigns c JOIN verdicts v ON v.id = c.verdict_id LEFT JOIN queue_takes t ON t.verdict_id = c.verdict_id
-WHERE c.mark = ? AND v.revision_slot = 0`
-	args := []any{mark}
+WHERE c.mark IN (` + in + `) AND c.class IN ('campaign', 'linked') AND v.revision_slot = 0
+    AND c.mark = (SELECT MIN(c2.mark) FROM verdict_campaigns c2 WHERE c2.verdict_id = c.verdict_id AND c2.class IN ('campaign', 'linked') AND c2.mark IN (` + in + `))`
+	args := slices.Concat(markArgs(marks), markArgs(marks))
 	if cur != nil {
 		q += " AND (c.decided_at < ? OR (c.decided_at = ? AND c.verdict_id < ?))"
 		args = append(args, dbTime(cur.At), dbTime(cur.At), cur.ID)

@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -185,7 +186,7 @@ func TestAccountAndCampaignQueriesUseTheIndexes(t *testing.T) {
 		requirePlan(t, plan, "c", []string{"PRIMARY"}, false)
 	})
 	t.Run("take a campaign", func(t *testing.T) {
-		plan := explain(t, db, openCampaignHoldersSQL, "hmac:000000000000000000000001", "mod-a", end)
+		plan := explain(t, db, fmt.Sprintf(openCampaignHoldersSQL, "?"), "hmac:000000000000000000000001", "mod-a", end)
 		requirePlan(t, plan, "c", []string{"ix_verdict_campaigns_mark"}, false)
 		requirePlan(t, plan, "t", []string{"PRIMARY"}, false)
 		requirePlan(t, plan, "d", []string{"ix_moderator_decisions_verdict"}, false)

@@ -65,6 +65,11 @@ func TestAccountsConformance(t *testing.T) {
 	moderationtest.RunAccountsConformance(t, func(t *testing.T) moderationtest.AccountsStore { return setup(t) })
 }
 
+func TestCampaignJoinConformance(t *testing.T) {
+	t.Parallel()
+	moderationtest.RunCampaignJoinConformance(t, func(t *testing.T) moderationtest.JoinsStore { return setup(t) })
+}
+
 func TestVerdictsConformance(t *testing.T) {
 	t.Parallel()
 	moderationtest.RunVerdictsConformance(t, func(t *testing.T) moderation.Verdicts { return setup(t) })

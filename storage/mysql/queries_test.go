@@ -33,16 +33,17 @@ FROM (SELECT s.sender_id, s.room_id,
 GROUP BY sender_id
 ORDER BY abusive_rooms DESC, sender_id
 LIMIT 100;`},
-	{"campaigns by size and category (7 days)", `SELECT c.kind, c.mark, c.category, COUNT(DISTINCT c.room_id) AS rooms,
-       MAX(c.rooms) AS fleet_rooms, MAX(c.senders) AS fleet_senders
+	{"campaigns by size and category (7 days)", `SELECT COALESCE(m.campaign, c.mark) AS campaign, c.category, COUNT(DISTINCT c.room_id) AS rooms,
+       COUNT(DISTINCT c.mark) AS marks, MAX(c.rooms) AS fleet_rooms, MAX(c.senders) AS fleet_senders
 FROM verdicts v FORCE INDEX (ix_verdicts_finished) STRAIGHT_JOIN verdict_campaigns c ON c.verdict_id = v.id
-WHERE v.finished_at >= UTC_TIMESTAMP() - INTERVAL 7 DAY AND v.revision_slot = 0
-GROUP BY c.kind, c.mark, c.category
-ORDER BY rooms DESC, c.kind, c.mark, c.category
+LEFT JOIN campaign_members m ON m.mark = c.mark
+WHERE v.finished_at >= UTC_TIMESTAMP() - INTERVAL 7 DAY AND v.revision_slot = 0 AND c.class IN ('campaign', 'linked')
+GROUP BY COALESCE(m.campaign, c.mark), c.category
+ORDER BY rooms DESC, campaign, c.category
 LIMIT 100;`},
 	{"moderator agreement, campaign verdicts or not (30 days)", `SELECT campaign, category, COUNT(*) AS decided, AVG(decision = 'confirm') AS agreement
 FROM (SELECT v.category,
-             EXISTS (SELECT 1 FROM verdict_campaigns c WHERE c.verdict_id = v.id) AS campaign,
+             EXISTS (SELECT 1 FROM verdict_campaigns c WHERE c.verdict_id = v.id AND c.class IN ('campaign', 'linked')) AS campaign,
              (SELECT d.decision FROM moderator_decisions d FORCE INDEX (ix_moderator_decisions_verdict)
               WHERE d.verdict_id = v.id ORDER BY d.decided_at DESC, d.id DESC LIMIT 1) AS decision
       FROM verdicts v FORCE INDEX (ix_verdicts_finished)

@@ -249,7 +249,7 @@ func readVerdict(ctx context.Context, tx *sql.Tx, id uint64) (pipeline.Verdict, 
 	if v.Subjects, v.OffenderRole, err = readSubjects(ctx, tx, id); err != nil {
 		return pipeline.Verdict{}, err
 	}
-	if v.Campaigns, err = readCampaigns(ctx, tx, id); err != nil {
+	if v.Campaigns, v.Sightings, err = readCampaigns(ctx, tx, id); err != nil {
 		return pipeline.Verdict{}, err
 	}
 	return v, nil

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -124,7 +125,8 @@ func isDuplicateKey(err error) bool {
 	return errors.As(err, &me) && me.Number == 1062
 }
 
-// takeCampaignSQL takes every open room of a mark in one statement: a
+// takeCampaignSQL takes every open room of a campaign (its marks fill the
+// %s) in one statement: a
 // room nobody holds is inserted; on a room already held, each assignment
 // is conditional on the row as it stands under the statement's row lock,
 // so a live take of another moderator is left as it is, a stale one or
@@ -135,33 +137,39 @@ func isDuplicateKey(err error) bool {
 const takeCampaignSQL = `INSERT INTO queue_takes (verdict_id, moderator, taken_at, active_at)
 SELECT DISTINCT c.verdict_id, ?, ?, ? FROM verdict_campaigns c JOIN verdicts v ON v.id = c.verdict_id
 LEFT JOIN moderator_decisions d ON d.verdict_id = c.verdict_id AND d.reversed_at IS NULL AND d.decision <> 'undo'
-WHERE c.mark = ? AND v.revision_slot = 0 AND d.verdict_id IS NULL
+WHERE c.mark IN (%s) AND c.class IN ('campaign', 'linked') AND v.revision_slot = 0 AND d.verdict_id IS NULL
 ON DUPLICATE KEY UPDATE
     taken_at = IF(queue_takes.moderator <> ? AND queue_takes.active_at < ?, ?, queue_takes.taken_at),
     moderator = IF(queue_takes.active_at < ?, ?, queue_takes.moderator),
     active_at = IF(queue_takes.moderator = ? OR queue_takes.active_at < ?, ?, queue_takes.active_at)`
 
-// openCampaignHoldersSQL counts the live holders of a mark's open rooms.
+// openCampaignHoldersSQL counts the live holders of a campaign's open
+// rooms (its marks fill the %s).
 const openCampaignHoldersSQL = `SELECT t.moderator, COUNT(DISTINCT t.verdict_id) FROM verdict_campaigns c
 JOIN queue_takes t ON t.verdict_id = c.verdict_id JOIN verdicts v ON v.id = c.verdict_id
 LEFT JOIN moderator_decisions d ON d.verdict_id = c.verdict_id AND d.reversed_at IS NULL AND d.decision <> 'undo'
-WHERE c.mark = ? AND v.revision_slot = 0 AND d.verdict_id IS NULL AND (t.moderator = ? OR t.active_at >= ?) GROUP BY t.moderator`
+WHERE c.mark IN (%s) AND c.class IN ('campaign', 'linked') AND v.revision_slot = 0 AND d.verdict_id IS NULL AND (t.moderator = ? OR t.active_at >= ?) GROUP BY t.moderator`
 
-// CountOpenCampaignRooms returns the number of rooms carrying mark that no
-// moderator has decided: what taking the campaign would try to take. It
-// honours ctx.
+// CountOpenCampaignRooms returns the number of rooms of mark's campaign
+// (every mark the campaign join put with it) that no moderator has
+// decided: what taking the campaign would try to take. It honours ctx.
 func (s *Store) CountOpenCampaignRooms(ctx context.Context, mark string) (int, error) {
+	marks, err := s.campaignMarks(ctx, mark)
+	if err != nil {
+		return 0, fmt.Errorf("mysql: count open campaign rooms: %w", err)
+	}
 	var n int
-	err := s.db.QueryRowContext(ctx, `SELECT COUNT(DISTINCT c.verdict_id) FROM verdict_campaigns c JOIN verdicts v ON v.id = c.verdict_id
-		LEFT JOIN moderator_decisions d ON d.verdict_id = c.verdict_id AND d.reversed_at IS NULL AND d.decision <> 'undo' WHERE c.mark = ? AND v.revision_slot = 0 AND d.verdict_id IS NULL`, mark).Scan(&n)
+	err = s.db.QueryRowContext(ctx, `SELECT COUNT(DISTINCT c.verdict_id) FROM verdict_campaigns c JOIN verdicts v ON v.id = c.verdict_id
+		LEFT JOIN moderator_decisions d ON d.verdict_id = c.verdict_id AND d.reversed_at IS NULL AND d.decision <> 'undo'
+		WHERE c.mark IN (`+placeholders(len(marks))+`) AND c.class IN ('campaign', 'linked') AND v.revision_slot = 0 AND d.verdict_id IS NULL`, markArgs(marks)...).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("mysql: count open campaign rooms: %w", err)
 	}
 	return n, nil
 }
 
-// TakeCampaign makes moderator the holder, at now, of every room carrying
-// mark that no moderator has decided, except those another moderator
+// TakeCampaign makes moderator the holder, at now, of every room of
+// mark's campaign (every mark the campaign join put with it) that no moderator has decided, except those another moderator
 // holds with activity at or after staleBefore: those are left to them and
 // counted in the result. It is one transaction of one conditional
 // statement and one read, so console replicas taking overlapping
@@ -172,10 +180,13 @@ func (s *Store) TakeCampaign(ctx context.Context, mark, moderator string, now, s
 	if mark == "" || len(mark) > 40 || moderator == "" || len(moderator) > 128 || now.IsZero() {
 		return moderation.CampaignTakes{}, pipeline.Permanent(errors.New("mysql: take campaign: a mark of 1..40 bytes, a moderator of 1..128 bytes and a time are required"))
 	}
-	var err error
+	marks, err := s.campaignMarks(ctx, mark)
+	if err != nil {
+		return moderation.CampaignTakes{}, fmt.Errorf("mysql: take campaign: %w", err)
+	}
 	for range maxTakeTries {
 		var res moderation.CampaignTakes
-		res, err = s.takeCampaignOnce(ctx, mark, moderator, dbTime(now), dbTime(staleBefore))
+		res, err = s.takeCampaignOnce(ctx, marks, moderator, dbTime(now), dbTime(staleBefore))
 		if !isDeadlock(err) {
 			return res, err
 		}
@@ -183,17 +194,18 @@ func (s *Store) TakeCampaign(ctx context.Context, mark, moderator string, now, s
 	return moderation.CampaignTakes{}, err
 }
 
-func (s *Store) takeCampaignOnce(ctx context.Context, mark, moderator string, at, stale time.Time) (moderation.CampaignTakes, error) {
+func (s *Store) takeCampaignOnce(ctx context.Context, marks []string, moderator string, at, stale time.Time) (moderation.CampaignTakes, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return moderation.CampaignTakes{}, fmt.Errorf("mysql: take campaign: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
-	if _, err := tx.ExecContext(ctx, takeCampaignSQL, moderator, at, at, mark,
-		moderator, stale, at, stale, moderator, moderator, stale, at); err != nil {
+	in := placeholders(len(marks))
+	args := slices.Concat([]any{moderator, at, at}, markArgs(marks), []any{moderator, stale, at, stale, moderator, moderator, stale, at})
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(takeCampaignSQL, in), args...); err != nil {
 		return moderation.CampaignTakes{}, fmt.Errorf("mysql: take campaign: %w", err)
 	}
-	rows, err := tx.QueryContext(ctx, openCampaignHoldersSQL, mark, moderator, stale)
+	rows, err := tx.QueryContext(ctx, fmt.Sprintf(openCampaignHoldersSQL, in), slices.Concat(markArgs(marks), []any{moderator, stale})...)
 	if err != nil {
 		return moderation.CampaignTakes{}, fmt.Errorf("mysql: take campaign: %w", err)
 	}
@@ -222,11 +234,15 @@ func (s *Store) takeCampaignOnce(ctx context.Context, mark, moderator string, at
 	return res, nil
 }
 
-// ReleaseCampaign ends moderator's takes of the rooms carrying mark and
-// returns how many it ended; nobody else's take is touched.
+// ReleaseCampaign ends moderator's takes of the rooms of mark's campaign
+// and returns how many it ended; nobody else's take is touched.
 func (s *Store) ReleaseCampaign(ctx context.Context, mark, moderator string) (int, error) {
+	marks, err := s.campaignMarks(ctx, mark)
+	if err != nil {
+		return 0, fmt.Errorf("mysql: release campaign: %w", err)
+	}
 	res, err := s.db.ExecContext(ctx, `DELETE t FROM queue_takes t JOIN verdict_campaigns c ON c.verdict_id = t.verdict_id
-		WHERE c.mark = ? AND t.moderator = ?`, mark, moderator)
+		WHERE c.mark IN (`+placeholders(len(marks))+`) AND t.moderator = ?`, append(markArgs(marks), moderator)...)
 	if err != nil {
 		return 0, fmt.Errorf("mysql: release campaign: %w", err)
 	}

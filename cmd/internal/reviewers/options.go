@@ -54,7 +54,9 @@ type Options struct {
 	History accounthistory.Config
 	// Campaign is when a mark is a campaign signal (--campaign-signals,
 	// --campaign-min-rooms, --campaign-rooms-per-sender,
-	// --campaign-max-senders, --campaign-timeout).
+	// --campaign-max-senders, --campaign-timeout, and who is a repeat
+	// sender: --campaign-min-senders, --campaign-established-clean-rooms,
+	// --campaign-established-overturned, --campaign-verified-accounts).
 	Campaign campaign.Config
 	// CampaignStore is where marks are counted (--campaign-key-prefix,
 	// --campaign-shards, --campaign-max-marks, --campaign-exact-cap).
@@ -122,6 +124,10 @@ func (o *Options) CampaignFlags(fs *cli.FlagSet) {
 	fs.Float64Var(&o.Campaign.RoomsPerSender, "campaign-rooms-per-sender", "fewest rooms per distinct sender a campaign mark averages (a phrase everyone types averages about 1)")
 	fs.IntVar(&o.Campaign.MaxSenders, "campaign-max-senders", "most distinct senders a campaign mark has")
 	fs.DurationVar(&o.Campaign.Timeout, "campaign-timeout", "bound of the one Redis call a review makes for campaign counts; past it the review goes on without them (counted)")
+	fs.IntVar(&o.Campaign.MinSenders, "campaign-min-senders", "fewest distinct senders that make a mark a campaign whoever they are; below it one account's mark is a repeat sender when the account is verified or established (docs/campaigns.md)")
+	fs.IntVar(&o.Campaign.EstablishedCleanRooms, "campaign-established-clean-rooms", "fewest earlier clean rooms (account history) that make a lone sender established, with no flag of its own standing")
+	fs.IntVar(&o.Campaign.EstablishedOverturned, "campaign-established-overturned", "fewest earlier flags a moderator overturned that make a lone sender established, with no flag of its own standing")
+	fs.StringVar(&o.Campaign.VerifiedFile, "campaign-verified-accounts", "file of verified business accounts, one platform sender id a line ('#' comments): a lone sender on it repeating its greeting or contact is a repeat sender, never a campaign; read at start (empty: none)")
 	fs.StringVar(&o.CampaignStore.Prefix, "campaign-key-prefix", "prefix of the Redis keys of the campaign counts")
 	fs.IntVar(&o.CampaignStore.Shards, "campaign-shards", "shards (Redis Cluster hash tags) of the campaign counts, at least max marks / 128 so each stays in Redis's compact encoding; fixed per deployment")
 	fs.IntVar(&o.CampaignStore.MaxMarks, "campaign-max-marks", "marks kept fleet-wide; above it the least recently seen are evicted (counted); about 65 bytes of Redis each")

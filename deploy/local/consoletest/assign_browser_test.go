@@ -82,10 +82,35 @@ func signIn(t *testing.T, bctx context.Context, url, email string) context.Conte
 		chromedp.Navigate(url+"/queue"),
 		chromedp.WaitVisible(chromedp.ID("email")),
 		chromedp.SendKeys(chromedp.ID("email"), email),
-		chromedp.Click(chromedp.ID("signin")),
-		chromedp.WaitVisible(chromedp.ID("queue")),
 	))
+	follow(t, ctx, "queue", chromedp.Click(chromedp.ID("signin")))
 	return ctx
+}
+
+// navTimeout bounds the wait for a page that a click or a shortcut loads:
+// long, because the suite runs on loaded machines, but finite, so that a
+// trigger that loads nothing fails the test instead of hanging it.
+const navTimeout = 90 * time.Second
+
+// follow runs trigger, which must load a new page (a link, a form that
+// posts without htmx, a shortcut that clicks one), waits until that page
+// has loaded, and then until it shows the element with id waitID.
+// Waiting for the element alone is not enough: when the old page has it
+// too (a form that posts back to its own page, like the campaign's, with
+// the previous result still shown), the wait ends on the old page, and the next query runs in a document being replaced
+// ("Cannot find context with specified id") or reads the old text.
+// Actions that htmx answers in place do not navigate; they must not use it.
+func follow(t *testing.T, b context.Context, waitID string, trigger ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b, navTimeout)
+	defer cancel()
+	resp, err := chromedp.RunResponse(ctx, trigger...)
+	require.NoError(t, err, "the page the trigger loads (waiting for #%s)", waitID)
+	from := "a navigation within the document"
+	if resp != nil {
+		from = fmt.Sprintf("%s (HTTP %d)", resp.URL, resp.Status)
+	}
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.ID(waitID))), "#%s on the page loaded from %s", waitID, from)
 }
 
 func decisionsOn(t *testing.T, ctx context.Context, db *sql.DB, id uint64) []string {
@@ -170,11 +195,8 @@ func TestTwoModeratorsShareTheQueue(t *testing.T) {
 	require.Contains(t, text(bob, "take-state"), "Not taken")
 
 	// Alice takes it from the queue (she lands on the room) and confirms.
-	require.NoError(t, chromedp.Do(alice,
-		chromedp.Navigate(url+"/queue"),
-		chromedp.Click(chromedp.CSS(`button[aria-label="take room room-assign-1"]`)),
-		chromedp.WaitVisible(chromedp.ID("release")),
-	))
+	require.NoError(t, chromedp.Do(alice, chromedp.Navigate(url+"/queue")))
+	follow(t, alice, "release", chromedp.Click(chromedp.CSS(`button[aria-label="take room room-assign-1"]`)))
 	require.Contains(t, text(alice, "take-state"), "Taken by you")
 	var aliceID string
 	require.NoError(t, db.QueryRowContext(ctx, "SELECT moderator FROM queue_takes WHERE verdict_id = ?", ids[0]).Scan(&aliceID))
@@ -187,11 +209,8 @@ func TestTwoModeratorsShareTheQueue(t *testing.T) {
 	require.Equal(t, []string{aliceID}, decisionsOn(t, ctx, db, ids[0]))
 
 	// Alice takes the second room; Bob's queue says so, and so does the room.
-	require.NoError(t, chromedp.Do(alice,
-		chromedp.Navigate(url+"/queue"),
-		chromedp.Click(chromedp.CSS(`button[aria-label="take room room-assign-2"]`)),
-		chromedp.WaitVisible(chromedp.ID("release")),
-	))
+	require.NoError(t, chromedp.Do(alice, chromedp.Navigate(url+"/queue")))
+	follow(t, alice, "release", chromedp.Click(chromedp.CSS(`button[aria-label="take room room-assign-2"]`)))
 	require.NoError(t, chromedp.Do(bob, chromedp.Navigate(url+"/queue"), chromedp.WaitVisible(chromedp.ID("queue"))))
 	require.Contains(t, text(bob, "queue"), "taken by "+aliceID)
 	shot(bob, "queue-taken.png")
@@ -254,7 +273,7 @@ func TestShortcutsWorkTheQueue(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, fmt.Sprintf("%d/solid", first), focused, "the first item is selected with a visible focus ring")
 
-	require.NoError(t, chromedp.Do(alice, chromedp.KeyEvent("t"), chromedp.WaitVisible(chromedp.ID("release"))))
+	follow(t, alice, "release", chromedp.KeyEvent("t"))
 	requireAccessible(t, alice, axe, "room (taken by you)")
 	require.NoError(t, chromedp.Do(alice, chromedp.KeyEvent("c"), chromedp.WaitVisible(chromedp.ID("saved"))))
 	requireAccessible(t, alice, axe, "room (decided)")

@@ -200,17 +200,13 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.Navigate(url+"/queue"),
 		chromedp.WaitVisible(chromedp.ID("email")),
 		chromedp.SendKeys(chromedp.ID("email"), "alice@example.com"),
-		chromedp.Click(chromedp.ID("signin")),
-		chromedp.WaitVisible(chromedp.ID("queue")),
 	))
+	follow(t, bctx, "queue", chromedp.Click(chromedp.ID("signin")))
 	queueHTML, err := chromedp.Run(bctx, chromedp.OuterHTML(chromedp.ID("queue")))
 	require.NoError(t, err)
 	require.Contains(t, queueHTML, "room-console-1")
 	shot("queue.png")
-	require.NoError(t, chromedp.Do(bctx,
-		chromedp.Click(chromedp.CSS(fmt.Sprintf(`a[href="/verdicts/%d"]`, id))),
-		chromedp.WaitVisible(chromedp.ID("chat")),
-	))
+	follow(t, bctx, "chat", chromedp.Click(chromedp.CSS(fmt.Sprintf(`a[href="/verdicts/%d"]`, id))))
 	evidence, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#chat li.evidence")].map(e => e.dataset.messageId)`))
 	require.NoError(t, err)
 	require.Equal(t, []string{"m3", "m4"}, evidence, "the evidence messages are highlighted")

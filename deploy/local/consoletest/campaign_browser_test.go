@@ -59,17 +59,14 @@ func TestAccountAndCampaignInBrowser(t *testing.T) {
 	bob := signIn(t, bctx, url0, "bob@example.com")
 
 	// Bob takes the second room.
-	require.NoError(t, chromedp.Do(bob,
-		chromedp.Click(chromedp.CSS(`button[aria-label="take room room-camp-2"]`)),
-		chromedp.WaitVisible(chromedp.ID("release")),
-	))
+	follow(t, bob, "release", chromedp.Click(chromedp.CSS(`button[aria-label="take room room-camp-2"]`)))
 	var bobID string
 	require.NoError(t, db.QueryRowContext(ctx, "SELECT moderator FROM queue_takes WHERE verdict_id = ?", ids[1]).Scan(&bobID))
 
 	// Alice opens the first room; a opens the seller's account.
 	require.NoError(t, chromedp.Do(alice, chromedp.Navigate(fmt.Sprintf("%s/verdicts/%d", url0, ids[0])), chromedp.WaitVisible(chromedp.ID("chat"))))
 	requireAccessible(t, alice, axe, "room (with its account and campaign)")
-	require.NoError(t, chromedp.Do(alice, chromedp.KeyEvent("a"), chromedp.WaitVisible(chromedp.ID("account-verdicts"))))
+	follow(t, alice, "account-verdicts", chromedp.KeyEvent("a"))
 	rows, err := chromedp.Run(alice, chromedp.Evaluate[int](`document.querySelectorAll("#account-verdicts tr[data-id]").length`))
 	require.NoError(t, err)
 	require.Equal(t, 3, rows, "every verdict about the seller")
@@ -80,7 +77,7 @@ func TestAccountAndCampaignInBrowser(t *testing.T) {
 	requireAccessible(t, alice, axe, "account")
 
 	// The account's campaign: the rooms side by side with the message.
-	require.NoError(t, chromedp.Do(alice, chromedp.Click(chromedp.CSS("a.campaign")), chromedp.WaitVisible(chromedp.ID("campaign-rooms"))))
+	follow(t, alice, "campaign-rooms", chromedp.Click(chromedp.CSS("a.campaign")))
 	cards, err := chromedp.Run(alice, chromedp.Text(chromedp.ID("campaign-rooms")))
 	require.NoError(t, err)
 	require.Contains(t, cards, "선입금 해주시면", "the matching message, fetched live")
@@ -90,12 +87,12 @@ func TestAccountAndCampaignInBrowser(t *testing.T) {
 
 	// The bulk form first shows what it applies (a confirm: each
 	// verdict's own label and category), then acts on "Yes".
-	require.NoError(t, chromedp.Do(alice, chromedp.Click(chromedp.ID("confirm-all")), chromedp.WaitVisible(chromedp.ID("bulk-yes"))))
+	follow(t, alice, "bulk-yes", chromedp.Click(chromedp.ID("confirm-all")))
 	applied, err := chromedp.Run(alice, chromedp.Text(chromedp.ID("apply-label")))
 	require.NoError(t, err)
 	require.Equal(t, "each verdict's own, unchanged", applied)
 	requireAccessible(t, alice, axe, "bulk decision (confirmation step)")
-	require.NoError(t, chromedp.Do(alice, chromedp.Click(chromedp.ID("bulk-yes")), chromedp.WaitVisible(chromedp.ID("bulk-result"))))
+	follow(t, alice, "bulk-result", chromedp.Click(chromedp.ID("bulk-yes")))
 	result, err := chromedp.Run(alice, chromedp.Text(chromedp.ID("bulk-result")))
 	require.NoError(t, err)
 	require.Contains(t, result, "2 room(s) decided")
@@ -127,15 +124,12 @@ func TestTakeAllOfACampaignInBrowser(t *testing.T) {
 	alice := signIn(t, bctx, url0, "alice@example.com")
 	bob := signIn(t, bctx, url0, "bob@example.com")
 
-	require.NoError(t, chromedp.Do(bob,
-		chromedp.Click(chromedp.CSS(`button[aria-label="take room room-all-2"]`)),
-		chromedp.WaitVisible(chromedp.ID("release")),
-	))
+	follow(t, bob, "release", chromedp.Click(chromedp.CSS(`button[aria-label="take room room-all-2"]`)))
 	var bobID string
 	require.NoError(t, db.QueryRowContext(ctx, "SELECT moderator FROM queue_takes WHERE verdict_id = ?", ids[1]).Scan(&bobID))
 
-	require.NoError(t, chromedp.Do(alice, chromedp.Navigate(url0+"/campaigns/"+browserMark), chromedp.WaitVisible(chromedp.ID("take-button")),
-		chromedp.KeyEvent("t"), chromedp.WaitVisible(chromedp.ID("take-result"))))
+	require.NoError(t, chromedp.Do(alice, chromedp.Navigate(url0+"/campaigns/"+browserMark), chromedp.WaitVisible(chromedp.ID("take-button"))))
+	follow(t, alice, "take-result", chromedp.KeyEvent("t"))
 	result, err := chromedp.Run(alice, chromedp.Text(chromedp.ID("take-result")))
 	require.NoError(t, err)
 	require.Contains(t, result, "You hold 2 open room(s) of the campaign.")
@@ -155,17 +149,17 @@ func TestTakeAllOfACampaignInBrowser(t *testing.T) {
 	requireAccessible(t, alice, axe, "campaign (after taking it all)")
 
 	// Her bulk decision skips Bob's room...
-	require.NoError(t, chromedp.Do(alice, chromedp.Click(chromedp.ID("confirm-all")), chromedp.WaitVisible(chromedp.ID("bulk-yes")),
-		chromedp.Click(chromedp.ID("bulk-yes")), chromedp.WaitVisible(chromedp.ID("bulk-result"))))
+	follow(t, alice, "bulk-yes", chromedp.Click(chromedp.ID("confirm-all")))
+	follow(t, alice, "bulk-result", chromedp.Click(chromedp.ID("bulk-yes")))
 	result, err = chromedp.Run(alice, chromedp.Text(chromedp.ID("bulk-result")))
 	require.NoError(t, err)
 	require.Contains(t, result, "2 room(s) decided")
 	require.Contains(t, result, "Skipped, taken by another moderator: "+bobID)
 	require.Empty(t, decisionsOn(t, ctx, db, ids[1]))
 	// ...until she overrides, explicitly.
-	require.NoError(t, chromedp.Do(alice, chromedp.Click(chromedp.CSS(`input[name="override"]`)),
-		chromedp.Click(chromedp.ID("confirm-all")), chromedp.WaitVisible(chromedp.ID("bulk-yes")),
-		chromedp.Click(chromedp.ID("bulk-yes")), chromedp.WaitVisible(chromedp.ID("bulk-result"))))
+	require.NoError(t, chromedp.Do(alice, chromedp.Click(chromedp.CSS(`input[name="override"]`))))
+	follow(t, alice, "bulk-yes", chromedp.Click(chromedp.ID("confirm-all")))
+	follow(t, alice, "bulk-result", chromedp.Click(chromedp.ID("bulk-yes")))
 	result, err = chromedp.Run(alice, chromedp.Text(chromedp.ID("bulk-result")))
 	require.NoError(t, err)
 	require.Contains(t, result, "1 room(s) decided")

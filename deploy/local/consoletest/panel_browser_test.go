@@ -92,11 +92,11 @@ func TestReviewPanelReadsInBrowser(t *testing.T) {
 
 	// A masked value is revealed by following it and giving a reason: the
 	// audit row is there once the value shows.
-	require.NoError(t, chromedp.Do(alice, chromedp.Navigate(room), chromedp.WaitVisible(chromedp.ID("chat")),
-		chromedp.Click(chromedp.CSS(`#msg-m3 a.masked`)), chromedp.WaitVisible(chromedp.ID("reveal"))))
+	require.NoError(t, chromedp.Do(alice, chromedp.Navigate(room), chromedp.WaitVisible(chromedp.ID("chat"))))
+	follow(t, alice, "reveal", chromedp.Click(chromedp.CSS(`#msg-m3 a.masked`)))
 	requireAccessible(t, alice, axe, "reveal form")
-	require.NoError(t, chromedp.Do(alice, chromedp.SetValue(chromedp.CSS(`select[name="reason"]`), "compare with a user report"),
-		chromedp.Click(chromedp.ID("reveal-button")), chromedp.WaitVisible(chromedp.ID("revealed-value"))))
+	require.NoError(t, chromedp.Do(alice, chromedp.SetValue(chromedp.CSS(`select[name="reason"]`), "compare with a user report")))
+	follow(t, alice, "revealed-value", chromedp.Click(chromedp.ID("reveal-button")))
 	value, err := chromedp.Run(alice, chromedp.Text(chromedp.ID("revealed-value")))
 	require.NoError(t, err)
 	require.Equal(t, "safe_deal77", value)

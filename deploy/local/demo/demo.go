@@ -362,11 +362,20 @@ func (r *runner) startServices(extra map[string]string) error {
 		return err
 	}
 	r.procs = append(r.procs, consumer)
+	// Campaign signals on, with the sample lake's shop verified, so that
+	// the sample window shows a campaign (its scam ring) and a repeat
+	// sender (its shop) (docs/campaigns.md).
+	verified := filepath.Join(r.cfg.LogDir, "verified-accounts.txt")
+	if err := os.WriteFile(verified, []byte(sampledata.VerifiedAccounts), 0o644); err != nil {
+		return err
+	}
 	for i := 1; i <= r.cfg.Workers; i++ {
 		env := map[string]string{
-			"CHATGUARD_ADMIN_ADDR":    "127.0.0.1:0",
-			"CHATGUARD_WAIT_TIME":     "5s",
-			"CHATGUARD_DRAIN_TIMEOUT": "20s",
+			"CHATGUARD_ADMIN_ADDR":                 "127.0.0.1:0",
+			"CHATGUARD_WAIT_TIME":                  "5s",
+			"CHATGUARD_DRAIN_TIMEOUT":              "20s",
+			"CHATGUARD_CAMPAIGN_SIGNALS":           "true",
+			"CHATGUARD_CAMPAIGN_VERIFIED_ACCOUNTS": verified,
 		}
 		maps.Copy(env, extra)
 		w, err := startProc(fmt.Sprintf("worker-%d", i), r.bin("worker"), nil, r.childEnv(env), r.cfg.Root, r.cfg.LogDir, false)

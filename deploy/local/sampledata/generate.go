@@ -123,16 +123,10 @@ func Generate(ctx context.Context, opts Options) (Summary, error) {
 				return Summary{}, fmt.Errorf("sampledata: %w", err)
 			}
 		}
-		room := buildRoom(opts.Seed, i, opts.Start, end)
-		sum.Messages += len(room.messages)
-		sum.Images += room.truth.Images
-		if room.truth.Injection {
-			sum.Injections++
-		}
-		sum.ByLabel[room.truth.Label]++
-		sum.ByCategory[room.truth.Category]++
-		rooms = append(rooms, room)
+		rooms = append(rooms, buildRoom(opts.Seed, i, opts.Start, end))
 	}
+	campaignRooms(rooms)
+	sum.ByLabel, sum.ByCategory, sum.Messages, sum.Images, sum.Injections = tally(rooms)
 	files, err := writeLake(ctx, opts.LakeDir, rooms)
 	if err != nil {
 		return Summary{}, fmt.Errorf("sampledata: %w", err)
@@ -144,6 +138,22 @@ func Generate(ctx context.Context, opts Options) (Summary, error) {
 	}
 	sum.TruthFile = truthFile
 	return sum, nil
+}
+
+// tally counts the rooms' labels, categories, messages, images and
+// injection attempts for the summary.
+func tally(rooms []generatedRoom) (labels map[pipeline.Label]int, cats map[pipeline.Category]int, msgs, images, injections int) {
+	labels, cats = map[pipeline.Label]int{}, map[pipeline.Category]int{}
+	for _, r := range rooms {
+		msgs += len(r.messages)
+		images += r.truth.Images
+		if r.truth.Injection {
+			injections++
+		}
+		labels[r.truth.Label]++
+		cats[r.truth.Category]++
+	}
+	return labels, cats, msgs, images, injections
 }
 
 type generatedRoom struct {

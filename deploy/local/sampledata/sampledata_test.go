@@ -385,3 +385,40 @@ func TestWriteMessagesLaysRowsOutAsTheLakeAndLoadsBack(t *testing.T) {
 	_, err = sampledata.WriteMessages(dir, "../escape", rows)
 	require.Error(t, err)
 }
+
+// TestLargeLakesHoldARingAndAShop: a lake of the stack's size has, in its
+// busiest hour (the stack's sample window), a scam ring's script from
+// three accounts in eight rooms and one shop's greeting in six, in place of
+// its last rooms, so it keeps the size asked for.
+func TestLargeLakesHoldARingAndAShop(t *testing.T) {
+	t.Parallel()
+	l := setup(t, 3, 2000, 3)
+	truth, err := sampledata.LoadTruth(l.opts.TruthDir)
+	require.NoError(t, err)
+	require.Len(t, truth, 2000)
+	rooms, err := sampledata.LoadRooms(l.opts.LakeDir)
+	require.NoError(t, err)
+	perHour := map[time.Time]int{}
+	for _, r := range rooms {
+		perHour[r.FirstMessageAt.UTC().Truncate(time.Hour)]++
+	}
+	ringSellers, shopHours, busiest := map[string]bool{}, map[time.Time]bool{}, 0
+	for _, n := range perHour {
+		busiest = max(busiest, n)
+	}
+	for _, r := range rooms {
+		switch truth[r.RoomID].Scenario {
+		case "campaign_ring":
+			ringSellers[r.SellerID] = true
+			require.Equal(t, pipeline.LabelAbusive, truth[r.RoomID].Label)
+			require.Equal(t, busiest, perHour[r.FirstMessageAt.UTC().Truncate(time.Hour)], "in the busiest hour")
+		case "shop_greeting":
+			require.Equal(t, sampledata.ShopAccount, r.SellerID)
+			require.Equal(t, pipeline.LabelClean, truth[r.RoomID].Label)
+			shopHours[r.FirstMessageAt.UTC().Truncate(time.Hour)] = true
+		}
+	}
+	require.Len(t, ringSellers, 3)
+	require.Len(t, shopHours, 1)
+	require.Contains(t, sampledata.VerifiedAccounts, sampledata.ShopAccount)
+}
