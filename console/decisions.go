@@ -134,7 +134,9 @@ func (s *server) undoRefusal(in moderation.Decision, target uint64, who Who) str
 // undo is POST /verdicts/{id}/undo (form: decision_id): the signed-in
 // moderator's undo of their decision in force, within --undo-window. It
 // is audited (a "decide" row with decision "undo" naming the decision)
-// before the reversing row is written; it owes no feedback event.
+// before the reversing row is written; its moderator_feedback event (the
+// row is its outbox, as a decision's) tells the lake the undone decision's
+// event no longer counts.
 func (s *server) undo(w http.ResponseWriter, r *http.Request) {
 	who, _ := whoFrom(r.Context())
 	id, v, ok := s.verdictFromPath(w, r)
@@ -170,6 +172,8 @@ func (s *server) undo(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Info("console: undone", "moderator", who.ID, "verdict_id", id, "decision_id", uid, "reverses", target, "room_id", v.Key.RoomID)
+	d.ID = uid
+	s.deliverFeedback(r.Context(), []uint64{uid}, []pipeline.OutMessage{{Body: feedbackBody(feedbackEvent(d, v.Key, v.Label, v.Category, v.Action))}})
 	if in.Decision == moderation.DecisionOverturn {
 		s.reapplyActions(r.Context(), v.Key, target)
 	}

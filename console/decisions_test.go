@@ -1,6 +1,7 @@
 package console
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -83,9 +84,23 @@ func TestUndoReversesADecisionWithinTheWindow(t *testing.T) {
 	require.NotContains(t, alice.get(t, "/queue"), verdictPath(id, ""), "decided: out of the queue")
 
 	before := len(e.actions(t))
+	fb := e.srv.feedback.(*fakeFeedback)
+	sentBefore := len(fb.msgs)
 	code, _, body = alice.post(t, verdictPath(id, "/undo"), undo)
 	require.Equal(t, http.StatusOK, code, body)
 	require.Contains(t, body, "Saved: undo of overturn")
+	// The undo's feedback event names the undone decision's, so the lake
+	// can leave both out; SQS took it, so its row is marked sent.
+	require.Len(t, fb.msgs, sentBefore+1, "an undo sends its feedback event")
+	var ev struct {
+		EventID string                     `json:"event_id"`
+		Payload pipeline.ModeratorFeedback `json:"payload"`
+	}
+	require.NoError(t, json.Unmarshal(fb.msgs[sentBefore].Body, &ev))
+	require.Equal(t, pipeline.FeedbackUndo, ev.Payload.Decision)
+	require.Equal(t, feedbackEventID(ds[0].ID), ev.Payload.ReversesEventID)
+	require.Equal(t, pipeline.LabelClean, ev.Payload.DecidedLabel, "the label undone")
+	require.Equal(t, alice.who.ID, ev.Payload.ModeratorID)
 	rows := e.actions(t)[before:]
 	require.Len(t, rows, 1)
 	require.Equal(t, moderation.AuditRecord{Moderator: alice.who.ID, Action: moderation.ActionDecide, VerdictID: id, RoomID: "room-take-1",
@@ -94,6 +109,8 @@ func TestUndoReversesADecisionWithinTheWindow(t *testing.T) {
 	ds, err = e.db.Decisions(testCtx(t), id, 10)
 	require.NoError(t, err)
 	require.Len(t, ds, 2, "a reversing row, never a delete")
+	require.Equal(t, feedbackEventID(ds[0].ID), ev.EventID)
+	require.False(t, ds[0].FeedbackSentAt.IsZero(), "the undo's event was accepted: marked")
 	_, inForce := moderation.InForce(ds)
 	require.False(t, inForce)
 	require.Contains(t, alice.get(t, "/queue"), verdictPath(id, ""), "undone: back in the queue")

@@ -24,7 +24,8 @@ import (
 // sweeper resends rows left unmarked past a grace period (a failed send, a
 // pod killed between the commit and the send). Every copy carries the event
 // id derived from the row id, so the lake's moderator_feedback_dedup view
-// keeps one.
+// keeps one. An undo is a row of this outbox too: its event tells the lake
+// that the undone decision's event no longer counts.
 
 // feedbackEventID is the decision's event id: the same for every send.
 func feedbackEventID(decisionID uint64) string {
@@ -32,7 +33,8 @@ func feedbackEventID(decisionID uint64) string {
 }
 
 // feedbackEvent is the moderator_feedback lake event of decision d (with
-// its row id in d.ID) on the verdict under key.
+// its row id in d.ID) on the verdict under key; an undo's event names the
+// event of the decision it reverses.
 func feedbackEvent(d moderation.Decision, key pipeline.ReviewKey, verdictLabel pipeline.Label, verdictCategory pipeline.Category, action pipeline.Action) pipeline.LakeEvent {
 	decided := d.Category
 	if d.Label == pipeline.LabelClean {
@@ -40,12 +42,18 @@ func feedbackEvent(d moderation.Decision, key pipeline.ReviewKey, verdictLabel p
 		// categories, and a clean verdict's category is "clean".
 		decided = pipeline.CategoryClean
 	}
+	p := pipeline.ModeratorFeedback{RoomID: key.RoomID, WindowStart: key.WindowStart, WindowEnd: key.WindowEnd,
+		PipelineVersion: key.PipelineVersion, ModeratorID: d.Moderator, VerdictLabel: verdictLabel, VerdictCategory: verdictCategory,
+		DecidedLabel: d.Label, DecidedCategory: decided, ActionTaken: action, Audit: d.Audit}
+	if d.Decision == moderation.DecisionUndo {
+		// The lake leaves out an undo and the event it names: the undone
+		// decision's event id is derived from its row id, as it was sent.
+		p.Decision, p.ReversesEventID = pipeline.FeedbackUndo, feedbackEventID(d.Reverses)
+	}
 	return pipeline.LakeEvent{
 		EventID:   feedbackEventID(d.ID),
 		EventType: pipeline.EventModeratorFeedback, OccurredAt: d.DecidedAt, SchemaVersion: pipeline.LakeEventSchemaVersion,
-		Payload: pipeline.ModeratorFeedback{RoomID: key.RoomID, WindowStart: key.WindowStart, WindowEnd: key.WindowEnd,
-			PipelineVersion: key.PipelineVersion, ModeratorID: d.Moderator, VerdictLabel: verdictLabel, VerdictCategory: verdictCategory,
-			DecidedLabel: d.Label, DecidedCategory: decided, ActionTaken: action, Audit: d.Audit},
+		Payload: p,
 	}
 }
 

@@ -105,8 +105,15 @@ func (s *server) record(ctx context.Context, who Who, items []pendingDecision) (
 	if len(events) == 0 {
 		return res, saveErr
 	}
+	res.Queued = s.deliverFeedback(ctx, ids, events)
+	return res, saveErr
+}
+
+// deliverFeedback sends the events of the saved decision rows ids (one
+// each, in order), marks the rows SQS accepted and returns how many it did
+// not: the outbox sweeper resends those.
+func (s *server) deliverFeedback(ctx context.Context, ids []uint64, events []pipeline.OutMessage) int {
 	sent := s.sendFeedback(ctx, ids, events)
-	res.Queued = len(ids) - len(sent)
 	if len(sent) > 0 {
 		// Detached: SQS holds the events whether or not the moderator waits.
 		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -115,7 +122,7 @@ func (s *server) record(ctx context.Context, who Who, items []pendingDecision) (
 			s.log.Warn("console: feedback sent but not marked; the sweeper resends it with the same event id", "decision_ids", sent, "err", err)
 		}
 	}
-	return res, saveErr
+	return len(ids) - len(sent)
 }
 
 // sendFeedback sends the events of decision rows ids (one each, in order)

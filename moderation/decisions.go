@@ -38,8 +38,8 @@ type Decision struct {
 	DecidedAt time.Time
 	// FeedbackSentAt is when SQS accepted the decision's moderator_feedback
 	// event; zero while it is unsent (the console's sweeper resends it).
-	// Decisions.AddDecision ignores it. An undo, which owes no event,
-	// has its DecidedAt.
+	// Decisions.AddDecision ignores it. An undo owes an event too (it
+	// names the undone decision's, which the lake then leaves out).
 	FeedbackSentAt time.Time
 }
 
@@ -148,9 +148,9 @@ type Decisions interface {
 	// made by the same moderator, else it is a *pipeline.PermanentError
 	// wrapping ErrCannotUndo; recorded, it carries that decision's label
 	// and category and the reversed decision gets ReversedAt =
-	// d.DecidedAt, both at once. An undo owes no feedback event (it is no
-	// judgement of the verdict): it is recorded with FeedbackSentAt =
-	// DecidedAt, so the outbox never takes it. Two
+	// d.DecidedAt, both at once. An undo is recorded unsent like any
+	// decision: its feedback event tells the lake that the undone
+	// decision's event no longer counts. Two
 	// concurrent confirms or overturns both record: who may decide is the
 	// takes' business, not this one's; of two concurrent undos of one
 	// decision, one records.

@@ -231,6 +231,12 @@ func decodeModeratorFeedback(raw json.RawMessage) (ModeratorFeedback, []string, 
 	probs = append(probs, checkCategory("payload.decided_category", p.DecidedCategory)...)
 	probs = append(probs, checkCategory("payload.verdict_category", p.VerdictCategory)...)
 	probs = append(probs, checkAction("payload.action_taken", p.ActionTaken)...)
+	switch {
+	case p.Decision != "" && p.Decision != FeedbackUndo:
+		probs = append(probs, fmt.Sprintf("payload.decision %q is not %q (omitted on a decision)", clip(p.Decision), FeedbackUndo))
+	case (p.Decision == FeedbackUndo) != (p.ReversesEventID != ""):
+		probs = append(probs, "payload.reverses_event_id must be set on an undo, and only on an undo")
+	}
 	p.WindowStart, p.WindowEnd = p.WindowStart.UTC(), p.WindowEnd.UTC()
 	return p, probs, nil
 }

@@ -84,7 +84,19 @@ type ModeratorFeedback struct {
 	// so that consumers older than the field read every other decision;
 	// deploy the consumer before a console that sends it.
 	Audit bool `json:"audit,omitempty"`
+	// Decision is FeedbackUndo on an undo's event (a moderator took back
+	// their decision: the event ReversesEventID names no longer counts)
+	// and omitted on a decision's, whose bytes stay as they were. A
+	// consumer older than the field refuses an undo's event (its decoder
+	// is strict) rather than count it: deploy the consumer first.
+	Decision string `json:"decision,omitempty"`
+	// ReversesEventID is, on an undo's event, the event id of the undone
+	// decision's event; omitted otherwise.
+	ReversesEventID string `json:"reverses_event_id,omitempty"`
 }
+
+// FeedbackUndo is ModeratorFeedback.Decision on an undo's event.
+const FeedbackUndo = "undo"
 
 // VerdictEvent is the payload written when a verdict is saved.
 type VerdictEvent struct {

@@ -66,6 +66,17 @@ func TestStackRetriedReviewCollapsesInDedupViews(t *testing.T) {
 		SchemaVersion: pipeline.LakeEventSchemaVersion, Payload: pipeline.ModeratorFeedback{RoomID: "room-a", WindowStart: at.Add(-time.Hour),
 			WindowEnd: at, PipelineVersion: "pv-dedup", ModeratorID: "mod-1", VerdictLabel: pipeline.LabelClean, VerdictCategory: pipeline.CategoryClean,
 			DecidedLabel: pipeline.LabelClean, DecidedCategory: pipeline.CategoryClean, ActionTaken: pipeline.ActionNone}})
+	// Another decision and its undo, as the console sends them: both
+	// reach the raw table, field by field, and neither the dedup view.
+	undone := pipeline.LakeEvent{EventID: uuid.NewString(), EventType: pipeline.EventModeratorFeedback, OccurredAt: at.Add(time.Minute),
+		SchemaVersion: pipeline.LakeEventSchemaVersion, Payload: pipeline.ModeratorFeedback{RoomID: "room-b", WindowStart: at.Add(-time.Hour),
+			WindowEnd: at, PipelineVersion: "pv-dedup", ModeratorID: "mod-2", VerdictLabel: pipeline.LabelClean, VerdictCategory: pipeline.CategoryClean,
+			DecidedLabel: pipeline.LabelAbusive, DecidedCategory: pipeline.CategoryPhishingLink, ActionTaken: pipeline.ActionNone}}
+	undoP := undone.Payload.(pipeline.ModeratorFeedback)
+	undoP.Decision, undoP.ReversesEventID = pipeline.FeedbackUndo, undone.EventID
+	undo := pipeline.LakeEvent{EventID: uuid.NewString(), EventType: pipeline.EventModeratorFeedback, OccurredAt: at.Add(2 * time.Minute),
+		SchemaVersion: pipeline.LakeEventSchemaVersion, Payload: undoP}
+	first = append(first, undone, undo)
 	for k, v := range s.sendEvents(t, first) {
 		want[k] = v
 	}
@@ -79,7 +90,9 @@ func TestStackRetriedReviewCollapsesInDedupViews(t *testing.T) {
 
 	// At least: delivery is at least once, so a message whose visibility
 	// runs out on a loaded machine may add a copy; the views remove it too.
-	_, copies := s.lake(t).ByID()
+	got, copies := s.lake(t).ByID()
+	require.Equal(t, want[undo.EventID], got[undo.EventID], "the undo reaches the lake, field by field")
+	require.Equal(t, want[undone.EventID], got[undone.EventID])
 	dups := 0
 	for id, n := range copies {
 		if want[id].EventType == pipeline.EventModeratorFeedback {

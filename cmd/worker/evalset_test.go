@@ -49,11 +49,11 @@ func TestBuildSetFromTheSampleLake(t *testing.T) {
 	rooms := standin.ReadTruth(t, truthDir)
 	received := rooms[0].FirstMessageAt.Add(48 * time.Hour)
 	parts := map[string][]pipeline.LakeRecord{}
-	for _, r := range rooms {
+	for i, r := range rooms {
 		k := pipeline.ReviewKey{RoomID: r.RoomID, WindowStart: r.FirstMessageAt.UTC().Truncate(time.Second),
 			WindowEnd: r.LastMessageAt.UTC().Truncate(time.Second).Add(2 * time.Second), PipelineVersion: "pv"}
 		at := k.WindowEnd.Add(time.Hour).Truncate(time.Millisecond)
-		for _, ev := range []pipeline.LakeEvent{
+		evs := []pipeline.LakeEvent{
 			{EventID: pipeline.VerdictEventID(k, pipeline.StatusDone), EventType: pipeline.EventVerdict, OccurredAt: at, SchemaVersion: 1,
 				Payload: pipeline.VerdictEvent{RoomID: k.RoomID, WindowStart: k.WindowStart, WindowEnd: k.WindowEnd, PipelineVersion: k.PipelineVersion,
 					Status: pipeline.StatusDone, Label: r.Label, Category: r.Category}},
@@ -61,7 +61,14 @@ func TestBuildSetFromTheSampleLake(t *testing.T) {
 				Payload: pipeline.ModeratorFeedback{RoomID: k.RoomID, WindowStart: k.WindowStart, WindowEnd: k.WindowEnd, PipelineVersion: k.PipelineVersion,
 					ModeratorID: "mod-1", VerdictLabel: r.Label, VerdictCategory: r.Category, DecidedLabel: r.Label, DecidedCategory: r.Category,
 					Audit: r.Label == pipeline.LabelClean}},
-		} {
+		}
+		switch i {
+		case 0: // a later decision, undone: the first is in force again
+			evs = append(evs, undoneFeedback(k, r.Label, r.Category, at.Add(time.Minute))...)
+		case 1: // its only decision undone: the room has none in force
+			evs = append(evs[:1], undoneFeedback(k, r.Label, r.Category, at.Add(time.Minute))...)
+		}
+		for _, ev := range evs {
 			d, err := pipeline.DecodeLakeEvent(s3laketest.Body(t, ev), received)
 			require.NoError(t, err)
 			p := s3lake.PartitionPath(d.EventType, pipeline.LakeHour(d.OccurredAt))
@@ -98,13 +105,17 @@ func TestBuildSetFromTheSampleLake(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(b, &m))
 	require.Equal(t, builtAt, m.BuiltAt)
-	require.Equal(t, len(rooms), m.Decisions, "one decision per room")
+	require.Equal(t, len(rooms)-1, m.Decisions, "one decision per room in force: room 1's only decision was undone")
 	require.Equal(t, len(cases), m.Cases)
 	require.Contains(t, m.Query, "moderator_feedback_dedup")
 	require.Contains(t, m.Text, "masked")
 	perStratum := map[string]int{}
 	for _, c := range cases {
 		require.Equal(t, eval.SourceModerators, c.Source)
+		require.NotEqual(t, rooms[1].RoomID, c.RoomID, "an undone decision is no label")
+		if c.RoomID == rooms[0].RoomID {
+			require.Equal(t, rooms[0].Label, c.Truth.Label, "the decision in force, not the undone one")
+		}
 		perStratum[eval.Decision{DecidedLabel: c.Truth.Label, DecidedCategory: c.Truth.Category, VerdictLabel: c.Truth.Label,
 			Audit: c.Truth.Label == pipeline.LabelClean}.Stratum()]++
 	}
@@ -118,9 +129,27 @@ func TestBuildSetFromTheSampleLake(t *testing.T) {
 		require.Equal(t, s.Written, perStratum[s.Stratum], s.Stratum)
 		total += s.Available
 	}
-	require.Equal(t, len(rooms), total)
-	require.Contains(t, stdout.String(), fmt.Sprintf("%d cases from %d decisions", len(cases), len(rooms)))
+	require.Equal(t, len(rooms)-1, total)
+	require.Contains(t, stdout.String(), fmt.Sprintf("%d cases from %d decisions", len(cases), len(rooms)-1))
 	require.False(t, strings.Contains(string(b), "\"room_id\""), "the manifest counts, it lists no rooms")
+}
+
+// undoneFeedback is a moderator's decision at at on the verdict under k
+// (label and category: the pipeline's) that moves it to another label,
+// and their undo a minute later, as the console sends them.
+func undoneFeedback(k pipeline.ReviewKey, label pipeline.Label, cat pipeline.Category, at time.Time) []pipeline.LakeEvent {
+	decided, decidedCat := pipeline.LabelClean, pipeline.CategoryClean
+	if label == pipeline.LabelClean {
+		decided, decidedCat = pipeline.LabelAbusive, pipeline.CategoryExternalPayment
+	}
+	p := pipeline.ModeratorFeedback{RoomID: k.RoomID, WindowStart: k.WindowStart, WindowEnd: k.WindowEnd, PipelineVersion: k.PipelineVersion,
+		ModeratorID: "mod-2", VerdictLabel: label, VerdictCategory: cat, DecidedLabel: decided, DecidedCategory: decidedCat}
+	undone := pipeline.LakeEvent{EventID: uuid.NewSHA1(uuid.NameSpaceOID, []byte(k.RoomID+"/undone")).String(),
+		EventType: pipeline.EventModeratorFeedback, OccurredAt: at, SchemaVersion: 1, Payload: p}
+	p.Decision, p.ReversesEventID = pipeline.FeedbackUndo, undone.EventID
+	undo := pipeline.LakeEvent{EventID: uuid.NewSHA1(uuid.NameSpaceOID, []byte(k.RoomID+"/undo")).String(),
+		EventType: pipeline.EventModeratorFeedback, OccurredAt: at.Add(time.Minute), SchemaVersion: 1, Payload: p}
+	return []pipeline.LakeEvent{undone, undo}
 }
 
 // hungAthena keeps every query running and records the stops.

@@ -1,6 +1,6 @@
--- Labelled decisions: per reviewed window, the latest moderator decision that
--- day range holds (a later decision on the same verdict overrides an earlier
--- one), joined to the done verdict it was made on. `worker eval build-set`
+-- Labelled decisions: per reviewed window, the latest moderator decision in
+-- force that day range holds (a later decision on the same verdict overrides
+-- an earlier one; an undone one is out, through the dedup view), joined to the done verdict it was made on. `worker eval build-set`
 -- reads it to build a frozen labelled set; decisions on the console's audit
 -- items (clean verdicts sampled at random, audit true) make the clean stratum,
 -- kept clean or overturned (a missed positive); decisions of clean on flagged

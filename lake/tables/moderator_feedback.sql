@@ -19,7 +19,9 @@ CREATE EXTERNAL TABLE IF NOT EXISTS moderator_feedback (
   decided_label    string    COMMENT 'what the moderator decided',
   decided_category string,
   action_taken     string,
-  audit            boolean   COMMENT 'true: the verdict was a console audit item (a randomly sampled clean verdict); null in files older than the column'
+  audit            boolean   COMMENT 'true: the verdict was a console audit item (a randomly sampled clean verdict); null in files older than the column',
+  decision         string    COMMENT 'undo: a moderator took back the decision whose event reverses_event_id names (neither counts); null on a decision',
+  reverses_event_id string   COMMENT 'on an undo, the event_id of the decision undone; null otherwise'
 )
 PARTITIONED BY (`dt` string, `hour` string)
 STORED AS PARQUET

@@ -31,7 +31,7 @@ func (m *Memory) AddDecision(ctx context.Context, d moderation.Decision) (uint64
 		if err != nil {
 			return 0, pipeline.Permanent(fmt.Errorf("memory: add decision: %w", err))
 		}
-		d.Label, d.Category, d.FeedbackSentAt = undone.Label, undone.Category, d.DecidedAt
+		d.Label, d.Category = undone.Label, undone.Category
 		undone.ReversedAt = d.DecidedAt
 	} else if err := d.CheckAgainst(v.Label, v.Category); err != nil {
 		return 0, pipeline.Permanent(fmt.Errorf("memory: add decision: %w", err))

@@ -69,6 +69,29 @@ func RunFeedbackOutboxConformance(t *testing.T, newStore func(t *testing.T) Outb
 	t.Run("rejected and deferred", func(t *testing.T) { t.Parallel(); runSweepOutcomes(t, newStore(t)) })
 	t.Run("nothing marked", func(t *testing.T) { t.Parallel(); runSweepUnmarked(t, newStore(t)) })
 	t.Run("concurrent sweeps", func(t *testing.T) { t.Parallel(); runSweepConcurrent(t, newStore(t)) })
+	t.Run("an undo is swept", func(t *testing.T) { t.Parallel(); runSweepUndo(t, newStore(t)) })
+}
+
+// runSweepUndo: an undo is an outbox row like a decision (its event tells
+// the lake the undone decision's no longer counts), swept with the
+// decision it reverses and the label and category undone.
+func runSweepUndo(t *testing.T, s OutboxStore) {
+	ctx := testCtx(t)
+	id := Seed(t, s, Verdict("room-out-undo"))
+	first := addAt(t, s, id, "mod-a", T0)
+	require.NoError(t, s.MarkFeedbackSent(ctx, T0, first))
+	undo, err := s.AddDecision(ctx, moderation.Decision{VerdictID: id, Moderator: "mod-a", Decision: moderation.DecisionUndo,
+		Reverses: first, DecidedAt: T0.Add(time.Minute)})
+	require.NoError(t, err)
+	a := &answer{}
+	got, err := s.SweepUnsentFeedback(ctx, T0.Add(time.Hour), time.Minute, 10, a.send)
+	require.NoError(t, err)
+	require.Equal(t, moderation.FeedbackSweep{Taken: 1, Sent: 1}, got)
+	row := a.got[0][0].Decision
+	require.Equal(t, []uint64{undo, first}, []uint64{row.ID, row.Reverses})
+	require.Equal(t, moderation.DecisionUndo, row.Decision)
+	require.Equal(t, pipeline.LabelAbusive, row.Label)
+	require.Equal(t, pipeline.CategoryExternalPayment, row.Category)
 }
 
 func runSweepBasics(t *testing.T, s OutboxStore) {

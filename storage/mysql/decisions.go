@@ -88,7 +88,7 @@ func (s *Store) AddDecision(ctx context.Context, d moderation.Decision) (uint64,
 // locked (so that two undos, or an undo and a decision, of one verdict
 // take turns), it checks that d.Reverses is the decision in force and
 // d.Moderator's, inserts the undo with that decision's label and category
-// (its feedback owed nothing: sent at its own time), and marks the
+// (unsent: the outbox owes its feedback event), and marks the
 // decision reversed. The unique key on reverses_id is the last word on
 // two undos of one decision.
 func (s *Store) addUndo(ctx context.Context, d moderation.Decision) (uint64, error) {
@@ -120,9 +120,9 @@ func (s *Store) addUndo(ctx context.Context, d moderation.Decision) (uint64, err
 		return 0, pipeline.Permanent(fmt.Errorf("mysql: undo of decision %d: %w", d.Reverses, moderation.ErrCannotUndo))
 	}
 	at := dbTime(d.DecidedAt)
-	res, err := tx.ExecContext(ctx, `INSERT INTO moderator_decisions (verdict_id, moderator, decision, reverses_id, label, category, note, audit, decided_at, feedback_sent_at)
-		VALUES (?, ?, 'undo', ?, ?, ?, ?, ?, ?, ?)`, d.VerdictID, d.Moderator, d.Reverses, label, ct,
-		nullString(pipeline.ClipRunes(d.Note, moderation.MaxNoteRunes)), d.Audit, at, at)
+	res, err := tx.ExecContext(ctx, `INSERT INTO moderator_decisions (verdict_id, moderator, decision, reverses_id, label, category, note, audit, decided_at)
+		VALUES (?, ?, 'undo', ?, ?, ?, ?, ?, ?)`, d.VerdictID, d.Moderator, d.Reverses, label, ct,
+		nullString(pipeline.ClipRunes(d.Note, moderation.MaxNoteRunes)), d.Audit, at)
 	if isDuplicate(err) {
 		return 0, pipeline.Permanent(fmt.Errorf("mysql: undo of decision %d: undone already: %w", d.Reverses, moderation.ErrCannotUndo))
 	}

@@ -145,7 +145,7 @@ func (s *Store) SweepUnsentFeedback(ctx context.Context, now time.Time, grace ti
 // unsentRows reads the taken rows with their verdicts. The verdict rows
 // are read, not locked: a worker saving a verdict never waits on a sweep.
 func unsentRows(ctx context.Context, tx *sql.Tx, ids []any) ([]moderation.UnsentFeedback, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT d.id, d.verdict_id, d.moderator, d.decision, d.label, d.category, COALESCE(d.note, ''), d.audit, d.decided_at,
+	rows, err := tx.QueryContext(ctx, `SELECT d.id, d.verdict_id, d.moderator, d.decision, COALESCE(d.reverses_id, 0), d.label, d.category, COALESCE(d.note, ''), d.audit, d.decided_at,
 			d.feedback_attempts, v.room_id, v.window_start, v.window_end, v.pipeline_version, v.label, v.category, v.action
 		FROM moderator_decisions d JOIN verdicts v ON v.id = d.verdict_id
 		WHERE d.id IN (?`+strings.Repeat(", ?", len(ids)-1)+`) ORDER BY d.decided_at, d.id`, ids...)
@@ -161,7 +161,7 @@ func unsentRows(ctx context.Context, tx *sql.Tx, ids []any) ([]moderation.Unsent
 			action                   string
 			windowStart, windowEnd   time.Time
 		)
-		if err := rows.Scan(&u.Decision.ID, &u.Decision.VerdictID, &u.Decision.Moderator, &u.Decision.Decision, &label, &cat,
+		if err := rows.Scan(&u.Decision.ID, &u.Decision.VerdictID, &u.Decision.Moderator, &u.Decision.Decision, &u.Decision.Reverses, &label, &cat,
 			&u.Decision.Note, &u.Decision.Audit, &u.Decision.DecidedAt, &u.Attempts, &u.Key.RoomID, &windowStart, &windowEnd, &u.Key.PipelineVersion,
 			&vlabel, &vcat, &action); err != nil {
 			return nil, fmt.Errorf("mysql: sweep feedback: %w", err)

@@ -73,6 +73,10 @@ type ModeratorFeedbackRow struct {
 	ActionTaken     string    `parquet:"action_taken,optional,dict"`
 	// Audit: optional, so files written before the column read as false.
 	Audit bool `parquet:"audit,optional"`
+	// Decision is "undo" on an undo's event, null on a decision's;
+	// ReversesEventID the undone decision's event id (null otherwise).
+	Decision        string `parquet:"decision,optional,dict"`
+	ReversesEventID string `parquet:"reverses_event_id,optional"`
 }
 
 // VerdictRow is one row of the verdict table.
@@ -141,7 +145,7 @@ func moderatorFeedbackRow(ev pipeline.LakeRecord) ModeratorFeedbackRow {
 		PipelineVersion: p.PipelineVersion, ModeratorID: p.ModeratorID,
 		VerdictLabel: string(p.VerdictLabel), VerdictCategory: string(p.VerdictCategory),
 		DecidedLabel: string(p.DecidedLabel), DecidedCategory: string(p.DecidedCategory),
-		ActionTaken: string(p.ActionTaken), Audit: p.Audit,
+		ActionTaken: string(p.ActionTaken), Audit: p.Audit, Decision: p.Decision, ReversesEventID: p.ReversesEventID,
 	}
 }
 
@@ -234,7 +238,7 @@ func (r ModeratorFeedbackRow) LakeEvent() pipeline.LakeEvent {
 			PipelineVersion: r.PipelineVersion, ModeratorID: r.ModeratorID,
 			VerdictLabel: pipeline.Label(r.VerdictLabel), VerdictCategory: pipeline.Category(r.VerdictCategory),
 			DecidedLabel: pipeline.Label(r.DecidedLabel), DecidedCategory: pipeline.Category(r.DecidedCategory),
-			ActionTaken: pipeline.Action(r.ActionTaken), Audit: r.Audit,
+			ActionTaken: pipeline.Action(r.ActionTaken), Audit: r.Audit, Decision: r.Decision, ReversesEventID: r.ReversesEventID,
 		},
 	}
 }

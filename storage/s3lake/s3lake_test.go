@@ -85,6 +85,34 @@ func TestDecodeInvalid(t *testing.T) {
 	}
 }
 
+const goodUndo = `{"event_id":"3f2504e0-4f89-11d3-9a0c-0305e82c3302","event_type":"moderator_feedback","occurred_at":"2025-03-14T09:30:00Z","schema_version":1,
+"payload":{"room_id":"r1","window_start":"2025-03-14T08:00:00Z","window_end":"2025-03-14T09:00:00Z","pipeline_version":"v1","moderator_id":"m1",
+"verdict_label":"abusive","verdict_category":"phishing_link","decided_label":"clean","decided_category":"clean","action_taken":"ban",
+"decision":"undo","reverses_event_id":"3f2504e0-4f89-11d3-9a0c-0305e82c3301"}}`
+
+// An undo's feedback event names the decision it reverses; a decision's
+// carries neither field, and anything in between is refused.
+func TestDecodeUndoFeedback(t *testing.T) {
+	t.Parallel()
+	ev, err := pipeline.DecodeLakeEvent([]byte(goodUndo), now)
+	require.NoError(t, err)
+	p := ev.Payload.(pipeline.ModeratorFeedback)
+	require.Equal(t, pipeline.FeedbackUndo, p.Decision)
+	require.Equal(t, "3f2504e0-4f89-11d3-9a0c-0305e82c3301", p.ReversesEventID)
+	for _, tc := range []struct{ from, to, reason string }{
+		{`"decision":"undo",`, ``, "reverses_event_id must be set on an undo, and only on an undo"},
+		{`,"reverses_event_id":"3f2504e0-4f89-11d3-9a0c-0305e82c3301"`, ``, "reverses_event_id must be set on an undo"},
+		{`"decision":"undo"`, `"decision":"confirm"`, `payload.decision "confirm" is not "undo"`},
+	} {
+		body := strings.Replace(goodUndo, tc.from, tc.to, 1)
+		require.NotEqual(t, goodUndo, body)
+		_, err := pipeline.DecodeLakeEvent([]byte(body), now)
+		var inv *pipeline.InvalidLakeEventError
+		require.ErrorAs(t, err, &inv, tc.from)
+		require.Contains(t, inv.Reason, tc.reason)
+	}
+}
+
 func TestDecodeReportsEveryProblem(t *testing.T) {
 	t.Parallel()
 	_, err := pipeline.DecodeLakeEvent([]byte(`{"event_type":"verdict","schema_version":9,"payload":{}}`), now)
@@ -110,6 +138,12 @@ func decodeAll(t *testing.T, evs []pipeline.LakeEvent) []pipeline.LakeRecord {
 func TestParquetRoundTrip(t *testing.T) {
 	t.Parallel()
 	in := s3laketest.Events(300, 1, t0, 1)
+	// An undo of a decision: its two fields round-trip too.
+	undo := in[1]
+	p := undo.Payload.(pipeline.ModeratorFeedback)
+	p.Decision, p.ReversesEventID = pipeline.FeedbackUndo, in[1].EventID
+	undo.EventID, undo.Payload = "3f2504e0-4f89-11d3-9a0c-0305e82c3303", p
+	in = append(in, undo)
 	byType := map[pipeline.EventType][]pipeline.LakeRecord{}
 	want := map[string]pipeline.LakeEvent{}
 	for i, d := range decodeAll(t, in) {
