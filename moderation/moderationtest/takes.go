@@ -3,8 +3,8 @@ package moderationtest
 import (
 	"context"
 	"errors"
-	"slices"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/chatguard/chatguard/moderation"
