@@ -7,9 +7,9 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/chatguard/chatguard/internal/golden"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -37,10 +37,9 @@ type signalCase struct {
 	Secret string `json:"secret,omitempty"`
 }
 
-func TestGenerateCorpora(t *testing.T) {
-	if !*update {
-		t.Skip("run with -update to rewrite the corpora")
-	}
+// TestCorporaAreGenerated checks the corpora against their generators
+// (-update rewrites them).
+func TestCorporaAreGenerated(t *testing.T) {
 	writeJSONL(t, "testdata/signals.jsonl", genSignalCorpus())
 	writeJSONL(t, "testdata/long.jsonl", genLongCorpus())
 	writeJSONL(t, "testdata/injection_text.jsonl", genInjectionTextCorpus())
@@ -49,7 +48,6 @@ func TestGenerateCorpora(t *testing.T) {
 
 func writeJSONL[T any](t *testing.T, path string, rows []T) {
 	t.Helper()
-	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
 	var b strings.Builder
 	for _, r := range rows {
 		j, err := json.Marshal(r)
@@ -57,7 +55,7 @@ func writeJSONL[T any](t *testing.T, path string, rows []T) {
 		b.Write(j)
 		b.WriteByte('\n')
 	}
-	require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o644))
+	golden.Check(t, path, []byte(b.String()), *update, "go test ./pipeline/chatprep -run TestCorporaAreGenerated -args -update")
 }
 
 func readJSONL[T any](t *testing.T, path string) []T {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/chatguard/chatguard/internal/golden"
 	"os"
 	"strings"
 	"sync"
@@ -21,20 +22,18 @@ import (
 )
 
 // update rewrites the checked-in corpora from their generators:
-// go test ./pipeline/review -run TestGenerateCorpora -args -update
+// go test ./pipeline/review -run TestCorporaAreGenerated -args -update
 var update = flag.Bool("update", false, "rewrite testdata corpora from their generators")
 
-func TestGenerateCorpora(t *testing.T) {
-	if !*update {
-		t.Skip("run with -update to rewrite the corpora")
-	}
+// TestCorporaAreGenerated checks the corpora against their generators
+// (-update rewrites them).
+func TestCorporaAreGenerated(t *testing.T) {
 	writeCorpus(t, "testdata/model_output.jsonl", genOutputCorpus())
 	writeCorpus(t, "testdata/injection_suite.jsonl", genInjectionSuite())
 }
 
 func writeCorpus[T any](t *testing.T, path string, rows []T) {
 	t.Helper()
-	require.NoError(t, os.MkdirAll("testdata", 0o755))
 	var b strings.Builder
 	for _, r := range rows {
 		j, err := json.Marshal(r)
@@ -42,13 +41,13 @@ func writeCorpus[T any](t *testing.T, path string, rows []T) {
 		b.Write(j)
 		b.WriteByte('\n')
 	}
-	require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o644))
+	golden.Check(t, path, []byte(b.String()), *update, "go test ./pipeline/review -run TestCorporaAreGenerated -args -update")
 }
 
 func readCorpus[T any](t *testing.T, path string) []T {
 	t.Helper()
 	f, err := os.Open(path)
-	require.NoError(t, err, "generate it with: go test ./pipeline/review -run TestGenerateCorpora -args -update")
+	require.NoError(t, err, "generate it with: go test ./pipeline/review -run TestCorporaAreGenerated -args -update")
 	defer f.Close()
 	var out []T
 	sc := bufio.NewScanner(f)

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/chatguard/chatguard/internal/golden"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -85,22 +86,16 @@ func genFloodCorpus() []floodCase {
 	return out
 }
 
+// TestGenerateFloodCorpus checks the corpus against its generator
+// (-update rewrites it).
 func TestGenerateFloodCorpus(t *testing.T) {
-	if !*update {
-		t.Skip("run with -update to rewrite the corpus")
-	}
 	var b strings.Builder
 	for _, c := range genFloodCorpus() {
 		j, _ := json.Marshal(c)
 		b.Write(j)
 		b.WriteByte('\n')
 	}
-	if err := os.MkdirAll("testdata", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile("testdata/flood.jsonl", []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	golden.Check(t, "testdata/flood.jsonl", []byte(b.String()), *update, "go test ./storage/chatapi -run TestGenerateFloodCorpus -args -update")
 }
 
 func loadFloodCorpus(t testing.TB) []floodCase {

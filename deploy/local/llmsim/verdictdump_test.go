@@ -1,3 +1,5 @@
+//go:build verdictdump
+
 package llmsim_test
 
 import (
@@ -22,12 +24,11 @@ import (
 // TestDumpVerdicts writes the verdict of every labelled sample room (seed
 // 7, 600 rooms) to $VERDICT_DUMP, one line per room, so that two trees
 // (before and after a prompt change) can be diffed (docs/performance.md,
-// "Shared-prefix prompts"). It is skipped unless VERDICT_DUMP is set.
+// "Shared-prefix prompts"). A tool rather than a test, it is built only
+// with -tags verdictdump, and needs VERDICT_DUMP set.
 func TestDumpVerdicts(t *testing.T) {
 	out := os.Getenv("VERDICT_DUMP")
-	if out == "" {
-		t.Skip()
-	}
+	require.NotEmpty(t, out, "set VERDICT_DUMP to the file to write")
 	dir := t.TempDir()
 	_, err := sampledata.Generate(t.Context(), sampledata.Options{LakeDir: filepath.Join(dir, "l"), TruthDir: filepath.Join(dir, "t"), Seed: 7, Rooms: 600})
 	require.NoError(t, err)
