@@ -17,7 +17,8 @@ import (
 // TestE2ERealtimeQueueIsServedBeforeABatchBacklog runs the worker with
 // both queues on fauxqs: with a batch backlog already waiting on review
 // and one real-time event on review-realtime, one slot and one poller, the
-// real-time room is reviewed first, in the realtime class, and every
+// real-time room is reviewed no later than second (after at most the one
+// job in flight), in the realtime class, and every
 // message of both queues is settled on its own queue.
 func TestE2ERealtimeQueueIsServedBeforeABatchBacklog(t *testing.T) {
 	realtime := stacktest.NewQueue(t, "review-realtime", 5, 30*time.Second)
@@ -64,7 +65,11 @@ func TestE2ERealtimeQueueIsServedBeforeABatchBacklog(t *testing.T) {
 		time.Sleep(100 * time.Millisecond) // watching a worker on a real queue
 	}
 	mu.Lock()
-	require.Equal(t, "room-20", order[0], "the real-time room before the batch backlog: %v", order)
+	// Each queue has its own poller sharing the one slot: the batch poller
+	// may win the very first slot at start, but a freed slot goes to real
+	// time first, so the real-time room waits behind at most the one job
+	// in flight, never behind the backlog.
+	require.Contains(t, order[:2], "room-20", "the real-time room before the batch backlog: %v", order)
 	require.Equal(t, pipeline.ClassRealtime, classes["room-20"])
 	require.Equal(t, pipeline.ClassBatch, classes["room-01"])
 	mu.Unlock()
