@@ -46,6 +46,8 @@ type RealtimeReport struct {
 	// sent_at of the window's newest message; FreshnessOldest the same for
 	// its oldest. Review is its commit time minus its publish time.
 	Freshness, FreshnessOldest, Review Percentiles
+	// PerMessage is freshness counted per message (see MessageFreshness).
+	PerMessage MessageFreshness
 	// Hourly is what the hourly batch would give the same rooms: the end of
 	// the lake hour minus the room's newest (and oldest) message of the hour,
 	// plus the review latency measured here; computed, not run.
@@ -648,6 +650,7 @@ func realtimeFigures(plan []chatreplay.Arrival, ws []windowRow, speedup float64,
 		split[hourClass(hi.LakeSentAt.Hour(), peak, trough)+"/rt"] = append(split[hourClass(hi.LakeSentAt.Hour(), peak, trough)+"/rt"], f)
 	}
 	rep.Freshness, rep.FreshnessOldest, rep.Review = percentiles(fresh), percentiles(oldest), percentiles(review)
+	rep.PerMessage = messageFreshness(plan, ws, peak)
 	rep.ExtraCalls = redundantCalls(byRoom, ws)
 	var hourly, hourlyOldest []float64
 	for _, g := range roomHours(byRoom) {
@@ -768,6 +771,8 @@ func (r *Report) printRealtime(p func(string, ...any)) {
 	rows := [][2]string{
 		{"real time, newest message of each window", rt.Freshness.String()},
 		{"real time, oldest message of each window", rt.FreshnessOldest.String()},
+		{"real time, per message announced on time", rt.PerMessage.OnTime.String()},
+		{"real time, per late message, from announcing", rt.PerMessage.Late.String()},
 		{"hourly batch, newest message of each room", rt.Hourly.String()},
 		{"hourly batch, oldest message of each room", rt.HourlyOldest.String()},
 		{"review (publish to commit), real time", rt.Review.String()},
@@ -784,6 +789,7 @@ func (r *Report) printRealtime(p func(string, ...any)) {
 		p("A generated day (%d rooms, %d room-hours; peak 20x the trough, spam bursts) in %s of wall time:", rt.Rooms, rt.RoomHours,
 			(24 * time.Hour / time.Duration(rt.Speedup)).Round(time.Second))
 		p("  %-44s %s", "peak hours (19-22 UTC), real time", rt.Peak[0])
+		p("  %-44s %s", "peak hours, real time, per on-time message", rt.PerMessage.OnTimePeak)
 		p("  %-44s %s", "peak hours, hourly batch (computed)", rt.Peak[1])
 		p("  %-44s %s", "trough hours (02-06 UTC), real time", rt.Trough[0])
 		p("  %-44s %s", "trough hours, hourly batch (computed)", rt.Trough[1])

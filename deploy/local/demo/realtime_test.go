@@ -111,3 +111,31 @@ func TestFetchCoverageCountsDistinctWindowsNotContextOrRetries(t *testing.T) {
 	require.Equal(t, 3, fetched, "r1/a, r1/b, r2/a")
 	require.Equal(t, 1, twice, "r1/b, in two distinct windows")
 }
+
+func TestMessageFreshnessCountsLateMessagesFromTheirAnnouncement(t *testing.T) {
+	start := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	lakeHour := time.Date(2026, 11, 2, 20, 0, 0, 0, time.UTC)
+	msg := func(id string, at time.Duration) chatreplay.Arrival {
+		return chatreplay.Arrival{RoomID: "r1", LakeSentAt: lakeHour, At: start.Add(at),
+			Message: pipeline.ChatMessage{MessageID: id, SentAt: start.Add(at)}}
+	}
+	a, b := msg("a", 0), msg("b", 10*time.Second)
+	b.Unannounced = true
+	announce := b
+	announce.Unannounced, announce.Repeat, announce.At = false, true, start.Add(40*time.Second)
+	plan := []chatreplay.Arrival{a, b, announce}
+	ws := []windowRow{
+		// a's window commits at +30 s; b's own late window at +70 s, and a
+		// later window over both at +200 s must not count for either.
+		{RoomID: "r1", Start: start, End: start.Add(5 * time.Second), CommittedAt: start.Add(30 * time.Second)},
+		{RoomID: "r1", Start: start.Add(10 * time.Second), End: start.Add(10*time.Second + time.Millisecond), CommittedAt: start.Add(70 * time.Second)},
+		{RoomID: "r1", Start: start, End: start.Add(time.Minute), CommittedAt: start.Add(200 * time.Second)},
+	}
+	got := messageFreshness(plan, ws, []int{20})
+	require.Equal(t, 1, got.OnTime.N)
+	require.Equal(t, 30*time.Second, got.OnTime.P95)
+	require.Equal(t, 1, got.OnTimePeak.N, "a was sent in a peak lake hour")
+	require.Equal(t, 1, got.Late.N)
+	require.Equal(t, 30*time.Second, got.Late.P95, "from its announcement at +40 s to +70 s")
+	require.Zero(t, messageFreshness(plan, ws, nil).OnTimePeak.N)
+}
