@@ -2,16 +2,12 @@ package k8s_test
 
 import (
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/model"
-	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/rules"
 	"github.com/stretchr/testify/require"
-	"sigs.k8s.io/yaml"
 )
 
 // actionsAlerts are the protective actions' conditions; their runbooks
@@ -20,11 +16,6 @@ var actionsAlerts = []string{
 	"ChatguardProtectionLatencyBurnFast", "ChatguardActionRuleFiringHigh", "ChatguardActionRuleCapped",
 	"ChatguardActionsDeadLettered", "ChatguardActionsPlanFailing",
 }
-
-const (
-	actionsRunbookDoc  = "../../docs/actions.md"
-	actionsRunbookBase = "https://github.com/chatguard/chatguard/blob/main/docs/actions.md#"
-)
 
 // TestActionsRules checks the PrometheusRule chatguard-actions as
 // TestRealtimeRules checks real time's: Prometheus' own rule loader,
@@ -35,32 +26,10 @@ const (
 // matcher is not checked against the overlays' queues.
 func TestActionsRules(t *testing.T) {
 	t.Parallel()
-	inv := exported(t)
-	heads := anchors(t, actionsRunbookDoc)
 	for _, o := range overlays {
 		pr, ok := render(t, o).PrometheusRules["chatguard-actions"]
 		require.True(t, ok, "%s: PrometheusRule chatguard-actions", o)
-		y, err := yaml.Marshal(pr.Spec)
-		require.NoError(t, err)
-		groups, errs := rulefmt.Parse(y, false, model.UTF8Validation, promParser, slog.New(slog.DiscardHandler))
-		require.Empty(t, errs, "rulefmt: %v", errs)
-		seen := map[string]bool{}
-		for _, g := range groups.Groups {
-			for _, r := range g.Rules {
-				require.NotEmpty(t, r.Alert, "%s: only alerts here", g.Name)
-				require.False(t, seen[r.Alert], "alert %s defined twice", r.Alert)
-				seen[r.Alert] = true
-				where := o + "/" + r.Alert
-				checkExpr(t, where, r.Expr, inv)
-				require.Contains(t, []string{"warning", "critical"}, r.Labels["severity"], where)
-				for _, a := range []string{"summary", "description", "runbook_url"} {
-					require.NotEmpty(t, r.Annotations[a], "%s: annotation %s", where, a)
-				}
-				anchor := strings.TrimPrefix(r.Annotations["runbook_url"], actionsRunbookBase)
-				require.Equal(t, strings.ToLower(r.Alert), anchor, where)
-				require.True(t, heads[anchor], "%s: docs/actions.md has no runbook heading for #%s", where, anchor)
-			}
-		}
+		seen := checkAlerts(t, o, pr, nil)
 		for _, a := range actionsAlerts {
 			require.True(t, seen[a], "%s: alert %s missing", o, a)
 		}

@@ -1,15 +1,11 @@
 package k8s_test
 
 import (
-	"log/slog"
 	"strings"
 	"testing"
 
-	"github.com/prometheus/common/model"
-	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/labels"
-	"sigs.k8s.io/yaml"
 )
 
 // consoleAlerts are the console's conditions docs/runbooks.md covers.
@@ -42,35 +38,17 @@ func TestConsoleMonitoring(t *testing.T) {
 
 	pr, ok := s.PrometheusRules["chatguard-console"]
 	require.True(t, ok, "PrometheusRule chatguard-console")
-	y, err := yaml.Marshal(pr.Spec)
-	require.NoError(t, err)
-	groups, errs := rulefmt.Parse(y, false, model.UTF8Validation, promParser, slog.New(slog.DiscardHandler))
-	require.Empty(t, errs, "rulefmt: %v", errs)
-	inv := exported(t)
-	heads := map[string]map[string]bool{}
-	seen := map[string]bool{}
-	for _, g := range groups.Groups {
-		for _, r := range g.Rules {
-			require.NotEmpty(t, r.Alert, "%s: only alerts here", g.Name)
-			require.False(t, seen[r.Alert], "alert %s defined twice", r.Alert)
-			seen[r.Alert] = true
-			where := "console/" + r.Alert
-			for _, sel := range checkExpr(t, where, r.Expr, inv) {
-				require.True(t, sel.name == "up" || strings.HasPrefix(sel.name, "chatguard_console_"),
-					"%s: %s is not a console metric (the worker exports the same llm/live names; scope it by job)", where, sel.name)
-				for _, lm := range sel.matchers {
-					if lm.Name == "job" {
-						require.True(t, lm.Matches(job), "%s: %s does not match the console's job %q", where, lm, job)
-					}
+	seen := checkAlerts(t, "console", pr, func(where string, sels []selector) {
+		for _, sel := range sels {
+			require.True(t, sel.name == "up" || strings.HasPrefix(sel.name, "chatguard_console_"),
+				"%s: %s is not a console metric (the worker exports the same llm/live names; scope it by job)", where, sel.name)
+			for _, lm := range sel.matchers {
+				if lm.Name == "job" {
+					require.True(t, lm.Matches(job), "%s: %s does not match the console's job %q", where, lm, job)
 				}
 			}
-			require.Contains(t, []string{"warning", "critical"}, r.Labels["severity"], where)
-			for _, a := range []string{"summary", "description", "runbook_url"} {
-				require.NotEmpty(t, r.Annotations[a], "%s: annotation %s", where, a)
-			}
-			checkRunbook(t, where, r.Alert, r.Annotations["runbook_url"], heads)
 		}
-	}
+	})
 	for _, a := range consoleAlerts {
 		require.True(t, seen[a], "alert %s missing", a)
 	}

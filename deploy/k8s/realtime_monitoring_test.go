@@ -2,16 +2,12 @@ package k8s_test
 
 import (
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/model"
-	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/rules"
 	"github.com/stretchr/testify/require"
-	"sigs.k8s.io/yaml"
 )
 
 // realtimeAlerts are the real-time conditions the runbooks cover: the
@@ -30,8 +26,6 @@ var realtimeAlerts = []string{
 // and a runbook section per alert, in every overlay.
 func TestRealtimeRules(t *testing.T) {
 	t.Parallel()
-	inv := exported(t)
-	heads := map[string]map[string]bool{}
 	for _, o := range overlays {
 		_, ok := render(t, o).PrometheusRules["chatguard-realtime"]
 		require.False(t, ok, "%s: real time's alerts come with components/realtime", o)
@@ -39,25 +33,7 @@ func TestRealtimeRules(t *testing.T) {
 	for _, o := range realtimeOverlays {
 		pr, ok := render(t, o).PrometheusRules["chatguard-realtime"]
 		require.True(t, ok, "%s: PrometheusRule chatguard-realtime", o)
-		y, err := yaml.Marshal(pr.Spec)
-		require.NoError(t, err)
-		groups, errs := rulefmt.Parse(y, false, model.UTF8Validation, promParser, slog.New(slog.DiscardHandler))
-		require.Empty(t, errs, "rulefmt: %v", errs)
-		seen := map[string]bool{}
-		for _, g := range groups.Groups {
-			for _, r := range g.Rules {
-				require.NotEmpty(t, r.Alert, "%s: only alerts here", g.Name)
-				require.False(t, seen[r.Alert], "alert %s defined twice", r.Alert)
-				seen[r.Alert] = true
-				where := o + "/" + r.Alert
-				checkQueueMatchers(t, where, checkExpr(t, where, r.Expr, inv))
-				require.Contains(t, []string{"warning", "critical"}, r.Labels["severity"], where)
-				for _, a := range []string{"summary", "description", "runbook_url"} {
-					require.NotEmpty(t, r.Annotations[a], "%s: annotation %s", where, a)
-				}
-				checkRunbook(t, where, r.Alert, r.Annotations["runbook_url"], heads)
-			}
-		}
+		seen := checkAlerts(t, o, pr, func(where string, sels []selector) { checkQueueMatchers(t, where, sels) })
 		for _, a := range realtimeAlerts {
 			require.True(t, seen[a], "%s: alert %s missing", o, a)
 		}

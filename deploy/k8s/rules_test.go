@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
+
+	"github.com/chatguard/chatguard/deploy/k8s/manifest"
 )
 
 // requiredAlerts are the conditions docs/runbooks.md covers, by alert
@@ -71,37 +73,50 @@ func anchors(t *testing.T, path string) map[string]bool {
 // parsed), and checks each alert's metrics, labels and runbook.
 func TestAlertRules(t *testing.T) {
 	t.Parallel()
-	inv := exported(t)
 	for _, o := range overlays {
 		t.Run(o, func(t *testing.T) {
-			heads := map[string]map[string]bool{}
-			s := render(t, o)
-			pr, ok := s.PrometheusRules["chatguard"]
+			pr, ok := render(t, o).PrometheusRules["chatguard"]
 			require.True(t, ok)
-			y, err := yaml.Marshal(pr.Spec)
-			require.NoError(t, err)
-			groups, errs := rulefmt.Parse(y, false, model.UTF8Validation, promParser, slog.New(slog.DiscardHandler))
-			require.Empty(t, errs, "rulefmt: %v", errs)
-
-			seen := map[string]bool{}
-			for _, g := range groups.Groups {
-				for _, r := range g.Rules {
-					require.NotEmpty(t, r.Alert, "%s: only alerts here (a recording rule needs a metric test of its own)", g.Name)
-					require.False(t, seen[r.Alert], "alert %s defined twice", r.Alert)
-					seen[r.Alert] = true
-					where := o + "/" + r.Alert
-					sels := checkExpr(t, where, r.Expr, inv)
-					checkQueueMatchers(t, where, sels)
-					require.Contains(t, []string{"warning", "critical"}, r.Labels["severity"], where)
-					for _, a := range []string{"summary", "description", "runbook_url"} {
-						require.NotEmpty(t, r.Annotations[a], "%s: annotation %s", where, a)
-					}
-					checkRunbook(t, where, r.Alert, r.Annotations["runbook_url"], heads)
-				}
-			}
+			seen := checkAlerts(t, o, pr, func(where string, sels []selector) { checkQueueMatchers(t, where, sels) })
 			for _, a := range requiredAlerts {
 				require.True(t, seen[a], "alert %s missing", a)
 			}
 		})
 	}
+}
+
+// checkAlerts holds what every PrometheusRule's alerts must be, so each
+// rule's test adds only its own: Prometheus' own loader reads it; it holds
+// only alerts, each defined once; every selector names a metric a binary
+// exports with the labels it has (more checks on them in sels, when not
+// nil); each alert has a severity, a summary, a description and a
+// runbook_url whose anchor is a heading of its docs page. It returns the
+// alerts seen; where prefixes the failures.
+func checkAlerts(t *testing.T, where string, pr *manifest.PrometheusRule, sels func(where string, s []selector)) map[string]bool {
+	t.Helper()
+	y, err := yaml.Marshal(pr.Spec)
+	require.NoError(t, err)
+	groups, errs := rulefmt.Parse(y, false, model.UTF8Validation, promParser, slog.New(slog.DiscardHandler))
+	require.Empty(t, errs, "rulefmt: %v", errs)
+	inv := exported(t)
+	heads := map[string]map[string]bool{}
+	seen := map[string]bool{}
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			require.NotEmpty(t, r.Alert, "%s: only alerts here (a recording rule needs a metric test of its own)", g.Name)
+			require.False(t, seen[r.Alert], "alert %s defined twice", r.Alert)
+			seen[r.Alert] = true
+			at := where + "/" + r.Alert
+			s := checkExpr(t, at, r.Expr, inv)
+			if sels != nil {
+				sels(at, s)
+			}
+			require.Contains(t, []string{"warning", "critical"}, r.Labels["severity"], at)
+			for _, a := range []string{"summary", "description", "runbook_url"} {
+				require.NotEmpty(t, r.Annotations[a], "%s: annotation %s", at, a)
+			}
+			checkRunbook(t, at, r.Alert, r.Annotations["runbook_url"], heads)
+		}
+	}
+	return seen
 }
