@@ -55,16 +55,12 @@ func runActionsReport(ctx context.Context, args []string, getenv func(string) st
 	}
 	ctx, stop := cli.SignalContext(ctx, slog.New(slog.NewJSONHandler(stderr, nil)), "worker actions report")
 	defer stop()
-	db, err := mysql.OpenDB(dbc)
+	db, err := openCommandDB(ctx, dbc)
 	if err != nil {
 		fmt.Fprintf(stderr, "worker actions report: %v\n", err)
 		return 1
 	}
 	defer db.Close()
-	if err := checkSchema(ctx, db, 30*time.Second); err != nil {
-		fmt.Fprintf(stderr, "worker actions report: %v\n", err)
-		return 1
-	}
 	cases, more, err := mysql.New(db).BacktestCases(ctx, from, to, limit)
 	if err != nil {
 		fmt.Fprintf(stderr, "worker actions report: %v\n", err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -75,6 +76,22 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 // commandDB is the database of a one-off subcommand (migrate, purge): a
 // pool of two, whatever --mysql-dsn names.
 func commandDB() mysql.Config { return mysql.Config{MaxOpenConns: 2} }
+
+// openCommandDB opens a one-off subcommand's pool and refuses, like a
+// starting worker, a schema this build does not know: acting on it could
+// read or delete by the wrong rules. The caller closes the pool; on error
+// there is none. The schema check gives up after 30 s or when ctx ends.
+func openCommandDB(ctx context.Context, c mysql.Config) (*sql.DB, error) {
+	db, err := mysql.OpenDB(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSchema(ctx, db, 30*time.Second); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
 
 // validateCommandDB reports a missing --mysql-dsn by its flag, and a
 // malformed one in the store's words, once.

@@ -62,18 +62,12 @@ func runPurge(ctx context.Context, args []string, getenv func(string) string, st
 	defer stop()
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout, errors.New("--purge-timeout reached"))
 	defer cancel()
-	db, err := mysql.OpenDB(dbc)
+	db, err := openCommandDB(ctx, dbc)
 	if err != nil {
 		fmt.Fprintf(stderr, "worker purge: %v\n", err)
 		return 1
 	}
 	defer db.Close()
-	// The same refusal as a starting worker: purging a schema this build
-	// does not know could delete by the wrong rules.
-	if err := checkSchema(ctx, db, 30*time.Second); err != nil {
-		fmt.Fprintf(stderr, "worker purge: %v\n", err)
-		return 1
-	}
 	if erase != "" {
 		return eraseSender(ctx, mysql.New(db), erase, cfg.DryRun, stdout, stderr)
 	}
