@@ -25,13 +25,7 @@ type MessageFreshness struct {
 // messageFreshness computes MessageFreshness from the plan and the done
 // verdicts; uncovered messages count nowhere (Uncovered counts them).
 func messageFreshness(plan []chatreplay.Arrival, ws []windowRow, peak []int) MessageFreshness {
-	announced := map[string]time.Time{}
-	for _, a := range plan {
-		k := a.RoomID + "\x00" + a.Message.MessageID
-		if _, seen := announced[k]; a.Repeat && !seen {
-			announced[k] = a.At
-		}
-	}
+	announced := lateAnnouncements(plan)
 	byRoom := map[string][]windowRow{}
 	for _, w := range ws {
 		byRoom[w.RoomID] = append(byRoom[w.RoomID], w)
@@ -56,6 +50,32 @@ func messageFreshness(plan []chatreplay.Arrival, ws []windowRow, peak []int) Mes
 		}
 	}
 	return MessageFreshness{OnTime: percentiles(onTime), Late: percentiles(late), OnTimePeak: percentiles(onTimePeak)}
+}
+
+// lateAnnouncements maps each message announced late (room, NUL, message
+// id) to when its event was published: the first repeat of it in the plan.
+func lateAnnouncements(plan []chatreplay.Arrival) map[string]time.Time {
+	out := map[string]time.Time{}
+	unannounced := map[string]bool{}
+	for _, a := range plan {
+		k := a.RoomID + "\x00" + a.Message.MessageID
+		if a.Unannounced {
+			unannounced[k] = true
+		}
+		if _, seen := out[k]; a.Repeat && unannounced[k] && !seen {
+			out[k] = a.At
+		}
+	}
+	return out
+}
+
+// announcedAt is when a's event was published: its release, or its late
+// announcement.
+func announcedAt(a chatreplay.Arrival, late map[string]time.Time) time.Time {
+	if at, ok := late[a.RoomID+"\x00"+a.Message.MessageID]; ok {
+		return at
+	}
+	return a.At
 }
 
 // firstCommit is the earliest commit among the windows covering a.

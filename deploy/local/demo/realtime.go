@@ -42,8 +42,9 @@ type RealtimeReport struct {
 	ExtraCalls, DeadLettered int
 	// Fault is the fault injected (empty for none) and what it did.
 	Fault, FaultNote string
-	// Freshness is, per done verdict, its commit time minus the replayed
-	// sent_at of the window's newest message; FreshnessOldest the same for
+	// Freshness is, per done verdict, its commit time minus when the
+	// window's newest message was announced (its replayed sent_at, or a
+	// late event's publication); FreshnessOldest the same for
 	// its oldest. Review is its commit time minus its publish time.
 	Freshness, FreshnessOldest, Review Percentiles
 	// PerMessage is freshness counted per message (see MessageFreshness).
@@ -632,6 +633,7 @@ func realtimeFigures(plan []chatreplay.Arrival, ws []windowRow, speedup float64,
 	}
 	rep.Rooms = len(byRoom)
 	var fresh, oldest, review []float64
+	late := lateAnnouncements(plan)
 	split := map[string][]float64{}
 	reviewByRoom := map[string][]float64{}
 	for _, w := range ws {
@@ -639,9 +641,10 @@ func realtimeFigures(plan []chatreplay.Arrival, ws []windowRow, speedup float64,
 		if !ok {
 			continue
 		}
-		// Freshness counts from when the message was sent (its release),
-		// not from a skewed producer's stamp.
-		f := w.CommittedAt.Sub(hi.At).Seconds()
+		// Freshness counts from when the message's event was announced
+		// (its release, or a late event's late publication: real time
+		// cannot know of it sooner), not from a skewed producer's stamp.
+		f := w.CommittedAt.Sub(announcedAt(hi, late)).Seconds()
 		fresh = append(fresh, f)
 		oldest = append(oldest, w.CommittedAt.Sub(lo.At).Seconds())
 		rv := w.CommittedAt.Sub(w.PublishedAt).Seconds()

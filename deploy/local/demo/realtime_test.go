@@ -138,4 +138,11 @@ func TestMessageFreshnessCountsLateMessagesFromTheirAnnouncement(t *testing.T) {
 	require.Equal(t, 1, got.Late.N)
 	require.Equal(t, 30*time.Second, got.Late.P95, "from its announcement at +40 s to +70 s")
 	require.Zero(t, messageFreshness(plan, ws, nil).OnTimePeak.N)
+
+	// Per window too, a late newest message counts from its announcement:
+	// 30 s (a), 70-40 = 30 s (b's own window), 200-40 = 160 s.
+	rep := realtimeFigures(plan, ws, 60, nil, nil)
+	require.Equal(t, 3, rep.Freshness.N)
+	require.Equal(t, 30*time.Second, rep.Freshness.P50)
+	require.Equal(t, 160*time.Second, rep.Freshness.P99)
 }
