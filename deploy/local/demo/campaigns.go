@@ -126,7 +126,7 @@ func (r *runner) joinCampaigns(ctx context.Context) error {
 		return err
 	}
 	r.rep.Campaigns.Joined, r.rep.Campaigns.JoinLinked = st.Campaigns, linked
-	r.step("campaign join (the console's, run once): %d campaign(s), %d room(s) reviewed earlier linked to them", st.Campaigns, linked)
+	r.step("campaign join (the console's, run once): %d campaign(s); %d mark(s) of rooms reviewed earlier linked to them", st.Campaigns, linked)
 	return nil
 }
 
