@@ -18,16 +18,13 @@ import (
 func (s *Stack) ensureLake(ctx context.Context) error {
 	cfg := s.cfg
 	log := cfg.logger()
-	roomsDir := filepath.Join(cfg.LakeDir(), filepath.FromSlash(sampledata.RoomsPrefix))
-	_, statErr := os.Stat(roomsDir)
-	_, truthErr := os.Stat(filepath.Join(cfg.TruthDir(), sampledata.TruthFileName))
-	version, err := sampledata.LakeVersion(cfg.TruthDir())
+	write, found, err := lakeToWrite(cfg)
 	if err != nil {
 		return fmt.Errorf("lake: %w", err)
 	}
-	if errors.Is(statErr, os.ErrNotExist) || errors.Is(truthErr, os.ErrNotExist) || version != sampledata.Version {
+	if write {
 		began := time.Now()
-		log.Info("generating the sample lake", "rooms", cfg.Rooms, "dir", cfg.LakeDir(), "found_version", version, "version", sampledata.Version)
+		log.Info("generating the sample lake", "rooms", cfg.Rooms, "dir", cfg.LakeDir(), "found_version", found, "version", sampledata.Version)
 		sum, err := sampledata.Generate(ctx, sampledata.Options{
 			LakeDir: cfg.LakeDir(), TruthDir: cfg.TruthDir(), Seed: cfg.Seed, Rooms: cfg.Rooms,
 		})
@@ -36,8 +33,6 @@ func (s *Stack) ensureLake(ctx context.Context) error {
 		}
 		log.Info("sample lake written", "rooms", sum.Rooms, "messages", sum.Messages, "files", len(sum.Files),
 			"took", time.Since(began).Round(time.Millisecond))
-	} else if statErr != nil {
-		return fmt.Errorf("lake: %w", statErr)
 	}
 	rooms, err := sampledata.LoadRooms(cfg.LakeDir())
 	if err != nil {
@@ -52,4 +47,21 @@ func (s *Stack) ensureLake(ctx context.Context) error {
 		"CHATGUARD_SAMPLE_WINDOW_END", start.Add(time.Hour).Format(time.RFC3339),
 	)
 	return nil
+}
+
+// lakeToWrite reports whether the stack must write the sample lake: it has
+// no room files or no truth, or an older generator wrote it (found is the
+// version it found, "" for one that predates versions).
+func lakeToWrite(cfg Config) (write bool, found string, err error) {
+	_, statErr := os.Stat(filepath.Join(cfg.LakeDir(), filepath.FromSlash(sampledata.RoomsPrefix)))
+	_, truthErr := os.Stat(filepath.Join(cfg.TruthDir(), sampledata.TruthFileName))
+	for _, e := range []error{statErr, truthErr} {
+		if e != nil && !errors.Is(e, os.ErrNotExist) {
+			return false, "", e
+		}
+	}
+	if found, err = sampledata.LakeVersion(cfg.TruthDir()); err != nil {
+		return false, "", err
+	}
+	return statErr != nil || truthErr != nil || found != sampledata.Version, found, nil
 }

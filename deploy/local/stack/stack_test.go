@@ -404,3 +404,27 @@ func requireActionsApplied(ctx context.Context, t *testing.T, env Env, room stri
 	require.Equal(t, 1, outcomes()["applied"], "applied once by key")
 	require.Equal(t, 1, notices(), "one notice for two copies")
 }
+
+// TestALakeOfAnOlderGeneratorIsWrittenAgain: a stack writes the lake when
+// it has none, and again when the generator that wrote it is older than
+// this one (no version file: before the campaign rooms), so that `make
+// demo` shows what this generator plants; a current lake is kept.
+func TestALakeOfAnOlderGeneratorIsWrittenAgain(t *testing.T) {
+	t.Parallel()
+	cfg := Defaults(t.TempDir())
+	cfg.StateDir = t.TempDir()
+	write, _, err := lakeToWrite(cfg)
+	require.NoError(t, err)
+	require.True(t, write, "no lake")
+	_, err = sampledata.Generate(t.Context(), sampledata.Options{LakeDir: cfg.LakeDir(), TruthDir: cfg.TruthDir(), Seed: 1, Rooms: 20, Days: 1})
+	require.NoError(t, err)
+	write, found, err := lakeToWrite(cfg)
+	require.NoError(t, err)
+	require.False(t, write, "a current lake")
+	require.Equal(t, sampledata.Version, found)
+	require.NoError(t, os.Remove(filepath.Join(cfg.TruthDir(), sampledata.VersionFileName)))
+	write, found, err = lakeToWrite(cfg)
+	require.NoError(t, err)
+	require.True(t, write, "a lake of an older generator")
+	require.Empty(t, found)
+}
