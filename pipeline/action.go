@@ -143,12 +143,15 @@ const (
 	// ActionSourceModerator marks a reversal a moderator's overturn
 	// caused.
 	ActionSourceModerator ActionSource = "moderator"
+	// ActionSourceCampaign is a campaign re-review (SourceCampaign): the
+	// policy lets it escalate and nothing else (policy.OutcomeOldChat).
+	ActionSourceCampaign ActionSource = "campaign"
 )
 
 // Known reports whether s is one of the sources.
 func (s ActionSource) Known() bool {
 	switch s {
-	case ActionSourceRealtime, ActionSourceBatch, ActionSourceSweep, ActionSourceOnDemand, ActionSourceModerator:
+	case ActionSourceRealtime, ActionSourceBatch, ActionSourceSweep, ActionSourceOnDemand, ActionSourceModerator, ActionSourceCampaign:
 		return true
 	}
 	return false
@@ -165,6 +168,8 @@ func ActionSourceOf(src ReviewSource, interactive bool) ActionSource {
 		return ActionSourceRealtime
 	case src == SourceSweep:
 		return ActionSourceSweep
+	case src == SourceCampaign:
+		return ActionSourceCampaign
 	}
 	return ActionSourceBatch
 }

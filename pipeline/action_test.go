@@ -186,6 +186,8 @@ func TestActionKindVocabulary(t *testing.T) {
 	require.False(t, pipeline.ActionWarnCounterpart.Heavy())
 	require.Equal(t, pipeline.ActionSourceOnDemand, pipeline.ActionSourceOf(pipeline.SourceRealtime, true))
 	require.Equal(t, pipeline.ActionSourceBatch, pipeline.ActionSourceOf("", false))
+	require.Equal(t, pipeline.ActionSourceCampaign, pipeline.ActionSourceOf(pipeline.SourceCampaign, false))
+	require.True(t, pipeline.ActionSourceCampaign.Known())
 	require.Equal(t, pipeline.PenaltySevere, pipeline.PenaltyFromSeverity(5))
 	require.Equal(t, pipeline.PenaltyNone, pipeline.PenaltyFromSeverity(0))
 	require.True(t, pipeline.KnownNoticeTemplate("sender_generic"))

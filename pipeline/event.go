@@ -24,8 +24,9 @@ type ReviewEvent struct {
 	RunID         string    `json:"run_id"`
 	PublishedAt   time.Time `json:"published_at"`
 	SchemaVersion int       `json:"schema_version"`
-	// Source says which publisher asked for the review (batch, sweep or
-	// realtime); optional, empty from publishers that predate it. It sets the
+	// Source says which publisher asked for the review (batch, sweep,
+	// realtime, or campaign for a re-review of a room linked to a campaign
+	// later); optional, empty from publishers that predate it. It sets the
 	// review's traffic class (Class).
 	Source ReviewSource `json:"source,omitempty"`
 }
@@ -79,7 +80,7 @@ func (e ReviewEvent) Validate() error {
 		probs = append(probs, p)
 	}
 	if !e.Source.Known() {
-		probs = append(probs, fmt.Sprintf("source %q is not one of batch, sweep, realtime", ClipRunes(string(e.Source), 32)))
+		probs = append(probs, fmt.Sprintf("source %q is not one of batch, sweep, realtime, campaign", ClipRunes(string(e.Source), 32)))
 	}
 	if e.WindowStart.IsZero() {
 		probs = append(probs, "window_start is missing")
@@ -124,7 +125,7 @@ func roomIDProblem(id string) string {
 // the known set is refused, never sent.
 func (e ReviewEvent) Encode() ([]byte, error) {
 	if !e.Source.Known() {
-		return nil, fmt.Errorf("encode review event: source %q is not one of batch, sweep, realtime", ClipRunes(string(e.Source), 32))
+		return nil, fmt.Errorf("encode review event: source %q is not one of batch, sweep, realtime, campaign", ClipRunes(string(e.Source), 32))
 	}
 	e.WindowStart = e.WindowStart.UTC()
 	e.WindowEnd = e.WindowEnd.UTC()

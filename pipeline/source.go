@@ -6,9 +6,12 @@ import (
 )
 
 // ReviewSource names the publisher of a review event: the hourly batch, the
-// batch in sweep mode (only what real time did not cover), or the real-time
-// trigger. It lets verdicts and freshness figures be split by where the
-// review came from; workers review every source the same way.
+// batch in sweep mode (only what real time did not cover), the real-time
+// trigger, or a re-review of an earlier room its campaign's mark linked
+// later. It lets verdicts and freshness figures be split by where the
+// review came from; workers review every source the same way, but the
+// policy takes no protective action beyond escalate on a campaign
+// re-review (pipeline/policy).
 type ReviewSource string
 
 // The review sources. The empty source is an event from a publisher that
@@ -17,12 +20,16 @@ const (
 	SourceBatch    ReviewSource = "batch"
 	SourceSweep    ReviewSource = "sweep"
 	SourceRealtime ReviewSource = "realtime"
+	// SourceCampaign is a re-review, with the campaign signal, of a room
+	// reviewed before its mark became a campaign: an old chat, whose
+	// verdict may escalate the room to moderators and do nothing else.
+	SourceCampaign ReviewSource = "campaign"
 )
 
 // Known reports whether s is empty or one of the sources above.
 func (s ReviewSource) Known() bool {
 	switch s {
-	case "", SourceBatch, SourceSweep, SourceRealtime:
+	case "", SourceBatch, SourceSweep, SourceRealtime, SourceCampaign:
 		return true
 	}
 	return false

@@ -89,6 +89,26 @@ func TestContactsAreTheLinkNotTheText(t *testing.T) {
 	require.Contains(t, acct.Contacts, CampaignContact{SignalBankAccount, "12345678901234"})
 }
 
+// TestHangulDigitsInAMessengerIDAreItsDigits: an id whose digits are
+// spelled in Hangul right after its letters keeps them (deal공일이 is
+// deal012), so two scripts whose ids share the letters do not share a
+// contact mark, and the same id in ASCII digits is the same contact; a
+// lone syllable after an id is a particle, not a digit.
+func TestHangulDigitsInAMessengerIDAreItsDigits(t *testing.T) {
+	t.Parallel()
+	a := PrintMessage("입금 확인되면 보내드려요 카톡: deal공일이 로 연락주세요")
+	require.Equal(t, []CampaignContact{{SignalMessengerID, "deal012"}}, a.Contacts)
+	b := PrintMessage("입금 확인되면 보내드려요 카톡: deal삼사오 로 연락주세요")
+	require.Equal(t, []CampaignContact{{SignalMessengerID, "deal345"}}, b.Contacts, "another id, another contact")
+	c := PrintMessage("카톡 아이디 deal012 로 연락주세요")
+	require.Equal(t, a.Contacts, c.Contacts, "the same id written in digits")
+	d := PrintMessage("카톡: deal이에요 연락주세요")
+	require.Equal(t, []CampaignContact{{SignalMessengerID, "deal"}}, d.Contacts, "a particle")
+	for _, sig := range FindSignals("m1", "카톡: deal공일이 로 연락주세요") {
+		require.NotContains(t, sig.Value, "공일이", "masked with the id")
+	}
+}
+
 // TestBenignPhrasesAreNotCounted: phrases everyone uses carry no rule
 // signal and are not counted at all.
 func TestBenignPhrasesAreNotCounted(t *testing.T) {

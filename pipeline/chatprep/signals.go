@@ -816,6 +816,9 @@ func findMessengerIDs(s string, emails [][]int) []match {
 	seen := map[string]bool{}
 	add := func(start, end int, prefix, id string) {
 		id = strings.ReplaceAll(id, " ", "")
+		if digits, n := hangulDigitSuffix(s, end); n > 0 {
+			id, end = id+digits, end+n
+		}
 		if seen[strings.ToLower(id)] || within(start, emails) {
 			return
 		}
@@ -839,6 +842,41 @@ func findMessengerIDs(s string, emails [][]int) []match {
 		}
 	}
 	return out
+}
+
+// minIDHangulDigits is the fewest Hangul digit syllables read as the digits
+// of the messenger id they follow: a single one is more often a particle
+// (deal이에요) than a digit.
+const minIDHangulDigits = 2
+
+// hangulDigitSuffix reads the Hangul digit syllables written right after a
+// messenger id ending at byte end of s, with no space between (deal공일이
+// for deal012): the digits they spell and their byte length, or 0 when
+// fewer than minIDHangulDigits follow or the id does not end in a letter
+// or digit. Without them two scripts whose ids share the letters would
+// share a contact mark.
+func hangulDigitSuffix(s string, end int) (string, int) {
+	if end <= 0 || end > len(s) || !isASCIIAlnum(s[end-1]) {
+		return "", 0
+	}
+	var digits []byte
+	n := 0
+	for _, r := range s[end:] {
+		d, ok := hangulDigits[r]
+		if !ok {
+			break
+		}
+		digits = append(digits, d)
+		n += utf8.RuneLen(r)
+	}
+	if len(digits) < minIDHangulDigits {
+		return "", 0
+	}
+	return string(digits), n
+}
+
+func isASCIIAlnum(b byte) bool {
+	return (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (b >= '0' && b <= '9')
 }
 
 func urlHost(u string) string {

@@ -85,11 +85,15 @@ const (
 	// OutcomeNoOffender: an action about an account when the verdict
 	// names none.
 	OutcomeNoOffender Outcome = "no_offender"
+	// OutcomeOldChat: an action other than escalate on a campaign
+	// re-review (pipeline.ActionSourceCampaign), an old chat: whatever a
+	// rule says, it may only put the room before moderators.
+	OutcomeOldChat Outcome = "old_chat"
 )
 
 // Outcomes lists every outcome (metrics).
 var Outcomes = []Outcome{OutcomeWritten, OutcomeSuppressed, OutcomeCleared, OutcomeCapped,
-	OutcomeRateLimited, OutcomeWeakEvidence, OutcomeNoOffender}
+	OutcomeRateLimited, OutcomeWeakEvidence, OutcomeNoOffender, OutcomeOldChat}
 
 // Decision is one action of one matching rule about one account (none for
 // escalate) and what became of it.
@@ -151,6 +155,9 @@ func accountsFor(k pipeline.ActionKind, offenders []string) []string {
 // outcome decides one action, the cheapest refusals first, the breaker
 // last so that a refused action does not use the rule's cap.
 func (p *Policy) outcome(d Decision, ev Evidence, st State, ruleUsed, heavyUsed int) Outcome {
+	if d.Kind != pipeline.ActionEscalate && ev.Source == pipeline.ActionSourceCampaign {
+		return OutcomeOldChat
+	}
 	if d.Kind != pipeline.ActionEscalate && d.Account == "" {
 		return OutcomeNoOffender
 	}

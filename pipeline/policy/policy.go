@@ -266,7 +266,7 @@ func (m Match) problems() []string {
 	}
 	for _, s := range m.Sources {
 		if !s.Known() || s == pipeline.ActionSourceModerator {
-			probs = append(probs, fmt.Sprintf("match.sources: %q is not realtime, batch, sweep or on_demand", s))
+			probs = append(probs, fmt.Sprintf("match.sources: %q is not realtime, batch, sweep, on_demand or campaign", s))
 		}
 	}
 	for _, r := range m.OffenderRoles {

@@ -122,6 +122,13 @@ func TestEvaluate(t *testing.T) {
 			e.Severity = 3
 			e.OffenderRole = pipeline.RoleBuyer
 		}, policy.State{}, nil},
+		{"campaign re-review of an old chat: escalate only, heavy and notice refused as old_chat", func(e *policy.Evidence) {
+			e.Source = pipeline.ActionSourceCampaign
+			e.CampaignRooms = 3
+			e.Signals = []string{"campaign_account"}
+		}, policy.State{}, []got{
+			{"heavy", "restrict_sender", "dry_run", "s1", policy.OutcomeOldChat}, {"heavy", "hold_transaction", "on", "s1", policy.OutcomeOldChat},
+			{"signal", "escalate", "on", "", W}}},
 		{"below confidence", func(e *policy.Evidence) { e.Confidence = 0.5; e.Severity = 3 }, policy.State{}, nil},
 		{"clean never matches, even a match-all rule", func(e *policy.Evidence) {
 			e.Label = pipeline.LabelClean
@@ -191,4 +198,22 @@ func TestEvidenceOfAVerdict(t *testing.T) {
 	require.Equal(t, 2, ev.HistoryRooms)
 	require.Equal(t, []string{"campaign_account", "campaign_url"}, ev.Signals)
 	require.Equal(t, 2, ev.Revision)
+}
+
+// TestACampaignReReviewOnlyEscalates: a rule written for campaign
+// re-reviews that asks for a notice and a hold still only escalates, and
+// the refusals do not use the rule's cap.
+func TestACampaignReReviewOnlyEscalates(t *testing.T) {
+	p, err := policy.Parse([]byte(`{"version":"t2","defaults":{"locale":"ko","suppress_notices":"24h","action_ttl":"1h","restrict_for":"24h","cleared_for":"720h",
+  "heavy_per_account_daily":1,"heavy_min_campaign_rooms":3,"heavy_min_history_rooms":1},
+  "rules":[{"id":"camp","name":"Campaign","daily_cap":1,"single_room_heavy":true,"match":{"sources":["campaign"]},
+    "actions":[{"action":"warn_counterpart","mode":"on"},{"action":"hold_transaction","mode":"on"},{"action":"escalate","mode":"on"}]}]}`))
+	require.NoError(t, err)
+	ev := evidence()
+	ev.Source = pipeline.ActionSourceOf(pipeline.SourceCampaign, false)
+	require.Equal(t, []got{{"camp", "warn_counterpart", "on", "s1", policy.OutcomeOldChat}, {"camp", "hold_transaction", "on", "s1", policy.OutcomeOldChat},
+		{"camp", "escalate", "on", "", policy.OutcomeWritten}}, summarise(p.Evaluate(ev, policy.State{}, t0)))
+	require.Contains(t, policy.Outcomes, policy.OutcomeOldChat)
+	ev.Source = pipeline.ActionSourceBatch
+	require.Empty(t, p.Evaluate(ev, policy.State{}, t0), "the rule matches campaign re-reviews only")
 }

@@ -64,20 +64,20 @@ func NewMetrics(reg prometheus.Registerer, loop *jobloop.Metrics) *Metrics {
 		}, []string{"decision"}),
 		freshness: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "chatguard_review_freshness_seconds",
-			Help:    "For each committed done verdict, its commit time minus the sent_at of its window's newest message, by the review's source (batch, sweep, realtime).",
+			Help:    "For each committed done verdict, its commit time minus the sent_at of its window's newest message, by the review's source (batch, sweep, realtime, campaign).",
 			Buckets: FreshnessBuckets(),
 		}, []string{"source"}),
 		freshnessOldest: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "chatguard_review_freshness_oldest_seconds",
-			Help:    "For each committed done verdict, its commit time minus the sent_at of its window's oldest message, by the review's source (batch, sweep, realtime).",
+			Help:    "For each committed done verdict, its commit time minus the sent_at of its window's oldest message, by the review's source (batch, sweep, realtime, campaign).",
 			Buckets: FreshnessBuckets(),
 		}, []string{"source"}),
 	}
 	m.covered = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "chatguard_review_messages_covered_total",
-		Help: "Window messages (not the context before the window) of committed done verdicts, by the review's source (batch, sweep, realtime): set against chatguard_trigger_messages_accepted_total, the messages real time owes a review.",
+		Help: "Window messages (not the context before the window) of committed done verdicts, by the review's source (batch, sweep, realtime, campaign): set against chatguard_trigger_messages_accepted_total, the messages real time owes a review.",
 	}, []string{"source"})
-	for _, s := range []pipeline.ReviewSource{pipeline.SourceBatch, pipeline.SourceSweep, pipeline.SourceRealtime} {
+	for _, s := range []pipeline.ReviewSource{pipeline.SourceBatch, pipeline.SourceSweep, pipeline.SourceRealtime, pipeline.SourceCampaign} {
 		m.covered.WithLabelValues(string(s)) // 0, not absent, before the first
 	}
 	m.contextFetches = newContextFetches(reg)

@@ -83,6 +83,8 @@ func (r *Report) Print(w io.Writer) {
 	}
 	tw.Flush()
 
+	r.printCampaigns(p)
+
 	p("")
 	p("Queues at the end (deleted afterwards): %s", r.depths())
 	var procs []string
@@ -114,6 +116,37 @@ func (r *Report) Print(w io.Writer) {
 		p("  The stack the demo started is stopped; the lake stays on disk in %s.", filepath.Dir(filepath.Dir(filepath.Dir(r.LakeDir))))
 	default:
 		p("  The stack (pid %d) was running before the demo and still is.", r.StackPID)
+	}
+}
+
+// printCampaigns names the campaigns and repeat senders the run found,
+// and where the console shows them.
+func (r *Report) printCampaigns(p func(string, ...any)) {
+	c := r.Campaigns
+	p("")
+	p("Campaigns (campaign signals on; the console's campaign join run once after the drain; docs/campaigns.md):")
+	if len(c.Campaigns) == 0 && len(c.Repeats) == 0 {
+		p("  none found. A lake of the stack's size holds a scam ring and a shop repeating its greeting in the sample hour;")
+		p("  a lake an older generator wrote is written again at the next `make stack-up`.")
+		return
+	}
+	for _, k := range c.Campaigns {
+		p("  campaign %s: %d rooms (%d reviewed before it was a campaign, linked by the join), from %d account(s): %s",
+			k.ID, k.Rooms, k.Linked, len(k.Accounts), strings.Join(k.Accounts, ", "))
+	}
+	for _, k := range c.Repeats {
+		p("  repeat sender %s: its own greeting or contact in %d rooms, one verified or established account: not a campaign", k.Account, k.Rooms)
+	}
+	console := "make console"
+	if r.Database != DefaultDatabase {
+		console += " CONSOLE_DB=" + r.Database
+	}
+	p("  In the console (`%s`, dev login; it runs the join every minute):", console)
+	if len(c.Campaigns) > 0 {
+		p("    the campaign's page, take and bulk decision: http://127.0.0.1:8088/campaigns/%s", c.Campaigns[0].ID)
+	}
+	if len(c.Repeats) > 0 {
+		p("    a repeat sender's room, which says it is not a campaign: http://127.0.0.1:8088/verdicts/%d", c.Repeats[0].Verdict)
 	}
 }
 

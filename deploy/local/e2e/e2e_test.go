@@ -285,11 +285,22 @@ func TestPipelineEndToEnd(t *testing.T) {
 		require.Zero(t, d.Total(), "%s holds %+v", u, d)
 	}
 
+	// The sample window's scam ring is a campaign over several accounts
+	// and its shop a repeat sender: the demo ran the campaign join.
+	c := rep.Campaigns
+	require.NotEmpty(t, c.Campaigns, "a campaign")
+	require.GreaterOrEqual(t, len(c.Campaigns[0].Accounts), 2, "over several accounts: %+v", c.Campaigns[0])
+	require.NotEmpty(t, c.Repeats, "a repeat sender")
+	require.Equal(t, sampledata.ShopAccount, c.Repeats[0].Account, "the shop")
+	var members int
+	require.NoError(t, f.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM campaign_members WHERE campaign = ?", c.Campaigns[0].ID).Scan(&members))
+	require.Greater(t, members, 1, "the join put the ring's marks in one campaign")
+
 	// The summary the demo printed covers what the issue asks for.
 	var b bytes.Buffer
 	rep.Print(&b)
 	for _, s := range []string{"Verdicts: ", "early exits", "fallback", "TTFT p50", "expired", "failed",
-		"They say nothing about a model", "SELECT status, label, category", "s3://" + f.bucket + "/" + f.cfg.LakePrefix + "event_type=inference_log/"} {
+		"They say nothing about a model", "SELECT status, label, category", "repeat sender " + sampledata.ShopAccount, "/campaigns/" + c.Campaigns[0].ID, "s3://" + f.bucket + "/" + f.cfg.LakePrefix + "event_type=inference_log/"} {
 		require.Contains(t, b.String(), s)
 	}
 }

@@ -50,15 +50,7 @@ func campaignRooms(rooms []generatedRoom) {
 		return
 	}
 	keep := rooms[:len(rooms)-n]
-	counts := map[time.Time]int{}
-	var hour time.Time
-	for _, r := range keep {
-		h := r.room.FirstMessageAt.UTC().Truncate(time.Hour)
-		counts[h]++
-		if c := counts[h]; c > counts[hour] || (c == counts[hour] && h.Before(hour)) {
-			hour = h
-		}
-	}
+	hour, _ := busiest(keep, func(r generatedRoom) time.Time { return r.room.FirstMessageAt })
 	for i := range n {
 		idx := len(keep) + i
 		at := hour.Add(time.Duration(3+i*4) * time.Minute)
@@ -102,4 +94,26 @@ func scriptedRoom(idx int, first time.Time, scenario, seller, text string, abusi
 	room := RoomRow{RoomID: roomID, ItemTitle: "아이폰 13 미니 128GB", ItemCategory: "디지털기기", ItemPrice: 420000, BuyerID: buyerID, SellerID: seller,
 		CreatedAt: first.Add(-time.Minute), FirstMessageAt: first, LastMessageAt: last, MessageCount: int32(len(msgs))}
 	return generatedRoom{room: room, messages: msgs, truth: truth}
+}
+
+// BusiestHour returns the UTC hour in which the most rooms had their first
+// message, and how many; the earliest such hour on a tie. It is the
+// stack's sample window, the hour the demo publishes, and the hour a
+// lake of the stack's size holds its ring and its shop in.
+func BusiestHour(rooms []RoomRow) (time.Time, int) {
+	return busiest(rooms, func(r RoomRow) time.Time { return r.FirstMessageAt })
+}
+
+func busiest[T any](rooms []T, first func(T) time.Time) (time.Time, int) {
+	counts := map[time.Time]int{}
+	var best time.Time
+	bestN := 0
+	for _, r := range rooms {
+		h := first(r).UTC().Truncate(time.Hour)
+		counts[h]++
+		if c := counts[h]; c > bestN || (c == bestN && h.Before(best)) {
+			best, bestN = h, c
+		}
+	}
+	return best, bestN
 }

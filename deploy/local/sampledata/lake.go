@@ -27,7 +27,30 @@ const (
 	MessagesPrefix = "chat/messages"
 	// TruthFileName is the ground-truth file Generate writes into TruthDir.
 	TruthFileName = "groundtruth.jsonl"
+	// VersionFileName is the file in TruthDir that names the generator
+	// Version that wrote the lake.
+	VersionFileName = "generator-version"
 )
+
+// Version names what Generate writes. It changes when the same options
+// give other rooms (version 2: lakes of the stack's size hold a scam ring
+// and a shop in the sample hour), so that a stack finding a lake of an
+// older version writes it again (LakeVersion) instead of showing a
+// newcomer a demo without them.
+const Version = "2"
+
+// LakeVersion is the generator version that wrote the lake whose truth is
+// in truthDir: "" when the lake predates versions or was never written.
+func LakeVersion(truthDir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(truthDir, VersionFileName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("sampledata: lake version: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
 
 // RoomRow is one row of the chat_rooms table. A room's row lives in the
 // partition of its first message.
@@ -202,6 +225,9 @@ func writeTruth(dir string, rooms []generatedRoom) (string, error) {
 		b.WriteByte('\n')
 	}
 	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		return "", fmt.Errorf("write truth: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, VersionFileName), []byte(Version+"\n"), 0o644); err != nil {
 		return "", fmt.Errorf("write truth: %w", err)
 	}
 	return p, nil

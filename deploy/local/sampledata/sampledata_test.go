@@ -422,3 +422,21 @@ func TestLargeLakesHoldARingAndAShop(t *testing.T) {
 	require.Len(t, shopHours, 1)
 	require.Contains(t, sampledata.VerifiedAccounts, sampledata.ShopAccount)
 }
+
+// TestBusiestHour: the hour with the most first messages, the earliest
+// on a tie (the stack's sample window).
+
+// TestGenerateStampsItsVersion: a lake Generate wrote names the
+// generator's version beside its truth, and a truth dir without one (a lake
+// of an older generator) reads as "", which a stack writes again.
+func TestGenerateStampsItsVersion(t *testing.T) {
+	t.Parallel()
+	l := setup(t, 5, 20, 1)
+	got, err := sampledata.LakeVersion(l.opts.TruthDir)
+	require.NoError(t, err)
+	require.Equal(t, sampledata.Version, got)
+	require.NoError(t, os.Remove(filepath.Join(l.opts.TruthDir, sampledata.VersionFileName)))
+	got, err = sampledata.LakeVersion(l.opts.TruthDir)
+	require.NoError(t, err)
+	require.Empty(t, got)
+}

@@ -12,17 +12,19 @@ import (
 )
 
 // ensureLake generates the sample lake and its ground truth on first start
-// (when the lake has no room files) and publishes a one-hour window with
-// the most rooms in it.
+// (when the lake has no room files) or when an older generator wrote it
+// (sampledata.Version), and publishes a one-hour window with the most
+// rooms in it.
 func (s *Stack) ensureLake(ctx context.Context) error {
 	cfg := s.cfg
 	log := cfg.logger()
-	roomsDir := filepath.Join(cfg.LakeDir(), filepath.FromSlash(sampledata.RoomsPrefix))
-	_, statErr := os.Stat(roomsDir)
-	_, truthErr := os.Stat(filepath.Join(cfg.TruthDir(), sampledata.TruthFileName))
-	if errors.Is(statErr, os.ErrNotExist) || errors.Is(truthErr, os.ErrNotExist) {
+	write, found, err := lakeToWrite(cfg)
+	if err != nil {
+		return fmt.Errorf("lake: %w", err)
+	}
+	if write {
 		began := time.Now()
-		log.Info("generating the sample lake", "rooms", cfg.Rooms, "dir", cfg.LakeDir())
+		log.Info("generating the sample lake", "rooms", cfg.Rooms, "dir", cfg.LakeDir(), "found_version", found, "version", sampledata.Version)
 		sum, err := sampledata.Generate(ctx, sampledata.Options{
 			LakeDir: cfg.LakeDir(), TruthDir: cfg.TruthDir(), Seed: cfg.Seed, Rooms: cfg.Rooms,
 		})
@@ -31,14 +33,12 @@ func (s *Stack) ensureLake(ctx context.Context) error {
 		}
 		log.Info("sample lake written", "rooms", sum.Rooms, "messages", sum.Messages, "files", len(sum.Files),
 			"took", time.Since(began).Round(time.Millisecond))
-	} else if statErr != nil {
-		return fmt.Errorf("lake: %w", statErr)
 	}
 	rooms, err := sampledata.LoadRooms(cfg.LakeDir())
 	if err != nil {
 		return fmt.Errorf("lake: %w", err)
 	}
-	start, n := busiestHour(rooms)
+	start, n := sampledata.BusiestHour(rooms)
 	if n == 0 {
 		return fmt.Errorf("lake: no rooms under %s", cfg.LakeDir())
 	}
@@ -49,18 +49,19 @@ func (s *Stack) ensureLake(ctx context.Context) error {
 	return nil
 }
 
-// busiestHour returns the UTC hour in which the most rooms had their first
-// message, and how many; the earliest such hour on a tie.
-func busiestHour(rooms []sampledata.RoomRow) (time.Time, int) {
-	counts := map[time.Time]int{}
-	var best time.Time
-	bestN := 0
-	for _, r := range rooms {
-		h := r.FirstMessageAt.UTC().Truncate(time.Hour)
-		counts[h]++
-		if c := counts[h]; c > bestN || (c == bestN && h.Before(best)) {
-			best, bestN = h, c
+// lakeToWrite reports whether the stack must write the sample lake: it has
+// no room files or no truth, or an older generator wrote it (found is the
+// version it found, "" for one that predates versions).
+func lakeToWrite(cfg Config) (write bool, found string, err error) {
+	_, statErr := os.Stat(filepath.Join(cfg.LakeDir(), filepath.FromSlash(sampledata.RoomsPrefix)))
+	_, truthErr := os.Stat(filepath.Join(cfg.TruthDir(), sampledata.TruthFileName))
+	for _, e := range []error{statErr, truthErr} {
+		if e != nil && !errors.Is(e, os.ErrNotExist) {
+			return false, "", e
 		}
 	}
-	return best, bestN
+	if found, err = sampledata.LakeVersion(cfg.TruthDir()); err != nil {
+		return false, "", err
+	}
+	return statErr != nil || truthErr != nil || found != sampledata.Version, found, nil
 }

@@ -306,31 +306,6 @@ func TestEnvRoundTrip(t *testing.T) {
 	}
 }
 
-func TestBusiestHour(t *testing.T) {
-	t.Parallel()
-	at := func(h, m int) sampledata.RoomRow {
-		return sampledata.RoomRow{FirstMessageAt: time.Date(2026, 11, 1, h, m, 0, 0, time.UTC)}
-	}
-	tests := []struct {
-		name  string
-		rooms []sampledata.RoomRow
-		want  time.Time
-		n     int
-	}{
-		{"none", nil, time.Time{}, 0},
-		{"most rooms wins", []sampledata.RoomRow{at(1, 5), at(2, 0), at(2, 59), at(3, 1)}, time.Date(2026, 11, 1, 2, 0, 0, 0, time.UTC), 2},
-		{"earliest on a tie", []sampledata.RoomRow{at(5, 1), at(4, 1)}, time.Date(2026, 11, 1, 4, 0, 0, 0, time.UTC), 1},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			got, n := busiestHour(tt.rooms)
-			require.Equal(t, tt.n, n)
-			require.True(t, tt.want.Equal(got), "got %s", got)
-		})
-	}
-}
-
 // TestRedisClusterStarts starts the stack's three-master Redis Cluster on
 // free ports and writes and reads a key of every master's slots through a
 // cluster client; a machine without redis-server fails it under CI.
@@ -428,4 +403,28 @@ func requireActionsApplied(ctx context.Context, t *testing.T, env Env, room stri
 		"the chat API consumes both copies")
 	require.Equal(t, 1, outcomes()["applied"], "applied once by key")
 	require.Equal(t, 1, notices(), "one notice for two copies")
+}
+
+// TestALakeOfAnOlderGeneratorIsWrittenAgain: a stack writes the lake when
+// it has none, and again when the generator that wrote it is older than
+// this one (no version file: before the campaign rooms), so that `make
+// demo` shows what this generator plants; a current lake is kept.
+func TestALakeOfAnOlderGeneratorIsWrittenAgain(t *testing.T) {
+	t.Parallel()
+	cfg := Defaults(t.TempDir())
+	cfg.StateDir = t.TempDir()
+	write, _, err := lakeToWrite(cfg)
+	require.NoError(t, err)
+	require.True(t, write, "no lake")
+	_, err = sampledata.Generate(t.Context(), sampledata.Options{LakeDir: cfg.LakeDir(), TruthDir: cfg.TruthDir(), Seed: 1, Rooms: 20, Days: 1})
+	require.NoError(t, err)
+	write, found, err := lakeToWrite(cfg)
+	require.NoError(t, err)
+	require.False(t, write, "a current lake")
+	require.Equal(t, sampledata.Version, found)
+	require.NoError(t, os.Remove(filepath.Join(cfg.TruthDir(), sampledata.VersionFileName)))
+	write, found, err = lakeToWrite(cfg)
+	require.NoError(t, err)
+	require.True(t, write, "a lake of an older generator")
+	require.Empty(t, found)
 }
