@@ -53,3 +53,52 @@ func TestEachFiredWindowStartsATrace(t *testing.T) {
 	}
 	require.Len(t, traces, 2, "one trace per window")
 }
+
+// TestWindowSpanLinksTheChatEventsTraces sends one room's chat events as
+// a chat service that traces them would (two sampled traceparents, one
+// unsampled, one sent twice) and a malformed event in a trace: the
+// window's span links the two sampled events' spans, once each, and the
+// malformed event's DLQ copy keeps its traceparent. It uses the global
+// provider TestEachFiredWindowStartsATrace installs, so it does not run
+// in parallel with it.
+func TestWindowSpanLinksTheChatEventsTraces(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sdktrace.AlwaysSample())))
+	h := setup(t)
+	tp := func(span byte, flags string) map[string]pipeline.Attribute {
+		return map[string]pipeline.Attribute{pipeline.TraceParentAttribute: pipeline.StringAttribute(
+			fmt.Sprintf("00-0af7651916cd43dd8448eb211c80319c-%016x-%s", span, flags))}
+	}
+	ctx := context.Background()
+	require.NoError(t, h.events.Send(ctx, []pipeline.OutMessage{
+		{Body: chatBody("linked-room", "m1", t0), Attributes: tp(1, "01")},
+		{Body: chatBody("linked-room", "m2", t0.Add(time.Second)), Attributes: tp(2, "01")},
+		{Body: chatBody("linked-room", "m2", t0.Add(time.Second)), Attributes: tp(2, "01")},
+		{Body: chatBody("linked-room", "m3", t0.Add(2*time.Second)), Attributes: tp(3, "00")},
+		{Body: []byte("not json"), Attributes: tp(4, "01")},
+	}))
+	h.drain(t)
+	h.clk.Advance(time.Minute)
+	require.Equal(t, 1, h.e.FireDue(ctx))
+
+	var fires []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == "window fire" {
+			fires = append(fires, s)
+		}
+	}
+	require.Len(t, fires, 1)
+	var linked []uint64
+	for _, l := range fires[0].Links() {
+		require.Equal(t, "0af7651916cd43dd8448eb211c80319c", l.SpanContext.TraceID().String())
+		id := l.SpanContext.SpanID()
+		linked = append(linked, uint64(id[7]))
+	}
+	require.ElementsMatch(t, []uint64{1, 2}, linked, "the sampled events' spans, once each")
+	require.NotEqual(t, "0af7651916cd43dd8448eb211c80319c", fires[0].SpanContext().TraceID().String(), "the window starts a trace of its own")
+
+	dead := h.dlq.Messages()
+	require.Len(t, dead, 1)
+	require.Equal(t, tp(4, "01")[pipeline.TraceParentAttribute], dead[0].Attributes[pipeline.TraceParentAttribute], "the DLQ copy keeps the trace")
+	require.Contains(t, dead[0].Attributes[AttrErrorReason].Value, "invalid chat event")
+}
