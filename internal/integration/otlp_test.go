@@ -4,9 +4,11 @@ import (
 	"encoding/hex"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -17,6 +19,9 @@ type otlpSpan struct {
 	TraceID, SpanID, Parent string
 	Kind                    tracepb.Span_SpanKind
 	Attrs                   map[string]string
+	// Strings are the attributes of string type (a number is not text
+	// that redaction could mask).
+	Strings map[string]bool
 	// Links are the linked spans as trace id + "/" + span id.
 	Links []string
 }
@@ -62,9 +67,10 @@ func (rc *otlpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func flatten(svc string, s *tracepb.Span) otlpSpan {
 	o := otlpSpan{Service: svc, Name: s.GetName(), Kind: s.GetKind(),
 		TraceID: hex.EncodeToString(s.GetTraceId()), SpanID: hex.EncodeToString(s.GetSpanId()),
-		Parent: hex.EncodeToString(s.GetParentSpanId()), Attrs: map[string]string{}}
+		Parent: hex.EncodeToString(s.GetParentSpanId()), Attrs: map[string]string{}, Strings: map[string]bool{}}
 	for _, kv := range s.GetAttributes() {
 		o.Attrs[kv.GetKey()] = anyValue(kv.GetValue())
+		_, o.Strings[kv.GetKey()] = kv.GetValue().GetValue().(*commonpb.AnyValue_StringValue)
 	}
 	for _, l := range s.GetLinks() {
 		o.Links = append(o.Links, hex.EncodeToString(l.GetTraceId())+"/"+hex.EncodeToString(l.GetSpanId()))
@@ -73,10 +79,16 @@ func flatten(svc string, s *tracepb.Span) otlpSpan {
 }
 
 // anyValue renders an attribute value as text, whatever its type.
-func anyValue(v interface{ String() string }) string {
-	type str interface{ GetStringValue() string }
-	if s, ok := v.(str); ok && s.GetStringValue() != "" {
-		return s.GetStringValue()
+func anyValue(v *commonpb.AnyValue) string {
+	switch x := v.GetValue().(type) {
+	case *commonpb.AnyValue_StringValue:
+		return x.StringValue
+	case *commonpb.AnyValue_IntValue:
+		return strconv.FormatInt(x.IntValue, 10)
+	case *commonpb.AnyValue_DoubleValue:
+		return strconv.FormatFloat(x.DoubleValue, 'g', -1, 64)
+	case *commonpb.AnyValue_BoolValue:
+		return strconv.FormatBool(x.BoolValue)
 	}
 	return v.String()
 }

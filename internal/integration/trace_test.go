@@ -76,7 +76,9 @@ func traceChat(room string, at time.Time) []pipeline.ChatMessage {
 // the trace or link it (one object holds several windows' events). No
 // attribute of any span holds chat text, a contact detail or a room id.
 func TestOneTracePerRealtimeWindow(t *testing.T) {
+	built := time.Now()
 	bins := buildCommands(t, "trigger", "worker", "consumer")
+	t.Logf("built the three commands in %s", time.Since(built).Round(time.Millisecond))
 	rc := &otlpReceiver{}
 	srv := httptest.NewServer(rc)
 	t.Cleanup(srv.Close)
@@ -109,7 +111,7 @@ func TestOneTracePerRealtimeWindow(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond) // polling what the exporters post; bounded by traceBudget
 	}
-	t.Logf("two windows traced end to end in %s", time.Since(begin).Round(time.Millisecond))
+	t.Logf("two windows traced end to end in %s (%d spans)", time.Since(begin).Round(time.Millisecond), len(done.spans))
 	done.assertConnected(t, chatSpans)
 	assertNothingSensitive(t, rc.all(), rooms)
 }
@@ -262,7 +264,9 @@ func assertNothingSensitive(t *testing.T, spans []otlpSpan, rooms map[string][]p
 			for room := range rooms {
 				require.NotContains(t, v, room, "%s (%s): attribute %s names the room", s.Name, s.Service, k)
 			}
-			require.Equal(t, v, chatprep.Redact(v), "%s (%s): attribute %s holds something the redaction masks", s.Name, s.Service, k)
+			if s.Strings[k] {
+				require.Equal(t, v, chatprep.Redact(v), "%s (%s): attribute %s holds something the redaction masks", s.Name, s.Service, k)
+			}
 		}
 	}
 }
