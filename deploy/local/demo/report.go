@@ -124,7 +124,7 @@ func (r *Report) printTrace(w io.Writer, p func(string, ...any)) {
 		return
 	}
 	p("")
-	p("One review's trace (%d spans, trace id %s; durations, and tokens of the stages and model calls):", len(r.Trace), r.Trace[0].TraceID)
+	p("One review's trace (%d spans, trace id %s; durations, and tokens of the stages and model calls):", len(r.Trace), TraceOf(r.Trace))
 	PrintTrace(w, r.Trace)
 }
 

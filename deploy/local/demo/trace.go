@@ -26,6 +26,9 @@ type TraceSpan struct {
 	Start, End              time.Time
 	// Attrs are the span's attributes as text.
 	Attrs map[string]string
+	// LinkedTraces are the trace ids the span links (a fan-in: the
+	// consumer's write of an object holding several reviews' events).
+	LinkedTraces []string
 }
 
 // traceSink is the demo's OTLP/HTTP trace receiver: the binaries it
@@ -95,9 +98,13 @@ func (s *traceSink) all() []TraceSpan {
 }
 
 func fromProto(svc string, sp *tracepb.Span) TraceSpan {
-	return TraceSpan{Service: svc, Name: sp.GetName(), TraceID: hex.EncodeToString(sp.GetTraceId()), SpanID: hex.EncodeToString(sp.GetSpanId()),
+	ts := TraceSpan{Service: svc, Name: sp.GetName(), TraceID: hex.EncodeToString(sp.GetTraceId()), SpanID: hex.EncodeToString(sp.GetSpanId()),
 		Parent: hex.EncodeToString(sp.GetParentSpanId()), Start: time.Unix(0, int64(sp.GetStartTimeUnixNano())),
 		End: time.Unix(0, int64(sp.GetEndTimeUnixNano())), Attrs: attrText(sp.GetAttributes())}
+	for _, l := range sp.GetLinks() {
+		ts.LinkedTraces = append(ts.LinkedTraces, hex.EncodeToString(l.GetTraceId()))
+	}
+	return ts
 }
 
 func attrText(kvs []*commonpb.KeyValue) map[string]string {
@@ -119,8 +126,10 @@ func attrText(kvs []*commonpb.KeyValue) map[string]string {
 
 // OneReview returns the spans of one review's trace: among the traces
 // holding a job, the one with the most model attempts (the earliest job
-// on a tie), so that the tree shows every stage. It returns nil when no
-// job was traced.
+// on a tie), so that the tree shows every stage; and the spans of other
+// traces that link it (the consumer's lake writes of objects that hold
+// its events beside other reviews'). It returns nil when no job was
+// traced.
 func OneReview(spans []TraceSpan) []TraceSpan {
 	attempts, jobs := map[string]int{}, map[string]time.Time{}
 	for _, s := range spans {
@@ -137,9 +146,12 @@ func OneReview(spans []TraceSpan) []TraceSpan {
 			best = tr
 		}
 	}
+	if best == "" {
+		return nil
+	}
 	var out []TraceSpan
 	for _, s := range spans {
-		if s.TraceID == best && best != "" {
+		if s.TraceID == best || slices.Contains(s.LinkedTraces, best) {
 			out = append(out, s)
 		}
 	}
@@ -155,6 +167,7 @@ func PrintTrace(w io.Writer, spans []TraceSpan) {
 	for _, s := range spans {
 		ids[s.SpanID] = true
 	}
+	main := TraceOf(spans)
 	children := map[string][]TraceSpan{}
 	for _, s := range spans {
 		parent := s.Parent
@@ -169,7 +182,11 @@ func PrintTrace(w io.Writer, spans []TraceSpan) {
 	var walk func(parent, indent string)
 	walk = func(parent, indent string) {
 		for _, s := range children[parent] {
-			fmt.Fprintf(w, "%s%s  [%s] %s%s\n", indent, s.Name, strings.TrimPrefix(s.Service, "chatguard-"), s.End.Sub(s.Start).Round(100*time.Microsecond), tokens(s))
+			linked := ""
+			if s.TraceID != main {
+				linked = "  (links this trace)"
+			}
+			fmt.Fprintf(w, "%s%s  [%s] %s%s%s\n", indent, s.Name, strings.TrimPrefix(s.Service, "chatguard-"), s.End.Sub(s.Start).Round(100*time.Microsecond), tokens(s), linked)
 			walk(s.SpanID, indent+"  ")
 		}
 	}
@@ -184,4 +201,17 @@ func tokens(s TraceSpan) string {
 		return ""
 	}
 	return fmt.Sprintf("  tokens %s in / %s out", cmp.Or(in, "0"), cmp.Or(out, "0"))
+}
+
+// TraceOf is the trace id of the review OneReview picked: its job's.
+func TraceOf(spans []TraceSpan) string {
+	for _, s := range spans {
+		if s.Name == "job" {
+			return s.TraceID
+		}
+	}
+	if len(spans) == 0 {
+		return ""
+	}
+	return spans[0].TraceID
 }

@@ -27,12 +27,16 @@ func TestPrintTraceIndentsChildrenWithDurationsAndTokens(t *testing.T) {
 		{Service: "chatguard-worker", Name: "chat sim-primary", TraceID: "a", SpanID: "6", Parent: "4", Start: at(301), End: at(699),
 			Attrs: map[string]string{"gen_ai.usage.input_tokens": "900", "gen_ai.usage.output_tokens": "120"}},
 		{Service: "chatguard-consumer", Name: "lake write", TraceID: "a", SpanID: "7", Parent: "gone", Start: at(900), End: at(950)},
+		// Another review's lake write that links this one.
+		{Service: "chatguard-consumer", Name: "lake write", TraceID: "b", SpanID: "10", Parent: "8", Start: at(960), End: at(990), LinkedTraces: []string{"a"}},
 		// Another review with fewer model attempts.
 		{Service: "chatguard-worker", Name: "job", TraceID: "b", SpanID: "8", Start: at(0), End: at(100)},
 		{Service: "chatguard-worker", Name: "chat sim-primary", TraceID: "b", SpanID: "9", Parent: "8", Start: at(1), End: at(99)},
 	}
-	got := OneReview(spans)
-	require.Len(t, got, 7, "the trace with two model attempts")
+	got := OneReview(append(spans[7:8:8], spans...))
+	require.Len(t, got, 9, "the trace with two model attempts, and the span linking it (given twice)")
+	got = OneReview(spans)
+	require.Equal(t, "a", TraceOf(got))
 	var b strings.Builder
 	PrintTrace(&b, got)
 	require.Equal(t, `  review publish  [batch] 5ms
@@ -42,6 +46,7 @@ func TestPrintTraceIndentsChildrenWithDurationsAndTokens(t *testing.T) {
       stage judge  [worker] 400ms  tokens 900 in / 120 out
         chat sim-primary  [worker] 398ms  tokens 900 in / 120 out
   lake write  [consumer] 50ms
+  lake write  [consumer] 30ms  (links this trace)
 `, b.String())
-	require.Nil(t, OneReview(spans[7:8][:0]), "no job, no trace")
+	require.Nil(t, OneReview(spans[:1]), "no job, no trace")
 }
