@@ -120,7 +120,7 @@ func New(cfg Config, d Deps) (*App, error) {
 	if cfg.OperatorURL != "" {
 		srv.stops = newOperatorClient(cfg.OperatorURL, cfg.OperatorTokenFile)
 	}
-	return &App{log: log, srv: srv, rv: rv, handler: srv.routes(), cancelWork: cancel,
+	return &App{log: log, srv: srv, rv: rv, handler: traced(srv.routes()), cancelWork: cancel,
 		outbox: newOutbox(cfg.Outbox, d.Store, d.Feedback, fbm, log, clk)}, nil
 }
 

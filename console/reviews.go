@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/moderation"
@@ -145,10 +146,12 @@ func (rv *reviews) start(w http.ResponseWriter, r *http.Request) {
 	rv.admission.count(admissionAdmitted)
 	sub, _ := st.Subscribe(0) // a fresh stream: cannot fail
 	rv.running.Add(1)
+	// The review outlives the request; its trace continues the request's.
+	parent := trace.SpanContextFromContext(r.Context())
 	go func() {
 		defer rv.running.Done()
 		defer func() { <-rv.slots }()
-		rv.runRecovered(st, req, who)
+		rv.runRecovered(st, req, who, parent)
 	}()
 	rv.log.Info("console: audit", "action", "review", "moderator", who.ID, "review_id", id, "room_id", req.RoomID,
 		"window_start", req.WindowStart, "window_end", req.WindowEnd)
@@ -457,7 +460,7 @@ func (rv *reviews) tailLog(ctx context.Context, s *sse, id string, after uint64,
 // ends with an error event, the panic is counted and logged with its
 // stack, and the pod goes on serving every other stream. Unrecovered, a
 // panic on this goroutine would end the process and every stream on it.
-func (rv *reviews) runRecovered(st *live.Stream, req reviewRequest, who Who) {
+func (rv *reviews) runRecovered(st *live.Stream, req reviewRequest, who Who, parent trace.SpanContext) {
 	defer func() {
 		r := recover()
 		if r == nil {
@@ -473,16 +476,18 @@ func (rv *reviews) runRecovered(st *live.Stream, req reviewRequest, who Who) {
 		st.Emit(pipeline.LiveError, mustJSON(map[string]any{"error": "the review failed on an internal error"}))
 		st.Close()
 	}()
-	rv.run(st, req, who)
+	rv.run(st, req, who, parent)
 }
 
 // run is one on-demand review: history, stages (interactive class, every
 // attempt and token emitted), the verdict stored as a new revision of the
 // window's verdict whose run id says on-demand and who asked, and a final
 // event naming the revision and its row id.
-func (rv *reviews) run(st *live.Stream, req reviewRequest, who Who) {
+func (rv *reviews) run(st *live.Stream, req reviewRequest, who Who, parent trace.SpanContext) {
 	ctx, cancel := context.WithTimeout(rv.ctx, rv.cfg.ReviewTimeout)
 	defer cancel()
+	ctx, span := startReviewSpan(ctx, parent)
+	defer span.End()
 	ev := pipeline.ReviewEvent{RoomID: req.RoomID, WindowStart: req.WindowStart, WindowEnd: req.WindowEnd,
 		RunID: "ondemand:" + who.ID + ":" + st.ID(), PublishedAt: rv.clock.Now().UTC(), SchemaVersion: 1}
 	if rv.guard != nil {
@@ -494,17 +499,18 @@ func (rv *reviews) run(st *live.Stream, req reviewRequest, who Who) {
 	em.stage("history", 1, "")
 	msgs, err := rv.chat.History(ctx, req.RoomID, req.WindowStart, req.WindowEnd)
 	if err != nil {
-		rv.finish(st, ev, pipeline.Verdict{}, fmt.Errorf("chat history: %w", err))
+		rv.finish(ctx, st, ev, pipeline.Verdict{}, fmt.Errorf("chat history: %w", err))
 		return
 	}
 	v, err := rv.reviewer.Review(llm.WithObserver(ctx, em), ev, msgs, 1)
 	em.flush()
 	v.OldestMessageAt, v.NewestMessageAt = pipeline.MessageSpan(msgs, req.WindowStart, req.WindowEnd)
-	rv.finish(st, ev, v, err)
+	rv.finish(ctx, st, ev, v, err)
 }
 
-// finish stores the verdict and emits the final event.
-func (rv *reviews) finish(st *live.Stream, ev pipeline.ReviewEvent, v pipeline.Verdict, err error) {
+// finish stores the verdict and emits the final event; the verdict's lake
+// event carries ctx's trace.
+func (rv *reviews) finish(ctx context.Context, st *live.Stream, ev pipeline.ReviewEvent, v pipeline.Verdict, err error) {
 	var stopped *pipeline.StoppedError
 	if v.Key.RoomID != "" {
 		if errors.As(err, &stopped) {
@@ -525,7 +531,7 @@ func (rv *reviews) finish(st *live.Stream, ev pipeline.ReviewEvent, v pipeline.V
 			rv.log.Error("console: on-demand verdict not saved", "review_id", st.ID(), "room_id", ev.RoomID, "err", serr)
 		} else if committed {
 			v.Revision = rev
-			rv.publish(v)
+			rv.publish(v, trace.SpanContextFromContext(ctx))
 		}
 		cancel()
 	}
@@ -553,7 +559,7 @@ func (rv *reviews) finish(st *live.Stream, ev pipeline.ReviewEvent, v pipeline.V
 
 // publish hands the committed revision's verdict event to the lake, with
 // its subjects as the reviewer's keyed pseudonyms (none without a key).
-func (rv *reviews) publish(v pipeline.Verdict) {
+func (rv *reviews) publish(v pipeline.Verdict, tc trace.SpanContext) {
 	if rv.events == nil {
 		return
 	}
@@ -561,7 +567,9 @@ func (rv *reviews) publish(v pipeline.Verdict) {
 	if p, ok := rv.reviewer.(pipeline.SubjectPseudonymizer); ok && len(v.Subjects) > 0 {
 		subjects = p.SubjectPseudonyms(v.Subjects)
 	}
-	rv.events.Publish(pipeline.VerdictLakeEvent(v, subjects, rv.clock.Now()))
+	ev := pipeline.VerdictLakeEvent(v, subjects, rv.clock.Now())
+	ev.Trace = tc
+	rv.events.Publish(ev)
 }
 
 func errString(err error) string {

@@ -3,6 +3,8 @@ package pipeline
 import (
 	"context"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // EventType names the kind of a lake event on the "feedback" queue.
@@ -31,6 +33,11 @@ type LakeEvent struct {
 	OccurredAt    time.Time `json:"occurred_at"`
 	SchemaVersion int       `json:"schema_version"`
 	Payload       any       `json:"payload"`
+	// Trace is the span context the event was produced in (invalid for
+	// none): not part of the message body, it travels as the message's
+	// traceparent attribute (EventSink implementations add it), so the
+	// consumer's lake write joins the producer's trace.
+	Trace trace.SpanContext `json:"-"`
 }
 
 // InferenceLog is the payload of one stage attempt's inference-log event.
