@@ -143,12 +143,16 @@ const (
 	// ActionSourceModerator marks a reversal a moderator's overturn
 	// caused.
 	ActionSourceModerator ActionSource = "moderator"
+	// ActionSourcePolicy marks a reversal a policy change caused: the
+	// new policy file removed the action's rule or took its action off
+	// `on`.
+	ActionSourcePolicy ActionSource = "policy"
 )
 
 // Known reports whether s is one of the sources.
 func (s ActionSource) Known() bool {
 	switch s {
-	case ActionSourceRealtime, ActionSourceBatch, ActionSourceSweep, ActionSourceOnDemand, ActionSourceModerator:
+	case ActionSourceRealtime, ActionSourceBatch, ActionSourceSweep, ActionSourceOnDemand, ActionSourceModerator, ActionSourcePolicy:
 		return true
 	}
 	return false
@@ -425,7 +429,7 @@ func (a ProtectiveAction) strictProblems() []string {
 	if len(a.PolicyHash) != 64 {
 		probs = append(probs, "policy_hash must be 64 hex digits")
 	}
-	if a.VerdictRevision < 1 && a.Source != ActionSourceModerator {
+	if a.VerdictRevision < 1 && a.Source != ActionSourceModerator && a.Source != ActionSourcePolicy {
 		probs = append(probs, "verdict_revision must be 1 or more")
 	}
 	if !a.Source.Known() {

@@ -265,7 +265,7 @@ func (m Match) problems() []string {
 		probs = append(probs, "match.min_confidence must be 0 to 1")
 	}
 	for _, s := range m.Sources {
-		if !s.Known() || s == pipeline.ActionSourceModerator {
+		if !s.Known() || s == pipeline.ActionSourceModerator || s == pipeline.ActionSourcePolicy {
 			probs = append(probs, fmt.Sprintf("match.sources: %q is not realtime, batch, sweep or on_demand", s))
 		}
 	}
