@@ -24,7 +24,7 @@ ALTER TABLE moderation_actions ADD CONSTRAINT ck_moderation_actions_action CHECK
 
 ALTER TABLE protective_actions ADD COLUMN confirmed_by VARCHAR(128) NOT NULL DEFAULT '' AFTER state;
 ALTER TABLE protective_actions ADD COLUMN confirmed_at DATETIME(6) NULL AFTER confirmed_by;
-CREATE INDEX ix_protective_actions_live ON protective_actions (state, expires_at);
+CREATE INDEX ix_protective_actions_live ON protective_actions (state, created_at);
 
 CREATE TABLE IF NOT EXISTS action_policy_runs (
     policy_hash     CHAR(64)     NOT NULL,

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/chatguard/chatguard/moderation"
@@ -103,3 +104,58 @@ func (s *Store) ConfirmAction(ctx context.Context, roomID, key, moderator string
 	}
 	return false, nil
 }
+
+var _ moderation.PolicyRetractions = (*Store)(nil)
+
+// PolicyApplied implements moderation.PolicyRetractions.
+func (s *Store) PolicyApplied(ctx context.Context, hash string) (bool, error) {
+	var n int
+	if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM action_policy_runs WHERE policy_hash = ?", hash).Scan(&n); err != nil {
+		return false, classify(fmt.Errorf("mysql: policy applied: %w", err))
+	}
+	return n > 0, nil
+}
+
+// RecordPolicyApplied implements moderation.PolicyRetractions; a hash
+// recorded already keeps its first row.
+func (s *Store) RecordPolicyApplied(ctx context.Context, hash, version string, at time.Time, retracted int) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO action_policy_runs (policy_hash, policy_version, applied_at, retracted) VALUES (?, ?, ?, ?)
+		ON DUPLICATE KEY UPDATE policy_hash = policy_hash`, hash, pipeline.ClipRunes(version, 64), dbTime(at), retracted)
+	if err != nil {
+		return classify(fmt.Errorf("mysql: record policy applied: %w", err))
+	}
+	return nil
+}
+
+// LiveActions implements moderation.PolicyRetractions.
+func (s *Store) LiveActions(ctx context.Context, since time.Time, keep []moderation.RuleAction, limit int) ([]moderation.RoomAction, error) {
+	q := `SELECT idempotency_key, room_id, rule_id, action, account_id FROM protective_actions
+		WHERE state = 'written' AND created_at > ? AND reverses IS NULL AND mode = 'on'
+		  AND action IN ('warn_counterpart', 'warn_sender', 'hold_transaction', 'restrict_sender')`
+	args := []any{dbTime(since)}
+	if len(keep) > 0 {
+		q += " AND (rule_id, action) NOT IN (" + marks2(len(keep)) + ")"
+		for _, k := range keep {
+			args = append(args, k.Rule, string(k.Action))
+		}
+	}
+	rows, err := s.db.QueryContext(ctx, q+" ORDER BY created_at, id LIMIT ?", append(args, max(limit, 1))...)
+	if err != nil {
+		return nil, classify(fmt.Errorf("mysql: live actions: %w", err))
+	}
+	defer rows.Close()
+	var out []moderation.RoomAction
+	for rows.Next() {
+		a := moderation.RoomAction{State: moderation.ActionWritten, Mode: pipeline.ModeOn}
+		if err := rows.Scan(&a.Key, &a.Verdict.RoomID, &a.Rule, &a.Action, &a.Account); err != nil {
+			return nil, classify(fmt.Errorf("mysql: live actions: %w", err))
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, classify(fmt.Errorf("mysql: live actions: %w", err))
+	}
+	return out, nil
+}
+
+func marks2(n int) string { return strings.TrimSuffix(strings.Repeat("(?, ?), ", n), ", ") }
