@@ -77,15 +77,17 @@ func TestAModeratorReversesOneActionByItsKey(t *testing.T) {
 	require.Equal(t, 1, e.count(t, "SELECT COUNT(*) FROM action_clearances WHERE account_id = 'seller-c' AND rule_id = 'notice'"))
 	require.Zero(t, e.count(t, "SELECT COUNT(*) FROM action_clearances WHERE rule_id = 'heavy'"))
 
-	// The audit row is written before the action: with the audit table
-	// refusing rows, nothing is reversed.
 	code, _, _ := alice.post(t, verdictPath(id, "/actions/reverse"), url.Values{"key": {"a1-unknown"}})
 	require.Equal(t, http.StatusNotFound, code, "an unknown key")
 	code, _, _ = alice.post(t, verdictPath(e.ids[0], "/actions/reverse"), url.Values{"key": {restrict.IdempotencyKey}})
 	require.Equal(t, http.StatusNotFound, code, "another room's key")
+	// The audit row is written before the action: with the audit table
+	// gone, nothing is reversed.
 	_, err = e.db.DB().ExecContext(testCtx(t), "RENAME TABLE moderation_actions TO moderation_actions_off")
 	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = e.db.DB().ExecContext(context.Background(), "RENAME TABLE moderation_actions_off TO moderation_actions") })
+	t.Cleanup(func() {
+		_, _ = e.db.DB().ExecContext(context.Background(), "RENAME TABLE moderation_actions_off TO moderation_actions")
+	})
 	code, _, _ = alice.post(t, verdictPath(id, "/actions/reverse"), url.Values{"key": {restrict.IdempotencyKey}})
 	require.Equal(t, http.StatusServiceUnavailable, code)
 	require.Equal(t, 1, e.count(t, "SELECT COUNT(*) FROM protective_actions WHERE state = 'written' AND idempotency_key = ?", restrict.IdempotencyKey))
