@@ -41,7 +41,10 @@ type reviews struct {
 	store    moderation.Verdicts
 	guard    *stop.Guard        // nil: reviews cannot be stopped
 	events   pipeline.EventSink // nil: no verdict events
-	log      *slog.Logger
+	// planner decides the protective actions of a done verdict before
+	// its save (nil: actions are off).
+	planner pipeline.ActionPlanner
+	log     *slog.Logger
 	// clock times the heartbeats and dates the on-demand review events.
 	clock clock.Clock
 
@@ -521,19 +524,10 @@ func (rv *reviews) finish(ctx context.Context, st *live.Stream, ev pipeline.Revi
 		if v.FinishedAt.IsZero() {
 			v.FinishedAt = rv.clock.Now().UTC()
 		}
-		// The save outlives a cancelled review: what was paid for is kept.
 		// An explicit re-review is a new revision of the window's verdict:
 		// the one moderators decided on is kept as it was, and the queue
 		// shows the new one.
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(rv.ctx), 10*time.Second)
-		rev, committed, serr := rv.store.Revise(sctx, v)
-		if serr != nil {
-			rv.log.Error("console: on-demand verdict not saved", "review_id", st.ID(), "room_id", ev.RoomID, "err", serr)
-		} else if committed {
-			v.Revision = rev
-			rv.publish(v, trace.SpanContextFromContext(ctx))
-		}
-		cancel()
+		v = rv.save(ctx, st.ID(), v)
 	}
 	rv.log.Info("console: on-demand review", "review_id", st.ID(), "room_id", ev.RoomID, "run_id", ev.RunID,
 		"status", v.Status, "err", errString(err))
@@ -555,6 +549,41 @@ func (rv *reviews) finish(ctx context.Context, st *live.Stream, ev pipeline.Revi
 		cancel()
 		st.Emit(pipeline.LiveVerdict, mustJSON(out))
 	}
+}
+
+// save stores an on-demand verdict as a new revision of its window's,
+// with the protective actions the policy decides for it (when actions are
+// on) written in the same transaction, as the workers' are: the one
+// planner (pipeline.ActionPlanner), source on_demand. A verdict whose
+// actions cannot be decided is not saved (no verdict is stored without
+// the actions it owes); a failed save is logged, as the review's event
+// still reaches its moderator. It returns v with its revision when the
+// store committed it.
+func (rv *reviews) save(ctx context.Context, reviewID string, v pipeline.Verdict) pipeline.Verdict {
+	// The save outlives a cancelled review: what was paid for is kept.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(rv.ctx), 10*time.Second)
+	defer cancel()
+	if rv.planner != nil {
+		planned, err := rv.planner.Plan(sctx, v, pipeline.ActionSourceOnDemand)
+		if err != nil {
+			rv.log.Error("console: on-demand verdict not saved: its protective actions could not be decided", "review_id", reviewID, "room_id", v.Key.RoomID, "err", err)
+			return v
+		}
+		v = planned
+	}
+	rev, committed, err := rv.store.Revise(sctx, v)
+	if err != nil {
+		rv.log.Error("console: on-demand verdict not saved", "review_id", reviewID, "room_id", v.Key.RoomID, "err", err)
+		return v
+	}
+	if committed {
+		v.Revision = rev
+		rv.publish(v, trace.SpanContextFromContext(ctx))
+		if rv.planner != nil {
+			rv.planner.Committed(v)
+		}
+	}
+	return v
 }
 
 // publish hands the committed revision's verdict event to the lake, with

@@ -69,3 +69,33 @@ type ActionLedger interface {
 	// ActionState reads what limits the actions of one verdict.
 	ActionState(ctx context.Context, q ActionStateQuery) (ActionState, error)
 }
+
+// ActionPlanner decides a done verdict's protective actions
+// (pipeline/protect's Planner): the worker's review handler and the
+// console's on-demand reviews call the one implementation. Plan returns v
+// with them attached (replacing any an earlier attempt attached); an
+// error means the verdict must not be saved without the actions it owes.
+// Committed is told of each verdict the store committed.
+type ActionPlanner interface {
+	Plan(ctx context.Context, v Verdict, src ActionSource) (Verdict, error)
+	Committed(v Verdict)
+}
+
+// AtRevision returns r as the same rule's same action about the same
+// account for revision rev of its verdict: its verdict_revision and its
+// key (ForwardActionKey) derived again. A store that numbers a revision
+// only inside the save's transaction (a re-review's, Revise) rebinds the
+// planned actions with it, so that two revisions never share a key. A
+// reversal, or a record already at rev, is returned unchanged.
+func (r ActionRecord) AtRevision(rev int) ActionRecord {
+	if r.Reverses != "" || r.Action.ID.Reversal() || r.VerdictRevision == rev {
+		return r
+	}
+	rule := ""
+	if len(r.Rules) > 0 {
+		rule = r.Rules[0].ID
+	}
+	r.VerdictRevision = rev
+	r.IdempotencyKey = ForwardActionKey(r.Key, rev, rule, r.Action.ID, r.Creator.ID)
+	return r
+}

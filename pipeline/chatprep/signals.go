@@ -39,6 +39,11 @@ const (
 	SignalInjection SignalKind = "injection"
 )
 
+// SignalKinds lists every rule signal kind (the protective-action
+// policy's signals_any vocabulary, with the campaign marks' kinds).
+var SignalKinds = []SignalKind{SignalPhone, SignalBankAccount, SignalCardNumber, SignalResidentID, SignalEmail,
+	SignalMessengerID, SignalMessenger, SignalURL, SignalInjection, SignalPrepayment, SignalPaymentLink}
+
 // Signal is one pattern match. Value is safe to show to a model and to log:
 // numbers are masked to their last two digits, ids and e-mail local parts
 // to their first characters, URLs reduced to their host.

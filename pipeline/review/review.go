@@ -255,6 +255,7 @@ func (r *Reviewer) Review(ctx context.Context, ev pipeline.ReviewEvent, msgs []p
 	rn.rebase()
 	v, err := rn.stages(ctx)
 	rn.recordHistory()
+	rn.recordSignals()
 	rn.recordRejected()
 	v.Stages = rn.v.Stages
 	if err != nil {
