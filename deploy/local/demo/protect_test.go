@@ -69,8 +69,8 @@ func TestPublishLatencyCountsFromTheWindowsNewestRelease(t *testing.T) {
 	}
 	pubs := []actionPublish{
 		{RoomID: "r1", Start: start.Add(-time.Minute), End: start.Add(time.Minute), SentAt: start.Add(50 * time.Second)}, // 40 s after b
-		{RoomID: "r2", Start: start, End: start.Add(time.Minute), SentAt: start.Add(80 * time.Second)},                 // 60 s after c
-		{RoomID: "r3", Start: start, End: start.Add(time.Minute), SentAt: start.Add(time.Hour)},                        // no message: left out
+		{RoomID: "r2", Start: start, End: start.Add(time.Minute), SentAt: start.Add(80 * time.Second)},                   // 60 s after c
+		{RoomID: "r3", Start: start, End: start.Add(time.Minute), SentAt: start.Add(time.Hour)},                          // no message: left out
 	}
 	all, peak := publishLatency(plan, pubs, []int{19, 20, 21})
 	require.Equal(t, 2, all.N)
