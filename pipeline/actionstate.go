@@ -17,6 +17,10 @@ type ActionRecord struct {
 	// a store that finds the period held by another notice writes neither
 	// this action nor its queue message. Zero on other actions.
 	SuppressUntil time.Time
+	// Offender is the acted-on account's keyed pseudonym
+	// (SubjectPseudonymizer) for the action's lake event; empty when the
+	// producer has no key. Never a raw id.
+	Offender string
 }
 
 // ActionStateQuery asks what limits the actions about one verdict.
@@ -98,4 +102,22 @@ func (r ActionRecord) AtRevision(rev int) ActionRecord {
 	r.VerdictRevision = rev
 	r.IdempotencyKey = ForwardActionKey(r.Key, rev, rule, r.Action.ID, r.Creator.ID)
 	return r
+}
+
+// ActionStore is a verdict store that keeps the record of protective
+// actions: Save writes a committed verdict's actions (Verdict.Actions) in
+// its transaction, each notice only when it wins its suppression slot
+// (ActionRecord.SuppressUntil), each action once per IdempotencyKey, with
+// its lake event (ActionWrittenEvent) and, when `on`, its queue message
+// in the store's outbox; ActionState reads them back as the planner
+// needs them; RecordClearances writes an overturn's (or a retracted
+// rule's) cleared states. storetest.RunActionStoreConformance holds an
+// implementation to this contract.
+type ActionStore interface {
+	VerdictStore
+	ActionLedger
+	// RecordClearances writes cs at now, each replacing an earlier
+	// cleared state of its account and rule; decisionID (0: none) is the
+	// moderator's decision that cleared them.
+	RecordClearances(ctx context.Context, now time.Time, decisionID int64, cs []ActionClearance) error
 }

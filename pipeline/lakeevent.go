@@ -16,17 +16,19 @@ const (
 	EventModeratorFeedback EventType = "moderator_feedback"
 	EventVerdict           EventType = "verdict"
 	EventShadowVerdict     EventType = "shadow_verdict"
+	// EventProtectiveAction is a protective action's (ActionEvent).
+	EventProtectiveAction EventType = "protective_action"
 )
 
 // EventTypes lists every lake event type, in the lake's table order.
-var EventTypes = []EventType{EventInferenceLog, EventModeratorFeedback, EventVerdict, EventShadowVerdict}
+var EventTypes = []EventType{EventInferenceLog, EventModeratorFeedback, EventVerdict, EventShadowVerdict, EventProtectiveAction}
 
 // LakeEventSchemaVersion is the payload schema version this build writes.
 const LakeEventSchemaVersion = 1
 
 // LakeEvent is the envelope of one "feedback" queue message. Payload is one
-// of InferenceLog, ModeratorFeedback, VerdictEvent or ShadowVerdict, chosen
-// by EventType.
+// of InferenceLog, ModeratorFeedback, VerdictEvent, ShadowVerdict or
+// ActionEvent, chosen by EventType.
 type LakeEvent struct {
 	EventID       string    `json:"event_id"`
 	EventType     EventType `json:"event_type"`

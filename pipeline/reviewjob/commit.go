@@ -54,6 +54,7 @@ func (h *Handler) commitDone(ctx context.Context, j *job, v pipeline.Verdict) (o
 			}
 			return out, false
 		}
+		h.withOffenders(v.Actions)
 	}
 	committed, released, err := h.saveDone(ctx, j, v)
 	h.lap(j, "save")
