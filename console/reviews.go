@@ -570,6 +570,7 @@ func (rv *reviews) save(ctx context.Context, reviewID string, v pipeline.Verdict
 			return v
 		}
 		v = planned
+		pipeline.SetActionOffenders(v.Actions, rv.reviewer)
 	}
 	rev, committed, err := rv.store.Revise(sctx, v)
 	if err != nil {

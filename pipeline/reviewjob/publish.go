@@ -69,16 +69,3 @@ func (h *Handler) subjectPseudonyms(ids []string) []string {
 	}
 	return nil
 }
-
-// withOffenders gives each action its offender's keyed pseudonym for its
-// lake event (pipeline.ActionRecord.Offender), as the verdict event's
-// subjects get theirs: none without the reviewer's key.
-func (h *Handler) withOffenders(recs []pipeline.ActionRecord) {
-	for i := range recs {
-		if id := recs[i].Creator.ID; id != "" {
-			if ps := h.subjectPseudonyms([]string{id}); len(ps) == 1 {
-				recs[i].Offender = ps[0]
-			}
-		}
-	}
-}
