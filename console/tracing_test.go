@@ -49,6 +49,8 @@ func TestOnDemandReviewContinuesTheRequestsTrace(t *testing.T) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(csrfHeader, c.srv.auth.csrfToken(who, time.Now()))
 	req.Header.Set("traceparent", "00-"+tid+"-"+sid+"-01")
+	req.Header.Set("User-Agent", "moderator-browser/1.0")
+	req.Header.Set("X-Forwarded-For", "203.0.113.7")
 	resp, err := hc.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -80,6 +82,11 @@ func TestOnDemandReviewContinuesTheRequestsTrace(t *testing.T) {
 		require.NotContains(t, s.Name(), "/queue", "a page view is not traced")
 		for _, kv := range s.Attributes() {
 			require.NotContains(t, kv.Value.Emit(), "room-1", "%s: %s names the room", s.Name(), kv.Key)
+			for _, who := range []string{"moderator-browser", "203.0.113.7"} {
+				require.NotContains(t, kv.Value.Emit(), who, "%s: %s says who asked", s.Name(), kv.Key)
+			}
+			require.NotContains(t, []string{"client.address", "network.peer.address", "user_agent.original"}, string(kv.Key),
+				"%s: the moderator's address and browser stay out of the span", s.Name())
 		}
 	}
 	sink.mu.Lock()
