@@ -23,7 +23,9 @@ func (s *rowsStore) JoinRows(context.Context, time.Time, int) ([]pipeline.Campai
 	return s.rows, nil
 }
 
-func (s *rowsStore) SaveJoin(_ context.Context, j pipeline.CampaignJoin) (int, error) { return len(j.Links), nil }
+func (s *rowsStore) SaveJoin(_ context.Context, j pipeline.CampaignJoin) (int, error) {
+	return len(j.Links), nil
+}
 
 // labeller answers each room's re-review with its label, or an error for
 // a room it has none for, and records the rooms asked.
