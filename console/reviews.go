@@ -73,6 +73,9 @@ type reviewRequest struct {
 	RoomID      string    `json:"room_id"`
 	WindowStart time.Time `json:"window_start"`
 	WindowEnd   time.Time `json:"window_end"`
+	// Source is empty for a moderator's review; a campaign re-review's is
+	// pipeline.SourceCampaign (campaignreview.go), never a client's.
+	Source pipeline.ReviewSource `json:"-"`
 }
 
 func (rv *reviews) parse(r *http.Request) (reviewRequest, error) {
@@ -484,7 +487,7 @@ func (rv *reviews) run(st *live.Stream, req reviewRequest, who Who) {
 	ctx, cancel := context.WithTimeout(rv.ctx, rv.cfg.ReviewTimeout)
 	defer cancel()
 	ev := pipeline.ReviewEvent{RoomID: req.RoomID, WindowStart: req.WindowStart, WindowEnd: req.WindowEnd,
-		RunID: "ondemand:" + who.ID + ":" + st.ID(), PublishedAt: rv.clock.Now().UTC(), SchemaVersion: 1}
+		RunID: req.runID(who, st.ID()), Source: req.Source, PublishedAt: rv.clock.Now().UTC(), SchemaVersion: 1}
 	if rv.guard != nil {
 		var release func()
 		ctx, release = rv.guard.Begin(ctx, ev)
