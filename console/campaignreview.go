@@ -37,18 +37,20 @@ func (a *App) ReReviewCampaign(ctx context.Context, roomID string, windowStart, 
 		return "", fmt.Errorf("campaign re-review: %w", context.Cause(ctx))
 	}
 	defer func() { <-rv.slots }()
+	// Counted running under the lock the drain takes first, so the
+	// drain's wait sees it.
 	rv.mu.Lock()
-	draining := rv.draining
-	rv.mu.Unlock()
-	if draining {
+	if rv.draining {
+		rv.mu.Unlock()
 		return "", fmt.Errorf("campaign re-review: %w", errDraining)
 	}
+	rv.running.Add(1)
+	rv.mu.Unlock()
+	defer rv.running.Done()
 	st, err := rv.hub.Open(uuid.NewString())
 	if err != nil {
 		return "", fmt.Errorf("campaign re-review: %w", errDraining)
 	}
-	rv.running.Add(1)
-	defer rv.running.Done()
 	rv.log.Info("console: audit", "action", "campaign_rereview", "moderator", campaignWho.ID, "review_id", st.ID(), "room_id", roomID,
 		"window_start", req.WindowStart, "window_end", req.WindowEnd)
 	rv.runRecovered(st, req, campaignWho)
