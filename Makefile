@@ -9,6 +9,16 @@ STATE_DIR   := .stack
 STACK_FLAGS ?=
 # How long stack-up waits for every service to answer.
 STACK_WAIT  ?= 3m
+# TRACES=1: the stack also runs Jaeger as the local trace store and points
+# the binaries at it (make stack-up TRACES=1; docs/tracing.md). Jaeger is
+# built from deploy/local/jaeger, a module of its own outside go.work, so
+# its requirements reach no workspace module, go.sum or govulncheck.
+TRACES      ?=
+JAEGER_BIN  := bin/jaeger
+ifeq ($(TRACES),1)
+override STACK_FLAGS += --jaeger $(JAEGER_BIN)
+STACK_NEEDS := $(JAEGER_BIN)
+endif
 TEST_FLAGS  ?= -race -count=1 -p 2 -timeout 20m
 # The tests' output as plain go test prints it, then a table of each
 # package's time and tests run (TEST_SUMMARY_FLAGS=-v: every test's output);
@@ -54,11 +64,11 @@ $(STACK_BIN):
 	@$(GO) build -o $(STACK_BIN) ./deploy/local/cmd/stack
 
 .PHONY: stack
-stack: deps $(STACK_BIN) ## run the local stack in the foreground (Ctrl-C stops it)
+stack: deps $(STACK_BIN) $(STACK_NEEDS) ## run the local stack in the foreground (Ctrl-C stops it)
 	$(STACK_BIN) up $(STACK_FLAGS)
 
 .PHONY: stack-up
-stack-up: deps $(STACK_BIN) ## start the local stack in the background and wait until it is ready
+stack-up: deps $(STACK_BIN) $(STACK_NEEDS) ## start the local stack in the background and wait until it is ready (TRACES=1: with Jaeger)
 	@mkdir -p $(STATE_DIR)
 	@if $(STACK_BIN) status >/dev/null 2>&1; then $(STACK_BIN) status; exit 0; fi; \
 	setsid $(STACK_BIN) up $(STACK_FLAGS) >$(STATE_DIR)/stack.log 2>&1 </dev/null & pid=$$!; \
@@ -67,6 +77,16 @@ stack-up: deps $(STACK_BIN) ## start the local stack in the background and wait 
 		echo "--- $(STATE_DIR)/fauxqs.log"; tail -n 50 $(STATE_DIR)/fauxqs.log 2>/dev/null; \
 		kill $$pid 2>/dev/null; exit 1; \
 	fi
+
+# The first build compiles Jaeger and its collector (minutes); later ones
+# come from the build cache. GOWORK=off: the module is not in the workspace.
+.PHONY: $(JAEGER_BIN)
+$(JAEGER_BIN):
+	@cd deploy/local/jaeger && GOWORK=off $(GO) build -o $(CURDIR)/$(JAEGER_BIN) github.com/jaegertracing/jaeger/cmd/jaeger
+
+.PHONY: test-traces
+test-traces: $(JAEGER_BIN) ## start Jaeger as the stack does, export a span over OTLP as the binaries do and read it back from the query API (not in make test: builds Jaeger)
+	CHATGUARD_JAEGER_BIN=$(CURDIR)/$(JAEGER_BIN) $(GO) test -count=1 -tags traces -run TestJaeger ./deploy/local/stack/
 
 .PHONY: stack-down
 stack-down: $(STACK_BIN) ## stop the background stack and wait until every process is gone

@@ -48,6 +48,14 @@ type Deps struct {
 	// Actions, when set, reverses the protective actions of a verdict a
 	// moderator overturns (after the decision's audit row and its row).
 	Actions moderation.ProtectiveActions
+	// Control, when set, lets a moderator reverse or confirm one action
+	// of a room by its key (the room page's Reverse and Confirm).
+	Control moderation.ActionControl
+	// Planner, when set (--actions-queue-url), decides the protective
+	// actions of each on-demand verdict before its save, which writes
+	// them in the verdict's transaction (pipeline/protect's Planner, the
+	// workers' own).
+	Planner pipeline.ActionPlanner
 	// Events, when set, takes the verdict event of each on-demand review
 	// the store committed (a revision of its window), for the lake.
 	Events pipeline.EventSink
@@ -109,18 +117,18 @@ func New(cfg Config, d Deps) (*App, error) {
 	}
 	work, cancel := context.WithCancelCause(context.Background())
 	rv := &reviews{cfg: cfg, hub: d.Hub, liveLog: d.LiveLog, reviewer: d.Reviewer, store: d.Store,
-		guard: d.Guard, events: d.Events, log: log, clock: clk, slots: make(chan struct{}, cfg.MaxReviews), ctx: work}
+		guard: d.Guard, events: d.Events, planner: d.Planner, log: log, clock: clk, slots: make(chan struct{}, cfg.MaxReviews), ctx: work}
 	// On-demand reviews read their windows with context, as the workers'
 	// do; the room page shows the chat as it is.
 	rv.chat = chatcontext.New(cfg.Context, d.Chat, registerReviewMetrics(reg, rv), log)
 	fbm := newFeedbackMetrics(reg)
 	srv := &server{cfg: cfg, auth: newAuth(cfg, key, clk, &moderatorIDs{keys: d.Keys, rekey: d.RekeyModerator, log: log}), store: d.Store, chat: d.Chat, feedback: d.Feedback, fbm: fbm,
-		reviews: rv, hub: d.Hub, log: log, tmpl: tmpl, clock: clk, historyTimeout: d.HistoryTimeout, actions: d.Actions}
+		reviews: rv, hub: d.Hub, log: log, tmpl: tmpl, clock: clk, historyTimeout: d.HistoryTimeout, actions: d.Actions, control: d.Control}
 	srv.withShift(cfg.Shift, d.History)
 	if cfg.OperatorURL != "" {
 		srv.stops = newOperatorClient(cfg.OperatorURL, cfg.OperatorTokenFile)
 	}
-	return &App{log: log, srv: srv, rv: rv, handler: srv.routes(), cancelWork: cancel,
+	return &App{log: log, srv: srv, rv: rv, handler: traced(srv.routes()), cancelWork: cancel,
 		outbox: newOutbox(cfg.Outbox, d.Store, d.Feedback, fbm, log, clk)}, nil
 }
 

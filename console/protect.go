@@ -49,6 +49,7 @@ func (s *server) roomActions(ctx context.Context, roomID string, data map[string
 		return
 	}
 	data["Actions"] = rows
+	data["CanControl"] = s.control != nil
 }
 
 // reapplyActions re-applies what the overturn overturnID reversed, once

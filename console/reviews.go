@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/moderation"
@@ -40,7 +41,10 @@ type reviews struct {
 	store    moderation.Verdicts
 	guard    *stop.Guard        // nil: reviews cannot be stopped
 	events   pipeline.EventSink // nil: no verdict events
-	log      *slog.Logger
+	// planner decides the protective actions of a done verdict before
+	// its save (nil: actions are off).
+	planner pipeline.ActionPlanner
+	log     *slog.Logger
 	// clock times the heartbeats and dates the on-demand review events.
 	clock clock.Clock
 
@@ -148,10 +152,12 @@ func (rv *reviews) start(w http.ResponseWriter, r *http.Request) {
 	rv.admission.count(admissionAdmitted)
 	sub, _ := st.Subscribe(0) // a fresh stream: cannot fail
 	rv.running.Add(1)
+	// The review outlives the request; its trace continues the request's.
+	parent := trace.SpanContextFromContext(r.Context())
 	go func() {
 		defer rv.running.Done()
 		defer func() { <-rv.slots }()
-		rv.runRecovered(st, req, who)
+		rv.runRecovered(st, req, who, parent)
 	}()
 	rv.log.Info("console: audit", "action", "review", "moderator", who.ID, "review_id", id, "room_id", req.RoomID,
 		"window_start", req.WindowStart, "window_end", req.WindowEnd)
@@ -460,7 +466,7 @@ func (rv *reviews) tailLog(ctx context.Context, s *sse, id string, after uint64,
 // ends with an error event, the panic is counted and logged with its
 // stack, and the pod goes on serving every other stream. Unrecovered, a
 // panic on this goroutine would end the process and every stream on it.
-func (rv *reviews) runRecovered(st *live.Stream, req reviewRequest, who Who) {
+func (rv *reviews) runRecovered(st *live.Stream, req reviewRequest, who Who, parent trace.SpanContext) {
 	defer func() {
 		r := recover()
 		if r == nil {
@@ -476,16 +482,18 @@ func (rv *reviews) runRecovered(st *live.Stream, req reviewRequest, who Who) {
 		st.Emit(pipeline.LiveError, mustJSON(map[string]any{"error": "the review failed on an internal error"}))
 		st.Close()
 	}()
-	rv.run(st, req, who)
+	rv.run(st, req, who, parent)
 }
 
 // run is one on-demand review: history, stages (interactive class, every
 // attempt and token emitted), the verdict stored as a new revision of the
 // window's verdict whose run id says on-demand and who asked, and a final
 // event naming the revision and its row id.
-func (rv *reviews) run(st *live.Stream, req reviewRequest, who Who) {
+func (rv *reviews) run(st *live.Stream, req reviewRequest, who Who, parent trace.SpanContext) {
 	ctx, cancel := context.WithTimeout(rv.ctx, rv.cfg.ReviewTimeout)
 	defer cancel()
+	ctx, span := startReviewSpan(ctx, parent)
+	defer span.End()
 	ev := pipeline.ReviewEvent{RoomID: req.RoomID, WindowStart: req.WindowStart, WindowEnd: req.WindowEnd,
 		RunID: req.runID(who, st.ID()), Source: req.Source, PublishedAt: rv.clock.Now().UTC(), SchemaVersion: 1}
 	if rv.guard != nil {
@@ -497,17 +505,18 @@ func (rv *reviews) run(st *live.Stream, req reviewRequest, who Who) {
 	em.stage("history", 1, "")
 	msgs, err := rv.chat.History(ctx, req.RoomID, req.WindowStart, req.WindowEnd)
 	if err != nil {
-		rv.finish(st, ev, pipeline.Verdict{}, fmt.Errorf("chat history: %w", err))
+		rv.finish(ctx, st, ev, pipeline.Verdict{}, fmt.Errorf("chat history: %w", err))
 		return
 	}
 	v, err := rv.reviewer.Review(llm.WithObserver(ctx, em), ev, msgs, 1)
 	em.flush()
 	v.OldestMessageAt, v.NewestMessageAt = pipeline.MessageSpan(msgs, req.WindowStart, req.WindowEnd)
-	rv.finish(st, ev, v, err)
+	rv.finish(ctx, st, ev, v, err)
 }
 
-// finish stores the verdict and emits the final event.
-func (rv *reviews) finish(st *live.Stream, ev pipeline.ReviewEvent, v pipeline.Verdict, err error) {
+// finish stores the verdict and emits the final event; the verdict's lake
+// event carries ctx's trace.
+func (rv *reviews) finish(ctx context.Context, st *live.Stream, ev pipeline.ReviewEvent, v pipeline.Verdict, err error) {
 	var stopped *pipeline.StoppedError
 	if v.Key.RoomID != "" {
 		if errors.As(err, &stopped) {
@@ -518,19 +527,10 @@ func (rv *reviews) finish(st *live.Stream, ev pipeline.ReviewEvent, v pipeline.V
 		if v.FinishedAt.IsZero() {
 			v.FinishedAt = rv.clock.Now().UTC()
 		}
-		// The save outlives a cancelled review: what was paid for is kept.
 		// An explicit re-review is a new revision of the window's verdict:
 		// the one moderators decided on is kept as it was, and the queue
 		// shows the new one.
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(rv.ctx), 10*time.Second)
-		rev, committed, serr := rv.store.Revise(sctx, v)
-		if serr != nil {
-			rv.log.Error("console: on-demand verdict not saved", "review_id", st.ID(), "room_id", ev.RoomID, "err", serr)
-		} else if committed {
-			v.Revision = rev
-			rv.publish(v)
-		}
-		cancel()
+		v = rv.save(ctx, st.ID(), v)
 	}
 	rv.log.Info("console: on-demand review", "review_id", st.ID(), "room_id", ev.RoomID, "run_id", ev.RunID,
 		"status", v.Status, "err", errString(err))
@@ -554,9 +554,45 @@ func (rv *reviews) finish(st *live.Stream, ev pipeline.ReviewEvent, v pipeline.V
 	}
 }
 
+// save stores an on-demand verdict as a new revision of its window's,
+// with the protective actions the policy decides for it (when actions are
+// on) written in the same transaction, as the workers' are: the one
+// planner (pipeline.ActionPlanner), source on_demand. A verdict whose
+// actions cannot be decided is not saved (no verdict is stored without
+// the actions it owes); a failed save is logged, as the review's event
+// still reaches its moderator. It returns v with its revision when the
+// store committed it.
+func (rv *reviews) save(ctx context.Context, reviewID string, v pipeline.Verdict) pipeline.Verdict {
+	// The save outlives a cancelled review: what was paid for is kept.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(rv.ctx), 10*time.Second)
+	defer cancel()
+	if rv.planner != nil {
+		planned, err := rv.planner.Plan(sctx, v, pipeline.ActionSourceOnDemand)
+		if err != nil {
+			rv.log.Error("console: on-demand verdict not saved: its protective actions could not be decided", "review_id", reviewID, "room_id", v.Key.RoomID, "err", err)
+			return v
+		}
+		v = planned
+		pipeline.SetActionOffenders(v.Actions, rv.reviewer)
+	}
+	rev, committed, err := rv.store.Revise(sctx, v)
+	if err != nil {
+		rv.log.Error("console: on-demand verdict not saved", "review_id", reviewID, "room_id", v.Key.RoomID, "err", err)
+		return v
+	}
+	if committed {
+		v.Revision = rev
+		rv.publish(v, trace.SpanContextFromContext(ctx))
+		if rv.planner != nil {
+			rv.planner.Committed(v)
+		}
+	}
+	return v
+}
+
 // publish hands the committed revision's verdict event to the lake, with
 // its subjects as the reviewer's keyed pseudonyms (none without a key).
-func (rv *reviews) publish(v pipeline.Verdict) {
+func (rv *reviews) publish(v pipeline.Verdict, tc trace.SpanContext) {
 	if rv.events == nil {
 		return
 	}
@@ -564,7 +600,9 @@ func (rv *reviews) publish(v pipeline.Verdict) {
 	if p, ok := rv.reviewer.(pipeline.SubjectPseudonymizer); ok && len(v.Subjects) > 0 {
 		subjects = p.SubjectPseudonyms(v.Subjects)
 	}
-	rv.events.Publish(pipeline.VerdictLakeEvent(v, subjects, rv.clock.Now()))
+	ev := pipeline.VerdictLakeEvent(v, subjects, rv.clock.Now())
+	ev.Trace = tc
+	rv.events.Publish(ev)
 }
 
 func errString(err error) string {

@@ -47,7 +47,10 @@ type server struct {
 	store moderation.Store
 	// actions reverses an overturned verdict's protective actions; nil:
 	// none (actions.go).
-	actions  moderation.ProtectiveActions
+	actions moderation.ProtectiveActions
+	// control reverses or confirms one action by its key; nil: the room
+	// page offers neither (actioncontrol.go).
+	control  moderation.ActionControl
 	chat     pipeline.ChatSource
 	feedback FeedbackSender
 	fbm      *feedbackMetrics // nil: counted nowhere
@@ -162,6 +165,8 @@ func (s *server) routes() http.Handler {
 	app.HandleFunc("POST /verdicts/{id}/stop", s.stop)
 	app.HandleFunc("GET /verdicts/{id}/reveal", s.revealPage)
 	app.HandleFunc("POST /verdicts/{id}/reveal", s.reveal)
+	app.HandleFunc("POST /verdicts/{id}/actions/reverse", s.reverseAction)
+	app.HandleFunc("POST /verdicts/{id}/actions/confirm", s.confirmAction)
 	app.HandleFunc("GET /accounts/{sender}", s.accountPage)
 	app.HandleFunc("GET /campaigns/{mark}", s.campaignPage)
 	app.HandleFunc("POST /campaigns/{mark}/decide", s.bulkDecide)

@@ -547,3 +547,27 @@ func TestShadowVerdictsLandBesideTheOtherTypes(t *testing.T) {
 	require.NotEmpty(t, shadowObjects)
 	require.Equal(t, 60.0, metric(t, e.reg, "chatguard_consumer_events_total", map[string]string{"event_type": "shadow_verdict", "outcome": "written"}))
 }
+
+// TestActionEventsLandInTheirOwnTable: protective_action events, written
+// and published, go to their own partitions beside the other types and
+// read back unchanged.
+func TestActionEventsLandInTheirOwnTable(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	acts := s3laketest.ActionEvents(60, 5, t0, 2)
+	want := e.sendEvents(t, append(s3laketest.Events(30, 5, t0, 2), acts...))
+	waitFor(t, "the queue to empty", func() bool { left, _ := queueStats(e.q); return left == 0 })
+	require.NoError(t, e.stop())
+
+	got := e.requireLake(t, want)
+	require.Empty(t, got.Errors)
+	n := 0
+	for i, ev := range got.Events {
+		if ev.EventType == pipeline.EventProtectiveAction {
+			n++
+			require.Contains(t, got.Keys[i], "events/event_type=protective_action/dt=")
+		}
+	}
+	require.Equal(t, len(acts), n)
+	require.Equal(t, float64(len(acts)), metric(t, e.reg, "chatguard_consumer_events_total", map[string]string{"event_type": "protective_action", "outcome": "written"}))
+}

@@ -92,6 +92,7 @@ func TestDDLMatchesTheParquetSchema(t *testing.T) {
 		"moderator_feedback": s3lake.ModeratorFeedbackRow{},
 		"verdict":            s3lake.VerdictRow{},
 		"shadow_verdict":     s3lake.ShadowVerdictRow{},
+		"protective_action":  s3lake.ActionRow{},
 	}
 	for _, table := range lake.Tables {
 		t.Run(table, func(t *testing.T) {
@@ -125,6 +126,7 @@ func setup(t *testing.T) *testLake {
 	t.Helper()
 	evs := withUndos(s3laketest.Events(1200, 11, day0.Add(12*time.Hour), 30), 7) // over three days
 	evs = append(evs, s3laketest.ShadowEvents(300, 11, day0.Add(12*time.Hour), 30)...)
+	evs = append(evs, s3laketest.ActionEvents(400, 11, day0.Add(12*time.Hour), 30)...)
 	return setupEvents(t, evs)
 }
 
@@ -310,6 +312,8 @@ func TestDedupViewsAndAnalystQueries(t *testing.T) {
 
 	t.Run("shadow agreement per day", func(t *testing.T) { testShadowAgreement(t, l, byType[pipeline.EventShadowVerdict], days) })
 	t.Run("shadow pairs", func(t *testing.T) { testShadowPairs(t, l, byType[pipeline.EventShadowVerdict], days) })
+	t.Run("actions by rule per day", func(t *testing.T) { testActionsByRule(t, l, byType[pipeline.EventProtectiveAction], days) })
+	t.Run("no raw account id in protective_action", func(t *testing.T) { testActionsHoldNoRawIDs(t, l) })
 	t.Run("cost per 1000 reviews per day", func(t *testing.T) { testCostPer1000(t, l, byType[pipeline.EventInferenceLog], days) })
 	t.Run("verdicts by account history per day", func(t *testing.T) { testByAccountHistory(t, l, byType[pipeline.EventVerdict], days) })
 	t.Run("moderator precision per category and week", func(t *testing.T) {

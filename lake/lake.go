@@ -21,10 +21,10 @@ import (
 var files embed.FS
 
 // Tables lists the lake tables, one per event type.
-var Tables = []string{"inference_log", "moderator_feedback", "verdict", "shadow_verdict"}
+var Tables = []string{"inference_log", "moderator_feedback", "verdict", "shadow_verdict", "protective_action"}
 
 // Queries lists the analysts' queries by name (the file name without .sql).
-var Queries = []string{"verdicts_by_label_category_day", "fallback_rate_latency_hour", "moderator_agreement", "cost_per_1000_reviews", "moderator_precision_category_week", "shadow_agreement_day", "shadow_pairs", "labelled_decisions", "top_accounts_abusive_rooms_week", "verdicts_by_account_history_day", "campaigns_by_size_category_week"}
+var Queries = []string{"verdicts_by_label_category_day", "fallback_rate_latency_hour", "moderator_agreement", "cost_per_1000_reviews", "moderator_precision_category_week", "shadow_agreement_day", "shadow_pairs", "labelled_decisions", "top_accounts_abusive_rooms_week", "verdicts_by_account_history_day", "campaigns_by_size_category_week", "actions_by_rule_day"}
 
 // LocationPlaceholder stands for the lake root in the table DDL.
 const LocationPlaceholder = "{{lake_location}}"

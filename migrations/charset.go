@@ -9,7 +9,7 @@ import (
 
 // Tables are the tables the migrations create (goose's own version table,
 // which holds no text, aside).
-var Tables = []string{"verdicts", "verdict_stages", "batch_runs", "moderator_decisions", "review_claims", "stop_signals", "verdict_subjects", "queue_takes", "verdict_campaigns", "verdict_participants", "moderation_actions", "outbox", "pseudonym_aliases", "take_history", "campaign_members", "protective_actions", "notice_suppressions", "action_clearances"}
+var Tables = []string{"verdicts", "verdict_stages", "batch_runs", "moderator_decisions", "review_claims", "stop_signals", "verdict_subjects", "queue_takes", "verdict_campaigns", "verdict_participants", "moderation_actions", "outbox", "pseudonym_aliases", "take_history", "campaign_members", "protective_actions", "notice_suppressions", "action_clearances", "action_policy_runs"}
 
 // CharsetError says which tables or columns of the schema are not utf8mb4
 // InnoDB. A verdict with Korean text cannot be saved into a latin1 column

@@ -44,7 +44,20 @@ const (
 	// room's chat; Detail names the message, the value's index and the
 	// reason chosen (RevealReasons), never the value.
 	ActionReveal ActionKind = "reveal"
+	// ActionReverseAction: one protective action reversed by its key
+	// (Detail names the key): a moderator's, or the policy's own when a
+	// new policy file retracts the action's rule (Moderator is then
+	// PolicyActor's).
+	ActionReverseAction ActionKind = "reverse_action"
+	// ActionConfirmAction: a moderator confirms one protective action
+	// (Detail names the key).
+	ActionConfirmAction ActionKind = "confirm_action"
 )
+
+// PolicyActor is the audit record's actor of what a policy file does by
+// itself (the retraction of a removed rule's actions): "policy:" and the
+// file's version, never a moderator's id.
+func PolicyActor(version string) string { return "policy:" + version }
 
 // RevealReasons are the reasons a moderator may give for revealing a
 // masked contact value: a fixed list, so the audit record's detail holds
@@ -68,7 +81,7 @@ func IsRevealReason(reason string) bool {
 
 // ActionKinds lists every ActionKind, in the order above.
 var ActionKinds = []ActionKind{ActionTake, ActionRelease, ActionOverrideTake, ActionOverrideDecided, ActionDecide,
-	ActionBulkDecide, ActionTakeCampaign, ActionReleaseCampaign, ActionStop, ActionReveal}
+	ActionBulkDecide, ActionTakeCampaign, ActionReleaseCampaign, ActionStop, ActionReveal, ActionReverseAction, ActionConfirmAction}
 
 // AuditRecord is one console action as the audit record keeps it: who
 // asked for what, on which item or campaign, at what time. It carries

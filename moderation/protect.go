@@ -2,6 +2,7 @@ package moderation
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/chatguard/chatguard/pipeline"
@@ -82,6 +83,16 @@ type RoomAction struct {
 	PolicyHash      string
 	CreatedAt       time.Time
 	ExpiresAt       time.Time
+	// ConfirmedBy is the moderator who confirmed the action ("" while
+	// nobody has) and ConfirmedAt when (ActionControl.ConfirmAction).
+	ConfirmedBy string
+	ConfirmedAt time.Time
+}
+
+// Confirmable reports whether a moderator may confirm a: a forward
+// action, not reversed, not confirmed yet.
+func (a RoomAction) Confirmable() bool {
+	return a.State == ActionWritten && a.Reverses == "" && a.ConfirmedBy == ""
 }
 
 // InForce reports whether a is a forward action that is not reversed and
@@ -97,4 +108,57 @@ type ActionHistory interface {
 	// RoomActions returns the room's actions (reversals included), newest
 	// first, at most limit.
 	RoomActions(ctx context.Context, roomID string, limit int) ([]RoomAction, error)
+}
+
+// KeyReversal asks for the reversal of one protective action by its
+// idempotency key: a moderator's from the room page, or a policy's
+// retraction of its rule.
+type KeyReversal struct {
+	// RoomID and Key name the action: an action of another room is not
+	// found.
+	RoomID, Key string
+	// At is when the reversal was asked for (its issued_at); ExpiresAt
+	// its expires_at.
+	At, ExpiresAt time.Time
+	// ClearedUntil, when set, clears the action's account for its rule
+	// until then (as an overturn does); zero records no cleared state.
+	ClearedUntil time.Time
+	// Source is the reversal's source: pipeline.ActionSourceModerator, or
+	// pipeline.ActionSourcePolicy for a retraction.
+	Source pipeline.ActionSource
+}
+
+// KeyReversed is what ReverseAction did.
+type KeyReversed struct {
+	// Reversed is true when this call marked the action reversed; false
+	// when it was reversed already (nothing is done twice).
+	Reversed bool
+	// Reversal is the reversing action written with its outbox message
+	// (retract_notice, release_transaction or lift_restriction); nil for
+	// an action in dry run or with no undo, which is only marked.
+	Reversal *pipeline.ProtectiveAction
+}
+
+// ErrActionNotFound: no forward action of the room has the key.
+var ErrActionNotFound = errors.New("no such protective action in the room")
+
+// ActionControl is the moderation core's port onto one protective action
+// by its key (the console's Reverse and Confirm, the policy's
+// retraction). Safe for concurrent use; every method returns an error
+// wrapping ctx's when ctx ends first, and an error means nothing was
+// written.
+type ActionControl interface {
+	// ReverseAction, in one transaction, marks the forward action r.Key
+	// of r.RoomID reversed and, when it is `on` and can be undone, writes
+	// its reversal under pipeline.ReversalActionKey (source r.Source) with
+	// its outbox message, cancels its own message if it has not left, and
+	// records the cleared state r.ClearedUntil asks for. A reversed
+	// action is left as it is (Reversed false). An unknown key, a key of
+	// another room or a reversal's key is ErrActionNotFound.
+	ReverseAction(ctx context.Context, r KeyReversal) (KeyReversed, error)
+	// ConfirmAction records that moderator confirmed the forward action
+	// key of roomID at at; confirmed is false when someone confirmed it
+	// already (the first confirmation stays). ErrActionNotFound as for
+	// ReverseAction.
+	ConfirmAction(ctx context.Context, roomID, key, moderator string, at time.Time) (confirmed bool, err error)
 }

@@ -146,12 +146,17 @@ const (
 	// ActionSourceCampaign is a campaign re-review (SourceCampaign): the
 	// policy lets it escalate and nothing else (policy.OutcomeOldChat).
 	ActionSourceCampaign ActionSource = "campaign"
+	// ActionSourcePolicy marks a reversal a policy change caused: the
+	// new policy file removed the action's rule or took its action off
+	// `on`.
+	ActionSourcePolicy ActionSource = "policy"
 )
 
 // Known reports whether s is one of the sources.
 func (s ActionSource) Known() bool {
 	switch s {
-	case ActionSourceRealtime, ActionSourceBatch, ActionSourceSweep, ActionSourceOnDemand, ActionSourceModerator, ActionSourceCampaign:
+	case ActionSourceRealtime, ActionSourceBatch, ActionSourceSweep, ActionSourceOnDemand, ActionSourceModerator, ActionSourceCampaign,
+		ActionSourcePolicy:
 		return true
 	}
 	return false
@@ -432,7 +437,7 @@ func (a ProtectiveAction) strictProblems() []string {
 	if len(a.PolicyHash) != 64 {
 		probs = append(probs, "policy_hash must be 64 hex digits")
 	}
-	if a.VerdictRevision < 1 && a.Source != ActionSourceModerator {
+	if a.VerdictRevision < 1 && a.Source != ActionSourceModerator && a.Source != ActionSourcePolicy {
 		probs = append(probs, "verdict_revision must be 1 or more")
 	}
 	if !a.Source.Known() {

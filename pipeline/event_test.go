@@ -171,3 +171,23 @@ func TestRecordedHistoryReadsTheFirstStagesOutput(t *testing.T) {
 	}
 	require.Nil(t, RecordedHistory(nil))
 }
+
+// TestDeadLetterAttributesKeepTheTraceFirst: a DLQ copy keeps the
+// message's attributes under its own, the trace context first when they
+// do not all fit in SQS's ten.
+func TestDeadLetterAttributesKeepTheTraceFirst(t *testing.T) {
+	orig := map[string]Attribute{TraceParentAttribute: StringAttribute("tp"), traceStateAttribute: StringAttribute("ts"), "reason": StringAttribute("theirs")}
+	for i := range 12 {
+		orig[fmt.Sprintf("a%02d", i)] = NumberAttribute(int64(i))
+	}
+	dlq := map[string]Attribute{"reason": StringAttribute("ours"), "source": StringAttribute("m1")}
+	got := DeadLetterAttributes(orig, dlq)
+	require.Len(t, got, MaxMessageAttributes)
+	require.Equal(t, "ours", got["reason"].Value, "the DLQ's own attributes win")
+	require.Equal(t, "tp", got[TraceParentAttribute].Value)
+	require.Equal(t, "ts", got[traceStateAttribute].Value)
+	require.Contains(t, got, "a00")
+	require.NotContains(t, got, "a11")
+	require.Len(t, orig, 15, "the message's map is not changed")
+	require.Equal(t, dlq, DeadLetterAttributes(nil, dlq))
+}

@@ -22,10 +22,11 @@ var LakeSchemaVersions = map[EventType][]int{
 	EventModeratorFeedback: {1},
 	EventVerdict:           {1},
 	EventShadowVerdict:     {1},
+	EventProtectiveAction:  {1},
 }
 
 // LakeEventTypes lists the lake event types in a fixed order (tables, metrics).
-var LakeEventTypes = []EventType{EventInferenceLog, EventModeratorFeedback, EventVerdict, EventShadowVerdict}
+var LakeEventTypes = []EventType{EventInferenceLog, EventModeratorFeedback, EventVerdict, EventShadowVerdict, EventProtectiveAction}
 
 // maxFutureSkew bounds how far occurred_at may lie after the receive time:
 // a producer clock that far ahead would scatter events into partitions that
@@ -46,8 +47,8 @@ type InvalidLakeEventError struct {
 func (e *InvalidLakeEventError) Error() string { return "invalid lake event: " + e.Reason }
 
 // LakeRecord is one decoded, validated lake event: the envelope with a
-// typed payload (InferenceLog, ModeratorFeedback, VerdictEvent or
-// ShadowVerdict, by value)
+// typed payload (InferenceLog, ModeratorFeedback, VerdictEvent,
+// ShadowVerdict or ActionEvent, by value)
 // and the time the consumer received it. It is what the consumer buffers
 // and a LakeWriter encodes as one row.
 type LakeRecord struct {
@@ -184,6 +185,8 @@ func decodeLakePayload(t EventType, raw json.RawMessage) (any, error) {
 		out, probs, err = decodeVerdictEvent(raw)
 	case EventShadowVerdict:
 		out, probs, err = decodeShadowVerdict(raw)
+	case EventProtectiveAction:
+		out, probs, err = decodeActionEvent(raw)
 	}
 	if err != nil {
 		return nil, err

@@ -3,6 +3,8 @@ package pipeline
 import (
 	"context"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // EventType names the kind of a lake event on the "feedback" queue.
@@ -14,23 +16,30 @@ const (
 	EventModeratorFeedback EventType = "moderator_feedback"
 	EventVerdict           EventType = "verdict"
 	EventShadowVerdict     EventType = "shadow_verdict"
+	// EventProtectiveAction is a protective action's (ActionEvent).
+	EventProtectiveAction EventType = "protective_action"
 )
 
 // EventTypes lists every lake event type, in the lake's table order.
-var EventTypes = []EventType{EventInferenceLog, EventModeratorFeedback, EventVerdict, EventShadowVerdict}
+var EventTypes = []EventType{EventInferenceLog, EventModeratorFeedback, EventVerdict, EventShadowVerdict, EventProtectiveAction}
 
 // LakeEventSchemaVersion is the payload schema version this build writes.
 const LakeEventSchemaVersion = 1
 
 // LakeEvent is the envelope of one "feedback" queue message. Payload is one
-// of InferenceLog, ModeratorFeedback, VerdictEvent or ShadowVerdict, chosen
-// by EventType.
+// of InferenceLog, ModeratorFeedback, VerdictEvent, ShadowVerdict or
+// ActionEvent, chosen by EventType.
 type LakeEvent struct {
 	EventID       string    `json:"event_id"`
 	EventType     EventType `json:"event_type"`
 	OccurredAt    time.Time `json:"occurred_at"`
 	SchemaVersion int       `json:"schema_version"`
 	Payload       any       `json:"payload"`
+	// Trace is the span context the event was produced in (invalid for
+	// none): not part of the message body, it travels as the message's
+	// traceparent attribute (EventSink implementations add it), so the
+	// consumer's lake write joins the producer's trace.
+	Trace trace.SpanContext `json:"-"`
 }
 
 // InferenceLog is the payload of one stage attempt's inference-log event.

@@ -1,9 +1,11 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -52,6 +54,49 @@ func StringAttribute(v string) Attribute { return Attribute{Type: AttributeStrin
 // NumberAttribute returns a Number attribute.
 func NumberAttribute(n int64) Attribute {
 	return Attribute{Type: AttributeNumber, Value: strconv.FormatInt(n, 10)}
+}
+
+// MaxMessageAttributes is how many message attributes SQS takes on one
+// message.
+const MaxMessageAttributes = 10
+
+// DeadLetterAttributes returns the attributes of a message's copy to a
+// dead-letter queue: the DLQ's own (the reason, the source message) over
+// the message's, which the copy keeps (its trace context first, then the
+// others by name) while they fit in MaxMessageAttributes. So a
+// dead-lettered message still leads to the trace it was sent in.
+func DeadLetterAttributes(orig, dlq map[string]Attribute) map[string]Attribute {
+	out := make(map[string]Attribute, MaxMessageAttributes)
+	for k, a := range dlq {
+		out[k] = a
+	}
+	names := make([]string, 0, len(orig))
+	for k := range orig {
+		if _, taken := out[k]; !taken {
+			names = append(names, k)
+		}
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		return cmp.Or(cmp.Compare(traceRank(a), traceRank(b)), cmp.Compare(a, b))
+	})
+	for _, k := range names {
+		if len(out) >= MaxMessageAttributes {
+			break
+		}
+		out[k] = orig[k]
+	}
+	return out
+}
+
+// traceRank orders the trace context's attributes first.
+func traceRank(name string) int {
+	switch name {
+	case TraceParentAttribute:
+		return 0
+	case traceStateAttribute:
+		return 1
+	}
+	return 2
 }
 
 // OutMessage is a message to send.

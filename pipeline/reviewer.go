@@ -33,3 +33,22 @@ type Reviewer interface {
 type SubjectPseudonymizer interface {
 	SubjectPseudonyms(senderIDs []string) []string
 }
+
+// SetActionOffenders gives each action its offender's keyed pseudonym for
+// its lake event (ActionRecord.Offender), as a verdict event's subjects
+// get theirs: from reviewer when it is a SubjectPseudonymizer, none
+// otherwise (a raw id never goes into an event). The worker's and the
+// console's saves both call it.
+func SetActionOffenders(recs []ActionRecord, reviewer any) {
+	p, ok := reviewer.(SubjectPseudonymizer)
+	if !ok {
+		return
+	}
+	for i := range recs {
+		if id := recs[i].Creator.ID; id != "" {
+			if ps := p.SubjectPseudonyms([]string{id}); len(ps) == 1 {
+				recs[i].Offender = ps[0]
+			}
+		}
+	}
+}

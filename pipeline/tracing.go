@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -67,3 +68,15 @@ func ContextWithTrace(ctx context.Context, attrs map[string]Attribute) context.C
 	}
 	return trace.ContextWithRemoteSpanContext(ctx, sc)
 }
+
+// tracingOn records whether this process exports traces.
+var tracingOn atomic.Bool
+
+// EnableTracing records that this process exports traces (the binaries'
+// telemetry set-up calls it when an OTLP endpoint is set), so that the
+// adapters add their per-call instrumentation (Redis commands, MySQL
+// calls) only then: with tracing off they cost nothing.
+func EnableTracing() { tracingOn.Store(true) }
+
+// TracingEnabled reports whether EnableTracing was called.
+func TracingEnabled() bool { return tracingOn.Load() }

@@ -51,6 +51,11 @@ type Config struct {
 	// same values, so that on-demand verdicts share the workers' pipeline
 	// version and chat data is kept in the same bounds.
 	reviewers.Options
+	// Actions are the protective actions' (--actions-queue-url,
+	// --actions-policy), the workers' own: with a queue URL, an on-demand
+	// verdict's actions are decided by the policy and written with it, and
+	// the workers' outbox relay publishes them.
+	Actions depflags.Actions
 	// CampaignJoin is the campaign join's (--campaign-join-*): the
 	// periodic job that joins a script's marks into one campaign and
 	// links its first rooms.
@@ -82,6 +87,7 @@ func DefaultConfig() Config {
 		Live:         redislive.DefaultConfig(),
 		Pools:        pools,
 		CampaignJoin: campaign.DefaultJoinConfig(),
+		Actions:      depflags.DefaultActions(),
 		LogLevel:     "info",
 	}
 }
@@ -114,6 +120,7 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.StringVar(&c.OperatorURL, "operator-url", "base URL of the worker's operator API (POST /v1/stop); empty hides the stop button")
 	fs.StringVar(&c.OperatorTokenFile, "operator-token-file", "file holding the operator API's bearer token (sent as Authorization: Bearer)")
 	fs.DurationVar(&c.StopTTL, "stop-ttl", "how long the stop button's room stop lasts")
+	c.Actions.Flags(fs)
 	fs.DurationVar(&c.ActionsClearedFor, "actions-cleared-for", "how long an overturn clears the verdict's accounts for the policy rules that acted on them (the workers' policy's cleared_for)")
 	fs.DurationVar(&c.TakeTimeout, "take-timeout", "how long a taken queue item stays its moderator's after their last action on it; then anyone may take it")
 	shiftFlags(fs, &c.Shift)
@@ -156,7 +163,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("--mysql-max-open-conns must be positive"))
 	}
 	errs = append(errs, c.Config.Validate(), c.Feedback.Validate(), c.RedisOptions.Validate(), c.Live.Validate(), c.Stop.Validate(), c.Options.Validate(), c.Options.ValidateCampaign(c.RedisAddr),
-		c.CampaignJoin.Validate())
+		c.CampaignJoin.Validate(), c.Actions.Validate())
 	return errors.Join(errs...)
 }
 

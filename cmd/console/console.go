@@ -25,6 +25,7 @@ import (
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/campaign"
 	"github.com/chatguard/chatguard/pipeline/live"
+	"github.com/chatguard/chatguard/pipeline/protect"
 	"github.com/chatguard/chatguard/pipeline/stop"
 	"github.com/chatguard/chatguard/storage/chatapi"
 	"github.com/chatguard/chatguard/storage/mysql"
@@ -301,12 +302,26 @@ func (p *parts) buildApp(context.Context) error {
 	d := console.Deps{Store: p.store, Feedback: p.feedback, Chat: chat,
 		HistoryTimeout: p.cfg.Chat.Timeout + 2*time.Second, Reviewer: p.reviewer, Hub: p.hub, LiveLog: p.liveLog,
 		Guard:  &stop.Guard{Holder: p.holder, Store: p.stops, CheckTimeout: p.cfg.Stop.CheckTimeout},
-		Events: p.events, Registerer: p.reg, Log: p.log, Clock: p.clock, Keys: keys, History: p.store, Actions: p.store}
+		Events: p.events, Registerer: p.reg, Log: p.log, Clock: p.clock, Keys: keys, History: p.store, Actions: p.store, Control: p.store}
+	if d.Planner, err = p.actionPlanner(); err != nil {
+		return err
+	}
 	if p.cfg.Options.LegacyPseudonyms {
 		d.RekeyModerator = p.store.RekeyModerator
 	}
 	p.app, err = console.New(p.cfg.Config, d)
 	return err
+}
+
+// actionPlanner is the on-demand verdicts' action step, the workers' own
+// planner over the store; nil when actions are off.
+func (p *parts) actionPlanner() (pipeline.ActionPlanner, error) {
+	pol, err := p.cfg.Actions.Load()
+	if err != nil || pol == nil {
+		return nil, err
+	}
+	p.log.Info("console: protective actions on", "policy_version", pol.Version, "policy_hash", pol.Hash)
+	return protect.New(pol, p.store, p.clock, protect.NewMetrics(p.reg), p.log), nil
 }
 
 // ready announces the console once both servers listen.

@@ -2,53 +2,16 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"time"
 
-	"github.com/chatguard/chatguard/cmd/internal/cli"
 	"github.com/chatguard/chatguard/internal/clock"
+	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/policy"
 	"github.com/chatguard/chatguard/pipeline/protect"
 	"github.com/chatguard/chatguard/storage/sqs"
 )
-
-// ActionsConfig is the protective actions' (docs/actions.md): the policy
-// file and the queue the outbox's relay publishes `on` actions to.
-// Without a queue URL the worker decides no actions at all, so that a
-// deployment without the chat service's consumer writes none that would
-// wait in the outbox for ever.
-type ActionsConfig struct {
-	// Queue: --actions-queue-url.
-	Queue sqs.Config
-	// Policy: --actions-policy, a JSON policy file; empty is the shipped
-	// default (every action in dry run but escalate).
-	Policy string
-}
-
-func defaultActions() ActionsConfig {
-	q := sqs.DefaultConfig()
-	q.Name = "actions"
-	return ActionsConfig{Queue: q}
-}
-
-func (c *Config) actionsFlags(fs *cli.FlagSet) {
-	fs.StringVar(&c.Actions.Queue.URL, "actions-queue-url", "SQS actions queue URL: protective actions decided by the policy are written with each verdict and published there; empty: no actions are decided")
-	fs.StringVar(&c.Actions.Policy, "actions-policy", "protective-action policy file (JSON, docs/actions.md); empty: the shipped default, dry run for everything but escalate")
-}
-
-// validateActions loads the policy when actions are on, so that a policy
-// with problems stops the worker at start with every problem listed.
-func (c Config) validateActions() error {
-	if c.Actions.Queue.URL == "" {
-		if c.Actions.Policy != "" {
-			return errors.New("--actions-policy needs --actions-queue-url")
-		}
-		return nil
-	}
-	_, err := policy.Load(c.Actions.Policy)
-	return errors.Join(err, c.Actions.Queue.Validate())
-}
 
 // actionMetrics are the protective actions' series, registered once.
 func (w *worker) actionMetrics() *protect.Metrics {
@@ -61,7 +24,7 @@ func (w *worker) actionMetrics() *protect.Metrics {
 // actionSenders adds the actions queue to the relay's senders when
 // actions are on; the queue it opened is closed by closeActions.
 func (w *worker) actionSenders(senders map[pipeline.OutboxDestination]pipeline.Sender) error {
-	if w.cfg.Actions.Queue.URL == "" {
+	if !w.cfg.Actions.On() {
 		return nil
 	}
 	q, err := sqs.New(w.sqs, w.cfg.Actions.Queue)
@@ -83,13 +46,47 @@ func (w *worker) closeActions(ctx context.Context) error {
 // actionPlanner is the review handler's action step, nil when actions
 // are off.
 func (w *worker) actionPlanner() (*protect.Planner, error) {
-	if w.cfg.Actions.Queue.URL == "" {
-		return nil, nil
-	}
-	pol, err := policy.Load(w.cfg.Actions.Policy)
-	if err != nil {
+	pol, err := w.cfg.Actions.Load()
+	if err != nil || pol == nil {
 		return nil, err
 	}
 	w.log.Info("worker: protective actions on", "policy_version", pol.Version, "policy_hash", pol.Hash)
+	w.retractPolicy(pol)
 	return protect.New(pol, w.store, clock.Real(), w.actionMetrics(), w.log), nil
+}
+
+// retraction bounds the policy's retraction step at start: what is left
+// past the limit is finished by the next start (the hash is recorded only
+// once nothing is left).
+var retraction = moderation.Retraction{Limit: 1000, Lookback: 30 * 24 * time.Hour, TTL: 7 * 24 * time.Hour}
+
+// retractPolicy reverses, once per policy file, the live actions of the
+// rules (and rule actions) the file no longer keeps `on`
+// (moderation.RetractPolicy). A failure is logged: the worker serves, and
+// the next start tries again.
+func (w *worker) retractPolicy(pol *policy.Policy) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := moderation.RetractPolicy(ctx, w.store, policyView(pol), retraction, clock.Real().Now().UTC())
+	w.actionMetrics().Retracted(res.Retracted)
+	if err != nil {
+		w.log.Error("worker: the policy's retraction of removed rules failed; the next start tries again", "retracted", res.Retracted, "err", err)
+		return
+	}
+	if !res.Skipped {
+		w.log.Info("worker: policy applied", "policy_version", pol.Version, "retracted", res.Retracted, "more", res.More)
+	}
+}
+
+// policyView is what the retraction reads of a policy.
+func policyView(pol *policy.Policy) moderation.PolicyView {
+	v := moderation.PolicyView{Version: pol.Version, Hash: pol.Hash}
+	for _, r := range pol.Rules {
+		for _, a := range r.Actions {
+			if a.Mode == pipeline.ModeOn {
+				v.On = append(v.On, moderation.RuleAction{Rule: r.ID, Action: a.Action})
+			}
+		}
+	}
+	return v
 }

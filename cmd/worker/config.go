@@ -44,7 +44,7 @@ type Config struct {
 	Outbox outbox.Config
 	// Actions are the protective actions': --actions-queue-url and
 	// --actions-policy (actions.go).
-	Actions ActionsConfig
+	Actions depflags.Actions
 
 	// Review is the review job's: --max-age, --busy-retry, --max-window,
 	// --max-clock-skew, --claim-ttl, --claim-poll, --context-lookback and
@@ -100,7 +100,7 @@ func DefaultConfig() Config {
 		ReviewDLQ:   reviewDLQ(review),
 		Events:      sqs.DefaultLakeConfig(),
 		Outbox:      outbox.DefaultConfig(),
-		Actions:     defaultActions(),
+		Actions:     depflags.DefaultActions(),
 		Options:     reviewers.DefaultOptions(),
 		Review:      reviewjob.DefaultConfig(),
 		Health:      health.DefaultConfig(),
@@ -137,7 +137,7 @@ func (c *Config) flags() *cli.FlagSet {
 	fs.IntVar(&c.Events.Buffer, "event-buffer", "lake events buffered for the feedback queue before drops")
 	fs.DurationVar(&c.Events.FlushAge, "event-flush-age", "longest a lake event waits for its batch")
 	outboxFlags(fs, &c.Outbox)
-	c.actionsFlags(fs)
+	c.Actions.Flags(fs)
 	c.Options.Flags(fs, &c.Pools)
 	c.stopFlags(fs)
 	c.faultFlags(fs)
@@ -188,7 +188,7 @@ func (c Config) Validate() error {
 	if _, err := cli.ParseLevel(c.LogLevel); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, c.validateCapacity(), c.validateStops(), c.validateOperator(), c.Options.Validate(), c.Options.ValidateCampaign(c.RedisAddr), c.validateShadow(), c.validateActions())
+	errs = append(errs, c.validateCapacity(), c.validateStops(), c.validateOperator(), c.Options.Validate(), c.Options.ValidateCampaign(c.RedisAddr), c.validateShadow(), c.Actions.Validate())
 	return errors.Join(append(errs, c.validateParts())...)
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/pipeline/outbox"
+	"github.com/chatguard/chatguard/pipeline/protect"
 	"github.com/chatguard/chatguard/storage/sqs"
 )
 
@@ -44,6 +45,11 @@ func (w *worker) relayService() lifecycle.Service {
 				return err
 			}
 			relay, err = outbox.New(w.cfg.Outbox, w.store, senders, clock.Real(), outbox.NewMetrics(w.reg), w.log)
+			if err == nil && senders[pipeline.OutboxActions] != nil {
+				// Each published action's lake event, for protection
+				// latency in the lake.
+				relay.FollowUp(pipeline.OutboxActions, protect.PublishedEvents)
+			}
 			return err
 		},
 		Run:   func(ctx context.Context) error { return relay.Run(ctx) },

@@ -44,6 +44,9 @@ type Message struct {
 	// Final is true when this is the last delivery before the queue's
 	// redrive moves the message to the DLQ.
 	Final bool
+	// Attributes are the message attributes it was sent with; its copy
+	// to the DLQ keeps them (the trace context among them).
+	Attributes map[string]pipeline.Attribute
 }
 
 // Action is how the loop settles a message after its job.
@@ -669,11 +672,11 @@ func (l *Loop) toDLQ(ctx context.Context, m Message, reason string) error {
 	if reason == "" {
 		reason = "unknown"
 	}
-	err := l.dlq.Send(ctx, []pipeline.OutMessage{{Body: m.Body, Attributes: map[string]pipeline.Attribute{
+	err := l.dlq.Send(ctx, []pipeline.OutMessage{{Body: m.Body, Attributes: pipeline.DeadLetterAttributes(m.Attributes, map[string]pipeline.Attribute{
 		AttrErrorReason:     pipeline.StringAttribute(reason),
 		AttrSourceMessageID: pipeline.StringAttribute(m.ID),
 		AttrReceiveCount:    pipeline.NumberAttribute(int64(m.ReceiveCount)),
-	}}})
+	})}})
 	l.m.calls.WithLabelValues("send_dlq", outcome(err, 1)).Inc()
 	if err != nil {
 		return fmt.Errorf("jobloop: send to dlq: %w", err)
@@ -697,7 +700,7 @@ func endJobSpan(span trace.Span, out Outcome) {
 }
 
 func toMessage(pm pipeline.Message, maxReceive int) Message {
-	m := Message{ID: pm.ID, ReceiptHandle: pm.ReceiptHandle, Body: pm.Body, ReceiveCount: max(pm.ReceiveCount, 1), SentAt: pm.SentAt}
+	m := Message{ID: pm.ID, ReceiptHandle: pm.ReceiptHandle, Body: pm.Body, ReceiveCount: max(pm.ReceiveCount, 1), SentAt: pm.SentAt, Attributes: pm.Attributes}
 	m.Final = m.ReceiveCount >= maxReceive
 	return m
 }

@@ -607,3 +607,24 @@ func TestLoopHandsBackWhatTheLastPollBrings(t *testing.T) {
 	require.False(t, m.VisibleAt.After(hs.q.Now()), "not handed back at once")
 	require.Equal(t, 1.0, testutil.ToFloat64(hs.loop.m.jobs.WithLabelValues("released")))
 }
+
+// TestLoopDLQCopyKeepsTheTraceContext dead-letters a message sent in a
+// trace: its DLQ copy keeps the message's attributes, traceparent among
+// them, beside the reason.
+func TestLoopDLQCopyKeepsTheTraceContext(t *testing.T) {
+	t.Parallel()
+	h := HandlerFunc(func(ctx context.Context, m Message) Outcome {
+		return Outcome{Action: Poison, Label: "poison", Reason: "not a JSON review event"}
+	})
+	hs, stop := setup(t, testConfig(), h, nil)
+	tp := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	require.NoError(t, hs.q.Send(context.Background(), []pipeline.OutMessage{{Body: []byte("bad"), Attributes: map[string]pipeline.Attribute{
+		pipeline.TraceParentAttribute: pipeline.StringAttribute(tp), "run_id": pipeline.StringAttribute("r1"),
+	}}}))
+	eventually(t, func() bool { return len(hs.dlq.Messages()) == 1 }, "dead-lettered")
+	require.NoError(t, stop())
+	got := hs.dlq.Messages()[0].Attributes
+	require.Equal(t, tp, got[pipeline.TraceParentAttribute].Value)
+	require.Equal(t, "r1", got["run_id"].Value)
+	require.Equal(t, "not a JSON review event", got[AttrErrorReason].Value)
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/pipeline"
@@ -162,6 +163,7 @@ func (r *Router) account(ctx context.Context, p *pool, req *Request, a *Attempt,
 	resp.TokensCached += a.TokensCached
 	resp.CostUSD += a.CostUSD
 	if req.OnAttempt != nil {
+		a.Trace = trace.SpanContextFromContext(ctx)
 		req.OnAttempt(*a)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/internal/retry"
@@ -113,6 +114,10 @@ type Attempt struct {
 	// Content is the answer as streamed (ok, invalid and truncated
 	// outcomes); it is model output and may quote chat text.
 	Content []byte
+	// Trace is the span context of the attempt's span (of the caller's
+	// span when the attempt has none), so that what OnAttempt sends on
+	// joins the trace.
+	Trace trace.SpanContext
 	// responseModel is the model the server said answered (its chunks'
 	// model field), for the attempt's span.
 	responseModel string

@@ -30,7 +30,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "chatguard_outbox_failed_total", Help: "Outbox message sends that failed, by reason (retryable, permanent); the message stays pending.",
 		}, []string{"destination", "reason"}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "chatguard_outbox_store_errors_total", Help: "Outbox store calls that failed, by operation (claim, mark_sent, mark_failed, backlog, purge).",
+			Name: "chatguard_outbox_store_errors_total", Help: "Outbox store calls that failed, by operation (claim, mark_sent, follow_up, mark_failed, backlog, purge).",
 		}, []string{"op"}),
 		purged: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "chatguard_outbox_purged_total", Help: "Sent outbox messages deleted after the retention.",

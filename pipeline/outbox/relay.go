@@ -114,6 +114,26 @@ type Relay struct {
 	failures int
 	// nextBacklog and nextPurge are when the housekeeping runs next.
 	nextBacklog, nextPurge time.Time
+	// followUps are the destinations' follow-ups (FollowUp).
+	followUps map[pipeline.OutboxDestination]FollowUp
+}
+
+// FollowUp turns rows of one destination that its queue has just
+// accepted, at now, into outbox messages (a protective action's published
+// lake event): the relay enqueues them before it marks the rows sent, so
+// that a row marked sent always has them; a failed enqueue leaves the
+// rows unmarked, to be sent again after their lease (their queue's
+// consumer collapses the copy by key, and the follow-up's ids, derived
+// from the rows, keep its first messages). A row it cannot follow up is
+// left out of its answer.
+type FollowUp func(rows []pipeline.OutboxRow, now time.Time) []pipeline.OutboxMessage
+
+// FollowUp registers f for the rows of d; call it before Run.
+func (r *Relay) FollowUp(d pipeline.OutboxDestination, f FollowUp) {
+	if r.followUps == nil {
+		r.followUps = map[pipeline.OutboxDestination]FollowUp{}
+	}
+	r.followUps[d] = f
 }
 
 // New returns a relay of the rows of senders' destinations over store,

@@ -24,10 +24,11 @@ func (r *Relay) send(ctx context.Context, d pipeline.OutboxDestination, rows []p
 	cancel()
 	now := r.clk.Now()
 	var sent []int64
+	var accepted []pipeline.OutboxRow
 	var failed []pipeline.OutboxFailure
 	for i, row := range rows {
 		if errs[i] == nil {
-			sent = append(sent, row.ID)
+			sent, accepted = append(sent, row.ID), append(accepted, row)
 			continue
 		}
 		failed = append(failed, r.failure(d, row, errs[i], now))
@@ -36,6 +37,11 @@ func (r *Relay) send(ctx context.Context, d pipeline.OutboxDestination, rows []p
 	defer mcancel()
 	if len(sent) > 0 {
 		r.m.sent.WithLabelValues(string(d)).Add(float64(len(sent)))
+		if !r.followUp(mctx, d, accepted, now) {
+			sent = nil
+		}
+	}
+	if len(sent) > 0 {
 		// A row the queue accepted and whose mark fails is sent again
 		// after its lease: a duplicate the consumer collapses.
 		if err := r.store.MarkSent(mctx, now, sent); err != nil {
@@ -47,6 +53,24 @@ func (r *Relay) send(ctx context.Context, d pipeline.OutboxDestination, rows []p
 			r.storeFailed(mctx, "mark_failed", err)
 		}
 	}
+}
+
+// followUp enqueues the follow-up messages of d's accepted rows; false
+// when it could not (the rows must stay unmarked).
+func (r *Relay) followUp(ctx context.Context, d pipeline.OutboxDestination, accepted []pipeline.OutboxRow, now time.Time) bool {
+	f := r.followUps[d]
+	if f == nil {
+		return true
+	}
+	msgs := f(accepted, now)
+	if len(msgs) == 0 {
+		return true
+	}
+	if err := r.store.Enqueue(ctx, now, msgs); err != nil {
+		r.storeFailed(ctx, "follow_up", err)
+		return false
+	}
+	return true
 }
 
 // failure is a row's failed send: counted, its backoff chosen, and, for a

@@ -38,6 +38,7 @@ func EvidenceOf(v pipeline.Verdict, src pipeline.ActionSource) Evidence {
 		Confidence: v.Confidence, Source: src, OffenderRole: v.OffenderRole,
 		Offenders: slices.Clone(v.Subjects), MessageAt: v.NewestMessageAt,
 	}
+	ev.Signals = pipeline.RecordedSignalKinds(v.Stages)
 	for _, c := range v.Campaigns {
 		ev.CampaignRooms = max(ev.CampaignRooms, c.Rooms)
 		ev.Signals = append(ev.Signals, "campaign_"+string(c.Kind))

@@ -16,9 +16,11 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/chatguard/chatguard/pipeline"
+	"github.com/chatguard/chatguard/pipeline/chatprep"
 )
 
 // defaultPolicy is the shipped policy: every action in dry run except
@@ -84,7 +86,9 @@ type Match struct {
 	Sources       []pipeline.ActionSource `json:"sources"`
 	OffenderRoles []pipeline.SenderRole   `json:"offender_roles"`
 	// SignalsAny matches when the review found any of these rule-signal
-	// kinds (account_number, phone, url, campaign_…).
+	// kinds (SignalNames: the window's pattern signals, bank_account,
+	// phone, url, …, and the campaign marks' campaign_script and
+	// campaign_contact).
 	SignalsAny []string `json:"signals_any"`
 	// MinCampaignRooms and MinHistoryRooms require campaign spread and
 	// account history (as in Defaults).
@@ -265,7 +269,7 @@ func (m Match) problems() []string {
 		probs = append(probs, "match.min_confidence must be 0 to 1")
 	}
 	for _, s := range m.Sources {
-		if !s.Known() || s == pipeline.ActionSourceModerator {
+		if !s.Known() || s == pipeline.ActionSourceModerator || s == pipeline.ActionSourcePolicy {
 			probs = append(probs, fmt.Sprintf("match.sources: %q is not realtime, batch, sweep, on_demand or campaign", s))
 		}
 	}
@@ -274,10 +278,26 @@ func (m Match) problems() []string {
 			probs = append(probs, fmt.Sprintf("match.offender_roles: %q is not buyer or seller", r))
 		}
 	}
+	for _, sig := range m.SignalsAny {
+		if !slices.Contains(SignalNames(), sig) {
+			probs = append(probs, fmt.Sprintf("match.signals_any: %q is not one of %v", sig, SignalNames()))
+		}
+	}
 	if m.MinCampaignRooms < 0 || m.MinHistoryRooms < 0 {
 		probs = append(probs, "match.min_campaign_rooms and min_history_rooms must not be negative")
 	}
 	return probs
+}
+
+// SignalNames is signals_any's vocabulary: the rule-signal kinds the
+// review records with a verdict (pipeline/chatprep) and the campaign
+// marks' kinds, prefixed campaign_.
+func SignalNames() []string {
+	var out []string
+	for _, k := range chatprep.SignalKinds {
+		out = append(out, string(k))
+	}
+	return append(out, "campaign_"+string(pipeline.CampaignScript), "campaign_"+string(pipeline.CampaignContact))
 }
 
 // Rule returns the rule with id, or nil.

@@ -31,14 +31,14 @@ func TestABadPolicyListsEveryProblem(t *testing.T) {
 	bad := `{"version":"","defaults":{"locale":"fr","suppress_notices":"0s","action_ttl":"1h","restrict_for":"1h","cleared_for":"1h",
 	  "heavy_per_account_daily":0,"heavy_min_campaign_rooms":1,"heavy_min_history_rooms":0},
 	  "rules":[{"id":"Bad Id","name":"","daily_cap":0,"match":{"labels":["clean"],"categories":["nope"],"min_severity":9,"min_confidence":2,
-	    "sources":["moderator"],"offender_roles":["system"]},"actions":[{"action":"ban","mode":"loud"},{"action":"retract_notice","mode":"on"}]},
+	    "sources":["moderator"],"offender_roles":["system"],"signals_any":["bank_account","account_number"]},"actions":[{"action":"ban","mode":"loud"},{"action":"retract_notice","mode":"on"}]},
 	   {"id":"dup","name":"x","daily_cap":1,"match":{},"actions":[{"action":"escalate","mode":"on"},{"action":"escalate","mode":"off"}]},
 	   {"id":"dup","name":"x","daily_cap":1,"match":{},"actions":[{"action":"escalate","mode":"on"}]}]}`
 	_, err := policy.Parse([]byte(bad))
 	require.Error(t, err)
 	for _, want := range []string{"version", "defaults.locale", "defaults.suppress_notices", "heavy_per_account_daily", "beyond the room",
 		"id must be", "name must be", "daily_cap", "\"ban\" is not one of", "\"retract_notice\"", "mode \"loud\"", "match.labels", "match.categories",
-		"min_severity", "min_confidence", "match.sources", "match.offender_roles", "named twice", "not unique"} {
+		"min_severity", "min_confidence", "match.sources", "match.offender_roles", `match.signals_any: "account_number"`, "named twice", "not unique"} {
 		require.Contains(t, err.Error(), want)
 	}
 }
@@ -56,7 +56,7 @@ const testPolicy = `{"version":"t1","defaults":{"locale":"ko","suppress_notices"
     "actions":[{"action":"warn_counterpart","mode":"on"},{"action":"escalate","mode":"on"},{"action":"warn_sender","mode":"off"}]},
    {"id":"heavy","name":"Heavy","daily_cap":10,"match":{"labels":["abusive"],"min_severity":4},
     "actions":[{"action":"restrict_sender","mode":"dry_run"},{"action":"hold_transaction","mode":"on"}]},
-   {"id":"signal","name":"Signal","daily_cap":10,"match":{"signals_any":["campaign_account"]},"actions":[{"action":"escalate","mode":"on"}]},
+   {"id":"signal","name":"Signal","daily_cap":10,"match":{"signals_any":["campaign_contact"]},"actions":[{"action":"escalate","mode":"on"}]},
    {"id":"old","name":"Old","daily_cap":10,"expires":"2026-12-01T00:00:00Z","match":{},"actions":[{"action":"escalate","mode":"on"}]}]}`
 
 func evidence() policy.Evidence {
@@ -98,7 +98,7 @@ func TestEvaluate(t *testing.T) {
 			{"heavy", "restrict_sender", "dry_run", "s1", policy.OutcomeWeakEvidence}, {"heavy", "hold_transaction", "on", "s1", policy.OutcomeWeakEvidence}}},
 		{"campaign evidence: one heavy action, the second rate-limited", func(e *policy.Evidence) {
 			e.CampaignRooms = 3
-			e.Signals = []string{"campaign_account"}
+			e.Signals = []string{"campaign_contact"}
 		}, policy.State{}, []got{
 			{"notice", "warn_counterpart", "on", "s1", W}, {"notice", "escalate", "on", "", W},
 			{"heavy", "restrict_sender", "dry_run", "s1", W}, {"heavy", "hold_transaction", "on", "s1", policy.OutcomeRateLimited},
@@ -132,7 +132,7 @@ func TestEvaluate(t *testing.T) {
 		{"below confidence", func(e *policy.Evidence) { e.Confidence = 0.5; e.Severity = 3 }, policy.State{}, nil},
 		{"clean never matches, even a match-all rule", func(e *policy.Evidence) {
 			e.Label = pipeline.LabelClean
-			e.Signals = []string{"campaign_account"}
+			e.Signals = []string{"campaign_contact"}
 		}, policy.State{}, nil},
 	}
 	for _, tc := range cases {
@@ -189,14 +189,14 @@ func TestBuiltActionsPassTheStrictWriter(t *testing.T) {
 func TestEvidenceOfAVerdict(t *testing.T) {
 	v := pipeline.Verdict{Key: evidence().Key, Revision: 2, Label: pipeline.LabelAbusive, Subjects: []string{"s1"},
 		OffenderRole: pipeline.RoleSeller, Campaigns: []pipeline.CampaignCount{{Kind: "account", Rooms: 4}, {Kind: "url", Rooms: 7}},
-		Stages: []pipeline.StageResult{{Output: []byte(`{"account_history":{"status":"ok","days":30,"lines":[
+		Stages: []pipeline.StageResult{{Output: []byte(`{"rule_signals":["bank_account","Not A Kind","url"],"account_history":{"status":"ok","days":30,"lines":[
 			{"role":"seller","label":"abusive","category":"external_payment","rooms":2},
 			{"role":"seller","label":"abusive","category":"external_payment","overturned":true,"rooms":5},
 			{"role":"buyer","label":"abusive","category":"harassment","rooms":3}]}}`)}}}
 	ev := policy.EvidenceOf(v, pipeline.ActionSourceBatch)
 	require.Equal(t, 7, ev.CampaignRooms)
 	require.Equal(t, 2, ev.HistoryRooms)
-	require.Equal(t, []string{"campaign_account", "campaign_url"}, ev.Signals)
+	require.Equal(t, []string{"bank_account", "url", "campaign_account", "campaign_url"}, ev.Signals, "the recorded rule signals, then the campaign marks")
 	require.Equal(t, 2, ev.Revision)
 }
 
@@ -216,4 +216,21 @@ func TestACampaignReReviewOnlyEscalates(t *testing.T) {
 	require.Contains(t, policy.Outcomes, policy.OutcomeOldChat)
 	ev.Source = pipeline.ActionSourceBatch
 	require.Empty(t, p.Evaluate(ev, policy.State{}, t0), "the rule matches campaign re-reviews only")
+}
+
+// signals_any matches the rule signals a review recorded with its
+// verdict, not only campaign marks.
+func TestSignalsAnyMatchesTheRecordedRuleSignals(t *testing.T) {
+	p, err := policy.Parse([]byte(`{"version":"t-sig","defaults":{"locale":"ko","suppress_notices":"24h","action_ttl":"1h","restrict_for":"24h",
+	  "cleared_for":"720h","heavy_per_account_daily":1,"heavy_min_campaign_rooms":3,"heavy_min_history_rooms":1},
+	  "rules":[{"id":"bank","name":"Bank account","daily_cap":10,"match":{"signals_any":["bank_account","payment_link"]},
+	    "actions":[{"action":"escalate","mode":"on"}]}]}`))
+	require.NoError(t, err)
+	v := pipeline.Verdict{Key: evidence().Key, Label: pipeline.LabelAbusive, Category: pipeline.CategoryExternalPayment, Severity: 4,
+		Stages: []pipeline.StageResult{{Output: []byte(`{"risk":"high","rule_signals":["bank_account","phone"]}`)}}}
+	require.Len(t, p.Evaluate(policy.EvidenceOf(v, pipeline.ActionSourceRealtime), policy.State{}, t0), 1)
+	v.Stages[0].Output = []byte(`{"risk":"high","rule_signals":["phone"]}`)
+	require.Empty(t, p.Evaluate(policy.EvidenceOf(v, pipeline.ActionSourceRealtime), policy.State{}, t0))
+	require.Contains(t, policy.SignalNames(), "prepayment")
+	require.Contains(t, policy.SignalNames(), "campaign_script")
 }

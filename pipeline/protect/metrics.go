@@ -16,6 +16,7 @@ type Metrics struct {
 	planErrors prometheus.Counter
 	latency    *prometheus.HistogramVec
 	policy     *prometheus.GaugeVec
+	retracted  prometheus.Counter
 }
 
 // ProtectionBuckets are the protection latency's buckets (seconds). The
@@ -47,9 +48,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "chatguard_actions_policy_info",
 			Help: "The protective-action policy this process runs (1), by version and hash.",
 		}, []string{"version", "hash"}),
+		retracted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chatguard_actions_retracted_total",
+			Help: "Live protective actions reversed at start because a new policy file removed their rule or took their action off `on`.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.actions, m.byRule, m.planErrors, m.latency, m.policy)
+		reg.MustRegister(m.actions, m.byRule, m.planErrors, m.latency, m.policy, m.retracted)
 	}
 	for _, k := range pipeline.ProtectiveActionKinds {
 		for _, mode := range []pipeline.ActionMode{pipeline.ModeDryRun, pipeline.ModeOn} {
@@ -77,3 +82,6 @@ func (m *Metrics) policyInfo(p *policy.Policy) {
 
 // Actions is chatguard_actions_total, for tests and dashboards' checks.
 func (m *Metrics) Actions() *prometheus.CounterVec { return m.actions }
+
+// Retracted counts n actions a policy change reversed.
+func (m *Metrics) Retracted(n int) { m.retracted.Add(float64(n)) }

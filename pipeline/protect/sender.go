@@ -45,3 +45,24 @@ func (s *LatencySender) Send(ctx context.Context, msgs []pipeline.OutMessage) er
 	}
 	return err
 }
+
+// PublishedEvents is the actions queue's outbox follow-up
+// (outbox.Relay.FollowUp): each action the queue accepted at now gets its
+// published lake event (pipeline.ActionPublishedEvent), which the relay
+// enqueues before it marks the action sent. A body the reader refuses
+// has no event (the chat service dead-letters it too).
+func PublishedEvents(rows []pipeline.OutboxRow, now time.Time) []pipeline.OutboxMessage {
+	out := make([]pipeline.OutboxMessage, 0, len(rows))
+	for _, r := range rows {
+		ev, err := pipeline.ActionPublishedEvent(r.Body, now, r.Attempts)
+		if err != nil {
+			continue
+		}
+		m, err := pipeline.LakeOutboxMessage(ev)
+		if err != nil {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}

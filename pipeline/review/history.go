@@ -59,7 +59,35 @@ func (rn *run) lookUpHistory(ctx context.Context) {
 // output of the first stage that ran, so the verdict row says which
 // history its stages saw.
 func (rn *run) recordHistory() {
-	if rn.history == nil || len(rn.v.Stages) == 0 {
+	if rn.history != nil {
+		rn.recordOutput(pipeline.HistoryOutputKey, rn.history)
+	}
+}
+
+// recordSignals adds "rule_signals" (the kinds of the window's rule
+// signals, sorted, never a value) to the first stage's stored output: the
+// protective-action policy's signals_any reads them
+// (pipeline.RecordedSignalKinds).
+func (rn *run) recordSignals() {
+	seen := map[string]bool{}
+	var kinds []string
+	for _, s := range rn.w.Signals {
+		if k := string(s.Kind); !seen[k] {
+			seen[k] = true
+			kinds = append(kinds, k)
+		}
+	}
+	if len(kinds) == 0 {
+		return
+	}
+	slices.Sort(kinds)
+	rn.recordOutput(pipeline.RuleSignalsOutputKey, kinds)
+}
+
+// recordOutput sets member key of the first stage's stored output (an
+// object) to val.
+func (rn *run) recordOutput(key string, val any) {
+	if len(rn.v.Stages) == 0 {
 		return
 	}
 	first := &rn.v.Stages[0]
@@ -70,11 +98,11 @@ func (rn *run) recordHistory() {
 		}
 		obj = map[string]json.RawMessage{}
 	}
-	b, err := json.Marshal(rn.history)
+	b, err := json.Marshal(val)
 	if err != nil {
 		return
 	}
-	obj[pipeline.HistoryOutputKey] = b
+	obj[key] = b
 	if out, err := json.Marshal(obj); err == nil {
 		first.Output = out
 	}

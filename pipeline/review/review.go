@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/chatguard/chatguard/internal/clock"
 	"github.com/chatguard/chatguard/pipeline"
@@ -254,6 +255,7 @@ func (r *Reviewer) Review(ctx context.Context, ev pipeline.ReviewEvent, msgs []p
 	rn.rebase()
 	v, err := rn.stages(ctx)
 	rn.recordHistory()
+	rn.recordSignals()
 	rn.recordRejected()
 	v.Stages = rn.v.Stages
 	if err != nil {
@@ -771,7 +773,7 @@ func stageRequest[T any](rn *run, stage pipeline.StageName, msgs []llm.Message, 
 			if a.Outcome == llm.OutcomeOK && last.ok && bytes.Equal(a.Content, last.content) {
 				decoded = last.out
 			}
-			if s, ok := rn.publish(stage, a, prompt, decoded); ok {
+			if s, ok := rn.publish(stage, a, prompt, decoded, a.Trace); ok {
 				*logged = redactedOutput{s: s, ok: true}
 			}
 		},
@@ -818,7 +820,7 @@ type promptFacts struct {
 // it, redacted (decoded is nil when the attempt has no valid answer: then
 // no output is logged). It returns the redacted output, and whether it
 // redacted one.
-func (rn *run) publish(stage pipeline.StageName, a llm.Attempt, p promptFacts, decoded any) (output string, redacted bool) {
+func (rn *run) publish(stage pipeline.StageName, a llm.Attempt, p promptFacts, decoded any, tc trace.SpanContext) (output string, redacted bool) {
 	if rn.r.sink == nil {
 		return "", false
 	}
@@ -851,7 +853,7 @@ func (rn *run) publish(stage pipeline.StageName, a llm.Attempt, p promptFacts, d
 	}
 	ev := pipeline.LakeEvent{
 		EventID: pipeline.InferenceLogEventID(rn.ev.Key(rn.r.version), stage, a.N), EventType: pipeline.EventInferenceLog, OccurredAt: rn.r.clock.Now().UTC(),
-		SchemaVersion: pipeline.LakeEventSchemaVersion, Payload: log,
+		SchemaVersion: pipeline.LakeEventSchemaVersion, Payload: log, Trace: tc,
 	}
 	if !rn.r.sink.Publish(ev) {
 		rn.r.m.eventsDropped.Inc()

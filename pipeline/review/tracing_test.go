@@ -95,6 +95,15 @@ func TestReviewSpansCarryGenAIAttributesAndNoChatText(t *testing.T) {
 		}
 	}
 	require.Equal(t, 3, stagesSeen, "triage, extract and judge")
+	// Each attempt's inference-log event carries that attempt's span, so
+	// the consumer's lake write joins the review's trace.
+	evs := e.sink.all()
+	require.NotEmpty(t, evs)
+	for _, ev := range evs {
+		s, ok := byID[ev.Trace.SpanID()]
+		require.True(t, ok, "event %s carries a span of the review's trace", ev.EventID)
+		require.True(t, strings.HasPrefix(s.Name(), "chat "), "event %s carries its model attempt's span, not %q", ev.EventID, s.Name())
+	}
 
 	// The router's latency histogram leads to the trace.
 	exemplars := 0

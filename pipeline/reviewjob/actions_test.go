@@ -29,7 +29,9 @@ func (p *planner) Plan(_ context.Context, v pipeline.Verdict, src pipeline.Actio
 	if p.err != nil {
 		return v, p.err
 	}
-	v.Actions = []pipeline.ActionRecord{{ProtectiveAction: pipeline.ProtectiveAction{IdempotencyKey: "k-" + v.Key.RoomID}}}
+	a := storetest.SampleAction(v.Key.RoomID, "u1", "rule", pipeline.ActionWarnSender, pipeline.ModeOn, v.FinishedAt)
+	a.IdempotencyKey, a.Key = "k-"+v.Key.RoomID, v.Key
+	v.Actions = []pipeline.ActionRecord{a}
 	return v, nil
 }
 
@@ -94,4 +96,30 @@ func TestAPlanThatCannotReadTheRecordSavesNothing(t *testing.T) {
 		require.NotEqual(t, pipeline.StatusDone, v.Status, "no done verdict without its actions")
 	}
 	require.Empty(t, p.committed)
+}
+
+// TestActionsCarryTheirOffendersPseudonym: the action's lake event gets
+// its offender as the reviewer's keyed pseudonym, and none without a key;
+// the body keeps the raw id the chat service needs.
+func TestActionsCarryTheirOffendersPseudonym(t *testing.T) {
+	t.Parallel()
+	for _, keyed := range []bool{true, false} {
+		r := setupReview(t)
+		store := &savedActions{Memory: r.store}
+		deps := r.deps()
+		deps.Store, deps.Actions = store, &planner{}
+		if keyed {
+			deps.Reviewer = keyedReviewer{r.rev}
+		}
+		r.build(deps)
+		require.Equal(t, jobloop.Delete, r.h.Handle(context.Background(), msg(r.body(t), 1, 5)).Action)
+		require.Len(t, store.saves, 1)
+		a := store.saves[0][0]
+		require.Equal(t, "u1", a.Creator.ID)
+		if keyed {
+			require.Equal(t, "hmac:0000000000000000000000a1", a.Offender)
+		} else {
+			require.Empty(t, a.Offender, "no key: no offender, never the raw id")
+		}
+	}
 }

@@ -54,6 +54,7 @@ func (h *Handler) commitDone(ctx context.Context, j *job, v pipeline.Verdict) (o
 			}
 			return out, false
 		}
+		pipeline.SetActionOffenders(v.Actions, h.reviewer)
 	}
 	committed, released, err := h.saveDone(ctx, j, v)
 	h.lap(j, "save")

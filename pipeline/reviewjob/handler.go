@@ -84,14 +84,10 @@ type Deps struct {
 	Actions ActionPlanner
 }
 
-// ActionPlanner decides a done verdict's protective actions. Plan returns
-// v with them attached (replacing any an earlier attempt attached); an
-// error holds the job, so that no verdict is saved without the actions
-// it owes. Committed is told of each verdict the store committed.
-type ActionPlanner interface {
-	Plan(ctx context.Context, v pipeline.Verdict, src pipeline.ActionSource) (pipeline.Verdict, error)
-	Committed(v pipeline.Verdict)
-}
+// ActionPlanner decides a done verdict's protective actions
+// (pipeline.ActionPlanner): an error from Plan holds the job, so that no
+// verdict is saved without the actions it owes.
+type ActionPlanner = pipeline.ActionPlanner
 
 // Mirror takes committed live reviews for a candidate to review beside
 // them. Offer must return at once and never change its arguments: it runs

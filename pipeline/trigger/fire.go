@@ -138,7 +138,7 @@ func (e *Engine) send(ctx context.Context, windows []pipeline.RoomWindow) ([]err
 		}
 		// Each window starts a trace of its own (sampled at the root
 		// ratio), carried by its review event to the worker and on.
-		wctx, span := startWindowSpan(ctx, w)
+		wctx, span := startWindowSpan(ctx, w, e.links.take(w.RoomID))
 		spans = append(spans, span)
 		msgs = append(msgs, pipeline.OutMessage{Body: body, Attributes: pipeline.WithTraceContext(wctx, map[string]pipeline.Attribute{
 			attrRunID:         pipeline.StringAttribute(ev.RunID),
@@ -237,9 +237,10 @@ func (e *Engine) refreshPending(ctx context.Context) {
 var tracer = otel.Tracer("github.com/chatguard/chatguard/pipeline/trigger")
 
 // startWindowSpan starts the span of one fired window (kind producer):
-// the root of the window's review trace. The room is not named on it.
-func startWindowSpan(ctx context.Context, w pipeline.RoomWindow) (context.Context, trace.Span) {
-	return tracer.Start(ctx, "window fire", trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(
+// the root of the window's review trace, linking the chat events' traces
+// it absorbed. The room is not named on it.
+func startWindowSpan(ctx context.Context, w pipeline.RoomWindow, links []trace.Link) (context.Context, trace.Span) {
+	return tracer.Start(ctx, "window fire", trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindProducer), trace.WithLinks(links...), trace.WithAttributes(
 		attribute.String("chatguard.window.reason", string(w.Reason)),
 		attribute.String("chatguard.review.window_start", w.Start.UTC().Format(time.RFC3339)),
 		attribute.String("chatguard.review.window_end", w.End.UTC().Format(time.RFC3339)),

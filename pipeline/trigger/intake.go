@@ -78,6 +78,9 @@ func (e *Engine) intakeBeating(ctx context.Context, msgs []pipeline.Message, adv
 			notices = append(notices, m.ReceiptHandle)
 			continue
 		}
+		// The window that covers the event links the chat service's
+		// trace of it.
+		e.links.add(ev.RoomID, m.Attributes)
 		ev.SentAt = e.clampSkew(ev, cmpOr(m.SentAt, now))
 		if e.cfg.StaleAfter > 0 && now.Sub(ev.SentAt) > e.cfg.StaleAfter {
 			e.m.events.WithLabelValues(outcomeStale).Inc()
@@ -152,8 +155,8 @@ func (e *Engine) deleteEvents(ctx context.Context, receipts []string) {
 // nothing is dropped without a trace.
 func (e *Engine) poison(ctx context.Context, m pipeline.Message, cause error) {
 	reason := pipeline.ClipRunes(cause.Error(), 1024)
-	out := pipeline.OutMessage{Body: m.Body, Attributes: map[string]pipeline.Attribute{
-		AttrErrorReason: pipeline.StringAttribute(reason), AttrSourceMessageID: pipeline.StringAttribute(m.ID)}}
+	out := pipeline.OutMessage{Body: m.Body, Attributes: pipeline.DeadLetterAttributes(m.Attributes, map[string]pipeline.Attribute{
+		AttrErrorReason: pipeline.StringAttribute(reason), AttrSourceMessageID: pipeline.StringAttribute(m.ID)})}
 	if err := e.call(ctx, func(ctx context.Context) error { return e.d.DLQ.Send(ctx, []pipeline.OutMessage{out}) }); err != nil {
 		e.m.settleErrors.WithLabelValues("send_dlq").Inc()
 		e.log.Warn("trigger: copy to the DLQ failed; the event comes back", "message_id", m.ID, "err", err)

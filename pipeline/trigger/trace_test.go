@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,10 +20,8 @@ import (
 // TestEachFiredWindowStartsATrace fires two rooms' windows with every
 // trace sampled: each review event carries the traceparent of a trace of
 // its own, rooted at the window's span, which names no room.
-// (The only test here that installs a global tracer provider.)
 func TestEachFiredWindowStartsATrace(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sdktrace.AlwaysSample())))
+	rec := recorder()
 	h := setup(t)
 	for r := range 2 {
 		h.events.Enqueue(chatBody(fmt.Sprintf("traced-room-%d", r), "m1", t0))
@@ -52,4 +51,66 @@ func TestEachFiredWindowStartsATrace(t *testing.T) {
 		}
 	}
 	require.Len(t, traces, 2, "one trace per window")
+}
+
+// TestWindowSpanLinksTheChatEventsTraces sends one room's chat events as
+// a chat service that traces them would (two sampled traceparents, one
+// unsampled, one sent twice) and a malformed event in a trace: the
+// window's span links the two sampled events' spans, once each, and the
+// malformed event's DLQ copy keeps its traceparent.
+func TestWindowSpanLinksTheChatEventsTraces(t *testing.T) {
+	rec := recorder()
+	h := setup(t)
+	tp := func(span byte, flags string) map[string]pipeline.Attribute {
+		return map[string]pipeline.Attribute{pipeline.TraceParentAttribute: pipeline.StringAttribute(
+			fmt.Sprintf("00-0af7651916cd43dd8448eb211c80319c-%016x-%s", span, flags))}
+	}
+	ctx := context.Background()
+	require.NoError(t, h.events.Send(ctx, []pipeline.OutMessage{
+		{Body: chatBody("linked-room", "m1", t0), Attributes: tp(1, "01")},
+		{Body: chatBody("linked-room", "m2", t0.Add(time.Second)), Attributes: tp(2, "01")},
+		{Body: chatBody("linked-room", "m2", t0.Add(time.Second)), Attributes: tp(2, "01")},
+		{Body: chatBody("linked-room", "m3", t0.Add(2*time.Second)), Attributes: tp(3, "00")},
+		{Body: []byte("not json"), Attributes: tp(4, "01")},
+	}))
+	h.drain(t)
+	h.clk.Advance(time.Minute)
+	require.Equal(t, 1, h.e.FireDue(ctx))
+
+	var fires []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == "window fire" && len(s.Links()) > 0 {
+			fires = append(fires, s)
+		}
+	}
+	require.Len(t, fires, 1)
+	var linked []uint64
+	for _, l := range fires[0].Links() {
+		require.Equal(t, "0af7651916cd43dd8448eb211c80319c", l.SpanContext.TraceID().String())
+		id := l.SpanContext.SpanID()
+		linked = append(linked, uint64(id[7]))
+	}
+	require.ElementsMatch(t, []uint64{1, 2}, linked, "the sampled events' spans, once each")
+	require.NotEqual(t, "0af7651916cd43dd8448eb211c80319c", fires[0].SpanContext().TraceID().String(), "the window starts a trace of its own")
+
+	dead := h.dlq.Messages()
+	require.Len(t, dead, 1)
+	require.Equal(t, tp(4, "01")[pipeline.TraceParentAttribute], dead[0].Attributes[pipeline.TraceParentAttribute], "the DLQ copy keeps the trace")
+	require.Contains(t, dead[0].Attributes[AttrErrorReason].Value, "invalid chat event")
+}
+
+var (
+	recOnce sync.Once
+	rec     *tracetest.SpanRecorder
+)
+
+// recorder installs, once per test binary (the global provider can be
+// set once: tracers taken before follow the first one), a provider that
+// samples every trace into a recorder the tests share.
+func recorder() *tracetest.SpanRecorder {
+	recOnce.Do(func() {
+		rec = tracetest.NewSpanRecorder()
+		otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sdktrace.AlwaysSample())))
+	})
+	return rec
 }

@@ -133,6 +133,8 @@ type Engine struct {
 	// beats holds, per receive loop, when it last advanced (unix ns on
 	// clk), for Live.
 	beats []atomic.Int64
+	// links are the chat events' trace contexts for the windows' spans.
+	links eventLinks
 }
 
 // New returns an engine, or the configuration's problems.

@@ -16,13 +16,13 @@ import (
 // the notices' suppression slots (notice_suppressions) and the cleared
 // states an overturn records (action_clearances).
 
-var _ pipeline.ActionLedger = (*Store)(nil)
+var _ pipeline.ActionStore = (*Store)(nil)
 
 // writeActions writes the actions of a committed save in its transaction:
 // a notice whose suppression slot another notice holds is left out whole
-// (no row, no message); every other action gets its row, and an `on` one
-// its outbox message, under its key (a redelivered review's second write
-// of a key keeps the first).
+// (no row, no message); every other action gets its row, its lake event
+// (pipeline.ActionWrittenEvent) and, when `on`, its queue message, under
+// its key (a redelivered review's second write of a key keeps the first).
 func writeActions(ctx context.Context, tx *sql.Tx, recs []pipeline.ActionRecord) error {
 	var msgs []pipeline.OutboxMessage
 	for _, r := range recs {
@@ -38,19 +38,33 @@ func writeActions(ctx context.Context, tx *sql.Tx, recs []pipeline.ActionRecord)
 		if err := insertAction(ctx, tx, r); err != nil {
 			return err
 		}
-		if r.Mode != pipeline.ModeOn {
-			continue
-		}
-		m, err := pipeline.ActionOutboxMessage(r.ProtectiveAction)
+		m, err := actionMessages(r)
 		if err != nil {
-			return pipeline.Permanent(fmt.Errorf("mysql: save actions: %w", err))
+			return err
 		}
-		msgs = append(msgs, m)
+		msgs = append(msgs, m...)
 	}
 	if err := insertOutbox(ctx, tx, time.Time{}, msgs); err != nil {
 		return fmt.Errorf("mysql: save actions: %w", err)
 	}
 	return nil
+}
+
+// actionMessages are the outbox messages of a written action: its lake
+// event, and its queue message when it is `on`.
+func actionMessages(r pipeline.ActionRecord) ([]pipeline.OutboxMessage, error) {
+	msgs, err := pipeline.ActionLakeMessages(r)
+	if err != nil {
+		return nil, pipeline.Permanent(fmt.Errorf("mysql: save actions: %w", err))
+	}
+	if r.Mode != pipeline.ModeOn {
+		return msgs, nil
+	}
+	m, err := pipeline.ActionOutboxMessage(r.ProtectiveAction)
+	if err != nil {
+		return nil, pipeline.Permanent(fmt.Errorf("mysql: save actions: %w", err))
+	}
+	return append(msgs, m), nil
 }
 
 // claimSuppression takes the notice's slot unless another notice holds it
@@ -138,8 +152,7 @@ func (s *Store) ActionState(ctx context.Context, q pipeline.ActionStateQuery) (p
 	return st, err
 }
 
-// RecordClearances writes cleared states (an overturn's, or a retracted
-// rule's), each replacing an earlier one of its account and rule, at now.
+// RecordClearances implements pipeline.ActionStore.
 func (s *Store) RecordClearances(ctx context.Context, now time.Time, decisionID int64, cs []pipeline.ActionClearance) error {
 	return insertClearances(ctx, s.db, now, uint64(max(decisionID, 0)), cs)
 }

@@ -299,3 +299,8 @@ func TestAnOverturnReversesTheVerdictsActions(t *testing.T) {
 		require.NotContains(t, []string{revs[0].IdempotencyKey, revs[1].IdempotencyKey}, rv.IdempotencyKey)
 	}
 }
+
+func TestActionStoreConformance(t *testing.T) {
+	t.Parallel()
+	storetest.RunActionStoreConformance(t, func(t *testing.T) storetest.ActionOutboxStore { _, s := setupDB(t); return s })
+}

@@ -36,26 +36,13 @@ func (s *Store) ReverseActions(ctx context.Context, r moderation.Reversal) ([]pi
 		if a.account != "" {
 			clear = append(clear, pipeline.ActionClearance{Account: a.account, Rule: a.rule, Until: r.ClearedUntil})
 		}
-		if _, err := tx.ExecContext(ctx, "UPDATE protective_actions SET state = 'reversed' WHERE idempotency_key = ?", a.key); err != nil {
-			return nil, classify(fmt.Errorf("mysql: reverse actions: mark: %w", err))
-		}
-		undo := pipeline.ActionKind(a.action).ReversedBy()
-		if a.mode != string(pipeline.ModeOn) || undo == "" {
-			continue
-		}
-		// The action's own message, if it has not left, never will.
-		if _, err := tx.ExecContext(ctx, "DELETE FROM outbox WHERE destination = ? AND event_id = ? AND sent_at IS NULL",
-			string(pipeline.OutboxActions), a.key); err != nil {
-			return nil, classify(fmt.Errorf("mysql: reverse actions: cancel: %w", err))
-		}
-		rev, err := reversalOf(ctx, tx, a, undo, r)
+		rev, err := reverseRow(ctx, tx, a, r, pipeline.ActionSourceModerator)
 		if err != nil {
 			return nil, err
 		}
-		if err := writeActions(ctx, tx, []pipeline.ActionRecord{{ProtectiveAction: rev, Key: r.Key}}); err != nil {
-			return nil, classify(err)
+		if rev != nil {
+			out = append(out, *rev)
 		}
-		out = append(out, rev)
 	}
 	if err := insertClearances(ctx, tx, r.At, r.DecisionID, clear); err != nil {
 		return nil, err
@@ -64,6 +51,34 @@ func (s *Store) ReverseActions(ctx context.Context, r moderation.Reversal) ([]pi
 		return nil, classify(fmt.Errorf("mysql: reverse actions: commit: %w", err))
 	}
 	return out, nil
+}
+
+// reverseRow marks the forward action a (about r.Key) reversed and, when
+// it is `on` and can be undone, cancels its own message if it has not
+// left and writes its reversal (of source src, issued at r.At) with its
+// outbox message; it returns the reversal, nil when there is none.
+func reverseRow(ctx context.Context, tx *sql.Tx, a actionRow, r moderation.Reversal, src pipeline.ActionSource) (*pipeline.ProtectiveAction, error) {
+	if _, err := tx.ExecContext(ctx, "UPDATE protective_actions SET state = 'reversed' WHERE idempotency_key = ?", a.key); err != nil {
+		return nil, classify(fmt.Errorf("mysql: reverse actions: mark: %w", err))
+	}
+	undo := pipeline.ActionKind(a.action).ReversedBy()
+	if a.mode != string(pipeline.ModeOn) || undo == "" {
+		return nil, nil
+	}
+	// The action's own message, if it has not left, never will.
+	if _, err := tx.ExecContext(ctx, "DELETE FROM outbox WHERE destination = ? AND event_id = ? AND sent_at IS NULL",
+		string(pipeline.OutboxActions), a.key); err != nil {
+		return nil, classify(fmt.Errorf("mysql: reverse actions: cancel: %w", err))
+	}
+	rev, err := reversalOf(ctx, tx, a, undo, r)
+	if err != nil {
+		return nil, err
+	}
+	rev.Source = src
+	if err := writeActions(ctx, tx, []pipeline.ActionRecord{{ProtectiveAction: rev, Key: r.Key}}); err != nil {
+		return nil, classify(err)
+	}
+	return &rev, nil
 }
 
 // lockWrittenActions reads and locks the forward actions about key that

@@ -38,7 +38,9 @@ const lockCurrentSQL = `SELECT id, revision, status FROM verdicts
 // Revise implements pipeline.VerdictReviser: in one transaction, it locks
 // the key's current revision, marks it superseded and inserts v as the
 // next revision with its stage, subject, participant and campaign rows (or
-// inserts revision 1 when the key has none). When v is not done and the
+// inserts revision 1 when the key has none), and v.Actions (the planner's,
+// pipeline.ActionPlanner) with the outbox rows of the `on` ones, each
+// rebound to the revision numbered here (pipeline.ActionRecord.AtRevision). When v is not done and the
 // current revision is, nothing changes and committed is false. Two first
 // revisions of one key racing each other (a duplicate key), deadlocks and
 // lock wait timeouts are retried as Save retries them; it stops early,
@@ -47,6 +49,9 @@ const lockCurrentSQL = `SELECT id, revision, status FROM verdicts
 func (s *Store) Revise(ctx context.Context, v pipeline.Verdict) (revision int, committed bool, err error) {
 	if err := checkVerdict(v); err != nil {
 		return 0, false, pipeline.Permanent(fmt.Errorf("mysql: revise: %w", err))
+	}
+	if err := checkActions(v.Actions); err != nil {
+		return 0, false, fmt.Errorf("mysql: revise: %w", err)
 	}
 	args, err := upsertArgs(v)
 	if err != nil {
@@ -117,10 +122,23 @@ func (s *Store) revise(ctx context.Context, v pipeline.Verdict, args []any) (int
 	if err := writeChildren(ctx, tx, id, v); err != nil {
 		return 0, false, classify(err)
 	}
+	if err := writeActions(ctx, tx, actionsAt(v.Actions, rev)); err != nil {
+		return 0, false, classify(err)
+	}
 	if err := tx.Commit(); err != nil {
 		return 0, false, classify(fmt.Errorf("mysql: revise: commit: %w", err))
 	}
 	return rev, true, nil
+}
+
+// actionsAt rebinds a re-review's planned actions to the revision the
+// transaction numbered (pipeline.ActionRecord.AtRevision).
+func actionsAt(recs []pipeline.ActionRecord, rev int) []pipeline.ActionRecord {
+	out := make([]pipeline.ActionRecord, len(recs))
+	for i, r := range recs {
+		out[i] = r.AtRevision(rev)
+	}
+	return out
 }
 
 // writeChildren writes a new verdicts row's stage, subject, participant

@@ -20,7 +20,8 @@ func (s *Store) RoomActions(ctx context.Context, roomID string, limit int) ([]mo
 		limit = 200
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT idempotency_key, action, mode, source, rule_id, account_id, COALESCE(reverses, ''),
-		state, window_start, window_end, pipeline_version, verdict_revision, policy_version, policy_hash, created_at, expires_at
+		state, window_start, window_end, pipeline_version, verdict_revision, policy_version, policy_hash, created_at, expires_at,
+		confirmed_by, confirmed_at
 		FROM protective_actions WHERE room_id = ? ORDER BY created_at DESC, id DESC LIMIT ?`, roomID, limit)
 	if err != nil {
 		return nil, classify(fmt.Errorf("mysql: room actions: %w", err))
@@ -29,9 +30,10 @@ func (s *Store) RoomActions(ctx context.Context, roomID string, limit int) ([]mo
 	var out []moderation.RoomAction
 	for rows.Next() {
 		a := moderation.RoomAction{Verdict: pipeline.ReviewKey{RoomID: roomID}}
-		var ws, we sql.NullTime
+		var ws, we, confirmed sql.NullTime
 		if err := rows.Scan(&a.Key, &a.Action, &a.Mode, &a.Source, &a.Rule, &a.Account, &a.Reverses, &a.State,
-			&ws, &we, &a.Verdict.PipelineVersion, &a.VerdictRevision, &a.PolicyVersion, &a.PolicyHash, &a.CreatedAt, &a.ExpiresAt); err != nil {
+			&ws, &we, &a.Verdict.PipelineVersion, &a.VerdictRevision, &a.PolicyVersion, &a.PolicyHash, &a.CreatedAt, &a.ExpiresAt,
+			&a.ConfirmedBy, &confirmed); err != nil {
 			return nil, classify(fmt.Errorf("mysql: room actions: %w", err))
 		}
 		a.Verdict.WindowStart, a.Verdict.WindowEnd = ws.Time.UTC(), we.Time.UTC()
@@ -42,6 +44,9 @@ func (s *Store) RoomActions(ctx context.Context, roomID string, limit int) ([]mo
 			a.Verdict.WindowEnd = time.Time{}
 		}
 		a.CreatedAt, a.ExpiresAt = a.CreatedAt.UTC(), a.ExpiresAt.UTC()
+		if confirmed.Valid {
+			a.ConfirmedAt = confirmed.Time.UTC()
+		}
 		out = append(out, a)
 	}
 	if err := rows.Err(); err != nil {

@@ -9,13 +9,18 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/XSAM/otelsql"
 	"github.com/go-sql-driver/mysql"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/moderation"
@@ -100,6 +105,9 @@ func OpenDB(cfg Config) (*sql.DB, error) {
 		return nil, fmt.Errorf("mysql: connector: %w", err)
 	}
 	db := sql.OpenDB(conn)
+	if pipeline.TracingEnabled() {
+		db = tracedDB(conn, otel.GetTracerProvider())
+	}
 	open := max(cfg.MaxOpenConns, 1)
 	idle := cfg.MaxIdleConns
 	if idle == 0 {
@@ -635,4 +643,19 @@ func contains(xs []string, x string) bool {
 		}
 	}
 	return false
+}
+
+// tracedDB opens the pool over conn with otelsql's spans (queries,
+// executions, transactions) under a sampled span only, and the statement
+// text and arguments never recorded: statements carry room and account
+// ids as arguments, and interpolation puts them in the text.
+func tracedDB(conn driver.Connector, tp trace.TracerProvider) *sql.DB {
+	return otelsql.OpenDB(conn, otelsql.WithTracerProvider(tp),
+		otelsql.WithAttributes(attribute.String("db.system.name", "mysql")),
+		otelsql.WithSpanOptions(otelsql.SpanOptions{
+			DisableQuery: true, OmitConnResetSession: true, OmitConnPrepare: true, OmitRows: true, OmitConnectorConnect: true,
+			SpanFilter: func(ctx context.Context, _ otelsql.Method, _ string, _ []driver.NamedValue) bool {
+				return trace.SpanFromContext(ctx).IsRecording()
+			},
+		}))
 }

@@ -572,6 +572,8 @@ func ReadRecords(t pipeline.EventType, data []byte) ([]pipeline.LakeRecord, erro
 		return readRecords[VerdictRow](data)
 	case pipeline.EventShadowVerdict:
 		return readRecords[ShadowVerdictRow](data)
+	case pipeline.EventProtectiveAction:
+		return readRecords[ActionRow](data)
 	}
 	return nil, fmt.Errorf("s3lake: read: unknown event type %q", t)
 }

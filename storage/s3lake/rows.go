@@ -15,7 +15,7 @@ import (
 	"github.com/chatguard/chatguard/pipeline"
 )
 
-// The row types below (and ShadowVerdictRow) are the Parquet schemas of the
+// The row types below (and ShadowVerdictRow, ActionRow) are the Parquet schemas of the
 // lake tables: the envelope columns first, then the payload flattened.
 // Timestamps are stored as timestamp(millisecond) UTC because that is what
 // Athena's Hive tables read; finer precision is truncated. Low-cardinality
@@ -293,6 +293,8 @@ func EncodeParquet(w io.Writer, t pipeline.EventType, events []pipeline.LakeReco
 		err = writeRows(w, events, verdictRow)
 	case pipeline.EventShadowVerdict:
 		err = writeRows(w, events, shadowVerdictRow)
+	case pipeline.EventProtectiveAction:
+		err = writeRows(w, events, actionRow)
 	default:
 		return fmt.Errorf("s3lake: encode: unknown event type %q", t)
 	}
@@ -312,6 +314,8 @@ func payloadMatches(t pipeline.EventType, p any) bool {
 		return t == pipeline.EventVerdict
 	case pipeline.ShadowVerdict:
 		return t == pipeline.EventShadowVerdict
+	case pipeline.ActionEvent:
+		return t == pipeline.EventProtectiveAction
 	}
 	return false
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/chatguard/chatguard/internal/retry"
 	"github.com/chatguard/chatguard/pipeline"
@@ -179,7 +180,10 @@ func (p *LakePublisher) run() {
 			p.dropped.WithLabelValues("encode").Inc()
 			continue
 		}
-		if err := p.st.Put(p.ctx, pipeline.OutMessage{Body: b}); err != nil {
+		// The event's own trace context: the stream's context holds no
+		// span, the review that produced the event does.
+		attrs := pipeline.WithTraceContext(trace.ContextWithSpanContext(p.ctx, ev.Trace), nil)
+		if err := p.st.Put(p.ctx, pipeline.OutMessage{Body: b, Attributes: attrs}); err != nil {
 			if errors.Is(err, ErrTooLarge) {
 				p.dropped.WithLabelValues("too_large").Inc()
 			} else {

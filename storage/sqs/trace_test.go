@@ -2,7 +2,9 @@ package sqs
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/stretchr/testify/require"
@@ -70,4 +72,37 @@ func TestReviewPublisherStartsATracePerEvent(t *testing.T) {
 		traces[sc.TraceID()] = true
 	}
 	require.Len(t, traces, 12, "one trace per review event")
+}
+
+// TestLakeEventsCarryTheirTrace publishes a lake event produced inside a
+// span and one produced outside any: the first message carries the
+// event's traceparent (not the publisher's, which has no span), the
+// second none, and neither body holds the trace.
+func TestLakeEventsCarryTheirTrace(t *testing.T) {
+	t.Parallel()
+	api := newScriptAPI()
+	p := lakePublisher(t, api, nil)
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{0xc, 3}, SpanID: trace.SpanID{0xd, 4}, TraceFlags: trace.FlagsSampled})
+	traced, untraced := lakeEvent(1), lakeEvent(2)
+	traced.Trace = sc
+	require.True(t, p.Publish(traced))
+	require.True(t, p.Publish(untraced))
+	require.Eventually(t, func() bool { return api.sent() == 2 }, 5*time.Second, 5*time.Millisecond)
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	seen := 0
+	for body, attrs := range api.attrs {
+		var ev pipeline.LakeEvent
+		require.NoError(t, json.Unmarshal([]byte(body), &ev))
+		require.NotContains(t, body, sc.TraceID().String(), "the trace travels as an attribute, not in the body")
+		switch ev.EventID {
+		case traced.EventID:
+			seen++
+			require.Equal(t, "00-"+sc.TraceID().String()+"-"+sc.SpanID().String()+"-01", aws.ToString(attrs[pipeline.TraceParentAttribute].StringValue))
+		case untraced.EventID:
+			seen++
+			require.NotContains(t, attrs, pipeline.TraceParentAttribute)
+		}
+	}
+	require.Equal(t, 2, seen)
 }

@@ -15,8 +15,8 @@ import (
 
 var _ pipeline.VerdictReviser = (*Memory)(nil)
 
-// Memory is an in-memory pipeline.VerdictReviser and pipeline.OutboxStore
-// with the MySQL store's
+// Memory is an in-memory pipeline.VerdictReviser, pipeline.OutboxStore and
+// pipeline.ActionStore with the MySQL store's
 // semantics (times truncated to microseconds, a done verdict never replaced
 // by a non-done one, nor a done re-review by a review from a queue; the last
 // revision of a key is its current one). It is safe for concurrent use.
@@ -28,6 +28,7 @@ type Memory struct {
 	rows    map[pipeline.ReviewKey][]pipeline.Verdict
 	saves   int
 	out     outbox
+	acts    actionsState
 	SaveErr func(v pipeline.Verdict) error
 	GetErr  func(k pipeline.ReviewKey) error
 	// now dates superseded revisions; a counter, so that tests need no
@@ -90,7 +91,8 @@ func (m *Memory) Save(ctx context.Context, v pipeline.Verdict) (bool, error) {
 		}
 	}
 	m.out.insert(v.FinishedAt, v.Outbox)
-	v.Outbox = nil // not read back, as in MySQL
+	m.writeActions(v.Actions)
+	v.Outbox, v.Actions = nil, nil // not read back, as in MySQL
 	if len(revs) == 0 {
 		v.Revision = 1
 		m.rows[v.Key] = []pipeline.Verdict{v}
@@ -157,7 +159,10 @@ func (m *Memory) hooks(ctx context.Context, v pipeline.Verdict) error {
 			return err
 		}
 	}
-	return checkOutbox(v.Outbox)
+	if err := checkOutbox(v.Outbox); err != nil {
+		return err
+	}
+	return checkActions(v.Actions)
 }
 
 // stored is v as the store keeps it: a copy, UTC, microseconds, not

@@ -9,7 +9,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/chatguard/chatguard/cmd/internal/telemetry"
+	"github.com/chatguard/chatguard/pipeline"
 )
 
 // RedisOptions is how every Redis client of the chatguard binaries
@@ -164,7 +170,26 @@ func (o RedisOptions) Client(tune func(*redis.UniversalOptions)) (redis.Universa
 	if err != nil {
 		return nil, err
 	}
-	return redis.NewUniversalClient(ro), nil
+	c := redis.NewUniversalClient(ro)
+	if pipeline.TracingEnabled() {
+		if err := instrumentRedis(c, otel.GetTracerProvider()); err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// instrumentRedis adds redisotel's command spans to c, under a sampled
+// span only (telemetry.ChildSpansOnly), with the command text off: a
+// command names its keys, and the keys name rooms and accounts. A span
+// says the command's name (get, evalsha, pipeline …) and the server.
+func instrumentRedis(c redis.UniversalClient, tp trace.TracerProvider) error {
+	if err := redisotel.InstrumentTracing(c, redisotel.WithTracerProvider(telemetry.ChildSpansOnly(tp)),
+		redisotel.WithDBStatement(false), redisotel.WithCallerEnabled(false), redisotel.WithDialFilter(true)); err != nil {
+		return fmt.Errorf("redis: tracing: %w", err)
+	}
+	return nil
 }
 
 // FleetProfile tunes a client for the fleet limits (the primary's leases

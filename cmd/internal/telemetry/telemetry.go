@@ -26,6 +26,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/embedded"
+
+	"github.com/chatguard/chatguard/pipeline"
 )
 
 // DefaultRatio is the share of new traces sampled when OTEL_TRACES_SAMPLER
@@ -60,6 +63,7 @@ func Setup(ctx context.Context, service string, getenv func(string) string) (shu
 		return nil, err
 	}
 	otel.SetTracerProvider(tp)
+	pipeline.EnableTracing()
 	return func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
 		defer cancel()
@@ -125,4 +129,35 @@ func (h logHandler) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (h logHandler) WithGroup(name string) slog.Handler {
 	return logHandler{h.Handler.WithGroup(name)}
+}
+
+// ChildSpansOnly returns tp restricted to spans under a recording parent:
+// a tracer of it starts nothing (a no-op span, ctx unchanged) when ctx
+// holds no sampled span. Instrumentation that would otherwise start a
+// trace of its own for every background call (a Redis poll, a lease
+// renewal) adds to the traces that asked for it, and to no other.
+func ChildSpansOnly(tp trace.TracerProvider) trace.TracerProvider { return childOnlyProvider{tp: tp} }
+
+type childOnlyProvider struct {
+	embedded.TracerProvider
+	tp trace.TracerProvider
+}
+
+func (p childOnlyProvider) Tracer(name string, opts ...trace.TracerOption) trace.Tracer {
+	return childOnlyTracer{t: p.tp.Tracer(name, opts...)}
+}
+
+type childOnlyTracer struct {
+	embedded.Tracer
+	t trace.Tracer
+}
+
+// noSpan records nothing; ending it ends nothing.
+var noSpan = trace.SpanFromContext(context.Background())
+
+func (t childOnlyTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	if !trace.SpanFromContext(ctx).IsRecording() {
+		return ctx, noSpan
+	}
+	return t.t.Start(ctx, name, opts...)
 }

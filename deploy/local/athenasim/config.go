@@ -33,6 +33,7 @@ func DefaultTables() map[string]string {
 		"moderator_feedback": "events/event_type=moderator_feedback/dt=*/hour=*/*.parquet",
 		"verdict":            "events/event_type=verdict/dt=*/hour=*/*.parquet",
 		"shadow_verdict":     "events/event_type=shadow_verdict/dt=*/hour=*/*.parquet",
+		"protective_action":  "events/event_type=protective_action/dt=*/hour=*/*.parquet",
 	}
 }
 

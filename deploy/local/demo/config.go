@@ -95,6 +95,10 @@ type Config struct {
 	// late (chatreplay.Late: 15 s to 2 min after the message is stored)
 	// in a real-time run.
 	LateShare float64
+	// Trace, in a batch run, has the binaries export every span (sampling
+	// 1.0) to an OTLP receiver in the demo, and the summary print one
+	// review's trace as an indented span tree.
+	Trace bool
 
 	// Out receives the progress lines and the summary (default io.Discard).
 	Out io.Writer

@@ -87,6 +87,8 @@ type Report struct {
 	// Campaigns is what the campaign signals and the campaign join found
 	// (a batch run).
 	Campaigns Campaigns
+	// Trace is one review's spans (Config.Trace), for the span tree.
+	Trace []TraceSpan
 }
 
 // runner holds one run's state; its cleanup stops whatever it started.
@@ -103,6 +105,8 @@ type runner struct {
 	began  time.Time
 	// rt is a real-time run's own state (nil for a batch run).
 	rt *realtimeRun
+	// traces receives the binaries' spans (nil unless Config.Trace).
+	traces *traceSink
 }
 
 // Run performs one demo run as described in the package comment, printing
@@ -159,6 +163,13 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	if r.cfg.Realtime {
 		return r.runRealtime(ctx)
+	}
+	if r.cfg.Trace {
+		var err error
+		if r.traces, err = startTraceSink(); err != nil {
+			return err
+		}
+		r.step("tracing every review: spans go to %s", r.traces.url)
 	}
 	if err := r.startServices(nil); err != nil {
 		return err
@@ -346,6 +357,9 @@ func (r *runner) childEnv(overrides map[string]string) []string {
 	if q := r.rep.Queues; q.Review != "" {
 		o["CHATGUARD_REVIEW_QUEUE_URL"], o["CHATGUARD_REVIEW_DLQ_URL"] = q.Review, q.ReviewDLQ
 		o["CHATGUARD_FEEDBACK_QUEUE_URL"], o["CHATGUARD_FEEDBACK_DLQ_URL"] = q.Feedback, q.FeedbackDLQ
+	}
+	if r.traces != nil {
+		maps.Copy(o, r.traces.env())
 	}
 	for k, v := range overrides {
 		o[k] = v
@@ -578,12 +592,19 @@ func (r *runner) finish(ctx context.Context) error {
 		return err
 	}
 	r.rep.Summary = Summarize(r.rep.Verdicts, r.rep.Stages, lr.view, truth)
+	if r.traces != nil {
+		// The processes flushed their spans as they stopped.
+		r.rep.Trace = OneReview(r.traces.all())
+	}
 	return r.loadCampaigns(fctx)
 }
 
 // cleanup stops every child still running, deletes the run's queues and
 // stops a stack the run started (unless KeepStack). It runs on every path.
 func (r *runner) cleanup() error {
+	if r.traces != nil {
+		defer r.traces.close()
+	}
 	var errs []error
 	var wg sync.WaitGroup
 	var mu sync.Mutex

@@ -558,10 +558,7 @@ func (r *runner) finishRealtime(ctx context.Context, rt *realtimeRun) error {
 	if err != nil {
 		return err
 	}
-	var peak, trough []int
-	if r.cfg.DayRooms > 0 {
-		peak, trough = []int{19, 20, 21}, []int{2, 3, 4, 5}
-	}
+	peak, trough := r.dayHours()
 	r.rep.Realtime = realtimeFigures(rt.plan, ws, r.cfg.Speedup, peak, trough)
 	r.rep.Realtime.Events = rt.stats.Events
 	r.rep.Realtime.Fetched, r.rep.Realtime.FetchedTwice = fetchCoverage(rt.chat.Fetches(), chatcontext.DefaultLookback)
@@ -743,6 +740,15 @@ func roomHours(byRoom map[string][]chatreplay.Arrival) [][]chatreplay.Arrival {
 		}
 	}
 	return out
+}
+
+// dayHours are a generated day's peak (19-21 UTC) and trough (02-05 UTC)
+// hours; none for the sample hour.
+func (r *runner) dayHours() (peak, trough []int) {
+	if r.cfg.DayRooms > 0 {
+		return []int{19, 20, 21}, []int{2, 3, 4, 5}
+	}
+	return nil, nil
 }
 
 func hourClass(h int, peak, trough []int) string {

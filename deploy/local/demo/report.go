@@ -117,6 +117,17 @@ func (r *Report) Print(w io.Writer) {
 	default:
 		p("  The stack (pid %d) was running before the demo and still is.", r.StackPID)
 	}
+	r.printTrace(w, p)
+}
+
+// printTrace prints one review's trace as a span tree (Config.Trace).
+func (r *Report) printTrace(w io.Writer, p func(string, ...any)) {
+	if len(r.Trace) == 0 {
+		return
+	}
+	p("")
+	p("One review's trace (%d spans, trace id %s; durations, and tokens of the stages and model calls):", len(r.Trace), TraceOf(r.Trace))
+	PrintTrace(w, r.Trace)
 }
 
 // printCampaigns names the campaigns and repeat senders the run found,

@@ -95,6 +95,15 @@ type Config struct {
 	// ExternalRedis is a Redis server to use when it answers PING ("" disables).
 	ExternalRedis string
 
+	// Jaeger is the path of a Jaeger binary (make bin/jaeger builds one
+	// from deploy/local/jaeger): the stack then runs it as the local trace
+	// store and points the binaries at it (TracesEnv). "" runs none and
+	// leaves tracing off.
+	Jaeger string
+	// JaegerOTLPPort, JaegerQueryPort and JaegerGRPCPort are its OTLP/HTTP
+	// receiver, query API and query gRPC ports, used only with Jaeger.
+	JaegerOTLPPort, JaegerQueryPort, JaegerGRPCPort int
+
 	// MaxReceiveCount is the redrive maxReceiveCount of review and feedback.
 	MaxReceiveCount int
 	// VisibilityTimeout is the default visibility of review and feedback.
@@ -127,6 +136,9 @@ func Defaults(root string) Config {
 		MySQLPort:         DefaultMySQLPort,
 		RedisPort:         DefaultRedisPort,
 		RedisClusterPort:  DefaultRedisClusterPort,
+		JaegerOTLPPort:    DefaultJaegerOTLPPort,
+		JaegerQueryPort:   DefaultJaegerQueryPort,
+		JaegerGRPCPort:    DefaultJaegerGRPCPort,
 		ExternalMySQL:     "127.0.0.1:3306",
 		ExternalRedis:     "127.0.0.1:6379",
 		MaxReceiveCount:   5,
@@ -181,13 +193,23 @@ type namedPort struct {
 	port int
 }
 
-// ports lists every port the stack may bind, named as their flags are.
+// ports lists every port the stack may bind, named as their flags are;
+// Jaeger's only when it runs one.
 func (c Config) ports() []namedPort {
-	return []namedPort{
+	ps := []namedPort{
 		{"sqs", c.SQSPort}, {"s3", c.S3Port}, {"athena", c.AthenaPort},
 		{"chat-api", c.ChatAPIPort}, {"primary", c.PrimaryPort}, {"fallback", c.FallbackPort},
 		{"mysql", c.MySQLPort}, {"redis", c.RedisPort},
 	}
+	return append(ps, c.jaegerPorts()...)
+}
+
+// jaegerPorts are the trace store's ports, none without one.
+func (c Config) jaegerPorts() []namedPort {
+	if c.Jaeger == "" {
+		return nil
+	}
+	return []namedPort{{"jaeger-otlp", c.JaegerOTLPPort}, {"jaeger-query", c.JaegerQueryPort}, {"jaeger-grpc", c.JaegerGRPCPort}}
 }
 
 // RedisClusterDir holds the cluster nodes' data and logs.

@@ -107,8 +107,10 @@ func (s *Stack) start(ctx context.Context) error {
 		}
 		listeners[p.name] = &lazyListener{ln: ln}
 	}
-	if err := checkFree("sqs", cfg.SQSPort); err != nil {
-		errs = append(errs, err)
+	for _, p := range append([]namedPort{{"sqs", cfg.SQSPort}}, cfg.jaegerPorts()...) {
+		if err := checkFree(p.name, p.port); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		for _, l := range listeners {
@@ -127,6 +129,9 @@ func (s *Stack) start(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.startSQS(gctx) })
 	g.Go(func() error { return s.startS3(gctx, listeners["s3"].take()) })
+	if cfg.Jaeger != "" {
+		g.Go(func() error { return s.startJaeger(gctx) })
+	}
 	g.Go(func() error {
 		my, err := startMySQL(gctx, cfg)
 		if err != nil {

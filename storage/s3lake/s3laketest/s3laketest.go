@@ -228,6 +228,8 @@ func ReadLake(ctx context.Context, lake Lake, eventsPrefix, errorsPrefix string)
 			evs, err = rowsOf(data, s3lake.VerdictRow.LakeEvent)
 		case pipeline.EventShadowVerdict:
 			evs, err = rowsOf(data, s3lake.ShadowVerdictRow.LakeEvent)
+		case pipeline.EventProtectiveAction:
+			evs, err = rowsOf(data, s3lake.ActionRow.LakeEvent)
 		default:
 			return out, fmt.Errorf("object %s is not under an event_type partition", key)
 		}

@@ -81,6 +81,10 @@ func parse(args []string, out io.Writer, log *slog.Logger) (*Main, error) {
 	fs.IntVar(&cfg.RedisPort, "redis-port", cfg.RedisPort, "miniredis port (when the machine's Redis does not answer)")
 	fs.IntVar(&cfg.RedisClusterPort, "redis-cluster-port", cfg.RedisClusterPort, "first port of the three-master Redis Cluster (each bus: port+10000); 0: no cluster")
 	fs.StringVar(&cfg.ExternalMySQL, "external-mysql", cfg.ExternalMySQL, "MySQL to use when it accepts root with an empty password; empty: always embedded")
+	fs.StringVar(&cfg.Jaeger, "jaeger", cfg.Jaeger, "a Jaeger binary (make bin/jaeger) to run as the local trace store; the env file then points the binaries at it (make stack-up TRACES=1); empty: none, tracing off")
+	fs.IntVar(&cfg.JaegerOTLPPort, "jaeger-otlp-port", cfg.JaegerOTLPPort, "Jaeger's OTLP/HTTP receiver port (with --jaeger)")
+	fs.IntVar(&cfg.JaegerQueryPort, "jaeger-query-port", cfg.JaegerQueryPort, "Jaeger's query API port (with --jaeger)")
+	fs.IntVar(&cfg.JaegerGRPCPort, "jaeger-grpc-port", cfg.JaegerGRPCPort, "Jaeger's query gRPC port (with --jaeger)")
 	fs.StringVar(&cfg.ExternalRedis, "external-redis", cfg.ExternalRedis, "Redis to use when it answers; empty: always miniredis")
 	fs.IntVar(&cfg.MaxReceiveCount, "max-receive-count", cfg.MaxReceiveCount, "redrive maxReceiveCount of review and feedback")
 	fs.DurationVar(&cfg.VisibilityTimeout, "visibility-timeout", cfg.VisibilityTimeout, "default visibility timeout of review and feedback")
@@ -97,6 +101,11 @@ func parse(args []string, out io.Writer, log *slog.Logger) (*Main, error) {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	cfg.Install = !*noInstall
+	if cfg.Jaeger != "" {
+		if cfg.Jaeger, err = filepath.Abs(cfg.Jaeger); err != nil {
+			return nil, err
+		}
+	}
 	cfg.Log = log
 	m.Cfg = cfg
 	return m, cfg.Validate()
@@ -112,16 +121,19 @@ func (m *Main) Run(ctx context.Context) error {
 			return err
 		}
 		fmt.Fprintf(m.Out, "stack ready (pid %s): %s\n", env["CHATGUARD_STACK_PID"], m.Cfg.EnvFile())
+		printTraces(m.Out, env)
 		return nil
 	case "status":
 		pid := stack.Running(m.Cfg)
 		if pid == 0 {
 			return errors.New("no stack is running")
 		}
-		if _, err := stack.WaitReady(ctx, m.Cfg, 0, time.Millisecond); err != nil {
+		env, err := stack.WaitReady(ctx, m.Cfg, 0, time.Millisecond)
+		if err != nil {
 			return fmt.Errorf("stack pid %d is running but not ready", pid)
 		}
 		fmt.Fprintf(m.Out, "stack running (pid %d): %s\n", pid, m.Cfg.EnvFile())
+		printTraces(m.Out, env)
 		return nil
 	case "down":
 		was, err := stack.StopRunning(ctx, m.Cfg, m.Timeout)
@@ -169,5 +181,12 @@ func moduleRoot() (string, error) {
 			return "", errors.New("run it inside the repository: no go.work above the working directory")
 		}
 		dir = parent
+	}
+}
+
+// printTraces names the trace store's query API when the stack runs one.
+func printTraces(out io.Writer, env stack.Env) {
+	if u := env["CHATGUARD_STACK_TRACES_URL"]; u != "" {
+		fmt.Fprintf(out, "traces: %s (Jaeger query API: %s/api/services, %s/api/traces?service=chatguard-worker)\n", u, u, u)
 	}
 }

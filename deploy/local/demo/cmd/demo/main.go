@@ -74,6 +74,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	var faults string
 	fs.StringVar(&faults, "faults", "", "with --realtime, run once per fault ("+strings.Join(demo.RealtimeFaults, ",")+", or all) and print the fault rows")
 	fs.Float64Var(&cfg.Speedup, "speedup", 12, "with --realtime, replay the window this many times faster (12: an hour in five minutes)")
+	fs.BoolVar(&cfg.Trace, "trace", true, "in a batch run, trace every review (an OTLP receiver in the demo, sampling 1.0) and print one review's span tree")
 	fs.DurationVar(&cfg.FlushAge, "flush-age", 5*time.Second, "the consumer's --flush-age")
 	fs.DurationVar(&cfg.Timeout, "timeout", 10*time.Minute, "bound of the whole run, stack start included")
 	fs.DurationVar(&cfg.Progress, "progress-interval", 2*time.Second, "how often a progress line is printed")
