@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/chatguard/chatguard/pipeline"
 )
@@ -53,7 +54,7 @@ func (a *App) ReReviewCampaign(ctx context.Context, roomID string, windowStart, 
 	}
 	rv.log.Info("console: audit", "action", "campaign_rereview", "moderator", campaignWho.ID, "review_id", st.ID(), "room_id", roomID,
 		"window_start", req.WindowStart, "window_end", req.WindowEnd)
-	rv.runRecovered(st, req, campaignWho)
+	rv.runRecovered(st, req, campaignWho, trace.SpanContext{})
 	return rv.savedLabel(ctx, req, req.runID(campaignWho, st.ID()))
 }
 
@@ -86,11 +87,4 @@ func (req reviewRequest) runID(who Who, reviewID string) string {
 		return pipeline.CampaignReReviewRunPrefix + reviewID
 	}
 	return "ondemand:" + who.ID + ":" + reviewID
-}
-
-// actionSource is where req's verdict came from, for its protective
-// actions: on_demand for a moderator's review, campaign for a campaign
-// re-review (an old chat: escalation only, whatever a rule says).
-func (req reviewRequest) actionSource() pipeline.ActionSource {
-	return pipeline.ActionSourceOf(req.Source, true)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/chatguard/chatguard/pipeline/campaign"
 	"github.com/chatguard/chatguard/pipeline/live"
 	"github.com/chatguard/chatguard/pipeline/policy"
+	"github.com/chatguard/chatguard/pipeline/protect"
 )
 
 // flaggingReviewer flags every window it reviews, as the stand-in model
@@ -88,33 +89,58 @@ func TestCampaignReReviewIsANewRevisionReviewedAsSourceCampaign(t *testing.T) {
 	require.Zero(t, len(app.rv.slots), "the admission slot is given back")
 }
 
-// escalateOnly is a policy whose one rule would warn the counterpart and
-// escalate any flagged room of any source.
-const escalateOnly = `{"version":"t1","defaults":{"locale":"ko","suppress_notices":"24h","action_ttl":"1h","restrict_for":"24h","cleared_for":"720h",
+// anySource is a policy whose one rule warns the counterpart and
+// escalates every flagged room, whatever its source.
+const anySource = `{"version":"t1","defaults":{"locale":"ko","suppress_notices":"24h","action_ttl":"1h","restrict_for":"24h","cleared_for":"720h",
   "heavy_per_account_daily":1,"heavy_min_campaign_rooms":3,"heavy_min_history_rooms":1},
   "rules":[{"id":"notice","name":"Notice","daily_cap":10,"match":{"labels":["abusive"],"min_severity":3},
     "actions":[{"action":"warn_counterpart","mode":"on"},{"action":"escalate","mode":"on"}]}]}`
 
+// noHistory is a pipeline.ActionLedger with nothing recorded.
+type noHistory struct{}
+
+func (noHistory) ActionState(context.Context, pipeline.ActionStateQuery) (pipeline.ActionState, error) {
+	return pipeline.ActionState{}, nil
+}
+
+// savingStore records every verdict the console saves, with its actions.
+type savingStore struct {
+	*moderationtest.Memory
+	mu    sync.Mutex
+	saved []pipeline.Verdict
+}
+
+func (s *savingStore) Revise(ctx context.Context, v pipeline.Verdict) (int, bool, error) {
+	s.mu.Lock()
+	s.saved = append(s.saved, v)
+	s.mu.Unlock()
+	return s.Memory.Revise(ctx, v)
+}
+
 func TestCampaignReReviewThatFlagsTakesNoActionBeyondEscalate(t *testing.T) {
-	app, st, key, _ := campaignConsole(t, &flaggingReviewer{})
-	_, err := app.ReReviewCampaign(context.Background(), key.RoomID, key.WindowStart, key.WindowEnd)
+	pol, err := policy.Parse([]byte(anySource))
 	require.NoError(t, err)
-	_, v := current(t, st, key)
-	p, err := policy.Parse([]byte(escalateOnly))
-	require.NoError(t, err)
-	now := moderationtest.T0.Add(2 * time.Hour)
-	written := func(req reviewRequest) (kinds []pipeline.ActionKind) {
-		for _, d := range p.Evaluate(policy.EvidenceOf(v, req.actionSource()), policy.State{}, now) {
-			if d.Outcome == policy.OutcomeWritten {
-				kinds = append(kinds, d.Kind)
-			}
+	kinds := func(v pipeline.Verdict) (out []pipeline.ActionKind) {
+		for _, a := range v.Actions {
+			out = append(out, a.Action.ID)
 		}
-		return kinds
+		return out
 	}
-	require.Equal(t, []pipeline.ActionKind{pipeline.ActionEscalate}, written(reviewRequest{Source: pipeline.SourceCampaign}),
-		"the campaign re-review escalates, and warns nobody")
-	require.Equal(t, []pipeline.ActionKind{pipeline.ActionWarnCounterpart, pipeline.ActionEscalate}, written(reviewRequest{}),
-		"a moderator's review of the same verdict would warn")
+	app, mem, key, _ := campaignConsole(t, &flaggingReviewer{})
+	st := &savingStore{Memory: mem}
+	app.rv.store, app.rv.planner = st, protect.New(pol, noHistory{}, nil, nil, nil)
+
+	_, err = app.ReReviewCampaign(context.Background(), key.RoomID, key.WindowStart, key.WindowEnd)
+	require.NoError(t, err)
+	require.Len(t, st.saved, 1)
+	require.Equal(t, []pipeline.ActionKind{pipeline.ActionEscalate}, kinds(st.saved[0]), "the campaign re-review escalates, and warns nobody")
+	require.Equal(t, pipeline.ActionSourceCampaign, st.saved[0].Actions[0].Source)
+
+	// The same verdict from a moderator's review would warn.
+	v := st.saved[0]
+	v.Key.RoomID = "room-moderator"
+	saved := app.rv.save(context.Background(), "r-mod", v, pipeline.ActionSourceOnDemand)
+	require.Equal(t, []pipeline.ActionKind{pipeline.ActionWarnCounterpart, pipeline.ActionEscalate}, kinds(saved))
 }
 
 func TestCampaignReReviewWaitsForASlotWithinItsContext(t *testing.T) {
