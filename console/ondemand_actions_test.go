@@ -30,9 +30,9 @@ func TestAnOnDemandVerdictWritesItsActionsWithItsRevision(t *testing.T) {
 		RunID: "ondemand:m:1", Status: pipeline.StatusDone, Label: pipeline.LabelAbusive, Category: pipeline.CategoryExternalPayment, Severity: 4,
 		Confidence: 0.95, Attempts: 1, PublishedAt: ws, StartedAt: ws, FinishedAt: ws.Add(time.Hour),
 		Subjects: []string{"seller-od"}, OffenderRole: pipeline.RoleSeller}
-	first := rv.save(context.Background(), "r1", v)
+	first := rv.save(context.Background(), "r1", v, pipeline.ActionSourceOnDemand)
 	require.Equal(t, 1, first.Revision)
-	second := rv.save(context.Background(), "r2", v)
+	second := rv.save(context.Background(), "r2", v, pipeline.ActionSourceOnDemand)
 	require.Equal(t, 2, second.Revision)
 
 	type row struct {
@@ -70,7 +70,7 @@ func TestAnOnDemandVerdictWritesItsActionsWithItsRevision(t *testing.T) {
 	require.NoError(t, err)
 	rv.planner = protect.New(other, e.db, e.clock, nil, nil)
 	v.Key.RoomID = "room-od-2"
-	require.Equal(t, 1, rv.save(context.Background(), "r3", v).Revision)
+	require.Equal(t, 1, rv.save(context.Background(), "r3", v, pipeline.ActionSourceOnDemand).Revision)
 	var n int
 	require.NoError(t, e.db.DB().QueryRowContext(ctx, "SELECT COUNT(*) FROM protective_actions WHERE room_id = 'room-od-2'").Scan(&n))
 	require.Zero(t, n)

@@ -77,6 +77,9 @@ type reviewRequest struct {
 	RoomID      string    `json:"room_id"`
 	WindowStart time.Time `json:"window_start"`
 	WindowEnd   time.Time `json:"window_end"`
+	// Source is empty for a moderator's review; a campaign re-review's is
+	// pipeline.SourceCampaign (campaignreview.go), never a client's.
+	Source pipeline.ReviewSource `json:"-"`
 }
 
 func (rv *reviews) parse(r *http.Request) (reviewRequest, error) {
@@ -492,7 +495,7 @@ func (rv *reviews) run(st *live.Stream, req reviewRequest, who Who, parent trace
 	ctx, span := startReviewSpan(ctx, parent)
 	defer span.End()
 	ev := pipeline.ReviewEvent{RoomID: req.RoomID, WindowStart: req.WindowStart, WindowEnd: req.WindowEnd,
-		RunID: "ondemand:" + who.ID + ":" + st.ID(), PublishedAt: rv.clock.Now().UTC(), SchemaVersion: 1}
+		RunID: req.runID(who, st.ID()), Source: req.Source, PublishedAt: rv.clock.Now().UTC(), SchemaVersion: 1}
 	if rv.guard != nil {
 		var release func()
 		ctx, release = rv.guard.Begin(ctx, ev)
@@ -527,7 +530,7 @@ func (rv *reviews) finish(ctx context.Context, st *live.Stream, ev pipeline.Revi
 		// An explicit re-review is a new revision of the window's verdict:
 		// the one moderators decided on is kept as it was, and the queue
 		// shows the new one.
-		v = rv.save(ctx, st.ID(), v)
+		v = rv.save(ctx, st.ID(), v, pipeline.ActionSourceOf(ev.Source, true))
 	}
 	rv.log.Info("console: on-demand review", "review_id", st.ID(), "room_id", ev.RoomID, "run_id", ev.RunID,
 		"status", v.Status, "err", errString(err))
@@ -554,17 +557,18 @@ func (rv *reviews) finish(ctx context.Context, st *live.Stream, ev pipeline.Revi
 // save stores an on-demand verdict as a new revision of its window's,
 // with the protective actions the policy decides for it (when actions are
 // on) written in the same transaction, as the workers' are: the one
-// planner (pipeline.ActionPlanner), source on_demand. A verdict whose
+// planner (pipeline.ActionPlanner), source src (on_demand; campaign for a
+// campaign re-review, which escalates at most). A verdict whose
 // actions cannot be decided is not saved (no verdict is stored without
 // the actions it owes); a failed save is logged, as the review's event
 // still reaches its moderator. It returns v with its revision when the
 // store committed it.
-func (rv *reviews) save(ctx context.Context, reviewID string, v pipeline.Verdict) pipeline.Verdict {
+func (rv *reviews) save(ctx context.Context, reviewID string, v pipeline.Verdict, src pipeline.ActionSource) pipeline.Verdict {
 	// The save outlives a cancelled review: what was paid for is kept.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(rv.ctx), 10*time.Second)
 	defer cancel()
 	if rv.planner != nil {
-		planned, err := rv.planner.Plan(sctx, v, pipeline.ActionSourceOnDemand)
+		planned, err := rv.planner.Plan(sctx, v, src)
 		if err != nil {
 			rv.log.Error("console: on-demand verdict not saved: its protective actions could not be decided", "review_id", reviewID, "room_id", v.Key.RoomID, "err", err)
 			return v

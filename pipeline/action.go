@@ -163,18 +163,20 @@ func (s ActionSource) Known() bool {
 }
 
 // ActionSourceOf maps a verdict's review source (and whether it was an
-// on-demand, interactive review) to an action source. An event from a
+// on-demand, interactive review) to an action source. A campaign
+// re-review is campaign even when it ran interactively (the console runs
+// it on its on-demand path): its escalate-only rule wins. An event from a
 // publisher that predates the source field counts as batch.
 func ActionSourceOf(src ReviewSource, interactive bool) ActionSource {
 	switch {
+	case src == SourceCampaign:
+		return ActionSourceCampaign
 	case interactive:
 		return ActionSourceOnDemand
 	case src == SourceRealtime:
 		return ActionSourceRealtime
 	case src == SourceSweep:
 		return ActionSourceSweep
-	case src == SourceCampaign:
-		return ActionSourceCampaign
 	}
 	return ActionSourceBatch
 }

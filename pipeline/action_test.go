@@ -187,6 +187,7 @@ func TestActionKindVocabulary(t *testing.T) {
 	require.Equal(t, pipeline.ActionSourceOnDemand, pipeline.ActionSourceOf(pipeline.SourceRealtime, true))
 	require.Equal(t, pipeline.ActionSourceBatch, pipeline.ActionSourceOf("", false))
 	require.Equal(t, pipeline.ActionSourceCampaign, pipeline.ActionSourceOf(pipeline.SourceCampaign, false))
+	require.Equal(t, pipeline.ActionSourceCampaign, pipeline.ActionSourceOf(pipeline.SourceCampaign, true), "a campaign re-review run interactively stays escalate-only")
 	require.True(t, pipeline.ActionSourceCampaign.Known())
 	require.Equal(t, pipeline.PenaltySevere, pipeline.PenaltyFromSeverity(5))
 	require.Equal(t, pipeline.PenaltyNone, pipeline.PenaltyFromSeverity(0))

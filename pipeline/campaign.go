@@ -132,6 +132,14 @@ type CampaignJoinRow struct {
 	Senders int
 	// Subjects are the verdict's subjects (the same on each of its rows).
 	Subjects []string
+	// RoomID, WindowStart and WindowEnd are the verdict's window, Label
+	// and RunID its label and run (the same on each of its rows): what a
+	// campaign re-review of a linked room needs.
+	RoomID      string
+	WindowStart time.Time
+	WindowEnd   time.Time
+	Label       Label
+	RunID       string
 }
 
 // CampaignLink is one sighting the join links to its mark's campaign.
@@ -162,4 +170,18 @@ type CampaignJoin struct {
 type CampaignJoins interface {
 	JoinRows(ctx context.Context, since time.Time, limit int) ([]CampaignJoinRow, error)
 	SaveJoin(ctx context.Context, j CampaignJoin) (linked int, err error)
+}
+
+// CampaignReReviewRunPrefix begins the run id of a campaign re-review's
+// verdict: the campaign join re-reviews no room twice.
+const CampaignReReviewRunPrefix = "campaign:"
+
+// CampaignReReviewer re-reviews one room's window with the campaign
+// signal, as source campaign (SourceCampaign: an old chat, which takes no
+// protective action beyond escalate), saved as a new revision of the
+// window's verdict under a run id beginning CampaignReReviewRunPrefix. It
+// returns the new revision's label, or an error when the review failed or
+// was not saved. It honours ctx.
+type CampaignReReviewer interface {
+	ReReviewCampaign(ctx context.Context, roomID string, windowStart, windowEnd time.Time) (Label, error)
 }

@@ -183,6 +183,8 @@ func joinFlags(fs *cli.FlagSet, c *campaign.JoinConfig) {
 	fs.IntVar(&c.MaxMarks, "campaign-join-max-marks", "most marks one campaign holds; a join past it is refused (counted)")
 	fs.IntVar(&c.MaxLinks, "campaign-join-max-links", "earlier rooms one run links to one campaign at most")
 	fs.IntVar(&c.MaxSenders, "campaign-join-max-senders", "most fleet-wide senders a mark may have and still join others (above it, a phrase many people write)")
+	fs.IntVar(&c.ReReviewMax, "campaign-rereview-max", "rooms of one campaign each run of the campaign join re-reviews at most, among those it just linked whose verdicts are not flagged: a new revision reviewed with the campaign signal as source campaign, which takes no protective action beyond escalate (0: off)")
+	fs.IntVar(&c.ReReviewMaxRun, "campaign-rereview-max-run", "campaign re-reviews one run of the campaign join makes at most, all campaigns together")
 }
 
 // liveFlags binds the live event streams' settings (redislive.Config).

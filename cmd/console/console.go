@@ -124,12 +124,15 @@ func (p *parts) services() []lifecycle.Service {
 	}
 }
 
-// buildJoiner builds the campaign join over the store.
+// buildJoiner builds the campaign join over the store, its re-reviews
+// (when --campaign-rereview-max turns them on) run by the web app.
 func (p *parts) buildJoiner(context.Context) error {
 	j, err := campaign.NewJoiner(p.cfg.CampaignJoin, p.store, p.reg, p.clock)
 	if err != nil {
 		return fmt.Errorf("campaign join: %w", err)
 	}
+	// Linked rooms are re-reviewed on the on-demand path, in-process.
+	j.SetReReviewer(p.app)
 	p.joiner = j
 	return nil
 }

@@ -14,7 +14,8 @@ var _ pipeline.CampaignJoins = (*Memory)(nil)
 
 // JoinRows implements pipeline.CampaignJoins as storage/mysql does: the
 // recorded marks of current verdicts decided at or after since, newest
-// first, repeat senders' left out, each with its verdict's subjects.
+// first, repeat senders' left out, each with its verdict's subjects,
+// window, label and run.
 func (m *Memory) JoinRows(ctx context.Context, since time.Time, limit int) ([]pipeline.CampaignJoinRow, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -33,7 +34,8 @@ func (m *Memory) JoinRows(ctx context.Context, since time.Time, limit int) ([]pi
 		for _, c := range m.rowsOf(id) {
 			if c.class != pipeline.ClassRepeatSender {
 				rows = append(rows, row{decidedAt(v), pipeline.CampaignJoinRow{VerdictID: id, Kind: c.Kind, Mark: c.Mark, Class: c.class,
-					Senders: c.Senders, Subjects: slices.Clone(v.Subjects)}})
+					Senders: c.Senders, Subjects: slices.Clone(v.Subjects), RoomID: v.Key.RoomID, WindowStart: v.Key.WindowStart, WindowEnd: v.Key.WindowEnd,
+					Label: v.Label, RunID: v.RunID}})
 			}
 		}
 	}

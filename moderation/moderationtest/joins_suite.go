@@ -26,7 +26,8 @@ type JoinsStore interface {
 // senders wrote and a repeat sender's mark join nothing; the campaign
 // view (one line a room), its open-room count, take and release cover
 // the three rooms from any of its marks; the account page lists the
-// campaign once; a linked sighting reads back as a sighting. newStore
+// campaign once; a linked sighting reads back as a sighting; a row
+// carries its verdict's window, label and run. newStore
 // returns a store over empty, isolated storage.
 func RunCampaignJoinConformance(t *testing.T, newStore func(t *testing.T) JoinsStore) {
 	t.Helper()
@@ -52,6 +53,7 @@ func runJoinAndLink(t *testing.T, s JoinsStore) {
 	seed("room-join-shop", []string{Sender(8)}, []pipeline.CampaignCount{count(pipeline.CampaignContact, shop, 6, 1, true)}, nil)
 
 	clk := clock.NewFake(T0.Add(2 * time.Hour))
+	requireJoinRowWindow(t, s, early, clk.Now())
 	j, err := campaign.NewJoiner(campaign.DefaultJoinConfig(), s, nil, clk)
 	require.NoError(t, err)
 	st, linked, err := j.RunOnce(ctx)
@@ -98,4 +100,24 @@ func runJoinAndLink(t *testing.T, s JoinsStore) {
 	got, err := s.VerdictCampaigns(ctx, early)
 	require.NoError(t, err)
 	require.Len(t, got, 2, "the room page shows the linked marks")
+}
+
+// requireJoinRowWindow checks that verdict id's join rows carry its
+// window, label and run (what a campaign re-review needs).
+func requireJoinRowWindow(t *testing.T, s JoinsStore, id uint64, now time.Time) {
+	t.Helper()
+	rows, err := s.JoinRows(testCtx(t), now.Add(-campaign.DefaultJoinWindow), 100)
+	require.NoError(t, err)
+	n := 0
+	for _, r := range rows {
+		if r.VerdictID != id {
+			continue
+		}
+		n++
+		require.Equal(t, "room-join-early", r.RoomID)
+		require.True(t, r.WindowStart.Equal(T0) && r.WindowEnd.Equal(T0.Add(time.Hour)), "%s..%s", r.WindowStart, r.WindowEnd)
+		require.Equal(t, pipeline.LabelAbusive, r.Label)
+		require.Equal(t, "run-conf", r.RunID)
+	}
+	require.Equal(t, 2, n, "the early room's two sightings")
 }

@@ -34,6 +34,14 @@ type JoinConfig struct {
 	// and still join others: above it the mark is a phrase many people
 	// write, which links nothing.
 	MaxSenders int
+	// ReReviewMax is the most rooms of one campaign a run re-reviews with
+	// the campaign signal, among those it just linked whose verdicts are
+	// not flagged (escalation only: see ReReviewer); zero turns the
+	// re-review off.
+	ReReviewMax int
+	// ReReviewMaxRun bounds the re-reviews of one run, all campaigns
+	// together.
+	ReReviewMaxRun int
 }
 
 // The join's defaults.
@@ -44,6 +52,10 @@ const (
 	DefaultJoinMaxMarks   = 256
 	DefaultJoinMaxLinks   = 200
 	DefaultJoinMaxSenders = DefaultMaxSenders
+	// DefaultReReviewMax is off: a campaign re-review is the operator's
+	// choice.
+	DefaultReReviewMax    = 0
+	DefaultReReviewMaxRun = 50
 	// MaxJoinMarks is the largest MaxMarks: a campaign's marks are named
 	// in one query.
 	MaxJoinMarks = 1024
@@ -52,7 +64,7 @@ const (
 // DefaultJoinConfig returns the defaults (a run a minute).
 func DefaultJoinConfig() JoinConfig {
 	return JoinConfig{Every: DefaultJoinEvery, Window: DefaultJoinWindow, MaxRows: DefaultJoinMaxRows, MaxMarks: DefaultJoinMaxMarks,
-		MaxLinks: DefaultJoinMaxLinks, MaxSenders: DefaultJoinMaxSenders}
+		MaxLinks: DefaultJoinMaxLinks, MaxSenders: DefaultJoinMaxSenders, ReReviewMax: DefaultReReviewMax, ReReviewMaxRun: DefaultReReviewMaxRun}
 }
 
 // Validate reports every problem at once.
@@ -76,6 +88,12 @@ func (c JoinConfig) Validate() error {
 	if c.MaxSenders < 1 {
 		errs = append(errs, fmt.Errorf("campaign join: max senders %d must be at least 1", c.MaxSenders))
 	}
+	if c.ReReviewMax < 0 || c.ReReviewMax > c.MaxLinks {
+		errs = append(errs, fmt.Errorf("campaign join: re-review max %d must be within 0..%d (max links)", c.ReReviewMax, max(c.MaxLinks, 0)))
+	}
+	if c.ReReviewMaxRun < 1 || c.ReReviewMaxRun > 1000 {
+		errs = append(errs, fmt.Errorf("campaign join: re-review max per run %d must be within 1..1000", c.ReReviewMaxRun))
+	}
 	return errors.Join(errs...)
 }
 
@@ -85,6 +103,8 @@ type JoinStats struct {
 	Campaigns int
 	// Refused counts the joins MaxMarks refused.
 	Refused int
+	// ReReviews counts the linked rooms the run re-reviewed (SetReReviewer).
+	ReReviews int
 }
 
 // Join computes the campaigns of rows: the connected components of the
@@ -220,6 +240,9 @@ type Joiner struct {
 	links prometheus.Counter
 	camps prometheus.Gauge
 	refus prometheus.Counter
+	// rr re-reviews linked rooms (nil: none); rereviews counts them.
+	rr        pipeline.CampaignReReviewer
+	rereviews *prometheus.CounterVec
 }
 
 // NewJoiner returns a joiner over store on clk (nil: the wall clock); reg
@@ -240,11 +263,12 @@ func NewJoiner(cfg JoinConfig, store pipeline.CampaignJoins, reg prometheus.Regi
 			Help: "Campaigns (joined components holding a campaign signal) the last campaign join found in its window."}),
 		refus: prometheus.NewCounter(prometheus.CounterOpts{Name: "chatguard_campaign_joins_refused_total",
 			Help: "Joins of two campaigns the campaign join refused because the result would pass the marks cap."}),
+		rereviews: newReReviewMetric(),
 	}
 	j.runs.WithLabelValues("ok")
 	j.runs.WithLabelValues("error")
 	if reg != nil {
-		for _, c := range []prometheus.Collector{j.runs, j.links, j.camps, j.refus} {
+		for _, c := range []prometheus.Collector{j.runs, j.links, j.camps, j.refus, j.rereviews} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("campaign join: register metrics: %w", err)
 			}
@@ -253,7 +277,9 @@ func NewJoiner(cfg JoinConfig, store pipeline.CampaignJoins, reg prometheus.Regi
 	return j, nil
 }
 
-// RunOnce reads the window's rows, joins them and saves the result.
+// RunOnce reads the window's rows, joins them and saves the result, then
+// re-reviews the rooms it linked (SetReReviewer). A failed re-review fails
+// the run after the others ran: the join itself was saved.
 func (j *Joiner) RunOnce(ctx context.Context) (JoinStats, int, error) {
 	at := j.clk.Now().UTC()
 	rows, err := j.store.JoinRows(ctx, at.Add(-j.cfg.Window), j.cfg.MaxRows)
@@ -272,6 +298,10 @@ func (j *Joiner) RunOnce(ctx context.Context) (JoinStats, int, error) {
 	j.links.Add(float64(n))
 	j.camps.Set(float64(st.Campaigns))
 	j.refus.Add(float64(st.Refused))
+	st.ReReviews, err = j.reReview(ctx, rows, joined)
+	if err != nil {
+		return st, n, fmt.Errorf("campaign join: %w", err)
+	}
 	return st, n, nil
 }
 

@@ -125,7 +125,7 @@ func TestEvaluate(t *testing.T) {
 		{"campaign re-review of an old chat: escalate only, heavy and notice refused as old_chat", func(e *policy.Evidence) {
 			e.Source = pipeline.ActionSourceCampaign
 			e.CampaignRooms = 3
-			e.Signals = []string{"campaign_account"}
+			e.Signals = []string{"campaign_contact"}
 		}, policy.State{}, []got{
 			{"heavy", "restrict_sender", "dry_run", "s1", policy.OutcomeOldChat}, {"heavy", "hold_transaction", "on", "s1", policy.OutcomeOldChat},
 			{"signal", "escalate", "on", "", W}}},

@@ -18,9 +18,10 @@ const joinBatch = 500
 
 // JoinRows implements pipeline.CampaignJoins: the window's recorded marks
 // of current verdicts by ix_verdict_campaigns_decided, newest first, with
-// each verdict's subjects read by primary key in batches.
+// each verdict's window, label and run, and its subjects read by primary
+// key in batches.
 func (s *Store) JoinRows(ctx context.Context, since time.Time, limit int) ([]pipeline.CampaignJoinRow, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT c.verdict_id, c.kind, c.mark, c.class, c.senders
+	rows, err := s.db.QueryContext(ctx, `SELECT c.verdict_id, c.kind, c.mark, c.class, c.senders, v.room_id, v.window_start, v.window_end, v.label, v.run_id
 FROM verdict_campaigns c JOIN verdicts v ON v.id = c.verdict_id
 WHERE c.decided_at >= ? AND c.class <> 'repeat_sender' AND v.revision_slot = 0
 ORDER BY c.decided_at DESC, c.verdict_id DESC LIMIT ?`, dbTime(since), limit)
@@ -32,13 +33,15 @@ ORDER BY c.decided_at DESC, c.verdict_id DESC LIMIT ?`, dbTime(since), limit)
 	ids := map[uint64]bool{}
 	for rows.Next() {
 		var (
-			r           pipeline.CampaignJoinRow
-			kind, class string
+			r                  pipeline.CampaignJoinRow
+			kind, class, label string
+			ws, we             time.Time
 		)
-		if err := rows.Scan(&r.VerdictID, &kind, &r.Mark, &class, &r.Senders); err != nil {
+		if err := rows.Scan(&r.VerdictID, &kind, &r.Mark, &class, &r.Senders, &r.RoomID, &ws, &we, &label, &r.RunID); err != nil {
 			return nil, fmt.Errorf("mysql: campaign join rows: %w", err)
 		}
-		r.Kind, r.Class = pipeline.CampaignKind(kind), pipeline.CampaignClass(class)
+		r.Kind, r.Class, r.Label = pipeline.CampaignKind(kind), pipeline.CampaignClass(class), pipeline.Label(label)
+		r.WindowStart, r.WindowEnd = ws.UTC(), we.UTC()
 		ids[r.VerdictID] = true
 		out = append(out, r)
 	}
