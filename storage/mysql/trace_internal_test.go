@@ -51,7 +51,7 @@ func TestMySQLSpansRecordNoStatement(t *testing.T) {
 		require.Equal(t, root.SpanContext().TraceID(), s.SpanContext().TraceID(), "%s belongs to the caller's trace", s.Name())
 		require.NotContains(t, s.Name(), "secret")
 		for _, kv := range s.Attributes() {
-			v := kv.Value.Emit()
+			v := kv.Value.String()
 			require.False(t, strings.Contains(v, "secret") || strings.Contains(strings.ToUpper(v), "SELECT") || strings.Contains(strings.ToUpper(v), "INSERT"),
 				"%s: attribute %s=%q holds the statement or an argument", s.Name(), kv.Key, v)
 		}

@@ -48,7 +48,7 @@ func TestRedisSpansNameNoKey(t *testing.T) {
 		names = append(names, s.Name())
 		require.Equal(t, root.SpanContext().TraceID(), s.SpanContext().TraceID(), "%s is in the caller's trace", s.Name())
 		for _, kv := range s.Attributes() {
-			v := kv.Value.Emit()
+			v := kv.Value.String()
 			require.False(t, strings.Contains(v, "secret"), "%s: attribute %s=%q holds the key or the value", s.Name(), kv.Key, v)
 			require.NotEqual(t, "db.statement", string(kv.Key))
 		}
