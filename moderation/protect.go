@@ -42,8 +42,10 @@ type ProtectiveActions interface {
 	// written.
 	ReverseActions(ctx context.Context, r Reversal) ([]pipeline.ProtectiveAction, error)
 	// ReapplyActions undoes ReverseActions when the overturn r.DecisionID
-	// is undone, in one transaction: every action about r.Key that a
-	// reversal marked is written again; each `on` one that was reversed
+	// is undone, in one transaction: every action about r.Key that this
+	// overturn's reversal marked is written again (not one a moderator
+	// reversed by its key, nor one a policy change retracted: those stay
+	// reversed); each `on` one that was reversed
 	// is re-applied under pipeline.ReapplyActionKey (reverses: the
 	// original key; issued at r.At, with the original's time to live
 	// and restriction length) with its outbox message, and the cleared

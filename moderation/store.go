@@ -13,7 +13,9 @@ import (
 type Verdicts interface {
 	// Revise is pipeline.VerdictReviser's: it stores an on-demand review
 	// as a new revision of its key, so that the verdict moderators decided
-	// on stays as they saw it.
+	// on stays as they saw it, with v.Actions (the planner's) each rebound
+	// to that revision (pipeline.ActionRecord.AtRevision); an action that
+	// is not valid is a *pipeline.PermanentError and nothing is written.
 	Revise(ctx context.Context, v pipeline.Verdict) (revision int, committed bool, err error)
 	// VerdictByID returns the verdict with id with its stage results, or
 	// an error wrapping pipeline.ErrVerdictNotFound.

@@ -9,6 +9,10 @@
 --   'confirm_action' (a moderator confirms one action);
 -- * protective_actions records the confirmation: confirmed_by (the
 --   moderator's pseudonymous id, '' while unconfirmed) and confirmed_at;
+--   and which overturn reversed a forward action (reversed_by_decision,
+--   the moderator decision's id; NULL when written, or reversed by its key
+--   or a policy change), so that undoing that overturn re-applies only
+--   what the overturn took back;
 -- * action_policy_runs records each policy file whose retraction step has
 --   run to its end, by hash: a process that starts on a recorded hash has
 --   nothing to retract.
@@ -24,6 +28,7 @@ ALTER TABLE moderation_actions ADD CONSTRAINT ck_moderation_actions_action CHECK
 
 ALTER TABLE protective_actions ADD COLUMN confirmed_by VARCHAR(128) NOT NULL DEFAULT '' AFTER state;
 ALTER TABLE protective_actions ADD COLUMN confirmed_at DATETIME(6) NULL AFTER confirmed_by;
+ALTER TABLE protective_actions ADD COLUMN reversed_by_decision BIGINT UNSIGNED NULL AFTER confirmed_at;
 CREATE INDEX ix_protective_actions_live ON protective_actions (state, created_at);
 
 CREATE TABLE IF NOT EXISTS action_policy_runs (
@@ -37,6 +42,7 @@ CREATE TABLE IF NOT EXISTS action_policy_runs (
 -- +goose Down
 DROP TABLE IF EXISTS action_policy_runs;
 DROP INDEX ix_protective_actions_live ON protective_actions;
+ALTER TABLE protective_actions DROP COLUMN reversed_by_decision;
 ALTER TABLE protective_actions DROP COLUMN confirmed_at;
 ALTER TABLE protective_actions DROP COLUMN confirmed_by;
 ALTER TABLE moderation_actions DROP CONSTRAINT ck_moderation_actions_action;

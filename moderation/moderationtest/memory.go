@@ -1,9 +1,11 @@
 // Package moderationtest holds test support for the moderation side's
 // ports: one conformance suite per port (verdicts, the queue, takes,
-// decisions, the feedback outbox, accounts, the audit record) that every
+// decisions, the feedback outbox, accounts, the audit record, the
+// protective actions' history, control and policy retraction) that every
 // implementation must pass, run against storage/mysql on MariaDB and
-// against Memory, an in-memory moderation.Store with the same semantics
-// for unit tests of the console.
+// against Memory, an in-memory moderation.Store (and ProtectiveActions,
+// ActionControl, PolicyRetractions) with the same semantics for unit
+// tests of the console.
 package moderationtest
 
 import (
@@ -93,11 +95,18 @@ func (m *Memory) Save(ctx context.Context, v pipeline.Verdict) (bool, error) {
 }
 
 // Revise stores v as a new revision of its key, the current one from
-// then on (revision 1 for a new key); a done current revision is kept
+// then on (revision 1 for a new key), with v.Actions (the planner's) each
+// rebound to that revision (pipeline.ActionRecord.AtRevision) as
+// storage/mysql's Revise writes them; a done current revision is kept
 // against a v that is not done, and Revise then reports nothing committed.
 func (m *Memory) Revise(ctx context.Context, v pipeline.Verdict) (int, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, false, err
+	}
+	for _, r := range v.Actions {
+		if err := r.Validate(); err != nil {
+			return 0, false, pipeline.Permanent(fmt.Errorf("memory: revise: %w", err))
+		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -115,6 +124,9 @@ func (m *Memory) Revise(ctx context.Context, v pipeline.Verdict) (int, bool, err
 	id := m.nextVerdictID()
 	m.ids[v.Key] = id
 	m.verdicts[id] = v
+	for _, r := range v.Actions {
+		_ = m.writeAction(r.AtRevision(v.Revision))
+	}
 	return v.Revision, true, nil
 }
 

@@ -3,6 +3,7 @@ package moderationtest
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/chatguard/chatguard/moderation"
 )
@@ -66,4 +67,30 @@ func TestMemoryActionHistoryConformance(t *testing.T) {
 
 func TestMemoryTakeHistory(t *testing.T) {
 	RunTakeHistoryConformance(t, func(t *testing.T) HistoryStore { return NewMemory() })
+}
+
+func TestMemoryActionControlConformance(t *testing.T) {
+	t.Parallel()
+	RunActionControlConformance(t, func(t *testing.T) ControlHarness {
+		m := NewMemory()
+		return ControlHarness{
+			Store:   m,
+			Seed:    m.SeedAction,
+			Pending: func(key string) (bool, error) { return m.PendingAction(key), nil },
+			Cleared: func(account, rule string, at time.Time) (bool, error) { return m.Cleared(account, rule, at), nil },
+		}
+	})
+}
+
+func TestMemoryPolicyRetractionsConformance(t *testing.T) {
+	t.Parallel()
+	RunPolicyRetractionsConformance(t, func(t *testing.T) RetractionsHarness {
+		m := NewMemory()
+		return RetractionsHarness{Store: m, Seed: m.SeedAction}
+	})
+}
+
+func TestMemoryRevisedActionsConformance(t *testing.T) {
+	t.Parallel()
+	RunRevisedActionsConformance(t, func(t *testing.T) RevisedStore { return NewMemory() })
 }

@@ -4,15 +4,29 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/chatguard/chatguard/moderation"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
 // protectState is Memory's record of protective actions: the rows in
-// write order.
+// write order, each forward action's body (for its re-application), the
+// overturn that reversed it, the actions' unsent queue messages, the
+// cleared states and the policy runs (actioncontrol.go).
 type protectState struct {
-	rows []moderation.RoomAction
+	rows       []moderation.RoomAction
+	bodies     map[string]pipeline.ProtectiveAction
+	reversedBy map[string]uint64
+	pending    map[string]bool
+	cleared    map[string]clearance
+	policyRuns map[string]bool
+}
+
+// clearance is a cleared state with the decision that recorded it.
+type clearance struct {
+	until    time.Time
+	decision uint64
 }
 
 // SeedAction adds a protective action's row as a verdict's save writes
@@ -37,6 +51,13 @@ func (m *Memory) writeAction(r pipeline.ActionRecord) error {
 	}
 	key := normKey(r.Key)
 	key.RoomID = a.Item.ID
+	if m.prot.bodies == nil {
+		m.prot.bodies, m.prot.reversedBy, m.prot.pending = map[string]pipeline.ProtectiveAction{}, map[string]uint64{}, map[string]bool{}
+	}
+	m.prot.bodies[a.IdempotencyKey] = a
+	if a.Mode == pipeline.ModeOn {
+		m.prot.pending[a.IdempotencyKey] = true
+	}
 	m.prot.rows = append(m.prot.rows, moderation.RoomAction{
 		Key: a.IdempotencyKey, Action: a.Action.ID, Mode: a.Mode, Source: a.Source, Rule: rule, Account: a.Creator.ID,
 		Reverses: a.Reverses, State: moderation.ActionWritten, Verdict: key, VerdictRevision: a.VerdictRevision,

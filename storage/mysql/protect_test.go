@@ -304,3 +304,51 @@ func TestActionStoreConformance(t *testing.T) {
 	t.Parallel()
 	storetest.RunActionStoreConformance(t, func(t *testing.T) storetest.ActionOutboxStore { _, s := setupDB(t); return s })
 }
+
+// TestUndoingAnOverturnLeavesWhatWasReversedByKey: a moderator reverses
+// the hold by its key, then overturns the verdict (the restriction is
+// reversed) and undoes the overturn: only the restriction comes back.
+func TestUndoingAnOverturnLeavesWhatWasReversedByKey(t *testing.T) {
+	t.Parallel()
+	_, s := setupDB(t)
+	ctx := context.Background()
+	p, err := policy.Parse([]byte(heavyPolicy))
+	require.NoError(t, err)
+	v := storetest.SampleVerdict("room-rev-key")
+	v.Subjects, v.OffenderRole = []string{"seller-10"}, pipeline.RoleSeller
+	now := v.FinishedAt
+	ev := policy.EvidenceOf(v, pipeline.ActionSourceRealtime)
+	ev.Revision = 1
+	var holdKey string
+	for _, d := range p.Evaluate(ev, pipeline.ActionState{}, now) {
+		a := pipeline.ActionRecord{ProtectiveAction: p.Action(d, ev, now), Key: v.Key}
+		if a.Action.ID == pipeline.ActionHoldTransaction {
+			holdKey = a.IdempotencyKey
+		}
+		v.Actions = append(v.Actions, a)
+	}
+	storetest.MustSave(t, ctx, s, v)
+
+	byKey, err := s.ReverseAction(ctx, moderation.KeyReversal{RoomID: "room-rev-key", Key: holdKey, At: now.Add(time.Minute),
+		ExpiresAt: now.Add(time.Hour), Source: pipeline.ActionSourceModerator})
+	require.NoError(t, err)
+	require.True(t, byKey.Reversed)
+	r := moderation.Reversal{Key: v.Key, DecisionID: 8, At: now.Add(time.Hour), ClearedUntil: now.Add(720 * time.Hour), ExpiresAt: now.Add(2 * time.Hour)}
+	revs, err := s.ReverseActions(ctx, r)
+	require.NoError(t, err)
+	require.Len(t, revs, 1, "the overturn reverses the restriction; the hold is reversed already")
+	require.Equal(t, pipeline.ActionLiftRestriction, revs[0].Action.ID)
+
+	r.At = r.At.Add(time.Minute)
+	re, err := s.ReapplyActions(ctx, r)
+	require.NoError(t, err)
+	require.Len(t, re, 1, "the undo re-applies what the overturn reversed, not the hold reversed by its key")
+	require.Equal(t, pipeline.ActionRestrictSender, re[0].Action.ID)
+	rows, err := s.RoomActions(ctx, "room-rev-key", 0)
+	require.NoError(t, err)
+	for _, a := range rows {
+		if a.Key == holdKey {
+			require.Equal(t, moderation.ActionReversed, a.State, "the hold stays reversed")
+		}
+	}
+}

@@ -53,12 +53,17 @@ func (s *Store) ReverseActions(ctx context.Context, r moderation.Reversal) ([]pi
 	return out, nil
 }
 
-// reverseRow marks the forward action a (about r.Key) reversed and, when
+// reverseRow marks the forward action a (about r.Key) reversed (by the
+// overturn r.DecisionID, when not 0) and, when
 // it is `on` and can be undone, cancels its own message if it has not
 // left and writes its reversal (of source src, issued at r.At) with its
 // outbox message; it returns the reversal, nil when there is none.
 func reverseRow(ctx context.Context, tx *sql.Tx, a actionRow, r moderation.Reversal, src pipeline.ActionSource) (*pipeline.ProtectiveAction, error) {
-	if _, err := tx.ExecContext(ctx, "UPDATE protective_actions SET state = 'reversed' WHERE idempotency_key = ?", a.key); err != nil {
+	// An overturn's reversal names its decision: undoing that overturn
+	// re-applies what it reversed, and nothing a moderator reversed by key
+	// or a policy change retracted (DecisionID 0, NULL).
+	if _, err := tx.ExecContext(ctx, "UPDATE protective_actions SET state = 'reversed', reversed_by_decision = ? WHERE idempotency_key = ?",
+		nullID(int64(r.DecisionID)), a.key); err != nil {
 		return nil, classify(fmt.Errorf("mysql: reverse actions: mark: %w", err))
 	}
 	undo := pipeline.ActionKind(a.action).ReversedBy()
@@ -152,13 +157,13 @@ func (s *Store) ReapplyActions(ctx context.Context, r moderation.Reversal) ([]pi
 		return nil, classify(fmt.Errorf("mysql: reapply actions: begin: %w", err))
 	}
 	defer func() { _ = tx.Rollback() }()
-	bodies, err := lockReversedActions(ctx, tx, r.Key)
+	bodies, err := lockReversedActions(ctx, tx, r.Key, r.DecisionID)
 	if err != nil {
 		return nil, err
 	}
 	var out []pipeline.ProtectiveAction
 	for _, a := range bodies {
-		if _, err := tx.ExecContext(ctx, "UPDATE protective_actions SET state = 'written' WHERE idempotency_key = ?", a.IdempotencyKey); err != nil {
+		if _, err := tx.ExecContext(ctx, "UPDATE protective_actions SET state = 'written', reversed_by_decision = NULL WHERE idempotency_key = ?", a.IdempotencyKey); err != nil {
 			return nil, classify(fmt.Errorf("mysql: reapply actions: mark: %w", err))
 		}
 		if a.Mode != pipeline.ModeOn || a.Action.ID.ReversedBy() == "" {
@@ -193,11 +198,12 @@ func (s *Store) ReapplyActions(ctx context.Context, r moderation.Reversal) ([]pi
 }
 
 // lockReversedActions reads and locks the bodies of the forward actions
-// about key that a reversal marked.
-func lockReversedActions(ctx context.Context, tx *sql.Tx, key pipeline.ReviewKey) ([]pipeline.ProtectiveAction, error) {
+// about key that the overturn decision reversed.
+func lockReversedActions(ctx context.Context, tx *sql.Tx, key pipeline.ReviewKey, decision uint64) ([]pipeline.ProtectiveAction, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT body FROM protective_actions WHERE room_id = ? AND window_start = ? AND window_end = ?
-		  AND pipeline_version = ? AND reverses IS NULL AND state = 'reversed' AND body IS NOT NULL ORDER BY id FOR UPDATE`,
-		key.RoomID, dbTime(key.WindowStart), dbTime(key.WindowEnd), key.PipelineVersion)
+		  AND pipeline_version = ? AND reverses IS NULL AND state = 'reversed' AND reversed_by_decision = ? AND body IS NOT NULL
+		  ORDER BY id FOR UPDATE`,
+		key.RoomID, dbTime(key.WindowStart), dbTime(key.WindowEnd), key.PipelineVersion, decision)
 	if err != nil {
 		return nil, classify(fmt.Errorf("mysql: reapply actions: read: %w", err))
 	}
