@@ -318,9 +318,11 @@ func ForwardActionKey(key ReviewKey, revision int, rule string, kind ActionKind,
 		key.WindowEnd.UTC().Format(time.RFC3339Nano), key.PipelineVersion, fmt.Sprint(revision), rule, string(kind), account)
 }
 
-// ReversalActionKey is the key of the generation-th reversal of the action
-// keyed reverses (an overturn reverses with generation 1; an undone
-// overturn re-applies, and a second overturn reverses with 2).
+// ReversalActionKey is the key of a reversal of the action keyed
+// reverses; generation is one more than the rows already naming that key
+// in their reverses (its reversals and re-applications), so each is
+// distinct: an overturn reverses with generation 1, an undone overturn
+// re-applies, and a second overturn reverses with 3.
 func ReversalActionKey(reverses string, generation int) string {
 	return ActionKey("rev", reverses, fmt.Sprint(generation))
 }
