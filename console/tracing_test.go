@@ -8,11 +8,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/chatguard/chatguard/internal/spantest"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -35,8 +34,7 @@ func (s *eventSink) Publish(ev pipeline.LakeEvent) bool {
 // verdict's lake event carries the review's trace, and no span names the
 // room; a page view is not traced.
 func TestOnDemandReviewContinuesTheRequestsTrace(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sdktrace.AlwaysSample())))
+	rec := spantest.Recorder(t, sdktrace.AlwaysSample())
 	c := newTestConsole(t, 1)
 	sink := &eventSink{}
 	c.app.rv.events = sink

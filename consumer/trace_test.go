@@ -6,12 +6,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/chatguard/chatguard/consumer"
+	"github.com/chatguard/chatguard/internal/spantest"
 	"github.com/chatguard/chatguard/pipeline"
 	"github.com/chatguard/chatguard/storage/s3lake/s3laketest"
 )
@@ -20,10 +19,8 @@ import (
 // traces and one from an unsampled one: each object's write is a span in
 // the trace of a sampled message it holds, linking the other sampled
 // messages it holds (a fan-in), and the unsampled trace appears nowhere.
-// (The only test here that installs a global tracer provider.)
 func TestLakeWriteJoinsTheSampledTraces(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample()))))
+	rec := spantest.Recorder(t, sdktrace.ParentBased(sdktrace.NeverSample()))
 	e := setup(t, func(c *consumer.Config) { c.FlushAge = time.Hour })
 	parents := []string{
 		"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",

@@ -5,21 +5,18 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/chatguard/chatguard/internal/spantest"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
 // TestJobContinuesTheSendersTrace sends a message carrying a traceparent:
 // the loop's job span is a child of the sender's span in the same trace,
 // the handler runs inside it, and the span says how the job was settled.
-// (The only test here that installs a global tracer provider.)
 func TestJobContinuesTheSendersTrace(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample()))))
+	rec := spantest.Recorder(t, sdktrace.ParentBased(sdktrace.NeverSample()))
 	got := make(chan trace.SpanContext, 1)
 	h := HandlerFunc(func(ctx context.Context, m Message) Outcome {
 		got <- trace.SpanContextFromContext(ctx)

@@ -4,16 +4,15 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/chatguard/chatguard/internal/spantest"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -21,7 +20,7 @@ import (
 // trace sampled: each review event carries the traceparent of a trace of
 // its own, rooted at the window's span, which names no room.
 func TestEachFiredWindowStartsATrace(t *testing.T) {
-	rec := recorder()
+	rec := recorder(t)
 	h := setup(t)
 	for r := range 2 {
 		h.events.Enqueue(chatBody(fmt.Sprintf("traced-room-%d", r), "m1", t0))
@@ -59,10 +58,7 @@ func TestEachFiredWindowStartsATrace(t *testing.T) {
 // window's span links the two sampled events' spans, once each, and the
 // malformed event's DLQ copy keeps its traceparent.
 func TestWindowSpanLinksTheChatEventsTraces(t *testing.T) {
-	rec := recorder()
-	// The recorder is the package's one provider's: only the spans this
-	// run ends count (-count=N runs it again).
-	before := len(rec.Ended())
+	rec := recorder(t)
 	h := setup(t)
 	tp := func(span byte, flags string) map[string]pipeline.Attribute {
 		return map[string]pipeline.Attribute{pipeline.TraceParentAttribute: pipeline.StringAttribute(
@@ -81,7 +77,7 @@ func TestWindowSpanLinksTheChatEventsTraces(t *testing.T) {
 	require.Equal(t, 1, h.e.FireDue(ctx))
 
 	var fires []sdktrace.ReadOnlySpan
-	for _, s := range rec.Ended()[before:] {
+	for _, s := range rec.Ended() {
 		if s.Name() == "window fire" && len(s.Links()) > 0 {
 			fires = append(fires, s)
 		}
@@ -102,18 +98,7 @@ func TestWindowSpanLinksTheChatEventsTraces(t *testing.T) {
 	require.Contains(t, dead[0].Attributes[AttrErrorReason].Value, "invalid chat event")
 }
 
-var (
-	recOnce sync.Once
-	rec     *tracetest.SpanRecorder
-)
-
-// recorder installs, once per test binary (the global provider can be
-// set once: tracers taken before follow the first one), a provider that
-// samples every trace into a recorder the tests share.
-func recorder() *tracetest.SpanRecorder {
-	recOnce.Do(func() {
-		rec = tracetest.NewSpanRecorder()
-		otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sdktrace.AlwaysSample())))
-	})
-	return rec
+// recorder records the spans the test ends, every trace sampled.
+func recorder(t *testing.T) *tracetest.SpanRecorder {
+	return spantest.Recorder(t, sdktrace.AlwaysSample())
 }

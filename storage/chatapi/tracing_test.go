@@ -9,20 +9,18 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/chatguard/chatguard/internal/spantest"
 )
 
 // TestFetchIsASpanThatNamesNoRoom fetches a room's history inside a
 // sampled span, the first attempt failing: each attempt is a client span
 // child of the caller's, the chat service receives the traceparent, and
-// no attribute names the room. (The only test here that installs a global
-// tracer provider.)
+// no attribute names the room.
 func TestFetchIsASpanThatNamesNoRoom(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sdktrace.AlwaysSample()))
-	otel.SetTracerProvider(tp)
+	rec := spantest.Recorder(t, sdktrace.AlwaysSample())
+	tp := spantest.Provider()
 	var mu sync.Mutex
 	var parents []string
 	seen := func(next func(http.ResponseWriter, *http.Request)) func(http.ResponseWriter, *http.Request) {

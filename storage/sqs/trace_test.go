@@ -8,10 +8,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/chatguard/chatguard/internal/spantest"
 	"github.com/chatguard/chatguard/pipeline"
 )
 
@@ -55,10 +55,9 @@ func TestSendCarriesTheTraceContext(t *testing.T) {
 
 // TestReviewPublisherStartsATracePerEvent publishes review events with
 // every trace sampled: each message carries the traceparent of a root
-// span of its own. (The only test here that installs a global tracer
-// provider.)
+// span of its own.
 func TestReviewPublisherStartsATracePerEvent(t *testing.T) {
-	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample())))
+	spantest.Recorder(t, sdktrace.AlwaysSample())
 	api := newScriptAPI()
 	p := reviewPublisher(t, api, nil)
 	require.NoError(t, p.Run(context.Background(), reviewEvents(12)))
