@@ -19,7 +19,9 @@ var tracer = otel.Tracer("spantest_test")
 // sampler, sees the spans ended while it records and no earlier one; the
 // first sees none after its test ended.
 func TestEachRecorderSeesItsOwnTestsSpans(t *testing.T) {
-	var first interface{ Ended() []sdktrace.ReadOnlySpan }
+	var first interface {
+		Ended() []sdktrace.ReadOnlySpan
+	}
 	t.Run("always", func(t *testing.T) {
 		rec := spantest.Recorder(t, sdktrace.AlwaysSample())
 		_, s := tracer.Start(context.Background(), "one")
