@@ -77,6 +77,10 @@ func TestBlockingReadsUseTheTailClient(t *testing.T) {
 			// No retry: a cluster client retries a pool timeout on another node.
 			o.PoolSize, o.PoolTimeout, o.ReadTimeout, o.MaxRetries = 1, 100*time.Millisecond, 5*time.Second, -1
 		})
+		// A first keyed command loads what a cluster client fetches lazily
+		// (its slots, the COMMAND table) through a pooled connection: done
+		// here, that fetch cannot pass for the blocked reader below.
+		require.NoError(t, tail.Exists(ctx, cfg.KeyPrefix+"r").Err())
 		// The pool of the node that holds the stream.
 		pool := tail.PoolStats
 		if cc, ok := tail.(*redis.ClusterClient); ok {
