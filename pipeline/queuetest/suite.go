@@ -78,10 +78,7 @@ func receiveN(t *testing.T, ctx context.Context, q pipeline.Receiver, n int, vis
 			// a connection the transport lost is no broken contract. One
 			// that lasts ends at the suite's deadline, with its error.
 			lastErr = err
-			select {
-			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
+			_ = clock.Sleep(ctx, clock.Real(), 100*time.Millisecond)
 			continue
 		}
 		require.LessOrEqual(t, len(msgs), pipeline.MaxReceive)
